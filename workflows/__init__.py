@@ -1,0 +1,65 @@
+"""Authoring API and the ``@workflow`` compiler.
+
+Layer rule: this package is pure. It imports only the standard library and cloudpickle; it does no
+I/O, starts no threads and reads no clock. A workflow can be compiled and stepped in a unit test
+with no database and no actors (see ``workflows.testing``).
+"""
+
+from ._commands import (
+    Command,
+    Event,
+    RetryPolicy,
+    gather,
+    select,
+    signal,
+    spawn,
+    timer,
+)
+from ._compiler import workflow
+from ._context import broadcast, info, now, send, subscribe, unsubscribe, workflow_id
+from ._effects import procedure, reducer
+from ._errors import (
+    Cancelled,
+    CheckpointError,
+    ChildFailed,
+    CompileError,
+    ProcedureFailed,
+    UnknownWorkflowType,
+    VersionMismatch,
+    WorkflowError,
+    WorkflowFailed,
+)
+from ._procedure_context import idempotency_key
+from ._status import Status
+
+__all__ = [
+    "Cancelled",
+    "CheckpointError",
+    "ChildFailed",
+    "Command",
+    "CompileError",
+    "Event",
+    "ProcedureFailed",
+    "RetryPolicy",
+    "Status",
+    "UnknownWorkflowType",
+    "VersionMismatch",
+    "WorkflowError",
+    "WorkflowFailed",
+    "broadcast",
+    "gather",
+    "idempotency_key",
+    "info",
+    "now",
+    "procedure",
+    "reducer",
+    "select",
+    "send",
+    "signal",
+    "spawn",
+    "subscribe",
+    "timer",
+    "unsubscribe",
+    "workflow",
+    "workflow_id",
+]

@@ -1,0 +1,283 @@
+"""Workflow commands: the plain, picklable values a workflow awaits or records.
+
+Awaiting a command is the one way a workflow suspends. The compiled state machine hands the command
+to whoever drives it; a native coroutine (used by the differential tests) yields it the same way,
+because ``Command.__await__`` yields the command itself.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ._registry import function_key, lookup_options
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how fast a failed procedure is tried again.
+
+    Unlike Temporal's default (retry forever), attempts are bounded by default.
+    """
+
+    maximum_attempts: int = 3
+    initial_interval: float = 1.0
+    backoff_coefficient: float = 2.0
+    maximum_interval: float = 60.0
+    non_retryable: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.maximum_attempts < 1:
+            raise ValueError(f"RetryPolicy.maximum_attempts must be >= 1, got {self.maximum_attempts}")
+        if self.initial_interval < 0 or self.maximum_interval < 0:
+            raise ValueError("RetryPolicy intervals must be >= 0 seconds")
+        if self.backoff_coefficient < 1:
+            raise ValueError(
+                f"RetryPolicy.backoff_coefficient must be >= 1, got {self.backoff_coefficient}"
+            )
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        d = self.initial_interval * (self.backoff_coefficient ** (attempt - 1))
+        return float(min(d, self.maximum_interval))
+
+
+NO_RETRY = RetryPolicy(maximum_attempts=1)
+
+
+class Command:
+    """Base of every awaitable workflow command."""
+
+    __slots__ = ()
+    kind: ClassVar[str] = "command"
+
+    def __await__(self) -> Generator[Command, Any, Any]:
+        return (yield self)
+
+    @property
+    def arm_name(self) -> str:
+        """The name this command has as an arm of ``select`` (``Event.name``)."""
+        raise NotImplementedError
+
+
+def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds or a timedelta, got {value!r}")
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Timer(Command):
+    """Suspend until a named timer fires. Exactly one of ``after`` and ``at`` is set."""
+
+    name: str
+    after: float | None = None
+    at: float | None = None
+    kind: ClassVar[str] = "timer"
+
+    @property
+    def arm_name(self) -> str:
+        return self.name
+
+    def due(self, now: float) -> float:
+        """The epoch time this timer falls due, armed at ``now``."""
+        if self.at is not None:
+            return self.at
+        assert self.after is not None
+        return now + self.after
+
+
+@dataclass(frozen=True)
+class Signal(Command):
+    """Suspend until a signal of this name arrives; the result is its payload."""
+
+    name: str
+    kind: ClassVar[str] = "signal"
+
+    @property
+    def arm_name(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Procedure(Command):
+    """Call a procedure (a side effect that returns a value) and suspend until it replies."""
+
+    function: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    retry: RetryPolicy | None = None
+    name: str | None = None
+    kind: ClassVar[str] = "procedure"
+
+    @property
+    def arm_name(self) -> str:
+        return self.name or self.function.rpartition(":")[2].rpartition(".")[2]
+
+
+@dataclass(frozen=True)
+class Spawn(Command):
+    """Start a child workflow and suspend until it returns."""
+
+    workflow: str
+    args: tuple[Any, ...] = ()
+    id: str | None = None
+    detached: bool = False
+    name: str | None = None
+    kind: ClassVar[str] = "child"
+
+    @property
+    def arm_name(self) -> str:
+        return self.name or self.workflow.rpartition(":")[2].rpartition(".")[2]
+
+
+@dataclass(frozen=True)
+class Select(Command):
+    """Suspend until the first of several commands completes; the result is its ``Event``."""
+
+    commands: tuple[Command, ...]
+    kind: ClassVar[str] = "select"
+
+
+@dataclass(frozen=True)
+class Gather(Command):
+    """Suspend until all commands complete; the result is their results, in order."""
+
+    commands: tuple[Command, ...]
+    kind: ClassVar[str] = "gather"
+
+
+_ARM_TYPES = (Timer, Signal, Procedure, Spawn)
+
+
+def _check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what} name must be a non-empty string, got {name!r}")
+    return name
+
+
+def timer(name: str, after: float | _dt.timedelta | None = None, *, at: float | None = None) -> Timer:
+    """A durable timer named ``name`` due ``after`` seconds from now, or at epoch time ``at``.
+
+    In a ``select`` the timer is armed when that ``select`` starts; for a deadline that survives
+    loop turns use ``at=``.
+    """
+    _check_name(name, "timer")
+    if (after is None) == (at is None):
+        raise TypeError(f"timer({name!r}) takes exactly one of after= (seconds) or at= (epoch seconds)")
+    if after is not None:
+        secs = _seconds(after, f"timer({name!r}) after")
+        if secs < 0:
+            raise ValueError(f"timer({name!r}) after must be >= 0 seconds, got {secs}")
+        return Timer(name, after=secs)
+    return Timer(name, at=_seconds(at, f"timer({name!r}) at"))
+
+
+def signal(name: str) -> Signal:
+    """Wait for the next signal called ``name``; ``await`` gives its payload."""
+    return Signal(_check_name(name, "signal"))
+
+
+def procedure(
+    fn: Any,
+    *args: Any,
+    timeout: float | _dt.timedelta | None = None,
+    retry: RetryPolicy | None = None,
+    name: str | None = None,
+    **kwargs: Any,
+) -> Procedure:
+    """Call ``fn(*args, **kwargs)`` outside the workflow; ``await`` gives its return value.
+
+    ``fn`` must be importable by ``module:qualname`` (a ``@procedure`` function, or any
+    module-level function). Options given here override the ``@procedure`` defaults.
+    """
+    if not callable(fn):
+        raise TypeError(f"procedure() needs a function, got {fn!r}")
+    key = function_key(fn, "procedure")
+    opts = lookup_options(fn)
+    t = timeout if timeout is not None else opts.get("timeout")
+    r = retry if retry is not None else opts.get("retry")
+    if r is not None and not isinstance(r, RetryPolicy):
+        raise TypeError(f"procedure({key}) retry= must be a RetryPolicy, got {r!r}")
+    return Procedure(
+        key,
+        tuple(args),
+        dict(kwargs),
+        None if t is None else _seconds(t, f"procedure({key}) timeout"),
+        r,
+        name,
+    )
+
+
+def spawn(
+    child: Any, *args: Any, id: str | None = None, detached: bool = False, name: str | None = None
+) -> Spawn:
+    """Start ``child`` (a ``@workflow``) as a child workflow; ``await`` gives its return value.
+
+    A child is cancelled when its parent ends, unless ``detached=True``.
+    """
+    key = getattr(child, "__workflow_key__", None)
+    if key is None:
+        raise TypeError(f"spawn() needs a @workflow function, got {child!r}")
+    if id is not None and (not isinstance(id, str) or not id):
+        raise TypeError(f"spawn() id= must be a non-empty string, got {id!r}")
+    return Spawn(key, tuple(args), id, bool(detached), name)
+
+
+def _check_arms(what: str, commands: tuple[Any, ...]) -> tuple[Command, ...]:
+    if not commands:
+        raise TypeError(f"{what}() needs at least one command")
+    for c in commands:
+        if not isinstance(c, _ARM_TYPES):
+            raise TypeError(
+                f"{what}() takes timer(), signal(), procedure() and spawn() commands, got {c!r}"
+            )
+    return tuple(commands)
+
+
+def select(*commands: Command) -> Select:
+    """Wait for the first of ``commands``; ``await`` gives an ``Event`` naming the winner.
+
+    The losers are disarmed: timers cancelled, children cancelled, procedure results discarded.
+    """
+    arms = _check_arms("select", commands)
+    seen: dict[tuple[str, str], Command] = {}
+    for c in arms:
+        k = (c.kind, c.arm_name)
+        if k in seen:
+            raise ValueError(
+                f"select() has two {c.kind} arms named {c.arm_name!r}; give one of them name=... "
+                "so the Event says which fired"
+            )
+        seen[k] = c
+    return Select(arms)
+
+
+def gather(*commands: Command) -> Gather:
+    """Wait for all ``commands``; ``await`` gives their results in order.
+
+    The first failure is raised and the rest are cancelled.
+    """
+    return Gather(_check_arms("gather", commands))
+
+
+@dataclass(frozen=True)
+class Event:
+    """What ``await select(...)`` returns: which arm fired, and its value.
+
+    ``kind`` is ``"timer"``, ``"signal"``, ``"procedure"`` or ``"child"``. Match it with
+    ``case Event("bid", bid):``.
+    """
+
+    name: str
+    value: Any = None
+    kind: str = "signal"
+    __match_args__ = ("name", "value")

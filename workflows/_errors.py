@@ -1,0 +1,130 @@
+"""Errors raised by workflow authoring, compiling and stepping.
+
+Every error here pickles and unpickles with its data intact: errors travel inside continuations
+(a pending exception while a ``finally`` awaits), across the procedure pool and between parent and
+child workflows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WorkflowError(Exception):
+    """Root of the errors of the ``workflows`` package."""
+
+
+class CompileError(SyntaxError, WorkflowError):
+    """A workflow uses a construct that cannot be compiled; raised at decoration time.
+
+    A ``SyntaxError`` subclass, so Python's own formatter prints file, line and a caret. When a
+    workflow has several problems, ``problems`` holds every one and the message counts the rest.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        filename: str | None = None,
+        lineno: int | None = None,
+        offset: int | None = None,
+        text: str | None = None,
+        end_lineno: int | None = None,
+        end_offset: int | None = None,
+        problems: list[CompileError] | None = None,
+    ) -> None:
+        super().__init__(message, (filename, lineno, offset, text, end_lineno, end_offset))
+        self.problems: list[CompileError] = problems if problems is not None else [self]
+
+    def __reduce__(self) -> Any:
+        return (
+            CompileError,
+            (
+                self.msg,
+                self.filename,
+                self.lineno,
+                self.offset,
+                self.text,
+                self.end_lineno,
+                self.end_offset,
+            ),
+        )
+
+
+class _DataError(WorkflowError):
+    """Base for errors that carry keyword data; pickles by its fields."""
+
+    _fields: tuple[str, ...] = ()
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        for name in self._fields:
+            setattr(self, name, data.get(name))
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.message, {n: getattr(self, n) for n in self._fields}))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _rebuild(cls: type[_DataError], message: str, data: dict[str, Any]) -> _DataError:
+    return cls(message, **data)
+
+
+class WorkflowFailed(_DataError):
+    """``result()`` of a workflow whose code raised.
+
+    Carries the original error's type name, message and traceback text (the original object may
+    not survive a restart, its text always does).
+    """
+
+    _fields = ("workflow_id", "error_type", "error_message", "traceback")
+
+
+class ProcedureFailed(_DataError):
+    """Raised at ``await procedure(...)`` when the procedure failed after its last attempt."""
+
+    _fields = ("procedure", "attempts", "error_type", "error_message", "traceback")
+
+
+class ChildFailed(_DataError):
+    """Raised at ``await spawn(...)`` when the child workflow failed or was cancelled."""
+
+    _fields = ("child_id", "child_type", "error_type", "error_message", "traceback")
+
+
+class VersionMismatch(_DataError):
+    """A continuation was made by other code (or another Python) than the one loaded now."""
+
+    _fields = ("workflow_type", "stored", "loaded")
+
+
+class CheckpointError(_DataError):
+    """A workflow's live state cannot be checkpointed (for example an unpicklable local)."""
+
+    _fields = ("variable", "value_type", "location")
+
+
+class UnknownWorkflowType(_DataError):
+    """A stored workflow, procedure or reducer names code that no loaded module registers."""
+
+    _fields = ("key", "kind")
+
+
+class Cancelled(BaseException):
+    """Raised at a workflow's current ``await`` when it is cancelled.
+
+    Derives from ``BaseException`` so that ``except Exception`` does not swallow it; catch it by
+    name (``except Cancelled``) or use ``finally`` to clean up.
+    """
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+    def __reduce__(self) -> Any:
+        return (Cancelled, (self.reason,))
+
+    def __str__(self) -> str:
+        return self.reason or "cancelled"

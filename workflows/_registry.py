@@ -1,0 +1,96 @@
+"""Registry of workflows, procedures and reducers by ``module:qualname``.
+
+A restarted process finds code by key: a key not registered yet is resolved by importing its module
+(which runs the decorators) and, failing that, by walking the qualname from the module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._errors import UnknownWorkflowType
+
+_REGISTRY: dict[str, dict[str, Any]] = {"workflow": {}, "procedure": {}, "reducer": {}}
+_OPTIONS_ATTR = "__actorflow_options__"
+
+
+def function_key(fn: Any, kind: str) -> str:
+    """The durable key of a function: ``module:qualname``."""
+    key = getattr(fn, "__workflow_key__", None)
+    if key is not None and kind == "workflow":
+        return str(key)
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not module or not qualname:
+        raise TypeError(f"{kind} {fn!r} has no __module__/__qualname__; use a plain def function")
+    return f"{module}:{qualname}"
+
+
+def register(kind: str, obj: Any, key: str | None = None, **options: Any) -> str:
+    """Register ``obj`` as a ``kind`` under ``key`` (default ``module:qualname``)."""
+    key = key or function_key(obj, kind)
+    if options and kind != "workflow":
+        setattr(obj, _OPTIONS_ATTR, dict(options))
+    _REGISTRY[kind][key] = obj
+    return key
+
+
+def lookup_options(fn: Any) -> dict[str, Any]:
+    """Options given to ``@procedure(...)``/``@reducer`` for ``fn`` (empty if none)."""
+    return dict(getattr(fn, _OPTIONS_ATTR, None) or {})
+
+
+def resolve(kind: str, key: str) -> Any:
+    """The registered ``kind`` named ``key``, importing its module if needed.
+
+    Raises ``UnknownWorkflowType`` naming the key and what to do.
+    """
+    table = _REGISTRY[kind]
+    obj = table.get(key)
+    if obj is not None:
+        return obj
+    module_name, sep, qualname = key.partition(":")
+    if not sep or not module_name or not qualname:
+        raise UnknownWorkflowType(
+            f"{kind} key {key!r} is malformed: expected 'module:qualname'", key=key, kind=kind
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UnknownWorkflowType(
+            f"{kind} {key!r} cannot be found: importing module {module_name!r} failed ({e}). "
+            f"Make the module importable (on sys.path) in the process that opens the database.",
+            key=key,
+            kind=kind,
+        ) from e
+    obj = table.get(key)
+    if obj is None and "<locals>" not in qualname:
+        target: Any = module
+        for part in qualname.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                break
+        if target is not None and kind != "workflow":
+            obj = target
+        elif target is not None and getattr(target, "__workflow_key__", None) == key:
+            obj = target
+    if obj is None:
+        hint = (
+            " It was defined inside a function, so only the process that defined it knows it."
+            if "<locals>" in qualname
+            else ""
+        )
+        raise UnknownWorkflowType(
+            f"{kind} {key!r} is not registered: module {module_name!r} was imported but defines no "
+            f"{kind} named {qualname!r}.{hint} Decorate it with @{kind} at module level, or "
+            f"import the module that does before opening the database.",
+            key=key,
+            kind=kind,
+        )
+    return obj
+
+
+def registered(kind: str) -> dict[str, Any]:
+    """A copy of the registry for ``kind``."""
+    return dict(_REGISTRY[kind])
