@@ -1,0 +1,1 @@
+"""The actorflow test suite."""
