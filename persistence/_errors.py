@@ -1,0 +1,157 @@
+"""The store's errors: one root, subclasses that carry what happened and where."""
+
+from __future__ import annotations
+
+
+class PersistenceError(Exception):
+    """Root of every error the store raises.
+
+    Attributes:
+        path: The database file involved (``":memory:"`` for a throwaway store), or None.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class DatabaseLocked(PersistenceError):
+    """The file is owned by another running system."""
+
+    def __init__(self, path: str, *, pid: int | None, host: str | None, since: str | None) -> None:
+        who = f"process {pid} on host {host!r} (since {since})" if pid else "another process"
+        super().__init__(
+            f"database {path} is owned by {who}; only one running system may own a file. "
+            f"Stop that process, or open the file with owner=False (as the wf CLI does) to read "
+            f"it and post requests to its owner.",
+            path=path,
+        )
+        self.pid = pid
+        self.host = host
+        self.since = since
+
+
+class ForeignDatabase(PersistenceError):
+    """The file is a SQLite database of another application."""
+
+
+class SchemaTooNew(PersistenceError):
+    """The file was written by a newer actorflow with a schema this version cannot read."""
+
+    def __init__(self, path: str, *, found: int, supported: int) -> None:
+        super().__init__(
+            f"database {path} has schema version {found}, but this actorflow reads versions up to "
+            f"{supported}; upgrade actorflow to open it (downgrading a database is not supported).",
+            path=path,
+        )
+        self.found = found
+        self.supported = supported
+
+
+class CorruptDatabase(PersistenceError):
+    """The file is not a SQLite database, or its pages are malformed."""
+
+
+class ReadOnlyDatabase(PersistenceError):
+    """The file, or the directory that holds it, cannot be written."""
+
+
+class DiskFull(PersistenceError):
+    """A write failed because the disk (or the database's page limit) is full."""
+
+
+class StaleStep(PersistenceError):
+    """A step's guard failed: its step_seq is not the next one, or a row it consumes is gone.
+
+    Attributes:
+        workflow_id: The workflow the step belongs to.
+    """
+
+    def __init__(self, message: str, *, path: str | None, workflow_id: str) -> None:
+        super().__init__(message, path=path)
+        self.workflow_id = workflow_id
+
+
+class ReducerFailed(PersistenceError):
+    """A step was rolled back because one of its reducers raised.
+
+    Attributes:
+        workflow_id: The workflow the step belongs to.
+        reducer: The name of the reducer that raised.
+        original: The exception the reducer raised (also ``__cause__``).
+    """
+
+    def __init__(
+        self, *, path: str | None, workflow_id: str, reducer: str, original: BaseException
+    ) -> None:
+        super().__init__(
+            f"reducer {reducer} of workflow {workflow_id!r} raised "
+            f"{type(original).__name__}: {original}; the whole step was rolled back in {path}, "
+            f"nothing of it was written. Fix the reducer; the workflow resumes from its last "
+            f"checkpoint.",
+            path=path,
+        )
+        self.workflow_id = workflow_id
+        self.reducer = reducer
+        self.original = original
+
+
+class UnknownWorkflowId(PersistenceError):
+    """No workflow with this id exists in the file."""
+
+    def __init__(self, workflow_id: str, *, path: str | None) -> None:
+        super().__init__(
+            f"no workflow with id {workflow_id!r} in {path}; check the id (list them with "
+            f"`wf list --db {path}`).",
+            path=path,
+        )
+        self.workflow_id = workflow_id
+
+
+class WorkflowFinished(PersistenceError):
+    """The workflow has ended; it takes no more messages or steps."""
+
+    def __init__(self, workflow_id: str, status: str, *, path: str | None) -> None:
+        super().__init__(
+            f"workflow {workflow_id!r} in {path} is already {status}; it takes no more messages. "
+            f"Start a new workflow (with a new id) to continue.",
+            path=path,
+        )
+        self.workflow_id = workflow_id
+        self.status = status
+
+
+class WorkflowExists(PersistenceError):
+    """A step tried to create a workflow whose id is already taken."""
+
+    def __init__(self, workflow_id: str, *, parent_id: str, path: str | None) -> None:
+        super().__init__(
+            f"workflow {parent_id!r} tried to create child {workflow_id!r} in {path}, but a "
+            f"workflow with that id already exists; the step was rolled back. Give the child a "
+            f"unique id (or none, to get a generated one).",
+            path=path,
+        )
+        self.workflow_id = workflow_id
+        self.parent_id = parent_id
+
+
+class InboxFull(PersistenceError):
+    """The workflow's inbox holds as many buffered signals as the store allows."""
+
+    def __init__(self, workflow_id: str, *, limit: int, path: str | None) -> None:
+        super().__init__(
+            f"inbox of workflow {workflow_id!r} in {path} is full: it already buffers {limit} "
+            f"signals it has not consumed. Make the workflow await (or select on) the signals it "
+            f"is sent, send fewer, or open the store with a larger inbox_limit.",
+            path=path,
+        )
+        self.workflow_id = workflow_id
+        self.limit = limit
+
+
+class MalformedPayload(PersistenceError):
+    """Bytes handed to ``loads`` are not a payload written by ``dumps``."""
+
+
+class StoreClosed(PersistenceError):
+    """The store was used after ``close()``."""

@@ -1,0 +1,263 @@
+"""The schema, its versioned migrations, and recognising what kind of file we were handed.
+
+``PRAGMA application_id`` marks a file as actorflow's (so another application's SQLite file is
+refused, never migrated), ``PRAGMA user_version`` is the schema version, and the ``meta`` table
+keeps facts about the file (creation, the owning process).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+import sqlite_utils
+
+from persistence._errors import (
+    CorruptDatabase,
+    DiskFull,
+    ForeignDatabase,
+    PersistenceError,
+    ReadOnlyDatabase,
+    SchemaTooNew,
+)
+
+# "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
+APPLICATION_ID = 0x41465731
+SCHEMA_VERSION = 1
+
+# How many history rows to keep per workflow, and every how many steps to trim (by index).
+HISTORY_KEEP = 200
+HISTORY_TRIM_EVERY = 50
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    """Create the first schema."""
+    db["meta"].create({"key": str, "value": str}, pk="key")
+    db["workflows"].create(
+        {
+            "id": str,
+            "type": str,
+            "status": str,
+            "parent_id": str,
+            "detached": int,
+            "test_mode": int,
+            "continuation": bytes,
+            "fingerprint": str,
+            "waiting_on": str,
+            "result": bytes,
+            "error": str,
+            "step_seq": int,
+            "restarts": int,
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        not_null={"type", "status", "detached", "test_mode", "step_seq", "restarts",
+                  "created_at", "updated_at"},
+        defaults={"detached": 0, "test_mode": 0, "step_seq": 0, "restarts": 0},
+    )
+    # Partial: only running workflows are indexed, and recovery asks for never-stepped ones.
+    db.execute("CREATE INDEX workflows_running ON workflows(step_seq) WHERE status = 'running'")
+    db["workflows"].create_index(["parent_id"], index_name="workflows_parent")
+    db["workflows"].create_index(["type", "status"], index_name="workflows_type")
+
+    # AUTOINCREMENT so a sequence number is never handed out twice, even after the newest row
+    # was consumed: seqs are how the runtime names what it consumes.
+    db.execute(
+        "CREATE TABLE inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, name TEXT NOT NULL, payload BLOB NOT NULL, created_at REAL NOT NULL)"
+    )
+    db["inbox"].create_index(["workflow_id", "seq"], index_name="inbox_workflow")
+    # Cancels and child outcomes are always work; they are few, so a partial index finds them.
+    db.execute("CREATE INDEX inbox_control ON inbox(workflow_id) WHERE kind != 'signal'")
+
+    db["waits"].create(
+        {"workflow_id": str, "name": str}, pk=("workflow_id", "name"),
+        not_null={"workflow_id", "name"},
+    )
+
+    db.execute(
+        "CREATE TABLE timers (id INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
+        "name TEXT NOT NULL, due_at REAL NOT NULL)"
+    )
+    db["timers"].create_index(["due_at"], index_name="timers_due")
+    db["timers"].create_index(["workflow_id"], index_name="timers_workflow")
+
+    db["procedures"].create(
+        {
+            "key": str,
+            "workflow_id": str,
+            "function": str,
+            "args": bytes,
+            "status": str,
+            "attempts": int,
+            "result": bytes,
+            "error": str,
+            "next_attempt_at": float,
+            "created_at": float,
+        },
+        pk="key",
+        not_null={"workflow_id", "function", "args", "status", "attempts", "next_attempt_at",
+                  "created_at"},
+        defaults={"status": "pending", "attempts": 0, "next_attempt_at": 0.0},
+    )
+    db["procedures"].create_index(["workflow_id"], index_name="procedures_workflow")
+    db.execute(
+        "CREATE INDEX procedures_pending ON procedures(next_attempt_at) WHERE status = 'pending'"
+    )
+    db.execute(
+        "CREATE INDEX procedures_finished ON procedures(workflow_id) WHERE status != 'pending'"
+    )
+
+    db["subscriptions"].create(
+        {"name": str, "filter_key": str, "workflow_id": str},
+        pk=("name", "filter_key", "workflow_id"),
+        not_null={"name", "filter_key", "workflow_id"},
+    )
+    db["subscriptions"].create_index(["workflow_id"], index_name="subscriptions_workflow")
+
+    db["history"].create(
+        {"seq": int, "workflow_id": str, "at": float, "event": str, "detail": str},
+        pk="seq",
+        not_null={"workflow_id", "at", "event"},
+    )
+    db["history"].create_index(["workflow_id", "seq"], index_name="history_workflow")
+
+    db.execute(
+        "CREATE TABLE external (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
+        "workflow_id TEXT NOT NULL, name TEXT, payload TEXT, created_at REAL NOT NULL)"
+    )
+
+
+# Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def _is_sqlite_error(exc: BaseException, *codes: int) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in codes
+
+
+SQLITE_BUSY = 5
+SQLITE_READONLY = 8
+SQLITE_IOERR = 10
+SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
+SQLITE_NOTADB = 26
+
+
+def classify(conn: sqlite3.Connection, path: str) -> int:
+    """Check that ``conn`` holds an actorflow database (or an empty file); return its version.
+
+    Raises:
+        CorruptDatabase: the file is not a SQLite database, or is malformed.
+        ForeignDatabase: the file belongs to another application.
+        SchemaTooNew: the file's schema is newer than this code reads.
+    """
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+    except sqlite3.DatabaseError as exc:
+        if _is_sqlite_error(exc, SQLITE_NOTADB, SQLITE_CORRUPT):
+            raise CorruptDatabase(
+                f"{path} is not a usable SQLite database ({exc}); it is damaged or is some other "
+                f"kind of file. Restore it from a backup, or pass a different path (a new file "
+                f"is created if none exists).",
+                path=path,
+            ) from exc
+        raise
+    if app_id != APPLICATION_ID:
+        if app_id != 0 or tables:
+            shown = ", ".join(sorted(tables)[:8]) or "none"
+            raise ForeignDatabase(
+                f"{path} is a SQLite database of another application (application_id "
+                f"{app_id:#x}, tables: {shown}); actorflow will not touch it. Pass the path of "
+                f"an actorflow database, or of a file that does not exist yet.",
+                path=path,
+            )
+        return 0  # an empty SQLite file: ours to initialise
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(path, found=version, supported=SCHEMA_VERSION)
+    return version
+
+
+def migrate(conn: sqlite3.Connection, path: str, version: int) -> None:
+    """Bring the schema from ``version`` to ``SCHEMA_VERSION``, one transaction per migration."""
+    db = sqlite_utils.Database(conn, execute_plugins=False)
+    while version < SCHEMA_VERSION:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read inside the write lock: another opener may have migrated meanwhile.
+            current = conn.execute("PRAGMA user_version").fetchone()[0]
+            if current != version:
+                conn.execute("ROLLBACK")
+                version = current
+                continue
+            MIGRATIONS[version](db)
+            version += 1
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {version}")
+            db["meta"].upsert_all(
+                [
+                    {"key": "schema_version", "value": str(version)},
+                    {"key": f"migrated_to_{version}_at", "value": repr(time.time())},
+                ],
+                pk="key",
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def not_initialised(path: str) -> PersistenceError:
+    """Build the error for a reader that finds a file with no actorflow schema yet."""
+    return PersistenceError(
+        f"{path} holds no actorflow data yet (no schema); start the system on it once "
+        f"(open_store(path) with owner=True), then read it.",
+        path=path,
+    )
+
+
+def translate_error(exc: BaseException, path: str) -> BaseException:
+    """Map a SQLite error to the store's error for it; other exceptions are returned unchanged."""
+    if isinstance(exc, PersistenceError) or not isinstance(exc, sqlite3.Error):
+        return exc
+    err: PersistenceError
+    if _is_sqlite_error(exc, SQLITE_FULL):
+        err = DiskFull(
+            f"the disk holding {path} is full (or the database reached its page limit): {exc}. "
+            f"Nothing of the failed write was committed; free some space and retry.",
+            path=path,
+        )
+    elif _is_sqlite_error(exc, SQLITE_READONLY):
+        err = ReadOnlyDatabase(
+            f"{path} cannot be written ({exc}); make the file and its directory writable, or "
+            f"open it with owner=False to read it.",
+            path=path,
+        )
+    elif _is_sqlite_error(exc, SQLITE_CORRUPT, SQLITE_NOTADB):
+        err = CorruptDatabase(
+            f"{path} is damaged ({exc}); restore it from a backup.",
+            path=path,
+        )
+    elif _is_sqlite_error(exc, SQLITE_BUSY):
+        err = PersistenceError(
+            f"{path} stayed locked by another connection past the busy timeout ({exc}); "
+            f"retry, and check that no other program holds a long write transaction on it.",
+            path=path,
+        )
+    else:
+        err = PersistenceError(f"SQLite error on {path}: {type(exc).__name__}: {exc}", path=path)
+    err.__cause__ = exc
+    return err

@@ -1,0 +1,594 @@
+"""``SqliteStore``: the ``Store`` on one SQLite file (or a throwaway in-memory database)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import os
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from persistence import _writes
+from persistence._errors import (
+    PersistenceError,
+    ReadOnlyDatabase,
+    StoreClosed,
+)
+from persistence._ownership import OwnerLock, current_owner
+from persistence._schema import (
+    SCHEMA_VERSION,
+    classify,
+    migrate,
+    not_initialised,
+    translate_error,
+)
+from persistence._types import (
+    RUNNING,
+    Delivered,
+    ExternalRow,
+    HistoryRow,
+    InboxRow,
+    NewWorkflow,
+    ProcedureRow,
+    StepAck,
+    StepWrite,
+    Store,
+    TimerRow,
+    WorkflowRecord,
+)
+from persistence._writer import Writer
+
+T = TypeVar("T")
+
+DURABILITY = {"normal": "NORMAL", "full": "FULL"}
+MEMORY = ":memory:"
+# Readers kept open between reads; more are opened while many threads read at once.
+READER_POOL = 8
+BUSY_TIMEOUT = 10.0
+
+_WORKFLOW_COLUMNS = (
+    "id, type, status, parent_id, detached, test_mode, continuation, fingerprint, waiting_on, "
+    "result, error, step_seq, restarts, created_at, updated_at"
+)
+_PROCEDURE_COLUMNS = (
+    "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
+)
+
+# Running workflows with something to do now. Every arm starts from a small set (never-stepped
+# workflows by the partial index, control messages by their partial index, buffered signals,
+# finished procedures by their partial index) and reaches the workflows table by primary key;
+# CROSS JOIN pins that order so the planner never walks the (huge) set of idle workflows.
+_WITH_WORK = """
+SELECT id FROM workflows WHERE status = 'running' AND step_seq = 0
+UNION
+SELECT i.workflow_id FROM inbox AS i INDEXED BY inbox_control
+  CROSS JOIN workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind != 'signal' AND w.status = 'running'
+UNION
+SELECT i.workflow_id FROM inbox AS i
+  CROSS JOIN waits AS s ON s.workflow_id = i.workflow_id AND s.name = i.name
+  CROSS JOIN workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind = 'signal' AND w.status = 'running'
+UNION
+SELECT p.workflow_id FROM procedures AS p INDEXED BY procedures_finished
+  CROSS JOIN workflows AS w ON w.id = p.workflow_id
+  WHERE p.status != 'pending' AND w.status = 'running'
+"""
+
+
+def _record(row: tuple) -> WorkflowRecord:
+    return WorkflowRecord(
+        id=row[0],
+        type=row[1],
+        status=row[2],
+        parent_id=row[3],
+        detached=bool(row[4]),
+        test_mode=bool(row[5]),
+        continuation=row[6],
+        fingerprint=row[7],
+        waiting_on=row[8],
+        result=row[9],
+        error=row[10],
+        step_seq=row[11],
+        restarts=row[12],
+        created_at=row[13],
+        updated_at=row[14],
+    )
+
+
+def _procedure(row: tuple) -> ProcedureRow:
+    return ProcedureRow(*row)
+
+
+class SqliteStore(Store):
+    """The store on one SQLite file, in WAL mode, with one group-commit writer thread.
+
+    Build it with ``open_store``. With ``owner=True`` it owns the file (an exclusive lock; one
+    running system per file) and every write goes through the writer thread. With
+    ``owner=False`` it only reads, and may ``post_external`` requests for the owner.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        durability: str = "normal",
+        owner: bool = True,
+        inbox_limit: int = 10_000,
+    ) -> None:
+        if durability not in DURABILITY:
+            raise ValueError(
+                f"durability must be one of {', '.join(map(repr, DURABILITY))}, got {durability!r}"
+            )
+        if not isinstance(inbox_limit, int) or inbox_limit < 1:
+            raise ValueError(f"inbox_limit must be a positive int, got {inbox_limit!r}")
+        self.memory = str(path) == MEMORY
+        self.path = MEMORY if self.memory else os.path.abspath(os.fspath(path))
+        self.durability = durability
+        self.owner = owner
+        self.inbox_limit = inbox_limit
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._readers: collections.deque[sqlite3.Connection] = collections.deque()
+        self._lock: OwnerLock | None = None
+        self._writer: Writer | None = None
+        self._ext_conn: sqlite3.Connection | None = None
+        self._ext_lock = threading.Lock()
+        self._dv_lock = threading.Lock()
+        self._dv_conn: sqlite3.Connection | None = None
+        self._dv_last = 0
+        # Shared-cache memory databases lock whole tables instead of giving readers snapshots:
+        # reads and write transactions take turns on this gate (throwaway use only).
+        self._gate: threading.RLock | None = threading.RLock() if self.memory else None
+        if self.memory:
+            self._uri = f"file:actorflow-{uuid.uuid4().hex}?mode=memory&cache=shared"
+            self._open_memory()
+        elif owner:
+            self._open_owner()
+        else:
+            self._open_reader_only()
+
+    # -- opening ------------------------------------------------------------------------------
+    def _connect(self, *, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+        if self.memory:
+            return sqlite3.connect(
+                self._uri, uri=True, isolation_level=None, check_same_thread=False
+            )
+        return sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=timeout
+        )
+
+    def _check_directory(self) -> str:
+        directory = os.path.dirname(self.path)
+        if not os.path.isdir(directory):
+            raise PersistenceError(
+                f"cannot open {self.path}: the directory {directory} does not exist; create it "
+                f"first or pass another path.",
+                path=self.path,
+            )
+        if os.path.isdir(self.path):
+            raise PersistenceError(
+                f"cannot open {self.path}: it is a directory; pass the path of a database file.",
+                path=self.path,
+            )
+        return directory
+
+    def _open_memory(self) -> None:
+        conn = self._connect()
+        migrate(conn, self.path, classify(conn, self.path))
+        self._writer = Writer(conn, self.path, self._gate)
+        self._dv_last = self._writer.commits
+
+    def _open_owner(self) -> None:
+        directory = self._check_directory()
+        self._lock = OwnerLock(self.path)
+        self._lock.acquire()
+        conn: sqlite3.Connection | None = None
+        try:
+            if os.path.exists(self.path) and not os.access(self.path, os.W_OK):
+                raise ReadOnlyDatabase(
+                    f"{self.path} is read-only; make it writable to run a system on it, or open "
+                    f"it with owner=False to read it.",
+                    path=self.path,
+                )
+            if not os.access(directory, os.W_OK):
+                raise ReadOnlyDatabase(
+                    f"the directory {directory} of {self.path} is read-only, and SQLite needs to "
+                    f"create its -wal and -shm files there; make it writable, or open the file "
+                    f"with owner=False to read it.",
+                    path=self.path,
+                )
+            conn = self._connect()
+            version = classify(conn, self.path)
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise PersistenceError(
+                    f"{self.path} could not be switched to WAL mode (got {mode!r}); put it on a "
+                    f"local file system that supports shared memory.",
+                    path=self.path,
+                )
+            conn.execute(f"PRAGMA synchronous = {DURABILITY[self.durability]}")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
+            conn.execute("PRAGMA cache_size = -32000")
+            migrate(conn, self.path, version)
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [(f"owner_{k}", str(v)) for k, v in self._lock.info.items()],
+            )
+            conn.execute("COMMIT")
+            self._writer = Writer(conn, self.path)
+            conn = None
+            self._dv_conn = self._connect()
+            self._dv_last = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            self._lock.release()
+            err = translate_error(exc, self.path)
+            if err is exc:
+                raise
+            raise err from exc
+
+    def _open_reader_only(self) -> None:
+        self._check_directory()
+        if not os.path.exists(self.path):
+            raise PersistenceError(
+                f"no database at {self.path}; check the path (--db), or start a system on it "
+                f"first.",
+                path=self.path,
+            )
+        conn = None
+        try:
+            conn = self._connect()
+            version = classify(conn, self.path)
+            if version == 0:
+                raise not_initialised(self.path)
+            if version < SCHEMA_VERSION:
+                raise PersistenceError(
+                    f"{self.path} has schema version {version}, older than this actorflow's "
+                    f"{SCHEMA_VERSION}; start the system on it once (owner=True) to migrate it, "
+                    f"then read it.",
+                    path=self.path,
+                )
+            conn.execute("PRAGMA query_only = 1")
+            self._readers.append(conn)
+            conn = None
+            self._dv_conn = self._connect()
+            self._dv_last = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            err = translate_error(exc, self.path)
+            if err is exc:
+                raise
+            raise err from exc
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish queued writes, close every connection and give up ownership (idempotent)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        finally:
+            for conn in (self._dv_conn, self._ext_conn):
+                if conn is not None:
+                    conn.close()
+            while self._readers:
+                self._readers.pop().close()
+            if self._lock is not None:
+                self._lock.release()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        role = "owner" if self.owner else "reader"
+        return f"<SqliteStore {self.path} {role}{' closed' if self._closed else ''}>"
+
+    def owner_info(self) -> dict[str, object] | None:
+        """Return the running owner of the file (pid, host, since), or None if none runs."""
+        if self.memory:
+            return None
+        return current_owner(self.path)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(
+                f"the store on {self.path} is closed; open it again with open_store().",
+                path=self.path,
+            )
+
+    def _write(self, fn: Callable[[Writer], T]) -> Future[T]:
+        self._check_open()
+        if self._writer is None:
+            raise PersistenceError(
+                f"the store on {self.path} was opened with owner=False: it only reads (and may "
+                f"post_external requests for the owner). Open it with owner=True to write.",
+                path=self.path,
+            )
+        return self._writer.submit(fn)
+
+    def _write_wait(self, fn: Callable[[Writer], T]) -> T:
+        return self._write(fn).result()
+
+    def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        self._check_open()
+        try:
+            conn = self._readers.pop()
+        except IndexError:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = 1")
+        try:
+            gate = self._gate if self._gate is not None else contextlib.nullcontext()
+            with gate:
+                return fn(conn)
+        except sqlite3.Error as exc:
+            raise translate_error(exc, self.path) from exc
+        finally:
+            if self._closed or len(self._readers) >= READER_POOL:
+                conn.close()
+            else:
+                self._readers.append(conn)
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self._read(lambda c: c.execute(sql, params).fetchall())
+
+    # -- writes -------------------------------------------------------------------------------
+    def create_workflow(self, wf: NewWorkflow) -> bool:
+        """Insert ``wf``; False (and nothing written) if the id exists."""
+        return self._write_wait(lambda w: _writes.insert_workflow(w.conn, wf))
+
+    def submit_step(self, step: StepWrite) -> Future[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
+        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))
+
+    def append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float
+    ) -> Delivered:
+        """Append a message to a running workflow's inbox (signal, cancel, child outcome)."""
+        return self._write_wait(
+            lambda w: _writes.append_inbox(
+                w, workflow_id, kind, name, payload, at, self.inbox_limit
+            )
+        )
+
+    def broadcast(self, name: str, filter_key: str, payload: bytes, *, at: float) -> list[Delivered]:
+        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
+        return self._write_wait(
+            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)[0]
+        )
+
+    def procedure_finished(
+        self, key: str, *, result: bytes | None, error: str | None, attempts: int
+    ) -> bool:
+        """Record a procedure's outcome (status done or failed); False if the row is gone."""
+        return self._write_wait(
+            lambda w: _writes.procedure_finished(w, key, result, error, attempts)
+        )
+
+    def procedure_retry(self, key: str, *, attempts: int, next_attempt_at: float) -> bool:
+        """Record a failed attempt and when to try again; False if the row is gone."""
+        return self._write_wait(lambda w: _writes.procedure_retry(w, key, attempts, next_attempt_at))
+
+    def post_external(
+        self, kind: str, workflow_id: str, name: str | None, payload: str | None, *, at: float
+    ) -> int:
+        """Append a request for the owner (works without owning the file). Returns its seq."""
+        self._check_open()
+        if self._writer is not None:
+            return self._write_wait(
+                lambda w: _writes.insert_external(
+                    w.conn, self.path, kind, workflow_id, name, payload, at
+                )
+            )
+        # Not the owner: a short transaction of its own, waiting (busy_timeout) for the owner's
+        # writer to finish its current commit.
+        with self._ext_lock:
+            if self._ext_conn is None:
+                self._ext_conn = self._connect()
+            conn = self._ext_conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    seq = _writes.insert_external(
+                        conn, self.path, kind, workflow_id, name, payload, at
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise translate_error(exc, self.path) from exc
+            return seq
+
+    def take_external(self, after_seq: int) -> list[ExternalRow]:
+        """Requests with seq > after_seq, oldest first (the owner deletes them when done)."""
+        rows = self._rows(
+            "SELECT seq, kind, workflow_id, name, payload, created_at FROM external "
+            "WHERE seq > ? ORDER BY seq",
+            (after_seq,),
+        )
+        return [ExternalRow(*r) for r in rows]
+
+    def delete_external(self, seqs: list[int]) -> None:
+        """Delete handled requests."""
+        seqs = list(seqs)
+        self._write_wait(
+            lambda w: w.conn.executemany(
+                "DELETE FROM external WHERE seq = ?", [(s,) for s in seqs]
+            )
+        )
+
+    def changed(self) -> bool:
+        """True if another connection committed since the last call (PRAGMA data_version).
+
+        Commits of this store's own writer count as "another connection" too: the check is for
+        cheap polling, and a false positive costs one indexed read.
+        """
+        self._check_open()
+        if self.memory:
+            assert self._writer is not None
+            with self._dv_lock:
+                now = self._writer.commits
+                seen, self._dv_last = self._dv_last, now
+                return now != seen
+        assert self._dv_conn is not None
+        with self._dv_lock:
+            try:
+                now = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as exc:
+                raise translate_error(exc, self.path) from exc
+            seen, self._dv_last = self._dv_last, now
+            return now != seen
+
+    # -- reads --------------------------------------------------------------------------------
+    def load_workflow(self, workflow_id: str) -> WorkflowRecord | None:
+        """Return the workflow's row, or None if there is no such workflow."""
+        rows = self._rows(f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,))
+        return _record(rows[0]) if rows else None
+
+    def inbox(self, workflow_id: str) -> list[InboxRow]:
+        """The workflow's buffered messages, in arrival order."""
+        rows = self._rows(
+            "SELECT seq, workflow_id, kind, name, payload, created_at FROM inbox "
+            "WHERE workflow_id = ? ORDER BY seq",
+            (workflow_id,),
+        )
+        return [InboxRow(*r) for r in rows]
+
+    def timers(self, workflow_id: str) -> list[TimerRow]:
+        """The workflow's armed timers, soonest first."""
+        rows = self._rows(
+            "SELECT id, workflow_id, name, due_at FROM timers WHERE workflow_id = ? "
+            "ORDER BY due_at, id",
+            (workflow_id,),
+        )
+        return [TimerRow(*r) for r in rows]
+
+    def procedures(self, workflow_id: str) -> list[ProcedureRow]:
+        """The workflow's procedure calls (pending or finished, not yet consumed)."""
+        rows = self._rows(
+            f"SELECT {_PROCEDURE_COLUMNS} FROM procedures WHERE workflow_id = ? "
+            f"ORDER BY created_at, key",
+            (workflow_id,),
+        )
+        return [_procedure(r) for r in rows]
+
+    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
+        """Timers due before ``before``, soonest first (by index)."""
+        rows = self._rows(
+            "SELECT id, workflow_id, name, due_at FROM timers WHERE due_at < ? "
+            "ORDER BY due_at, id LIMIT ?",
+            (before, limit),
+        )
+        return [TimerRow(*r) for r in rows]
+
+    def next_timer_due(self) -> float | None:
+        """Return the due time of the soonest armed timer, or None (by index)."""
+        rows = self._rows("SELECT min(due_at) FROM timers")
+        return rows[0][0]
+
+    def procedures_to_run(self) -> Iterator[ProcedureRow]:
+        """Every pending (not finished) procedure, soonest attempt first."""
+        rows = self._rows(
+            f"SELECT {_PROCEDURE_COLUMNS} FROM procedures INDEXED BY procedures_pending "
+            f"WHERE status = 'pending' ORDER BY next_attempt_at"
+        )
+        return iter([_procedure(r) for r in rows])
+
+    def workflows_with_work(self) -> Iterator[str]:
+        """Ids of running workflows that have work now (by index, see ``_WITH_WORK``)."""
+        return iter([r[0] for r in self._rows(_WITH_WORK)])
+
+    def list_workflows(
+        self,
+        status: str | None = None,
+        type: str | None = None,
+        parent_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[WorkflowRecord]:
+        """Workflows matching every given filter, oldest first."""
+        where, params = [], []
+        for column, value in (("status", status), ("type", type), ("parent_id", parent_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = f"SELECT {_WORKFLOW_COLUMNS} FROM workflows"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_record(r) for r in self._rows(sql, tuple(params))]
+
+    def count_workflows(self) -> dict[tuple[str, str], int]:
+        """{(type, status): count}."""
+        rows = self._rows("SELECT type, status, count(*) FROM workflows GROUP BY type, status")
+        return {(t, s): n for t, s, n in rows}
+
+    def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]:
+        """The workflow's newest ``limit`` history events, oldest first."""
+        rows = self._rows(
+            "SELECT seq, workflow_id, at, event, detail FROM (SELECT * FROM history "
+            "WHERE workflow_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+            (workflow_id, limit),
+        )
+        return [HistoryRow(*r) for r in rows]
+
+    def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Run a read-only query (the reader connections refuse writes); rows as dicts."""
+
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            cur = conn.execute(sql, params)
+            if cur.description is None:
+                return []
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur]
+
+        return self._read(run)
+
+    def running_count(self) -> int:
+        """Return how many workflows are running (by the partial index)."""
+        return self._rows("SELECT count(*) FROM workflows WHERE status = ?", (RUNNING,))[0][0]
+
+
+def open_store(
+    path: str | os.PathLike[str],
+    *,
+    durability: str = "normal",
+    owner: bool = True,
+    inbox_limit: int = 10_000,
+) -> SqliteStore:
+    """Open (creating or migrating if needed) the actorflow database at ``path``.
+
+    Args:
+        path: The database file, or ``":memory:"`` for a throwaway in-process database.
+        durability: ``"normal"`` survives a process crash (synchronous=NORMAL); ``"full"``
+            survives a power loss too (synchronous=FULL, one fsync per group commit).
+        owner: Own the file (one running system per file) and write. ``False`` opens it for
+            reading and ``post_external`` only, while an owner may be running.
+        inbox_limit: The most signals a workflow may hold buffered before appends raise
+            ``InboxFull``.
+
+    Raises:
+        DatabaseLocked, ForeignDatabase, SchemaTooNew, CorruptDatabase, ReadOnlyDatabase,
+        DiskFull, PersistenceError: see each error's message for what to do.
+    """
+    return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit)
+

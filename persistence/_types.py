@@ -1,0 +1,316 @@
+"""The records the runtime and the store exchange, and the store's interface.
+
+The store knows nothing of workflows: it keeps bytes (continuations, payloads, results) and rows.
+``Store`` is the whole surface the runtime talks to, so a second backend (a shared PostgreSQL) can be
+added without touching ``actors/``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+# Status values stored in workflows.status.
+RUNNING = "running"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+FINISHED = (COMPLETED, FAILED, CANCELLED)
+
+# Inbox kinds.
+SIGNAL = "signal"  # a signal (from start/ref.signal/send/broadcast/CLI); name = signal name
+CANCEL = "cancel"  # a cancellation request; payload = pickled reason (str | None)
+CHILD = "child"  # a child's outcome for its parent; name = child id; payload = pickled outcome
+
+
+@dataclass(frozen=True)
+class NewWorkflow:
+    """A workflow to create (by ``start`` or as a child in a step)."""
+
+    id: str
+    type: str
+    continuation: bytes
+    fingerprint: str
+    parent_id: str | None = None
+    detached: bool = False
+    test_mode: bool = False
+    waiting_on: str | None = None  # JSON text, readable
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class NewTimer:
+    """A timer to arm. Its id is returned in ``StepAck.timer_ids``, in this order."""
+
+    name: str
+    due_at: float
+
+
+@dataclass(frozen=True)
+class NewProcedure:
+    """A procedure call to dispatch. ``key`` is its stable idempotency key (unique)."""
+
+    key: str
+    function: str
+    args: bytes  # pickled (args, kwargs)
+    next_attempt_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class OutSignal:
+    """A message into another workflow's inbox, inserted by the step's transaction."""
+
+    workflow_id: str
+    name: str
+    payload: bytes
+    kind: str = SIGNAL
+
+
+@dataclass(frozen=True)
+class OutBroadcast:
+    """A signal to every subscriber of ``(name, filter_key)``; ``filter_key`` is canonical JSON."""
+
+    name: str
+    filter_key: str
+    payload: bytes
+
+
+@dataclass
+class StepWrite:
+    """Everything one workflow step commits, atomically (one SAVEPOINT in a group transaction).
+
+    Guards: ``step_seq`` must be the stored step counter + 1, and every ``consume_*`` row must
+    exist; otherwise the step is rejected with ``StaleStep`` and nothing of it is written.
+    """
+
+    workflow_id: str
+    step_seq: int
+    status: str = RUNNING
+    continuation: bytes | None = None
+    fingerprint: str | None = None
+    waiting_on: str | None = None  # JSON text, readable (what it awaits now)
+    wait_signals: tuple[str, ...] = ()  # signal names awaited now (indexed, for recovery)
+    result: bytes | None = None
+    error: str | None = None  # JSON text {"type","message","traceback"}
+    updated_at: float = 0.0
+    consume_inbox: list[int] = field(default_factory=list)
+    consume_timers: list[int] = field(default_factory=list)
+    consume_procedures: list[str] = field(default_factory=list)
+    cancel_timers: list[int] = field(default_factory=list)  # delete if present
+    cancel_procedures: list[str] = field(default_factory=list)  # delete if present
+    new_timers: list[NewTimer] = field(default_factory=list)
+    new_procedures: list[NewProcedure] = field(default_factory=list)
+    new_workflows: list[NewWorkflow] = field(default_factory=list)
+    signals: list[OutSignal] = field(default_factory=list)
+    broadcasts: list[OutBroadcast] = field(default_factory=list)
+    subscribe: list[tuple[str, str]] = field(default_factory=list)  # (name, filter_key)
+    unsubscribe: list[tuple[str, str]] = field(default_factory=list)
+    reducers: list[Callable[[Any], None]] = field(default_factory=list)  # f(db), in order
+    history: list[tuple[str, str]] = field(default_factory=list)  # (event, detail JSON)
+    restarts: int | None = None  # new restart counter, if changed
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """An inbox row a step (or an append) inserted, for the runtime to notify its actor."""
+
+    workflow_id: str
+    seq: int
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class StepAck:
+    """What a committed step created."""
+
+    timer_ids: list[int]
+    delivered: list[Delivered]
+    created: list[str]  # ids of workflows created (children)
+    dropped: list[tuple[str, str]]  # (workflow_id, why) for signals to unknown/finished workflows
+
+
+@dataclass(frozen=True)
+class WorkflowRecord:
+    """A row of the workflows table."""
+
+    id: str
+    type: str
+    status: str
+    parent_id: str | None
+    detached: bool
+    test_mode: bool
+    continuation: bytes | None
+    fingerprint: str | None
+    waiting_on: str | None
+    result: bytes | None
+    error: str | None
+    step_seq: int
+    restarts: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    seq: int
+    workflow_id: str
+    kind: str
+    name: str
+    payload: bytes
+    created_at: float
+
+
+@dataclass(frozen=True)
+class TimerRow:
+    id: int
+    workflow_id: str
+    name: str
+    due_at: float
+
+
+@dataclass(frozen=True)
+class ProcedureRow:
+    key: str
+    workflow_id: str
+    function: str
+    args: bytes
+    status: str  # "pending" | "done" | "failed"
+    attempts: int
+    result: bytes | None
+    error: str | None
+    next_attempt_at: float
+
+
+@dataclass(frozen=True)
+class ExternalRow:
+    """A request appended by another process (the ``wf`` CLI) for the owner to carry out."""
+
+    seq: int
+    kind: str  # "signal" | "cancel" | "fire_timer"
+    workflow_id: str
+    name: str | None
+    payload: str | None  # JSON text
+    created_at: float
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    seq: int
+    workflow_id: str
+    at: float
+    event: str
+    detail: str  # JSON text
+
+
+class Store(abc.ABC):
+    """The interface the runtime uses. All methods are thread-safe."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    # -- writes (durable when they return) ---------------------------------------------------
+    @abc.abstractmethod
+    def create_workflow(self, wf: NewWorkflow) -> bool:
+        """Insert ``wf``; False (and nothing written) if the id exists."""
+
+    @abc.abstractmethod
+    def submit_step(self, step: StepWrite) -> Future[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
+
+    def commit_step(self, step: StepWrite, timeout: float | None = None) -> StepAck:
+        """``submit_step`` and wait for the commit."""
+        return self.submit_step(step).result(timeout)
+
+    @abc.abstractmethod
+    def append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float
+    ) -> Delivered:
+        """Append a message to a running workflow's inbox (signal, cancel).
+
+        Raises ``UnknownWorkflowId`` for no such workflow, ``WorkflowFinished`` if it ended,
+        ``InboxFull`` past the bound.
+        """
+
+    @abc.abstractmethod
+    def broadcast(self, name: str, filter_key: str, payload: bytes, *, at: float) -> list[Delivered]:
+        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
+
+    @abc.abstractmethod
+    def procedure_finished(
+        self, key: str, *, result: bytes | None, error: str | None, attempts: int
+    ) -> bool:
+        """Record a procedure's outcome (status done or failed); False if the row is gone."""
+
+    @abc.abstractmethod
+    def procedure_retry(self, key: str, *, attempts: int, next_attempt_at: float) -> bool:
+        """Record a failed attempt and when to try again; False if the row is gone."""
+
+    @abc.abstractmethod
+    def post_external(
+        self, kind: str, workflow_id: str, name: str | None, payload: str | None, *, at: float
+    ) -> int:
+        """Append a request for the owner (works without owning the file). Returns its seq."""
+
+    @abc.abstractmethod
+    def take_external(self, after_seq: int) -> list[ExternalRow]:
+        """Requests with seq > after_seq, oldest first (the owner deletes them when done)."""
+
+    @abc.abstractmethod
+    def delete_external(self, seqs: list[int]) -> None: ...
+
+    @abc.abstractmethod
+    def changed(self) -> bool:
+        """True if another connection committed since the last call (cheap: PRAGMA data_version)."""
+
+    # -- reads --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
+
+    @abc.abstractmethod
+    def inbox(self, workflow_id: str) -> list[InboxRow]:
+        """The workflow's buffered messages, in arrival order."""
+
+    @abc.abstractmethod
+    def timers(self, workflow_id: str) -> list[TimerRow]: ...
+
+    @abc.abstractmethod
+    def procedures(self, workflow_id: str) -> list[ProcedureRow]: ...
+
+    @abc.abstractmethod
+    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
+        """Timers due before ``before``, soonest first (by index)."""
+
+    @abc.abstractmethod
+    def procedures_to_run(self) -> Iterator[ProcedureRow]:
+        """Every pending (not finished) procedure, for re-dispatch at recovery."""
+
+    @abc.abstractmethod
+    def workflows_with_work(self) -> Iterator[str]:
+        """Ids of running workflows that have work now: an inbox message they can take (a signal
+        they await, a cancel, a child outcome), a finished procedure, or a never-stepped start
+        (step_seq 0). By index: cheap with millions of idle workflows."""
+
+    @abc.abstractmethod
+    def list_workflows(
+        self,
+        status: str | None = None,
+        type: str | None = None,
+        parent_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[WorkflowRecord]: ...
+
+    @abc.abstractmethod
+    def count_workflows(self) -> dict[tuple[str, str], int]:
+        """{(type, status): count}."""
+
+    @abc.abstractmethod
+    def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]: ...
+
+    @abc.abstractmethod
+    def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """A read-only query on the reader connection (for application tables the reducers fill)."""

@@ -1,0 +1,190 @@
+"""The one writing thread: group commit of queued writes, each in its own SAVEPOINT.
+
+Every write of an owning store (steps and single writes alike) is a function of the writer's
+connection, queued here. The thread drains the queue, opens one ``BEGIN IMMEDIATE`` transaction
+for the whole batch, runs each write inside its own savepoint (a write that raises is rolled back
+to its savepoint alone, and its future gets the error), commits once, and only then resolves the
+futures. One fsync (with durability "full") thus covers every caller waiting at that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import sqlite_utils
+
+from persistence._errors import PersistenceError, StoreClosed
+from persistence._schema import translate_error
+
+log = logging.getLogger(__name__)
+
+# Upper bound on writes per transaction, so one commit's latency stays bounded under load.
+MAX_BATCH = 512
+
+
+class _Stop:
+    pass
+
+
+_STOP = _Stop()
+
+
+class _Op:
+    __slots__ = ("fn", "future")
+
+    def __init__(self, fn: Callable[[Writer], Any], future: Future[Any]) -> None:
+        self.fn = fn
+        self.future = future
+
+
+class Writer:
+    """Own the write connection and serialize every write through one thread.
+
+    Args:
+        conn: The write connection (``isolation_level=None``); the writer closes it.
+        path: The database path, for error messages.
+        gate: A lock held across each transaction, when readers must not overlap writes (the
+            shared-cache in-memory database has table locks, not WAL snapshots).
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None
+    ) -> None:
+        self.conn = conn
+        self.path = path
+        # What reducers receive: sqlite-utils on this very connection, inside the transaction.
+        self.db = sqlite_utils.Database(conn, execute_plugins=False)
+        self.commits = 0
+        self._gate = gate if gate is not None else contextlib.nullcontext()
+        self._queue: queue.SimpleQueue[_Op | _Stop] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="actorflow-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[Writer], Any]) -> Future[Any]:
+        """Queue ``fn(writer)`` to run in the next group transaction; return its future."""
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(
+                    f"the store on {self.path} is closed; open it again to write.", path=self.path
+                )
+            self._queue.put(_Op(fn, future))
+        return future
+
+    def close(self, timeout: float | None = 30.0) -> None:
+        """Finish every queued write, stop the thread and close the connection (idempotent)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(_STOP)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    # -- the thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            stop = False
+            while not stop:
+                first = self._queue.get()
+                if isinstance(first, _Stop):
+                    break
+                batch = [first]
+                while len(batch) < MAX_BATCH:
+                    try:
+                        op = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(op, _Stop):
+                        stop = True
+                        break
+                    batch.append(op)
+                try:
+                    self._commit_batch(batch)
+                except BaseException as exc:  # the thread must outlive any one batch
+                    log.exception("actorflow writer: batch failed unexpectedly")
+                    err = translate_error(exc, self.path)
+                    for op in batch:
+                        if not op.future.done():
+                            op.future.set_exception(err)
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        closed = StoreClosed(
+            f"the store on {self.path} was closed before this write ran; nothing of it was "
+            f"written. Open the store again and retry.",
+            path=self.path,
+        )
+        while True:
+            try:
+                op = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(op, _Op) and op.future.set_running_or_notify_cancel():
+                op.future.set_exception(closed)
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        self.conn.close()
+
+    def _commit_batch(self, batch: list[_Op]) -> None:
+        pending = [op for op in batch if op.future.set_running_or_notify_cancel()]
+        conn = self.conn
+        while pending:
+            done: list[tuple[_Op, Any]] = []
+            failed: list[tuple[_Op, BaseException]] = []
+            lost: int | None = None
+            try:
+                with self._gate:
+                    conn.execute("BEGIN IMMEDIATE")
+                    for i, op in enumerate(pending):
+                        conn.execute("SAVEPOINT op")
+                        try:
+                            value = op.fn(self)
+                        except BaseException as exc:
+                            if not conn.in_transaction:
+                                # The error (disk full, I/O) ended the whole transaction: the
+                                # earlier writes of the batch are gone too, so run them again.
+                                lost = i
+                                op.future.set_exception(translate_error(exc, self.path))
+                                break
+                            conn.execute("ROLLBACK TO op")
+                            conn.execute("RELEASE op")
+                            failed.append((op, exc))
+                        else:
+                            conn.execute("RELEASE op")
+                            done.append((op, value))
+                    if lost is None:
+                        conn.execute("COMMIT")
+                        self.commits += 1
+            except BaseException as exc:
+                # BEGIN, a savepoint statement or COMMIT failed: nothing of the batch is durable.
+                with contextlib.suppress(sqlite3.Error):
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                err = translate_error(exc, self.path)
+                for op in pending:
+                    if not op.future.done():
+                        op.future.set_exception(err)
+                return
+            if lost is not None:
+                pending = pending[:lost] + pending[lost + 1 :]
+                continue
+            for op, value in done:
+                op.future.set_result(value)
+            for op, exc in failed:
+                op.future.set_exception(
+                    exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)
+                )
+            return

@@ -1,0 +1,359 @@
+"""The writes, each a function of the writer's connection, run inside the writer's savepoint.
+
+Nothing here commits: the writer wraps each call in a savepoint of its group transaction, so a
+write that raises leaves no trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+
+from persistence._errors import (
+    InboxFull,
+    PersistenceError,
+    ReducerFailed,
+    StaleStep,
+    UnknownWorkflowId,
+    WorkflowExists,
+    WorkflowFinished,
+)
+from persistence._schema import HISTORY_KEEP, HISTORY_TRIM_EVERY
+from persistence._types import (
+    CANCEL,
+    CHILD,
+    FINISHED,
+    RUNNING,
+    SIGNAL,
+    Delivered,
+    NewWorkflow,
+    StepAck,
+    StepWrite,
+)
+from persistence._writer import Writer
+
+INBOX_KINDS = (SIGNAL, CANCEL, CHILD)
+EXTERNAL_KINDS = ("signal", "cancel", "fire_timer")
+STATUSES = (RUNNING, *FINISHED)
+
+
+def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow) -> bool:
+    """Insert ``wf`` as a running, never-stepped workflow; False if the id is taken."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
+        "continuation, fingerprint, waiting_on, step_seq, restarts, created_at, updated_at) "
+        "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)",
+        (
+            wf.id,
+            wf.type,
+            wf.parent_id,
+            int(wf.detached),
+            int(wf.test_mode),
+            wf.continuation,
+            wf.fingerprint,
+            wf.waiting_on,
+            wf.created_at,
+            wf.created_at,
+        ),
+    )
+    return cur.rowcount == 1
+
+
+def _inbox_count(conn: sqlite3.Connection, workflow_id: str, limit: int) -> int:
+    # Counting stops at the limit, by index, so a full inbox costs at most `limit` index steps.
+    return conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE workflow_id = ? LIMIT ?)",
+        (workflow_id, limit),
+    ).fetchone()[0]
+
+
+def deliver(
+    w: Writer,
+    workflow_id: str,
+    kind: str,
+    name: str,
+    payload: bytes,
+    at: float,
+    limit: int,
+) -> Delivered | str:
+    """Append one inbox row; return it, or why it was not delivered (for a step's ``dropped``)."""
+    row = w.conn.execute("SELECT status FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    if row is None:
+        return "unknown workflow"
+    if row[0] != RUNNING:
+        return f"workflow {row[0]}"
+    # Only signals count against the bound: a cancel or a child's outcome must always get through.
+    if kind == SIGNAL and _inbox_count(w.conn, workflow_id, limit) >= limit:
+        return f"inbox full ({limit} buffered signals)"
+    cur = w.conn.execute(
+        "INSERT INTO inbox (workflow_id, kind, name, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+        (workflow_id, kind, name, payload, at),
+    )
+    return Delivered(workflow_id, cur.lastrowid, kind, name)  # type: ignore[arg-type]
+
+
+def append_inbox(
+    w: Writer, workflow_id: str, kind: str, name: str, payload: bytes, at: float, limit: int
+) -> Delivered:
+    """Append a message for a running workflow, or raise why it cannot take it."""
+    if kind not in INBOX_KINDS:
+        raise PersistenceError(
+            f"unknown inbox kind {kind!r} for workflow {workflow_id!r}; use one of "
+            f"{', '.join(INBOX_KINDS)}.",
+            path=w.path,
+        )
+    result = deliver(w, workflow_id, kind, name, payload, at, limit)
+    if isinstance(result, Delivered):
+        return result
+    if result == "unknown workflow":
+        raise UnknownWorkflowId(workflow_id, path=w.path)
+    if result.startswith("inbox full"):
+        raise InboxFull(workflow_id, limit=limit, path=w.path)
+    status = w.conn.execute("SELECT status FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
+    raise WorkflowFinished(workflow_id, status[0], path=w.path)
+
+
+def broadcast(
+    w: Writer, name: str, filter_key: str, payload: bytes, at: float, limit: int
+) -> tuple[list[Delivered], list[tuple[str, str]]]:
+    """Append a signal to every running subscriber of ``(name, filter_key)``."""
+    subscribers = [
+        r[0]
+        for r in w.conn.execute(
+            "SELECT workflow_id FROM subscriptions WHERE name = ? AND filter_key = ? "
+            "ORDER BY workflow_id",
+            (name, filter_key),
+        )
+    ]
+    delivered: list[Delivered] = []
+    dropped: list[tuple[str, str]] = []
+    for workflow_id in subscribers:
+        result = deliver(w, workflow_id, SIGNAL, name, payload, at, limit)
+        if isinstance(result, Delivered):
+            delivered.append(result)
+        else:
+            dropped.append((workflow_id, result))
+    return delivered, dropped
+
+
+def _reducer_name(fn: object) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}:{qualname}" if module else qualname
+
+
+def _stale(w: Writer, step: StepWrite, why: str) -> StaleStep:
+    return StaleStep(
+        f"step {step.step_seq} of workflow {step.workflow_id!r} is stale: {why} in {w.path}. "
+        f"Nothing of it was written; reload the workflow (load_workflow, inbox, timers, "
+        f"procedures) and step it again.",
+        path=w.path,
+        workflow_id=step.workflow_id,
+    )
+
+
+def _consume(w: Writer, step: StepWrite, table: str, column: str, ids: list, what: str) -> None:
+    for ident in ids:
+        cur = w.conn.execute(
+            f"DELETE FROM {table} WHERE {column} = ? AND workflow_id = ?",
+            (ident, step.workflow_id),
+        )
+        if cur.rowcount != 1:
+            raise _stale(w, step, f"{what} {ident!r} it consumes is gone")
+
+
+def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
+    """Write everything of one step; raise (and leave the rollback to the writer) on any failure."""
+    conn = w.conn
+    wid = step.workflow_id
+    row = conn.execute("SELECT status, step_seq FROM workflows WHERE id = ?", (wid,)).fetchone()
+    if row is None:
+        raise UnknownWorkflowId(wid, path=w.path)
+    status, stored_seq = row
+    if status != RUNNING:
+        raise WorkflowFinished(wid, status, path=w.path)
+    if step.step_seq != stored_seq + 1:
+        raise _stale(
+            w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}"
+        )
+    if step.status not in STATUSES:
+        raise PersistenceError(
+            f"step {step.step_seq} of workflow {wid!r} has unknown status {step.status!r}; use one "
+            f"of {', '.join(STATUSES)}.",
+            path=w.path,
+        )
+    _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
+    _consume(w, step, "timers", "id", step.consume_timers, "timer")
+    _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
+
+    at = step.updated_at
+    conn.execute(
+        "UPDATE workflows SET status = ?, continuation = coalesce(?, continuation), "
+        "fingerprint = coalesce(?, fingerprint), waiting_on = ?, result = ?, error = ?, "
+        "step_seq = ?, updated_at = ?, restarts = coalesce(?, restarts) WHERE id = ?",
+        (
+            step.status,
+            step.continuation,
+            step.fingerprint,
+            step.waiting_on,
+            step.result,
+            step.error,
+            step.step_seq,
+            at,
+            step.restarts,
+            wid,
+        ),
+    )
+
+    for timer_id in step.cancel_timers:
+        conn.execute("DELETE FROM timers WHERE id = ? AND workflow_id = ?", (timer_id, wid))
+    for key in step.cancel_procedures:
+        conn.execute("DELETE FROM procedures WHERE key = ? AND workflow_id = ?", (key, wid))
+    timer_ids = []
+    for timer in step.new_timers:
+        cur = conn.execute(
+            "INSERT INTO timers (workflow_id, name, due_at) VALUES (?, ?, ?)",
+            (wid, timer.name, timer.due_at),
+        )
+        timer_ids.append(cur.lastrowid)
+    for proc in step.new_procedures:
+        try:
+            conn.execute(
+                "INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
+                "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)",
+                (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise PersistenceError(
+                f"step {step.step_seq} of workflow {wid!r} dispatches procedure key "
+                f"{proc.key!r}, but a procedure with that idempotency key already exists in "
+                f"{w.path}; the step was rolled back. Idempotency keys must be unique.",
+                path=w.path,
+            ) from exc
+
+    # The waits table is the set of signal names awaited now: replaced whole at every step.
+    conn.execute("DELETE FROM waits WHERE workflow_id = ?", (wid,))
+    if step.wait_signals and step.status == RUNNING:
+        conn.executemany(
+            "INSERT OR IGNORE INTO waits (workflow_id, name) VALUES (?, ?)",
+            [(wid, name) for name in step.wait_signals],
+        )
+    for name, filter_key in step.subscribe:
+        conn.execute(
+            "INSERT OR IGNORE INTO subscriptions (name, filter_key, workflow_id) VALUES (?, ?, ?)",
+            (name, filter_key, wid),
+        )
+    for name, filter_key in step.unsubscribe:
+        conn.execute(
+            "DELETE FROM subscriptions WHERE name = ? AND filter_key = ? AND workflow_id = ?",
+            (name, filter_key, wid),
+        )
+
+    created = []
+    for child in step.new_workflows:
+        if not insert_workflow(conn, child):
+            raise WorkflowExists(child.id, parent_id=wid, path=w.path)
+        created.append(child.id)
+
+    if step.status in FINISHED:
+        # A finished workflow takes nothing more: drop what it still held, before its own
+        # outgoing messages (a message to itself is then dropped as "finished").
+        for table in ("timers", "procedures", "waits", "subscriptions", "inbox"):
+            conn.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (wid,))
+
+    delivered: list[Delivered] = []
+    dropped: list[tuple[str, str]] = []
+    for sig in step.signals:
+        if sig.kind not in INBOX_KINDS:
+            raise PersistenceError(
+                f"step {step.step_seq} of workflow {wid!r} sends a message of unknown kind "
+                f"{sig.kind!r}; use one of {', '.join(INBOX_KINDS)}.",
+                path=w.path,
+            )
+        result = deliver(w, sig.workflow_id, sig.kind, sig.name, sig.payload, at, limit)
+        if isinstance(result, Delivered):
+            delivered.append(result)
+        else:
+            dropped.append((sig.workflow_id, result))
+    for b in step.broadcasts:
+        got, lost = broadcast(w, b.name, b.filter_key, b.payload, at, limit)
+        delivered.extend(got)
+        dropped.extend(lost)
+
+    if step.history:
+        conn.executemany(
+            "INSERT INTO history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)",
+            [(wid, at, event, detail) for event, detail in step.history],
+        )
+    if step.step_seq % HISTORY_TRIM_EVERY == 0:
+        conn.execute(
+            "DELETE FROM history WHERE workflow_id = ? AND seq < (SELECT seq FROM history "
+            "WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
+            (wid, wid, HISTORY_KEEP - 1),
+        )
+
+    for reducer in step.reducers:
+        try:
+            reducer(w.db)
+        except Exception as exc:
+            raise ReducerFailed(
+                path=w.path, workflow_id=wid, reducer=_reducer_name(reducer), original=exc
+            ) from exc
+
+    return StepAck(timer_ids=timer_ids, delivered=delivered, created=created, dropped=dropped)
+
+
+def procedure_finished(
+    w: Writer, key: str, result: bytes | None, error: str | None, attempts: int
+) -> bool:
+    """Record a procedure's outcome once; True while its row exists."""
+    status = "failed" if error is not None else "done"
+    cur = w.conn.execute(
+        "UPDATE procedures SET status = ?, result = ?, error = ?, attempts = ? "
+        "WHERE key = ? AND status = 'pending'",
+        (status, result, error, attempts, key),
+    )
+    if cur.rowcount:
+        return True
+    # At least once: a second run's outcome for an already-finished call is ignored.
+    return conn_has(w.conn, "SELECT 1 FROM procedures WHERE key = ?", (key,))
+
+
+def procedure_retry(w: Writer, key: str, attempts: int, next_attempt_at: float) -> bool:
+    """Record a failed attempt and the time of the next one; False if the row is gone."""
+    cur = w.conn.execute(
+        "UPDATE procedures SET attempts = ?, next_attempt_at = ? "
+        "WHERE key = ? AND status = 'pending'",
+        (attempts, next_attempt_at, key),
+    )
+    return cur.rowcount == 1
+
+
+def conn_has(conn: sqlite3.Connection, sql: str, params: tuple) -> bool:
+    """Return True if ``sql`` yields a row."""
+    return conn.execute(sql, params).fetchone() is not None
+
+
+def insert_external(
+    conn: sqlite3.Connection,
+    path: str,
+    kind: str,
+    workflow_id: str,
+    name: str | None,
+    payload: str | None,
+    at: float,
+) -> int:
+    """Append a request for the owner; return its seq."""
+    if kind not in EXTERNAL_KINDS:
+        raise PersistenceError(
+            f"unknown external request kind {kind!r} for workflow {workflow_id!r} in {path}; use "
+            f"one of {', '.join(EXTERNAL_KINDS)}.",
+            path=path,
+        )
+    cur = conn.execute(
+        "INSERT INTO external (kind, workflow_id, name, payload, created_at) VALUES (?, ?, ?, ?, ?)",
+        (kind, workflow_id, name, payload, at),
+    )
+    return cur.lastrowid  # type: ignore[return-value]
