@@ -18,6 +18,7 @@ from .diffharness import CORPUS, compare, native_expectation_problem, run_compil
 CORPUS_MODULES = [
     "corpus_control",
     "corpus_try",
+    "corpus_expr",
 ]
 
 try:
