@@ -19,6 +19,8 @@ CORPUS_MODULES = [
     "corpus_control",
     "corpus_try",
     "corpus_expr",
+    "corpus_calls",
+    "corpus_seed",
 ]
 
 try:
