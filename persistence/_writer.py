@@ -145,6 +145,7 @@ class Writer:
             done: list[tuple[_Op, Any]] = []
             failed: list[tuple[_Op, BaseException]] = []
             lost: int | None = None
+            early: int | None = None
             try:
                 with self._gate:
                     conn.execute("BEGIN IMMEDIATE")
@@ -163,10 +164,19 @@ class Writer:
                             conn.execute("RELEASE op")
                             failed.append((op, exc))
                         else:
-                            conn.execute("RELEASE op")
                             done.append((op, value))
-                    if lost is None:
+                            if not conn.in_transaction:
+                                # The write committed the transaction itself (a reducer called
+                                # commit() or sqlite3's executescript()): what ran so far is
+                                # durable; the rest of the batch goes in a new transaction.
+                                log.warning("actorflow writer: a write ended the transaction")
+                                early = i
+                                break
+                            conn.execute("RELEASE op")
+                    if lost is None and early is None:
                         conn.execute("COMMIT")
+                        self.commits += 1
+                    elif early is not None:
                         self.commits += 1
             except BaseException as exc:
                 # BEGIN, a savepoint statement or COMMIT failed: nothing of the batch is durable.
@@ -187,4 +197,6 @@ class Writer:
                 op.future.set_exception(
                     exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)
                 )
-            return
+            if early is None:
+                return
+            pending = pending[early + 1 :]

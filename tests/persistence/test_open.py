@@ -1,0 +1,295 @@
+"""Opening files: creation, ownership, migrations, and every kind of bad file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from persistence import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    CorruptDatabase,
+    DatabaseLocked,
+    ForeignDatabase,
+    PersistenceError,
+    ReadOnlyDatabase,
+    SchemaTooNew,
+    StoreClosed,
+    open_store,
+)
+
+from .conftest import new_wf
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_new_file_gets_schema_and_marks(db_path: str) -> None:
+    """A new file gets the schema, the application id, the version, WAL mode and a meta table."""
+    open_store(db_path).close()
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"meta", "workflows", "inbox", "waits", "timers", "procedures", "subscriptions",
+            "history", "external"} <= tables
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["schema_version"] == str(SCHEMA_VERSION)
+    assert meta["owner_pid"] == str(os.getpid())
+
+
+def test_reopen_keeps_data(db_path: str) -> None:
+    """Data written by one store is there after close and reopen."""
+    with open_store(db_path) as s:
+        s.create_workflow(new_wf("a"))
+    with open_store(db_path) as s:
+        assert s.load_workflow("a").type == "mod:wf"
+
+
+@pytest.mark.parametrize("durability,level", [("normal", 1), ("full", 2)])
+def test_durability_sets_synchronous(db_path: str, durability: str, level: int) -> None:
+    """durability maps to synchronous NORMAL (1) or FULL (2) on the write connection."""
+    with open_store(db_path, durability=durability) as s:
+        got = s._write_wait(lambda w: w.conn.execute("PRAGMA synchronous").fetchone()[0])
+    assert got == level
+
+
+def test_bad_arguments(db_path: str) -> None:
+    """Unknown durability or a non-positive inbox_limit are refused with ValueError."""
+    with pytest.raises(ValueError, match="durability must be one of"):
+        open_store(db_path, durability="eventually")
+    with pytest.raises(ValueError, match="inbox_limit"):
+        open_store(db_path, inbox_limit=0)
+
+
+def test_second_owner_in_same_process_locked(db_path: str) -> None:
+    """A second owner gets DatabaseLocked naming pid, host and since."""
+    with open_store(db_path):
+        with pytest.raises(DatabaseLocked) as info:
+            open_store(db_path)
+    err = info.value
+    assert err.pid == os.getpid() and err.host and err.since
+    assert str(os.getpid()) in str(err) and db_path in str(err) and "owner=False" in str(err)
+
+
+def test_second_owner_in_other_process_locked(db_path: str) -> None:
+    """An owner in another process blocks this one; its death (SIGKILL) frees the file."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from persistence import open_store
+        s = open_store({db_path!r})
+        print("ready", flush=True)
+        sys.stdin.read()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with pytest.raises(DatabaseLocked) as info:
+            open_store(db_path)
+        assert info.value.pid == proc.pid
+        with open_store(db_path, owner=False) as reader:
+            assert reader.owner_info()["pid"] == proc.pid
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    with open_store(db_path) as s:
+        assert s.owner_info()["pid"] == os.getpid()
+
+
+def test_lock_released_on_close(db_path: str) -> None:
+    """close() gives up ownership: a new owner can open the file, owner_info is then None."""
+    open_store(db_path).close()
+    with open_store(db_path, owner=False) as reader:
+        assert reader.owner_info() is None
+    open_store(db_path).close()
+
+
+def test_foreign_database(db_path: str) -> None:
+    """Another application's SQLite file is refused untouched with ForeignDatabase."""
+    conn = sqlite3.connect(db_path)
+    conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.commit()
+    conn.close()
+    before = pathlib.Path(db_path).read_bytes()
+    for owner in (True, False):
+        with pytest.raises(ForeignDatabase, match="customers") as info:
+            open_store(db_path, owner=owner)
+        assert db_path in str(info.value)
+    assert pathlib.Path(db_path).read_bytes() == before
+
+
+def test_foreign_application_id(db_path: str) -> None:
+    """A file with another application_id is foreign even with no tables."""
+    conn = sqlite3.connect(db_path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.close()
+    with pytest.raises(ForeignDatabase, match="0x4d2"):
+        open_store(db_path)
+
+
+def test_empty_sqlite_file_is_initialised(db_path: str) -> None:
+    """An empty file (0 bytes) becomes an actorflow database."""
+    pathlib.Path(db_path).touch()
+    with open_store(db_path) as s:
+        assert s.create_workflow(new_wf("a"))
+
+
+def test_schema_too_new(db_path: str) -> None:
+    """A file with a newer schema version raises SchemaTooNew for owners and readers."""
+    open_store(db_path).close()
+    conn = sqlite3.connect(db_path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    for owner in (True, False):
+        with pytest.raises(SchemaTooNew, match="upgrade actorflow") as info:
+            open_store(db_path, owner=owner)
+        assert info.value.found == SCHEMA_VERSION + 1
+    # The owner lock was released on failure.
+    conn = sqlite3.connect(db_path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.close()
+    open_store(db_path).close()
+
+
+def test_garbage_file(db_path: str) -> None:
+    """A file that is not SQLite at all raises CorruptDatabase and is left unchanged."""
+    junk = b"this is a text file, not a database\n" * 200
+    pathlib.Path(db_path).write_bytes(junk)
+    for owner in (True, False):
+        with pytest.raises(CorruptDatabase, match="not a usable SQLite database"):
+            open_store(db_path, owner=owner)
+    assert pathlib.Path(db_path).read_bytes() == junk
+
+
+def test_malformed_database(db_path: str) -> None:
+    """A SQLite file with damaged pages raises CorruptDatabase (on open or on first read)."""
+    with open_store(db_path) as s:
+        for i in range(300):
+            s.create_workflow(new_wf(f"w{i}"))
+    conn = sqlite3.connect(db_path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(pathlib.Path(db_path).read_bytes())
+    page = 4096
+    for p in range(1, len(data) // page):
+        data[p * page : p * page + 200] = b"\xff" * 200
+    pathlib.Path(db_path).write_bytes(bytes(data))
+    with pytest.raises(CorruptDatabase):
+        s = open_store(db_path)
+        try:
+            s.list_workflows()
+        finally:
+            s.close()
+
+
+def test_missing_directory(tmp_path: pathlib.Path) -> None:
+    """A path in a directory that does not exist is refused, naming the directory."""
+    with pytest.raises(PersistenceError, match="does not exist"):
+        open_store(str(tmp_path / "nope" / "wf.db"))
+
+
+def test_directory_as_path(tmp_path: pathlib.Path) -> None:
+    """A directory given as the database path is refused."""
+    with pytest.raises(PersistenceError, match="is a directory"):
+        open_store(str(tmp_path))
+
+
+def test_reader_on_missing_file(db_path: str) -> None:
+    """owner=False on a file that does not exist says so, and creates nothing."""
+    with pytest.raises(PersistenceError, match="no database at"):
+        open_store(db_path, owner=False)
+    assert not os.path.exists(db_path)
+
+
+def test_reader_on_uninitialised_file(db_path: str) -> None:
+    """owner=False on an empty file says the system must start on it first."""
+    pathlib.Path(db_path).touch()
+    with pytest.raises(PersistenceError, match="no actorflow data yet"):
+        open_store(db_path, owner=False)
+
+
+def test_reader_cannot_write(file_store, db_path: str) -> None:
+    """A non-owner store refuses writes other than post_external, saying why."""
+    with open_store(db_path, owner=False) as reader:
+        with pytest.raises(PersistenceError, match="owner=False"):
+            reader.create_workflow(new_wf("x"))
+        with pytest.raises(PersistenceError, match="owner=False"):
+            reader.append_inbox("x", "signal", "s", b"", at=1.0)
+
+
+def test_closed_store_refuses(db_path: str) -> None:
+    """Every call after close() raises StoreClosed; close() is idempotent."""
+    s = open_store(db_path)
+    s.close()
+    s.close()
+    with pytest.raises(StoreClosed):
+        s.load_workflow("a")
+    with pytest.raises(StoreClosed):
+        s.create_workflow(new_wf("a"))
+    with pytest.raises(StoreClosed):
+        s.changed()
+
+
+def test_memory_stores_are_separate() -> None:
+    """Two ':memory:' stores are two databases."""
+    with open_store(":memory:") as a, open_store(":memory:") as b:
+        a.create_workflow(new_wf("x"))
+        assert b.load_workflow("x") is None
+        assert a.load_workflow("x") is not None
+
+
+# -- read-only files and directories, full disks -----------------------------------------------
+
+def _immutable(path: pathlib.Path) -> contextlib.AbstractContextManager:
+    """Make ``path`` unwritable even for root (chmod, then chattr +i); skip if impossible."""
+
+    @contextlib.contextmanager
+    def cm():
+        mode = path.stat().st_mode
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        chattr = False
+        if os.access(path, os.W_OK):
+            chattr = subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+            if not chattr:
+                path.chmod(mode)
+                pytest.skip("cannot make a file read-only here (root without chattr)")
+        try:
+            yield
+        finally:
+            if chattr:
+                subprocess.run(["chattr", "-i", str(path)], check=True)
+            path.chmod(mode)
+
+    return cm()
+
+
+def test_read_only_file(db_path: str) -> None:
+    """An owner on a read-only file gets ReadOnlyDatabase; a reader can still read it."""
+    with open_store(db_path) as s:
+        s.create_workflow(new_wf("a"))
+    with _immutable(pathlib.Path(db_path)):
+        with pytest.raises(ReadOnlyDatabase, match="read-only") as info:
+            open_store(db_path)
+        assert db_path in str(info.value)
+        with open_store(db_path, owner=False) as reader:
+            assert reader.load_workflow("a") is not None
+
+
+def test_read_only_directory(tmp_path: pathlib.Path) -> None:
+    """An owner in a read-only directory gets ReadOnlyDatabase naming the directory."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    with _immutable(d):
+        with pytest.raises(ReadOnlyDatabase, match="read-only") as info:
+            open_store(str(d / "wf.db"))
+        assert str(d) in str(info.value)

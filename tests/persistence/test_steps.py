@@ -1,0 +1,301 @@
+"""commit_step: guards, every part of a StepWrite, atomicity, reducers."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from persistence import (
+    CANCEL,
+    CHILD,
+    COMPLETED,
+    FAILED,
+    SIGNAL,
+    NewProcedure,
+    NewTimer,
+    OutBroadcast,
+    OutSignal,
+    PersistenceError,
+    ReducerFailed,
+    StaleStep,
+    StepWrite,
+    UnknownWorkflowId,
+    WorkflowExists,
+    WorkflowFinished,
+    dumps,
+    loads,
+    open_store,
+)
+from persistence._schema import HISTORY_KEEP, HISTORY_TRIM_EVERY
+
+from .conftest import new_wf, step
+
+
+def _snapshot(store, wid: str) -> tuple:
+    return (store.load_workflow(wid), store.inbox(wid), store.timers(wid), store.procedures(wid),
+            store.history(wid), store.read_table("SELECT * FROM waits ORDER BY name"),
+            store.read_table("SELECT * FROM subscriptions ORDER BY name"))
+
+
+def test_step_updates_row(store) -> None:
+    """A step writes status, continuation, fingerprint, waiting_on, step_seq, updated_at, restarts."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", continuation=b"c1", fingerprint="fp2",
+                           waiting_on='{"signals": ["go"]}', updated_at=5.0, restarts=2))
+    rec = store.load_workflow("a")
+    assert (rec.continuation, rec.fingerprint, rec.waiting_on, rec.step_seq, rec.updated_at,
+            rec.restarts) == (b"c1", "fp2", '{"signals": ["go"]}', 1, 5.0, 2)
+
+
+def test_step_keeps_continuation_when_none(store) -> None:
+    """continuation, fingerprint and restarts left None keep their stored values."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", continuation=b"c1", restarts=1))
+    store.commit_step(step(store, "a"))
+    rec = store.load_workflow("a")
+    assert (rec.continuation, rec.fingerprint, rec.restarts, rec.step_seq) == (b"c1", "fp1", 1, 2)
+
+
+@pytest.mark.parametrize("seq", [0, 2, 5])
+def test_stale_step_seq(store, seq: int) -> None:
+    """A step_seq other than stored + 1 raises StaleStep and writes nothing."""
+    store.create_workflow(new_wf("a"))
+    before = _snapshot(store, "a")
+    with pytest.raises(StaleStep, match="stored step counter is 0") as info:
+        store.commit_step(StepWrite("a", seq, continuation=b"x", new_timers=[NewTimer("t", 1.0)]))
+    assert info.value.workflow_id == "a"
+    assert _snapshot(store, "a") == before
+
+
+@pytest.mark.parametrize("field,what", [("consume_inbox", "inbox message"),
+                                        ("consume_timers", "timer"),
+                                        ("consume_procedures", "procedure")])
+def test_stale_missing_consumed_row(store, field: str, what: str) -> None:
+    """Consuming a row that does not exist raises StaleStep naming it, and writes nothing."""
+    store.create_workflow(new_wf("a"))
+    d = store.append_inbox("a", SIGNAL, "s", b"p", at=1.0)
+    before = _snapshot(store, "a")
+    with pytest.raises(StaleStep, match=what):
+        fields = {"consume_inbox": [d.seq]}
+        fields[field] = fields.get(field, []) + [999]
+        store.commit_step(step(store, "a", **fields))
+    assert _snapshot(store, "a") == before
+
+
+def test_cannot_consume_other_workflows_rows(store) -> None:
+    """An inbox row of another workflow is not consumable (StaleStep)."""
+    store.create_workflow(new_wf("a"))
+    store.create_workflow(new_wf("b"))
+    d = store.append_inbox("b", SIGNAL, "s", b"p", at=1.0)
+    with pytest.raises(StaleStep):
+        store.commit_step(step(store, "a", consume_inbox=[d.seq]))
+    assert [r.seq for r in store.inbox("b")] == [d.seq]
+
+
+def test_step_on_unknown_and_finished(store) -> None:
+    """A step of an unknown workflow raises UnknownWorkflowId; of a finished one WorkflowFinished."""
+    with pytest.raises(UnknownWorkflowId, match="nope"):
+        store.commit_step(StepWrite("nope", 1))
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", status=COMPLETED, result=dumps(1)))
+    with pytest.raises(WorkflowFinished, match="completed"):
+        store.commit_step(step(store, "a"))
+
+
+def test_step_unknown_status(store) -> None:
+    """A step with a status that is not one of the four is refused."""
+    store.create_workflow(new_wf("a"))
+    with pytest.raises(PersistenceError, match="unknown status 'paused'"):
+        store.commit_step(step(store, "a", status="paused"))
+
+
+def test_consume_and_arm(store) -> None:
+    """A step consumes inbox/timer/procedure rows and arms new timers and procedures."""
+    store.create_workflow(new_wf("a"))
+    d = store.append_inbox("a", SIGNAL, "go", b"1", at=1.0)
+    ack = store.commit_step(step(store, "a", consume_inbox=[d.seq],
+                                 new_timers=[NewTimer("t1", 10.0), NewTimer("t2", 5.0)],
+                                 new_procedures=[NewProcedure("k1", "m:f", dumps(((), {})))]))
+    assert len(ack.timer_ids) == 2 and ack.timer_ids[0] < ack.timer_ids[1]
+    assert store.inbox("a") == []
+    assert [(t.id, t.name) for t in store.timers("a")] == [(ack.timer_ids[1], "t2"),
+                                                           (ack.timer_ids[0], "t1")]
+    [p] = store.procedures("a")
+    assert (p.key, p.function, p.status, p.attempts) == ("k1", "m:f", "pending", 0)
+    store.procedure_finished("k1", result=dumps(42), error=None, attempts=1)
+    store.commit_step(step(store, "a", consume_timers=[ack.timer_ids[1]],
+                           cancel_timers=[ack.timer_ids[0]], consume_procedures=["k1"]))
+    assert store.timers("a") == [] and store.procedures("a") == []
+
+
+def test_cancel_missing_rows_is_fine(store) -> None:
+    """cancel_timers / cancel_procedures of rows that are gone are ignored."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", cancel_timers=[77], cancel_procedures=["zz"]))
+    assert store.load_workflow("a").step_seq == 1
+
+
+def test_duplicate_procedure_key_rejected(store) -> None:
+    """Dispatching an idempotency key that exists rolls the step back with a clear error."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", new_procedures=[NewProcedure("k", "m:f", b"")]))
+    with pytest.raises(PersistenceError, match="idempotency key"):
+        store.commit_step(step(store, "a", new_procedures=[NewProcedure("k", "m:f", b"")]))
+    assert store.load_workflow("a").step_seq == 1
+
+
+def test_waits_replaced_each_step(store) -> None:
+    """wait_signals is the current set: each step replaces it."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", wait_signals=("x", "y")))
+    store.commit_step(step(store, "a", wait_signals=("z",)))
+    assert store.read_table("SELECT name FROM waits WHERE workflow_id = 'a'") == [{"name": "z"}]
+
+
+def test_children_created(store) -> None:
+    """new_workflows are created in the step; their ids are in the ack."""
+    store.create_workflow(new_wf("p"))
+    ack = store.commit_step(step(store, "p", new_workflows=[new_wf("c1", parent_id="p"),
+                                                            new_wf("c2", parent_id="p")]))
+    assert ack.created == ["c1", "c2"]
+    assert [r.id for r in store.list_workflows(parent_id="p")] == ["c1", "c2"]
+    assert set(store.workflows_with_work()) == {"c1", "c2"}
+
+
+def test_child_id_taken_rejects_step(store) -> None:
+    """A child id that exists rolls the whole step back with WorkflowExists."""
+    store.create_workflow(new_wf("p"))
+    store.create_workflow(new_wf("taken"))
+    with pytest.raises(WorkflowExists, match="child 'taken'.*already exists") as info:
+        store.commit_step(step(store, "p", new_workflows=[new_wf("fresh", parent_id="p"),
+                                                          new_wf("taken", parent_id="p")]))
+    assert info.value.parent_id == "p"
+    assert store.load_workflow("fresh") is None
+    assert store.load_workflow("p").step_seq == 0
+
+
+def test_out_signals_delivered_and_dropped(store) -> None:
+    """Signals to running workflows are inserted; to unknown or finished ones reported dropped."""
+    for wid in ("a", "b", "done"):
+        store.create_workflow(new_wf(wid))
+    store.commit_step(step(store, "done", status=COMPLETED))
+    ack = store.commit_step(step(store, "a", signals=[
+        OutSignal("b", "hello", b"1"), OutSignal("ghost", "hello", b"2"),
+        OutSignal("done", "hello", b"3"), OutSignal("b", "ch", b"4", kind=CHILD)]))
+    assert [(d.workflow_id, d.kind, d.name) for d in ack.delivered] == [
+        ("b", SIGNAL, "hello"), ("b", CHILD, "ch")]
+    assert ack.dropped == [("ghost", "unknown workflow"), ("done", "workflow completed")]
+    assert [(r.seq, r.payload) for r in store.inbox("b")] == [
+        (ack.delivered[0].seq, b"1"), (ack.delivered[1].seq, b"4")]
+
+
+def test_out_signal_bad_kind(store) -> None:
+    """An outgoing message of unknown kind rolls the step back."""
+    store.create_workflow(new_wf("a"))
+    with pytest.raises(PersistenceError, match="unknown kind 'shout'"):
+        store.commit_step(step(store, "a", signals=[OutSignal("a", "x", b"", kind="shout")]))
+
+
+def test_subscriptions_and_broadcasts(store) -> None:
+    """subscribe/unsubscribe maintain the index; broadcasts fan out to current subscribers."""
+    for wid in ("pub", "s1", "s2", "s3"):
+        store.create_workflow(new_wf(wid))
+    store.commit_step(step(store, "s1", subscribe=[("zone", '"north"')]))
+    store.commit_step(step(store, "s2", subscribe=[("zone", '"north"'), ("zone", '"south"')]))
+    store.commit_step(step(store, "s3", subscribe=[("zone", '"north"')]))
+    store.commit_step(step(store, "s3", unsubscribe=[("zone", '"north"')]))
+    ack = store.commit_step(step(store, "pub", broadcasts=[OutBroadcast("zone", '"north"', b"x")]))
+    assert sorted(d.workflow_id for d in ack.delivered) == ["s1", "s2"]
+    assert store.inbox("s3") == []
+    got = store.broadcast("zone", '"south"', b"y", at=3.0)
+    assert [(d.workflow_id, d.name) for d in got] == [("s2", "zone")]
+
+
+def test_finish_cleans_up(store) -> None:
+    """Finishing deletes the workflow's timers, procedures, waits, subscriptions and inbox."""
+    store.create_workflow(new_wf("a"))
+    store.append_inbox("a", SIGNAL, "later", b"", at=1.0)
+    store.commit_step(step(store, "a", new_timers=[NewTimer("t", 9.0)], wait_signals=("x",),
+                           new_procedures=[NewProcedure("k", "m:f", b"")],
+                           subscribe=[("n", "null")]))
+    store.commit_step(step(store, "a", status=FAILED, error='{"type": "E"}',
+                           signals=[OutSignal("a", "self", b"")]))
+    rec = store.load_workflow("a")
+    assert (rec.status, rec.error) == (FAILED, '{"type": "E"}')
+    assert store.inbox("a") == [] and store.timers("a") == [] and store.procedures("a") == []
+    assert store.read_table("SELECT * FROM waits") == []
+    assert store.read_table("SELECT * FROM subscriptions") == []
+
+
+def test_finished_result_stored(store) -> None:
+    """A completing step stores the result bytes."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", status=COMPLETED, result=dumps({"winner": "x"})))
+    assert loads(store.load_workflow("a").result) == {"winner": "x"}
+    assert store.list_workflows(status=COMPLETED)[0].id == "a"
+
+
+def _insert(db, table: str, value: int) -> None:
+    db[table].insert({"v": value})
+
+
+def test_reducers_run_in_order_in_transaction(store) -> None:
+    """Reducers run in call order, on a sqlite_utils.Database, committed with the step."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", reducers=[functools.partial(_insert, table="log", value=i)
+                                                 for i in range(5)]))
+    assert [r["v"] for r in store.read_table("SELECT v FROM log ORDER BY rowid")] == list(range(5))
+
+
+def test_reducer_failure_rolls_back_step(store) -> None:
+    """A reducer that raises rolls back the whole step (earlier reducers too): ReducerFailed."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", reducers=[functools.partial(_insert, table="log", value=0)]))
+    d = store.append_inbox("a", SIGNAL, "s", b"", at=1.0)
+    before = _snapshot(store, "a")
+
+    def boom(db) -> None:
+        raise KeyError("no such item")
+
+    with pytest.raises(ReducerFailed) as info:
+        store.commit_step(step(store, "a", consume_inbox=[d.seq], new_timers=[NewTimer("t", 1)],
+                               signals=[OutSignal("a", "x", b"")],
+                               reducers=[functools.partial(_insert, table="log", value=1), boom]))
+    err = info.value
+    assert isinstance(err.original, KeyError) and err.__cause__ is err.original
+    assert "boom" in err.reducer and "'a'" in str(err) and "rolled back" in str(err)
+    assert _snapshot(store, "a") == before
+    assert store.read_table("SELECT v FROM log") == [{"v": 0}]
+
+
+def test_history_recorded_and_trimmed(store) -> None:
+    """History rows are kept, the newest HISTORY_KEEP per workflow, trimmed every few steps."""
+    store.create_workflow(new_wf("a"))
+    n = HISTORY_TRIM_EVERY * 6
+    for i in range(n):
+        store.commit_step(step(store, "a", history=[("step", f'{{"i": {i}}}')]))
+    rows = store.history("a", limit=10_000)
+    assert HISTORY_KEEP <= len(rows) < HISTORY_KEEP + HISTORY_TRIM_EVERY
+    assert rows[-1].detail == f'{{"i": {n - 1}}}'
+    assert [r.seq for r in rows] == sorted(r.seq for r in rows)
+    assert [r.event for r in store.history("a", limit=3)] == ["step"] * 3
+    assert store.history("a", limit=3)[-1].detail == rows[-1].detail
+
+
+def test_submit_step_future(store) -> None:
+    """submit_step returns a future resolving to the StepAck."""
+    store.create_workflow(new_wf("a"))
+    fut = store.submit_step(step(store, "a", new_timers=[NewTimer("t", 1.0)]))
+    ack = fut.result(timeout=10)
+    assert ack.timer_ids == [store.timers("a")[0].id]
+
+
+def test_cancel_message_kind() -> None:
+    """A cancel message is delivered even when the inbox is full of signals."""
+    with open_store(":memory:", inbox_limit=2) as s:
+        s.create_workflow(new_wf("a"))
+        s.append_inbox("a", SIGNAL, "x", b"", at=1)
+        s.append_inbox("a", SIGNAL, "x", b"", at=1)
+        d = s.append_inbox("a", CANCEL, "", dumps(None), at=1)
+        assert d.kind == CANCEL and len(s.inbox("a")) == 3

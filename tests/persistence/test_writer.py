@@ -1,0 +1,207 @@
+"""The group-commit writer: batching, per-step rollback, failed commits, full disks, closing.
+
+While the writer is held (``_writer_blocked``) a ``:memory:`` store cannot be read (readers and
+the writer take turns there), so steps are built before blocking it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import subprocess
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from persistence import (
+    DiskFull,
+    PersistenceError,
+    ReducerFailed,
+    StaleStep,
+    StepWrite,
+    StoreClosed,
+    open_store,
+)
+
+from .conftest import new_wf, step
+
+
+@contextlib.contextmanager
+def _writer_blocked(store):
+    """Hold the writer thread inside a write until the block exits, so later writes pile up."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(w) -> None:
+        entered.set()
+        assert release.wait(30)
+
+    fut = store._write(hold)
+    assert entered.wait(30)
+    try:
+        yield
+    finally:
+        release.set()
+        fut.result(30)
+
+
+def test_batch_commits_together_and_isolates_failures(store) -> None:
+    """Queued steps share one commit; a stale step and a failing reducer fail alone."""
+    for wid in ("a", "b", "c"):
+        store.create_workflow(new_wf(wid))
+
+    def boom(db) -> None:
+        db["app"].insert({"from": "c"})
+        raise RuntimeError("reducer bug")
+
+    steps = [step(store, "a", reducers=[lambda db: db["app"].insert({"from": "a"})]),
+             StepWrite("b", 7), step(store, "c", reducers=[boom]),
+             step(store, "b", continuation=b"b1")]
+    commits_before = store._writer.commits
+    with _writer_blocked(store):
+        fa, fstale, fc, fb = [store.submit_step(s) for s in steps]
+    fa.result(10)
+    fb.result(10)
+    with pytest.raises(StaleStep):
+        fstale.result(10)
+    with pytest.raises(ReducerFailed, match="reducer bug"):
+        fc.result(10)
+    # The held write's batch, then one batch for the four queued steps.
+    assert store._writer.commits - commits_before == 2
+    assert store.read_table("SELECT \"from\" FROM app") == [{"from": "a"}]
+    assert [store.load_workflow(w).step_seq for w in "abc"] == [1, 1, 0]
+
+
+def test_failed_commit_fails_whole_batch_and_writer_survives(file_store) -> None:
+    """If COMMIT fails, every step of the batch fails and nothing is visible; the writer goes on."""
+    s = file_store
+    s._write_wait(lambda w: w.conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)"))
+    s._write_wait(lambda w: w.conn.execute(
+        "CREATE TABLE child (pid INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"))
+    for wid in ("a", "b"):
+        s.create_workflow(new_wf(wid))
+    sa = step(s, "a", reducers=[lambda db: db["child"].insert({"pid": 99})])
+    sb = step(s, "b", continuation=b"x")
+    # Foreign keys are a connection setting that cannot change inside a transaction; the writer
+    # is idle (blocked on its queue) here, so setting it from this thread is safe.
+    s._writer.conn.execute("PRAGMA foreign_keys = ON")
+    with _writer_blocked(s):
+        fa = s.submit_step(sa)
+        fb = s.submit_step(sb)
+    for f in (fa, fb):
+        with pytest.raises(PersistenceError, match="FOREIGN KEY"):
+            f.result(10)
+    assert [s.load_workflow(w).step_seq for w in "ab"] == [0, 0]
+    s._writer.conn.execute("PRAGMA foreign_keys = OFF")
+    s.commit_step(step(s, "b", continuation=b"y"))
+    assert s.load_workflow("b").continuation == b"y"
+
+
+def test_group_commit_under_concurrency(file_store) -> None:
+    """64 threads committing steps of their own workflows: all land, in fewer commits than steps."""
+    s = file_store
+    n_threads, n_steps = 64, 20
+    for t in range(n_threads):
+        s.create_workflow(new_wf(f"w{t}"))
+    before = s._writer.commits
+
+    def run(t: int) -> None:
+        for i in range(1, n_steps + 1):
+            s.commit_step(StepWrite(f"w{t}", i, continuation=str(i).encode(),
+                                    reducers=[lambda db, t=t, i=i: db["app"].insert({"t": t, "i": i})]),
+                          timeout=60)
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        list(pool.map(run, range(n_threads)))
+    assert all(s.load_workflow(f"w{t}").step_seq == n_steps for t in range(n_threads))
+    assert s.read_table("SELECT count(*) AS n, count(DISTINCT t || '-' || i) AS d FROM app") == [
+        {"n": n_threads * n_steps, "d": n_threads * n_steps}]
+    assert s._writer.commits - before < n_threads * n_steps
+
+
+def test_close_finishes_queued_writes(db_path: str) -> None:
+    """close() commits what was queued before it; later writes raise StoreClosed."""
+    s = open_store(db_path)
+    s.create_workflow(new_wf("a"))
+    futs = []
+    with _writer_blocked(s):
+        futs = [s.submit_step(StepWrite("a", i)) for i in range(1, 6)]
+        closer = threading.Thread(target=s.close)
+        closer.start()
+    closer.join(30)
+    assert [f.result(10).timer_ids for f in futs] == [[]] * 5
+    with pytest.raises(StoreClosed):
+        s.submit_step(StepWrite("a", 6))
+    with open_store(db_path) as again:
+        assert again.load_workflow("a").step_seq == 5
+
+
+def test_cancelled_future_is_skipped(store) -> None:
+    """A queued step whose future was cancelled before it ran is not written."""
+    store.create_workflow(new_wf("a"))
+    never = step(store, "a", continuation=b"never")
+    with _writer_blocked(store):
+        fut = store.submit_step(never)
+        assert fut.cancel()
+    store.commit_step(step(store, "a", continuation=b"real"))
+    assert store.load_workflow("a").continuation == b"real"
+
+
+def test_disk_full_page_limit(file_store) -> None:
+    """A step that does not fit (page limit reached) raises DiskFull; the store stays usable."""
+    s = file_store
+    s.create_workflow(new_wf("a"))
+    pages = s._write_wait(lambda w: w.conn.execute("PRAGMA page_count").fetchone()[0])
+    s._write_wait(lambda w: w.conn.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    with pytest.raises(DiskFull, match="full") as info:
+        s.commit_step(step(s, "a", continuation=os.urandom(200_000)))
+    assert s.path in str(info.value)
+    assert s.load_workflow("a").step_seq == 0
+    s._write_wait(lambda w: w.conn.execute("PRAGMA max_page_count = 1073741823"))
+    s.commit_step(step(s, "a", continuation=b"small"))
+    assert s.load_workflow("a").step_seq == 1
+
+
+def test_reducer_that_commits_does_not_break_the_writer(file_store) -> None:
+    """A reducer that commits the transaction itself: its step lands; later queued steps still do."""
+    s = file_store
+    for wid in ("a", "b"):
+        s.create_workflow(new_wf(wid))
+
+    def rude(db) -> None:
+        db["app"].insert({"v": 1})
+        db.conn.commit()
+
+    steps = [step(s, "a", reducers=[rude]), step(s, "b", continuation=b"b")]
+    with _writer_blocked(s):
+        futs = [s.submit_step(x) for x in steps]
+    for f in futs:
+        f.result(10)
+    assert [s.load_workflow(w).step_seq for w in "ab"] == [1, 1]
+    s.commit_step(step(s, "a"))
+    assert s.load_workflow("a").step_seq == 2
+
+
+def test_disk_full_real_tmpfs(tmp_path: pathlib.Path) -> None:
+    """On a real full file system (a tiny tmpfs), writes raise DiskFull and nothing half-written shows."""
+    mnt = tmp_path / f"tiny-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        path = str(mnt / "wf.db")
+        with open_store(path) as s:
+            s.create_workflow(new_wf("a"))
+            committed = 0
+            with pytest.raises(DiskFull):
+                for _ in range(200):
+                    s.commit_step(step(s, "a", continuation=os.urandom(20_000)))
+                    committed += 1
+            assert s.load_workflow("a").step_seq == committed
+        with open_store(path, owner=False) as r:
+            assert r.load_workflow("a").step_seq == committed
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
