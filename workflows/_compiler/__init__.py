@@ -1,7 +1,22 @@
-"""The ``@workflow`` compiler (being written; see issue 2)."""
+"""The ``@workflow`` compiler: ``async def`` -> a picklable, resumable state machine.
 
-from typing import Any
+Pure like the rest of ``workflows``: standard library and cloudpickle only. The pipeline is
+``_api`` (source, validation, codegen, registration), ``_validate`` (rejections), ``_scope``
+(name resolution and rewriting), ``_lower`` (exploding awaits into blocks) and ``_runtime``
+(frames, the block driver, checkpoints).
+"""
 
+from ._api import CompiledCode, WorkflowFunction, compile_workflow_source, workflow
+from ._runtime import Continuation, SubCall, checkpoint, restore, step
 
-def workflow(fn: Any = None, **options: Any) -> Any:
-    raise NotImplementedError("the @workflow compiler is not written yet")
+__all__ = [
+    "CompiledCode",
+    "Continuation",
+    "SubCall",
+    "WorkflowFunction",
+    "checkpoint",
+    "compile_workflow_source",
+    "restore",
+    "step",
+    "workflow",
+]

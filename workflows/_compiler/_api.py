@@ -1,0 +1,386 @@
+"""``@workflow``: locate the source, validate, lower, generate block functions, register."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import hashlib
+import inspect
+import itertools
+import linecache
+import os
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .._errors import CompileError
+from .._registry import register, resolve
+from . import _runtime
+from ._lower import EXC, Emitter, Lowered
+from ._runtime import Continuation, Frame, SubCall
+from ._scope import FRAME, RT, Bindings, Rewriter, arg_names, fill_locations, frame_attr, rt_call
+from ._validate import Validator
+
+COMPILER_VERSION = "actorflow-compiler-1"
+_PY312 = sys.version_info >= (3, 12)
+_counter = itertools.count(1)
+
+
+class CompiledCode:
+    """The generated state machine of one workflow: blocks and their static tables."""
+
+    def __init__(
+        self,
+        key: str,
+        fingerprint: str,
+        filename: str,
+        blocks: list[Any],
+        handlers: list[Any],
+        hctx: list[Any],
+        points: dict[int, tuple[int, str]],
+        slots: dict[str, str],
+    ) -> None:
+        self.key = key
+        self.fingerprint = fingerprint
+        self.filename = filename
+        self.blocks = blocks
+        self.handlers = handlers
+        self.hctx = hctx
+        self.points = points
+        self.slots = slots
+
+    def where(self, pc: int) -> str:
+        """``file.py:12`` of the await that resumes at block ``pc``."""
+        line = self.points.get(pc, (0, ""))[0]
+        return f"{os.path.basename(self.filename)}:{line}"
+
+    def describe_point(self, pc: int | None) -> str | None:
+        """``file.py:12 await timer('t', 5)`` for a resume block, else None."""
+        if pc is None or pc not in self.points:
+            return None
+        line, text = self.points[pc]
+        return f"{os.path.basename(self.filename)}:{line} {text}"
+
+    def describe_slot(self, name: str) -> str:
+        """A readable name for a frame attribute (a local or an internal slot)."""
+        if name in self.slots:
+            return self.slots[name]
+        if name.startswith("_af_t"):
+            return "an intermediate value of an expression"
+        if name == "_af_sent":
+            return "the result of the last await"
+        if name.startswith("_af_"):
+            return f"internal slot {name}"
+        return f"local {name!r}"
+
+
+class WorkflowFunction:
+    """A compiled ``@workflow``: call it to await it inline, ``start`` it to get a continuation."""
+
+    def __init__(self, fn: Callable[..., Any], code: CompiledCode, binder: Callable[..., Any]) -> None:
+        self.__wrapped__ = fn
+        self._code = code
+        self._binder = binder
+        self.__workflow_key__ = code.key
+        self.fingerprint = code.fingerprint
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__module__ = fn.__module__
+        self.__doc__ = fn.__doc__
+        self.__signature__ = inspect.signature(fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> SubCall:
+        """An awaitable call: ``await wf(x)`` inside a workflow runs ``wf`` inline."""
+        return SubCall(self, args, kwargs)
+
+    def start(self, *args: Any, **kwargs: Any) -> Continuation:
+        """A new continuation with the arguments bound (like the native call); runs nothing."""
+        return Continuation([self._new_frame(args, kwargs)], self.__workflow_key__, self.fingerprint)
+
+    def _new_frame(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Frame:
+        bound = self._binder(*args, **kwargs)
+        f = Frame.__new__(Frame)
+        f._af_code = self._code
+        d = f.__dict__
+        d.update(bound)
+        d["_af_pc"] = 0
+        return f
+
+    def __reduce__(self) -> Any:
+        return (resolve, ("workflow", self.__workflow_key__))
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.__workflow_key__}>"
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def workflow(fn: Any = None, *, name: str | None = None) -> Any:
+    """Compile an ``async def`` into a checkpointable workflow and register it.
+
+    Use as ``@workflow`` or ``@workflow(name="custom.key")``. Unsupported constructs raise a
+    ``CompileError`` (a ``SyntaxError``) at decoration time, listing every problem.
+    """
+    if fn is None:
+        def deco(f: Any) -> WorkflowFunction:
+            return workflow(f, name=name)
+        return deco
+    if isinstance(fn, WorkflowFunction):
+        return fn
+    if not inspect.iscoroutinefunction(fn):
+        what = "an async generator" if inspect.isasyncgenfunction(fn) else repr(fn)
+        raise TypeError(f"@workflow decorates an 'async def' function, got {what}")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError(f"@workflow(name=...) must be a non-empty string, got {name!r}")
+    filename = fn.__code__.co_filename
+    lines = linecache.getlines(filename, fn.__globals__)
+    if not lines:
+        raise CompileError(
+            f"cannot compile workflow {fn.__qualname__}: its source code is not available "
+            f"({filename!r}; defined in the REPL, with -c or by exec()?); define it in a .py "
+            "file, or compile it from text with compile_workflow_source(src, filename, name)",
+            filename,
+        )
+    source = "".join(lines)
+    node = _find(_parse(source, filename), fn)
+    if node is None:
+        raise CompileError(
+            f"cannot compile workflow {fn.__qualname__}: no 'async def {fn.__name__}' starts at "
+            f"line {fn.__code__.co_firstlineno} of {filename} (was the file edited after import?)",
+            filename,
+            fn.__code__.co_firstlineno,
+        )
+    key = name or f"{fn.__module__}:{fn.__qualname__}"
+    enclosing = None
+    if "<locals>" in fn.__qualname__:
+        enclosing = fn.__qualname__.split(".<locals>")[-2].rpartition(".")[2]
+    wf = _compile(fn, node, filename, lines, key, enclosing)
+    register("workflow", wf, key)
+    return wf
+
+
+_PARSED: dict[tuple[str, int], ast.Module] = {}
+
+
+def _parse(source: str, filename: str) -> ast.Module:
+    k = (filename, hash(source))
+    tree = _PARSED.get(k)
+    if tree is None:
+        tree = ast.parse(source, filename)
+        _PARSED[k] = tree
+    return tree
+
+
+def _find(tree: ast.Module, fn: Any) -> ast.AsyncFunctionDef | None:
+    first = fn.__code__.co_firstlineno
+    for n in ast.walk(tree):
+        if isinstance(n, ast.AsyncFunctionDef) and n.name == fn.__name__:
+            start = min([n.lineno] + [d.lineno for d in n.decorator_list])
+            if start == first:
+                return n
+    return None
+
+
+def compile_workflow_source(
+    src: str, filename: str, name: str, globals: dict[str, Any] | None = None
+) -> WorkflowFunction:
+    """Compile the ``async def name`` defined in ``src`` (for tests and program generators).
+
+    The whole source is executed in ``globals`` (a fresh module-like namespace by default), so
+    helpers it defines are visible to the workflow; tracebacks show ``filename`` and its lines.
+    """
+    g = globals if globals is not None else {}
+    g.setdefault("__name__", f"_af_source_{next(_counter)}")
+    g.setdefault("__builtins__", builtins)
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), g)  # noqa: S102  (the caller's own source)
+    obj = g.get(name)
+    if isinstance(obj, WorkflowFunction):
+        return obj
+    if obj is None:
+        raise NameError(f"compile_workflow_source: {filename} defines no {name!r}")
+    return workflow(obj)  # type: ignore[no-any-return]
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _problem(msg: str, node: ast.AST, filename: str, lines: list[str]) -> CompileError:
+    lineno = getattr(node, "lineno", None)
+    col = getattr(node, "col_offset", None)
+    text = lines[lineno - 1] if lineno and lineno <= len(lines) else None
+    end_lineno = getattr(node, "end_lineno", None)
+    end_col = getattr(node, "end_col_offset", None)
+    return CompileError(
+        msg,
+        filename,
+        lineno,
+        None if col is None else col + 1,
+        text,
+        end_lineno,
+        None if end_col is None else end_col + 1,
+    )
+
+
+def _compile(
+    fn: Any,
+    node: ast.AsyncFunctionDef,
+    filename: str,
+    lines: list[str],
+    key: str,
+    enclosing: str | None,
+) -> WorkflowFunction:
+    b = Bindings().scan(node.body)
+    params = arg_names(node.args)
+    locals_ = (set(params) | b.bound) - b.globals
+    problems = Validator(node, locals_, fn.__code__.co_freevars, enclosing).run()
+    if problems:
+        errs = [_problem(m, n, filename, lines) for n, m in problems]
+        first = errs[0]
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        raise CompileError(
+            f"{first.msg}{more}",
+            first.filename,
+            first.lineno,
+            first.offset,
+            first.text,
+            first.end_lineno,
+            first.end_offset,
+            problems=errs,
+        )
+
+    # Names captured by nested scopes (or bound by except clauses) stay on the frame always.
+    probe = Rewriter(locals_)
+    for s in copy.deepcopy(node.body):
+        probe.visit(s)
+    no_cache = set(probe.captured)
+    for n in ast.walk(node):
+        if isinstance(n, ast.ExceptHandler) and n.name:
+            no_cache.add(n.name)
+
+    source = "".join(lines)
+
+    def source_of(e: ast.AST) -> str:
+        seg = ast.get_source_segment(source, e)
+        return " ".join(seg.split()) if seg else ast.unparse(e)
+
+    em = Emitter(locals_, no_cache, source_of, filename)
+    em.src = node.body[0]
+    em.start(em.new_label())
+    em.body(node.body)
+    em.flush()
+    if not em.ended:
+        for s in em.leap("return", None, node.body[-1]):
+            em.emit(s)
+    low = Lowered(em.blocks, em.points, em.slots)
+
+    fingerprint = _fingerprint(node)
+    blocks, handlers, hctx = _codegen(low, em, fn, filename, sorted(b.globals))
+    code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
+    return WorkflowFunction(fn, code, _binder(fn, node))
+
+
+def _fingerprint(node: ast.AsyncFunctionDef) -> str:
+    n = copy.copy(node)
+    n.decorator_list = []
+    dump = ast.dump(n, include_attributes=False)
+    return hashlib.sha256(f"{COMPILER_VERSION}\n{dump}".encode()).hexdigest()
+
+
+def _codegen(
+    low: Lowered, em: Emitter, fn: Any, filename: str, globals_: list[str]
+) -> tuple[list[Any], list[Any], list[Any]]:
+    # Temporaries used in one block stay block locals; the rest live on the frame and are
+    # cleared when consumed.
+    where: dict[str, set[int]] = {}
+    for label, blk in low.blocks.items():
+        for s in blk.stmts:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and n.id.startswith("_af_t"):
+                    where.setdefault(n.id, set()).add(label)
+    cross = {name for name, ls in where.items() if len(ls) > 1}
+
+    class Temps(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> Any:
+            if n.id not in cross:
+                return n
+            if isinstance(n.ctx, ast.Store):
+                return ast.copy_location(frame_attr(n.id, ast.Store()), n)
+            if id(n) in em.peeks:
+                return ast.copy_location(frame_attr(n.id), n)
+            return ast.copy_location(
+                rt_call("take", ast.Name(FRAME, ast.Load()), ast.Constant(n.id)), n
+            )
+
+    nblocks = max(low.blocks) + 1
+    blocks: list[Any] = [None] * nblocks
+    handlers: list[Any] = [(None, None, EXC, ())] * nblocks
+    hctx: list[Any] = [()] * nblocks
+    glob = fn.__globals__
+    qualname = fn.__qualname__
+    for label, blk in low.blocks.items():
+        body = [Temps().visit(s) for s in blk.stmts] if cross else list(blk.stmts)
+        if not body or not isinstance(body[-1], (ast.Return, ast.Raise)):
+            body.append(ast.Return(ast.Call(ast.Attribute(ast.Name(RT, ast.Load()), "Done", ast.Load()), [ast.Constant(None)], [])))
+        if globals_:
+            body.insert(0, ast.Global(list(globals_)))
+        src = blk.src
+        for s in body:
+            fill_locations(s, src)
+        args = ast.arguments(
+            posonlyargs=[], args=[ast.arg(FRAME), ast.arg(RT)], vararg=None, kwonlyargs=[],
+            kw_defaults=[], kwarg=None, defaults=[],
+        )
+        kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+        fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
+        fill_locations(fdef, src)
+        mod = ast.Module([fdef], [])
+        try:
+            co = compile(mod, filename, "exec")
+        except Exception as e:  # a compiler bug: show the generated code
+            raise RuntimeError(
+                f"internal error compiling block {label} of {qualname}: {e}\n{ast.unparse(mod)}"
+            ) from e
+        fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+        if hasattr(fcode, "co_qualname"):
+            fcode = fcode.replace(co_qualname=qualname)
+        f = types.FunctionType(fcode, glob, fn.__name__)
+        f.__qualname__ = qualname
+        blocks[label] = f
+        handlers[label] = blk.region
+        hctx[label] = blk.hctx
+    return blocks, handlers, hctx
+
+
+def _binder(fn: Any, node: ast.AsyncFunctionDef) -> Callable[..., dict[str, Any]]:
+    """A plain function with the workflow's signature that returns its bound arguments."""
+    a = node.args
+    parts: list[str] = []
+    pos = a.posonlyargs + a.args
+    first_default = len(pos) - len(a.defaults)
+    for i, p in enumerate(pos):
+        parts.append(p.arg + ("=None" if i >= first_default else ""))
+        if a.posonlyargs and i == len(a.posonlyargs) - 1:
+            parts.append("/")
+    if a.vararg:
+        parts.append("*" + a.vararg.arg)
+    elif a.kwonlyargs:
+        parts.append("*")
+    for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        parts.append(k.arg + ("=None" if d is not None else ""))
+    if a.kwarg:
+        parts.append("**" + a.kwarg.arg)
+    src = f"def {fn.__name__}({', '.join(parts)}):\n    return locals()\n"
+    ns: dict[str, Any] = {}
+    exec(src, ns)  # noqa: S102  (generated from the workflow's own parameter list)
+    binder = ns[fn.__name__]
+    binder.__defaults__ = fn.__defaults__
+    binder.__kwdefaults__ = fn.__kwdefaults__
+    binder.__qualname__ = fn.__qualname__
+    return binder  # type: ignore[no-any-return]
+
+
+__all__ = ["CompiledCode", "WorkflowFunction", "compile_workflow_source", "workflow", "_runtime"]

@@ -1,0 +1,854 @@
+"""Lowering: explode the statements that contain ``await`` into blocks.
+
+Statements without ``await`` stay verbatim (names rewritten by ``_scope.Rewriter``). Each block
+becomes a function ``(_af_f, _af_rt)`` returning the next block id, ``Suspend``, ``Done`` or
+``Reraise``. Every block lies in exactly one exception region; the region gives the static handler
+entry ``(target, slot, kind, clears)`` the driver uses when the block raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._scope import (
+    SYNTH,
+    Rewriter,
+    fill_locations,
+    frame_attr,
+    frame_name,
+    pattern_captures,
+    rt_attr,
+    rt_call,
+)
+
+Region = tuple[int | None, str | None, int, tuple[tuple[Any, ...], ...]]
+ROOT: Region = (None, None, 0, ())
+EXC, FIN = 0, 1
+
+
+def has_await(node: ast.AST) -> bool:
+    """Whether ``node`` contains an ``await`` that belongs to the workflow's own scope."""
+    if isinstance(node, ast.Await):
+        return True
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        parts: list[Any] = list(node.decorator_list)
+        if not isinstance(node, ast.ClassDef):
+            a = node.args
+            parts += a.defaults + [k for k in a.kw_defaults if k is not None]
+        else:
+            parts += node.bases + [k.value for k in node.keywords]
+        return any(has_await(p) for p in parts)
+    if isinstance(node, ast.Lambda):
+        return False
+    return any(has_await(c) for c in ast.iter_child_nodes(node))
+
+
+def has_loop(node: ast.AST) -> bool:
+    """Whether a verbatim statement contains a loop or comprehension (outside nested defs)."""
+    if isinstance(node, (ast.For, ast.While, ast.ListComp, ast.SetComp, ast.DictComp)):
+        return True
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return False
+    return any(has_loop(c) for c in ast.iter_child_nodes(node))
+
+
+@dataclass
+class Block:
+    stmts: list[ast.stmt]
+    region: Region
+    hctx: tuple[tuple[str, int], ...]
+    src: ast.AST
+
+
+@dataclass
+class Lowered:
+    blocks: dict[int, Block]
+    points: dict[int, tuple[int, str]]
+    slots: dict[str, str] = field(default_factory=dict)
+
+
+class Emitter:
+    """Turns a workflow body into blocks (regenerator's "explode", adapted)."""
+
+    def __init__(
+        self,
+        locals_: set[str],
+        no_cache: set[str],
+        source_of: Any,
+        filename: str,
+    ) -> None:
+        self.locals = locals_
+        self.no_cache = no_cache
+        self.source_of = source_of
+        self.filename = filename
+        self.blocks: dict[int, Block] = {}
+        self.nlabels = 0
+        self.cur: int = -1
+        self.ended = True
+        self.region: Region = ROOT
+        self.hctx: tuple[tuple[str, int], ...] = ()
+        self.leaps: list[tuple[Any, ...]] = []
+        self.run: list[ast.stmt] = []
+        self.points: dict[int, tuple[int, str]] = {}
+        self.slots: dict[str, str] = {}
+        self.uid_n = 0
+        self.src: ast.AST = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
+        self.peeks: set[int] = set()
+
+    # -- labels and blocks
+
+    def uid(self) -> int:
+        self.uid_n += 1
+        return self.uid_n
+
+    def new_label(self) -> int:
+        n = self.nlabels
+        self.nlabels += 1
+        return n
+
+    def start(self, label: int) -> None:
+        self.blocks[label] = Block([], self.region, self.hctx, self.src)
+        self.cur = label
+        self.ended = False
+
+    def start_at(self, label: int, region: Region | None = None, hctx: Any = None) -> None:
+        """End the current block (falling through to ``label``) and start block ``label``."""
+        self.flush()
+        if not self.ended:
+            self._append(ast.Return(ast.Constant(label)))
+        if region is not None:
+            self.region = region
+        if hctx is not None:
+            self.hctx = hctx
+        self.start(label)
+
+    def goto_new(self, region: Region | None = None, hctx: Any = None) -> int:
+        label = self.new_label()
+        self.start_at(label, region, hctx)
+        return label
+
+    def _append(self, s: ast.stmt) -> None:
+        if self.ended:
+            # Unreachable code (after a return/raise/leap): keep it in a block nobody enters.
+            self.start(self.new_label())
+        fill_locations(s, self.src)
+        self.blocks[self.cur].stmts.append(s)
+        if isinstance(s, (ast.Return, ast.Raise)):
+            self.ended = True
+
+    def emit(self, s: ast.stmt) -> None:
+        self.flush()
+        self._append(s)
+
+    def jump(self, label: int) -> None:
+        self.emit(ast.Return(ast.Constant(label)))
+
+    # -- temporaries
+
+    def temp(self, value: ast.expr) -> ast.Name:
+        """Store ``value`` in a fresh temporary now; return a (single-use) reference to it."""
+        name = f"_af_t{self.uid()}"
+        self.emit(ast.Assign([ast.Name(name, ast.Store())], value))
+        return ast.Name(name, ast.Load())
+
+    def peek(self, ref: ast.Name) -> ast.Name:
+        """A second, non-consuming reference to a temporary."""
+        n = ast.Name(ref.id, ast.Load())
+        self.peeks.add(id(n))
+        return n
+
+    # -- rewriting
+
+    def rw(self, e: Any) -> Any:
+        """An await-free user expression with names rewritten (no caching)."""
+        r = Rewriter(self.locals)
+        return r.visit(copy.deepcopy(e))
+
+    def flush(self) -> None:
+        """Emit the pending run of verbatim statements."""
+        if not self.run:
+            return
+        run, self.run = self.run, []
+        cache = any(has_loop(s) for s in run)
+        cached = (self.locals - self.no_cache) if cache else frozenset()
+        r = Rewriter(self.locals, cached, self.leap)
+        out: list[ast.stmt] = []
+        for s in run:
+            res = r.visit(copy.deepcopy(s))
+            out.extend(res if isinstance(res, list) else [res])
+        if cache and r.used:
+            out = self._wrap_cached(out, sorted(r.used), sorted(r.written), run[0])
+        saved = self.src
+        self.src = run[0]
+        for s in out:
+            self._append(s)
+            if self.ended:
+                # A verbatim leap ended the block; later statements of the run are unreachable
+                # at this level only if the leap was itself top-level, which _append handles.
+                pass
+        self.src = saved
+
+    def _wrap_cached(
+        self, body: list[ast.stmt], used: list[str], written: list[str], src: ast.AST
+    ) -> list[ast.stmt]:
+        def handler(body_: list[ast.stmt]) -> list[ast.ExceptHandler]:
+            return [ast.ExceptHandler(rt_attr("NameError"), None, body_)]
+
+        pre: list[ast.stmt] = [
+            ast.Try(
+                [ast.Assign([ast.Name(n, ast.Store())], frame_attr(n))],
+                handler([ast.Pass()]),
+                [],
+                [],
+            )
+            for n in used
+        ]
+        post: list[ast.stmt] = [
+            ast.Try(
+                [ast.Assign([frame_attr(n, ast.Store())], ast.Name(n, ast.Load()))],
+                handler([ast.Expr(rt_call("unbind", frame_name(), ast.Constant(n)))]),
+                [],
+                [],
+            )
+            for n in written
+        ]
+        if not post:
+            return pre + body
+        for s in pre + post:
+            fill_locations(s, src)
+        # One statement: a top-level Return inside it must not end the block early.
+        return pre + [fill_locations(ast.Try(body, [], [], post), src)]
+
+    # -- leaps
+
+    def leap(self, kind: str, value: ast.expr | None, node: ast.AST) -> list[ast.stmt]:
+        """Statements for an escaping ``break``/``continue``/``return``."""
+        items: list[tuple[Any, ...]] = []
+        target = None
+        for entry in reversed(self.leaps):
+            if entry[0] == "loop":
+                if kind != "return":
+                    target = entry[1] if kind == "break" else entry[2]
+                    break
+            elif entry[0] == "fin":
+                items.append((2, entry[1], entry[2]))
+            else:
+                items.extend(entry[1])
+        if kind == "return":
+            v = value if value is not None else ast.Constant(None)
+            if items:
+                call = rt_call("ret", frame_name(), v, ast.Constant(tuple(items)))
+            else:
+                call = ast.Call(rt_attr("Done"), [v], [])
+            return [fill_locations(ast.Return(call), node)]
+        assert target is not None, "break/continue outside a loop"
+        if items:
+            r = ast.Return(rt_call("jump", frame_name(), ast.Constant(target), ast.Constant(tuple(items))))
+        else:
+            r = ast.Return(ast.Constant(target))
+        return [fill_locations(r, node)]
+
+    # -- statements
+
+    def body(self, stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if not has_await(s):
+                self.run.append(s)
+                continue
+            self.flush()
+            saved = self.src
+            self.src = s
+            getattr(self, "st_" + type(s).__name__)(s)
+            self.src = saved
+        self.flush()
+
+    def st_Expr(self, s: ast.Expr) -> None:
+        v = self.expr(s.value)
+        if not (isinstance(v, ast.Attribute) and v.attr == "_af_sent"):
+            self.emit(ast.Expr(v))
+
+    def st_Assign(self, s: ast.Assign) -> None:
+        v = self.expr(s.value)
+        if len(s.targets) == 1 and not has_await(s.targets[0]):
+            self.emit(ast.Assign([self.rw(s.targets[0])], v))
+            return
+        ref = self.temp(v) if not isinstance(v, ast.Constant) else v
+        for i, t in enumerate(s.targets):
+            val = ref if i == len(s.targets) - 1 or not isinstance(ref, ast.Name) else self.peek(ref)
+            self.assign_to(t, val)
+
+    def assign_to(self, t: ast.expr, value: ast.expr) -> None:
+        if not has_await(t):
+            self.emit(ast.Assign([self.rw(t)], value))
+        elif isinstance(t, ast.Attribute):
+            o = self.expr(t.value)
+            self.emit(ast.Assign([ast.Attribute(o, t.attr, ast.Store())], value))
+        elif isinstance(t, ast.Subscript):
+            o = self.expr(t.value)
+            if has_await(t.slice):
+                o = self.temp(o)
+            k = self.expr(t.slice)
+            self.emit(ast.Assign([ast.Subscript(o, k, ast.Store())], value))
+        else:  # rejected by validation
+            raise AssertionError("await in a tuple assignment target")
+
+    def st_AnnAssign(self, s: ast.AnnAssign) -> None:
+        assert s.value is not None
+        v = self.expr(s.value)
+        self.assign_to(s.target, self.temp(v) if has_await(s.target) else v)
+
+    def st_AugAssign(self, s: ast.AugAssign) -> None:
+        op = _IOPS[type(s.op)]
+        t = s.target
+        if isinstance(t, ast.Name):
+            cur = self.temp(self.rw(ast.Name(t.id, ast.Load())))
+            r = self.expr(s.value)
+            self.emit(ast.Assign([self.rw(t)], ast.Call(rt_attr(op), [cur, r], [])))
+        elif isinstance(t, ast.Attribute):
+            o = self.temp(self.expr(t.value))
+            cur = self.temp(ast.Attribute(self.peek(o), t.attr, ast.Load()))
+            r = self.expr(s.value)
+            self.emit(
+                ast.Assign(
+                    [ast.Attribute(o, t.attr, ast.Store())], ast.Call(rt_attr(op), [cur, r], [])
+                )
+            )
+        else:
+            assert isinstance(t, ast.Subscript)
+            o = self.temp(self.expr(t.value))
+            k = self.temp(self.expr(t.slice))
+            cur = self.temp(ast.Subscript(self.peek(o), self.peek(k), ast.Load()))
+            r = self.expr(s.value)
+            self.emit(
+                ast.Assign([ast.Subscript(o, k, ast.Store())], ast.Call(rt_attr(op), [cur, r], []))
+            )
+
+    def st_Return(self, s: ast.Return) -> None:
+        v = self.expr(s.value) if s.value is not None else None
+        for st in self.leap("return", v, s):
+            self.emit(st)
+
+    def st_Raise(self, s: ast.Raise) -> None:
+        exc = self.expr(s.exc) if s.exc is not None else None
+        cause = None
+        if s.cause is not None:
+            if has_await(s.cause) and exc is not None:
+                exc = self.temp(exc)
+            cause = self.expr(s.cause)
+        self.emit(ast.Raise(exc, cause))
+
+    def st_Assert(self, s: ast.Assert) -> None:
+        call = ast.Call(ast.Name("AssertionError", ast.Load()), [s.msg] if s.msg else [], [])
+        inner = ast.If(ast.UnaryOp(ast.Not(), s.test), [ast.Raise(call, None)], [])
+        node = ast.If(ast.Name("__debug__", ast.Load()), [inner], [])
+        fill_locations(node, s)
+        self.body([node])
+
+    def st_Delete(self, s: ast.Delete) -> None:
+        for t in s.targets:
+            if not has_await(t):
+                self.body([fill_locations(ast.Delete([t]), s)])
+            elif isinstance(t, ast.Subscript):
+                o = self.expr(t.value)
+                if has_await(t.slice):
+                    o = self.temp(o)
+                k = self.expr(t.slice)
+                self.emit(ast.Delete([ast.Subscript(o, k, ast.Del())]))
+            elif isinstance(t, ast.Attribute):
+                o = self.expr(t.value)
+                self.emit(ast.Delete([ast.Attribute(o, t.attr, ast.Del())]))
+            else:
+                raise AssertionError("await in a del target")
+
+    def st_If(self, s: ast.If) -> None:
+        t = self.expr(s.test)
+        after = self.new_label()
+        other = self.new_label() if s.orelse else after
+        self.emit(ast.If(ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(other))], []))
+        self.body(s.body)
+        if s.orelse:
+            self.flush()
+            if not self.ended:
+                self.jump(after)
+            self.start_at(other)
+            self.body(s.orelse)
+        self.start_at(after)
+
+    def st_While(self, s: ast.While) -> None:
+        head = self.goto_new()
+        after = self.new_label()
+        other = self.new_label() if s.orelse else after
+        t = self.expr(s.test)
+        if not (isinstance(t, ast.Constant) and t.value):
+            self.emit(ast.If(ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(other))], []))
+        self.leaps.append(("loop", after, head))
+        self.body(s.body)
+        self.leaps.pop()
+        if not self.ended:
+            self.jump(head)
+        if s.orelse:
+            self.start_at(other)
+            self.body(s.orelse)
+        self.start_at(after)
+
+    def st_For(self, s: ast.For) -> None:
+        k = self.uid()
+        it = f"_af_it{k}"
+        self.slots[it] = f"the iterator of the for-loop at line {s.lineno}"
+        v = self.expr(s.iter)
+        self.emit(ast.Assign([frame_attr(it, ast.Store())], rt_call("iter", v)))
+        head = self.goto_new()
+        after = self.new_label()
+        brk = self.new_label()
+        other = self.new_label() if s.orelse else brk
+        self.emit(
+            ast.Assign(
+                [ast.Name("_af_v", ast.Store())],
+                rt_call("next", frame_attr(it), rt_attr("SENTINEL")),
+            )
+        )
+        self.emit(
+            ast.If(
+                ast.Compare(ast.Name("_af_v", ast.Load()), [ast.Is()], [rt_attr("SENTINEL")]),
+                [ast.Return(ast.Constant(other))],
+                [],
+            )
+        )
+        self.emit(ast.Assign([self.rw(s.target)], ast.Name("_af_v", ast.Load())))
+        self.leaps.append(("loop", brk, head))
+        self.body(s.body)
+        self.leaps.pop()
+        if not self.ended:
+            self.jump(head)
+        if s.orelse:
+            self.start_at(other)
+            self.emit(ast.Assign([frame_attr(it, ast.Store())], ast.Constant(None)))
+            self.body(s.orelse)
+            self.flush()
+            if not self.ended:
+                self.jump(after)
+        self.start_at(brk)
+        self.emit(ast.Assign([frame_attr(it, ast.Store())], ast.Constant(None)))
+        self.start_at(after)
+
+    def st_Try(self, s: ast.Try) -> None:
+        k = self.uid()
+        outer_region, outer_hctx = self.region, self.hctx
+        exc, fin = f"_af_exc{k}", f"_af_fin{k}"
+        self.slots[exc] = f"the exception being handled by the try at line {s.lineno}"
+        self.slots[fin] = f"the pending completion of the finally at line {s.lineno}"
+        after = self.new_label()
+        fin_l = self.new_label() if s.finalbody else None
+        disp = self.new_label() if s.handlers else None
+        if fin_l is not None:
+            covered: Region = (fin_l, fin, FIN, ())
+            self.leaps.append(("fin", fin, fin_l))
+        else:
+            covered = outer_region
+        body_region: Region = (disp, exc, EXC, ()) if disp is not None else covered
+        self.goto_new(body_region, outer_hctx)
+        self.body(s.body)
+        if s.orelse:
+            self.goto_new(covered, outer_hctx)
+            self.body(s.orelse)
+
+        def exit_try() -> None:
+            self.flush()
+            if self.ended:
+                return
+            if fin_l is not None:
+                self.emit(ast.Assign([frame_attr(fin, ast.Store())], ast.Constant(None)))
+                self.jump(fin_l)
+            else:
+                self.jump(after)
+
+        exit_try()
+        if disp is not None:
+            hctx = ((exc, EXC),) + outer_hctx
+            self.start_at(disp, _add(covered, ((0, exc),)), hctx)
+            labels = []
+            for h in s.handlers:
+                hl = self.new_label()
+                labels.append(hl)
+                saved = self.src
+                self.src = h
+                then: list[ast.stmt] = []
+                if h.name:
+                    then.append(ast.Assign([frame_attr(h.name, ast.Store())], frame_attr(exc)))
+                then.append(ast.Return(ast.Constant(hl)))
+                if h.type is None:
+                    for st in then:
+                        self.emit(st)
+                else:
+                    cond = rt_call("matches", frame_attr(exc), self.rw(h.type))
+                    self.emit(ast.If(cond, then, []))
+                self.src = saved
+            if not self.ended:
+                self.emit(ast.Return(rt_call("reraise", frame_attr(exc))))
+            for h, hl in zip(s.handlers, labels, strict=True):
+                clears: tuple[tuple[Any, ...], ...] = ((0, exc),)
+                if h.name:
+                    clears += ((1, h.name),)
+                saved = self.src
+                self.src = h.body[0]
+                self.start_at(hl, _add(covered, clears), hctx)
+                self.leaps.append(("clear", clears))
+                self.body(h.body)
+                self.leaps.pop()
+                self.flush()
+                if not self.ended:
+                    self.emit(ast.Assign([frame_attr(exc, ast.Store())], ast.Constant(None)))
+                    if h.name:
+                        self.emit(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(h.name))))
+                    exit_try()
+                self.src = saved
+        if fin_l is not None:
+            self.leaps.pop()
+            saved = self.src
+            self.src = s.finalbody[0]
+            self.start_at(fin_l, _add(outer_region, ((0, fin),)), ((fin, FIN),) + outer_hctx)
+            self.leaps.append(("clear", ((0, fin),)))
+            self.body(s.finalbody)
+            self.leaps.pop()
+            self.flush()
+            if not self.ended:
+                self.emit(
+                    ast.Return(
+                        rt_call("fin_end", frame_name(), ast.Constant(fin), ast.Constant(after))
+                    )
+                )
+            self.src = saved
+        self.start_at(after, outer_region, outer_hctx)
+
+    def st_With(self, s: ast.With) -> None:
+        """Desugar (PEP 343, with CPython's lookup order) and lower the result."""
+        item, rest = s.items[0], s.items[1:]
+        inner: list[ast.stmt] = (
+            [fill_locations(ast.With(rest, s.body), s)] if rest else list(s.body)
+        )
+        k = self.uid()
+        m, v, ok = f"{SYNTH}{k}m", f"{SYNTH}{k}v", f"{SYNTH}{k}ok"
+        self.slots[m] = f"the context manager of the with at line {s.lineno}"
+        self.slots[v] = f"the __enter__ result of the with at line {s.lineno}"
+
+        def N(name: str, ctx: Any = None) -> ast.Name:
+            return ast.Name(name, ctx or ast.Load())
+
+        pre: list[ast.stmt] = [
+            ast.Assign([N(m, ast.Store())], item.context_expr),
+            ast.Assign([N(v, ast.Store())], rt_call("with_enter", N(m))),
+            ast.Assign([N(ok, ast.Store())], ast.Constant(True)),
+        ]
+        body: list[ast.stmt] = []
+        if item.optional_vars is not None:
+            body.append(ast.Assign([item.optional_vars], N(v)))
+        body.append(ast.Assign([N(v, ast.Store())], ast.Constant(None)))
+        body += inner
+        handler = ast.ExceptHandler(
+            ast.Name("BaseException", ast.Load()),
+            None,
+            [
+                ast.Assign([N(ok, ast.Store())], ast.Constant(False)),
+                ast.If(
+                    ast.UnaryOp(ast.Not(), rt_call("with_exit", N(m))), [ast.Raise(None, None)], []
+                ),
+            ],
+        )
+        tr = ast.Try(
+            [ast.Try(body, [handler], [], [])],
+            [],
+            [],
+            [
+                ast.If(N(ok), [ast.Expr(rt_call("with_exit_ok", N(m)))], []),
+                ast.Assign([N(m, ast.Store())], ast.Constant(None)),
+            ],
+        )
+        out = [fill_locations(x, s) for x in pre + [tr]]
+        self.body(out)
+
+    def st_Match(self, s: ast.Match) -> None:
+        k = self.uid()
+        subj = f"_af_m{k}"
+        self.slots[subj] = f"the subject of the match at line {s.lineno}"
+        v = self.expr(s.subject)
+        self.emit(ast.Assign([frame_attr(subj, ast.Store())], v))
+        after = self.new_label()
+        for case in s.cases:
+            nxt = self.new_label()
+            body_l = self.new_label()
+            caps = pattern_captures(case.pattern)
+            ren = {c: f"_af_c{k}_{c}" for c in caps}
+            pattern = self._pattern(copy.deepcopy(case.pattern), ren)
+            saved = self.src
+            self.src = case.pattern
+            then: list[ast.stmt] = [
+                ast.Assign([frame_attr(c, ast.Store())], ast.Name(r, ast.Load()))
+                for c, r in ren.items()
+            ]
+            guard_l = None
+            if case.guard is None:
+                then.append(ast.Return(ast.Constant(body_l)))
+            elif not has_await(case.guard):
+                then.append(ast.If(self.rw(case.guard), [ast.Return(ast.Constant(body_l))], []))
+            else:
+                guard_l = self.new_label()
+                then.append(ast.Return(ast.Constant(guard_l)))
+            m = ast.Match(frame_attr(subj), [ast.match_case(pattern, None, then)])
+            self.emit(m)
+            self.jump(nxt)
+            if guard_l is not None:
+                self.start_at(guard_l)
+                g = self.expr(case.guard)  # type: ignore[arg-type]
+                self.emit(ast.If(g, [ast.Return(ast.Constant(body_l))], []))
+                self.jump(nxt)
+            self.src = case.body[0]
+            self.start_at(body_l)
+            self.emit(ast.Assign([frame_attr(subj, ast.Store())], ast.Constant(None)))
+            self.body(case.body)
+            self.flush()
+            if not self.ended:
+                self.jump(after)
+            self.src = saved
+            self.start_at(nxt)
+        self.emit(ast.Assign([frame_attr(subj, ast.Store())], ast.Constant(None)))
+        self.start_at(after)
+
+    def _pattern(self, p: ast.AST, ren: dict[str, str]) -> Any:
+        for n in ast.walk(p):
+            if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name in ren:
+                n.name = ren[n.name]
+            elif isinstance(n, ast.MatchMapping) and n.rest in ren:
+                n.rest = ren[n.rest]
+            elif isinstance(n, ast.MatchValue):
+                n.value = self.rw(n.value)
+            elif isinstance(n, ast.MatchClass):
+                n.cls = self.rw(n.cls)
+            elif isinstance(n, ast.MatchMapping):
+                n.keys = [self.rw(x) for x in n.keys]
+        return p
+
+    # -- expressions
+
+    def expr(self, e: ast.expr) -> ast.expr:
+        """Lower ``e``; returns an expression valid after the statements emitted so far."""
+        if not has_await(e):
+            return self.rw(e)  # type: ignore[no-any-return]
+        m = getattr(self, "ex_" + type(e).__name__, None)
+        if m is not None:
+            return m(e)  # type: ignore[no-any-return]
+        return self.ex_generic(e)
+
+    def ex_Await(self, e: ast.Await) -> ast.expr:
+        v = self.expr(e.value)
+        resume = self.new_label()
+        saved = self.src
+        self.src = e
+        self.emit(ast.Return(rt_call("suspend", frame_name(), v, ast.Constant(resume))))
+        self.src = saved
+        self.points[resume] = (e.lineno, self.source_of(e))
+        self.start_at(resume)
+        return frame_attr("_af_sent")
+
+    def ex_generic(self, e: ast.expr) -> ast.expr:
+        e = copy.copy(e)
+        slots = _slots(e)
+        last = max(i for i, (get, _) in enumerate(slots) if has_await(get()))
+        for i, (get, put) in enumerate(slots):
+            v = get()
+            if i < last:
+                if isinstance(v, ast.Constant):
+                    continue
+                put(self.temp(self.expr(v)))
+            elif i == last:
+                put(self.expr(v))
+            else:
+                put(self.rw(v))
+        return e
+
+    def ex_BoolOp(self, e: ast.BoolOp) -> ast.expr:
+        name = f"_af_t{self.uid()}"
+        end = self.new_label()
+        n = len(e.values)
+        for i, v in enumerate(e.values):
+            x = self.expr(v)
+            self.emit(ast.Assign([ast.Name(name, ast.Store())], x))
+            if i < n - 1:
+                test: ast.expr = ast.Name(name, ast.Load())
+                self.peeks.add(id(test))
+                if isinstance(e.op, ast.And):
+                    test = ast.UnaryOp(ast.Not(), test)
+                self.emit(ast.If(test, [ast.Return(ast.Constant(end))], []))
+        self.start_at(end)
+        return ast.Name(name, ast.Load())
+
+    def ex_IfExp(self, e: ast.IfExp) -> ast.expr:
+        name = f"_af_t{self.uid()}"
+        end = self.new_label()
+        other = self.new_label()
+        t = self.expr(e.test)
+        self.emit(ast.If(ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(other))], []))
+        self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(e.body)))
+        self.jump(end)
+        self.start_at(other)
+        self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(e.orelse)))
+        self.start_at(end)
+        return ast.Name(name, ast.Load())
+
+    def ex_Compare(self, e: ast.Compare) -> ast.expr:
+        if len(e.ops) == 1:
+            return self.ex_generic(e)
+        name = f"_af_t{self.uid()}"
+        end = self.new_label()
+        left = self.expr(e.left)
+        if not isinstance(left, ast.Constant):
+            left = self.temp(left)
+        n = len(e.ops)
+        for i, (op, comp) in enumerate(zip(e.ops, e.comparators, strict=True)):
+            right = self.expr(comp)
+            if i < n - 1 and not isinstance(right, ast.Constant):
+                right = self.temp(right)
+                first: ast.expr = self.peek(right)  # type: ignore[arg-type]
+            else:
+                first = right
+            self.emit(
+                ast.Assign([ast.Name(name, ast.Store())], ast.Compare(left, [op], [first]))
+            )
+            if i < n - 1:
+                test = ast.Name(name, ast.Load())
+                self.peeks.add(id(test))
+                self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [ast.Return(ast.Constant(end))], []))
+            left = right
+        self.start_at(end)
+        return ast.Name(name, ast.Load())
+
+    def ex_NamedExpr(self, e: ast.NamedExpr) -> ast.expr:
+        v = self.expr(e.value)
+        name = e.target.id
+        if name in self.locals:
+            return rt_call("setlocal", frame_name(), ast.Constant(name), v)
+        raise AssertionError("walrus target is not a workflow local")
+
+    def _comp(self, e: Any) -> ast.expr:
+        k = self.uid()
+        res = f"{SYNTH}{k}r"
+        ren: dict[str, str] = {}
+        for g in e.generators:
+            for n in ast.walk(g.target):
+                if isinstance(n, ast.Name):
+                    ren[n.id] = f"{SYNTH}{k}_{n.id}"
+        e = copy.deepcopy(e)
+        first_iter = e.generators[0].iter
+        for g in e.generators:
+            _rename(g.target, ren)
+            _rename(g.iter, ren) if g is not e.generators[0] else None
+            for c in g.ifs:
+                _rename(c, ren)
+        if isinstance(e, ast.DictComp):
+            _rename(e.key, ren)
+            _rename(e.value, ren)
+            init: ast.expr = ast.Dict([], [])
+            add: ast.stmt = ast.Expr(rt_call("dict_put", ast.Name(res, ast.Load()), e.key, e.value))
+        else:
+            _rename(e.elt, ren)
+            init = ast.List([], ast.Load()) if isinstance(e, ast.ListComp) else rt_call("newset")
+            meth = "append" if isinstance(e, ast.ListComp) else "add"
+            add = ast.Expr(
+                ast.Call(ast.Attribute(ast.Name(res, ast.Load()), meth, ast.Load()), [e.elt], [])
+            )
+        inner: ast.stmt = add
+        for g in reversed(e.generators):
+            for c in reversed(g.ifs):
+                inner = ast.If(c, [inner], [])
+            inner = ast.For(g.target, g.iter if g is not e.generators[0] else first_iter, [inner], [])
+        stmts = [ast.Assign([ast.Name(res, ast.Store())], init), inner]
+        for s in stmts:
+            fill_locations(s, e)
+        self.body(stmts)
+        return rt_call("take", frame_name(), ast.Constant(res))
+
+    ex_ListComp = ex_SetComp = ex_DictComp = _comp
+
+
+RT_NAME = "_af_rt"
+
+
+def _rename(node: ast.AST, ren: dict[str, str]) -> None:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and n.id in ren:
+            n.id = ren[n.id]
+
+
+def _add(region: Region, clears: tuple[tuple[Any, ...], ...]) -> Region:
+    return (region[0], region[1], region[2], clears + region[3])
+
+
+_IOPS = {
+    ast.Add: "iadd",
+    ast.Sub: "isub",
+    ast.Mult: "imul",
+    ast.MatMult: "imatmul",
+    ast.Div: "itruediv",
+    ast.FloorDiv: "ifloordiv",
+    ast.Mod: "imod",
+    ast.Pow: "ipow",
+    ast.LShift: "ilshift",
+    ast.RShift: "irshift",
+    ast.BitOr: "ior",
+    ast.BitXor: "ixor",
+    ast.BitAnd: "iand",
+}
+
+
+def _slots(e: ast.AST) -> list[tuple[Any, Any]]:
+    """The child expressions of ``e`` in evaluation order, as (get, put) pairs."""
+    out: list[tuple[Any, Any]] = []
+
+    def field_slot(node: Any, name: str) -> None:
+        v = getattr(node, name)
+        if v is None:
+            return
+        if isinstance(v, (ast.Starred, ast.FormattedValue, ast.JoinedStr, ast.Slice)):
+            v = copy.copy(v)
+            setattr(node, name, v)
+            descend(v)
+            return
+        out.append((lambda: getattr(node, name), lambda x: setattr(node, name, x)))
+
+    def list_slot(lst: list[Any], i: int) -> None:
+        v = lst[i]
+        if isinstance(v, (ast.Starred, ast.FormattedValue, ast.JoinedStr, ast.Slice)):
+            v = copy.copy(v)
+            lst[i] = v
+            descend(v)
+            return
+        if isinstance(v, ast.keyword):
+            v = copy.copy(v)
+            lst[i] = v
+            field_slot(v, "value")
+            return
+        out.append((lambda: lst[i], lambda x: lst.__setitem__(i, x)))
+
+    def descend(node: Any) -> None:
+        if isinstance(node, ast.Dict):
+            node.keys = list(node.keys)
+            node.values = list(node.values)
+            for i in range(len(node.keys)):
+                if node.keys[i] is not None:
+                    list_slot(node.keys, i)
+                list_slot(node.values, i)
+            return
+        for name, v in ast.iter_fields(node):
+            if isinstance(v, ast.expr):
+                field_slot(node, name)
+            elif isinstance(v, list):
+                lst = list(v)
+                setattr(node, name, lst)
+                for i, x in enumerate(lst):
+                    if isinstance(x, (ast.expr, ast.keyword)):
+                        list_slot(lst, i)
+
+    descend(e)
+    return out

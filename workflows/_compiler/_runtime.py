@@ -1,0 +1,653 @@
+"""The runtime of compiled workflows: frames, the block driver, checkpoints.
+
+Generated block functions receive this module as ``_af_rt`` and call the helpers below. A block
+returns an ``int`` (jump to that block), a ``Suspend`` (await a command), a ``Done`` (the frame
+returned) or a ``Reraise`` (propagate a pending exception without adding traceback entries).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import struct
+import sys
+import warnings
+from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
+    iadd,
+    iand,
+    ifloordiv,
+    ilshift,
+    imatmul,
+    imod,
+    imul,
+    ior,
+    ipow,
+    irshift,
+    isub,
+    itruediv,
+    ixor,
+)
+from types import TracebackType
+from typing import Any
+
+import cloudpickle
+
+from .._commands import Command
+from .._errors import CheckpointError, VersionMismatch, WorkflowError
+from .._registry import resolve
+from .._step import Finished, Raised, StepResult, Suspended
+
+# Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
+iter = builtins.iter
+next = builtins.next
+newset = builtins.set
+NameError = builtins.NameError
+SENTINEL = object()
+FORMAT = 1
+MAGIC = b"AFWF"
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Frame:
+    """One activation of a compiled workflow: its locals, pc and pending state, all attributes.
+
+    The compiled code is held in a slot (never pickled); pickling records the workflow key and
+    restores the code through the registry.
+    """
+
+    __slots__ = ("_af_code", "__dict__")
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes that are missing: an unbound local, as in native code.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise UnboundLocalError(
+            f"cannot access local variable {name!r} where it is not associated with a value"
+        )
+
+    def __reduce__(self) -> Any:
+        return (_blank_frame, (self._af_code.key,), self.__dict__)
+
+    def __repr__(self) -> str:
+        return f"<workflow frame {self._af_code.key} pc={self.__dict__.get('_af_pc')}>"
+
+
+def _blank_frame(key: str) -> Frame:
+    f = Frame.__new__(Frame)
+    f._af_code = resolve("workflow", key)._code
+    return f
+
+
+class Suspend:
+    """Block result: await ``value`` and resume at block ``resume``."""
+
+    __slots__ = ("value", "resume")
+
+    def __init__(self, value: Any, resume: int) -> None:
+        self.value = value
+        self.resume = resume
+
+
+class Done:
+    """Block result: the frame returned ``value``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Reraise:
+    """Block result: propagate ``exc`` from the current block's region."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+class SubCall:
+    """``wf(*args)`` of a ``@workflow``: awaited in a workflow, it runs ``wf`` inline."""
+
+    __slots__ = ("wf", "args", "kwargs")
+
+    def __init__(self, wf: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.wf = wf
+        self.args = args
+        self.kwargs = kwargs
+
+    def __await__(self) -> Any:
+        # Native execution (the differential tests, plain asyncio use): delegate to the coroutine.
+        return (yield from self.wf.__wrapped__(*self.args, **self.kwargs).__await__())
+
+    def __reduce__(self) -> Any:
+        return (SubCall, (self.wf, self.args, self.kwargs))
+
+    def __repr__(self) -> str:
+        return f"<call of workflow {self.wf.__workflow_key__}>"
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers called by generated code
+
+
+def suspend(f: Frame, value: Any, resume: int) -> Suspend:
+    """Await ``value`` (a command or a sub-workflow call); anything else is a WorkflowError."""
+    if isinstance(value, (Command, SubCall)):
+        return Suspend(value, resume)
+    raise WorkflowError(
+        "workflows can only await workflow commands or @workflow functions: got "
+        f"{_describe(value)} at {f._af_code.where(resume)}"
+    )
+
+
+def _describe(value: Any) -> str:
+    code = getattr(value, "cr_code", None)
+    if code is not None:
+        mod = ""
+        frame = getattr(value, "cr_frame", None)
+        if frame is not None:
+            mod = frame.f_globals.get("__name__", "")
+            if mod.startswith("asyncio."):
+                mod = "asyncio"
+        try:
+            value.close()  # silence "coroutine was never awaited"
+        except Exception:
+            pass
+        name = getattr(code, "co_qualname", code.co_name)
+        return f"coroutine {mod + '.' if mod else ''}{name}"
+    r = repr(value)
+    if len(r) > 80:
+        r = r[:77] + "..."
+    return f"{type(value).__qualname__} {r}"
+
+
+def take(f: Frame, name: str) -> Any:
+    """Read and clear a cross-suspension temporary."""
+    return f.__dict__.pop(name)
+
+
+def setlocal(f: Frame, name: str, value: Any) -> Any:
+    """``(name := value)`` for a frame local."""
+    f.__dict__[name] = value
+    return value
+
+
+def delete(f: Frame, name: str) -> None:
+    """``del name`` for a frame local, with the native error when it is unbound."""
+    try:
+        del f.__dict__[name]
+    except KeyError:
+        raise UnboundLocalError(
+            f"cannot access local variable {name!r} where it is not associated with a value"
+        ) from None
+
+
+def unbind(f: Frame, name: str) -> None:
+    """Remove a frame local if bound (the implicit ``del e`` after ``except ... as e``)."""
+    f.__dict__.pop(name, None)
+
+
+def bind(f: Frame, names: tuple[str, ...], values: tuple[Any, ...]) -> bool:
+    """Copy match captures to the frame; always true (used in a case guard)."""
+    d = f.__dict__
+    for n, v in zip(names, values, strict=True):
+        d[n] = v
+    return True
+
+
+def matches(exc: BaseException, spec: Any) -> bool:
+    """Whether ``except spec`` catches ``exc`` (with the native error for a bad spec)."""
+    if isinstance(spec, tuple):
+        for s in spec:
+            _check_catchable(s)
+    else:
+        _check_catchable(spec)
+    return isinstance(exc, spec)
+
+
+def _check_catchable(s: Any) -> None:
+    if not (isinstance(s, type) and issubclass(s, BaseException)):
+        raise TypeError("catching classes that do not inherit from BaseException is not allowed")
+
+
+def reraise(exc: BaseException) -> Reraise:
+    """Propagate ``exc`` (no handler clause matched)."""
+    return Reraise(exc)
+
+
+def route(f: Frame, items: tuple[tuple[Any, ...], ...], kind: str, payload: Any) -> Any:
+    """Leave regions along a static route: clear slots, run the next ``finally`` or arrive.
+
+    ``items``: ``(0, slot)`` set to None, ``(1, name)`` unbind, ``(2, slot, pc)`` run that finally
+    with the completion stored in ``slot``. ``kind`` is ``"ret"`` (payload: value) or ``"jump"``
+    (payload: target block).
+    """
+    d = f.__dict__
+    for i, it in enumerate(items):
+        op = it[0]
+        if op == 2:
+            d[it[1]] = (kind, payload, items[i + 1 :])
+            return it[2]
+        if op == 0:
+            d[it[1]] = None
+        else:
+            d.pop(it[1], None)
+    if kind == "ret":
+        return Done(payload)
+    return payload
+
+
+def ret(f: Frame, value: Any, items: tuple[tuple[Any, ...], ...]) -> Any:
+    """``return value`` through the regions in ``items``."""
+    return route(f, items, "ret", value)
+
+
+def jump(f: Frame, target: int, items: tuple[tuple[Any, ...], ...]) -> Any:
+    """``break``/``continue`` to block ``target`` through the regions in ``items``."""
+    return route(f, items, "jump", target)
+
+
+def fin_end(f: Frame, slot: str, after: int) -> Any:
+    """The end of a ``finally``: resume the completion that entered it."""
+    c = f.__dict__.pop(slot, None)
+    if c is None:
+        return after
+    if c[0] == "exc":
+        return Reraise(c[1])
+    return route(f, c[2], c[0], c[1])
+
+
+def with_enter(m: Any) -> Any:
+    """``__enter__`` of a ``with`` whose body awaits (``__exit__`` is looked up first-class)."""
+    cls = type(m)
+    if not hasattr(cls, "__enter__") or not hasattr(cls, "__exit__"):
+        with m:  # raises the interpreter's own error for a non-context-manager
+            pass
+    return cls.__enter__(m)
+
+
+def with_exit(m: Any) -> Any:
+    """``__exit__`` with the exception being handled; its result says whether to swallow it."""
+    e = sys.exc_info()[1]
+    return type(m).__exit__(m, type(e), e, e.__traceback__ if e is not None else None)
+
+
+def with_exit_ok(m: Any) -> None:
+    """``__exit__(None, None, None)`` on a normal or leaping exit."""
+    type(m).__exit__(m, None, None, None)
+
+
+def dict_put(d: dict[Any, Any], k: Any, v: Any) -> None:
+    """One item of a lowered dict comprehension (key evaluated before value)."""
+    d[k] = v
+
+
+# --------------------------------------------------------------------------------------------
+# The driver
+
+
+class Continuation:
+    """A workflow's whole resumable state: a stack of frames (inline sub-workflow calls on top).
+
+    Created by ``WorkflowFunction.start``; advanced by ``step``; serialised by ``checkpoint``.
+    """
+
+    __slots__ = ("_frames", "_state", "_key", "_fingerprint")
+
+    def __init__(self, frames: list[Frame], key: str, fingerprint: str, state: int = 0) -> None:
+        self._frames = frames
+        self._state = state  # 0 not started, 1 suspended, 2 finished
+        self._key = key
+        self._fingerprint = fingerprint
+
+    @property
+    def workflow_key(self) -> str:
+        """The registry key of the workflow (``module:qualname`` or its ``name=``)."""
+        return self._key
+
+    @property
+    def fingerprint(self) -> str:
+        """The code fingerprint of the outermost workflow."""
+        return self._fingerprint
+
+    @property
+    def finished(self) -> bool:
+        """Whether the workflow has returned or raised."""
+        return self._state == 2
+
+    def location(self) -> str | None:
+        """``"file.py:41 await timer('end', 60)"``: where the innermost frame is suspended."""
+        if self._state != 1 or not self._frames:
+            return None
+        f = self._frames[-1]
+        return f._af_code.describe_point(f.__dict__.get("_af_pc"))
+
+    def __reduce__(self) -> Any:
+        raise TypeError("pickle a Continuation with checkpoint(cont), restore it with restore(blob)")
+
+    def __repr__(self) -> str:
+        state = ("not started", "suspended", "finished")[self._state]
+        loc = self.location()
+        return f"<Continuation {self._key} {state}{' at ' + loc if loc else ''}>"
+
+
+def _active_exc(f: Frame, hctx: tuple[tuple[str, int], ...]) -> BaseException | None:
+    d = f.__dict__
+    for slot, is_fin in hctx:
+        v = d.get(slot)
+        if v is None:
+            continue
+        if is_fin:
+            if v[0] == "exc":
+                return v[1]  # type: ignore[no-any-return]
+            continue
+        return v  # type: ignore[no-any-return]
+    return None
+
+
+def _run_handling(f: Frame, blk: Any, exc: BaseException) -> Any:
+    # Make ``exc`` the exception being handled while the block runs, as inside a native
+    # handler: implicit __context__ chaining, bare ``raise`` and sys.exc_info() then work.
+    ctx, tb, sup = exc.__context__, exc.__traceback__, exc.__suppress_context__
+    try:
+        raise exc
+    except BaseException:
+        exc.__context__, exc.__traceback__, exc.__suppress_context__ = ctx, tb, sup
+        return blk(f, _RT)
+
+
+def _trim(e: BaseException) -> None:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE):
+        tb = tb.tb_next
+    if tb is not e.__traceback__:
+        e.__traceback__ = tb
+
+
+def step(cont: Continuation, send: Any = None, throw: BaseException | None = None) -> StepResult:
+    """Run ``cont`` from its resume point to its next suspension.
+
+    Args:
+        cont: the continuation (it is advanced in place).
+        send: the result of the awaited command (must be None on the first step).
+        throw: an exception to raise at the current await instead (``Cancelled(...)`` cancels).
+
+    Returns:
+        ``Suspended(command)``, ``Finished(value)`` or ``Raised(exception)``.
+    """
+    if not isinstance(cont, Continuation):
+        raise TypeError(f"step() takes a Continuation (from wf.start(...)), got {cont!r}")
+    if cont._state == 2:
+        raise WorkflowError(
+            f"workflow {cont._key} has already finished; there is no await to resume"
+        )
+    if throw is not None and not isinstance(throw, BaseException):
+        if isinstance(throw, type) and issubclass(throw, BaseException):
+            throw = throw()
+        else:
+            raise TypeError(f"step(throw=...) needs an exception, got {throw!r}")
+    if cont._state == 0:
+        if throw is not None:
+            # Like coroutine.throw() on a coroutine that never started: it ends with the error.
+            cont._state = 2
+            cont._frames = []
+            return Raised(throw)
+        if send is not None:
+            raise TypeError(
+                f"can't send non-None value to a just-started workflow ({cont._key}); "
+                "the first step takes no value"
+            )
+    cont._state = 1
+    frames = cont._frames
+    f = frames[-1]
+    pending = throw
+    if throw is None:
+        f._af_sent = send
+    else:
+        code = f._af_code
+        h = code.hctx[f._af_pc]
+        if h:
+            active = _active_exc(f, h)
+            if active is not None and active is not throw and throw.__context__ is None:
+                throw.__context__ = active
+    return _drive(cont, frames, f, pending)
+
+
+def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> StepResult:
+    rt = _RT
+    code = f._af_code
+    blocks = code.blocks
+    while True:
+        if pending is not None:
+            target, slot, kind, clears = code.handlers[f._af_pc]
+            if target is None:
+                frames.pop()
+                if not frames:
+                    cont._state = 2
+                    return Raised(pending)
+                f = frames[-1]
+                code = f._af_code
+                blocks = code.blocks
+                continue
+            d = f.__dict__
+            for c in clears:
+                if c[0] == 0:
+                    d[c[1]] = None
+                else:
+                    d.pop(c[1], None)
+            d[slot] = pending if kind == 0 else ("exc", pending)
+            f._af_pc = target
+            pending = None
+        pc = f._af_pc
+        try:
+            h = code.hctx[pc]
+            if h:
+                active = _active_exc(f, h)
+                if active is not None:
+                    r = _run_handling(f, blocks[pc], active)
+                else:
+                    r = blocks[pc](f, rt)
+            else:
+                r = blocks[pc](f, rt)
+        except BaseException as e:
+            _trim(e)
+            pending = e
+            f._af_sent = None
+            continue
+        tr = type(r)
+        if tr is int:
+            f._af_pc = r
+            continue
+        f._af_sent = None
+        if tr is Suspend:
+            f._af_pc = r.resume
+            value = r.value
+            if type(value) is SubCall:
+                try:
+                    child = value.wf._new_frame(value.args, value.kwargs)
+                except BaseException as e:
+                    pending = e
+                    continue
+                frames.append(child)
+                f = child
+                code = f._af_code
+                blocks = code.blocks
+                continue
+            return Suspended(value)
+        if tr is Done:
+            frames.pop()
+            if not frames:
+                cont._state = 2
+                return Finished(r.value)
+            f = frames[-1]
+            code = f._af_code
+            blocks = code.blocks
+            f._af_sent = r.value
+            continue
+        if tr is Reraise:
+            pending = r.exc
+            continue
+        raise AssertionError(f"block {pc} of {code.key} returned {r!r}")
+
+
+_RT = sys.modules[__name__]
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def checkpoint(cont: Continuation) -> bytes:
+    """Serialise ``cont``: a header (format, keys and fingerprints, Python minor) + cloudpickle.
+
+    Raises:
+        CheckpointError: a live local cannot be pickled; the message names it, its type and the
+            await it is live at.
+    """
+    if not isinstance(cont, Continuation):
+        raise TypeError(f"checkpoint() takes a Continuation, got {cont!r}")
+    if cont._state == 2:
+        raise CheckpointError(
+            f"workflow {cont._key} has finished; there is nothing to checkpoint",
+            variable=None,
+            value_type=None,
+            location=None,
+        )
+    header = {
+        "format": FORMAT,
+        "key": cont._key,
+        "fingerprint": cont._fingerprint,
+        "state": cont._state,
+        "frames": [[f._af_code.key, f._af_code.fingerprint] for f in cont._frames],
+        "python": PY,
+    }
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            payload = cloudpickle.dumps(cont._frames)
+    except Exception as e:
+        raise _explain_pickle_failure(cont, e) from e
+    return MAGIC + struct.pack(">I", len(hb)) + hb + payload
+
+
+def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
+    for f in reversed(cont._frames):
+        code = f._af_code
+        for name, value in f.__dict__.items():
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", DeprecationWarning)
+                    cloudpickle.dumps(value)
+            except Exception as e:
+                where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
+                what = code.describe_slot(name)
+                tname = type(value).__qualname__
+                mod = type(value).__module__
+                if mod not in ("builtins", None):
+                    tname = f"{mod}.{tname}"
+                if isinstance(e, DeprecationWarning) or mod == "itertools":
+                    hint = (
+                        "itertools objects cannot be checkpointed reliably (their pickling is "
+                        "deprecated and removed in Python 3.14); wrap it in list(...)"
+                    )
+                elif tname in ("generator", "coroutine", "async_generator") or "generator" in str(e):
+                    hint = "a generator cannot be checkpointed; wrap it in list(...)"
+                else:
+                    hint = (
+                        "make it picklable, del it before the await, or move the work that "
+                        "needs it into a procedure"
+                    )
+                return CheckpointError(
+                    f"cannot checkpoint workflow {code.key}: {what} ({tname}) is live at the "
+                    f"await at {where}: {type(e).__name__}: {e}; {hint}",
+                    variable=name,
+                    value_type=tname,
+                    location=where,
+                )
+    return CheckpointError(
+        f"cannot checkpoint workflow {cont._key}: {type(err).__name__}: {err}",
+        variable=None,
+        value_type=None,
+        location=cont.location(),
+    )
+
+
+def restore(blob: bytes) -> Continuation:
+    """Rebuild a continuation from ``checkpoint`` bytes, resolving its code through the registry.
+
+    Raises:
+        VersionMismatch: the loaded code (or Python minor version) differs from the one that made
+            the checkpoint; the continuation is never resumed silently.
+        CheckpointError: the bytes are not a checkpoint, or cannot be unpickled.
+        UnknownWorkflowType: a workflow key is not registered and its module cannot be imported.
+    """
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise TypeError(f"restore() takes the bytes made by checkpoint(), got {type(blob).__name__}")
+    blob = bytes(blob)
+    try:
+        if blob[:4] != MAGIC:
+            raise ValueError("it does not start with the checkpoint marker")
+        (n,) = struct.unpack(">I", blob[4:8])
+        header = json.loads(blob[8 : 8 + n])
+        payload = blob[8 + n :]
+        fmt = header["format"]
+    except Exception as e:
+        raise CheckpointError(
+            f"malformed workflow checkpoint ({len(blob)} bytes): {e}",
+            variable=None,
+            value_type=None,
+            location=None,
+        ) from None
+    if fmt != FORMAT:
+        raise CheckpointError(
+            f"workflow checkpoint format {fmt} is not supported (this version reads {FORMAT})",
+            variable=None,
+            value_type=None,
+            location=None,
+        )
+    key = header["key"]
+    if header["python"] != PY:
+        raise VersionMismatch(
+            f"continuation of workflow {key} was made by Python {header['python']}, this is "
+            f"Python {PY}; run it on Python {header['python']} (checkpoints hold code objects "
+            "that are tied to one Python minor version)",
+            workflow_type=key,
+            stored=header["python"],
+            loaded=PY,
+        )
+    for fkey, fp in header["frames"]:
+        wf = resolve("workflow", fkey)
+        if wf.fingerprint != fp:
+            raise VersionMismatch(
+                f"continuation of workflow {fkey} was made by code {fp[:12]}, loaded code is "
+                f"{wf.fingerprint[:12]} (stored fingerprint {fp}, loaded {wf.fingerprint}); the "
+                "workflow's code changed since it was checkpointed, so it is not resumed: "
+                "deploy the old code to finish in-flight instances, or cancel them",
+                workflow_type=fkey,
+                stored=fp,
+                loaded=wf.fingerprint,
+            )
+    try:
+        frames = cloudpickle.loads(payload)
+    except Exception as e:
+        raise CheckpointError(
+            f"cannot restore workflow {key}: unpickling its state failed: {type(e).__name__}: {e}",
+            variable=None,
+            value_type=None,
+            location=None,
+        ) from e
+    return Continuation(frames, key, header["fingerprint"], header["state"])
+
+
+def traceback_of(e: BaseException) -> TracebackType | None:
+    """The traceback of ``e`` without the driver's own frames."""
+    _trim(e)
+    return e.__traceback__
+
+
+__all__ = ["Continuation", "Frame", "SubCall", "checkpoint", "restore", "step"]

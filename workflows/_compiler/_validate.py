@@ -1,0 +1,188 @@
+"""Decoration-time checks: every construct a workflow cannot use, each with what to write instead."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from ._lower import has_await
+
+Problem = tuple[ast.AST, str]
+
+_COMP_NAMES = {
+    ast.ListComp: "list comprehension",
+    ast.SetComp: "set comprehension",
+    ast.DictComp: "dict comprehension",
+    ast.GeneratorExp: "generator expression",
+}
+
+
+class Validator(ast.NodeVisitor):
+    """Collects every problem of one workflow (its own scope and what runs in it)."""
+
+    def __init__(self, fn_node: ast.AsyncFunctionDef, locals_: set[str], freevars: tuple[str, ...],
+                 enclosing: str | None) -> None:
+        self.fn = fn_node
+        self.locals = locals_
+        self.freevars = set(freevars) - {"__class__"}
+        self.enclosing = enclosing
+        self.problems: list[Problem] = []
+        self.depth = 0  # nesting in defs/lambdas/classes inside the workflow
+        self.reported_free: set[str] = set()
+
+    def add(self, node: ast.AST, msg: str) -> None:
+        self.problems.append((node, msg))
+
+    def run(self) -> list[Problem]:
+        for name in _param_names(self.fn.args):
+            if name.startswith("_af_"):
+                self.add(self.fn, f"parameter name {name!r} is reserved (names starting with _af_ are used by the workflow compiler); rename it")
+        for s in self.fn.body:
+            self.visit(s)
+        self.problems.sort(key=lambda p: (getattr(p[0], "lineno", 0), getattr(p[0], "col_offset", 0)))
+        return self.problems
+
+    # -- workflow-scope constructs
+
+    def visit_Yield(self, n: ast.AST) -> None:
+        if self.depth == 0:
+            self.add(n, "'yield' makes this an async generator, which cannot be checkpointed; a workflow returns one value: collect results in a list and return it, or report progress with send()/reducer()")
+        self.generic_visit(n)
+
+    visit_YieldFrom = visit_Yield
+
+    def visit_AsyncFor(self, n: ast.AsyncFor) -> None:
+        if self.depth == 0:
+            self.add(n, "'async for' cannot be used in a workflow: an async iterator cannot be checkpointed; loop with a plain 'for' or 'while' and await commands in the body")
+        self.generic_visit(n)
+
+    def visit_AsyncWith(self, n: ast.AsyncWith) -> None:
+        if self.depth == 0:
+            self.add(n, "'async with' cannot be used in a workflow: an async context manager cannot be held across a suspension; use try/finally and await commands in the finally")
+        self.generic_visit(n)
+
+    def _comp(self, n: Any) -> None:
+        if self.depth == 0:
+            for g in n.generators:
+                if g.is_async:
+                    self.add(n, f"'async for' in a {_COMP_NAMES[type(n)]} cannot be used in a workflow: an async iterator cannot be checkpointed; use a plain for loop that awaits commands")
+                    break
+            if isinstance(n, ast.GeneratorExp) and has_await(n):
+                self.add(n, "a generator expression containing 'await' cannot be checkpointed (it is an async generator); use a list comprehension [...] or a for loop instead")
+        self.generic_visit(n)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
+
+    def visit_Nonlocal(self, n: ast.Nonlocal) -> None:
+        if self.depth == 0:
+            self.add(n, f"'nonlocal {', '.join(n.names)}' at workflow level is not allowed: a workflow cannot share variables with an enclosing function; pass the values as arguments")
+        self.generic_visit(n)
+
+    def visit_Try(self, n: ast.Try) -> None:
+        for h in n.handlers:
+            if h.type is not None and has_await(h.type):
+                self.add(h.type, "'await' in an except clause's exception type is not supported; await the value into a variable before the try and name the variable in the except clause")
+        self.generic_visit(n)
+
+    def visit_TryStar(self, n: Any) -> None:
+        if self.depth == 0 and has_await(n):
+            self.add(n, "'await' inside try/except* is not supported in a workflow; use try/except ExceptionGroup and handle its .exceptions, or move the awaits out of the try")
+        self.generic_visit(n)
+
+    def visit_Assign(self, n: ast.Assign) -> None:
+        for t in n.targets:
+            self._target(t)
+        self.generic_visit(n)
+
+    def visit_For(self, n: ast.For) -> None:
+        if has_await(n.target):
+            self.add(n.target, "'await' in a for-loop target is not supported; await into a variable first")
+        self.generic_visit(n)
+
+    def visit_Delete(self, n: ast.Delete) -> None:
+        for t in n.targets:
+            if isinstance(t, (ast.Tuple, ast.List)) and has_await(t):
+                self.add(t, "'await' inside a tuple of del targets is not supported; await into a variable first and write one del per target")
+        self.generic_visit(n)
+
+    def _target(self, t: ast.expr) -> None:
+        if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) and has_await(t):
+            self.add(t, "'await' inside a tuple or list assignment target is not supported; await into a variable first and use the variable in the target")
+
+    # -- nested definitions
+
+    def _nested_header(self, n: Any, what: str) -> None:
+        if self.depth:
+            return
+        for d in n.decorator_list:
+            if has_await(d):
+                self.add(d, f"'await' in a decorator of the nested {what} {n.name!r} is not supported; await into a variable first and decorate with the variable")
+        if isinstance(n, ast.ClassDef):
+            for b in n.bases + [k.value for k in n.keywords]:
+                if has_await(b):
+                    self.add(b, f"'await' in the bases of the nested class {n.name!r} is not supported; await into a variable first and use the variable as the base")
+            return
+        a = n.args
+        for d in a.defaults + [k for k in a.kw_defaults if k is not None]:
+            if has_await(d):
+                self.add(d, f"'await' in a default argument of the nested {what} {n.name!r} is not supported; await into a variable first and use the variable as the default")
+        anns = [x.annotation for x in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if x is not None and x.annotation is not None]
+        if n.returns is not None:
+            anns.append(n.returns)
+        for x in anns:
+            if any(isinstance(s, ast.Await) for s in ast.walk(x)):
+                self.add(x, f"'await' in an annotation of the nested {what} {n.name!r} is not supported; annotations must not suspend, use a plain expression")
+
+    def _def(self, n: Any) -> None:
+        self._nested_header(n, "function")
+        self.depth += 1
+        self.generic_visit(n)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _def
+
+    def visit_ClassDef(self, n: ast.ClassDef) -> None:
+        self._nested_header(n, "class")
+        self.depth += 1
+        self.generic_visit(n)
+        self.depth -= 1
+
+    def visit_Lambda(self, n: ast.Lambda) -> None:
+        self.depth += 1
+        self.generic_visit(n)
+        self.depth -= 1
+
+    # -- names and calls
+
+    def visit_Name(self, n: ast.Name) -> None:
+        if n.id.startswith("_af_"):
+            self.add(n, f"name {n.id!r} is reserved (names starting with _af_ are used by the workflow compiler); rename it")
+        elif n.id in self.freevars and n.id not in self.reported_free:
+            self.reported_free.add(n.id)
+            where = f" {self.enclosing!r}" if self.enclosing else ""
+            self.add(n, f"the workflow closes over {n.id!r}, a variable of the enclosing function{where}: a continuation cannot capture it; pass it as an argument, or make it a module-level global")
+
+    def visit_Call(self, n: ast.Call) -> None:
+        f = n.func
+        nargs = len(n.args) + len(n.keywords)
+        if isinstance(f, ast.Name) and f.id not in self.locals:
+            if f.id == "locals" and self.depth == 0:
+                self.add(n, "locals() cannot be used in a workflow: its locals live in the checkpointed frame, not in a Python frame; name the variables you need explicitly (e.g. build a dict)")
+            elif f.id == "vars" and not n.args and self.depth == 0:
+                self.add(n, "vars() without an argument cannot be used in a workflow: its locals live in the checkpointed frame; name the variables you need explicitly")
+            elif f.id in ("exec", "eval") and nargs < 2 and self.depth == 0:
+                self.add(n, f"{f.id}() without explicit globals and locals cannot see or change workflow variables; pass explicit namespaces: {f.id}(code, globals_dict, locals_dict)")
+            elif f.id == "super" and not n.args and self.depth == 0:
+                self.add(n, "zero-argument super() cannot be used in a workflow (there is no enclosing class frame); write super(Class, obj)")
+        if isinstance(f, ast.Attribute) and f.attr == "_getframe":
+            self.add(n, "sys._getframe() cannot be used in a workflow: workflow code does not run in one Python frame; pass what you need as values")
+        self.generic_visit(n)
+
+
+def _param_names(a: ast.arguments) -> list[str]:
+    out = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    if a.vararg:
+        out.append(a.vararg.arg)
+    if a.kwarg:
+        out.append(a.kwarg.arg)
+    return out
