@@ -189,20 +189,40 @@ def compile_workflow_source(
 ) -> WorkflowFunction:
     """Compile the ``async def name`` defined in ``src`` (for tests and program generators).
 
-    The whole source is executed in ``globals`` (a fresh module-like namespace by default), so
-    helpers it defines are visible to the workflow; tracebacks show ``filename`` and its lines.
+    The whole source is executed in ``globals`` (by default a fresh namespace holding the public
+    names of ``workflows``), so helpers it defines are visible to the workflow; tracebacks show
+    ``filename`` and its lines. ``name`` is the async def's name or, when the source defines
+    exactly one async def, the registry key to register it under.
     """
-    g = globals if globals is not None else {}
+    if globals is None:
+        # A fresh namespace that already has the authoring API (timer, signal, select, ...).
+        import workflows
+
+        g = {n: getattr(workflows, n) for n in workflows.__all__}
+    else:
+        g = globals
     g.setdefault("__name__", f"_af_source_{next(_counter)}")
     g.setdefault("__builtins__", builtins)
-    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    lines = src.splitlines(True)
+    linecache.cache[filename] = (len(src), None, lines, filename)
+    # Validate before executing: some rejected constructs (``yield`` with ``return value``,
+    # ``yield from``) are errors to Python's own compiler too, and ours says what to do instead.
+    tree = ast.parse(src, filename)
+    defs = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef)]
+    named = [n for n in defs if n.name == name]
+    # ``name`` is the async def's name, or (when the source has one async def) its registry key.
+    target = named[0] if named else (defs[0] if len(defs) == 1 else None)
+    if target is None:
+        raise NameError(
+            f"compile_workflow_source: {filename} defines no 'async def {name}' (and not exactly "
+            "one async def to register under that name)"
+        )
+    _validate(target, filename, lines, (), None)
     exec(compile(src, filename, "exec"), g)  # noqa: S102  (the caller's own source)
-    obj = g.get(name)
+    obj = g.get(target.name)
     if isinstance(obj, WorkflowFunction):
         return obj
-    if obj is None:
-        raise NameError(f"compile_workflow_source: {filename} defines no {name!r}")
-    return workflow(obj)  # type: ignore[no-any-return]
+    return workflow(obj, name=None if named else name)  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,21 +256,7 @@ def _compile(
     b = Bindings().scan(node.body)
     params = arg_names(node.args)
     locals_ = (set(params) | b.bound) - b.globals
-    problems = Validator(node, locals_, fn.__code__.co_freevars, enclosing).run()
-    if problems:
-        errs = [_problem(m, n, filename, lines) for n, m in problems]
-        first = errs[0]
-        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-        raise CompileError(
-            f"{first.msg}{more}",
-            first.filename,
-            first.lineno,
-            first.offset,
-            first.text,
-            first.end_lineno,
-            first.end_offset,
-            problems=errs,
-        )
+    _validate(node, filename, lines, fn.__code__.co_freevars, enclosing)
 
     # Names captured by nested scopes (or bound by except clauses) stay on the frame always.
     probe = Rewriter(locals_)
@@ -281,6 +287,33 @@ def _compile(
     blocks, handlers, hctx = _codegen(low, em, fn, filename, sorted(b.globals))
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
     return WorkflowFunction(fn, code, _binder(fn, node))
+
+
+def _validate(
+    node: ast.AsyncFunctionDef,
+    filename: str,
+    lines: list[str],
+    freevars: tuple[str, ...],
+    enclosing: str | None,
+) -> None:
+    """Raise one CompileError listing every problem of the workflow ``node``."""
+    b = Bindings().scan(node.body)
+    locals_ = (set(arg_names(node.args)) | b.bound) - b.globals
+    problems = Validator(node, locals_, freevars, enclosing).run()
+    if problems:
+        errs = [_problem(m, n, filename, lines) for n, m in problems]
+        first = errs[0]
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        raise CompileError(
+            f"{first.msg}{more}",
+            first.filename,
+            first.lineno,
+            first.offset,
+            first.text,
+            first.end_lineno,
+            first.end_offset,
+            problems=errs,
+        )
 
 
 def _fingerprint(node: ast.AsyncFunctionDef) -> str:
