@@ -50,6 +50,19 @@ class CompiledCode:
         self.hctx = hctx
         self.points = points
         self.slots = slots
+        self.block_asts: list[Any] = []
+
+    def dump(self) -> str:
+        """The generated block functions as Python source (for debugging the compiler)."""
+        out = []
+        for label, fdef in enumerate(self.block_asts):
+            if fdef is None:
+                continue
+            region = self.handlers[label]
+            out.append(f"# block {label}  on exception -> {region[0]} ({region[1]})"
+                       f"{'  handling ' + str(self.hctx[label]) if self.hctx[label] else ''}")
+            out.append(ast.unparse(fdef))
+        return "\n".join(out)
 
     def where(self, pc: int) -> str:
         """``file.py:12`` of the await that resumes at block ``pc``."""
@@ -284,8 +297,9 @@ def _compile(
     low = Lowered(em.blocks, em.points, em.slots)
 
     fingerprint = _fingerprint(node)
-    blocks, handlers, hctx = _codegen(low, em, fn, filename, sorted(b.globals))
+    blocks, handlers, hctx, asts = _codegen(low, em, fn, filename, sorted(b.globals))
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
+    code.block_asts = asts
     return WorkflowFunction(fn, code, _binder(fn, node))
 
 
@@ -325,7 +339,7 @@ def _fingerprint(node: ast.AsyncFunctionDef) -> str:
 
 def _codegen(
     low: Lowered, em: Emitter, fn: Any, filename: str, globals_: list[str]
-) -> tuple[list[Any], list[Any], list[Any]]:
+) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     # Temporaries used in one block stay block locals; the rest live on the frame and are
     # cleared when consumed.
     where: dict[str, set[int]] = {}
@@ -352,6 +366,7 @@ def _codegen(
     blocks: list[Any] = [None] * nblocks
     handlers: list[Any] = [(None, None, EXC, ())] * nblocks
     hctx: list[Any] = [()] * nblocks
+    asts: list[Any] = [None] * nblocks
     glob = fn.__globals__
     qualname = fn.__qualname__
     for label, blk in low.blocks.items():
@@ -383,9 +398,10 @@ def _codegen(
         f = types.FunctionType(fcode, glob, fn.__name__)
         f.__qualname__ = qualname
         blocks[label] = f
+        asts[label] = fdef
         handlers[label] = blk.region
         hctx[label] = blk.hctx
-    return blocks, handlers, hctx
+    return blocks, handlers, hctx, asts
 
 
 def _binder(fn: Any, node: ast.AsyncFunctionDef) -> Callable[..., dict[str, Any]]:
