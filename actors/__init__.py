@@ -1,4 +1,28 @@
 """The runtime: ``ActorSystem``, workflow actors, supervision, timers, procedures, the ``wf`` CLI.
 
-Layer rule: this package may import ``workflows``, ``persistence``, pykka and structlog.
+Layer rule: this package may import ``workflows``, ``persistence``, pykka and structlog (and rich for
+the terminal view). Nothing below it imports it.
 """
+
+from workflows import Status
+
+from ._errors import (
+    ActorSystemError,
+    SystemClosed,
+    TimerNotArmed,
+    UnknownWorkflow,
+    WorkflowNotRunning,
+)
+from ._system import ActorSystem, WorkflowInfo, WorkflowRef
+
+__all__ = [
+    "ActorSystem",
+    "ActorSystemError",
+    "Status",
+    "SystemClosed",
+    "TimerNotArmed",
+    "UnknownWorkflow",
+    "WorkflowInfo",
+    "WorkflowNotRunning",
+    "WorkflowRef",
+]

@@ -1,0 +1,153 @@
+"""The activator: owns the id-to-actor map, starts actors on demand and passivates idle ones.
+
+The number of live actors (and so of actor threads) never exceeds ``max_live``. A message for a
+workflow that is not live starts its actor, first passivating the least recently used idle actor if
+the cap is reached; if every live actor is busy, the message waits in order until one frees up.
+Passivation loses nothing: a workflow's state is already in SQLite.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+import structlog
+
+from ._work import WorkCounter
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class _Slot:
+    ref: pykka.ActorRef[Any]
+    busy: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class Activator:
+    """Delivers messages to workflow actors, keeping at most ``max_live`` of them alive."""
+
+    def __init__(self, make_actor: Callable[[str], pykka.ActorRef[Any]], max_live: int, work: WorkCounter) -> None:
+        if max_live < 1:
+            raise ValueError(f"max_live must be >= 1, got {max_live}")
+        self._make = make_actor
+        self.max_live = max_live
+        self._work = work
+        self._lock = threading.Lock()
+        self._live: OrderedDict[str, _Slot] = OrderedDict()
+        self._waiting: OrderedDict[str, list[Any]] = OrderedDict()
+        self._closed = False
+        self.activations = 0
+        self.passivations = 0
+
+    def live_count(self) -> int:
+        with self._lock:
+            return len(self._live)
+
+    def has_waiting(self) -> bool:
+        with self._lock:
+            return bool(self._waiting)
+
+    def deliver(self, workflow_id: str, message: Any) -> None:
+        """Send ``message`` to the workflow's actor, activating it if needed."""
+        with self._lock:
+            if self._closed:
+                return
+            self._work.inc()
+            if workflow_id in self._waiting:
+                self._waiting[workflow_id].append(message)
+                return
+            slot = self._live.get(workflow_id)
+            if slot is None:
+                if len(self._live) >= self.max_live and not self._evict_idle_locked():
+                    self._waiting[workflow_id] = [message]
+                    return
+                slot = self._activate_locked(workflow_id)
+            slot.busy += 1
+            self._live.move_to_end(workflow_id)
+            slot.ref.tell(message)
+
+    def done(self, workflow_id: str) -> None:
+        """Called by an actor after each message it processed."""
+        with self._lock:
+            slot = self._live.get(workflow_id)
+            if slot is not None:
+                slot.busy -= 1
+                slot.last_used = time.monotonic()
+            # Never stop the calling actor from its own thread: it would wait for itself.
+            self._drain_waiting_locked(exclude=workflow_id)
+        self._work.dec()
+
+    def passivate_idle(self, older_than: float) -> int:
+        """Stop live actors idle for more than ``older_than`` seconds; returns how many."""
+        cutoff = time.monotonic() - older_than
+        n = 0
+        with self._lock:
+            for wid, slot in list(self._live.items()):
+                if slot.busy == 0 and slot.last_used <= cutoff:
+                    self._stop_locked(wid, slot)
+                    n += 1
+        return n
+
+    def drop(self, workflow_id: str) -> None:
+        """Stop the workflow's actor if it is idle (it will be reloaded from the store)."""
+        with self._lock:
+            slot = self._live.get(workflow_id)
+            if slot is not None and slot.busy == 0:
+                self._stop_locked(workflow_id, slot)
+            self._drain_waiting_locked()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            slots = list(self._live.values())
+            self._live.clear()
+            dropped = sum(len(m) for m in self._waiting.values())
+            self._waiting.clear()
+        for _ in range(dropped):
+            self._work.dec()
+        for slot in slots:
+            try:
+                slot.ref.stop(block=True, timeout=5)
+            except Exception:  # an actor stuck in a step: the process is closing anyway
+                pass
+
+    # -- internals (lock held) ----------------------------------------------------------------
+    def _activate_locked(self, workflow_id: str) -> _Slot:
+        slot = _Slot(self._make(workflow_id))
+        self._live[workflow_id] = slot
+        self.activations += 1
+        return slot
+
+    def _stop_locked(self, workflow_id: str, slot: _Slot) -> None:
+        del self._live[workflow_id]
+        self.passivations += 1
+        # The actor is idle (busy == 0), so its mailbox is empty: stopping it now loses nothing
+        # and keeps the number of actor threads under max_live.
+        try:
+            slot.ref.stop(block=True, timeout=5)
+        except pykka.Timeout:
+            log.warning("actor_stop_slow", workflow_id=workflow_id)
+
+    def _evict_idle_locked(self, exclude: str | None = None) -> bool:
+        for wid, slot in self._live.items():  # least recently used first
+            if slot.busy == 0 and wid != exclude:
+                self._stop_locked(wid, slot)
+                return True
+        return False
+
+    def _drain_waiting_locked(self, exclude: str | None = None) -> None:
+        while self._waiting:
+            if len(self._live) >= self.max_live and not self._evict_idle_locked(exclude):
+                return
+            wid, messages = self._waiting.popitem(last=False)
+            slot = self._live.get(wid) or self._activate_locked(wid)
+            for m in messages:
+                slot.busy += 1
+                slot.ref.tell(m)

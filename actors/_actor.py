@@ -1,0 +1,543 @@
+"""The workflow actor: one pykka actor per live workflow instance.
+
+Its mailbox receives signals, timer ticks, procedure replies and child outcomes (all already durable
+in SQLite before they are sent, so a lost mailbox loses nothing). It runs its workflow's steps one
+at a time: resolve what the workflow waits for, run the compiled code to its next suspension, and
+commit the step (continuation, reducers, outgoing messages, new timers/procedures/children) in one
+transaction through the store's group-commit writer. Only then does anything leave the actor.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pykka
+import structlog
+
+from persistence import (
+    CANCEL,
+    CANCELLED,
+    CHILD,
+    COMPLETED,
+    FAILED,
+    RUNNING,
+    SIGNAL,
+    Delivered,
+    InboxRow,
+    NewProcedure,
+    NewTimer,
+    NewWorkflow,
+    OutBroadcast,
+    OutSignal,
+    StepWrite,
+    TimerRow,
+    dumps,
+    loads,
+)
+from workflows import Cancelled, ChildFailed, ProcedureFailed, WorkflowError
+from workflows._compiler import checkpoint, restore, step
+from workflows._context import Broadcast, ReducerCall, Send, StepContext, Subscribe, Unsubscribe
+from workflows._errors import CheckpointError, VersionMismatch
+from workflows._registry import resolve
+from workflows._step import Finished, Raised, Suspended
+
+from ._errors import TimerNotArmed
+from ._procedures import ProcedureDone, error_info, pack_call
+from ._wait import Arm, Resolution, Wait, build_wait
+from ._wait import resolve as resolve_arm
+
+if TYPE_CHECKING:
+    from ._system import Runtime
+
+log = structlog.get_logger(__name__)
+
+
+# -- messages -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Kick:
+    """Load the workflow (if needed) and do whatever work it has."""
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A new inbox row (signal, cancel, child outcome). ``row`` None: reload the inbox."""
+
+    row: InboxRow | None = None
+
+
+@dataclass(frozen=True)
+class TimerFired:
+    row: TimerRow
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class FireTimer:
+    """``debug_fire_timer(name)``: fire the armed timer called ``name`` now."""
+
+    name: str
+    reply: Future[None] = field(default_factory=Future)
+
+
+def filter_key(value: Any) -> str:
+    """Canonical JSON of a subscription filter value."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except TypeError as e:
+        raise TypeError(
+            f"subscription filter values must be JSON values (str, int, float, bool, None, lists, "
+            f"dicts), got {value!r}"
+        ) from e
+
+
+class _RuntimeFault(Exception):
+    """A fault outside workflow code (store, reducer, serialization): restart the actor."""
+
+
+class WorkflowActor(pykka.ThreadingActor):
+    """Runs one workflow's steps, one at a time."""
+
+    def __init__(self, rt: Runtime, workflow_id: str) -> None:
+        super().__init__()
+        self.rt = rt
+        self.id = workflow_id
+        self.loaded = False
+        self.log = log.bind(workflow_id=workflow_id)
+
+    # -- pykka hooks --------------------------------------------------------------------------
+    def on_receive(self, message: Any) -> Any:
+        try:
+            self._handle(message)
+        except Exception as e:
+            self.loaded = False
+            if isinstance(message, FireTimer) and not message.reply.done():
+                message.reply.set_exception(e)
+            self.rt.fault(self.id, e)
+        finally:
+            self.rt.activator.done(self.id)
+        return None
+
+    def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
+        self.rt.fault(self.id, exception_value)
+
+    # -- state ----------------------------------------------------------------------------------
+    def _load(self) -> None:
+        rec = self.rt.store.load_workflow(self.id)
+        self.finished = rec is None or rec.status != RUNNING
+        self.inbox: list[InboxRow] = []
+        self.fired: dict[int, TimerRow] = {}
+        self.done_procs: dict[str, ProcedureDone] = {}
+        self.blocked = False
+        if rec is None or self.finished:
+            self.loaded = True
+            return
+        self.type = rec.type
+        self.parent_id = rec.parent_id
+        self.detached = rec.detached
+        self.test_mode = rec.test_mode
+        self.seq = rec.step_seq
+        self.log = log.bind(workflow_id=self.id, workflow_type=rec.type)
+        assert rec.continuation is not None
+        env = loads(rec.continuation)
+        self.wait: Wait | None = env.get("wait")
+        self.cont_blob: bytes = env["cont"]
+        try:
+            self.cont = restore(self.cont_blob)
+        except VersionMismatch as e:
+            # Never resume a stale continuation: leave the row as it is and say so.
+            self.blocked = True
+            self.loaded = True
+            self.log.error("workflow_version_mismatch", error=str(e))
+            self.rt.blocked(self.id, str(e))
+            return
+        if self.wait is not None:
+            pending_timer_arms = [a for a in self.wait.arms if a.kind == "timer" and not a.done]
+            rows = sorted(self.rt.store.timers(self.id), key=lambda r: r.id)
+            for arm, row in zip(pending_timer_arms, rows, strict=False):
+                arm.timer_id = row.id
+                if not self.test_mode and row.due_at <= self.rt.clock.now():
+                    self.fired[row.id] = row
+        self.inbox = self.rt.store.inbox(self.id)
+        for p in self.rt.store.procedures(self.id):
+            if p.status == "done":
+                assert p.result is not None
+                self.done_procs[p.key] = ProcedureDone(p.key, True, loads(p.result), None, p.attempts)
+            elif p.status == "failed":
+                self.done_procs[p.key] = ProcedureDone(
+                    p.key, False, None, json.loads(p.error or "{}"), p.attempts
+                )
+        self.loaded = True
+
+    def _handle(self, message: Any) -> None:
+        if not self.loaded:
+            self._load()
+            fresh = True
+        else:
+            fresh = False
+        if self.finished or self.blocked:
+            if isinstance(message, FireTimer):
+                message.reply.set_exception(TimerNotArmed(self.id, message.name, []))
+            return
+        if isinstance(message, Wake):
+            if message.row is None:
+                if not fresh:
+                    known = {r.seq for r in self.inbox}
+                    for r in self.rt.store.inbox(self.id):
+                        if r.seq not in known:
+                            self.inbox.append(r)
+            elif fresh:
+                pass  # the load read the inbox, this row included
+            elif all(r.seq != message.row.seq for r in self.inbox):
+                self.inbox.append(message.row)
+                self.inbox.sort(key=lambda r: r.seq)
+        elif isinstance(message, TimerFired):
+            if message.debug or not self.test_mode:
+                self.fired[message.row.id] = message.row
+        elif isinstance(message, ProcedureDone):
+            self.done_procs[message.key] = message
+        elif isinstance(message, FireTimer):
+            arm = self.wait.arm_for_timer_name(message.name) if self.wait else None
+            if arm is None or arm.timer_id is None:
+                armed = [a.name for a in (self.wait.pending() if self.wait else []) if a.kind == "timer"]
+                message.reply.set_exception(TimerNotArmed(self.id, message.name, armed))
+                return
+            self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
+            message.reply.set_result(None)
+        self._pump()
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _pump(self) -> None:
+        while not self.finished:
+            cancel = next((r for r in self.inbox if r.kind == CANCEL), None)
+            if cancel is not None:
+                reason = loads(cancel.payload)
+                self.log.info("workflow_cancel_requested", reason=reason)
+                losers = self.wait.pending() if self.wait else []
+                if self.seq == 0:
+                    self._finish_without_running(Cancelled(reason), consume=[cancel.seq])
+                else:
+                    self._run(throw=Cancelled(reason), consume_inbox=[cancel.seq], losers=losers)
+                continue
+            if self.seq == 0:
+                self._run(first=True)
+                continue
+            if self.wait is None:
+                return
+            if not self._resolve_next():
+                orphans = [r.seq for r in self.inbox if r.kind == CHILD and not self.wait.arm_for_child(r.name)]
+                if orphans:
+                    self._commit_wait_only(consume_inbox=orphans)
+                    continue
+                return
+
+    def _resolve_next(self) -> bool:
+        """Resolve the earliest available event for the current wait; False if none."""
+        wait = self.wait
+        assert wait is not None
+        best: tuple[float, int, str, Any, Arm] | None = None
+
+        def consider(t: float, order: int, kind: str, ref: Any, arm: Arm) -> None:
+            nonlocal best
+            if best is None or (t, order) < (best[0], best[1]):
+                best = (t, order, kind, ref, arm)
+
+        taken: set[int] = set()
+        for r in self.inbox:
+            if r.kind == SIGNAL:
+                arm = wait.arm_for_signal(r.name)
+                if arm is not None and arm.index not in taken:
+                    taken.add(arm.index)
+                    consider(r.created_at, r.seq, "inbox", r, arm)
+            elif r.kind == CHILD:
+                arm = wait.arm_for_child(r.name)
+                if arm is not None:
+                    consider(r.created_at, r.seq, "inbox", r, arm)
+        for tid, row in self.fired.items():
+            arm = wait.arm_for_timer(tid)
+            if arm is not None:
+                consider(row.due_at, tid, "timer", row, arm)
+        for key, done in self.done_procs.items():
+            arm = wait.arm_for_procedure(key)
+            if arm is not None:
+                consider(float("-inf"), 0, "proc", done, arm)
+        if best is None:
+            return False
+        _, _, kind, ref, arm = best
+        consume_inbox: list[int] = []
+        consume_timers: list[int] = []
+        consume_procs: list[str] = []
+        if kind == "inbox":
+            row: InboxRow = ref
+            consume_inbox.append(row.seq)
+            if row.kind == SIGNAL:
+                res = resolve_arm(wait, arm, ok=True, value=loads(row.payload))
+            else:
+                outcome = loads(row.payload)
+                if outcome[0] == "ok":
+                    res = resolve_arm(wait, arm, ok=True, value=outcome[1])
+                else:
+                    info = outcome[1]
+                    err = ChildFailed(
+                        f"child workflow {row.name!r} ({arm.target}) "
+                        + ("was cancelled" if info.get("cancelled") else f"failed: {info['type']}: {info['message']}"),
+                        child_id=row.name,
+                        child_type=arm.target,
+                        error_type=info["type"],
+                        error_message=info["message"],
+                        traceback=info.get("traceback"),
+                    )
+                    res = resolve_arm(wait, arm, ok=False, error=err)
+        elif kind == "timer":
+            consume_timers.append(ref.id)
+            res = resolve_arm(wait, arm, ok=True, value=None)
+        else:
+            done: ProcedureDone = ref
+            consume_procs.append(done.key)
+            if done.ok:
+                res = resolve_arm(wait, arm, ok=True, value=done.value)
+            else:
+                info = done.error or {}
+                err = ProcedureFailed(
+                    f"procedure {arm.target} failed after {done.attempts} attempt(s): "
+                    f"{info.get('type')}: {info.get('message')}",
+                    procedure=arm.target,
+                    attempts=done.attempts,
+                    error_type=info.get("type"),
+                    error_message=info.get("message"),
+                    traceback=info.get("traceback"),
+                )
+                res = resolve_arm(wait, arm, ok=False, error=err)
+        self._apply(res, consume_inbox, consume_timers, consume_procs)
+        return True
+
+    def _apply(self, res: Resolution, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> None:
+        if res.resume:
+            if res.error is not None:
+                self._run(throw=res.error, consume_inbox=consume_inbox, consume_timers=consume_timers,
+                          consume_procs=consume_procs, losers=res.losers)
+            else:
+                self._run(send=res.value, consume_inbox=consume_inbox, consume_timers=consume_timers,
+                          consume_procs=consume_procs, losers=res.losers)
+        else:
+            self._commit_wait_only(consume_inbox=consume_inbox, consume_timers=consume_timers,
+                                   consume_procs=consume_procs)
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _base_write(self, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> StepWrite:
+        return StepWrite(
+            workflow_id=self.id,
+            step_seq=self.seq + 1,
+            updated_at=self.rt.clock.now(),
+            consume_inbox=list(consume_inbox),
+            consume_timers=list(consume_timers),
+            consume_procedures=list(consume_procs),
+        )
+
+    def _disarm(self, sw: StepWrite, losers: list[Arm], reason: str) -> None:
+        for a in losers:
+            if a.kind == "timer" and a.timer_id is not None:
+                sw.cancel_timers.append(a.timer_id)
+            elif a.kind == "procedure" and a.proc_key is not None:
+                sw.cancel_procedures.append(a.proc_key)
+            elif a.kind == "child" and a.child_id is not None and not a.detached:
+                sw.signals.append(OutSignal(a.child_id, "cancel", dumps(reason), CANCEL))
+
+    def _commit_wait_only(self, consume_inbox: list[int] = (), consume_timers: list[int] = (), consume_procs: list[str] = ()) -> None:  # type: ignore[assignment]
+        """Commit consumption and the updated wait without running workflow code (gather)."""
+        sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
+        assert self.wait is not None
+        sw.continuation = dumps({"cont": self.cont_blob, "wait": self.wait})
+        sw.fingerprint = self.cont.fingerprint
+        sw.waiting_on = self.wait.describe()
+        sw.wait_signals = self.wait.signal_names()
+        self._commit(sw)
+
+    def _finish_without_running(self, exc: BaseException, consume: list[int]) -> None:
+        sw = self._base_write(consume, [], [])
+        self._finish(sw, Raised(exc), [])
+
+    def _run(
+        self,
+        *,
+        first: bool = False,
+        send: Any = None,
+        throw: BaseException | None = None,
+        consume_inbox: list[int] = (),  # type: ignore[assignment]
+        consume_timers: list[int] = (),  # type: ignore[assignment]
+        consume_procs: list[str] = (),  # type: ignore[assignment]
+        losers: list[Arm] = (),  # type: ignore[assignment]
+    ) -> None:
+        sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
+        self._disarm(sw, list(losers), "the select that spawned it was won by another arm" if not isinstance(throw, Cancelled) else (str(throw) or "parent cancelled"))
+        ctx = StepContext(
+            workflow_id=self.id,
+            workflow_type=self.type,
+            parent_id=self.parent_id,
+            now=self.rt.clock.now(),
+            test_mode=self.test_mode,
+        )
+        with ctx.active():
+            result = step(self.cont, throw=throw) if throw is not None else (
+                step(self.cont) if first else step(self.cont, send=send)
+            )
+            # Building the new wait can fail (a child's arguments do not bind): raise it at the await.
+            while isinstance(result, Suspended):
+                try:
+                    new_wait, children = self._prepare_wait(result, sw, ctx.now)
+                    break
+                except Exception as e:
+                    result = step(self.cont, throw=e)
+        try:
+            self._apply_effects(sw, ctx)
+        except Exception as e:
+            result = Raised(e)
+        if isinstance(result, Suspended):
+            try:
+                blob = checkpoint(self.cont)
+            except CheckpointError as e:
+                self.log.error("workflow_checkpoint_failed", error=str(e))
+                sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
+                self._finish(sw, Raised(e), new_wait.pending(), keep_continuation=True)
+                return
+            new_wait.location = self.cont.location()
+            sw.new_workflows.extend(children)
+            sw.continuation = dumps({"cont": blob, "wait": new_wait})
+            sw.fingerprint = self.cont.fingerprint
+            sw.waiting_on = new_wait.describe()
+            sw.wait_signals = new_wait.signal_names()
+            ack = self._commit(sw)
+            self.cont_blob = blob
+            self.wait = new_wait
+            timer_arms = [a for a in new_wait.arms if a.kind == "timer"]
+            rows = []
+            for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
+                arm.timer_id = tid
+                rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
+            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode)
+            return
+        self._finish(sw, result, [])
+
+    def _prepare_wait(self, result: Suspended, sw: StepWrite, now: float) -> tuple[Wait, list[NewWorkflow]]:
+        seq = self.seq + 1
+        wait = build_wait(result.command, workflow_id=self.id, step_seq=seq, now=now)
+        cmds = getattr(result.command, "commands", None) or (result.command,)
+        children: list[NewWorkflow] = []
+        timers: list[NewTimer] = []
+        procs: list[NewProcedure] = []
+        for arm, cmd in zip(wait.arms, cmds, strict=False):
+            if arm.kind == "timer":
+                assert arm.due_at is not None
+                timers.append(NewTimer(arm.target, arm.due_at))
+            elif arm.kind == "procedure":
+                assert arm.proc_key is not None
+                procs.append(NewProcedure(arm.proc_key, arm.target, pack_call(cmd.args, cmd.kwargs, cmd.timeout, cmd.retry), 0.0))
+            elif arm.kind == "child":
+                assert arm.child_id is not None
+                child_wf = resolve("workflow", arm.target)
+                ccont = child_wf.start(*cmd.args)
+                cblob = checkpoint(ccont)
+                children.append(
+                    NewWorkflow(
+                        id=arm.child_id,
+                        type=arm.target,
+                        continuation=dumps({"cont": cblob, "wait": None}),
+                        fingerprint=ccont.fingerprint,
+                        parent_id=self.id,
+                        detached=arm.detached,
+                        test_mode=self.test_mode,
+                        waiting_on=None,
+                        created_at=now,
+                    )
+                )
+        sw.new_timers = timers
+        sw.new_procedures = procs
+        return wait, children
+
+    def _apply_effects(self, sw: StepWrite, ctx: StepContext) -> None:
+        for eff in ctx.effects:
+            if isinstance(eff, ReducerCall):
+                fn = resolve("reducer", eff.function)
+                sw.reducers.append(_bind_reducer(fn, eff.args, eff.kwargs))
+            elif isinstance(eff, Send):
+                sw.signals.append(OutSignal(eff.workflow_id, eff.name, dumps(eff.payload), SIGNAL))
+            elif isinstance(eff, Broadcast):
+                sw.broadcasts.append(OutBroadcast(eff.name, filter_key(eff.filter_value), dumps(eff.payload)))
+            elif isinstance(eff, Subscribe):
+                sw.subscribe.append((eff.name, filter_key(eff.filter_value)))
+            elif isinstance(eff, Unsubscribe):
+                sw.unsubscribe.append((eff.name, filter_key(eff.filter_value)))
+
+    def _finish(self, sw: StepWrite, result: Finished | Raised, losers: list[Arm], keep_continuation: bool = False) -> None:
+        self._disarm(sw, losers, "parent ended")
+        if isinstance(result, Finished):
+            try:
+                sw.result = dumps(result.value)
+            except Exception as e:
+                result = Raised(WorkflowError(
+                    f"workflow {self.id!r} returned a value that cannot be stored "
+                    f"({type(result.value).__name__}: {e}); return plain picklable data"
+                ))
+        if isinstance(result, Finished):
+            sw.status = COMPLETED
+            outcome: tuple[str, Any] = ("ok", result.value)
+            sw.history.append(("completed", json.dumps({"result": _short(result.value)})))
+        else:
+            exc = result.exception
+            info = error_info(exc)
+            if isinstance(exc, Cancelled):
+                sw.status = CANCELLED
+                info["cancelled"] = True
+                sw.history.append(("cancelled", json.dumps({"reason": exc.reason})))
+            else:
+                sw.status = FAILED
+                sw.history.append(("failed", json.dumps({"type": info["type"], "message": info["message"]})))
+            sw.error = json.dumps(info)
+            outcome = ("err", info)
+        if keep_continuation:
+            sw.continuation = dumps({"cont": self.cont_blob, "wait": self.wait})
+        if self.parent_id is not None:
+            sw.signals.append(OutSignal(self.parent_id, self.id, dumps(outcome), CHILD))
+        ack = self._commit(sw)
+        self.finished = True
+        self.log.info("workflow_" + sw.status, **({"error": outcome[1]["message"]} if outcome[0] == "err" else {}))
+        self.rt.after_commit(self.id, sw, ack, [], self.test_mode)
+        self.rt.finished(self.id)
+
+    def _commit(self, sw: StepWrite) -> Any:
+        try:
+            ack = self.rt.store.commit_step(sw, timeout=self.rt.commit_timeout)
+        except Exception as e:
+            raise _RuntimeFault(f"step {sw.step_seq} of workflow {self.id!r} did not commit: {e!r}") from e
+        self.seq = sw.step_seq
+        consumed = set(sw.consume_inbox)
+        if consumed:
+            self.inbox = [r for r in self.inbox if r.seq not in consumed]
+        for t in sw.consume_timers:
+            self.fired.pop(t, None)
+        for t in sw.cancel_timers:
+            self.fired.pop(t, None)
+        for k in sw.consume_procedures:
+            self.done_procs.pop(k, None)
+        for k in sw.cancel_procedures:
+            self.done_procs.pop(k, None)
+        return ack
+
+
+def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def run(db: Any) -> None:
+        fn(db, *args, **kwargs)
+
+    run.__qualname__ = getattr(fn, "__qualname__", "reducer")
+    return run
+
+
+def _short(value: Any) -> str:
+    r = repr(value)
+    return r if len(r) <= 200 else r[:197] + "..."
+
+
+def delivered_rows(ack_delivered: list[Delivered]) -> list[Delivered]:
+    return list(ack_delivered)

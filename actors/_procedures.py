@@ -1,0 +1,169 @@
+"""The procedure executor: one bounded pool runs every workflow's procedure calls.
+
+A call is at least once: its row stays pending until its outcome is recorded, and a crash before
+that runs it again at recovery with the same idempotency key. Each attempt has a timeout (real
+time) and failed attempts are retried with exponential backoff on the workflow clock, up to the
+retry policy's bounded number of attempts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from persistence import ProcedureRow, Store, dumps, loads
+from workflows import RetryPolicy
+from workflows._procedure_context import procedure_running
+from workflows._registry import resolve
+
+from ._clock import Clock
+from ._work import WorkCounter
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+@dataclass(frozen=True)
+class ProcedureDone:
+    """Message to a workflow actor: a procedure call has its final outcome."""
+
+    key: str
+    ok: bool
+    value: Any = None
+    error: dict[str, Any] | None = None
+    attempts: int = 1
+
+
+def error_info(e: BaseException) -> dict[str, Any]:
+    """The durable description of an error: type, message and traceback text."""
+    t = type(e)
+    return {
+        "type": t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}",
+        "message": str(e),
+        "traceback": "".join(traceback.format_exception(e)),
+    }
+
+
+def pack_call(args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None, retry: RetryPolicy | None) -> bytes:
+    return dumps({"args": args, "kwargs": kwargs, "timeout": timeout, "retry": retry})
+
+
+class ProcedureTimeout(TimeoutError):
+    """One attempt of a procedure took longer than its timeout."""
+
+
+class ProcedureExecutor:
+    """Runs procedure calls on a bounded thread pool, with timeouts and retries."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        workers: int,
+        deliver: Callable[[str, ProcedureDone], None],
+        call_at: Callable[[float, Callable[[], None]], None],
+        work: WorkCounter,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._deliver = deliver
+        self._call_at = call_at
+        self._work = work
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="actorflow-proc")
+        self._closed = False
+
+    def shutdown(self) -> None:
+        self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def dispatch(self, row: ProcedureRow) -> None:
+        """Run ``row`` now, or at its next attempt time if that is later."""
+        if self._closed:
+            return
+        if row.next_attempt_at > self._clock.now():
+            self._call_at(row.next_attempt_at, lambda: self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1))
+        else:
+            self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1)
+
+    def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int) -> None:
+        if self._closed:
+            return
+        self._work.inc()
+        try:
+            self._pool.submit(self._run, key, workflow_id, function, args, attempt)
+        except RuntimeError:  # pool shut down while the system closes
+            self._work.dec()
+
+    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> None:
+        try:
+            self._attempt(key, workflow_id, function, args_blob, attempt)
+        except Exception as e:  # the store failed: the row stays pending and runs at recovery
+            log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
+        finally:
+            self._work.dec()
+
+    def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> None:
+        retry = DEFAULT_RETRY
+        try:
+            call = loads(args_blob)
+            retry = call.get("retry") or DEFAULT_RETRY
+            fn = resolve("procedure", function)
+            value = self._call(key, fn, call["args"], call["kwargs"], call.get("timeout"))
+            result = dumps(value)
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            info = error_info(e)
+            retryable = type(e).__name__ not in retry.non_retryable and info["type"] not in retry.non_retryable
+            if retryable and attempt < retry.maximum_attempts and not self._closed:
+                delay = retry.delay(attempt)
+                next_at = self._clock.now() + delay
+                log.warning(
+                    "procedure_attempt_failed", key=key, workflow_id=workflow_id, function=function,
+                    attempt=attempt, retry_in=delay, error=info["message"], error_type=info["type"],
+                )
+                if self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at):
+                    self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1))
+                return
+            log.warning(
+                "procedure_failed", key=key, workflow_id=workflow_id, function=function,
+                attempts=attempt, error=info["message"], error_type=info["type"],
+            )
+            if self._store.procedure_finished(key, result=None, error=json.dumps(info), attempts=attempt):
+                self._deliver(workflow_id, ProcedureDone(key, False, None, info, attempt))
+            return
+        if self._store.procedure_finished(key, result=result, error=None, attempts=attempt):
+            self._deliver(workflow_id, ProcedureDone(key, True, value, None, attempt))
+
+    def _call(self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
+        if timeout is None:
+            with procedure_running(key):
+                return fn(*args, **kwargs)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                with procedure_running(key):
+                    box["value"] = fn(*args, **kwargs)
+            except BaseException as e:
+                box["error"] = e
+
+        t = threading.Thread(target=target, name=f"actorflow-proc-{key}", daemon=True)
+        t.start()
+        t.join(timeout)
+        if t.is_alive():
+            raise ProcedureTimeout(
+                f"procedure {getattr(fn, '__qualname__', fn)} (key {key}) did not return within "
+                f"{timeout}s; the attempt is abandoned (its late result is discarded)"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box["value"]

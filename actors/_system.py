@@ -1,0 +1,527 @@
+"""``ActorSystem``: the embedded runtime on one SQLite file."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from persistence import (
+    CANCEL,
+    CHILD,
+    FINISHED,
+    RUNNING,
+    SIGNAL,
+    Delivered,
+    InboxRow,
+    NewWorkflow,
+    StepAck,
+    StepWrite,
+    Store,
+    TimerRow,
+    UnknownWorkflowId,
+    WorkflowFinished,
+    WorkflowRecord,
+    dumps,
+    loads,
+    open_store,
+)
+from workflows import Cancelled, Status, WorkflowFailed
+from workflows._compiler import checkpoint
+
+from ._activator import Activator
+from ._actor import FireTimer, Kick, TimerFired, Wake, WorkflowActor, filter_key
+from ._clock import Clock, SystemClock
+from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
+from ._procedures import ProcedureExecutor
+from ._timers import TimerService
+from ._work import WorkCounter
+
+log = structlog.get_logger(__name__)
+
+RESTART_INTENSITY = 5  # restarts ...
+RESTART_PERIOD = 60.0  # ... within this many seconds, then the workflow fails (OTP's MaxR/MaxT)
+
+
+@dataclass(frozen=True)
+class WorkflowInfo:
+    """A snapshot of one workflow, as ``system.workflows()`` and ``ref.info()`` return it."""
+
+    id: str
+    type: str
+    status: Status
+    parent_id: str | None
+    waiting_on: str | None
+    created_at: float
+    updated_at: float
+    result: Any
+    error: dict[str, Any] | None
+    test_mode: bool
+
+
+def _waiting_text(waiting_on: str | None) -> str | None:
+    if not waiting_on:
+        return None
+    try:
+        w = json.loads(waiting_on)
+    except ValueError:
+        return waiting_on
+    parts = []
+    for a in w.get("arms", []):
+        if a["kind"] == "timer":
+            parts.append(f"timer {a['name']!r} due {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a['due_at']))}Z")
+        elif a["kind"] == "signal":
+            parts.append(f"signal {a['name']!r}")
+        elif a["kind"] == "procedure":
+            parts.append(f"procedure {a['function']}")
+        else:
+            parts.append(f"child {a['workflow_id']} ({a['type']})")
+    text = (" or " if w.get("mode") == "select" else " and ").join(parts)
+    if w.get("at"):
+        text += f" at {w['at']}"
+    return text
+
+
+def info_from_record(rec: WorkflowRecord) -> WorkflowInfo:
+    result = None
+    if rec.result is not None:
+        try:
+            result = loads(rec.result)
+        except Exception as e:  # a result whose class is gone: show what happened instead
+            result = f"<result cannot be loaded: {e}>"
+    return WorkflowInfo(
+        id=rec.id,
+        type=rec.type,
+        status=Status(rec.status),
+        parent_id=rec.parent_id,
+        waiting_on=_waiting_text(rec.waiting_on) if rec.status == RUNNING else None,
+        created_at=rec.created_at,
+        updated_at=rec.updated_at,
+        result=result,
+        error=json.loads(rec.error) if rec.error else None,
+        test_mode=rec.test_mode,
+    )
+
+
+class Runtime:
+    """What the actors share: the store, the clock, the services, supervision."""
+
+    commit_timeout = 60.0
+
+    def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float) -> None:
+        self.store = store
+        self.clock = clock
+        self.passivate_after = passivate_after
+        self.work = WorkCounter()
+        self.activator = Activator(lambda wid: WorkflowActor.start(self, wid), max_live, self.work)
+        self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
+        self.procedures = ProcedureExecutor(
+            store, clock, procedure_workers, self.activator.deliver, self.timers.call_at, self.work
+        )
+        self._finished_cond = threading.Condition()
+        self._restarts: dict[str, deque[float]] = {}
+        self._restart_lock = threading.Lock()
+        self._blocked: dict[str, str] = {}
+        self.steps = 0
+
+    # -- called by actors ------------------------------------------------------------------------
+    def _fire_timer(self, row: TimerRow) -> None:
+        self.activator.deliver(row.workflow_id, TimerFired(row))
+
+    def after_commit(self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool) -> None:
+        """Carry out what a committed step asked for: only now may anything leave the actor."""
+        self.steps += 1
+        if sw.cancel_timers:
+            self.timers.cancel(sw.cancel_timers)
+        if timers and not test_mode:
+            self.timers.arm(timers)
+        for p in sw.new_procedures:
+            from persistence import ProcedureRow
+
+            self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
+        for child in ack.created:
+            log.info("workflow_started", workflow_id=child, parent_id=workflow_id)
+            self.activator.deliver(child, Kick())
+        for d in ack.delivered:
+            self.activator.deliver(d.workflow_id, Wake(None))
+        for wid, why in ack.dropped:
+            log.warning("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
+
+    def finished(self, workflow_id: str) -> None:
+        with self._finished_cond:
+            self._finished_cond.notify_all()
+
+    def blocked(self, workflow_id: str, why: str) -> None:
+        self._blocked[workflow_id] = why
+
+    def fault(self, workflow_id: str, error: BaseException) -> None:
+        """A runtime fault in an actor: restart it from its last checkpoint, with backoff."""
+        now = time.monotonic()
+        with self._restart_lock:
+            hist = self._restarts.setdefault(workflow_id, deque())
+            while hist and hist[0] < now - RESTART_PERIOD:
+                hist.popleft()
+            hist.append(now)
+            n = len(hist)
+        if n > RESTART_INTENSITY:
+            log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, restarts=n - 1, error=repr(error))
+            self.work.inc()
+            threading.Thread(target=self._escalate, args=(workflow_id, error), daemon=True).start()
+            return
+        delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
+        log.warning("actor_restarted", workflow_id=workflow_id, attempt=n, backoff=round(delay, 4), error=repr(error))
+        self.work.inc()
+
+        def restart() -> None:
+            try:
+                self.activator.deliver(workflow_id, Kick())
+            finally:
+                self.work.dec()
+
+        t = threading.Timer(delay, restart)
+        t.daemon = True
+        t.start()
+
+    def _escalate(self, workflow_id: str, error: BaseException) -> None:
+        """Fail a workflow whose actor keeps faulting; its parent gets ChildFailed."""
+        try:
+            from ._procedures import error_info
+
+            rec = self.store.load_workflow(workflow_id)
+            if rec is None or rec.status != RUNNING:
+                return
+            info = error_info(error)
+            info["message"] = f"runtime fault after {RESTART_INTENSITY} restarts in {RESTART_PERIOD:.0f}s: {info['message']}"
+            sw = StepWrite(workflow_id=workflow_id, step_seq=rec.step_seq + 1, status="failed",
+                           error=json.dumps(info), updated_at=self.clock.now(),
+                           continuation=rec.continuation, fingerprint=rec.fingerprint)
+            env = loads(rec.continuation) if rec.continuation else {}
+            wait = env.get("wait")
+            if wait is not None:
+                from persistence import OutSignal
+
+                for a in wait.pending():
+                    if a.kind == "child" and a.child_id and not a.detached:
+                        sw.signals.append(OutSignal(a.child_id, "cancel", dumps("parent failed"), CANCEL))
+            if rec.parent_id:
+                from persistence import OutSignal
+
+                sw.signals.append(OutSignal(rec.parent_id, workflow_id, dumps(("err", info)), CHILD))
+            sw.history.append(("failed", json.dumps({"type": info["type"], "message": info["message"]})))
+            ack = self.store.commit_step(sw, timeout=self.commit_timeout)
+            self.activator.drop(workflow_id)
+            self.after_commit(workflow_id, sw, ack, [], rec.test_mode)
+            self.finished(workflow_id)
+        except Exception as e:
+            log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(e))
+        finally:
+            self.work.dec()
+
+
+class WorkflowRef:
+    """A handle on one workflow. Made by the runtime (``system.start``/``system.get``)."""
+
+    def __init__(self, system: ActorSystem, workflow_id: str, *, _token: object = None) -> None:
+        if _token is not _REF_TOKEN:
+            raise TypeError(
+                "WorkflowRef is made by the runtime: use system.start(...) or system.get(id)"
+            )
+        self._system = system
+        self.id = workflow_id
+
+    def __repr__(self) -> str:
+        return f"<WorkflowRef {self.id!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WorkflowRef) and other.id == self.id and other._system is self._system
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def signal(self, name: str, payload: Any = None) -> None:
+        """Send signal ``name``; returns once it is durable."""
+        self._system._append(self.id, SIGNAL, name, payload, "signal")
+
+    def debug_send_signal(self, name: str, payload: Any = None) -> None:
+        """Deliver a signal directly to this workflow (test mode; bypasses subscription filters)."""
+        self._system._append(self.id, SIGNAL, name, payload, "signal")
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Raise ``Cancelled`` at the workflow's current await; ``finally`` blocks run."""
+        self._system._append(self.id, CANCEL, "cancel", reason, "cancel")
+
+    def debug_fire_timer(self, name: str, timeout: float = 30.0) -> None:
+        """Fire the armed timer ``name`` now; an unknown name raises ``TimerNotArmed``."""
+        sysm = self._system
+        sysm._check_open()
+        rec = sysm._rt.store.load_workflow(self.id)
+        if rec is None:
+            raise UnknownWorkflow(self.id, sysm.db)
+        if rec.status != RUNNING:
+            raise WorkflowNotRunning(self.id, rec.status, f"fire timer {name!r}")
+        msg = FireTimer(name)
+        sysm._rt.activator.deliver(self.id, msg)
+        msg.reply.result(timeout)
+
+    def status(self) -> Status:
+        return Status(self._record().status)
+
+    def info(self) -> WorkflowInfo:
+        return info_from_record(self._record())
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
+        rt = self._system._rt
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with rt._finished_cond:
+            while True:
+                rec = self._record()
+                if rec.status in FINISHED:
+                    break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"workflow {self.id!r} did not finish within {timeout}s "
+                        f"(status {rec.status}, waiting on {_waiting_text(rec.waiting_on)})"
+                    )
+                rt._finished_cond.wait(0.5 if remaining is None else min(remaining, 0.5))
+        if rec.status == "completed":
+            return loads(rec.result) if rec.result is not None else None
+        err = json.loads(rec.error or "{}")
+        if rec.status == "cancelled":
+            raise Cancelled(err.get("message") or None)
+        raise WorkflowFailed(
+            f"workflow {self.id!r} failed: {err.get('type')}: {err.get('message')}",
+            workflow_id=self.id,
+            error_type=err.get("type"),
+            error_message=err.get("message"),
+            traceback=err.get("traceback"),
+        )
+
+    def _record(self) -> WorkflowRecord:
+        rec = self._system._rt.store.load_workflow(self.id)
+        if rec is None:
+            raise UnknownWorkflow(self.id, self._system.db)
+        return rec
+
+
+_REF_TOKEN = object()
+
+
+class ActorSystem:
+    """An embedded workflow runtime on one SQLite file.
+
+    Opening it recovers every unfinished workflow in the file: timers that fell due while the
+    process was down fire at once, pending procedures run again with the same idempotency key,
+    buffered signals are delivered.
+    """
+
+    def __init__(
+        self,
+        db: str = "workflows.db",
+        *,
+        clock: Clock | None = None,
+        procedure_workers: int = 8,
+        passivate_after: float = 60.0,
+        max_live: int = 1_000,
+        durability: str = "normal",
+    ) -> None:
+        self.db = db
+        self.clock = clock or SystemClock()
+        self._closed = False
+        store = open_store(db, durability=durability, owner=True)
+        try:
+            self._rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
+            self.recovered = self._recover()
+        except BaseException:
+            store.close()
+            raise
+        self._stop = threading.Event()
+        self._external_seq = 0
+        # Requests the `wf` CLI left while no system owned the file.
+        self._take_external()
+        self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
+        self._house.start()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def __enter__(self) -> ActorSystem:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop every actor and service and release the database. Nothing durable is lost."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._house.join(timeout=5)
+        rt = self._rt
+        rt.timers.stop()
+        rt.procedures.shutdown()
+        rt.activator.close()
+        rt.store.close()
+        log.info("system_shutdown", db=self.db)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SystemClosed(f"the ActorSystem on {self.db!r} was shut down")
+
+    def _recover(self) -> dict[str, int]:
+        rt = self._rt
+        rt.timers.start()
+        procs = 0
+        for row in rt.store.procedures_to_run():
+            rt.procedures.dispatch(row)
+            procs += 1
+        n = 0
+        for wid in rt.store.workflows_with_work():
+            rt.activator.deliver(wid, Kick())
+            n += 1
+        timers = len(rt.store.timers_due(float("inf"), 1 << 30)) if n or procs else 0
+        counts = rt.store.count_workflows()
+        running = sum(c for (_t, s), c in counts.items() if s == RUNNING)
+        stats = {"running": running, "activated": n, "procedures": procs, "timers": timers}
+        log.info("system_recovered", db=self.db, **stats)
+        return stats
+
+    def _housekeeping(self) -> None:
+        last_passivate = time.monotonic()
+        while not self._stop.wait(0.05):
+            try:
+                if self._rt.activator.has_waiting():
+                    self._rt.activator.passivate_idle(0.0)
+                if time.monotonic() - last_passivate >= min(1.0, self._rt.passivate_after):
+                    last_passivate = time.monotonic()
+                    self._rt.activator.passivate_idle(self._rt.passivate_after)
+                if self._rt.store.changed():
+                    self._take_external()
+            except Exception as e:
+                log.error("housekeeping_failed", error=repr(e))
+
+    def _take_external(self) -> None:
+        rows = self._rt.store.take_external(self._external_seq)
+        done = []
+        for r in rows:
+            self._external_seq = max(self._external_seq, r.seq)
+            try:
+                ref = WorkflowRef(self, r.workflow_id, _token=_REF_TOKEN)
+                payload = json.loads(r.payload) if r.payload is not None else None
+                if r.kind == "signal":
+                    ref.signal(r.name or "", payload)
+                elif r.kind == "cancel":
+                    ref.cancel(payload)
+                elif r.kind == "fire_timer":
+                    ref.debug_fire_timer(r.name or "")
+                log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+            except Exception as e:
+                log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
+            done.append(r.seq)
+        if done:
+            self._rt.store.delete_external(done)
+
+    # -- API -----------------------------------------------------------------------------------
+    def start(self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False) -> WorkflowRef:
+        """Start ``wf(*args)`` durably and return its ref; an existing ``id`` starts nothing new."""
+        self._check_open()
+        key = getattr(wf, "__workflow_key__", None)
+        if key is None:
+            raise TypeError(f"system.start() needs a @workflow function, got {wf!r}")
+        if id is not None and (not isinstance(id, str) or not id):
+            raise TypeError(f"workflow id must be a non-empty string, got {id!r}")
+        wid = id or f"{wf.__name__}-{uuid.uuid4().hex[:12]}"
+        if id is not None and self._rt.store.load_workflow(wid) is not None:
+            return WorkflowRef(self, wid, _token=_REF_TOKEN)
+        cont = wf.start(*args)
+        blob = checkpoint(cont)
+        created = self._rt.store.create_workflow(
+            NewWorkflow(
+                id=wid,
+                type=key,
+                continuation=dumps({"cont": blob, "wait": None}),
+                fingerprint=cont.fingerprint,
+                test_mode=bool(test_mode),
+                created_at=self.clock.now(),
+            )
+        )
+        if created:
+            log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
+            self._rt.activator.deliver(wid, Kick())
+        return WorkflowRef(self, wid, _token=_REF_TOKEN)
+
+    def get(self, workflow_id: str) -> WorkflowRef:
+        """A ref to an existing workflow; an unknown id raises ``UnknownWorkflow``."""
+        self._check_open()
+        if self._rt.store.load_workflow(workflow_id) is None:
+            raise UnknownWorkflow(workflow_id, self.db)
+        return WorkflowRef(self, workflow_id, _token=_REF_TOKEN)
+
+    def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
+        """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
+        self._check_open()
+        delivered = self._rt.store.broadcast(name, filter_key(filter_value), dumps(payload), at=self.clock.now())
+        for d in delivered:
+            self._rt.activator.deliver(d.workflow_id, Wake(None))
+        return len(delivered)
+
+    def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
+        """Snapshots of the workflows in the file, optionally by status and type."""
+        self._check_open()
+        st = Status(status).value if status is not None else None
+        ty = getattr(type, "__workflow_key__", type)
+        return [info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)]
+
+    def idle(self, timeout: float | None = None) -> None:
+        """Block until nothing is left to do now: no message queued, no step or procedure running,
+        no timer due. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        self._check_open()
+        rt = self._rt
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with rt.work.cond:
+            while True:
+                if rt.work.count == 0 and not rt.timers.has_due() and not rt.activator.has_waiting():
+                    return
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(
+                        f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
+                        f"procedures in flight, timers due: {rt.timers.has_due()}"
+                    )
+                rt.work.cond.wait(0.01 if remaining is None else min(remaining, 0.01))
+
+    # -- internals -----------------------------------------------------------------------------
+    def _append(self, workflow_id: str, kind: str, name: str, payload: Any, what: str) -> None:
+        self._check_open()
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"{what} name must be a non-empty string, got {name!r}")
+        try:
+            blob = dumps(payload)
+        except Exception as e:
+            raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
+        try:
+            d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
+        except UnknownWorkflowId:
+            raise UnknownWorkflow(workflow_id, self.db) from None
+        except WorkflowFinished as e:
+            rec = self._rt.store.load_workflow(workflow_id)
+            raise WorkflowNotRunning(workflow_id, rec.status if rec else "finished", f"{what} {name!r}") from e
+        self._rt.activator.deliver(
+            workflow_id, Wake(InboxRow(d.seq, workflow_id, kind, name, blob, self.clock.now()))
+        )
+
+    def live_actors(self) -> int:
+        """How many workflow actors are live now (at most ``max_live``)."""
+        return self._rt.activator.live_count()
+
+    def iter_ids(self) -> Iterator[str]:
+        for r in self._rt.store.list_workflows():
+            yield r.id

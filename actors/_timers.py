@@ -1,0 +1,162 @@
+"""The timer service: one thread that fires every workflow timer, and delayed runtime callbacks.
+
+It keeps a heap of the timers due within a horizon, loaded from the store by index, and fires each
+one by telling its workflow's actor. The actor consumes the timer row in the step it causes, so a
+timer fires exactly once even if the process dies in between (it is loaded again at recovery).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from persistence import TimerRow
+
+from ._clock import Clock
+from ._work import WorkCounter
+
+log = structlog.get_logger(__name__)
+
+
+class TimerService:
+    """Fires due timers (workflow clock) and scheduled callbacks (procedure retries)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        load_due: Callable[[float, int], list[TimerRow]],
+        fire: Callable[[TimerRow], None],
+        work: WorkCounter,
+        horizon: float = 300.0,
+    ) -> None:
+        self._clock = clock
+        self._load_due = load_due
+        self._fire = fire
+        self._work = work
+        self._horizon = horizon
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, str, Any]] = []
+        self._seq = itertools.count()
+        self._known: set[int] = set()
+        self._fired: set[int] = set()
+        self._cancelled: set[int] = set()
+        self._loaded_until = float("-inf")
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="actorflow-timers", daemon=True)
+        clock.on_change(self._wake)
+
+    def start(self) -> None:
+        self._refill()
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def arm(self, rows: list[TimerRow]) -> None:
+        """Timers just committed; those due within the loaded horizon join the heap."""
+        with self._cond:
+            for r in rows:
+                if r.due_at <= self._loaded_until and r.id not in self._known:
+                    self._push_timer(r)
+            self._cond.notify_all()
+
+    def cancel(self, ids: list[int]) -> None:
+        """Timers deleted by a step (select losers); skipped when they come up."""
+        with self._cond:
+            for i in ids:
+                if i in self._known:
+                    self._cancelled.add(i)
+
+    def call_at(self, due: float, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the timer thread once the workflow clock reaches ``due``."""
+        with self._cond:
+            heapq.heappush(self._heap, (due, next(self._seq), "call", callback))
+            self._cond.notify_all()
+
+    def has_due(self) -> bool:
+        """True if something is due now and not yet fired (``idle()`` is false then)."""
+        now = self._clock.now()
+        with self._cond:
+            self._drop_cancelled_top()
+            return bool(self._heap) and self._heap[0][0] <= now
+
+    def _push_timer(self, r: TimerRow) -> None:
+        self._known.add(r.id)
+        heapq.heappush(self._heap, (r.due_at, next(self._seq), "timer", r))
+
+    def _drop_cancelled_top(self) -> None:
+        while self._heap and self._heap[0][2] == "timer" and self._heap[0][3].id in self._cancelled:
+            _, _, _, r = heapq.heappop(self._heap)
+            self._cancelled.discard(r.id)
+            self._known.discard(r.id)
+
+    def _refill(self) -> None:
+        now = self._clock.now()
+        until = now + self._horizon
+        rows = self._load_due(until, 1_000_000)
+        with self._cond:
+            in_db = {r.id for r in rows}
+            self._fired &= in_db
+            for r in rows:
+                if r.id not in self._known and r.id not in self._fired:
+                    self._push_timer(r)
+            self._loaded_until = until
+
+    def _run(self) -> None:
+        while True:
+            due_items: list[tuple[str, Any]] = []
+            with self._cond:
+                if self._stopping:
+                    return
+                self._drop_cancelled_top()
+                now = self._clock.now()
+                while self._heap and self._heap[0][0] <= now:
+                    _, _, kind, item = heapq.heappop(self._heap)
+                    if kind == "timer":
+                        self._known.discard(item.id)
+                        if item.id in self._cancelled:
+                            self._cancelled.discard(item.id)
+                            continue
+                        self._fired.add(item.id)
+                    # Count the work before it leaves the heap, so idle() never sees a gap.
+                    self._work.inc()
+                    due_items.append((kind, item))
+                if not due_items:
+                    refill_at = self._loaded_until - self._horizon / 2
+                    next_due = self._heap[0][0] if self._heap else float("inf")
+                    wake_at = min(next_due, refill_at)
+                    if wake_at <= now:
+                        pass
+                    else:
+                        timeout = self._clock.wait_timeout(wake_at)
+                        self._cond.wait(timeout if timeout is None else min(timeout, 1.0))
+                        if self._clock.now() < refill_at:
+                            continue
+            if not due_items:
+                try:
+                    self._refill()
+                except Exception as e:  # a store hiccup must not kill the timer thread
+                    log.error("timer_refill_failed", error=repr(e))
+                continue
+            for kind, item in due_items:
+                try:
+                    if kind == "timer":
+                        self._fire(item)
+                    else:
+                        item()
+                except Exception as e:
+                    log.error("timer_callback_failed", error=repr(e))
+                finally:
+                    self._work.dec()

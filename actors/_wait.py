@@ -1,0 +1,165 @@
+"""What a suspended workflow waits for, and how arriving events resolve it.
+
+A ``Wait`` is built from the command a step suspended on. Its arms are the timers, signals,
+procedures and children it waits for; ``select`` resolves on the first arm, ``gather`` on all of them
+(or the first failure), a single command on its one arm. The wait is stored next to the
+continuation, so it survives a restart.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from workflows import Event
+from workflows._commands import Command, Gather, Procedure, Select, Signal, Spawn, Timer
+
+
+@dataclass
+class Arm:
+    """One thing a wait waits for."""
+
+    index: int
+    kind: str  # "timer" | "signal" | "procedure" | "child"
+    name: str  # the Event name of this arm
+    target: str  # timer name | signal name | procedure function key | child workflow type
+    due_at: float | None = None  # timers
+    timer_id: int | None = None  # timers, known once the step committed
+    proc_key: str | None = None  # procedures: idempotency key
+    child_id: str | None = None  # children
+    detached: bool = False
+    done: bool = False
+
+
+@dataclass
+class Wait:
+    """The arms a workflow waits on now, and (for gather) the results so far."""
+
+    mode: str  # "one" | "select" | "gather"
+    arms: list[Arm]
+    results: dict[int, Any] = field(default_factory=dict)
+    location: str | None = None
+
+    def pending(self) -> list[Arm]:
+        return [a for a in self.arms if not a.done]
+
+    def signal_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.target for a in self.pending() if a.kind == "signal"))
+
+    def arm_for_signal(self, name: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == "signal" and a.target == name:
+                return a
+        return None
+
+    def arm_for_timer(self, timer_id: int) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == "timer" and a.timer_id == timer_id:
+                return a
+        return None
+
+    def arm_for_timer_name(self, name: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == "timer" and a.name == name:
+                return a
+        return None
+
+    def arm_for_procedure(self, key: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == "procedure" and a.proc_key == key:
+                return a
+        return None
+
+    def arm_for_child(self, child_id: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == "child" and a.child_id == child_id:
+                return a
+        return None
+
+    def describe(self) -> str:
+        """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
+        items: list[dict[str, Any]] = []
+        for a in self.pending():
+            d: dict[str, Any] = {"kind": a.kind, "name": a.name}
+            if a.kind == "timer":
+                d["due_at"] = a.due_at
+            elif a.kind == "procedure":
+                d["function"] = a.target
+                d["key"] = a.proc_key
+            elif a.kind == "child":
+                d["workflow_id"] = a.child_id
+                d["type"] = a.target
+            items.append(d)
+        return json.dumps({"mode": self.mode, "at": self.location, "arms": items})
+
+
+@dataclass(frozen=True)
+class ArmRequest:
+    """A side effect a new wait needs committed with its step."""
+
+    arm: Arm
+    command: Command
+
+
+def build_wait(command: Command, *, workflow_id: str, step_seq: int, now: float) -> Wait:
+    """The wait for ``command``, with deterministic procedure keys and child ids.
+
+    Keys derive from the workflow id and the step number, which commits exactly once, so a
+    procedure keeps its idempotency key and a child its id across crashes and retries.
+    """
+    if isinstance(command, Select):
+        mode, cmds = "select", list(command.commands)
+    elif isinstance(command, Gather):
+        mode, cmds = "gather", list(command.commands)
+    else:
+        mode, cmds = "one", [command]
+    arms = []
+    for i, c in enumerate(cmds):
+        if isinstance(c, Timer):
+            arm = Arm(i, "timer", c.arm_name, c.name, due_at=c.due(now))
+        elif isinstance(c, Signal):
+            arm = Arm(i, "signal", c.arm_name, c.name)
+        elif isinstance(c, Procedure):
+            arm = Arm(i, "procedure", c.arm_name, c.function, proc_key=f"{workflow_id}#{step_seq}.{i}")
+        elif isinstance(c, Spawn):
+            child_id = c.id or f"{workflow_id}/{c.arm_name}-{step_seq}.{i}"
+            arm = Arm(i, "child", c.arm_name, c.workflow, child_id=child_id, detached=c.detached)
+        else:  # pragma: no cover - the compiler only suspends on commands
+            raise TypeError(f"cannot wait on {c!r}")
+        arms.append(arm)
+    return Wait(mode, arms)
+
+
+@dataclass
+class Resolution:
+    """What resolving an arm means for the workflow."""
+
+    resume: bool  # run workflow code now
+    value: Any = None
+    error: BaseException | None = None
+    losers: list[Arm] = field(default_factory=list)
+
+
+def resolve(wait: Wait, arm: Arm, *, ok: bool, value: Any = None, error: BaseException | None = None) -> Resolution:
+    """Mark ``arm`` done with its outcome and say whether the workflow resumes, and with what."""
+    arm.done = True
+    if wait.mode == "one":
+        return Resolution(True, value, None if ok else error)
+    if wait.mode == "select":
+        losers = [a for a in wait.arms if not a.done]
+        for a in losers:
+            a.done = True
+        if ok:
+            return Resolution(True, Event(arm.name, value, arm.kind), None, losers)
+        return Resolution(True, None, error, losers)
+    # gather
+    if not ok:
+        losers = [a for a in wait.arms if not a.done]
+        for a in losers:
+            a.done = True
+        return Resolution(True, None, error, losers)
+    wait.results[arm.index] = value
+    if all(a.done for a in wait.arms):
+        return Resolution(True, [wait.results[a.index] for a in wait.arms])
+    return Resolution(False)

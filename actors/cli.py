@@ -1,0 +1,281 @@
+"""``wf``: inspect and drive the workflows in a database file, from the command line.
+
+Reads go straight to the file. Actions (signal, cancel, fire-timer) are appended as requests that the
+process owning the file carries out within a second, or at its next start if none is running.
+Payloads from the command line are JSON, never pickle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from persistence import FINISHED, PersistenceError, Store, loads, open_store
+
+from ._system import _waiting_text, info_from_record
+
+
+class CliError(Exception):
+    """A user error: printed without a traceback, exit status 1."""
+
+
+def _ts(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _open(db: str) -> Store:
+    if db != ":memory:" and not Path(db).exists():
+        raise CliError(f"database {db!r} does not exist (give --db PATH; the default is workflows.db)")
+    try:
+        return open_store(db, owner=False)
+    except PersistenceError as e:
+        raise CliError(str(e)) from e
+
+
+def _safe_loads(blob: bytes | None) -> Any:
+    if blob is None:
+        return None
+    try:
+        return loads(blob)
+    except Exception as e:
+        return f"<cannot load: {e}>"
+
+
+def _jsonable(v: Any) -> Any:
+    try:
+        json.dumps(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def _record_or_fail(store: Store, wid: str, db: str) -> Any:
+    rec = store.load_workflow(wid)
+    if rec is None:
+        raise CliError(f"no workflow with id {wid!r} in {db}; list them with `wf list --db {db}`")
+    return rec
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = _open(args.db)
+    try:
+        recs = store.list_workflows(status=args.status, type=args.type, limit=args.limit)
+        if args.json:
+            out = [
+                {
+                    "id": r.id,
+                    "type": r.type,
+                    "status": r.status,
+                    "parent_id": r.parent_id,
+                    "waiting_on": json.loads(r.waiting_on) if r.waiting_on and r.status == "running" else None,
+                    "created_at": r.created_at,
+                    "updated_at": r.updated_at,
+                }
+                for r in recs
+            ]
+            print(json.dumps(out, indent=2))
+            return 0
+        if not recs:
+            print(f"no workflows in {args.db}")
+            return 0
+        w_id = max(len("ID"), *(len(r.id) for r in recs))
+        w_ty = max(len("TYPE"), *(len(r.type.rpartition(":")[2]) for r in recs))
+        print(f"{'ID':<{w_id}}  {'TYPE':<{w_ty}}  {'STATUS':<9}  {'UPDATED':<19}  WAITING ON")
+        for r in recs:
+            waiting = _waiting_text(r.waiting_on) if r.status == "running" else ""
+            print(f"{r.id:<{w_id}}  {r.type.rpartition(':')[2]:<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
+        return 0
+    finally:
+        store.close()
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _open(args.db)
+    try:
+        rec = _record_or_fail(store, args.id, args.db)
+        info = info_from_record(rec)
+        timers = store.timers(rec.id)
+        inbox = store.inbox(rec.id)
+        procs = store.procedures(rec.id)
+        children = store.list_workflows(parent_id=rec.id)
+        history = store.history(rec.id, limit=args.history)
+        data = {
+            "id": rec.id,
+            "type": rec.type,
+            "status": rec.status,
+            "parent_id": rec.parent_id,
+            "test_mode": rec.test_mode,
+            "created_at": rec.created_at,
+            "updated_at": rec.updated_at,
+            "steps": rec.step_seq,
+            "waiting_on": json.loads(rec.waiting_on) if rec.waiting_on and rec.status == "running" else None,
+            "timers": [{"id": t.id, "name": t.name, "due_at": t.due_at} for t in timers],
+            "buffered": [
+                {"seq": m.seq, "kind": m.kind, "name": m.name, "payload": _jsonable(_safe_loads(m.payload)), "at": m.created_at}
+                for m in inbox
+            ],
+            "procedures": [
+                {"key": p.key, "function": p.function, "status": p.status, "attempts": p.attempts} for p in procs
+            ],
+            "children": [{"id": c.id, "type": c.type, "status": c.status} for c in children],
+            "result": _jsonable(info.result),
+            "error": info.error,
+            "history": [{"seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")} for h in history],
+        }
+        if args.json:
+            print(json.dumps(data, indent=2))
+            return 0
+        print(f"workflow  {rec.id}")
+        print(f"type      {rec.type}")
+        print(f"status    {rec.status}" + ("  (test mode)" if rec.test_mode else ""))
+        if rec.parent_id:
+            print(f"parent    {rec.parent_id}")
+        print(f"created   {_ts(rec.created_at)}   updated {_ts(rec.updated_at)}   steps {rec.step_seq}")
+        if rec.status == "running":
+            print(f"waiting   {info.waiting_on or '-'}")
+        if timers:
+            print("timers")
+            for t in timers:
+                print(f"  {t.name:<20} due {_ts(t.due_at)}")
+        if inbox:
+            print("buffered")
+            for m in inbox:
+                print(f"  #{m.seq} {m.kind} {m.name} {_safe_loads(m.payload)!r}")
+        if procs:
+            print("procedures")
+            for p in procs:
+                print(f"  {p.function} [{p.status}, {p.attempts} attempt(s)] key {p.key}")
+        if children:
+            print("children")
+            for c in children:
+                print(f"  {c.id} ({c.type.rpartition(':')[2]}) {c.status}")
+        if rec.status == "completed":
+            print(f"result    {info.result!r}")
+        if info.error:
+            print(f"error     {info.error.get('type')}: {info.error.get('message')}")
+        if history:
+            print("history")
+            for h in history:
+                print(f"  {_ts(h.at)}  {h.event:<14} {h.detail}")
+        return 0
+    finally:
+        store.close()
+
+
+def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | None) -> int:
+    store = _open(args.db)
+    try:
+        rec = _record_or_fail(store, args.id, args.db)
+        if rec.status in FINISHED:
+            raise CliError(f"workflow {rec.id!r} has already finished ({rec.status}); nothing to {kind.replace('_', ' ')}")
+        if kind == "fire_timer":
+            armed = [t.name for t in store.timers(rec.id)]
+            if name not in armed:
+                listing = ", ".join(repr(a) for a in armed) or "none"
+                raise CliError(f"workflow {rec.id!r} has no armed timer named {name!r}; armed timers: {listing}")
+        seq = store.post_external(kind, rec.id, name, payload, at=time.time())
+        print(f"queued {kind.replace('_', ' ')} #{seq} for {rec.id}: the running system picks it up within a second (or at its next start)")
+        return 0
+    finally:
+        store.close()
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    try:
+        value = json.loads(args.payload) if args.payload is not None else None
+    except json.JSONDecodeError as e:
+        raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '{{\"amount\": 100}}'") from e
+    return _post(args, "signal", args.name, json.dumps(value))
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    return _post(args, "cancel", None, json.dumps(args.reason))
+
+
+def cmd_fire_timer(args: argparse.Namespace) -> int:
+    return _post(args, "fire_timer", args.name, None)
+
+
+def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "examples" / "demo.py").exists():
+        raise CliError(
+            f"wf demo runs the examples of a source checkout, and none was found next to {root}; "
+            "clone the repository and install it with `pip install -e .`"
+        )
+    sys.path.insert(0, str(root))
+    from examples.demo import main as demo_main  # type: ignore[import-not-found]
+
+    argv = ["--db", args.db, *rest]
+    return int(demo_main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help: str, default_db: str = "workflows.db") -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help)
+        sp.add_argument("--db", default=os.environ.get("WF_DB", default_db), help=f"database file (default {default_db})")
+        return sp
+
+    sp = add("list", "list workflows")
+    sp.add_argument("--status", choices=["running", "completed", "failed", "cancelled"])
+    sp.add_argument("--type", help="module:qualname of a workflow type")
+    sp.add_argument("--limit", type=int, default=None)
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_list)
+
+    sp = add("show", "show one workflow: state, what it waits for, timers, buffered signals, history")
+    sp.add_argument("id")
+    sp.add_argument("--history", type=int, default=20, help="how many history events (default 20)")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_show)
+
+    sp = add("signal", "send a signal with a JSON payload")
+    sp.add_argument("id")
+    sp.add_argument("name")
+    sp.add_argument("payload", nargs="?", default=None, help="JSON payload (default null)")
+    sp.set_defaults(func=cmd_signal)
+
+    sp = add("cancel", "cancel a workflow (its finally blocks run)")
+    sp.add_argument("id")
+    sp.add_argument("--reason", default=None)
+    sp.set_defaults(func=cmd_cancel)
+
+    sp = add("fire-timer", "fire an armed timer now")
+    sp.add_argument("id")
+    sp.add_argument("name")
+    sp.set_defaults(func=cmd_fire_timer)
+
+    sp = add("demo", "run the game-world demo (Ctrl-C or kill -9 it, run it again: it recovers)", "demo.db")
+    sp.set_defaults(func=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if args.command == "demo":
+            return cmd_demo(args, rest)
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return int(args.func(args))
+    except CliError as e:
+        print(f"wf: error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

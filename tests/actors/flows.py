@@ -1,0 +1,218 @@
+"""Workflows, procedures and reducers the runtime tests use (module level, so keys resolve)."""
+
+from __future__ import annotations
+
+import threading
+
+from workflows import (
+    Cancelled,
+    ChildFailed,
+    Event,
+    ProcedureFailed,
+    RetryPolicy,
+    gather,
+    idempotency_key,
+    now,
+    procedure,
+    reducer,
+    select,
+    send,
+    signal,
+    spawn,
+    subscribe,
+    timer,
+    workflow,
+    workflow_id,
+)
+
+CALLS: list[tuple[str, object]] = []
+CALLS_LOCK = threading.Lock()
+
+
+def record(what: str, value: object) -> None:
+    with CALLS_LOCK:
+        CALLS.append((what, value))
+
+
+@reducer
+def log_event(db, wf: str, text: str) -> None:
+    db["app_events"].insert({"wf": wf, "text": text}, alter=True)
+
+
+@reducer
+def bad_reducer(db) -> None:
+    raise RuntimeError("reducer exploded")
+
+
+@procedure
+def double(x: int) -> int:
+    record("double", (x, idempotency_key()))
+    return 2 * x
+
+
+FLAKY_FAILS: dict[str, int] = {}
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=3, initial_interval=10.0))
+def flaky(tag: str, fail_times: int) -> str:
+    n = FLAKY_FAILS.get(tag, 0)
+    FLAKY_FAILS[tag] = n + 1
+    if n < fail_times:
+        raise ConnectionError(f"flaky {tag} attempt {n + 1}")
+    return f"ok after {n + 1}"
+
+
+@workflow
+async def sleeper(seconds: float) -> float:
+    start = now()
+    await timer("wake", seconds)
+    return now() - start
+
+
+@workflow
+async def collect(n: int) -> list:
+    got = []
+    while len(got) < n:
+        got.append(await signal("item"))
+    return got
+
+
+@workflow
+async def adder(x: int) -> int:
+    a = await procedure(double, x)
+    b = await procedure(double, a)
+    reducer(log_event, workflow_id(), f"{a},{b}")
+    return b
+
+
+@workflow
+async def uses_flaky(tag: str, fail_times: int) -> str:
+    try:
+        return await procedure(flaky, tag, fail_times)
+    except ProcedureFailed as e:
+        return f"gave up: {e.error_type} after {e.attempts}"
+
+
+@workflow
+async def auction(start_price: int) -> dict:
+    price, bidder = start_price, None
+    while True:
+        match await select(timer("end", 60), signal("bid"), signal("cancel")):
+            case Event("end"):
+                return {"winner": bidder, "price": price}
+            case Event("bid", bid):
+                if bid["amount"] > price:
+                    bidder, price = bid["bidder"], bid["amount"]
+            case Event("cancel") if bidder is None:
+                return {"cancelled": True}
+
+
+@workflow
+async def child(value: int, delay: float) -> int:
+    await timer("done", delay)
+    if value < 0:
+        raise ValueError(f"negative {value}")
+    return value * 10
+
+
+@workflow
+async def parent(values: list) -> int:
+    total = 0
+    for v in values:
+        try:
+            total += await spawn(child, v, 1)
+        except ChildFailed as e:
+            reducer(log_event, workflow_id(), f"child failed: {e.error_message}")
+    return total
+
+
+@workflow
+async def fan_out(values: list) -> list:
+    return await gather(*[spawn(child, v, 5) for v in values])
+
+
+@workflow
+async def guarded(tag: str) -> str:
+    reducer(log_event, workflow_id(), "locked")
+    try:
+        await signal("never")
+        return "impossible"
+    finally:
+        reducer(log_event, workflow_id(), "unlocked")
+        await timer("cleanup", 1)
+        reducer(log_event, workflow_id(), "cleaned")
+
+
+@workflow
+async def parent_of_sleeper() -> float:
+    return await spawn(sleeper, 1000, id="the-child")
+
+
+@workflow
+async def catches_cancel() -> str:
+    try:
+        await signal("never")
+    except Cancelled as c:
+        return f"caught {c.reason}"
+    return "no"
+
+
+@workflow
+async def faulty() -> None:
+    await timer("t", 1)
+    reducer(bad_reducer)
+
+
+@workflow
+async def parent_of_faulty() -> str:
+    try:
+        await spawn(faulty)
+    except ChildFailed as e:
+        return "child failed: " + (e.error_message or "")
+    return "no"
+
+
+@workflow
+async def quester(kind: str) -> list:
+    subscribe("killed", kind)
+    got = []
+    while len(got) < 2:
+        got.append(await signal("killed"))
+    return got
+
+
+@workflow
+async def pinger(target: str) -> str:
+    send(target, "item", "ping")
+    return "sent"
+
+
+@workflow
+async def waits_once() -> object:
+    return await signal("go")
+
+
+@workflow
+async def boom() -> None:
+    await timer("t", 1)
+    raise KeyError("lost item")
+
+
+@workflow
+async def select_proc_vs_timer(x: int) -> str:
+    ev = await select(procedure(double, x), timer("slow", 100))
+    return f"{ev.kind}:{ev.name}:{ev.value}"
+
+
+GATE = threading.Event()
+
+
+@procedure
+def blocker() -> str:
+    GATE.wait(30)
+    return "released"
+
+
+@workflow
+async def waits_on_blocker() -> str:
+    return await procedure(blocker)

@@ -1,0 +1,327 @@
+"""The ActorSystem end to end, in one process, on a real SQLite file and a virtual clock."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import (
+    ActorSystem,
+    Status,
+    TimerNotArmed,
+    UnknownWorkflow,
+    WorkflowNotRunning,
+    WorkflowRef,
+)
+from actors.testing import VirtualClock
+from workflows import Cancelled, WorkflowFailed
+
+from . import flows
+
+T = 30  # every wait in these tests is bounded
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return str(tmp_path / "wf.db")
+
+
+@pytest.fixture
+def system(db, clock):
+    s = ActorSystem(db, clock=clock)
+    yield s
+    s.shutdown()
+
+
+def app_events(db: str, wf: str | None = None) -> list[str]:
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT wf, text FROM app_events ORDER BY rowid").fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
+    return [t for w, t in rows if wf is None or w == wf]
+
+
+def test_timer_fires_on_virtual_clock(system, clock):
+    """A durable timer fires when the virtual clock passes its due time, not before."""
+    ref = system.start(flows.sleeper, 3600)
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING
+    clock.advance(3599)
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING
+    clock.advance(1)
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == 3600
+
+
+def test_signals_are_buffered_and_consumed_in_order(system):
+    """Signals sent before they are awaited stay buffered and are consumed once, in order."""
+    ref = system.start(flows.collect, 3)
+    for i in range(3):
+        ref.signal("item", i)
+    assert ref.result(timeout=T) == [0, 1, 2]
+
+
+def test_procedures_return_values_and_reducers_commit(system, db):
+    """Procedure results resume the workflow; reducers run in the step's transaction."""
+    ref = system.start(flows.adder, 5, id="adder-1")
+    assert ref.result(timeout=T) == 20
+    assert app_events(db, "adder-1") == ["10,20"]
+    keys = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith("adder-1#")]
+    assert len(keys) == 2 and len(set(keys)) == 2
+
+
+def test_procedure_retries_with_backoff_then_succeeds(system, clock):
+    """A failing procedure is retried after its backoff on the workflow clock."""
+    ref = system.start(flows.uses_flaky, "t1", 2)
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING  # first attempt failed, retry due in 10 s
+    clock.advance(10)
+    system.idle(timeout=T)
+    clock.advance(20)
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == "ok after 3"
+
+
+def test_procedure_failure_after_last_attempt_is_catchable(system, clock):
+    """After its last attempt a procedure raises ProcedureFailed, which the workflow can catch."""
+    ref = system.start(flows.uses_flaky, "t2", 5)
+    for _ in range(3):
+        system.idle(timeout=T)
+        clock.advance(100)
+    assert ref.result(timeout=T) == "gave up: builtins.ConnectionError after 3" or ref.result(timeout=T) == "gave up: ConnectionError after 3"
+
+
+def test_auction_in_test_mode(system):
+    """The seed's auction test: alice 100, bob 150, the end timer fires, bob wins at 150."""
+    ref = system.start(flows.auction, 50, test_mode=True)
+    ref.debug_send_signal("bid", {"bidder": "alice", "amount": 100})
+    ref.debug_send_signal("bid", {"bidder": "bob", "amount": 150})
+    ref.debug_fire_timer("end")
+    assert ref.result(timeout=T) == {"winner": "bob", "price": 150}
+
+
+def test_test_mode_timers_never_fire_by_themselves(system, clock):
+    """In test mode timers do not fire even when due; debug_fire_timer fires them."""
+    ref = system.start(flows.sleeper, 10, test_mode=True)
+    system.idle(timeout=T)
+    clock.advance(1000)
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING
+    ref.debug_fire_timer("wake")
+    assert ref.result(timeout=T) == 1000  # fired by hand, after the clock moved 1000 s
+
+
+def test_debug_fire_timer_unknown_name_lists_armed(system):
+    """Firing a timer that is not armed is an error listing the armed timers."""
+    ref = system.start(flows.auction, 1, test_mode=True)
+    system.idle(timeout=T)
+    with pytest.raises(TimerNotArmed, match=r"no armed timer named 'nope'; armed timers: 'end'"):
+        ref.debug_fire_timer("nope")
+
+
+def test_select_disarms_losing_timer(system, db):
+    """When a select is won by a signal, its timer is cancelled (deleted), not left to fire."""
+    ref = system.start(flows.auction, 10)
+    system.idle(timeout=T)
+    ref.signal("cancel")
+    assert ref.result(timeout=T) == {"cancelled": True}
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM timers").fetchone()[0] == 0
+    con.close()
+
+
+def test_select_procedure_beats_timer(system):
+    """A procedure arm of a select wins over a later timer and names itself in the Event."""
+    ref = system.start(flows.select_proc_vs_timer, 21)
+    assert ref.result(timeout=T) == "procedure:double:42"
+
+
+def test_children_results_and_failures(system, clock, db):
+    """A child's result reaches its parent once; a failing child raises ChildFailed there."""
+    ref = system.start(flows.parent, [1, -2, 3], id="p1")
+    for _ in range(3):
+        system.idle(timeout=T)
+        clock.advance(1)
+    assert ref.result(timeout=T) == 40
+    assert app_events(db, "p1") == ["child failed: negative -2"]
+    kids = [w for w in system.workflows() if w.parent_id == "p1"]
+    assert sorted(w.status.value for w in kids) == ["completed", "completed", "failed"]
+
+
+def test_gather_children(system, clock):
+    """gather() of spawns returns every child's result, in order."""
+    ref = system.start(flows.fan_out, [3, 1, 2])
+    system.idle(timeout=T)
+    clock.advance(5)
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == [30, 10, 20]
+
+
+def test_cancel_runs_finally_which_may_await(system, clock, db):
+    """cancel() raises Cancelled at the await; the finally block runs its reducers and awaits."""
+    ref = system.start(flows.guarded, "x", id="g1")
+    system.idle(timeout=T)
+    ref.cancel("player left")
+    system.idle(timeout=T)
+    assert app_events(db, "g1") == ["locked", "unlocked"]
+    clock.advance(1)
+    system.idle(timeout=T)
+    with pytest.raises(Cancelled):
+        ref.result(timeout=T)
+    assert ref.status() is Status.CANCELLED
+    assert app_events(db, "g1") == ["locked", "unlocked", "cleaned"]
+
+
+def test_cancel_can_be_caught(system):
+    """except Cancelled catches cancellation like any exception."""
+    ref = system.start(flows.catches_cancel)
+    system.idle(timeout=T)
+    ref.cancel("because")
+    assert ref.result(timeout=T) == "caught because"
+
+
+def test_cancel_reaches_children(system):
+    """Cancelling a parent cancels the child it waits on."""
+    ref = system.start(flows.parent_of_sleeper)
+    system.idle(timeout=T)
+    ref.cancel("stop")
+    system.idle(timeout=T)
+    assert system.get("the-child").status() is Status.CANCELLED
+    assert ref.status() is Status.CANCELLED
+
+
+def test_failure_is_reported_with_original_error(system, clock):
+    """A workflow that raises ends FAILED; result() raises WorkflowFailed with type and traceback."""
+    ref = system.start(flows.boom)
+    system.idle(timeout=T)
+    clock.advance(1)
+    with pytest.raises(WorkflowFailed) as ei:
+        ref.result(timeout=T)
+    assert ei.value.error_type == "KeyError"
+    assert "lost item" in ei.value.error_message
+    assert "flows.py" in ei.value.traceback
+
+
+def test_runtime_fault_restarts_then_fails_and_escalates(system, clock):
+    """A reducer that raises restarts the actor with backoff; past the intensity the workflow
+    fails and its parent gets ChildFailed."""
+    ref = system.start(flows.parent_of_faulty)
+    system.idle(timeout=T)
+    with capture_logs() as logs:
+        clock.advance(1)
+        system.idle(timeout=T)
+    assert ref.result(timeout=T).startswith("child failed: runtime fault after 5 restarts")
+    restarts = [e for e in logs if e["event"] == "actor_restarted"]
+    assert len(restarts) == 5
+
+
+def test_broadcast_reaches_only_matching_subscribers(system):
+    """A broadcast reaches the workflows subscribed with an equal filter value only."""
+    wolves = system.start(flows.quester, "wolf")
+    bears = system.start(flows.quester, "bear")
+    system.idle(timeout=T)
+    assert system.broadcast("killed", "wolf", 1) == 1
+    assert system.broadcast("killed", "wolf", 2) == 1
+    assert wolves.result(timeout=T) == [1, 2]
+    assert bears.status() is Status.RUNNING
+
+
+def test_send_between_workflows(system):
+    """send() from one workflow reaches another's inbox when the step commits."""
+    target = system.start(flows.collect, 1, id="target")
+    system.start(flows.pinger, "target")
+    assert target.result(timeout=T) == ["ping"]
+
+
+def test_recovery_continues_where_it_was(db, clock):
+    """Closing the system and opening the file again continues every workflow: locals and
+    buffered signals intact, timers due during the downtime fire at recovery."""
+    with ActorSystem(db, clock=clock) as s1:
+        c = s1.start(flows.collect, 3, id="c")
+        c.signal("item", "a")
+        s1.idle(timeout=T)
+        s1.start(flows.sleeper, 50, id="s")
+        s1.idle(timeout=T)
+    clock.advance(100)  # the sleeper's timer falls due while nothing runs
+    with ActorSystem(db, clock=clock) as s2:
+        assert s2.recovered["running"] == 2
+        c = s2.get("c")
+        c.signal("item", "b")
+        c.signal("item", "c")
+        assert c.result(timeout=T) == ["a", "b", "c"]
+        s2.idle(timeout=T)
+        assert s2.get("s").result(timeout=T) == 100
+
+
+def test_start_existing_id_returns_ref(system):
+    """Starting an id that exists returns a ref to it and starts nothing new."""
+    a = system.start(flows.waits_once, id="same")
+    b = system.start(flows.waits_once, id="same")
+    assert a == b
+    assert len(system.workflows()) == 1
+
+
+def test_unknown_and_finished_workflows_are_clear_errors(system):
+    """get() of an unknown id raises UnknownWorkflow; signalling a finished one is an error."""
+    with pytest.raises(UnknownWorkflow, match="nope"):
+        system.get("nope")
+    ref = system.start(flows.waits_once)
+    ref.signal("go", 1)
+    assert ref.result(timeout=T) == 1
+    with pytest.raises(WorkflowNotRunning, match="already finished"):
+        ref.signal("go", 2)
+
+
+def test_refs_are_made_by_the_runtime(system):
+    """Users cannot construct a WorkflowRef; the error says how to get one."""
+    with pytest.raises(TypeError, match="system.start"):
+        WorkflowRef(system, "x")
+
+
+def test_idle_times_out_while_work_remains(system):
+    """idle(timeout) raises TimeoutError while a procedure is still running, and returns after."""
+    flows.GATE.clear()
+    ref = system.start(flows.waits_on_blocker)
+    with pytest.raises(TimeoutError, match="in flight"):
+        system.idle(timeout=0.3)
+    flows.GATE.set()
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == "released"
+
+
+def test_live_actors_stay_under_max_live(db, clock):
+    """With max_live=5, 60 workflows all complete and no more than 5 actors are ever live."""
+    seen = []
+    with ActorSystem(db, clock=clock, max_live=5) as s:
+        refs = [s.start(flows.waits_once, id=f"w{i}") for i in range(60)]
+        s.idle(timeout=T)
+        seen.append(s.live_actors())
+        for i, r in enumerate(refs):
+            r.signal("go", i)
+            seen.append(s.live_actors())
+        s.idle(timeout=T)
+        assert [r.result(timeout=T) for r in refs] == list(range(60))
+    assert max(seen) <= 5
+
+
+def test_lifecycle_is_logged(system):
+    """Each lifecycle transition is one structlog event bound to the workflow id."""
+    with capture_logs() as logs:
+        ref = system.start(flows.waits_once, id="logged")
+        ref.signal("go", 0)
+        ref.result(timeout=T)
+        system.idle(timeout=T)
+    events = [(e["event"], e.get("workflow_id")) for e in logs]
+    assert ("workflow_started", "logged") in events
+    assert ("workflow_completed", "logged") in events

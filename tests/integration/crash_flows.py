@@ -1,0 +1,64 @@
+"""The mixed workload the runtime kill tests run: signals, timers, procedures, children, reducers."""
+
+from __future__ import annotations
+
+import os
+
+from workflows import (
+    idempotency_key,
+    procedure,
+    reducer,
+    signal,
+    spawn,
+    timer,
+    workflow,
+    workflow_id,
+)
+
+
+@reducer
+def record_round(db, wf: str, r: int, x: int) -> None:
+    db.execute("INSERT INTO rounds (wf, r, x) VALUES (?, ?, ?)", [wf, r, x])
+
+
+@reducer
+def record_kid(db, wf: str, i: int, r: int) -> None:
+    db.execute("INSERT INTO kids (wf, i, r) VALUES (?, ?, ?)", [wf, i, r])
+
+
+@procedure
+def side(i: int, r: int) -> int:
+    # At least once: every run leaves a line; the value is deterministic.
+    with open(os.environ["ACTORFLOW_SIDE_LOG"], "a") as f:
+        f.write(f"{i} {r} {idempotency_key()}\n")
+    return i * 1000 + r
+
+
+@workflow
+async def kid(i: int, r: int) -> int:
+    await timer("kid", 0.02)
+    reducer(record_kid, workflow_id(), i, r)
+    return i + r
+
+
+@workflow
+async def mixed(i: int, rounds: int) -> int:
+    total = 0
+    for r in range(rounds):
+        x = await signal("tick")
+        reducer(record_round, workflow_id(), r, x)
+        y = await procedure(side, i, r)
+        await timer("pause", 0.01 * (1 + (i + r) % 3))
+        if r % 3 == 0:
+            total += await spawn(kid, i, r)
+        total += x + y
+    return total
+
+
+def expected(i: int, rounds: int) -> int:
+    total = 0
+    for r in range(rounds):
+        if r % 3 == 0:
+            total += i + r
+        total += r + i * 1000 + r
+    return total
