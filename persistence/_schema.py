@@ -57,8 +57,13 @@ def _v1(db: sqlite_utils.Database) -> None:
                   "created_at", "updated_at"},
         defaults={"detached": 0, "test_mode": 0, "step_seq": 0, "restarts": 0},
     )
-    # Partial: only running workflows are indexed, and recovery asks for never-stepped ones.
-    db.execute("CREATE INDEX workflows_running ON workflows(step_seq) WHERE status = 'running'")
+    # Partial indexes, so that a step (which rewrites step_seq) touches neither: running
+    # workflows in creation order (listing, recovery), and the never-stepped ones (a start whose
+    # first step has not committed yet is work to do at recovery).
+    db.execute("CREATE INDEX workflows_running ON workflows(created_at) WHERE status = 'running'")
+    db.execute(
+        "CREATE INDEX workflows_fresh ON workflows(id) WHERE status = 'running' AND step_seq = 0"
+    )
     db["workflows"].create_index(["parent_id"], index_name="workflows_parent")
     db["workflows"].create_index(["type", "status"], index_name="workflows_type")
 

@@ -60,11 +60,11 @@ _PROCEDURE_COLUMNS = (
 )
 
 # Running workflows with something to do now. Every arm starts from a small set (never-stepped
-# workflows by the partial index, control messages by their partial index, buffered signals,
+# workflows by their partial index, control messages by their partial index, buffered signals,
 # finished procedures by their partial index) and reaches the workflows table by primary key;
 # CROSS JOIN pins that order so the planner never walks the (huge) set of idle workflows.
 _WITH_WORK = """
-SELECT id FROM workflows WHERE status = 'running' AND step_seq = 0
+SELECT id FROM workflows INDEXED BY workflows_fresh WHERE status = 'running' AND step_seq = 0
 UNION
 SELECT i.workflow_id FROM inbox AS i INDEXED BY inbox_control
   CROSS JOIN workflows AS w ON w.id = i.workflow_id
@@ -565,7 +565,9 @@ class SqliteStore(Store):
 
     def running_count(self) -> int:
         """Return how many workflows are running (by the partial index)."""
-        return self._rows("SELECT count(*) FROM workflows WHERE status = ?", (RUNNING,))[0][0]
+        return self._rows(
+            f"SELECT count(*) FROM workflows INDEXED BY workflows_running WHERE status = '{RUNNING}'"
+        )[0][0]
 
 
 def open_store(

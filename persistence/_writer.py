@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 # Upper bound on writes per transaction, so one commit's latency stays bounded under load.
 MAX_BATCH = 512
+# Workflows whose wait set the writer remembers (dropped wholesale past this size).
+WAITS_CACHE = 100_000
 
 
 class _Stop:
@@ -62,6 +64,10 @@ class Writer:
         # What reducers receive: sqlite-utils on this very connection, inside the transaction.
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self.commits = 0
+        # The committed wait set of recently stepped workflows (this thread is the only writer,
+        # so it is exact): a step awaiting the same signals as before skips rewriting them.
+        self.waits: dict[str, tuple[str, ...]] = {}
+        self.staged_waits: dict[str, tuple[str, ...]] = {}
         self._gate = gate if gate is not None else contextlib.nullcontext()
         self._queue: queue.SimpleQueue[_Op | _Stop] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -141,43 +147,50 @@ class Writer:
     def _commit_batch(self, batch: list[_Op]) -> None:
         pending = [op for op in batch if op.future.set_running_or_notify_cancel()]
         conn = self.conn
+        # Optimistic first: no savepoints (two statements per write saved). If a write fails, the
+        # whole transaction is rolled back and the others run again, each in its own savepoint.
+        careful = False
         while pending:
             done: list[tuple[_Op, Any]] = []
             failed: list[tuple[_Op, BaseException]] = []
-            lost: int | None = None
+            redo: int | None = None
             early: int | None = None
+            batch_waits: dict[str, tuple[str, ...]] = {}
             try:
                 with self._gate:
                     conn.execute("BEGIN IMMEDIATE")
                     for i, op in enumerate(pending):
-                        conn.execute("SAVEPOINT op")
+                        self.staged_waits = {}
+                        if careful:
+                            conn.execute("SAVEPOINT op")
                         try:
                             value = op.fn(self)
                         except BaseException as exc:
-                            if not conn.in_transaction:
-                                # The error (disk full, I/O) ended the whole transaction: the
-                                # earlier writes of the batch are gone too, so run them again.
-                                lost = i
-                                op.future.set_exception(translate_error(exc, self.path))
-                                break
-                            conn.execute("ROLLBACK TO op")
+                            if careful and conn.in_transaction:
+                                conn.execute("ROLLBACK TO op")
+                                conn.execute("RELEASE op")
+                                failed.append((op, exc))
+                                continue
+                            # Optimistic pass, or an error (disk full, I/O) that ended the
+                            # transaction: undo everything and run the others again.
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                            op.future.set_exception(self._error(exc))
+                            redo = i
+                            break
+                        done.append((op, value))
+                        batch_waits.update(self.staged_waits)
+                        if not conn.in_transaction:
+                            # The write committed the transaction itself (a reducer called
+                            # commit() or sqlite3's executescript()): what ran so far is
+                            # durable; the rest of the batch goes in a new transaction.
+                            log.warning("actorflow writer: a write ended the transaction")
+                            early = i
+                            break
+                        if careful:
                             conn.execute("RELEASE op")
-                            failed.append((op, exc))
-                        else:
-                            done.append((op, value))
-                            if not conn.in_transaction:
-                                # The write committed the transaction itself (a reducer called
-                                # commit() or sqlite3's executescript()): what ran so far is
-                                # durable; the rest of the batch goes in a new transaction.
-                                log.warning("actorflow writer: a write ended the transaction")
-                                early = i
-                                break
-                            conn.execute("RELEASE op")
-                    if lost is None and early is None:
+                    if redo is None and early is None:
                         conn.execute("COMMIT")
-                        self.commits += 1
-                    elif early is not None:
-                        self.commits += 1
             except BaseException as exc:
                 # BEGIN, a savepoint statement or COMMIT failed: nothing of the batch is durable.
                 with contextlib.suppress(sqlite3.Error):
@@ -188,15 +201,24 @@ class Writer:
                     if not op.future.done():
                         op.future.set_exception(err)
                 return
-            if lost is not None:
-                pending = pending[:lost] + pending[lost + 1 :]
+            if redo is not None:
+                pending = pending[:redo] + pending[redo + 1 :]
+                careful = True
                 continue
+            self.commits += 1
+            self._remember_waits(batch_waits)
             for op, value in done:
                 op.future.set_result(value)
             for op, exc in failed:
-                op.future.set_exception(
-                    exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)
-                )
+                op.future.set_exception(self._error(exc))
             if early is None:
                 return
             pending = pending[early + 1 :]
+
+    def _error(self, exc: BaseException) -> BaseException:
+        return exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)
+
+    def _remember_waits(self, committed: dict[str, tuple[str, ...]]) -> None:
+        if len(self.waits) + len(committed) > WAITS_CACHE:
+            self.waits.clear()
+        self.waits.update(committed)

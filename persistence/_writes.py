@@ -168,31 +168,19 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
     """Write everything of one step; raise (and leave the rollback to the writer) on any failure."""
     conn = w.conn
     wid = step.workflow_id
-    row = conn.execute("SELECT status, step_seq FROM workflows WHERE id = ?", (wid,)).fetchone()
-    if row is None:
-        raise UnknownWorkflowId(wid, path=w.path)
-    status, stored_seq = row
-    if status != RUNNING:
-        raise WorkflowFinished(wid, status, path=w.path)
-    if step.step_seq != stored_seq + 1:
-        raise _stale(
-            w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}"
-        )
     if step.status not in STATUSES:
         raise PersistenceError(
             f"step {step.step_seq} of workflow {wid!r} has unknown status {step.status!r}; use one "
             f"of {', '.join(STATUSES)}.",
             path=w.path,
         )
-    _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
-    _consume(w, step, "timers", "id", step.consume_timers, "timer")
-    _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
-
     at = step.updated_at
-    conn.execute(
+    # The guard is the UPDATE's own WHERE clause; only when it matches nothing do we look why.
+    cur = conn.execute(
         "UPDATE workflows SET status = ?, continuation = coalesce(?, continuation), "
         "fingerprint = coalesce(?, fingerprint), waiting_on = ?, result = ?, error = ?, "
-        "step_seq = ?, updated_at = ?, restarts = coalesce(?, restarts) WHERE id = ?",
+        "step_seq = ?, updated_at = ?, restarts = coalesce(?, restarts) "
+        "WHERE id = ? AND step_seq = ? AND status = 'running'",
         (
             step.status,
             step.continuation,
@@ -204,8 +192,22 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             at,
             step.restarts,
             wid,
+            step.step_seq - 1,
         ),
     )
+    if cur.rowcount != 1:
+        row = conn.execute("SELECT status, step_seq FROM workflows WHERE id = ?", (wid,)).fetchone()
+        if row is None:
+            raise UnknownWorkflowId(wid, path=w.path)
+        status, stored_seq = row
+        if status != RUNNING:
+            raise WorkflowFinished(wid, status, path=w.path)
+        raise _stale(
+            w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}"
+        )
+    _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
+    _consume(w, step, "timers", "id", step.consume_timers, "timer")
+    _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
 
     for timer_id in step.cancel_timers:
         conn.execute("DELETE FROM timers WHERE id = ? AND workflow_id = ?", (timer_id, wid))
@@ -233,13 +235,16 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
                 path=w.path,
             ) from exc
 
-    # The waits table is the set of signal names awaited now: replaced whole at every step.
-    conn.execute("DELETE FROM waits WHERE workflow_id = ?", (wid,))
-    if step.wait_signals and step.status == RUNNING:
-        conn.executemany(
-            "INSERT OR IGNORE INTO waits (workflow_id, name) VALUES (?, ?)",
-            [(wid, name) for name in step.wait_signals],
-        )
+    # The waits table is the set of signal names awaited now, replaced when it changes.
+    waits = tuple(sorted(set(step.wait_signals))) if step.status == RUNNING else ()
+    if w.waits.get(wid) != waits:
+        conn.execute("DELETE FROM waits WHERE workflow_id = ?", (wid,))
+        if waits:
+            conn.executemany(
+                "INSERT INTO waits (workflow_id, name) VALUES (?, ?)",
+                [(wid, name) for name in waits],
+            )
+    w.staged_waits[wid] = waits
     for name, filter_key in step.subscribe:
         conn.execute(
             "INSERT OR IGNORE INTO subscriptions (name, filter_key, workflow_id) VALUES (?, ?, ?)",
