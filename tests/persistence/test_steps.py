@@ -299,3 +299,20 @@ def test_cancel_message_kind() -> None:
         s.append_inbox("a", SIGNAL, "x", b"", at=1)
         d = s.append_inbox("a", CANCEL, "", dumps(None), at=1)
         assert d.kind == CANCEL and len(s.inbox("a")) == 3
+
+
+def test_wait_set_after_rolled_back_step(store) -> None:
+    """A rolled-back step's wait set is not taken as written: the next step writes its own."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", wait_signals=("x",)))
+
+    def boom(db) -> None:
+        raise ValueError("no")
+
+    with pytest.raises(ReducerFailed):
+        store.commit_step(step(store, "a", wait_signals=("y",), reducers=[boom]))
+    assert store.read_table("SELECT name FROM waits") == [{"name": "x"}]
+    store.commit_step(step(store, "a", wait_signals=("y",)))
+    assert store.read_table("SELECT name FROM waits") == [{"name": "y"}]
+    store.commit_step(step(store, "a", wait_signals=("y",)))
+    assert store.read_table("SELECT name FROM waits") == [{"name": "y"}]
