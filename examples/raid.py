@@ -23,6 +23,7 @@ from .world import (
     apply_damage,
     calculate_damage,
     cast_fire_breath,
+    despawn_entity,
     end_raid,
     generate_loot,
     get_health_pct,
@@ -81,8 +82,10 @@ async def boss_add(add_id: str, raid_id: str, side: str, enrage_at: float) -> st
                 reducer(spawn_effect, add_id, "death")
                 return "killed"
             case Event("enrage"):
+                reducer(despawn_entity, add_id)  # it flies off with its master's victory
                 return "enraged"
             case Event("raid_wipe"):
+                reducer(despawn_entity, add_id)
                 return "wipe"
 
 
