@@ -28,7 +28,7 @@ REPS = 7
 async def ping(n):
     """Suspend ``n`` times, keeping a little state."""
     total = 0
-    for i in range(n):
+    for _ in range(n):
         total += await signal("tick")
     return total
 
@@ -101,7 +101,7 @@ def main() -> None:
         m = 2_000
         tn_small = median_time(lambda: drive_native(ping, m, sends=m - 1))
         tr = median_time(lambda: drive_compiled(ping, m, sends=m - 1, roundtrip=True))
-        print("per suspension (median of %d runs):" % REPS)
+        print(f"per suspension (median of {REPS} runs):")
         print(f"  native coroutine              {tn / n * 1e6:8.2f} us")
         print(f"  compiled, no checkpoint       {tc / n * 1e6:8.2f} us   ({tc / tn:.1f}x native)")
         print(
@@ -126,7 +126,8 @@ def main() -> None:
             step(cont, None)
             if i in (10, 100_000):
                 sizes[i] = len(checkpoint(cont))
-        grew = "does not grow" if sizes[100_000] <= sizes[10] else "GROWS"
+        # Larger integers take a few more bytes; anything beyond that would be real growth.
+        grew = "does not grow" if sizes[100_000] <= sizes[10] + 8 else "GROWS"
         print("continuation size of a looping workflow:")
         print(f"  after 10 iterations       {sizes[10]:6d} bytes")
         print(f"  after 100,000 iterations  {sizes[100_000]:6d} bytes   ({grew})")
