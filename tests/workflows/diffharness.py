@@ -83,9 +83,16 @@ def procedure_failed(cmd: Command, index: int, cause: BaseException | None = Non
     return probes.Boom(index, type(cmd).__name__)
 
 
+def command_name(cmd: Command) -> str:
+    """A short name for a command: its arm name, or its type for select/gather."""
+    if isinstance(cmd, (Select, Gather)):
+        return type(cmd).__name__
+    return cmd.arm_name
+
+
 def boom(cmd: Command, index: int) -> BaseException:
     """A custom error (with its own ``__reduce__``) for any command."""
-    return probes.Boom(index, getattr(cmd, "arm_name", type(cmd).__name__))
+    return probes.Boom(index, command_name(cmd))
 
 
 def oops(cmd: Command, index: int) -> BaseException:

@@ -1,0 +1,606 @@
+"""Random workflow programs for the differential fuzzer (design §5.2).
+
+Programs are trees of small frozen dataclasses that render to Python source, so hypothesis shrinks
+a failing program statement by statement and expression by expression into a small one. Every
+loop terminates: ``while`` loops count a fresh guard variable up to a small bound and ``for``
+loops iterate small finite iterables. ``break``/``continue`` appear only inside loops.
+
+Expressions are int-valued (bools included) so that most programs run to their end; runtime
+errors still happen (a raised ``ValueError``, a failing command) and are part of what is compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from workflows import Cancelled, ProcedureFailed, select
+
+from . import probes
+
+VARS = ("a", "b", "c", "x")
+TARGETS = ("a", "b", "c")
+
+
+def namespace() -> dict[str, Any]:
+    """The globals generated programs run in (native and compiled alike)."""
+    return {
+        "__name__": __name__,
+        "get": probes.get,
+        "fail": probes.fail,
+        "wait": probes.wait,
+        "select": select,
+        "log": probes.log,
+        "tick": probes.tick,
+        "Box": probes.Box,
+        "Point": probes.Point,
+        "Recorder": probes.Recorder,
+        "CustomErr": probes.CustomErr,
+        "ProcedureFailed": ProcedureFailed,
+        "Cancelled": Cancelled,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions
+
+
+class Expr:
+    """An int-valued expression."""
+
+    def render(self) -> str:
+        """The Python source of the expression."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    v: int
+
+    def render(self) -> str:
+        return str(self.v)
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    name: str
+
+    def render(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Tick(Expr):
+    n: int
+
+    def render(self) -> str:
+        return f"tick({self.n})"
+
+
+@dataclass(frozen=True)
+class CallG(Expr):
+    def render(self) -> str:
+        return "g()"
+
+
+@dataclass(frozen=True)
+class AwaitGet(Expr):
+    e: Expr
+
+    def render(self) -> str:
+        return f"(await get({self.e.render()}))"
+
+
+@dataclass(frozen=True)
+class AwaitFail(Expr):
+    e: Expr
+
+    def render(self) -> str:
+        return f"(await fail({self.e.render()}))"
+
+
+@dataclass(frozen=True)
+class AwaitSelect(Expr):
+    l: Expr  # noqa: E741
+    r: Expr
+
+    def render(self) -> str:
+        return f"(await select(get({self.l.render()}, name='p'), fail({self.r.render()}, name='q'))).value"
+
+
+@dataclass(frozen=True)
+class Bin(Expr):
+    op: str
+    l: Expr  # noqa: E741
+    r: Expr
+
+    def render(self) -> str:
+        return f"({self.l.render()} {self.op} {self.r.render()})"
+
+
+@dataclass(frozen=True)
+class Mod(Expr):
+    e: Expr
+    k: int
+
+    def render(self) -> str:
+        return f"({self.e.render()} % {self.k})"
+
+
+@dataclass(frozen=True)
+class BoolOp(Expr):
+    op: str
+    l: Expr  # noqa: E741
+    r: Expr
+
+    def render(self) -> str:
+        return f"({self.l.render()} {self.op} {self.r.render()})"
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    e: Expr
+
+    def render(self) -> str:
+        return f"(not {self.e.render()})"
+
+
+@dataclass(frozen=True)
+class IfExp(Expr):
+    t: Expr
+    a: Expr
+    b: Expr
+
+    def render(self) -> str:
+        return f"({self.a.render()} if {self.t.render()} else {self.b.render()})"
+
+
+@dataclass(frozen=True)
+class CallH(Expr):
+    e: Expr
+
+    def render(self) -> str:
+        return f"h({self.e.render()})"
+
+
+@dataclass(frozen=True)
+class Pick(Expr):
+    a: Expr
+    b: Expr
+    i: int
+
+    def render(self) -> str:
+        return f"[{self.a.render()}, {self.b.render()}][{self.i}]"
+
+
+@dataclass(frozen=True)
+class DictGet(Expr):
+    k: Expr
+    v: Expr
+    q: Expr
+
+    def render(self) -> str:
+        return f"{{{self.k.render()}: {self.v.render()}}}.get({self.q.render()}, 0)"
+
+
+@dataclass(frozen=True)
+class Chain(Expr):
+    a: Expr
+    b: Expr
+    c: Expr
+
+    def render(self) -> str:
+        return f"({self.a.render()} < {self.b.render()} < {self.c.render()})"
+
+
+@dataclass(frozen=True)
+class CompAwait(Expr):
+    k: int
+    e: Expr
+
+    def render(self) -> str:
+        return f"sum([(await get(i)) for i in range({self.k}) if i != {self.e.render()}])"
+
+
+@dataclass(frozen=True)
+class CompWalrus(Expr):
+    k: int
+    e: Expr
+
+    def render(self) -> str:
+        return f"len([(w := i + {self.e.render()}) for i in range({self.k})])"
+
+
+@dataclass(frozen=True)
+class Walrus(Expr):
+    target: str
+    e: Expr
+
+    def render(self) -> str:
+        return f"({self.target} := {self.e.render()})"
+
+
+@dataclass(frozen=True)
+class FStrLen(Expr):
+    a: Expr
+    b: Expr
+
+    def render(self) -> str:
+        return f'len(f"{{({self.a.render()})}}-{{({self.b.render()})!r:>3}}")'
+
+
+def _contains_fstring(e: Expr) -> bool:
+    if isinstance(e, FStrLen):
+        return True
+    return any(_contains_fstring(v) for v in vars(e).values() if isinstance(v, Expr))
+
+
+_leaf = st.one_of(
+    st.builds(Const, st.integers(-2, 9)),
+    st.builds(Var, st.sampled_from(VARS)),
+    st.builds(Tick, st.integers(0, 9)),
+    st.just(CallG()),
+)
+
+
+def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
+    return st.one_of(
+        st.builds(AwaitGet, children),
+        st.builds(AwaitFail, children),
+        st.builds(Bin, st.sampled_from(["+", "-"]), children, children),
+        st.builds(Mod, children, st.integers(2, 7)),
+        st.builds(BoolOp, st.sampled_from(["and", "or"]), children, children),
+        st.builds(Not, children),
+        st.builds(IfExp, children, children, children),
+        st.builds(CallH, children),
+        st.builds(Pick, children, children, st.integers(0, 1)),
+        st.builds(DictGet, children, children, children),
+        st.builds(Chain, children, children, children),
+        st.builds(CompAwait, st.integers(0, 3), children),
+        st.builds(CompWalrus, st.integers(1, 3), children),
+        st.builds(Walrus, st.sampled_from(TARGETS), children),
+        st.builds(AwaitSelect, children, children),
+        st.builds(FStrLen, children, children).filter(
+            lambda f: not (_contains_fstring(f.a) or _contains_fstring(f.b))
+        ),
+    )
+
+
+exprs = st.recursive(_leaf, _extend, max_leaves=4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Statements
+
+
+class Stmt:
+    """A statement; renders to indented lines."""
+
+    def lines(self, ind: str) -> list[str]:
+        """The source lines at indentation ``ind``."""
+        raise NotImplementedError
+
+
+def _block(body: tuple[Stmt, ...], ind: str) -> list[str]:
+    out: list[str] = []
+    for s in body:
+        out.extend(s.lines(ind))
+    return out or [ind + "pass"]
+
+
+@dataclass(frozen=True)
+class Line(Stmt):
+    """A one-line simple statement with expression holes."""
+
+    template: str
+    args: tuple[Expr, ...] = ()
+
+    def lines(self, ind: str) -> list[str]:
+        return [ind + self.template.format(*(a.render() for a in self.args))]
+
+
+@dataclass(frozen=True)
+class Lines(Stmt):
+    """Several fixed lines with expression holes (e.g. assign then del)."""
+
+    templates: tuple[str, ...]
+    args: tuple[Expr, ...] = ()
+
+    def lines(self, ind: str) -> list[str]:
+        rendered = [a.render() for a in self.args]
+        return [ind + t.format(*rendered) for t in self.templates]
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    test: Expr
+    body: tuple[Stmt, ...]
+    elifs: tuple[tuple[Expr, tuple[Stmt, ...]], ...]
+    orelse: tuple[Stmt, ...] | None
+
+    def lines(self, ind: str) -> list[str]:
+        out = [f"{ind}if {self.test.render()}:"] + _block(self.body, ind + "    ")
+        for t, b in self.elifs:
+            out += [f"{ind}elif {t.render()}:"] + _block(b, ind + "    ")
+        if self.orelse is not None:
+            out += [f"{ind}else:"] + _block(self.orelse, ind + "    ")
+        return out
+
+
+@dataclass(frozen=True)
+class While(Stmt):
+    guard: str
+    bound: int
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] | None
+
+    def lines(self, ind: str) -> list[str]:
+        i2 = ind + "    "
+        out = [f"{ind}{self.guard} = 0", f"{ind}while {self.guard} < {self.bound}:"]
+        out += [f"{i2}{self.guard} += 1"] + _block(self.body, i2)
+        if self.orelse is not None:
+            out += [f"{ind}else:"] + _block(self.orelse, i2)
+        return out
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: str
+    iterable: str
+    args: tuple[Expr, ...]
+    body: tuple[Stmt, ...]
+    orelse: tuple[Stmt, ...] | None
+
+    def lines(self, ind: str) -> list[str]:
+        it = self.iterable.format(*(a.render() for a in self.args))
+        out = [f"{ind}for {self.var} in {it}:"] + _block(self.body, ind + "    ")
+        if self.orelse is not None:
+            out += [f"{ind}else:"] + _block(self.orelse, ind + "    ")
+        return out
+
+
+@dataclass(frozen=True)
+class Try(Stmt):
+    body: tuple[Stmt, ...]
+    handlers: tuple[tuple[str, bool, tuple[Stmt, ...]], ...]
+    orelse: tuple[Stmt, ...] | None
+    final: tuple[Stmt, ...] | None
+
+    def lines(self, ind: str) -> list[str]:
+        i2 = ind + "    "
+        out = [f"{ind}try:"] + _block(self.body, i2)
+        for typ, named, b in self.handlers:
+            if typ == "":
+                out.append(f"{ind}except:")
+                out += _block(b, i2)
+            elif named:
+                out.append(f"{ind}except {typ} as e:")
+                out += [f"{i2}log(type(e).__name__)"] + _block(b, i2)
+            else:
+                out.append(f"{ind}except {typ}:")
+                out += _block(b, i2)
+        if self.orelse is not None:
+            out += [f"{ind}else:"] + _block(self.orelse, i2)
+        if self.final is not None:
+            out += [f"{ind}finally:"] + _block(self.final, i2)
+        return out
+
+
+@dataclass(frozen=True)
+class Match(Stmt):
+    subject: str
+    args: tuple[Expr, ...]
+    cases: tuple[tuple[str, Expr | None, int, tuple[Stmt, ...]], ...]
+
+    def lines(self, ind: str) -> list[str]:
+        i2, i3 = ind + "    ", ind + "        "
+        out = [f"{ind}match {self.subject.format(*(a.render() for a in self.args))}:"]
+        for pattern, guard, k, body in self.cases:
+            g = f" if {guard.render()} > {k}" if guard is not None else ""
+            out.append(f"{i2}case {pattern}{g}:")
+            out += _block(body, i3)
+        return out
+
+
+@dataclass(frozen=True)
+class With(Stmt):
+    tag: Expr
+    swallow: bool
+    body: tuple[Stmt, ...]
+
+    def lines(self, ind: str) -> list[str]:
+        head = f"{ind}with Recorder({self.tag.render()}, {self.swallow}) as r:"
+        return [head] + _block(self.body, ind + "    ")
+
+
+@dataclass(frozen=True)
+class Program:
+    """A whole workflow: ``async def wf(x)`` with a fixed prologue and epilogue."""
+
+    body: tuple[Stmt, ...]
+
+    def source(self) -> str:
+        """The program's source text."""
+        head = [
+            "async def wf(x):",
+            "    a, b, c, out = x, 2, 3, []",
+            "    box = Box(0)",
+            "    arr = [0, 0, 0]",
+            "    def h(y):",
+            "        return y + a",
+            "    g = lambda: b",
+        ]
+        tail = ["    return (a, b, c, out, box.n, arr)"]
+        return "\n".join(head + _block(self.body, "    ") + tail) + "\n"
+
+
+_EXC_TYPES = st.sampled_from(
+    [
+        "ValueError",
+        "KeyError",
+        "CustomErr",
+        "ProcedureFailed",
+        "Exception",
+        "(ValueError, CustomErr)",
+        "Cancelled",
+        "",  # bare except
+    ]
+)
+
+_PATTERNS = st.sampled_from(["0", "1", "[p, *q]", "{'k': v}", "Point(x=px)", "(0 | 2)"])
+_SUBJECTS = st.sampled_from([("{}", 1), ("[{}, {}]", 2), ("{{'k': {}}}", 1), ("Point({}, {})", 2)])
+_ITERABLES = st.sampled_from(
+    [
+        ("range({})", 0),
+        ("[{}, {}]", 2),
+        ("list(out[:2])", 0),
+        ("enumerate([{}, {}])", 2),
+        ("zip(range(2), [{}, {}])", 2),
+        ("dict.fromkeys([1, 2])", 0),
+    ]
+)
+
+
+@st.composite
+def simple(draw: Any, in_loop: bool) -> Stmt:
+    """A one-line (or two-line) statement."""
+    e = exprs
+    choices = [
+        "assign",
+        "aug",
+        "augattr",
+        "augitem",
+        "append",
+        "log",
+        "logf",
+        "await",
+        "retif",
+        "raiseif",
+        "del",
+        "tuple",
+        "walrus",
+    ]
+    if in_loop:
+        choices.append("leap")
+    kind = draw(st.sampled_from(choices))
+    if kind == "assign":
+        return Line(f"{draw(st.sampled_from(TARGETS))} = {{}}", (draw(e),))
+    if kind == "aug":
+        op = draw(st.sampled_from(["+=", "-=", "|="]))
+        return Line(f"{draw(st.sampled_from(TARGETS))} {op} {{}}", (draw(e),))
+    if kind == "augattr":
+        return Line("box.n += {}", (draw(e),))
+    if kind == "augitem":
+        return Line(f"arr[{draw(st.integers(0, 2))}] += {{}}", (draw(e),))
+    if kind == "append":
+        return Line("out.append({})", (draw(e),))
+    if kind == "log":
+        return Line("log({})", (draw(e),))
+    if kind == "logf":
+        a, b = draw(e), draw(e)
+        if _contains_fstring(a) or _contains_fstring(b):
+            return Line("log({})", (a,))
+        return Line('log(f"{{({})}}:{{({})!r}}")', (a, b))
+    if kind == "await":
+        cmd = draw(st.sampled_from(["get({})", "fail({})", "wait()"]))
+        return Line(f"await {cmd}", (draw(e),) if "{}" in cmd else ())
+    if kind == "retif":
+        return Line(f"if {{}} > {draw(st.integers(0, 8))}: return {{}}", (draw(e), draw(e)))
+    if kind == "raiseif":
+        exc = draw(st.sampled_from(["ValueError({})", "KeyError({})", "CustomErr({}, {})"]))
+        n = exc.count("{}")
+        return Line(
+            f"if {{}} > {draw(st.integers(0, 8))}: raise {exc}", tuple(draw(e) for _ in range(n + 1))
+        )
+    if kind == "del":
+        return Lines(("t = {}", "log(t)", "del t"), (draw(e),))
+    if kind == "tuple":
+        t1, t2 = draw(st.permutations(TARGETS))[:2]
+        return Line(f"{t1}, {t2} = {{}}, {{}}", (draw(e), draw(e)))
+    if kind == "walrus":
+        return Line(f"({draw(st.sampled_from(TARGETS))} := {{}})", (draw(e),))
+    leap = draw(st.sampled_from(["break", "continue"]))
+    return Line(f"if {{}} > {draw(st.integers(0, 8))}: {leap}", (draw(e),))
+
+
+class _Names:
+    """Fresh names for loop guards and loop variables within one program."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def fresh(self, prefix: str) -> str:
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+
+@st.composite
+def block(draw: Any, depth: int, in_loop: bool, names: _Names) -> tuple[Stmt, ...]:
+    """One to four statements (two when nested); compound ones only while ``depth < 3``."""
+    n = draw(st.integers(1, 4 if depth == 0 else 2))
+    return tuple(draw(statement(depth, in_loop, names)) for _ in range(n))
+
+
+@st.composite
+def statement(draw: Any, depth: int, in_loop: bool, names: _Names) -> Stmt:
+    """A simple statement, or (below depth 3) a compound one."""
+    kinds = ["simple"] * 5
+    if depth < 3:
+        kinds += ["if", "while", "for", "try", "match", "with"]
+    kind = draw(st.sampled_from(kinds))
+    d = depth + 1
+    if kind == "simple":
+        return draw(simple(in_loop))
+    if kind == "if":
+        n_elif = draw(st.integers(0, 2))
+        elifs = tuple((draw(exprs), draw(block(d, in_loop, names))) for _ in range(n_elif))
+        orelse = draw(st.none() | block(d, in_loop, names))
+        return If(draw(exprs), draw(block(d, in_loop, names)), elifs, orelse)
+    if kind == "while":
+        guard = names.fresh("g")
+        body = draw(block(d, True, names))
+        orelse = draw(st.none() | block(d, in_loop, names))
+        return While(guard, draw(st.integers(0, 3)), body, orelse)
+    if kind == "for":
+        var = names.fresh("i")
+        iterable, n_args = draw(_ITERABLES)
+        if iterable == "range({})":
+            iterable = f"range({draw(st.integers(0, 3))})"
+        args = tuple(draw(exprs) for _ in range(n_args))
+        body = draw(block(d, True, names))
+        orelse = draw(st.none() | block(d, in_loop, names))
+        return For(var, iterable, args, body, orelse)
+    if kind == "try":
+        body = draw(block(d, in_loop, names))
+        n_h = draw(st.integers(0, 2))
+        handlers = tuple(
+            (t, draw(st.booleans()) and t != "", draw(block(d, in_loop, names)))
+            for t in [draw(_EXC_TYPES) for _ in range(n_h)]
+        )
+        # a bare except must be last
+        handlers = tuple(h for h in handlers if h[0] != "") + tuple(h for h in handlers if h[0] == "")[:1]
+        orelse = draw(st.none() | block(d, in_loop, names)) if handlers else None
+        final = draw(st.none() | block(d, in_loop, names))
+        if not handlers and final is None:
+            final = draw(block(d, in_loop, names))
+        return Try(body, handlers, orelse, final)
+    if kind == "match":
+        subject, n_args = draw(_SUBJECTS)
+        args = tuple(draw(exprs) for _ in range(n_args))
+        n_cases = draw(st.integers(1, 3))
+        cases = []
+        for _ in range(n_cases):
+            guard = draw(st.none() | exprs)
+            cases.append((draw(_PATTERNS), guard, draw(st.integers(0, 5)), draw(block(d, in_loop, names))))
+        if draw(st.booleans()):
+            cases.append(("_", None, 0, draw(block(d, in_loop, names))))
+        return Match(subject, args, tuple(cases))
+    return With(draw(exprs), draw(st.booleans()), draw(block(d, in_loop, names)))
+
+
+@st.composite
+def programs(draw: Any) -> Program:
+    """A whole random workflow program."""
+    return Program(draw(block(0, False, _Names())))
