@@ -244,7 +244,7 @@ def test_sub_workflow_runs_inline_on_a_frame_stack_across_checkpoints():
     assert out == ("ok", 14)
     assert cmds == ["h1", "h1"]
     h = WorkflowHarness(caller, 5)
-    assert h.continuation.location().endswith('await signal("h1")')
+    assert h.continuation.location().endswith("await signal('h1')")
     assert len(h.continuation._frames) == 2
 
 

@@ -49,7 +49,7 @@ def test_unpicklable_local_names_variable_type_and_await():
     err = info.value
     assert err.variable == "fh"
     assert "lock" in err.value_type
-    assert err.location == 'ck_flows.py:4 await timer("t", 1)'
+    assert err.location == "ck_flows.py:4 await timer('t', 1)"
     assert "'fh'" in str(err) and "ck_flows.py:4" in str(err)
 
 

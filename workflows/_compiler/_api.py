@@ -280,11 +280,8 @@ def _compile(
         if isinstance(n, ast.ExceptHandler) and n.name:
             no_cache.add(n.name)
 
-    source = "".join(lines)
-
     def source_of(e: ast.AST) -> str:
-        seg = ast.get_source_segment(source, e)
-        return " ".join(seg.split()) if seg else ast.unparse(e)
+        return ast.unparse(e)
 
     em = Emitter(locals_, no_cache, source_of, filename)
     em.src = node.body[0]

@@ -400,6 +400,10 @@ class Emitter:
         self.slots[it] = f"the iterator of the for-loop at line {s.lineno}"
         v = self.expr(s.iter)
         self.emit(ast.Assign([frame_attr(it, ast.Store())], rt_call("iter", v)))
+        outer_region = self.region
+        if outer_region[0] is not None:
+            # An exception leaving the loop drops its iterator, as native code does.
+            self.region = _add(outer_region, ((0, it),))
         head = self.goto_new()
         after = self.new_label()
         brk = self.new_label()
@@ -424,13 +428,13 @@ class Emitter:
         if not self.ended:
             self.jump(head)
         if s.orelse:
-            self.start_at(other)
+            self.start_at(other, outer_region)
             self.emit(ast.Assign([frame_attr(it, ast.Store())], ast.Constant(None)))
             self.body(s.orelse)
             self.flush()
             if not self.ended:
                 self.jump(after)
-        self.start_at(brk)
+        self.start_at(brk, outer_region)
         self.emit(ast.Assign([frame_attr(it, ast.Store())], ast.Constant(None)))
         self.start_at(after)
 
