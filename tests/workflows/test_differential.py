@@ -21,6 +21,7 @@ CORPUS_MODULES = [
     "corpus_expr",
     "corpus_calls",
     "corpus_seed",
+    "corpus_tricky",
 ]
 
 try:
