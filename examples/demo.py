@@ -202,7 +202,6 @@ def run_demo(
     view: bool = True,
     seed: int = 7,
     scale: float = 1.0,
-    verbose: bool = False,
 ) -> dict[str, Any]:
     """Run the world on ``db_path`` for ``duration`` real seconds (None: until Ctrl-C).
 
@@ -211,11 +210,6 @@ def run_demo(
     """
     if speed <= 0:
         raise ValueError(f"--speed must be > 0 (virtual seconds per real second), got {speed}")
-    # The view is the demo's output; runtime logs would scroll it away. Scripted players often
-    # signal a workflow that just finished (a bid after the hammer fell), which the runtime logs
-    # as a warning, so only errors are shown unless asked for.
-    level = logging.WARNING if verbose else logging.ERROR
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
     # Procedures may run as soon as the system opens (recovery), so point them at the file first.
     world.use_database(db_path)
     clock = VirtualClock(start=_resume_time(db_path))
@@ -283,12 +277,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0, help="size of the world (default 1.0: ~40 heroes)")
     p.add_argument("--verbose", action="store_true", help="show the runtime's warnings too")
     args = p.parse_args(argv)
-    try:
-        run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view,
-                 seed=args.seed, scale=args.scale, verbose=args.verbose)
-    except ValueError as e:
-        print(f"wf demo: error: {e}", file=sys.stderr)
-        return 2
+    for flag, value, ok in (
+        ("--speed", args.speed, args.speed > 0),
+        ("--duration", args.duration, args.duration is None or args.duration >= 0),
+        ("--scale", args.scale, args.scale > 0),
+    ):
+        if not ok:
+            print(f"wf demo: error: {flag} must be a positive number, got {value}", file=sys.stderr)
+            return 2
+    # Logging is the application's to configure, and here the application is the demo. The view is
+    # its output and runtime logs would scroll it away; scripted players often signal a workflow
+    # that just finished (a bid after the hammer fell), which the runtime logs as a warning, so
+    # only errors are shown unless asked for.
+    level = logging.WARNING if args.verbose else logging.ERROR
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view,
+             seed=args.seed, scale=args.scale)
     return 0
 
 
