@@ -1,0 +1,114 @@
+"""Continuations restored in a fresh interpreter resume exactly like in-process ones.
+
+Every checkpoint taken while running the corpus is restored in one new Python process, which has
+imported nothing: keys resolve through the registry by importing the corpus modules, as after a
+real restart. Each restored continuation takes one step with the same reply, and the step's log
+entries, effects and resulting command or outcome must equal the in-process step's.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+from workflows.testing import WorkflowHarness
+
+from . import probes
+from .diffharness import CORPUS, WORKFLOW_ID, Send, Throw, clock, norm
+from .test_differential import CORPUS_MODULES  # noqa: F401 - loads the corpus
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+CHILD = r"""
+import pickle, sys
+from workflows._compiler import restore, step
+from workflows._context import StepContext
+from workflows._step import Suspended, Finished, Raised
+from tests.workflows import probes
+from tests.workflows.diffharness import norm
+
+items = pickle.load(sys.stdin.buffer)
+out = []
+for blob, key, now, kind, payload in items:
+    probes.reset_log()
+    cont = restore(blob)
+    ctx = StepContext(workflow_id="wf-1", workflow_type=key, now=now)
+    with ctx.active():
+        r = step(cont, send=payload) if kind == "send" else step(cont, throw=payload)
+    if isinstance(r, Suspended):
+        res = ("suspended", r.command)
+    elif isinstance(r, Finished):
+        res = ("finished", norm(r.value))
+    else:
+        res = ("raised", type(r.exception).__qualname__, norm(r.exception.args))
+    out.append((norm(probes.take_log()), list(ctx.effects), res))
+sys.stdout.buffer.write(pickle.dumps(out))
+"""
+
+
+def _result(h: WorkflowHarness):
+    if not h.done:
+        return ("suspended", h.command)
+    if h.exception is not None:
+        return ("raised", type(h.exception).__qualname__, norm(h.exception.args))
+    return ("finished", norm(h.value))
+
+
+def _collect():
+    items, expected, labels = [], [], []
+    for entry in CORPUS:
+        key = entry.wf.__workflow_key__
+        for i, case in enumerate(entry.cases):
+            if case.raises is TypeError:  # argument binding errors never suspend
+                continue
+            probes.reset_log()
+            h = WorkflowHarness(
+                entry.wf, *case.args, workflow_id=WORKFLOW_ID, workflow_type=key, now=clock(0)
+            )
+            history: list = []
+            index = 0
+            while not h.done and index < 60:
+                index += 1
+                blob = h.checkpoint()
+                reply = case.oracle(h.command, history)
+                history.append((h.command, reply))
+                probes.reset_log()
+                seen = len(h.effects)
+                h.now = clock(index)
+                if isinstance(reply, Throw):
+                    h.throw(reply.exception)
+                    items.append((blob, key, clock(index), "throw", reply.exception))
+                else:
+                    assert isinstance(reply, Send)
+                    h.send(reply.value)
+                    items.append((blob, key, clock(index), "send", reply.value))
+                expected.append((norm(probes.take_log()), h.effects[seen:], _result(h)))
+                labels.append(f"{entry.name}-{i} step {index}")
+    probes.reset_log()
+    return items, expected, labels
+
+
+def test_restore_in_a_fresh_process_resumes_identically():
+    """Every corpus checkpoint, restored in a new interpreter, takes the same next step."""
+    items, expected, labels = _collect()
+    assert len(items) > 300
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        input=pickle.dumps(items),
+        capture_output=True,
+        cwd=str(ROOT),
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    got = pickle.loads(proc.stdout)
+    bad = [
+        f"{label}: in-process {want!r} vs fresh process {have!r}"
+        for label, want, have in zip(labels, expected, got, strict=True)
+        if want != have
+    ]
+    assert not bad, "\n".join(bad[:10])
