@@ -24,7 +24,7 @@ import json
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -281,8 +281,8 @@ async def setup_world(characters: list[dict], items: list[dict], resources: list
     return len(characters)
 
 
-def init_world(system: Any, characters: list[dict] = (), items: list[dict] = (),
-               resources: list[dict] = (), *, timeout: float = 30.0) -> None:
+def init_world(system: Any, characters: Sequence[dict] = (), items: Sequence[dict] = (),
+               resources: Sequence[dict] = (), *, timeout: float = 30.0) -> None:
     """Point the procedures at ``system``'s file and create the world once (id ``world-setup``).
 
     ``characters`` are dicts with ``id``, ``template`` and optionally ``room`` and ``gold``;
