@@ -447,3 +447,80 @@ def test_harness_records_effects_and_refuses_send_after_finish():
     assert [e.args for e in h.effects] == [("w-7",), ("second",)]
     with pytest.raises(WorkflowError, match="already finished"):
         h.send(1)
+
+
+
+def test_globals_local_imports_nested_classes_walrus_and_verbatim_match():
+    """global writes, local imports, nested classes/defs, walrus and verbatim match behave natively."""
+    g: dict[str, Any] = {"timer": timer, "signal": signal, "__name__": "core_misc_mod"}
+    src = """
+    COUNTER = 0
+
+    async def wf(items):
+        global COUNTER
+        import json
+        from math import sqrt as root
+        class Point:
+            def __init__(self, x):
+                self.x = x
+            def norm(self):
+                return root(self.x * self.x) + base
+        base = 1
+        out = []
+        for it in items:
+            COUNTER += 1
+            if (n := len(out)) > 1:
+                out.append(("walrus", n))
+            match it:
+                case {"x": px} if px > 0:
+                    out.append(Point(px).norm())
+                case [first, *rest]:
+                    out.append((first, rest))
+                case _:
+                    out.append(json.dumps(it))
+            await timer("t", 1)
+        total = sum(v for v in range(4))
+        return out, COUNTER, total, px, first
+    """
+    wf = compile_workflow_source(textwrap.dedent(src).lstrip("\n"), "core_misc.py", "wf", g)
+    native = run(wf, [{"x": 3}, [1, 2, 3], "s"], native=True)
+    g["COUNTER"] = 0
+    assert run(wf, [{"x": 3}, [1, 2, 3], "s"], roundtrip=False) == native
+    g["COUNTER"] = 0
+    assert run(wf, [{"x": 3}, [1, 2, 3], "s"], roundtrip=True) == native
+    assert native[0][1][1] == 3
+
+
+def test_verbatim_hot_loop_with_captured_and_uncached_names():
+    """A hot loop whose names are captured by a lambda still reads and writes through the frame."""
+    wf = wf_of("""
+    async def wf(n):
+        acc = 0
+        peek = lambda: acc
+        seen = []
+        for i in range(n):
+            acc += i
+            seen.append(peek())
+        try:
+            raise KeyError(acc)
+        except KeyError as e:
+            for j in range(2):
+                seen.append(e.args[0] + j)
+        await timer("t", 1)
+        return seen, acc
+    """)
+    assert same(wf, 4)[0] == ("ok", ([0, 1, 3, 6, 6, 7], 6))
+
+
+def test_errors_raised_by_runtime_helpers_show_only_user_frames():
+    """An error raised inside a compiler helper (del of an unbound local) shows the user's line last."""
+    wf = wf_of("""
+    async def wf():
+        await timer("t", 1)
+        del never
+    """, filename="tb_helper.py")
+    h = WorkflowHarness(wf)
+    h.send(None)
+    assert isinstance(h.exception, UnboundLocalError)
+    frames = traceback.extract_tb(h.exception.__traceback__)
+    assert [(f.filename, f.lineno, f.name) for f in frames] == [("tb_helper.py", 3, "wf")]

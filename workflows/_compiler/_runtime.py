@@ -361,11 +361,19 @@ def _run_handling(f: Frame, blk: Any, exc: BaseException) -> Any:
 
 
 def _trim(e: BaseException) -> None:
+    # Drop the driver's and the helpers' frames: tracebacks show only the user's own lines.
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HERE):
         tb = tb.tb_next
     if tb is not e.__traceback__:
         e.__traceback__ = tb
+    while tb is not None:
+        nxt = tb.tb_next
+        while nxt is not None and nxt.tb_frame.f_code.co_filename.startswith(_HERE):
+            nxt = nxt.tb_next
+        if nxt is not tb.tb_next:
+            tb.tb_next = nxt
+        tb = nxt
 
 
 def step(cont: Continuation, send: Any = None, throw: BaseException | None = None) -> StepResult:
