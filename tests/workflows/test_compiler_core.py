@@ -524,3 +524,25 @@ def test_errors_raised_by_runtime_helpers_show_only_user_frames():
     assert isinstance(h.exception, UnboundLocalError)
     frames = traceback.extract_tb(h.exception.__traceback__)
     assert [(f.filename, f.lineno, f.name) for f in frames] == [("tb_helper.py", 3, "wf")]
+
+
+def test_sub_workflow_error_traceback_shows_caller_and_callee_lines():
+    """An error raised in an inline sub-workflow shows the caller's await line, then the callee's."""
+    helper = wf_of("""
+    async def helper(n):
+        await timer("h", 1)
+        return 1 / n
+    """, name="helper", filename="tb_helper_wf.py")
+    caller = wf_of("""
+    async def caller(n):
+        await timer("c", 1)
+        return await helper(n)
+    """, name="caller", filename="tb_caller_wf.py", extra={"helper": helper})
+    h = WorkflowHarness(caller, 0)
+    h.send(None)
+    h.send(None)
+    frames = traceback.extract_tb(h.exception.__traceback__)
+    assert [(f.filename, f.lineno, f.name) for f in frames] == [
+        ("tb_caller_wf.py", 3, "caller"),
+        ("tb_helper_wf.py", 3, "helper"),
+    ]

@@ -51,6 +51,7 @@ class CompiledCode:
         self.points = points
         self.slots = slots
         self.block_asts: list[Any] = []
+        self.stubs: dict[int, Any] = {}
 
     def dump(self) -> str:
         """The generated block functions as Python source (for debugging the compiler)."""
@@ -297,6 +298,7 @@ def _compile(
     blocks, handlers, hctx, asts = _codegen(low, em, fn, filename, sorted(b.globals))
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
     code.block_asts = asts
+    code.stubs = _stubs(em, fn, filename)
     return WorkflowFunction(fn, code, _binder(fn, node))
 
 
@@ -399,6 +401,30 @@ def _codegen(
         handlers[label] = blk.region
         hctx[label] = blk.hctx
     return blocks, handlers, hctx, asts
+
+
+def _stubs(em: Emitter, fn: Any, filename: str) -> dict[int, Any]:
+    """Per await, a function that re-raises at that await's line, in the workflow's name.
+
+    When a sub-workflow raises into its caller, passing the exception through the caller's stub
+    adds the caller's ``await helper(...)`` line to the traceback, as native code shows it.
+    """
+    out = {}
+    for pc, node in em.point_nodes.items():
+        body = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
+        args = ast.arguments(
+            posonlyargs=[], args=[ast.arg("_af_e")], vararg=None, kwonlyargs=[],
+            kw_defaults=[], kwarg=None, defaults=[],
+        )
+        kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+        fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
+        fill_locations(fdef, node)
+        co = compile(ast.Module([fdef], []), filename, "exec")
+        fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+        if hasattr(fcode, "co_qualname"):
+            fcode = fcode.replace(co_qualname=fn.__qualname__)
+        out[pc] = types.FunctionType(fcode, {}, fn.__name__)
+    return out
 
 
 def _binder(fn: Any, node: ast.AsyncFunctionDef) -> Callable[..., dict[str, Any]]:

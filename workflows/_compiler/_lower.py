@@ -93,6 +93,7 @@ class Emitter:
         self.leaps: list[tuple[Any, ...]] = []
         self.run: list[ast.stmt] = []
         self.points: dict[int, tuple[int, str]] = {}
+        self.point_nodes: dict[int, ast.Await] = {}
         self.slots: dict[str, str] = {}
         self.uid_n = 0
         self.src: ast.AST = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
@@ -653,6 +654,7 @@ class Emitter:
         self.emit(ast.Return(rt_call("suspend", frame_name(), v, ast.Constant(resume))))
         self.src = saved
         self.points[resume] = (e.lineno, self.source_of(e))
+        self.point_nodes[resume] = e
         self.start_at(resume)
         return frame_attr("_af_sent")
 

@@ -360,6 +360,19 @@ def _run_handling(f: Frame, blk: Any, exc: BaseException) -> Any:
         return blk(f, _RT)
 
 
+def _through_caller(e: BaseException, stub: Any) -> None:
+    # Add the caller's ``await helper(...)`` line to the traceback of an error raised by helper.
+    if stub is None:
+        return
+    ctx, sup = e.__context__, e.__suppress_context__
+    try:
+        stub(e)
+    except BaseException:
+        pass
+    e.__context__, e.__suppress_context__ = ctx, sup
+    _trim(e)
+
+
 def _trim(e: BaseException) -> None:
     # Drop the driver's and the helpers' frames: tracebacks show only the user's own lines.
     tb = e.__traceback__
@@ -440,6 +453,7 @@ def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> S
                 f = frames[-1]
                 code = f._af_code
                 blocks = code.blocks
+                _through_caller(pending, code.stubs.get(f._af_pc))
                 continue
             d = f.__dict__
             for c in clears:
