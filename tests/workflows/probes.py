@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workflows import procedure, reducer, timer
+from workflows import procedure, reducer, timer, workflow
 
 LOG: list[Any] = []
 
@@ -170,3 +170,15 @@ def note(db: Any, *args: Any) -> None:
 def show(db: Any, *args: Any) -> None:
     """A second reducer, so the order of different reducer calls is visible."""
     raise AssertionError("reducers are recorded, not run, by the pure harness")
+
+
+@workflow
+async def sub(n: int) -> int:
+    """An inline helper for generated programs: awaits twice, may raise, logs in its finally."""
+    try:
+        v = await get(n)
+        if v > 6:
+            raise ValueError(v)
+        return v + (await fail(n))
+    finally:
+        log(("sub", n))

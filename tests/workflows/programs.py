@@ -34,6 +34,7 @@ def namespace() -> dict[str, Any]:
         "select": select,
         "log": probes.log,
         "tick": probes.tick,
+        "sub": probes.sub,
         "Box": probes.Box,
         "Point": probes.Point,
         "Recorder": probes.Recorder,
@@ -99,6 +100,22 @@ class AwaitFail(Expr):
 
     def render(self) -> str:
         return f"(await fail({self.e.render()}))"
+
+
+@dataclass(frozen=True)
+class AwaitSub(Expr):
+    e: Expr
+
+    def render(self) -> str:
+        return f"(await sub({self.e.render()}))"
+
+
+@dataclass(frozen=True)
+class CallBump(Expr):
+    e: Expr
+
+    def render(self) -> str:
+        return f"bump({self.e.render()})"
 
 
 @dataclass(frozen=True)
@@ -249,6 +266,8 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
     return st.one_of(
         st.builds(AwaitGet, children),
         st.builds(AwaitFail, children),
+        st.builds(AwaitSub, children),
+        st.builds(CallBump, children),
         st.builds(Bin, st.sampled_from(["+", "-"]), children, children),
         st.builds(Mod, children, st.integers(2, 7)),
         st.builds(BoolOp, st.sampled_from(["and", "or"]), children, children),
@@ -431,6 +450,10 @@ class Program:
             "    def h(y):",
             "        return y + a",
             "    g = lambda: b",
+            "    def bump(v):",
+            "        nonlocal c",
+            "        c += v",
+            "        return c",
         ]
         tail = ["    return (a, b, c, out, box.n, arr)"]
         return "\n".join(head + _block(self.body, "    ") + tail) + "\n"
