@@ -306,10 +306,18 @@ async def delete_local_in_handler_then_reraise(x):
         await timer("t", 1)
         raise
     finally:
-        log(("temp bound", "temp" in dir()))
+        try:
+            log(("temp bound", temp))
+        except NameError as e:
+            log(("temp unbound", type(e).__name__))
 
 
-add(delete_local_in_handler_then_reraise, C(1, raises=ProcedureFailed))
+add(
+    delete_local_in_handler_then_reraise,
+    C(1, raises=ProcedureFailed),
+    C(1, cancel_at=1, raises=Cancelled),
+    C(1, cancel_at=2, raises=Cancelled),
+)
 
 
 @workflow

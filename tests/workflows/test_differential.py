@@ -13,7 +13,14 @@ import importlib
 
 import pytest
 
-from .diffharness import CORPUS, compare, native_expectation_problem, run_compiled, run_native
+from .diffharness import (
+    CORPUS,
+    boom,
+    compare,
+    native_expectation_problem,
+    run_compiled,
+    run_native,
+)
 
 CORPUS_MODULES = [
     "corpus_control",
@@ -78,3 +85,39 @@ def test_compiled_with_checkpoint_roundtrip_matches_native(entry, case):
     compiled = run_compiled(entry.wf, case.args, case.oracle, roundtrip=True)
     diffs = compare(native, compiled, with_chain=False, label="restored")
     assert not diffs, "\n".join(diffs)
+
+
+def _derived(case, suspensions: int):
+    """Oracle variants of a case: Cancelled or a custom error injected at a few suspensions."""
+    if case.oracle.cancel_at is not None or case.oracle.fail_at or case.oracle.fail_when:
+        return []
+    points = sorted({0, suspensions // 2, suspensions - 1} & set(range(suspensions)))
+    out = []
+    for k in points:
+        out.append((f"cancel@{k}", case.oracle.with_(cancel_at=k)))
+        out.append((f"boom@{k}", case.oracle.with_(fail_at=frozenset({k}), error=boom)))
+    return out
+
+
+def _entry_params() -> list[object]:
+    out = []
+    for entry in CORPUS:
+        reason = KNOWN_BUGS.get(f"{entry.name}-derived")
+        marks = [pytest.mark.xfail(strict=True, reason=f"compiler bug: {reason}")] if reason else []
+        out.append(pytest.param(entry, id=entry.name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("entry", _entry_params())
+def test_injected_cancellation_and_errors_match_native(entry):
+    """Every case again with Cancelled or a custom error thrown in at its first, middle and last await."""
+    diffs = []
+    for i, case in enumerate(entry.cases):
+        base = run_native(entry.wf, case.args, case.oracle)
+        for label, oracle in _derived(case, len(base.commands)):
+            native = run_native(entry.wf, case.args, oracle)
+            for roundtrip in (False, True):
+                compiled = run_compiled(entry.wf, case.args, oracle, roundtrip=roundtrip)
+                d = compare(native, compiled, with_chain=not roundtrip)
+                diffs += [f"case {i} {label} roundtrip={roundtrip}: {x}" for x in d]
+    assert not diffs, "\n".join(diffs[:10])
