@@ -184,6 +184,8 @@ def _parse(source: str, filename: str) -> ast.Module:
     tree = _PARSED.get(k)
     if tree is None:
         tree = ast.parse(source, filename)
+        if len(_PARSED) >= 64:  # a module's workflows are decorated together; keep it small
+            _PARSED.clear()
         _PARSED[k] = tree
     return tree
 
