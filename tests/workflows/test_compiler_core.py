@@ -546,3 +546,20 @@ def test_sub_workflow_error_traceback_shows_caller_and_callee_lines():
         ("tb_caller_wf.py", 3, "caller"),
         ("tb_helper_wf.py", 3, "helper"),
     ]
+
+
+def test_leap_out_of_native_finally_inside_awaiting_handler_keeps_name_bound_until_it_runs():
+    """A return through a native finally inside an awaiting handler sees `e` in that finally."""
+    wf = wf_of("""
+    async def wf():
+        seen = []
+        try:
+            raise KeyError("k")
+        except KeyError as e:
+            await timer("h", 1)
+            try:
+                return seen
+            finally:
+                seen.append(repr(e))
+    """)
+    assert same(wf)[0] == ("ok", ["KeyError('k')"])

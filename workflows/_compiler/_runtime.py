@@ -241,14 +241,29 @@ def route(f: Frame, items: tuple[tuple[Any, ...], ...], kind: str, payload: Any)
     return payload
 
 
-def ret(f: Frame, value: Any, items: tuple[tuple[Any, ...], ...]) -> Any:
+class Leap:
+    """Block result: leave regions along a static route (see ``route``).
+
+    Routed by the driver after the block returned, so native ``finally``/``with`` exits inside
+    the block run before exploded regions are cleared, as in native code.
+    """
+
+    __slots__ = ("kind", "payload", "items")
+
+    def __init__(self, kind: str, payload: Any, items: tuple[tuple[Any, ...], ...]) -> None:
+        self.kind = kind
+        self.payload = payload
+        self.items = items
+
+
+def ret(f: Frame, value: Any, items: tuple[tuple[Any, ...], ...]) -> Leap:
     """``return value`` through the regions in ``items``."""
-    return route(f, items, "ret", value)
+    return Leap("ret", value, items)
 
 
-def jump(f: Frame, target: int, items: tuple[tuple[Any, ...], ...]) -> Any:
+def jump(f: Frame, target: int, items: tuple[tuple[Any, ...], ...]) -> Leap:
     """``break``/``continue`` to block ``target`` through the regions in ``items``."""
-    return route(f, items, "jump", target)
+    return Leap("jump", target, items)
 
 
 def fin_end(f: Frame, slot: str, after: int) -> Any:
@@ -481,6 +496,9 @@ def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> S
             f._af_sent = None
             continue
         tr = type(r)
+        if tr is Leap:
+            r = route(f, r.items, r.kind, r.payload)
+            tr = type(r)
         if tr is int:
             f._af_pc = r
             continue
