@@ -168,6 +168,8 @@ class Validator(ast.NodeVisitor):
         if isinstance(f, ast.Name) and f.id not in self.locals:
             if f.id == "locals" and self.depth == 0:
                 self.add(n, "locals() cannot be used in a workflow: its locals live in the checkpointed frame, not in a Python frame; name the variables you need explicitly (e.g. build a dict)")
+            elif f.id == "dir" and not n.args and self.depth == 0:
+                self.add(n, "dir() without an argument cannot be used in a workflow: its locals live in the checkpointed frame, not in a Python frame; list the names you need explicitly")
             elif f.id == "vars" and not n.args and self.depth == 0:
                 self.add(n, "vars() without an argument cannot be used in a workflow: its locals live in the checkpointed frame; name the variables you need explicitly")
             elif f.id in ("exec", "eval") and nargs < 2 and self.depth == 0:
