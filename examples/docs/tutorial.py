@@ -20,6 +20,7 @@ def main(db: str = "auction.db", seconds: float = 60.0) -> None:
             ref = system.start(auction, 7, "carol", seconds, id="auction-7")
             ref.signal("bid", {"bidder": "alice", "amount": 100})
             print(f"auction-7 started in {db}; alice bid 100")
+        system.idle(timeout=30)  # let it take the steps it can take now: the price, the bid
         print(f"waiting for the auction to end (pid {os.getpid()})", flush=True)
         print("result:", ref.result(timeout=seconds + 60))
         rows = system.workflows()

@@ -99,3 +99,151 @@ def test_tutorial_survives_sigkill_and_recovers(tmp_path):
         "item 7 sold to bob for 150",
     ]
     assert "completed" in _wf(db, "show", "auction-7")
+
+
+# -- every program prints what its page shows -----------------------------------------------------
+
+_OUTPUT = re.compile(r"```text\n\$ (python -m examples\.docs [^\n]*)\n(.*?)```", re.S)
+
+
+def _shown_outputs() -> dict[str, tuple[Path, str]]:
+    found = {}
+    for page in DOCS.rglob("*.md"):
+        for m in _OUTPUT.finditer(page.read_text()):
+            found[m.group(1)] = (page, m.group(2))
+    return found
+
+
+@pytest.mark.parametrize("program", ["failures", "persistence", "porting", "versioning"])
+def test_program_prints_what_the_docs_show(program):
+    """Each guide's program runs (virtual clock or pure harness, temporary file) and prints
+    exactly the output its page shows."""
+    command = f"python -m examples.docs {program}"
+    shown = _shown_outputs()
+    assert command in shown, f"no ```text block starting with '$ {command}' in docs/"
+    page, expected = shown[command]
+    out = _run("-m", "examples.docs", program).stdout
+    assert out == expected, f"{page.relative_to(ROOT)} shows another output than {command} prints"
+
+
+def test_testing_guide_tests_pass():
+    """The tests the testing guide shows pass under pytest, with the plugin's fixtures."""
+    out = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", "examples/docs/test_auction.py").stdout
+    assert re.search(r"\b3 passed\b", out), out
+
+
+# -- the docs show the programs verbatim ----------------------------------------------------------
+
+_BLOCK = re.compile(r"```python\n(# (examples/docs/[\w/]+\.py)\n.*?)```", re.S)
+
+
+def test_python_blocks_equal_their_files():
+    """Every ```python block naming a file in its first line is that file, byte for byte."""
+    checked = 0
+    for page in DOCS.rglob("*.md"):
+        for m in _BLOCK.finditer(page.read_text()):
+            path = ROOT / m.group(2)
+            assert path.exists(), f"{page.relative_to(ROOT)} shows {m.group(2)}, which does not exist"
+            assert m.group(1) == path.read_text(), (
+                f"{page.relative_to(ROOT)} shows an outdated {m.group(2)}; paste the file again"
+            )
+            checked += 1
+    assert checked >= 8
+
+
+def test_every_program_is_shown_in_the_docs():
+    """Every program in examples/docs appears in some page, so none is left undocumented."""
+    shown = {m.group(2) for page in DOCS.rglob("*.md") for m in _BLOCK.finditer(page.read_text())}
+    programs = {
+        str(p.relative_to(ROOT)) for p in PROGRAMS.glob("*.py") if not p.name.startswith("__")
+    }
+    assert programs <= shown, f"not shown in docs/: {sorted(programs - shown)}"
+
+
+# -- the reference names every public name --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "module", ["workflows", "workflows.testing", "actors", "actors.testing", "persistence"]
+)
+def test_reference_names_every_public_name(module):
+    """docs/reference.md documents every name in each public package's __all__."""
+    import importlib
+
+    text = (DOCS / "reference.md").read_text()
+    missing = [n for n in importlib.import_module(module).__all__ if f"`{n}" not in text]
+    assert not missing, f"docs/reference.md does not document {module}: {missing}"
+
+
+def test_reference_names_every_cli_subcommand_and_option():
+    """docs/reference.md documents every wf subcommand and each of its options."""
+    from actors.cli import build_parser
+
+    text = (DOCS / "reference.md").read_text()
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, sp in sub.choices.items():
+        assert f"wf {name}" in text, f"wf {name} is not documented"
+        for action in sp._actions:
+            for opt in action.option_strings:
+                if opt not in ("-h", "--help"):
+                    assert opt in text, f"wf {name} {opt} is not documented"
+
+
+# -- claims of the versioning guide ---------------------------------------------------------------
+
+
+def test_decorator_and_location_do_not_change_the_fingerprint():
+    """Copying a workflow verbatim to another module under @workflow(name=old key) keeps its
+    fingerprint; renaming it or changing its body changes it."""
+    from examples.docs import checkout_v1
+    from workflows._compiler import compile_workflow_source
+
+    original = (
+        "from workflows import signal, workflow\n\n\n"
+        "@workflow\n"
+        "async def checkout(cart: list) -> dict:\n"
+        "    # a comment is not part of the fingerprint\n"
+        '    payment = await signal("pay")\n'
+        '    return {"paid": payment, "items": len(cart)}\n'
+    )
+    same = compile_workflow_source(original, "shop_before.py", "checkout")
+    assert same.fingerprint == checkout_v1.checkout.fingerprint
+    renamed = compile_workflow_source(
+        original.replace("def checkout", "def checkout_v1"), "shop_renamed.py", "checkout_v1"
+    )
+    assert renamed.fingerprint != checkout_v1.checkout.fingerprint
+    changed = compile_workflow_source(
+        original.replace('"items"', '"count"'), "shop_changed.py", "checkout"
+    )
+    assert changed.fingerprint != checkout_v1.checkout.fingerprint
+
+
+def test_changed_code_is_never_resumed_and_old_code_resumes(tmp_path):
+    """A continuation whose code changed stays RUNNING and untouched, with a
+    workflow_version_mismatch error logged; loading the old code again under its key resumes it."""
+    from structlog.testing import capture_logs
+
+    from actors import ActorSystem, Status
+    from actors.testing import VirtualClock
+    from workflows._compiler import compile_workflow_source
+
+    key = "docs_versioning_test:greeter"
+    v1 = "async def greeter(name):\n    who = await signal('hello')\n    return f'hi {who}'\n"
+    v2 = v1.replace("hi ", "hello ")
+    db, clock = str(tmp_path / "v.db"), VirtualClock()
+    old = compile_workflow_source(v1, "greeter_v1.py", key)
+    with ActorSystem(db, clock=clock) as system:
+        system.start(old, "x", id="g")
+        system.idle(timeout=10)
+    compile_workflow_source(v2, "greeter_v2.py", key)  # a deploy that edited the workflow
+    with capture_logs() as logs, ActorSystem(db, clock=clock) as system:
+        ref = system.get("g")
+        ref.signal("hello", "bob")
+        system.idle(timeout=10)
+        assert ref.status() is Status.RUNNING
+        assert [e["event"] for e in logs if e["log_level"] == "error"] == ["workflow_version_mismatch"]
+        assert "code changed" in next(e for e in logs if e["log_level"] == "error")["error"]
+    compile_workflow_source(v1, "greeter_v1.py", key)  # the old code is back under its key
+    with ActorSystem(db, clock=clock) as system:
+        assert system.get("g").result(timeout=10) == "hi bob"
