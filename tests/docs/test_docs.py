@@ -247,3 +247,13 @@ def test_changed_code_is_never_resumed_and_old_code_resumes(tmp_path):
     compile_workflow_source(v1, "greeter_v1.py", key)  # the old code is back under its key
     with ActorSystem(db, clock=clock) as system:
         assert system.get("g").result(timeout=10) == "hi bob"
+
+
+def test_relative_links_resolve():
+    """Every relative link in docs/ and the README points at a file that exists."""
+    broken = []
+    for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, "broken links:\n" + "\n".join(broken)
