@@ -153,14 +153,17 @@ async def raider(player_id: str, raid_id: str, boss_id: str, swing_secs: float) 
     Each hit is a reducer (the damage) and a broadcast of the target's new health, which is what
     moves the boss fight from phase to phase. Returns the number of hits.
     """
-    hits = 0
+    hits = swings = 0
     while True:
         await timer("swing", swing_secs)
         target = await procedure(pick_target, raid_id, boss_id, add_ids(boss_id))
         if target is None:
             return hits
+        swings += 1
+        hit = await procedure(calculate_damage, player_id, target, f"{workflow_id()}:{swings}")
+        if not hit["damage"]:
+            continue  # the target left the fight before the blow landed
         hits += 1
-        hit = await procedure(calculate_damage, player_id, target, f"{workflow_id()}:{hits}")
         reducer(apply_damage, target, hit["damage"])
         reducer(spawn_effect, target, "crit" if hit["crit"] else "hit")
         # Read the health back after this step's damage has committed, and tell whoever listens.

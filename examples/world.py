@@ -411,9 +411,13 @@ def calculate_damage(attacker: str, defender: str, roll: str, defending: bool = 
 
     ``roll`` names the throw (for example ``"combat-7:turn-3:player"``): the same roll on the same
     stats always gives the same result, so a retried procedure or a test sees the same number.
+    A defender that has left the world meanwhile (a despawned add) is missed: damage 0.
     """
     a = get_combatant_stats(attacker)
-    d = get_combatant_stats(defender)
+    try:
+        d = get_combatant_stats(defender)
+    except LookupError:
+        return {"damage": 0, "crit": False}
     rng = random.Random(f"{attacker}>{defender}:{roll}")
     damage = max(1, a["attack"] + a["damage_bonus"] - d["defense"] + rng.randint(0, 4))
     crit = rng.random() < 0.15
