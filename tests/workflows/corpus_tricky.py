@@ -388,3 +388,44 @@ async def boom_pending_through_two_finally(code):
 
 
 add(boom_pending_through_two_finally, C(3, raises=Boom), C(3, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def failing_helper(n):
+    """An inline helper whose await fails (ProcedureFailed raised inside the helper)."""
+    await timer("h", n)
+    return await procedure(explode, n)
+
+
+@workflow
+async def helper_fails_in_finally(x):
+    """An error raised inside an inline helper called from finally chains to the pending error."""
+    try:
+        raise Boom(x, "pending")
+    finally:
+        await failing_helper(x)
+
+
+add(
+    helper_fails_in_finally,
+    C(1, raises=ProcedureFailed),
+    C(2, cancel_at=0, raises=Cancelled),
+    C(3, fail_at=F1, raises=ProcedureFailed),
+)
+
+
+@workflow
+async def helper_fails_in_handler(x):
+    """An error raised inside an inline helper called from a handler chains to the handled error."""
+    try:
+        await procedure(explode, x)
+    except ProcedureFailed:
+        await failing_helper(x + 1)
+
+
+add(
+    helper_fails_in_handler,
+    C(1, raises=ProcedureFailed),
+    C(1, fail_at=F1, error=boom, raises=Boom),
+    C(2, cancel_at=1, raises=Cancelled),
+)
