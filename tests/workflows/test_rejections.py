@@ -304,16 +304,7 @@ def test_except_star_without_await_is_accepted():
         (EVAL_CALL, "eval(", "eval"),
         (SUPER_CALL, "super()", "super"),
         (GETFRAME_CALL, "sys._getframe", "_getframe"),
-        pytest.param(
-            DIR_CALL,
-            "dir()",
-            "dir",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="compiler bug: dir() with no arguments is accepted and lists the generated "
-                "block's locals, not the workflow's",
-            ),
-        ),
+        (DIR_CALL, "dir()", "dir"),
     ],
     ids=["locals", "vars", "exec", "eval", "super", "getframe", "dir"],
 )
