@@ -114,8 +114,8 @@ class Activator:
             self._work.dec()
         for slot in slots:
             try:
-                slot.ref.stop(block=True, timeout=5)
-            except Exception:  # an actor stuck in a step: the process is closing anyway
+                slot.ref.stop(block=False)
+            except pykka.ActorDeadError:
                 pass
 
     # -- internals (lock held) ----------------------------------------------------------------
@@ -128,12 +128,13 @@ class Activator:
     def _stop_locked(self, workflow_id: str, slot: _Slot) -> None:
         del self._live[workflow_id]
         self.passivations += 1
-        # The actor is idle (busy == 0), so its mailbox is empty: stopping it now loses nothing
-        # and keeps the number of actor threads under max_live.
+        # The actor is idle (busy == 0), so its mailbox is empty: stopping it loses nothing. The
+        # stop is not awaited: a new actor for the same id may start at once, the old one only
+        # has its stop message left to handle.
         try:
-            slot.ref.stop(block=True, timeout=5)
-        except pykka.Timeout:
-            log.warning("actor_stop_slow", workflow_id=workflow_id)
+            slot.ref.stop(block=False)
+        except pykka.ActorDeadError:
+            pass
 
     def _evict_idle_locked(self, exclude: str | None = None) -> bool:
         for wid, slot in self._live.items():  # least recently used first

@@ -9,12 +9,12 @@ transaction through the store's group-commit writer. Only then does anything lea
 
 from __future__ import annotations
 
+import functools
 import json
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pykka
 import structlog
 
 from persistence import (
@@ -45,6 +45,7 @@ from workflows._registry import resolve
 from workflows._step import Finished, Raised, Suspended
 
 from ._errors import TimerNotArmed
+from ._pool import PooledActor
 from ._procedures import ProcedureDone, error_info, pack_call
 from ._wait import Arm, Resolution, Wait, build_wait
 from ._wait import resolve as resolve_arm
@@ -97,11 +98,11 @@ class _RuntimeFault(Exception):
     """A fault outside workflow code (store, reducer, serialization): restart the actor."""
 
 
-class WorkflowActor(pykka.ThreadingActor):
-    """Runs one workflow's steps, one at a time."""
+class WorkflowActor(PooledActor):
+    """Runs one workflow's steps, one at a time (on the runtime's shared actor threads)."""
 
     def __init__(self, rt: Runtime, workflow_id: str) -> None:
-        super().__init__()
+        super().__init__(rt.dispatcher)
         self.rt = rt
         self.id = workflow_id
         self.loaded = False
@@ -147,11 +148,12 @@ class WorkflowActor(pykka.ThreadingActor):
         try:
             self.cont = restore(self.cont_blob)
         except VersionMismatch as e:
-            # Never resume a stale continuation: leave the row as it is and say so.
+            # Never resume a stale continuation: keep it as it is and say so where users look.
             self.blocked = True
             self.loaded = True
             self.log.error("workflow_version_mismatch", error=str(e))
             self.rt.blocked(self.id, str(e))
+            self._record_blocked(rec, str(e))
             return
         if self.wait is not None:
             pending_timer_arms = [a for a in self.wait.arms if a.kind == "timer" and not a.done]
@@ -170,6 +172,22 @@ class WorkflowActor(pykka.ThreadingActor):
                     p.key, False, None, json.loads(p.error or "{}"), p.attempts
                 )
         self.loaded = True
+
+    def _record_blocked(self, rec: Any, why: str) -> None:
+        """Show a version mismatch in waiting_on and the history (once), keeping the checkpoint."""
+        waiting = json.loads(self.wait.describe()) if self.wait else {"mode": "one", "arms": []}
+        if rec.waiting_on and json.loads(rec.waiting_on).get("blocked") == why:
+            return
+        waiting["blocked"] = why
+        sw = StepWrite(
+            workflow_id=self.id,
+            step_seq=rec.step_seq + 1,
+            waiting_on=json.dumps(waiting),
+            wait_signals=self.wait.signal_names() if self.wait else (),
+            updated_at=self.rt.clock.now(),
+            history=[("version_mismatch", json.dumps({"message": why}))],
+        )
+        self.rt.store.commit_step(sw, timeout=self.rt.commit_timeout)
 
     def _handle(self, message: Any) -> None:
         if not self.loaded:
@@ -530,7 +548,8 @@ def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     def run(db: Any) -> None:
         fn(db, *args, **kwargs)
 
-    run.__qualname__ = getattr(fn, "__qualname__", "reducer")
+    # Errors name the reducer by its own module:qualname, not this wrapper's.
+    functools.update_wrapper(run, fn)
     return run
 
 

@@ -9,6 +9,7 @@ retry policy's bounded number of attempts.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -42,11 +43,21 @@ class ProcedureDone:
     attempts: int = 1
 
 
+def type_name(t: type) -> str:
+    """The name users know a type by: builtins bare, package exports by their public path."""
+    if t.__module__ == "builtins":
+        return t.__name__
+    top = t.__module__.partition(".")[0]
+    mod = sys.modules.get(top)
+    if "._" in t.__module__ and mod is not None and getattr(mod, t.__qualname__, None) is t:
+        return f"{top}.{t.__qualname__}"
+    return f"{t.__module__}.{t.__qualname__}"
+
+
 def error_info(e: BaseException) -> dict[str, Any]:
     """The durable description of an error: type, message and traceback text."""
-    t = type(e)
     return {
-        "type": t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}",
+        "type": type_name(type(e)),
         "message": str(e),
         "traceback": "".join(traceback.format_exception(e)),
     }

@@ -41,6 +41,7 @@ from ._activator import Activator
 from ._actor import FireTimer, Kick, TimerFired, Wake, WorkflowActor, filter_key
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
+from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._timers import TimerService
 from ._work import WorkCounter
@@ -87,6 +88,8 @@ def _waiting_text(waiting_on: str | None) -> str | None:
     text = (" or " if w.get("mode") == "select" else " and ").join(parts)
     if w.get("at"):
         text += f" at {w['at']}"
+    if w.get("blocked"):
+        text = f"BLOCKED ({w['blocked']}); was waiting on {text or 'nothing'}"
     return text
 
 
@@ -116,11 +119,13 @@ class Runtime:
 
     commit_timeout = 60.0
 
-    def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float) -> None:
+    def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float, actor_threads: int = 32) -> None:
         self.store = store
         self.clock = clock
         self.passivate_after = passivate_after
         self.work = WorkCounter()
+        # Steps block on their commit, so more threads than cores lets group commit batch them.
+        self.dispatcher = Dispatcher(min(actor_threads, max_live))
         self.activator = Activator(lambda wid: WorkflowActor.start(self, wid), max_live, self.work)
         self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
         self.procedures = ProcedureExecutor(
@@ -153,7 +158,10 @@ class Runtime:
         for d in ack.delivered:
             self.activator.deliver(d.workflow_id, Wake(None))
         for wid, why in ack.dropped:
-            log.warning("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
+            # A message to a workflow that has just ended (a child's parent, a cancelled child) is
+            # expected; an unknown target or a full inbox is a mistake worth a warning.
+            level = log.debug if why.startswith("workflow ") else log.warning
+            level("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
 
     def finished(self, workflow_id: str) -> None:
         with self._finished_cond:
@@ -198,6 +206,9 @@ class Runtime:
             rec = self.store.load_workflow(workflow_id)
             if rec is None or rec.status != RUNNING:
                 return
+            # Report what went wrong underneath, not the runtime's private wrapper.
+            while type(error).__name__ == "_RuntimeFault" and error.__cause__ is not None:
+                error = error.__cause__
             info = error_info(error)
             info["message"] = f"runtime fault after {RESTART_INTENSITY} restarts in {RESTART_PERIOD:.0f}s: {info['message']}"
             sw = StepWrite(workflow_id=workflow_id, step_seq=rec.step_seq + 1, status="failed",
@@ -333,11 +344,12 @@ class ActorSystem:
         passivate_after: float = 60.0,
         max_live: int = 1_000,
         durability: str = "normal",
+        inbox_limit: int = 10_000,
     ) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self._closed = False
-        store = open_store(db, durability=durability, owner=True)
+        store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit)
         try:
             self._rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
             self.recovered = self._recover()
@@ -369,6 +381,7 @@ class ActorSystem:
         rt.timers.stop()
         rt.procedures.shutdown()
         rt.activator.close()
+        rt.dispatcher.shutdown()
         rt.store.close()
         log.info("system_shutdown", db=self.db)
 
@@ -378,19 +391,18 @@ class ActorSystem:
 
     def _recover(self) -> dict[str, int]:
         rt = self._rt
-        rt.timers.start()
-        procs = 0
-        for row in rt.store.procedures_to_run():
-            rt.procedures.dispatch(row)
-            procs += 1
-        n = 0
-        for wid in rt.store.workflows_with_work():
-            rt.activator.deliver(wid, Kick())
-            n += 1
-        timers = len(rt.store.timers_due(float("inf"), 1 << 30)) if n or procs else 0
+        # Counted before anything runs, so the figures describe the file as it was found.
         counts = rt.store.count_workflows()
         running = sum(c for (_t, s), c in counts.items() if s == RUNNING)
-        stats = {"running": running, "activated": n, "procedures": procs, "timers": timers}
+        timers = len(rt.store.timers_due(float("inf"), 1 << 30)) if running else 0
+        pending = list(rt.store.procedures_to_run())
+        with_work = list(rt.store.workflows_with_work())
+        rt.timers.start()
+        for row in pending:
+            rt.procedures.dispatch(row)
+        for wid in with_work:
+            rt.activator.deliver(wid, Kick())
+        stats = {"running": running, "activated": len(with_work), "procedures": len(pending), "timers": timers}
         log.info("system_recovered", db=self.db, **stats)
         return stats
 

@@ -89,6 +89,10 @@ class TimerService:
         """True if something is due now and not yet fired (``idle()`` is false then)."""
         now = self._clock.now()
         with self._cond:
+            if now >= self._loaded_until - self._horizon / 2:
+                # Timers beyond the loaded horizon may be due: the thread is about to load them.
+                self._cond.notify_all()
+                return True
             self._drop_cancelled_top()
             return bool(self._heap) and self._heap[0][0] <= now
 

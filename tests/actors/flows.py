@@ -216,3 +216,17 @@ def blocker() -> str:
 @workflow
 async def waits_on_blocker() -> str:
     return await procedure(blocker)
+
+
+@workflow
+async def counter(n: int) -> int:
+    total = 0
+    for _ in range(n):
+        total += await signal("inc")
+    return total
+
+
+@workflow
+async def subscriber(group: str) -> object:
+    subscribe("go", group)
+    return await signal("go")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from actors import Status
 from examples.daynight import day_night_cycle
 from workflows import signal, subscribe, workflow
@@ -44,11 +42,6 @@ def test_phases_follow_each_other_in_test_mode(system, view):
     assert ref.status() is Status.RUNNING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: system.idle() returns while the timer service is still loading timers "
-    "armed beyond its 300 s horizon, so the 20-minute 'day' timer fires late (actors/_timers.py)",
-)
 def test_a_day_lasts_34_minutes_on_the_clock(system, clock, view):
     """Dawn 2 min, day 20, dusk 2, night 10: the world's time follows the virtual clock, day after day."""
     system.start(day_night_cycle, id="world-daynight")

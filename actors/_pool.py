@@ -1,0 +1,181 @@
+"""Pooled pykka actors: many actors, a fixed number of threads.
+
+pykka's ``ThreadingActor`` gives every actor an OS thread. That is fine for a thousand idle actors,
+but starting and stopping one thread per activation costs about a millisecond under the GIL, and
+tens of thousands of threads slow every message. ``PooledActor`` plugs into pykka's extension
+points instead (``_create_future``, the inbox, ``_start_actor_loop``): an actor is a mailbox plus a
+flag, and a shared dispatcher runs it on one of a few threads whenever its mailbox has messages.
+Refs, ``tell``, ``ask``, ``stop`` and the registry are pykka's own, and each actor still handles one
+message at a time, in order.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import queue
+import sys
+import threading
+from typing import Any
+
+import pykka
+from pykka import ThreadingFuture
+from pykka._envelope import Envelope
+from pykka.messages import _ActorStop
+
+logger = logging.getLogger(__name__)
+
+# Messages one actor handles before yielding its thread to the next scheduled actor.
+SLICE = 16
+
+
+class _Inbox:
+    """A pykka actor inbox that schedules its actor on the dispatcher when a message arrives."""
+
+    def __init__(self, actor: PooledActor) -> None:
+        self._actor = actor
+        self._items: collections.deque[Envelope[Any]] = collections.deque()
+
+    def put(self, envelope: Envelope[Any], /) -> None:
+        actor = self._actor
+        with actor._sched_lock:
+            self._items.append(envelope)
+            if not actor._scheduled and actor._started:
+                actor._scheduled = True
+                actor._dispatcher.submit(actor)
+
+    def get(self) -> Envelope[Any]:
+        return self._items.popleft()
+
+    def empty(self) -> bool:
+        return not self._items
+
+
+class Dispatcher:
+    """A fixed set of threads running scheduled actors, one slice of messages at a time."""
+
+    def __init__(self, threads: int, name: str = "actorflow-actor") -> None:
+        if threads < 1:
+            raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
+        self._queue: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    @property
+    def size(self) -> int:
+        return len(self._threads)
+
+    def submit(self, actor: PooledActor) -> None:
+        self._queue.put(actor)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout)
+
+    def _work(self) -> None:
+        while True:
+            actor = self._queue.get()
+            if actor is None:
+                return
+            try:
+                actor._run_slice()
+            except BaseException:  # a dispatcher thread must survive any actor
+                logger.exception("actorflow: actor slice failed")
+
+
+_counter = itertools.count()
+
+
+class PooledActor(pykka.Actor):
+    """A pykka actor that runs on a shared ``Dispatcher`` instead of a thread of its own."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+        self._sched_lock = threading.Lock()
+        self._scheduled = False
+        self._started = False
+        self._setup_done = False
+        super().__init__()
+
+    def _create_actor_inbox(self) -> Any:  # type: ignore[override]
+        # pykka calls this on the instance in Actor.__init__, before it makes the ref.
+        return _Inbox(self)
+
+    @staticmethod
+    def _create_future() -> ThreadingFuture[Any]:
+        return ThreadingFuture()
+
+    def _start_actor_loop(self) -> None:
+        with self._sched_lock:
+            self._started = True
+            self._scheduled = True
+            self._dispatcher.submit(self)
+
+    def _run_slice(self) -> None:
+        if not self._setup_done:
+            self._setup_done = True
+            self._actor_loop_setup()
+        inbox = self.actor_inbox
+        for _ in range(SLICE):
+            if self.actor_stopped.is_set():
+                break
+            with self._sched_lock:
+                if inbox.empty():
+                    break
+                envelope = inbox.get()
+            self._handle_envelope(envelope)
+        if self.actor_stopped.is_set():
+            self._actor_loop_teardown()
+            return
+        with self._sched_lock:
+            if inbox.empty():
+                self._scheduled = False
+            else:
+                self._dispatcher.submit(self)
+
+    def _handle_envelope(self, envelope: Envelope[Any]) -> None:
+        try:
+            response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:
+            # Unlike pykka's threads, one actor's BaseException stops that actor, not all.
+            logger.exception("actorflow: %s stopped by a BaseException", self)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            self._stop()
+
+    def _actor_loop_teardown(self) -> None:
+        with self._sched_lock:
+            leftovers = []
+            while not self.actor_inbox.empty():
+                leftovers.append(self.actor_inbox.get())
+        for envelope in leftovers:
+            if envelope.reply_to is None:
+                continue
+            if isinstance(envelope.message, _ActorStop):
+                envelope.reply_to.set(None)
+            else:
+                envelope.reply_to.set_exception(
+                    exc_info=(
+                        pykka.ActorDeadError,
+                        pykka.ActorDeadError(f"{self.actor_ref} stopped before handling the message"),
+                        None,
+                    )
+                )
