@@ -1,0 +1,337 @@
+"""The benchmark workloads on actorflow, one per process.
+
+Run by ``benchmarks/run.py``; by hand: ``python benchmarks/workloads_actorflow.py WORKLOAD --dir D
+[--n N] [--durability full|normal]``. Prints one ``RESULT {json}`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import sqlite3
+import sys
+import threading
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    announce_ready,
+    file_size_mb,
+    lateness,
+    quiet_structlog,
+    report,
+    rss_mb,
+)
+
+quiet_structlog()
+
+from actors import ActorSystem  # noqa: E402
+from workflows import gather, now, procedure, signal, spawn, subscribe, timer, workflow  # noqa: E402
+
+WAIT = 600.0  # upper bound on any single wait; a stuck run fails loudly instead of hanging
+
+
+@procedure
+def inc(x: int) -> int:
+    return x + 1
+
+
+@workflow
+async def three_steps(x: int) -> int:
+    a = await procedure(inc, x)
+    b = await procedure(inc, a)
+    return await procedure(inc, b)
+
+
+@workflow
+async def collect(n: int) -> int:
+    total = 0
+    i = 0
+    while i < n:
+        total += await signal("item")
+        i += 1
+    return total
+
+
+@workflow
+async def wait_one() -> object:
+    return await signal("item")
+
+
+@workflow
+async def child(x: int) -> int:
+    return 2 * x
+
+
+@workflow
+async def fan_out(n: int) -> int:
+    results = await gather(*[spawn(child, i) for i in range(n)])
+    return sum(results)
+
+
+@workflow
+async def nap(seconds: float) -> float:
+    due = now() + seconds
+    await timer("nap", seconds)
+    return now() - due
+
+
+@workflow
+async def parked() -> object:
+    subscribe("go")
+    return await signal("go")
+
+
+@workflow
+async def looper(n: int) -> int:
+    i = 0
+    while i < n:
+        await timer("tick", 0)
+        i += 1
+    await signal("go")
+    return i
+
+
+def _system(args: argparse.Namespace, db: str | None = None, **kw: object) -> ActorSystem:
+    return ActorSystem(db or os.path.join(args.dir, "af.db"), durability=args.durability, **kw)
+
+
+def _wait_all(refs: list) -> list:
+    return [r.result(timeout=WAIT) for r in refs]
+
+
+# -- workloads 1-4 --------------------------------------------------------------------------
+def steps(args: argparse.Namespace) -> None:
+    """1: N workflows, each calling three procedures, started one after another."""
+    with _system(args) as system:
+        t0 = time.perf_counter()
+        refs = [system.start(three_steps, i) for i in range(args.n)]
+        results = _wait_all(refs)
+        elapsed = time.perf_counter() - t0
+    assert results == [i + 3 for i in range(args.n)], "wrong results"
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+
+
+def signals_one(args: argparse.Namespace) -> None:
+    """2a: one workflow consuming N signals, sent one after another."""
+    with _system(args) as system:
+        ref = system.start(collect, args.n)
+        system.idle(timeout=WAIT)  # the receiver is parked on its first await
+        t0 = time.perf_counter()
+        for _ in range(args.n):
+            ref.signal("item", 1)
+        total = ref.result(timeout=WAIT)
+        elapsed = time.perf_counter() - t0
+    assert total == args.n, f"consumed {total} of {args.n}"
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+
+
+def signals_many(args: argparse.Namespace) -> None:
+    """2b: N workflows each consuming one signal."""
+    with _system(args) as system:
+        refs = [system.start(wait_one) for _ in range(args.n)]
+        system.idle(timeout=WAIT)
+        t0 = time.perf_counter()
+        for i, r in enumerate(refs):
+            r.signal("item", i)
+        results = _wait_all(refs)
+        elapsed = time.perf_counter() - t0
+    assert results == list(range(args.n)), "wrong results"
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+
+
+def fanout(args: argparse.Namespace) -> None:
+    """3: a parent spawning N children and gathering their results."""
+    with _system(args) as system:
+        t0 = time.perf_counter()
+        total = system.start(fan_out, args.n).result(timeout=WAIT)
+        elapsed = time.perf_counter() - t0
+    assert total == args.n * (args.n - 1), "wrong result"
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+
+
+def timers(args: argparse.Namespace) -> None:
+    """4: N workflows each sleeping 0.1 s on a durable timer: throughput and lateness."""
+    with _system(args) as system:
+        t0 = time.perf_counter()
+        refs = [system.start(nap, 0.1) for _ in range(args.n)]
+        late = _wait_all(refs)
+        elapsed = time.perf_counter() - t0
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, **lateness(late))
+
+
+# -- workload 5: recovery -------------------------------------------------------------------
+def _clone(db: str, proto: str, n: int, prefix: str) -> None:
+    """Copy the rows of one genuinely suspended workflow (id 0) to ids 1 to n - 1."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("BEGIN")
+    series = "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?) "
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(workflows)")]
+    rest = ", ".join(c for c in cols if c != "id")
+    conn.execute(
+        series + f"INSERT INTO workflows (id, {rest}) SELECT printf('{prefix}%08d', i), {rest} "
+        "FROM c, workflows WHERE workflows.id = ?",
+        (n - 1, proto),
+    )
+    for table, cols2 in (("waits", "name"), ("subscriptions", "name, filter_key")):
+        conn.execute(
+            series + f"INSERT INTO {table} (workflow_id, {cols2}) SELECT printf('{prefix}%08d', i), "
+            f"{cols2} FROM c, {table} WHERE {table}.workflow_id = ?",
+            (n - 1, proto),
+        )
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def _build_parked(db: str, n: int, durability: str, prefix: str, genuine: bool) -> None:
+    """A file holding ``n`` workflows parked on ``await signal("go")``."""
+    with ActorSystem(db, durability=durability) as system:
+        if genuine:
+            lock = threading.Lock()
+            ids = iter(range(n))
+
+            def starter() -> None:
+                while True:
+                    with lock:
+                        i = next(ids, None)
+                    if i is None:
+                        return
+                    system.start(parked, id=f"{prefix}{i:08d}")
+
+            threads = [threading.Thread(target=starter) for _ in range(16)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            system.start(parked, id=f"{prefix}{0:08d}")
+        system.idle(timeout=WAIT)
+    if not genuine:
+        _clone(db, f"{prefix}{0:08d}", n, prefix)
+
+
+def recovery(args: argparse.Namespace) -> None:
+    """5: prepare N parked workflows and wait to be killed, or recover them and finish them all."""
+    db = os.path.join(args.dir, "recovery.db")
+    if args.phase == "prepare":
+        _build_parked(db, args.n, args.durability, "r-", genuine=not args.clone)
+        system = _system(args, db)  # the running process the runner kills
+        announce_ready()
+        time.sleep(WAIT)
+        system.shutdown()
+        return
+    t0 = time.perf_counter()
+    system = _system(args, db)
+    ready = time.perf_counter() - t0
+    ids = [f"r-{i:08d}" for i in range(args.n)]
+    if args.broadcast:
+        delivered = system.broadcast("go", None, "go")
+        assert delivered == args.n, f"broadcast reached {delivered} of {args.n}"
+        system.idle(timeout=WAIT)
+        running = system._rt.store.running_count()
+        assert running == 0, f"{running} workflows still running"
+    else:
+        refs = [system.get(i) for i in ids]
+        for r in refs:
+            r.signal("go", "go")
+        assert _wait_all(refs) == ["go"] * args.n
+    done = time.perf_counter() - t0
+    system.shutdown()
+    report(n=args.n, ready_s=ready, complete_s=done, clone=args.clone, broadcast=args.broadcast)
+
+
+# -- workload 6: resume cost against history length -----------------------------------------
+def resume(args: argparse.Namespace) -> None:
+    """6: build a workflow that looped N times (phase build), or time one resume of a copy."""
+    base = os.path.join(args.dir, f"loop-{args.n}.db")
+    if args.phase == "build":
+        t0 = time.perf_counter()
+        with ActorSystem(base, durability="normal") as system:
+            system.start(looper, args.n, id="loop")
+            system.idle(timeout=WAIT * 3)
+            info = system.get("loop").info()
+        assert info.waiting_on and "go" in info.waiting_on, info
+        report(n=args.n, build_s=time.perf_counter() - t0)
+        return
+    copy = os.path.join(args.dir, f"loop-{args.n}-{args.rep}.db")
+    for suffix in ("", "-wal"):
+        if os.path.exists(base + suffix):
+            shutil.copyfile(base + suffix, copy + suffix)
+    t0 = time.perf_counter()
+    system = _system(args, copy)
+    opened = time.perf_counter()
+    ref = system.get("loop")
+    ref.signal("go")
+    value = ref.result(timeout=WAIT)
+    t1 = time.perf_counter()
+    system.shutdown()
+    assert value == args.n
+    report(n=args.n, open_ms=(opened - t0) * 1e3, resume_ms=(t1 - opened) * 1e3,
+           total_ms=(t1 - t0) * 1e3)
+
+
+# -- workload 7: scale ----------------------------------------------------------------------
+def scale(args: argparse.Namespace) -> None:
+    """7: N suspended workflows in one file: file size, start-up time, RSS; wake a few."""
+    db = os.path.join(args.dir, "scale.db")
+    if args.phase == "build":
+        t0 = time.perf_counter()
+        _build_parked(db, args.n, "normal", "s-", genuine=False)
+        report(n=args.n, build_s=time.perf_counter() - t0, file_mb=file_size_mb(db))
+        return
+    rss0 = rss_mb()
+    t0 = time.perf_counter()
+    system = _system(args, db)
+    startup = time.perf_counter() - t0
+    rss_open = rss_mb()
+    step = max(1, args.n // 100)
+    refs = [system.get(f"s-{i:08d}") for i in range(0, args.n, step)]
+    t1 = time.perf_counter()
+    for r in refs:
+        r.signal("go", "go")
+    assert _wait_all(refs) == ["go"] * len(refs)
+    woke = time.perf_counter() - t1
+    rss_end = rss_mb()
+    running = system._rt.store.running_count()
+    system.shutdown()
+    report(n=args.n, startup_s=startup, file_mb=file_size_mb(db), rss_before_mb=rss0,
+           rss_open_mb=rss_open, rss_end_mb=rss_end, woken=len(refs), wake_s=woke,
+           running_after=running)
+
+
+WORKLOADS = {
+    "steps": steps,
+    "signals_one": signals_one,
+    "signals_many": signals_many,
+    "fanout": fanout,
+    "timers": timers,
+    "recovery": recovery,
+    "resume": resume,
+    "scale": scale,
+}
+
+
+def main() -> None:
+    """Run one workload and print its result line."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("workload", choices=sorted(WORKLOADS))
+    p.add_argument("--dir", required=True, help="an empty scratch directory")
+    p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--durability", choices=("full", "normal"), default="full")
+    p.add_argument("--phase", default="run", help="prepare/recover, build/run")
+    p.add_argument("--rep", type=int, default=0)
+    p.add_argument("--clone", action="store_true", help="recovery: build the file by cloning rows")
+    p.add_argument("--broadcast", action="store_true", help="recovery: wake all by one broadcast")
+    args = p.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    WORKLOADS[args.workload](args)
+
+
+if __name__ == "__main__":
+    main()
