@@ -429,3 +429,126 @@ add(
     C(1, fail_at=F1, error=boom, raises=Boom),
     C(2, cancel_at=1, raises=Cancelled),
 )
+
+
+@workflow
+async def raising_helper(n):
+    """An inline helper that raises from its own code after an await."""
+    await timer("r", n)
+    raise ValueError(n)
+
+
+@workflow
+async def two_level_helper(n):
+    """An inline helper that calls another inline helper and has no handler of its own."""
+    return await raising_helper(n)
+
+
+@workflow
+async def helper_two_deep_fails_in_handler(x):
+    """An error raised two inline helpers deep, called from a handler, chains to the handled error."""
+    try:
+        raise KeyError(x)
+    except KeyError:
+        await two_level_helper(x)
+
+
+add(
+    helper_two_deep_fails_in_handler,
+    C(1, raises=ValueError),
+    C(2, fail_at=F0, error=boom, raises=Boom),
+    C(3, cancel_at=0, raises=Cancelled),
+)
+
+
+@workflow
+async def handling_helper(n):
+    """An inline helper that handles its own failure and raises a new error from its handler."""
+    try:
+        await procedure(explode, n)
+    except ProcedureFailed:
+        if n > 5:
+            raise Oops(n) from None
+        raise Oops(n)
+
+
+@workflow
+async def helper_with_own_handler_in_finally(x):
+    """Inside a helper called from finally, the helper's own handled error is the nearer context."""
+    try:
+        raise KeyError(x)
+    finally:
+        await handling_helper(x)
+
+
+add(
+    helper_with_own_handler_in_finally,
+    C(1, raises=Oops),
+    C(7, raises=Oops),
+    C(2, cancel_at=0, raises=Cancelled),
+)
+
+
+@workflow
+async def helper_bad_arguments_in_handler(x):
+    """A helper called with wrong arguments from a handler: the TypeError chains to the handled error."""
+    try:
+        raise KeyError(x)
+    except KeyError:
+        await raising_helper(x, x)
+
+
+add(helper_bad_arguments_in_handler, C(1, raises=TypeError))
+
+
+@workflow
+async def helper_after_handler_has_no_context(x):
+    """A helper failing after the handler finished gets no context (the handled error is gone)."""
+    try:
+        raise KeyError(x)
+    except KeyError:
+        await timer("h", 1)
+    await raising_helper(x)
+
+
+add(helper_after_handler_has_no_context, C(1, raises=ValueError), C(2, fail_at=F1, error=boom, raises=Boom))
+
+
+@workflow
+async def raises_at_once(n):
+    """An inline helper that raises before any await."""
+    raise IndexError(n)
+
+
+@workflow
+async def context_probe_helper(n):
+    """An inline helper that logs what fresh errors chain to, after an await that may be thrown into."""
+    try:
+        await timer("c", n)
+    except Boom:
+        log("caught")
+    try:
+        raise LookupError(n)
+    except LookupError as e:
+        log(type(e.__context__).__name__)
+    try:
+        await raises_at_once(n)
+    except IndexError as e:
+        log(type(e.__context__).__name__)
+    raise ValueError(n)
+
+
+@workflow
+async def what_helpers_see_in_a_handler(x):
+    """A helper called from a handler sees the handled error in a sent step, not in a thrown one."""
+    try:
+        raise KeyError(x)
+    except KeyError:
+        await context_probe_helper(x)
+
+
+add(
+    what_helpers_see_in_a_handler,
+    C(1, raises=ValueError),
+    C(2, fail_at=F0, error=boom, raises=ValueError),
+)

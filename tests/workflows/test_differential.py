@@ -40,19 +40,7 @@ except NotImplementedError:  # the @workflow compiler has not landed in this che
 # Cases whose compiled run is known to differ (compiler bugs reported, not yet fixed), keyed by
 # (check, "<entry name>-<case index>" or "<entry name>-derived"). Marked xfail(strict=True), so a
 # fix turns them into failures until the mark is removed.
-_NO_CONTEXT_IN_HELPER = (
-    "an exception raised inside an inline sub-workflow called from an except handler or a "
-    "finally block gets no implicit __context__ (native chains it to the handled exception)"
-)
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    **{
-        ("compiled", f"corpus_tricky:{name}-{i}"): _NO_CONTEXT_IN_HELPER
-        for name in ("helper_fails_in_finally", "helper_fails_in_handler")
-        for i in range(3)
-    },
-    ("derived", "corpus_tricky:helper_fails_in_finally-derived"): _NO_CONTEXT_IN_HELPER,
-    ("derived", "corpus_tricky:helper_fails_in_handler-derived"): _NO_CONTEXT_IN_HELPER,
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _params(check: str) -> list[object]:

@@ -364,6 +364,49 @@ def _active_exc(f: Frame, hctx: tuple[tuple[str, int], ...]) -> BaseException | 
     return None
 
 
+def _own_exc(f: Frame) -> BaseException | None:
+    """The exception ``f`` itself is handling at its pc (its innermost live handler or finally)."""
+    h = f._af_code.hctx[f.__dict__["_af_pc"]]
+    return _active_exc(f, h) if h else None
+
+
+# Which handled exceptions a frame sees follows the interpreter's chain of exception states.
+# A step that sends resumes the coroutines through their awaits, one inside the other, so a
+# helper sees the exception its callers are handling. A step that throws reaches the innermost
+# coroutine by recursion from the outermost, without linking them: every frame on the stack at
+# that moment sees only its own handled exception, and an exception leaving one of them for its
+# caller gets that caller's handled exception as its new ``__context__``. Frames below index
+# ``floor`` are those unlinked frames (``floor`` is 0 in a step that sends).
+
+
+def _inherited_exc(frames: list[Frame], floor: int) -> BaseException | None:
+    """The exception the top frame sees through its callers when it handles none itself."""
+    i = len(frames) - 1
+    while i >= 1 and i >= floor:
+        i -= 1
+        active = _own_exc(frames[i])
+        if active is not None:
+            return active
+    return None
+
+
+def _rechain(exc: BaseException, active: BaseException | None) -> None:
+    # The interpreter's implicit chaining when a thrown-into coroutine resumes with ``exc``
+    # raised in it: ``__context__`` becomes the handled exception, breaking any cycle.
+    if active is None or active is exc:
+        return
+    o = active
+    while True:
+        c = o.__context__
+        if c is None:
+            break
+        if c is exc:
+            o.__context__ = None
+            break
+        o = c
+    exc.__context__ = active
+
+
 def _run_handling(f: Frame, blk: Any, exc: BaseException) -> Any:
     # Make ``exc`` the exception being handled while the block runs, as inside a native
     # handler: implicit __context__ chaining, bare ``raise`` and sys.exc_info() then work.
@@ -373,6 +416,19 @@ def _run_handling(f: Frame, blk: Any, exc: BaseException) -> Any:
     except BaseException:
         exc.__context__, exc.__traceback__, exc.__suppress_context__ = ctx, tb, sup
         return blk(f, _RT)
+
+
+def _new_child(call: SubCall, active: BaseException | None) -> Frame:
+    # Binding the helper's arguments happens inside the caller's handler natively (a TypeError
+    # there chains to the handled exception).
+    if active is None:
+        return call.wf._new_frame(call.args, call.kwargs)  # type: ignore[no-any-return]
+    ctx, tb, sup = active.__context__, active.__traceback__, active.__suppress_context__
+    try:
+        raise active
+    except BaseException:
+        active.__context__, active.__traceback__, active.__suppress_context__ = ctx, tb, sup
+        return call.wf._new_frame(call.args, call.kwargs)  # type: ignore[no-any-return]
 
 
 def _through_caller(e: BaseException, stub: Any) -> None:
@@ -444,19 +500,20 @@ def step(cont: Continuation, send: Any = None, throw: BaseException | None = Non
     if throw is None:
         f._af_sent = send
     else:
-        code = f._af_code
-        h = code.hctx[f._af_pc]
-        if h:
-            active = _active_exc(f, h)
-            if active is not None and active is not throw and throw.__context__ is None:
-                throw.__context__ = active
-    return _drive(cont, frames, f, pending)
+        active = _own_exc(f)
+        if active is not None and active is not throw and throw.__context__ is None:
+            throw.__context__ = active
+    return _drive(cont, frames, f, pending, len(frames) if throw is not None else 0)
 
 
-def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> StepResult:
+def _drive(
+    cont: Continuation, frames: list[Frame], f: Frame, pending: Any, floor: int
+) -> StepResult:
     rt = _RT
     code = f._af_code
     blocks = code.blocks
+    # What the callers of ``f`` are handling, as ``f`` sees it; recomputed when the top changes.
+    inherited = _inherited_exc(frames, floor)
     while True:
         if pending is not None:
             target, slot, kind, clears = code.handlers[f._af_pc]
@@ -468,6 +525,10 @@ def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> S
                 f = frames[-1]
                 code = f._af_code
                 blocks = code.blocks
+                if len(frames) < floor:
+                    _rechain(pending, _own_exc(f))
+                    floor = len(frames)
+                inherited = _inherited_exc(frames, floor)
                 _through_caller(pending, code.stubs.get(f._af_pc))
                 continue
             d = f.__dict__
@@ -482,12 +543,11 @@ def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> S
         pc = f._af_pc
         try:
             h = code.hctx[pc]
-            if h:
-                active = _active_exc(f, h)
-                if active is not None:
-                    r = _run_handling(f, blocks[pc], active)
-                else:
-                    r = blocks[pc](f, rt)
+            active = _active_exc(f, h) if h else None
+            if active is None:
+                active = inherited
+            if active is not None:
+                r = _run_handling(f, blocks[pc], active)
             else:
                 r = blocks[pc](f, rt)
         except BaseException as e:
@@ -507,11 +567,16 @@ def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> S
             f._af_pc = r.resume
             value = r.value
             if type(value) is SubCall:
+                seen = _own_exc(f)
+                if seen is None:
+                    seen = inherited
                 try:
-                    child = value.wf._new_frame(value.args, value.kwargs)
+                    child = _new_child(value, seen)
                 except BaseException as e:
+                    _trim(e)
                     pending = e
                     continue
+                inherited = seen
                 frames.append(child)
                 f = child
                 code = f._af_code
@@ -526,6 +591,8 @@ def _drive(cont: Continuation, frames: list[Frame], f: Frame, pending: Any) -> S
             f = frames[-1]
             code = f._af_code
             blocks = code.blocks
+            floor = min(floor, len(frames))
+            inherited = _inherited_exc(frames, floor)
             f._af_sent = r.value
             continue
         if tr is Reraise:
