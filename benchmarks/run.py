@@ -1,0 +1,505 @@
+"""Run every benchmark, each next to its baseline in the same run, and print the table.
+
+    python benchmarks/run.py            # the full run (about 15 minutes), writes results.json
+    python benchmarks/run.py --quick    # small N, one repetition: a smoke run of a minute or two
+
+Each workload runs in a fresh interpreter per engine and repetition, alternating engines so that
+the noise of a shared machine falls on both; figures are medians over the repetitions and each is
+reported as a ratio to its baseline. DBOS (``pip install -e '.[bench]'``) is skipped, with a note,
+when it is not installed or with ``--no-dbos``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import select
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _common import READY_PREFIX, RESULT_PREFIX  # noqa: E402
+
+AF = str(HERE / "workloads_actorflow.py")
+DB = str(HERE / "workloads_dbos.py")
+RAW = str(HERE / "workloads_raw.py")
+MARK_BEGIN = "<!-- results:begin (written by benchmarks/run.py) -->"
+MARK_END = "<!-- results:end -->"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The N of every workload, and the repetitions, for one mode."""
+
+    reps: int
+    steps: int
+    signals_one: int
+    signals_many: int
+    fanout: int
+    timers: int
+    recovery: int
+    recovery_big: int
+    resume_short: int
+    resume_long: int
+    dbos_resume_long: int
+    scale: int
+    raw_seconds: float
+
+
+FULL = Sizes(reps=3, steps=1000, signals_one=2000, signals_many=1000, fanout=100, timers=1000,
+             recovery=1000, recovery_big=100_000, resume_short=10, resume_long=100_000,
+             dbos_resume_long=1000, scale=1_000_000, raw_seconds=2.0)
+QUICK = Sizes(reps=1, steps=100, signals_one=200, signals_many=100, fanout=20, timers=100,
+              recovery=100, recovery_big=2000, resume_short=10, resume_long=500,
+              dbos_resume_long=50, scale=5000, raw_seconds=0.5)
+
+
+@dataclass
+class Runner:
+    """Runs workload processes and collects their result lines."""
+
+    tmp: str
+    timeout: float
+    verbose: bool
+    log: list[dict[str, Any]] = field(default_factory=list)
+    _n: int = 0
+
+    def scratch(self) -> str:
+        self._n += 1
+        d = os.path.join(self.tmp, f"run{self._n:03d}")
+        os.makedirs(d)
+        return d
+
+    def run(self, script: str, *argv: str, timeout: float | None = None) -> dict[str, Any] | None:
+        """Run one workload process; return its figures, or None (the failure is logged)."""
+        cmd = [sys.executable, script, *argv]
+        label = " ".join([pathlib.Path(script).stem, *argv])
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True,
+                                  timeout=timeout or self.timeout, start_new_session=True)
+        except subprocess.TimeoutExpired as e:
+            return self._fail(label, f"timed out after {e.timeout:.0f}s", e.stderr or "")
+        figures = _result(proc.stdout)
+        if figures is None:
+            return self._fail(label, f"exit code {proc.returncode}, no result line", proc.stderr)
+        self._ok(label, figures, time.monotonic() - t0)
+        return figures
+
+    def killed_then(self, script: str, prepare: list[str], recover: list[str]) -> dict[str, Any] | None:
+        """Start a preparing process, SIGKILL it once it says READY, then run the recovering one."""
+        cmd = [sys.executable, script, *prepare]
+        label = " ".join([pathlib.Path(script).stem, *prepare])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        deadline = time.monotonic() + self.timeout
+        ready = False
+        assert proc.stdout is not None
+        while time.monotonic() < deadline and proc.poll() is None:
+            r, _, _ = select.select([proc.stdout], [], [], 1.0)
+            if r and proc.stdout.readline().strip() == READY_PREFIX:
+                ready = True
+                break
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if not ready:
+            err = proc.stderr.read() if proc.stderr else ""
+            return self._fail(label, "never became ready", err)
+        return self.run(script, *recover)
+
+    def _ok(self, label: str, figures: dict[str, Any], seconds: float) -> None:
+        self.log.append({"run": label, "ok": True, "wall_s": seconds, "figures": figures})
+        if self.verbose:
+            print(f"  . {label}  ({seconds:.1f}s) {json.dumps(figures)}", flush=True)
+
+    def _fail(self, label: str, what: str, stderr: str) -> None:
+        tail = "\n".join((stderr or "").strip().splitlines()[-6:])
+        self.log.append({"run": label, "ok": False, "error": what, "stderr": tail})
+        print(f"  ! {label}: {what}\n    {tail.replace(chr(10), chr(10) + '    ')}", flush=True)
+        return None
+
+
+def _result(stdout: str) -> dict[str, Any] | None:
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    return None
+
+
+def median(runs: list[dict[str, Any] | None], key: str) -> float | None:
+    """Median of ``key`` over the runs that succeeded (None if none did)."""
+    values = [r[key] for r in runs if r is not None and r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+# -- the suite ----------------------------------------------------------------------------------
+def dbos_available() -> bool:
+    try:
+        importlib.metadata.version("dbos")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def dbos_configs() -> list[dict[str, str]]:
+    """DBOS settings tried for the full-durability comparison (its best is kept)."""
+    return [
+        {"journal": "delete", "sync": "full", "threads": "0"},
+        {"journal": "wal", "sync": "full", "threads": "0"},
+        {"journal": "wal", "sync": "full", "threads": "16"},
+    ]
+
+
+def dbos_args(cfg: dict[str, str]) -> list[str]:
+    return ["--journal", cfg["journal"], "--sync", cfg["sync"], "--threads", cfg["threads"]]
+
+
+def cfg_name(cfg: dict[str, str]) -> str:
+    threads = "default threads" if cfg["threads"] == "0" else f"max_executor_threads={cfg['threads']}"
+    journal = "rollback journal" if cfg["journal"] == "delete" else "WAL"
+    return f"{journal}, synchronous={cfg['sync'].upper()}, {threads}"
+
+
+def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, Any]:
+    """Run everything; return the collected figures."""
+    out: dict[str, Any] = {"rows": [], "targets": [], "notes": []}
+    use_dbos = not args.no_dbos and dbos_available()
+    if not use_dbos:
+        out["notes"].append("DBOS not run (not installed, or --no-dbos): its columns are empty.")
+    durabilities = ["full", "normal"] if args.also_normal else ["full"]
+    only = set(args.only.split(",")) if args.only else None
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
+    reps = args.reps or sizes.reps
+
+    # Baselines: raw sqlite3 commits at each durability, raw pykka.
+    print("baselines", flush=True)
+    raw: dict[str, list] = {"full": [], "normal": [], "delete-full": []}
+    for _ in range(reps):
+        for key, journal, sync in (("full", "wal", "full"), ("normal", "wal", "normal"),
+                                   ("delete-full", "delete", "full")):
+            raw[key].append(rn.run(RAW, "sqlite", "--dir", rn.scratch(), "--journal", journal,
+                                   "--sync", sync, "--seconds", str(sizes.raw_seconds)))
+    raw_rate = {k: median(v, "per_s") for k, v in raw.items()}
+    pyk = [rn.run(RAW, "pykka", "--n", "20000" if not args.quick else "5000") for _ in range(reps)]
+    out["raw"] = {"sqlite_commits_per_s": raw_rate, "pykka_tell_per_s": median(pyk, "tell_per_s"),
+                  "pykka_ask_per_s": median(pyk, "ask_per_s")}
+
+    # Which DBOS setting is its best at full durability (workload 1, small N).
+    best = {"journal": "wal", "sync": "full", "threads": "0"}
+    if use_dbos and not args.quick:
+        print("dbos settings", flush=True)
+        trials = []
+        for cfg in dbos_configs():
+            r = [rn.run(DB, "steps", "--dir", rn.scratch(), "--n", "200", *dbos_args(cfg))]
+            trials.append((median(r, "per_s") or 0.0, cfg))
+        out["dbos_trials"] = [{"setting": cfg_name(c), "steps_per_s": v} for v, c in trials]
+        best = max(trials, key=lambda t: t[0])[1]
+    out["dbos_best"] = cfg_name(best)
+
+    # Workloads 1-4, both engines, alternating, at each durability.
+    plain = [("steps", f"1. {sizes.steps:,} workflows x 3 procedures", sizes.steps, "workflows/s"),
+             ("signals_one", f"2a. one workflow, {sizes.signals_one:,} signals", sizes.signals_one, "signals/s"),
+             ("signals_many", f"2b. {sizes.signals_many:,} workflows, one signal each", sizes.signals_many, "signals/s"),
+             ("fanout", f"3. parent gathers {sizes.fanout:,} children", sizes.fanout, "children/s"),
+             ("timers", f"4. {sizes.timers:,} timers of 0.1 s", sizes.timers, "workflows/s")]
+    for durability in durabilities:
+        dcfg = dict(best) if durability == "full" else {"journal": "wal", "sync": "normal", "threads": best["threads"]}
+        for name, title, n, unit in plain:
+            if not wanted(name):
+                continue
+            print(f"{name} ({durability})", flush=True)
+            af, db = [], []
+            for _ in range(reps):
+                af.append(rn.run(AF, name, "--dir", rn.scratch(), "--n", str(n), "--durability", durability))
+                if use_dbos:
+                    db.append(rn.run(DB, name, "--dir", rn.scratch(), "--n", str(n), *dbos_args(dcfg)))
+            row = {"workload": title, "key": name, "durability": durability, "n": n, "unit": unit,
+                   "actorflow": median(af, "per_s"), "dbos": median(db, "per_s"),
+                   "dbos_setting": cfg_name(dcfg) if use_dbos else None}
+            if name == "timers":
+                for k in ("late_p50_ms", "late_p99_ms"):
+                    row[f"actorflow_{k}"] = median(af, k)
+                    row[f"dbos_{k}"] = median(db, k)
+            if name == "signals_one":
+                row["raw_sqlite_commits_per_s"] = raw_rate[durability]
+            out["rows"].append(row)
+
+    # 5. Recovery after SIGKILL.
+    if wanted("recovery"):
+        print("recovery", flush=True)
+        af, db = [], []
+        for _ in range(min(reps, 2)):
+            d = rn.scratch()
+            af.append(rn.killed_then(
+                AF, ["recovery", "--dir", d, "--n", str(sizes.recovery), "--phase", "prepare", "--durability", "full"],
+                ["recovery", "--dir", d, "--n", str(sizes.recovery), "--phase", "recover", "--durability", "full"]))
+            if use_dbos:
+                d = rn.scratch()
+                db.append(rn.killed_then(
+                    DB, ["recovery", "--dir", d, "--n", str(sizes.recovery), "--phase", "prepare", *dbos_args(best)],
+                    ["recovery", "--dir", d, "--n", str(sizes.recovery), "--phase", "recover", *dbos_args(best)]))
+        out["recovery"] = {"n": sizes.recovery,
+                           "actorflow_ready_s": median(af, "ready_s"), "actorflow_complete_s": median(af, "complete_s"),
+                           "dbos_ready_s": median(db, "ready_s"), "dbos_complete_s": median(db, "complete_s")}
+        d = rn.scratch()
+        big = rn.killed_then(
+            AF, ["recovery", "--dir", d, "--n", str(sizes.recovery_big), "--phase", "prepare", "--clone", "--durability", "full"],
+            ["recovery", "--dir", d, "--n", str(sizes.recovery_big), "--phase", "recover", "--clone", "--broadcast", "--durability", "full"])
+        out["recovery_big"] = {"n": sizes.recovery_big, "ready_s": big and big["ready_s"],
+                               "complete_s": big and big["complete_s"]}
+
+    # 6. Resume cost against history length.
+    if wanted("resume"):
+        print("resume", flush=True)
+        res: dict[str, Any] = {}
+        d = rn.scratch()
+        for n in (sizes.resume_short, sizes.resume_long):
+            rn.run(AF, "resume", "--dir", d, "--n", str(n), "--phase", "build", timeout=1800)
+        rows = {sizes.resume_short: [], sizes.resume_long: []}
+        for rep in range(max(reps, 5)):
+            for n in rows:
+                rows[n].append(rn.run(AF, "resume", "--dir", d, "--n", str(n), "--rep", str(rep), "--durability", "full"))
+        res["actorflow"] = {str(n): {"open_ms": median(v, "open_ms"), "resume_ms": median(v, "resume_ms"),
+                                     "total_ms": median(v, "total_ms")} for n, v in rows.items()}
+        if use_dbos:
+            d = rn.scratch()
+            for n in (sizes.resume_short, sizes.dbos_resume_long):
+                rn.run(DB, "resume", "--dir", d, "--n", str(n), "--phase", "build", *dbos_args(best))
+            rows = {sizes.resume_short: [], sizes.dbos_resume_long: []}
+            for rep in range(reps):
+                for n in rows:
+                    rows[n].append(rn.run(DB, "resume", "--dir", d, "--n", str(n), "--rep", str(rep), *dbos_args(best)))
+            res["dbos"] = {str(n): {"open_ms": median(v, "open_ms"), "resume_ms": median(v, "resume_ms"),
+                                    "total_ms": median(v, "total_ms")} for n, v in rows.items()}
+        out["resume"] = res
+
+    # 7. Scale.
+    if wanted("scale"):
+        print("scale", flush=True)
+        d = rn.scratch()
+        built = rn.run(AF, "scale", "--dir", d, "--n", str(sizes.scale), "--phase", "build", timeout=1800)
+        runs = [rn.run(AF, "scale", "--dir", d, "--n", str(sizes.scale), "--durability", "full")
+                for _ in range(reps)]
+        out["scale"] = {"n": sizes.scale, "build_s": built and built["build_s"],
+                        "file_mb": median(runs, "file_mb"), "startup_s": median(runs, "startup_s"),
+                        "rss_open_mb": median(runs, "rss_open_mb"), "rss_end_mb": median(runs, "rss_end_mb"),
+                        "wake_100_s": median(runs, "wake_s")}
+    return out
+
+
+# -- the report ---------------------------------------------------------------------------------
+def _fmt(v: float | None, unit: str = "") -> str:
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100:
+        s = f"{v:,.0f}"
+    elif abs(v) >= 10:
+        s = f"{v:.1f}"
+    else:
+        s = f"{v:.2f}"
+    return s + unit
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Evaluate the issue's targets on the figures of this run."""
+    t: list[dict[str, Any]] = []
+    for row in out["rows"]:
+        if row["durability"] != "full":
+            continue
+        r = _ratio(row["actorflow"], row["dbos"])
+        t.append({"target": f"{row['workload']}: >= 20x DBOS", "value": r, "met": r is not None and r >= 20})
+        if row["key"] == "signals_one":
+            r2 = _ratio(row["actorflow"], row.get("raw_sqlite_commits_per_s"))
+            t.append({"target": "2a. single-workflow signals >= 30% of raw SQLite commits/s", "value": r2,
+                      "met": r2 is not None and r2 >= 0.30, "percent": True})
+    rec = out.get("recovery")
+    if rec:
+        r = _ratio(rec["dbos_complete_s"], rec["actorflow_complete_s"])
+        t.append({"target": f"5. recovery of {rec['n']:,}: >= 10x faster than DBOS", "value": r,
+                  "met": r is not None and r >= 10})
+    res = out.get("resume", {}).get("actorflow")
+    if res:
+        short, long_ = (res[k]["total_ms"] for k in sorted(res, key=int))
+        r = _ratio(long_, short)
+        t.append({"target": "6. resume cost flat within 20% from short to long history", "value": r,
+                  "met": r is not None and r <= 1.2})
+    sc = out.get("scale")
+    if sc:
+        v = sc["rss_end_mb"]
+        t.append({"target": f"7. {sc['n']:,} suspended workflows with RSS < 1 GB", "value": v,
+                  "met": v is not None and v < 1024, "unit": " MB"})
+    return t
+
+
+def markdown(out: dict[str, Any]) -> str:
+    """Render the figures as the Markdown that RESULTS.md holds."""
+    m = out["machine"]
+    lines = [MARK_BEGIN, "",
+             f"Run {m['date']} on {m['cpu']} ({m['cores']} cores, shared), {m['os']}; Python "
+             f"{m['python']}, SQLite {m['sqlite']}, actorflow {m['actorflow']}, DBOS {m['dbos']}, "
+             f"pykka {m['pykka']}. Load average {m['load_before']} before, {m['load_after']} after. "
+             f"Command: `{m['command']}` ({m['wall_min']:.1f} min).", ""]
+    raw = out["raw"]
+    rs = raw["sqlite_commits_per_s"]
+    lines += ["Baselines (same run): raw sqlite3 single-row commits/s: WAL + synchronous=FULL "
+              f"{_fmt(rs.get('full'))}, WAL + NORMAL {_fmt(rs.get('normal'))}, rollback journal + FULL "
+              f"{_fmt(rs.get('delete-full'))}; raw pykka: tell {_fmt(raw['pykka_tell_per_s'])}/s, "
+              f"ask {_fmt(raw['pykka_ask_per_s'])}/s.", ""]
+    if out.get("dbos_trials"):
+        trials = "; ".join(f"{t['setting']}: {_fmt(t['steps_per_s'])} wf/s" for t in out["dbos_trials"])
+        lines += [f"DBOS settings tried on workload 1 (N=200): {trials}. Best, used below at full "
+                  f"durability: {out['dbos_best']}.", ""]
+    lines += ["| workload | durability | unit | actorflow | DBOS | actorflow / DBOS |",
+              "| --- | --- | --- | ---: | ---: | ---: |"]
+    for row in out["rows"]:
+        lines.append(f"| {row['workload']} | {row['durability']} | {row['unit']} | {_fmt(row['actorflow'])} | "
+                     f"{_fmt(row['dbos'])} | {_fmt(_ratio(row['actorflow'], row['dbos']), 'x')} |")
+        if row["key"] == "timers":
+            lines.append(f"| 4. lateness p50 / p99 | {row['durability']} | ms | "
+                         f"{_fmt(row['actorflow_late_p50_ms'])} / {_fmt(row['actorflow_late_p99_ms'])} | "
+                         f"{_fmt(row['dbos_late_p50_ms'])} / {_fmt(row['dbos_late_p99_ms'])} | |")
+        if row["key"] == "signals_one":
+            lines.append(f"| 2a. vs raw SQLite commits/s | {row['durability']} | % | "
+                         f"{_fmt(_ratio(row['actorflow'], row['raw_sqlite_commits_per_s']) and 100 * _ratio(row['actorflow'], row['raw_sqlite_commits_per_s']), '%')} | | |")
+    rec = out.get("recovery")
+    if rec:
+        lines.append(f"| 5. recovery of {rec['n']:,} after SIGKILL: ready | full | s | {_fmt(rec['actorflow_ready_s'])} | "
+                     f"{_fmt(rec['dbos_ready_s'])} | |")
+        lines.append(f"| 5. ... all complete (signals sent one by one) | full | s | {_fmt(rec['actorflow_complete_s'])} | "
+                     f"{_fmt(rec['dbos_complete_s'])} | {_fmt(_ratio(rec['dbos_complete_s'], rec['actorflow_complete_s']), 'x faster')} |")
+    big = out.get("recovery_big")
+    if big:
+        lines.append(f"| 5. recovery of {big['n']:,}: ready / all complete (one broadcast) | full | s | "
+                     f"{_fmt(big['ready_s'])} / {_fmt(big['complete_s'])} | | |")
+    res = out.get("resume")
+    if res:
+        for engine in ("actorflow", "dbos"):
+            if engine not in res:
+                continue
+            ks = sorted(res[engine], key=int)
+            vals = " / ".join(f"{_fmt(res[engine][k]['total_ms'])} ({int(k):,})" for k in ks)
+            lines.append(f"| 6. resume after N iterations: open + signal + result ({engine}) | full | ms | "
+                         + (f"{vals} | | {_fmt(_ratio(res[engine][ks[1]]['total_ms'], res[engine][ks[0]]['total_ms']), 'x')} |"
+                            if engine == "actorflow" else f" | {vals} | |"))
+    sc = out.get("scale")
+    if sc:
+        lines.append(f"| 7. {sc['n']:,} suspended workflows: file / start-up / RSS | full | MB / s / MB | "
+                     f"{_fmt(sc['file_mb'])} / {_fmt(sc['startup_s'])} / {_fmt(sc['rss_end_mb'])} | | |")
+    lines += ["", "Targets:", ""]
+    for t in out["targets"]:
+        v = t["value"]
+        shown = (_fmt(100 * v, "%") if t.get("percent") else _fmt(v, t.get("unit", "x"))) if v is not None else "n/a"
+        lines.append(f"- {'met' if t['met'] else 'NOT met'}: {t['target']} (measured {shown})")
+    for note in out["notes"]:
+        lines.append(f"- note: {note}")
+    failed = [x for x in out["log"] if not x["ok"]]
+    if failed:
+        lines.append(f"- {len(failed)} process(es) failed; see the JSON's log: "
+                     + "; ".join(f"{x['run']}: {x['error']}" for x in failed[:5]))
+    lines += ["", MARK_END]
+    return "\n".join(lines)
+
+
+def machine(argv: list[str]) -> dict[str, Any]:
+    def version(pkg: str) -> str:
+        try:
+            return importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    cpu = platform.processor() or "unknown CPU"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                             text=True).stdout.strip()
+    except OSError:
+        rev = ""
+    return {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
+            "cores": os.cpu_count(), "os": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
+            "actorflow": f"{version('actorflow')} ({rev})" if rev else version("actorflow"),
+            "dbos": version("dbos"), "pykka": version("pykka"),
+            "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+            "command": "python benchmarks/run.py " + " ".join(argv)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite, print the table, write the JSON (and the Markdown, if asked)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="small N, one repetition (smoke run)")
+    p.add_argument("--reps", type=int, default=0, help="repetitions per figure (default 3, quick 1)")
+    p.add_argument("--only", default="", help="comma-separated workloads: steps,signals_one,"
+                   "signals_many,fanout,timers,recovery,resume,scale")
+    p.add_argument("--also-normal", action="store_true", help="also compare workloads 1-4 at "
+                   "synchronous=NORMAL (WAL) on both sides")
+    p.add_argument("--no-dbos", action="store_true", help="run actorflow and the raw baselines only")
+    p.add_argument("--json", default=None, help="where to write the figures (default "
+                   "benchmarks/results.json, or results-quick.json with --quick)")
+    p.add_argument("--markdown", default=None, help="also write the table into this Markdown file, "
+                   "between its results markers (e.g. benchmarks/RESULTS.md)")
+    p.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per process")
+    p.add_argument("--quiet", action="store_true", help="do not print every process's figures")
+    argv = sys.argv[1:] if argv is None else argv
+    args = p.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    info = machine(argv)
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="actorflow-bench-", dir=args.dir) as tmp:
+        rn = Runner(tmp, args.timeout, not args.quiet)
+        out = run_suite(args, sizes, rn)
+    info["wall_min"] = (time.monotonic() - t0) / 60
+    info["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    out["machine"] = info
+    out["log"] = rn.log
+    out["targets"] = targets(out)
+    md = markdown(out)
+    print()
+    print(md)
+    path = args.json or str(HERE / ("results-quick.json" if args.quick else "results.json"))
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+    print(f"\nfigures written to {path}")
+    if args.markdown:
+        mdpath = pathlib.Path(args.markdown)
+        text = mdpath.read_text() if mdpath.exists() else f"# Benchmark results\n\n{MARK_BEGIN}\n{MARK_END}\n"
+        if MARK_BEGIN in text and MARK_END in text:
+            head, rest = text.split(MARK_BEGIN, 1)
+            _, tail = rest.split(MARK_END, 1)
+            text = head + md + tail
+        else:
+            text = text.rstrip() + "\n\n" + md + "\n"
+        mdpath.write_text(text)
+        print(f"table written to {mdpath}")
+    return 1 if any(not x["ok"] for x in rn.log) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
