@@ -17,6 +17,7 @@ from typing import Any
 
 import pykka
 import structlog
+from pykka.messages import _ActorStop
 
 from ._work import WorkCounter
 
@@ -41,6 +42,8 @@ class Activator:
         self._work = work
         self._lock = threading.Lock()
         self._live: OrderedDict[str, _Slot] = OrderedDict()
+        # Live actors with nothing to do, least recently used first: eviction takes the first.
+        self._idle: OrderedDict[str, None] = OrderedDict()
         self._waiting: OrderedDict[str, list[Any]] = OrderedDict()
         self._closed = False
         self.activations = 0
@@ -70,7 +73,7 @@ class Activator:
                     return
                 slot = self._activate_locked(workflow_id)
             slot.busy += 1
-            self._live.move_to_end(workflow_id)
+            self._idle.pop(workflow_id, None)
             slot.ref.tell(message)
 
     def done(self, workflow_id: str) -> None:
@@ -80,6 +83,8 @@ class Activator:
             if slot is not None:
                 slot.busy -= 1
                 slot.last_used = time.monotonic()
+                if slot.busy == 0:
+                    self._idle[workflow_id] = None
             # Never stop the calling actor from its own thread: it would wait for itself.
             self._drain_waiting_locked(exclude=workflow_id)
         self._work.dec()
@@ -89,10 +94,12 @@ class Activator:
         cutoff = time.monotonic() - older_than
         n = 0
         with self._lock:
-            for wid, slot in list(self._live.items()):
-                if slot.busy == 0 and slot.last_used <= cutoff:
-                    self._stop_locked(wid, slot)
-                    n += 1
+            for wid in list(self._idle):
+                slot = self._live[wid]
+                if slot.last_used > cutoff:
+                    break  # the rest were used more recently
+                self._stop_locked(wid, slot)
+                n += 1
         return n
 
     def drop(self, workflow_id: str) -> None:
@@ -108,18 +115,17 @@ class Activator:
             self._closed = True
             slots = list(self._live.values())
             self._live.clear()
+            self._idle.clear()
             dropped = sum(len(m) for m in self._waiting.values())
             self._waiting.clear()
         for _ in range(dropped):
             self._work.dec()
         for slot in slots:
-            try:
-                slot.ref.stop(block=False)
-            except pykka.ActorDeadError:
-                pass
+            _stop_ref(slot.ref)
 
     # -- internals (lock held) ----------------------------------------------------------------
     def _activate_locked(self, workflow_id: str) -> _Slot:
+        # A new slot is busy as soon as the caller tells it its first message.
         slot = _Slot(self._make(workflow_id))
         self._live[workflow_id] = slot
         self.activations += 1
@@ -127,19 +133,17 @@ class Activator:
 
     def _stop_locked(self, workflow_id: str, slot: _Slot) -> None:
         del self._live[workflow_id]
+        self._idle.pop(workflow_id, None)
         self.passivations += 1
         # The actor is idle (busy == 0), so its mailbox is empty: stopping it loses nothing. The
         # stop is not awaited: a new actor for the same id may start at once, the old one only
         # has its stop message left to handle.
-        try:
-            slot.ref.stop(block=False)
-        except pykka.ActorDeadError:
-            pass
+        _stop_ref(slot.ref)
 
     def _evict_idle_locked(self, exclude: str | None = None) -> bool:
-        for wid, slot in self._live.items():  # least recently used first
-            if slot.busy == 0 and wid != exclude:
-                self._stop_locked(wid, slot)
+        for wid in self._idle:  # least recently used first
+            if wid != exclude:
+                self._stop_locked(wid, self._live[wid])
                 return True
         return False
 
@@ -149,6 +153,15 @@ class Activator:
                 return
             wid, messages = self._waiting.popitem(last=False)
             slot = self._live.get(wid) or self._activate_locked(wid)
+            self._idle.pop(wid, None)
             for m in messages:
                 slot.busy += 1
                 slot.ref.tell(m)
+
+
+def _stop_ref(ref: pykka.ActorRef[Any]) -> None:
+    # A plain tell of pykka's stop message (as Actor.stop() does): no reply future to build.
+    try:
+        ref.tell(_ActorStop())
+    except pykka.ActorDeadError:
+        pass

@@ -352,6 +352,11 @@ class SqliteStore(Store):
         """Insert ``wf``; False (and nothing written) if the id exists."""
         return self._write_wait(lambda w: _writes.insert_workflow(w.conn, wf))
 
+    def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
+        """Insert many workflows in one transaction; for each, False if its id existed."""
+        wfs = list(wfs)
+        return self._write_wait(lambda w: [_writes.insert_workflow(w.conn, wf) for wf in wfs])
+
     def submit_step(self, step: StepWrite) -> Future[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
         return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))

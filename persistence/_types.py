@@ -219,6 +219,10 @@ class Store(abc.ABC):
         """Insert ``wf``; False (and nothing written) if the id exists."""
 
     @abc.abstractmethod
+    def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
+        """Insert many workflows in one transaction; for each, False if its id existed."""
+
+    @abc.abstractmethod
     def submit_step(self, step: StepWrite) -> Future[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
 
