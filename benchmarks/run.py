@@ -67,6 +67,9 @@ FULL = Sizes(reps=3, steps=1000, signals_one=2000, signals_many=1000, fanout=100
 QUICK = Sizes(reps=1, steps=100, signals_one=200, signals_many=100, fanout=20, timers=100,
               recovery=100, recovery_big=2000, resume_short=10, resume_long=500,
               dbos_resume_long=50, scale=5000, raw_seconds=0.5)
+SMOKE = Sizes(reps=1, steps=5, signals_one=10, signals_many=5, fanout=3, timers=5, recovery=5,
+              recovery_big=20, resume_short=2, resume_long=5, dbos_resume_long=5, scale=50,
+              raw_seconds=0.1)
 
 
 @dataclass
@@ -199,7 +202,8 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, A
             raw[key].append(rn.run(RAW, "sqlite", "--dir", rn.scratch(), "--journal", journal,
                                    "--sync", sync, "--seconds", str(sizes.raw_seconds)))
     raw_rate = {k: median(v, "per_s") for k, v in raw.items()}
-    pyk = [rn.run(RAW, "pykka", "--n", "20000" if not args.quick else "5000") for _ in range(reps)]
+    pyk = [rn.run(RAW, "pykka", "--n", str(50 if args.smoke else 5000 if args.quick else 20000))
+           for _ in range(reps)]
     out["raw"] = {"sqlite_commits_per_s": raw_rate, "pykka_tell_per_s": median(pyk, "tell_per_s"),
                   "pykka_ask_per_s": median(pyk, "ask_per_s")}
 
@@ -454,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the suite, print the table, write the JSON (and the Markdown, if asked)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="small N, one repetition (smoke run)")
+    p.add_argument("--smoke", action="store_true", help="tiny N: checks that everything runs")
     p.add_argument("--reps", type=int, default=0, help="repetitions per figure (default 3, quick 1)")
     p.add_argument("--only", default="", help="comma-separated workloads: steps,signals_one,"
                    "signals_many,fanout,timers,recovery,resume,scale")
@@ -469,7 +474,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="do not print every process's figures")
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
+    sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
+    args.quick = args.quick or args.smoke
     info = machine(argv)
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="actorflow-bench-", dir=args.dir) as tmp:

@@ -1,0 +1,33 @@
+"""The benchmark suite runs end to end (actorflow side, tiny N); figures are never asserted."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+RUN = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "run.py"
+
+
+def test_smoke_run_produces_every_figure(tmp_path):
+    """run.py --smoke --no-dbos exits 0 and writes a figure for every workload and target."""
+    out = tmp_path / "results.json"
+    md = tmp_path / "RESULTS.md"
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--no-dbos", "--quiet", "--json", str(out),
+         "--markdown", str(md), "--dir", str(tmp_path), "--timeout", "120"],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert all(entry["ok"] for entry in figures["log"])
+    keys = [row["key"] for row in figures["rows"]]
+    assert keys == ["steps", "signals_one", "signals_many", "fanout", "timers"]
+    assert all(row["actorflow"] and row["actorflow"] > 0 for row in figures["rows"])
+    assert all(row["dbos"] is None for row in figures["rows"])
+    assert figures["recovery"]["actorflow_complete_s"] > 0
+    assert figures["recovery_big"]["complete_s"] > 0
+    assert set(figures["resume"]["actorflow"]) == {"2", "5"}
+    assert figures["scale"]["rss_end_mb"] > 0
+    assert "| workload |" in md.read_text()
