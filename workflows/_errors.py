@@ -50,6 +50,15 @@ class CompileError(SyntaxError, WorkflowError):
         )
 
 
+class CompileWarning(UserWarning):
+    """A workflow compiles, but uses a construct that may fail or surprise after a restart.
+
+    Issued at decoration time and attributed to the workflow's own file and line: a ``with`` whose
+    body awaits (its manager is checkpointed, so it must pickle) and writes to ``global`` names
+    (module state is not checkpointed).
+    """
+
+
 class _DataError(WorkflowError):
     """Base for errors that carry keyword data; pickles by its fields."""
 

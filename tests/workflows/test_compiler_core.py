@@ -270,6 +270,7 @@ def test_cancellation_runs_awaiting_finally_and_except_cancelled():
     assert cmds == ["never", "compensate", "unlock"]
 
 
+@pytest.mark.filterwarnings("ignore::workflows.CompileWarning")  # expected: tested for itself elsewhere
 def test_with_exit_runs_on_break_return_and_exception():
     """A sync `with` whose body awaits calls __exit__ on break, return and a thrown exception."""
     src = """
@@ -450,6 +451,7 @@ def test_harness_records_effects_and_refuses_send_after_finish():
 
 
 
+@pytest.mark.filterwarnings("ignore::workflows.CompileWarning")  # expected: tested for itself elsewhere
 def test_globals_local_imports_nested_classes_walrus_and_verbatim_match():
     """global writes, local imports, nested classes/defs, walrus and verbatim match behave natively."""
     g: dict[str, Any] = {"timer": timer, "signal": signal, "__name__": "core_misc_mod"}

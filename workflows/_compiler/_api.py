@@ -12,16 +12,17 @@ import linecache
 import os
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import CompileError
+from .._errors import CompileError, CompileWarning
 from .._registry import register, resolve
 from . import _runtime
 from ._lower import EXC, Emitter, Lowered
 from ._runtime import Continuation, Frame, SubCall
 from ._scope import FRAME, RT, Bindings, Rewriter, arg_names, fill_locations, frame_attr, rt_call
-from ._validate import Validator
+from ._validate import Validator, compile_warnings
 
 COMPILER_VERSION = "actorflow-compiler-1"
 _PY312 = sys.version_info >= (3, 12)
@@ -301,7 +302,24 @@ def _compile(
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
     code.block_asts = asts
     code.stubs = _stubs(em, fn, filename)
+    _warn(fn, node, b, filename, key)
     return WorkflowFunction(fn, code, _binder(fn, node))
+
+
+def _warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: str) -> None:
+    """Issue a CompileWarning at the user's own line for each construct that may bite later."""
+    g = fn.__globals__
+    registry = g.setdefault("__warningregistry__", {})
+    for n, msg in compile_warnings(node, b):
+        warnings.warn_explicit(
+            f"workflow {key}: {msg}",
+            CompileWarning,
+            filename,
+            getattr(n, "lineno", node.lineno),
+            module=g.get("__name__"),
+            registry=registry,
+            module_globals=g,
+        )
 
 
 def _validate(

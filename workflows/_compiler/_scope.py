@@ -69,18 +69,25 @@ class Bindings(ast.NodeVisitor):
         self.bound: set[str] = set()
         self.globals: set[str] = set()
         self.nonlocals: set[str] = set()
+        self.first: dict[str, ast.AST] = {}  # name -> its earliest binding node (for warnings)
 
     def scan(self, body: Iterable[ast.AST]) -> Bindings:
         for s in body:
             self.visit(s)
         return self
 
+    def _add(self, name: str, node: ast.AST) -> None:
+        self.bound.add(name)
+        old = self.first.get(name)
+        if old is None or _pos(node) < _pos(old):
+            self.first[name] = node
+
     def visit_Name(self, n: ast.Name) -> None:
         if isinstance(n.ctx, (ast.Store, ast.Del)):
-            self.bound.add(n.id)
+            self._add(n.id, n)
 
     def _def(self, n: Any) -> None:
-        self.bound.add(n.name)
+        self._add(n.name, n)
         for d in n.decorator_list:
             self.visit(d)
         a = n.args
@@ -99,7 +106,7 @@ class Bindings(ast.NodeVisitor):
             self.visit(d)
 
     def visit_ClassDef(self, n: ast.ClassDef) -> None:
-        self.bound.add(n.name)
+        self._add(n.name, n)
         for x in n.decorator_list + n.bases + [k.value for k in n.keywords]:
             self.visit(x)
 
@@ -107,7 +114,7 @@ class Bindings(ast.NodeVisitor):
         self.visit(n.generators[0].iter)
         for sub in ast.walk(n):
             if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
-                self.bound.add(sub.target.id)
+                self._add(sub.target.id, sub.target)
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
 
@@ -119,34 +126,38 @@ class Bindings(ast.NodeVisitor):
 
     def visit_Import(self, n: ast.Import) -> None:
         for a in n.names:
-            self.bound.add(a.asname or a.name.split(".")[0])
+            self._add(a.asname or a.name.split(".")[0], n)
 
     def visit_ImportFrom(self, n: ast.ImportFrom) -> None:
         for a in n.names:
             if a.name != "*":
-                self.bound.add(a.asname or a.name)
+                self._add(a.asname or a.name, n)
 
     def visit_ExceptHandler(self, n: ast.ExceptHandler) -> None:
         if n.name:
-            self.bound.add(n.name)
+            self._add(n.name, n)
         self.generic_visit(n)
 
     def visit_MatchAs(self, n: ast.MatchAs) -> None:
         if n.name:
-            self.bound.add(n.name)
+            self._add(n.name, n)
         self.generic_visit(n)
 
     def visit_MatchStar(self, n: ast.MatchStar) -> None:
         if n.name:
-            self.bound.add(n.name)
+            self._add(n.name, n)
 
     def visit_MatchMapping(self, n: ast.MatchMapping) -> None:
         if n.rest:
-            self.bound.add(n.rest)
+            self._add(n.rest, n)
         self.generic_visit(n)
 
     def visit_TypeAlias(self, n: Any) -> None:  # 3.12+
-        self.bound.add(n.name.id)
+        self._add(n.name.id, n)
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
 def arg_names(a: ast.arguments) -> list[str]:

@@ -6,6 +6,7 @@ import ast
 from typing import Any
 
 from ._lower import has_await
+from ._scope import Bindings
 
 Problem = tuple[ast.AST, str]
 
@@ -179,6 +180,49 @@ class Validator(ast.NodeVisitor):
         if isinstance(f, ast.Attribute) and f.attr == "_getframe":
             self.add(n, "sys._getframe() cannot be used in a workflow: workflow code does not run in one Python frame; pass what you need as values")
         self.generic_visit(n)
+
+
+def compile_warnings(fn_node: ast.AsyncFunctionDef, b: Bindings) -> list[Problem]:
+    """What a workflow may do wrong after a restart although it compiles, in source order.
+
+    ``b`` holds the bindings of the workflow's own scope.
+    """
+    out: list[Problem] = []
+    for n in _own_scope(fn_node.body):
+        if isinstance(n, ast.With) and any(has_await(s) for s in n.body):
+            managers = ", ".join(ast.unparse(i.context_expr) for i in n.items)
+            out.append((n, (
+                f"the context manager of this 'with' ({managers}) stays open across an await in "
+                "its body, so it is checkpointed with the workflow and must pickle (files, locks "
+                "and connections do not: the checkpoint then fails); prefer try/finally with "
+                "commands, or keep the awaits out of the 'with' body"
+            )))
+    declared = {name: g for g in _own_scope(fn_node.body) if isinstance(g, ast.Global)
+                for name in g.names}
+    for name in sorted(b.globals & b.first.keys(), key=lambda x: _pos(b.first[x])):
+        out.append((b.first[name], (
+            f"writing the module global {name!r} (declared global on line "
+            f"{declared[name].lineno}): module globals are not checkpointed, so after a restart "
+            "the workflow sees whatever value the new process has; keep the value in a "
+            "workflow variable, or record it with a reducer"
+        )))
+    out.sort(key=lambda p: _pos(p[0]))
+    return out
+
+
+def _own_scope(body: list[ast.stmt]) -> Any:
+    """Every node that runs in the workflow's own scope (not inside nested defs or lambdas)."""
+    todo: list[ast.AST] = list(reversed(body))
+    while todo:
+        n = todo.pop()
+        yield n
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+def _pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
 def _param_names(a: ast.arguments) -> list[str]:

@@ -1,0 +1,184 @@
+"""CompileWarning at decoration time: a ``with`` whose body awaits, and writes to ``global`` names."""
+
+from __future__ import annotations
+
+import textwrap
+import warnings
+from typing import Any
+
+import pytest
+
+import workflows
+from workflows import CompileWarning, timer
+from workflows._compiler import compile_workflow_source
+from workflows.testing import WorkflowHarness
+
+_n = 0
+
+
+class Manager:
+    """A picklable context manager that records its exits in a module list."""
+
+    def __enter__(self) -> Manager:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        EXITS.append(exc[0])
+
+
+EXITS: list[Any] = []
+
+
+def compile_recording(src: str) -> tuple[Any, list[warnings.WarningMessage], str]:
+    """Compile the dedented ``src`` under a fresh file name; return it, its warnings and the name."""
+    global _n
+    _n += 1
+    filename = f"warn_flows_{_n}.py"
+    g: dict[str, Any] = {"timer": timer, "Manager": Manager, "__name__": f"warn_flows_{_n}"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        wf = compile_workflow_source(textwrap.dedent(src).lstrip("\n"), filename, "wf", g)
+    return wf, [w for w in caught if issubclass(w.category, CompileWarning)], filename
+
+
+def test_compile_warning_is_public_user_warning():
+    """CompileWarning is exported by workflows (in __all__) and is a UserWarning."""
+    assert "CompileWarning" in workflows.__all__
+    assert issubclass(workflows.CompileWarning, UserWarning)
+
+
+def test_with_body_awaiting_warns_at_the_with_line():
+    """A with whose body awaits warns once, at the with's file and line, naming the manager."""
+    _, ws, filename = compile_recording("""
+    async def wf(x):
+        y = x + 1
+        with Manager() as m:
+            await timer("t", 1)
+        return y
+    """)
+    assert len(ws) == 1
+    w = ws[0]
+    assert (w.filename, w.lineno) == (filename, 3)
+    assert "Manager()" in str(w.message) and "pickle" in str(w.message)
+
+
+def test_nested_withs_awaiting_warn_each():
+    """Each with that stays open across an await warns, in source order."""
+    _, ws, _ = compile_recording("""
+    async def wf():
+        with Manager():
+            with Manager(), Manager():
+                await timer("t", 1)
+        with Manager():
+            pass
+    """)
+    assert [w.lineno for w in ws] == [2, 3]
+    assert "Manager(), Manager()" in str(ws[1].message)
+
+
+def test_with_without_await_in_body_does_not_warn():
+    """A with that awaits only in its manager expression, or not at all, does not warn."""
+    _, ws, _ = compile_recording("""
+    async def wf():
+        with Manager() if await timer("t", 1) is None else Manager():
+            x = 1
+        with Manager():
+            x = 2
+        return x
+    """)
+    assert ws == []
+
+
+def test_with_inside_nested_function_does_not_warn():
+    """A with in a nested (async) function is not workflow code and does not warn."""
+    _, ws, _ = compile_recording("""
+    async def wf():
+        async def inner():
+            with Manager():
+                await timer("never", 1)
+        def sync():
+            with Manager():
+                return 1
+        await timer("t", 1)
+        return sync()
+    """)
+    assert ws == []
+
+
+def test_global_write_warns_at_the_first_write():
+    """Writing a declared global warns once per name, at its first write, naming the declaration."""
+    _, ws, filename = compile_recording("""
+    async def wf(x):
+        global COUNT, SEEN
+        print(SEEN)
+        await timer("t", 1)
+        COUNT = x
+        COUNT += 1
+        return COUNT
+    """)
+    assert len(ws) == 1
+    w = ws[0]
+    assert (w.filename, w.lineno) == (filename, 5)
+    msg = str(w.message)
+    assert "'COUNT'" in msg and "line 2" in msg and "not checkpointed" in msg
+
+
+def test_every_kind_of_global_write_warns():
+    """Augmented assignment, del, for targets, imports and defs of a global name all warn."""
+    _, ws, _ = compile_recording("""
+    async def wf():
+        global A, B, C, D, E
+        A += 1
+        del B
+        for C in range(2):
+            pass
+        import os as D
+        def E():
+            return 1
+        await timer("t", 1)
+    """)
+    assert [(w.lineno, str(w.message).split("'")[1]) for w in ws] == [
+        (3, "A"), (4, "B"), (5, "C"), (7, "D"), (8, "E"),
+    ]
+
+
+def test_global_read_only_or_nested_does_not_warn():
+    """Reading a global, or a nested function's own global write, does not warn."""
+    _, ws, _ = compile_recording("""
+    async def wf():
+        global LIMIT
+        def bump():
+            global OTHER
+            OTHER = 1
+        await timer("t", LIMIT)
+        return LIMIT
+    """)
+    assert ws == []
+
+
+def test_warned_workflow_still_runs():
+    """A workflow that earned a warning compiles and runs like its native coroutine."""
+    EXITS.clear()
+    wf, ws, _ = compile_recording("""
+    async def wf(x):
+        with Manager():
+            v = await timer("t", 1)
+        return x if v is None else v
+    """)
+    assert len(ws) == 1
+    h = WorkflowHarness(wf, 3)
+    h.send(None)
+    assert h.result() == 3 and EXITS == [None]
+
+
+def test_warning_as_error_fails_decoration():
+    """With CompileWarning turned into an error, decoration raises it instead of compiling."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        with pytest.raises(CompileWarning, match="stays open across an await"):
+            compile_workflow_source(
+                "async def wf():\n    with Manager():\n        await timer('t', 1)\n",
+                "warn_error_flows.py",
+                "wf",
+                {"timer": timer, "Manager": Manager, "__name__": "warn_error_flows"},
+            )
