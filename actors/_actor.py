@@ -9,6 +9,7 @@ transaction through the store's group-commit writer. Only then does anything lea
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 from concurrent.futures import Future
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
     from ._system import Runtime
 
 log = structlog.get_logger(__name__)
+
+CONSUMED_MEMORY = 50_000
 
 
 # -- messages -----------------------------------------------------------------------------------
@@ -106,7 +109,12 @@ class WorkflowActor(PooledActor):
         self.rt = rt
         self.id = workflow_id
         self.loaded = False
-        self.log = log.bind(workflow_id=workflow_id)
+        self.type = ""
+
+    @property
+    def log(self) -> Any:
+        # Bound on use: binding costs more than the few lifecycle events an actor logs.
+        return log.bind(workflow_id=self.id, workflow_type=self.type)
 
     # -- pykka hooks --------------------------------------------------------------------------
     def on_receive(self, message: Any) -> Any:
@@ -126,9 +134,12 @@ class WorkflowActor(PooledActor):
 
     # -- state ----------------------------------------------------------------------------------
     def _load(self) -> None:
-        rec = self.rt.store.load_workflow(self.id)
+        rec, inbox, timer_rows, proc_rows = self.rt.store.load_state(self.id)
         self.finished = rec is None or rec.status != RUNNING
         self.inbox: list[InboxRow] = []
+        # Inbox rows consumed since the load: a Wake can still be queued for one of them.
+        self.consumed_seqs: set[int] = set()
+        self.consumed_order: collections.deque[int] = collections.deque()
         self.fired: dict[int, TimerRow] = {}
         self.done_procs: dict[str, ProcedureDone] = {}
         self.blocked = False
@@ -140,7 +151,6 @@ class WorkflowActor(PooledActor):
         self.detached = rec.detached
         self.test_mode = rec.test_mode
         self.seq = rec.step_seq
-        self.log = log.bind(workflow_id=self.id, workflow_type=rec.type)
         assert rec.continuation is not None
         env = loads(rec.continuation)
         self.wait: Wait | None = env.get("wait")
@@ -157,13 +167,13 @@ class WorkflowActor(PooledActor):
             return
         if self.wait is not None:
             pending_timer_arms = [a for a in self.wait.arms if a.kind == "timer" and not a.done]
-            rows = sorted(self.rt.store.timers(self.id), key=lambda r: r.id)
+            rows = sorted(timer_rows, key=lambda r: r.id)
             for arm, row in zip(pending_timer_arms, rows, strict=False):
                 arm.timer_id = row.id
                 if not self.test_mode and row.due_at <= self.rt.clock.now():
                     self.fired[row.id] = row
-        self.inbox = self.rt.store.inbox(self.id)
-        for p in self.rt.store.procedures(self.id):
+        self.inbox = inbox
+        for p in proc_rows:
             if p.status == "done":
                 assert p.result is not None
                 self.done_procs[p.key] = ProcedureDone(p.key, True, loads(p.result), None, p.attempts)
@@ -208,6 +218,8 @@ class WorkflowActor(PooledActor):
                             self.inbox.append(r)
             elif fresh:
                 pass  # the load read the inbox, this row included
+            elif message.row.seq in self.consumed_seqs:
+                pass  # its Wake was queued behind the step that already consumed it
             elif all(r.seq != message.row.seq for r in self.inbox):
                 self.inbox.append(message.row)
                 self.inbox.sort(key=lambda r: r.seq)
@@ -533,6 +545,11 @@ class WorkflowActor(PooledActor):
         consumed = set(sw.consume_inbox)
         if consumed:
             self.inbox = [r for r in self.inbox if r.seq not in consumed]
+            self.consumed_seqs |= consumed
+            self.consumed_order.extend(consumed)
+            # Bounded: no more Wakes can be queued than the inbox holds signals.
+            while len(self.consumed_order) > CONSUMED_MEMORY:
+                self.consumed_seqs.discard(self.consumed_order.popleft())
         for t in sw.consume_timers:
             self.fired.pop(t, None)
         for t in sw.cancel_timers:

@@ -579,8 +579,7 @@ class ActorSystem:
         except UnknownWorkflowId:
             raise UnknownWorkflow(workflow_id, self.db) from None
         except WorkflowFinished as e:
-            rec = self._rt.store.load_workflow(workflow_id)
-            raise WorkflowNotRunning(workflow_id, rec.status if rec else "finished", f"{what} {name!r}") from e
+            raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
         self._rt.activator.deliver(
             workflow_id, Wake(InboxRow(d.seq, workflow_id, kind, name, blob, self.clock.now()))
         )

@@ -467,6 +467,45 @@ class SqliteStore(Store):
         rows = self._rows(f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,))
         return _record(rows[0]) if rows else None
 
+    def load_state(
+        self, workflow_id: str
+    ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
+        """The workflow's row, inbox, timers and procedures, read in one snapshot."""
+
+        def run(c: sqlite3.Connection) -> tuple:
+            c.execute("BEGIN")
+            try:
+                row = c.execute(
+                    f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,)
+                ).fetchone()
+                if row is None:
+                    return None, [], [], []
+                inbox = c.execute(
+                    "SELECT seq, workflow_id, kind, name, payload, created_at FROM inbox "
+                    "WHERE workflow_id = ? ORDER BY seq",
+                    (workflow_id,),
+                ).fetchall()
+                timers = c.execute(
+                    "SELECT id, workflow_id, name, due_at FROM timers WHERE workflow_id = ? "
+                    "ORDER BY due_at, id",
+                    (workflow_id,),
+                ).fetchall()
+                procs = c.execute(
+                    f"SELECT {_PROCEDURE_COLUMNS} FROM procedures WHERE workflow_id = ? "
+                    f"ORDER BY created_at, key",
+                    (workflow_id,),
+                ).fetchall()
+            finally:
+                c.execute("COMMIT")
+            return (
+                _record(row),
+                [InboxRow(*r) for r in inbox],
+                [TimerRow(*r) for r in timers],
+                [_procedure(r) for r in procs],
+            )
+
+        return self._read(run)
+
     def inbox(self, workflow_id: str) -> list[InboxRow]:
         """The workflow's buffered messages, in arrival order."""
         rows = self._rows(

@@ -275,6 +275,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
 
+    def load_state(
+        self, workflow_id: str
+    ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
+        """The workflow's row, inbox, timers and procedures (one snapshot where the backend can)."""
+        return (
+            self.load_workflow(workflow_id),
+            self.inbox(workflow_id),
+            self.timers(workflow_id),
+            self.procedures(workflow_id),
+        )
+
     @abc.abstractmethod
     def inbox(self, workflow_id: str) -> list[InboxRow]:
         """The workflow's buffered messages, in arrival order."""
