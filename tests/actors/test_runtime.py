@@ -331,6 +331,6 @@ def test_signals_sent_before_the_first_step_are_consumed_once(system):
     """Thousands of signals sent right after start, while the actor loads and steps, are each
     consumed exactly once (a Wake queued behind the step that consumed its row is ignored)."""
     ref = system.start(flows.counter, 3000)
-    for i in range(3000):
+    for _ in range(3000):
         ref.signal("inc", 1)
     assert ref.result(timeout=120) == 3000

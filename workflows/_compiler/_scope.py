@@ -341,9 +341,38 @@ class Rewriter(ast.NodeTransformer):
             self.written.add(name)
         return node
 
+    def _push_type_params(self, n: Any) -> bool:
+        """Enter the annotation scope of a generic def, class or type alias (3.12+), if any.
+
+        Its type parameters shadow workflow locals; their bounds and defaults are evaluated in it.
+        """
+        params = getattr(n, "type_params", None)
+        if not params:
+            return False
+        self.scopes.append(Scope("func", {p.name for p in params}, set(), set()))
+        for p in params:
+            for field in ("bound", "default_value"):
+                v = getattr(p, field, None)
+                if v is not None:
+                    setattr(p, field, self.visit(v))
+        return True
+
+    def visit_TypeAlias(self, n: Any) -> Any:
+        # ``type X = value`` (3.12+): the value is evaluated lazily in an annotation scope, so
+        # workflow locals it names are read from the frame when it is evaluated (late binding,
+        # as for a closure). X itself is bound natively, then copied to the frame.
+        pushed = self._push_type_params(n)
+        self.scopes.append(Scope("func", set(), set(), set()))
+        n.value = self.visit(n.value)
+        self.scopes.pop()
+        if pushed:
+            self.scopes.pop()
+        return self._bind_stmt(n, n.name.id)
+
     def _def(self, n: Any) -> Any:
         n.decorator_list = [self.visit(d) for d in n.decorator_list]
         n.args = self._visit_args_outer(n.args)
+        pushed = self._push_type_params(n)
         for arg in n.args.posonlyargs + n.args.args + n.args.kwonlyargs + [n.args.vararg, n.args.kwarg]:
             if arg is not None and arg.annotation is not None:
                 arg.annotation = self.visit(arg.annotation)
@@ -370,6 +399,8 @@ class Rewriter(ast.NodeTransformer):
         n.body = body
         self.loop_depth, self.leap = saved
         self.scopes.pop()
+        if pushed:
+            self.scopes.pop()
         return self._bind_stmt(n, n.name)
 
     def _resolves_outside_to_frame(self, name: str) -> bool:
@@ -382,6 +413,7 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_ClassDef(self, n: ast.ClassDef) -> Any:
         n.decorator_list = [self.visit(d) for d in n.decorator_list]
+        pushed = self._push_type_params(n)
         n.bases = [self.visit(b) for b in n.bases]
         for k in n.keywords:
             k.value = self.visit(k.value)
@@ -396,6 +428,8 @@ class Rewriter(ast.NodeTransformer):
         n.body = body
         self.loop_depth, self.leap = saved
         self.scopes.pop()
+        if pushed:
+            self.scopes.pop()
         return self._bind_stmt(n, n.name)
 
     # -- statements binding names without an assignable target
