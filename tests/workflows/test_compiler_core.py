@@ -565,3 +565,19 @@ def test_leap_out_of_native_finally_inside_awaiting_handler_keeps_name_bound_unt
                 seen.append(repr(e))
     """)
     assert same(wf)[0] == ("ok", ["KeyError('k')"])
+
+
+@pytest.mark.parametrize("future", [False, True])
+def test_nested_annotations_follow_the_workflows_own_future_imports(future):
+    """Nested defs' annotations are objects, or strings under the source's own future import."""
+    head = "from __future__ import annotations\n" if future else ""
+    wf = wf_of(head + textwrap.dedent("""
+    async def wf(x):
+        def f(a: int) -> list[int]:
+            return a
+        await timer("t", 1)
+        return f.__annotations__
+    """))
+    expected = {"a": "int", "return": "list[int]"} if future else {"a": int, "return": list[int]}
+    assert run(wf, 1, native=True)[0] == ("ok", expected)
+    assert run(wf, 1)[0] == ("ok", expected)

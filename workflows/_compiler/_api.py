@@ -1,6 +1,7 @@
 """``@workflow``: locate the source, validate, lower, generate block functions, register."""
 
 from __future__ import annotations
+import __future__
 
 import ast
 import builtins
@@ -26,6 +27,11 @@ from ._validate import Validator, compile_warnings
 
 COMPILER_VERSION = "actorflow-compiler-1"
 _PY312 = sys.version_info >= (3, 12)
+# ``compile()`` inherits the caller's __future__ imports unless told not to: generated code must
+# follow the workflow's own module instead (``from __future__ import annotations`` or not).
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 _counter = itertools.count(1)
 
 
@@ -235,7 +241,7 @@ def compile_workflow_source(
             "one async def to register under that name)"
         )
     _validate(target, filename, lines, (), None)
-    exec(compile(src, filename, "exec"), g)  # noqa: S102  (the caller's own source)
+    exec(compile(src, filename, "exec", dont_inherit=True), g)  # noqa: S102  (the caller's own source)
     obj = g.get(target.name)
     if isinstance(obj, WorkflowFunction):
         return obj
@@ -406,7 +412,7 @@ def _codegen(
         fill_locations(fdef, src)
         mod = ast.Module([fdef], [])
         try:
-            co = compile(mod, filename, "exec")
+            co = compile(mod, filename, "exec", fn.__code__.co_flags & _FUTURE_FLAGS, True)
         except Exception as e:  # a compiler bug: show the generated code
             raise RuntimeError(
                 f"internal error compiling block {label} of {qualname}: {e}\n{ast.unparse(mod)}"
@@ -439,7 +445,7 @@ def _stubs(em: Emitter, fn: Any, filename: str) -> dict[int, Any]:
         kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
         fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
         fill_locations(fdef, node)
-        co = compile(ast.Module([fdef], []), filename, "exec")
+        co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
         fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
         if hasattr(fcode, "co_qualname"):
             fcode = fcode.replace(co_qualname=fn.__qualname__)
