@@ -8,11 +8,14 @@ returned) or a ``Reraise`` (propagate a pending exception without adding traceba
 from __future__ import annotations
 
 import builtins
+import io
 import json
 import os
 import struct
 import sys
+import typing
 import warnings
+from collections import ChainMap
 from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
     iadd,
     iand,
@@ -636,10 +639,55 @@ def checkpoint(cont: Continuation) -> bytes:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", DeprecationWarning)
-            payload = cloudpickle.dumps(cont._frames)
+            payload = _dumps(cont._frames)
     except Exception as e:
         raise _explain_pickle_failure(cont, e) from e
     return MAGIC + struct.pack(">I", len(hb)) + hb + payload
+
+
+_TypeAliasType = getattr(typing, "TypeAliasType", None)  # 3.12+
+
+
+def _rebuild_type_alias(name: str, value: Any, type_params: tuple[Any, ...]) -> Any:
+    return _TypeAliasType(name, value, type_params=type_params)  # type: ignore[misc]
+
+
+def _reduce_type_alias(alias: Any) -> Any:
+    # A ``type X = ...`` alias pickles by reference to ``module.X``, which does not exist for
+    # one made in a workflow (a workflow local). Checkpoint it by value: its value is evaluated
+    # now, so after a restore it no longer follows later rebindings of the names it uses.
+    try:
+        value = alias.__value__
+    except Exception as e:
+        raise TypeError(
+            f"the value of type alias {alias.__name__} cannot be evaluated "
+            f"({type(e).__name__}: {e}), so the alias cannot be checkpointed"
+        ) from e
+    return (_rebuild_type_alias, (alias.__name__, value, alias.__type_params__))
+
+
+class _Pickler(cloudpickle.CloudPickler):
+    dispatch_table = ChainMap(
+        {_TypeAliasType: _reduce_type_alias} if _TypeAliasType is not None else {},
+        cloudpickle.CloudPickler.dispatch_table,
+    )
+
+
+    def _dynamic_function_reduce(self, func: Any) -> Any:
+        # cloudpickle drops a generic function's ``__type_params__`` (def f[T](...), 3.12+):
+        # carry them in the attribute state it restores with setattr.
+        r = super()._dynamic_function_reduce(func)
+        params = getattr(func, "__type_params__", ())
+        state = r[2] if isinstance(r, tuple) and len(r) > 2 else None
+        if params and isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state[1]["__type_params__"] = params
+        return r
+
+
+def _dumps(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf).dump(obj)
+    return buf.getvalue()
 
 
 def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
@@ -649,7 +697,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("error", DeprecationWarning)
-                    cloudpickle.dumps(value)
+                    _dumps(value)
             except Exception as e:
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)
@@ -661,6 +709,12 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                     hint = (
                         "itertools objects cannot be checkpointed reliably (their pickling is "
                         "deprecated and removed in Python 3.14); wrap it in list(...)"
+                    )
+                elif tname == "typing.TypeAliasType":
+                    hint = (
+                        "a type alias made by a 'type' statement in a workflow is checkpointed "
+                        "with its value, which must evaluate and must not refer back to the "
+                        "alias; define the alias at module level, or del it before the await"
                     )
                 elif tname in ("generator", "coroutine", "async_generator") or "generator" in str(e):
                     hint = "a generator cannot be checkpointed; wrap it in list(...)"

@@ -110,6 +110,11 @@ class Validator(ast.NodeVisitor):
         if isinstance(t, (ast.Tuple, ast.List, ast.Starred)) and has_await(t):
             self.add(t, "'await' inside a tuple or list assignment target is not supported; await into a variable first and use the variable in the target")
 
+    def visit_TypeAlias(self, n: Any) -> None:  # 3.12+
+        if has_await(n):
+            self.add(n, f"'await' cannot be used in the type alias {n.name.id!r}: its value is evaluated lazily, outside the workflow's steps; await into a variable before the 'type' statement and use the variable in the alias")
+        self.generic_visit(n)
+
     # -- nested definitions
 
     def _nested_header(self, n: Any, what: str) -> None:
