@@ -79,6 +79,21 @@ class TimerFired:
 
 
 @dataclass(frozen=True)
+class DirectSignal:
+    """``ref.signal()``: a signal handed to the actor, answered once it is durable.
+
+    If the workflow awaits this signal now (and none of that name is buffered before it), the step
+    that consumes it is the only write: the signal never needs an inbox row of its own. Otherwise
+    it is appended to the inbox. Either way ``reply`` resolves only after the commit.
+    """
+
+    name: str
+    payload: bytes
+    created_at: float
+    reply: Future[None] = field(default_factory=Future)
+
+
+@dataclass(frozen=True)
 class FireTimer:
     """``debug_fire_timer(name)``: fire the armed timer called ``name`` now."""
 
@@ -124,6 +139,8 @@ class WorkflowActor(PooledActor):
             self.loaded = False
             if isinstance(message, FireTimer) and not message.reply.done():
                 message.reply.set_exception(e)
+            if isinstance(message, DirectSignal) and not message.reply.done():
+                self._append_signal(message)
             self.rt.fault(self.id, e)
         finally:
             self.rt.activator.done(self.id)
@@ -205,6 +222,17 @@ class WorkflowActor(PooledActor):
             fresh = True
         else:
             fresh = False
+        if isinstance(message, DirectSignal):
+            if self.finished:
+                self._append_signal(message)  # the store says why it cannot take it
+                return
+            if not self.blocked and self._take_direct(message):
+                self._pump()
+                return
+            self._append_signal(message)
+            if message.reply.exception() is None and not self.blocked:
+                self._pump()
+            return
         if self.finished or self.blocked:
             if isinstance(message, FireTimer):
                 message.reply.set_exception(TimerNotArmed(self.id, message.name, []))
@@ -237,6 +265,44 @@ class WorkflowActor(PooledActor):
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
             message.reply.set_result(None)
         self._pump()
+
+    def _append_signal(self, message: DirectSignal) -> None:
+        """Make a signal durable in the inbox and answer its sender (or tell it why not)."""
+        if message.reply.done():
+            return
+        try:
+            d = self.rt.store.append_inbox(self.id, SIGNAL, message.name, message.payload, at=message.created_at)
+        except Exception as e:
+            message.reply.set_exception(e)
+            return
+        if self.loaded and not self.finished:
+            self.inbox.append(InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
+            self.inbox.sort(key=lambda r: r.seq)
+        message.reply.set_result(None)
+
+    def _take_direct(self, message: DirectSignal) -> bool:
+        """Consume a signal the workflow awaits now in the step it resumes; False if it cannot."""
+        wait = self.wait
+        if self.seq == 0 or wait is None or any(r.kind == CANCEL for r in self.inbox):
+            return False
+        arm = wait.arm_for_signal(message.name)
+        if arm is None or any(r.kind == SIGNAL and r.name == message.name for r in self.inbox):
+            return False
+        if wait.mode != "one" and (self.fired or self.done_procs):
+            return False  # an earlier event may be waiting to win this select
+        seq_before = self.seq
+        try:
+            self._apply(resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [])
+        except BaseException:
+            if self.seq == seq_before:
+                # The step did not commit: keep the signal durable before the fault restarts us.
+                arm.done = False
+                self._append_signal(message)
+            elif not message.reply.done():
+                message.reply.set_result(None)
+            raise
+        message.reply.set_result(None)
+        return True
 
     # -- the loop -----------------------------------------------------------------------------
     def _pump(self) -> None:

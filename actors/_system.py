@@ -38,7 +38,7 @@ from workflows import Cancelled, Status, WorkflowFailed
 from workflows._compiler import checkpoint
 
 from ._activator import Activator
-from ._actor import FireTimer, Kick, TimerFired, Wake, WorkflowActor, filter_key
+from ._actor import DirectSignal, FireTimer, Kick, TimerFired, Wake, WorkflowActor, filter_key
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
 from ._pool import Dispatcher
@@ -544,22 +544,28 @@ class ActorSystem:
         self._check_open()
         rt = self._rt
         deadline = None if timeout is None else time.monotonic() + timeout
-        with rt.work.cond:
-            while True:
-                if (
-                    rt.work.count == 0
-                    and not rt.timers.has_due()
-                    and not rt.activator.has_waiting()
-                    and not self._external_pending()
-                ):
-                    return
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise TimeoutError(
-                        f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
-                        f"procedures in flight, timers due: {rt.timers.has_due()}"
-                    )
-                rt.work.cond.wait(0.01 if remaining is None else min(remaining, 0.01))
+        while True:
+            # No lock is held while checking (the timer service takes its lock, then the
+            # counter's). The count is read last: every source below counts its work before it
+            # lets go of it, so work handed on between the checks is still seen.
+            if (
+                not self._external_pending()
+                and not rt.timers.has_due()
+                and not rt.activator.has_waiting()
+                and rt.work.count == 0
+            ):
+                return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(
+                    f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
+                    f"procedures in flight, timers due: {rt.timers.has_due()}"
+                )
+            with rt.work.cond:
+                if rt.work.count:
+                    rt.work.cond.wait(0.01 if remaining is None else min(remaining, 0.01))
+            if rt.work.count == 0:
+                time.sleep(0.001)  # something else is pending (a due timer): let it be picked up
 
     # -- internals -----------------------------------------------------------------------------
     def _external_pending(self) -> bool:
@@ -575,6 +581,11 @@ class ActorSystem:
         except Exception as e:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
         try:
+            if kind == SIGNAL:
+                msg = DirectSignal(name, blob, self.clock.now())
+                self._rt.activator.deliver(workflow_id, msg)
+                msg.reply.result(self._rt.commit_timeout)
+                return
             d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
         except UnknownWorkflowId:
             raise UnknownWorkflow(workflow_id, self.db) from None

@@ -17,12 +17,16 @@ from .crash_flows import mixed
 
 
 def delivered_ticks(db: str, wid: str) -> int:
-    con = sqlite3.connect(db, timeout=30)
+    # One snapshot: the recovered workflows run meanwhile, and a step moves a tick from the inbox
+    # to the rounds table atomically; two separate reads could miss it and send it again.
+    con = sqlite3.connect(db, timeout=30, isolation_level=None)
     try:
+        con.execute("BEGIN")
         done = con.execute("SELECT count(*) FROM rounds WHERE wf = ?", (wid,)).fetchone()[0]
         buffered = con.execute(
             "SELECT count(*) FROM inbox WHERE workflow_id = ? AND kind = 'signal' AND name = 'tick'", (wid,)
         ).fetchone()[0]
+        con.execute("COMMIT")
         return done + buffered
     finally:
         con.close()
