@@ -164,6 +164,30 @@ def timers(args: argparse.Namespace) -> None:
     report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, **lateness(late))
 
 
+@workflow
+async def nap_until(due: float) -> float:
+    await timer("due", at=due)
+    return now() - due
+
+
+def timer_burst(args: argparse.Namespace) -> None:
+    """N workflows whose timers fall due spread evenly over the 10 s after they start: lateness."""
+    with _system(args) as system:
+        # Every workflow first takes its first step (arming its timer); the window of due times
+        # opens after that, so the figure is the timer service's lateness, not the start-up's.
+        lead = 5.0 + args.n / 500
+        start = time.time() + lead
+        t0 = time.perf_counter()
+        refs = system.start_many(nap_until, [(start + 10.0 * i / args.n,) for i in range(args.n)])
+        system.idle(timeout=WAIT)
+        armed = time.perf_counter() - t0
+        if armed > lead:
+            print(f"warning: arming took {armed:.1f}s, longer than the {lead:.0f}s lead", file=sys.stderr)
+        late = _wait_all(refs)
+        rss = rss_mb()
+    report(n=args.n, armed_s=armed, rss_mb=rss, **lateness(late))
+
+
 # -- workload 5: recovery -------------------------------------------------------------------
 def _clone(db: str, proto: str, n: int, prefix: str) -> None:
     """Copy the rows of one genuinely suspended workflow (id 0) to ids 1 to n - 1."""
@@ -312,6 +336,7 @@ WORKLOADS = {
     "signals_many": signals_many,
     "fanout": fanout,
     "timers": timers,
+    "timer_burst": timer_burst,
     "recovery": recovery,
     "resume": resume,
     "scale": scale,
