@@ -59,6 +59,19 @@ _PROCEDURE_COLUMNS = (
     "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
 )
 
+# One workflow's rows, by index (each read is shared by its method and by load_state).
+_SQL_WORKFLOW = f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE id = ?"
+_SQL_INBOX = (
+    "SELECT seq, workflow_id, kind, name, payload, created_at FROM inbox "
+    "WHERE workflow_id = ? ORDER BY seq"
+)
+_SQL_TIMERS = (
+    "SELECT id, workflow_id, name, due_at FROM timers WHERE workflow_id = ? ORDER BY due_at, id"
+)
+_SQL_PROCEDURES = (
+    f"SELECT {_PROCEDURE_COLUMNS} FROM procedures WHERE workflow_id = ? ORDER BY created_at, key"
+)
+
 # Running workflows with something to do now. Every arm starts from a small set (never-stepped
 # workflows by their partial index, control messages by their partial index, buffered signals,
 # finished procedures by their partial index) and reaches the workflows table by primary key;
@@ -464,7 +477,7 @@ class SqliteStore(Store):
     # -- reads --------------------------------------------------------------------------------
     def load_workflow(self, workflow_id: str) -> WorkflowRecord | None:
         """Return the workflow's row, or None if there is no such workflow."""
-        rows = self._rows(f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,))
+        rows = self._rows(_SQL_WORKFLOW, (workflow_id,))
         return _record(rows[0]) if rows else None
 
     def load_state(
@@ -475,26 +488,12 @@ class SqliteStore(Store):
         def run(c: sqlite3.Connection) -> tuple:
             c.execute("BEGIN")
             try:
-                row = c.execute(
-                    f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE id = ?", (workflow_id,)
-                ).fetchone()
+                row = c.execute(_SQL_WORKFLOW, (workflow_id,)).fetchone()
                 if row is None:
                     return None, [], [], []
-                inbox = c.execute(
-                    "SELECT seq, workflow_id, kind, name, payload, created_at FROM inbox "
-                    "WHERE workflow_id = ? ORDER BY seq",
-                    (workflow_id,),
-                ).fetchall()
-                timers = c.execute(
-                    "SELECT id, workflow_id, name, due_at FROM timers WHERE workflow_id = ? "
-                    "ORDER BY due_at, id",
-                    (workflow_id,),
-                ).fetchall()
-                procs = c.execute(
-                    f"SELECT {_PROCEDURE_COLUMNS} FROM procedures WHERE workflow_id = ? "
-                    f"ORDER BY created_at, key",
-                    (workflow_id,),
-                ).fetchall()
+                inbox = c.execute(_SQL_INBOX, (workflow_id,)).fetchall()
+                timers = c.execute(_SQL_TIMERS, (workflow_id,)).fetchall()
+                procs = c.execute(_SQL_PROCEDURES, (workflow_id,)).fetchall()
             finally:
                 c.execute("COMMIT")
             return (
@@ -508,30 +507,15 @@ class SqliteStore(Store):
 
     def inbox(self, workflow_id: str) -> list[InboxRow]:
         """The workflow's buffered messages, in arrival order."""
-        rows = self._rows(
-            "SELECT seq, workflow_id, kind, name, payload, created_at FROM inbox "
-            "WHERE workflow_id = ? ORDER BY seq",
-            (workflow_id,),
-        )
-        return [InboxRow(*r) for r in rows]
+        return [InboxRow(*r) for r in self._rows(_SQL_INBOX, (workflow_id,))]
 
     def timers(self, workflow_id: str) -> list[TimerRow]:
         """The workflow's armed timers, soonest first."""
-        rows = self._rows(
-            "SELECT id, workflow_id, name, due_at FROM timers WHERE workflow_id = ? "
-            "ORDER BY due_at, id",
-            (workflow_id,),
-        )
-        return [TimerRow(*r) for r in rows]
+        return [TimerRow(*r) for r in self._rows(_SQL_TIMERS, (workflow_id,))]
 
     def procedures(self, workflow_id: str) -> list[ProcedureRow]:
         """The workflow's procedure calls (pending or finished, not yet consumed)."""
-        rows = self._rows(
-            f"SELECT {_PROCEDURE_COLUMNS} FROM procedures WHERE workflow_id = ? "
-            f"ORDER BY created_at, key",
-            (workflow_id,),
-        )
-        return [_procedure(r) for r in rows]
+        return [_procedure(r) for r in self._rows(_SQL_PROCEDURES, (workflow_id,))]
 
     def timers_due(self, before: float, limit: int) -> list[TimerRow]:
         """Timers due before ``before``, soonest first (by index)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """Where a workflow is in its life. ``RUNNING`` includes suspended."""
 
     RUNNING = "running"

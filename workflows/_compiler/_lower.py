@@ -20,6 +20,7 @@ from ._scope import (
     frame_attr,
     frame_name,
     pattern_captures,
+    rewrite_pattern,
     rt_attr,
     rt_call,
 )
@@ -622,18 +623,7 @@ class Emitter:
         self.start_at(after)
 
     def _pattern(self, p: ast.AST, ren: dict[str, str]) -> Any:
-        for n in ast.walk(p):
-            if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name in ren:
-                n.name = ren[n.name]
-            elif isinstance(n, ast.MatchMapping) and n.rest in ren:
-                n.rest = ren[n.rest]
-            elif isinstance(n, ast.MatchValue):
-                n.value = self.rw(n.value)
-            elif isinstance(n, ast.MatchClass):
-                n.cls = self.rw(n.cls)
-            elif isinstance(n, ast.MatchMapping):
-                n.keys = [self.rw(x) for x in n.keys]
-        return p
+        return rewrite_pattern(p, ren, self.rw)
 
     # -- expressions
 

@@ -539,18 +539,7 @@ class Rewriter(ast.NodeTransformer):
         return c
 
     def _pattern(self, p: ast.AST, ren: dict[str, str]) -> Any:
-        for n in ast.walk(p):
-            if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name in ren:
-                n.name = ren[n.name]
-            elif isinstance(n, ast.MatchMapping) and n.rest in ren:
-                n.rest = ren[n.rest]
-            elif isinstance(n, ast.MatchValue):
-                n.value = self.visit(n.value)
-            elif isinstance(n, ast.MatchClass):
-                n.cls = self.visit(n.cls)
-            elif isinstance(n, ast.MatchMapping):
-                n.keys = [self.visit(k) for k in n.keys]
-        return p
+        return rewrite_pattern(p, ren, self.visit)
 
     # -- leaps
 
@@ -621,3 +610,19 @@ def fill_locations(node: Any, src: ast.AST) -> Any:
 
     walk(node, lineno, col, end_lineno, end_col)
     return node
+
+
+def rewrite_pattern(p: ast.AST, ren: dict[str, str], rw: Any) -> Any:
+    """Rename a match pattern's captures by ``ren`` and rewrite its value expressions with ``rw``."""
+    for n in ast.walk(p):
+        if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name in ren:
+            n.name = ren[n.name]
+        elif isinstance(n, ast.MatchMapping) and n.rest in ren:
+            n.rest = ren[n.rest]
+        elif isinstance(n, ast.MatchValue):
+            n.value = rw(n.value)
+        elif isinstance(n, ast.MatchClass):
+            n.cls = rw(n.cls)
+        elif isinstance(n, ast.MatchMapping):
+            n.keys = [rw(k) for k in n.keys]
+    return p
