@@ -152,8 +152,9 @@ class Runtime:
             from persistence import ProcedureRow
 
             self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
+        types = {w.id: w.type for w in sw.new_workflows}
         for child in ack.created:
-            log.info("workflow_started", workflow_id=child, parent_id=workflow_id)
+            log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
             self.activator.deliver(child, Kick())
         for d in ack.delivered:
             self.activator.deliver(d.workflow_id, Wake(None))
