@@ -94,6 +94,13 @@ class DirectSignal:
 
 
 @dataclass(frozen=True)
+class Escalate:
+    """The actor faulted past the restart intensity: record the workflow as failed."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
 class FireTimer:
     """``debug_fire_timer(name)``: fire the armed timer called ``name`` now."""
 
@@ -217,6 +224,10 @@ class WorkflowActor(PooledActor):
         self.rt.store.commit_step(sw, timeout=self.rt.commit_timeout)
 
     def _handle(self, message: Any) -> None:
+        if isinstance(message, Escalate):
+            self.loaded = False  # whatever is in memory is suspect; the store has the truth
+            self.rt.escalate(self.id, message.error)
+            return
         if not self.loaded:
             self._load()
             fresh = True

@@ -23,6 +23,8 @@ from persistence import (
     Delivered,
     InboxRow,
     NewWorkflow,
+    OutSignal,
+    ProcedureRow,
     StepAck,
     StepWrite,
     Store,
@@ -38,11 +40,20 @@ from workflows import Cancelled, Status, WorkflowFailed
 from workflows._compiler import checkpoint
 
 from ._activator import Activator
-from ._actor import DirectSignal, FireTimer, Kick, TimerFired, Wake, WorkflowActor, filter_key
+from ._actor import (
+    DirectSignal,
+    Escalate,
+    FireTimer,
+    Kick,
+    TimerFired,
+    Wake,
+    WorkflowActor,
+    filter_key,
+)
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
 from ._pool import Dispatcher
-from ._procedures import ProcedureExecutor
+from ._procedures import ProcedureExecutor, error_info
 from ._timers import TimerService
 from ._work import WorkCounter
 
@@ -149,8 +160,6 @@ class Runtime:
         if timers and not test_mode:
             self.timers.arm(timers)
         for p in sw.new_procedures:
-            from persistence import ProcedureRow
-
             self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
         types = {w.id: w.type for w in sw.new_workflows}
         for child in ack.created:
@@ -181,9 +190,12 @@ class Runtime:
             hist.append(now)
             n = len(hist)
         if n > RESTART_INTENSITY:
+            if isinstance(error, _EscalationFailed):
+                log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(error.__cause__))
+                return
             log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, restarts=n - 1, error=repr(error))
-            self.work.inc()
-            threading.Thread(target=self._escalate, args=(workflow_id, error), daemon=True).start()
+            # Through the actor's own mailbox, so no step of it can race the final write.
+            self.activator.deliver(workflow_id, Escalate(error))
             return
         delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
         log.warning("actor_restarted", workflow_id=workflow_id, attempt=n, backoff=round(delay, 4), error=repr(error))
@@ -199,11 +211,13 @@ class Runtime:
         t.daemon = True
         t.start()
 
-    def _escalate(self, workflow_id: str, error: BaseException) -> None:
-        """Fail a workflow whose actor keeps faulting; its parent gets ChildFailed."""
-        try:
-            from ._procedures import error_info
+    def escalate(self, workflow_id: str, error: BaseException) -> None:
+        """Fail a workflow whose actor keeps faulting; its parent gets ChildFailed.
 
+        Runs in the workflow's actor (an ``Escalate`` message), from the stored record alone: the
+        continuation may be what cannot be loaded.
+        """
+        try:
             rec = self.store.load_workflow(workflow_id)
             if rec is None or rec.status != RUNNING:
                 return
@@ -213,29 +227,27 @@ class Runtime:
             info = error_info(error)
             info["message"] = f"runtime fault after {RESTART_INTENSITY} restarts in {RESTART_PERIOD:.0f}s: {info['message']}"
             sw = StepWrite(workflow_id=workflow_id, step_seq=rec.step_seq + 1, status="failed",
-                           error=json.dumps(info), updated_at=self.clock.now(),
-                           continuation=rec.continuation, fingerprint=rec.fingerprint)
-            env = loads(rec.continuation) if rec.continuation else {}
-            wait = env.get("wait")
-            if wait is not None:
-                from persistence import OutSignal
-
-                for a in wait.pending():
-                    if a.kind == "child" and a.child_id and not a.detached:
-                        sw.signals.append(OutSignal(a.child_id, "cancel", dumps("parent failed"), CANCEL))
+                           error=json.dumps(info), updated_at=self.clock.now())
+            try:
+                wait = loads(rec.continuation).get("wait") if rec.continuation else None
+            except Exception:
+                wait = None
+            for a in wait.pending() if wait is not None else []:
+                if a.kind == "child" and a.child_id and not a.detached:
+                    sw.signals.append(OutSignal(a.child_id, "cancel", dumps("parent failed"), CANCEL))
             if rec.parent_id:
-                from persistence import OutSignal
-
                 sw.signals.append(OutSignal(rec.parent_id, workflow_id, dumps(("err", info)), CHILD))
             sw.history.append(("failed", json.dumps({"type": info["type"], "message": info["message"]})))
             ack = self.store.commit_step(sw, timeout=self.commit_timeout)
-            self.activator.drop(workflow_id)
+            log.error("workflow_failed", workflow_id=workflow_id, workflow_type=rec.type, error=info["message"])
             self.after_commit(workflow_id, sw, ack, [], rec.test_mode)
             self.finished(workflow_id)
         except Exception as e:
-            log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(e))
-        finally:
-            self.work.dec()
+            raise _EscalationFailed(f"could not record the failure of workflow {workflow_id!r}") from e
+
+
+class _EscalationFailed(Exception):
+    """Recording a workflow's failure after too many restarts failed itself."""
 
 
 class WorkflowRef:
