@@ -334,3 +334,17 @@ def test_signals_sent_before_the_first_step_are_consumed_once(system):
     for _ in range(3000):
         ref.signal("inc", 1)
     assert ref.result(timeout=120) == 3000
+
+
+def test_start_many_starts_each_once(system):
+    """start_many starts every workflow in one transaction; existing ids start nothing new."""
+    first = system.start_many(flows.waits_once, [()] * 3, ids=["a", "b", "c"])
+    again = system.start_many(flows.waits_once, [(), ()], ids=["c", "d"])
+    assert [r.id for r in first + again] == ["a", "b", "c", "c", "d"]
+    system.idle(timeout=T)
+    assert sorted(w.id for w in system.workflows()) == ["a", "b", "c", "d"]
+    for r in (first[0], again[1]):
+        r.signal("go", r.id)
+        assert r.result(timeout=T) == r.id
+    with pytest.raises(ValueError, match="2 argument tuples but 1 ids"):
+        system.start_many(flows.waits_once, [(), ()], ids=["x"])
