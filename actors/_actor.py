@@ -165,6 +165,9 @@ class WorkflowActor(PooledActor):
         self.consumed_seqs: set[int] = set()
         self.consumed_order: collections.deque[int] = collections.deque()
         self.fired: dict[int, TimerRow] = {}
+        # Consumption of gather arms resolved but not committed yet (inbox, timers, procedures).
+        self.acc: tuple[list[int], list[int], list[str]] = ([], [], [])
+        self.acc_dirty = False
         self.done_procs: dict[str, ProcedureDone] = {}
         self.blocked = False
         if rec is None or self.finished:
@@ -304,6 +307,7 @@ class WorkflowActor(PooledActor):
         seq_before = self.seq
         try:
             self._apply(resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [])
+            self._flush()
         except BaseException:
             if self.seq == seq_before:
                 # The step did not commit: keep the signal durable before the fault restarts us.
@@ -334,9 +338,14 @@ class WorkflowActor(PooledActor):
             if self.wait is None:
                 return
             if not self._resolve_next():
-                orphans = [r.seq for r in self.inbox if r.kind == CHILD and not self.wait.arm_for_child(r.name)]
-                if orphans:
-                    self._commit_wait_only(consume_inbox=orphans)
+                taken = set(self.acc[0])
+                orphans = [
+                    r.seq for r in self.inbox
+                    if r.kind == CHILD and r.seq not in taken and not self.wait.arm_for_child(r.name)
+                ]
+                if orphans or self.acc_dirty:
+                    self.acc[0].extend(orphans)
+                    self._flush()
                     continue
                 return
 
@@ -352,7 +361,10 @@ class WorkflowActor(PooledActor):
                 best = (t, order, kind, ref, arm)
 
         taken: set[int] = set()
+        acc_inbox, acc_timers, acc_procs = set(self.acc[0]), set(self.acc[1]), set(self.acc[2])
         for r in self.inbox:
+            if r.seq in acc_inbox:
+                continue
             if r.kind == SIGNAL:
                 arm = wait.arm_for_signal(r.name)
                 if arm is not None and arm.index not in taken:
@@ -363,10 +375,14 @@ class WorkflowActor(PooledActor):
                 if arm is not None:
                     consider(r.created_at, r.seq, "inbox", r, arm)
         for tid, row in self.fired.items():
+            if tid in acc_timers:
+                continue
             arm = wait.arm_for_timer(tid)
             if arm is not None:
                 consider(row.due_at, tid, "timer", row, arm)
         for key, done in self.done_procs.items():
+            if key in acc_procs:
+                continue
             arm = wait.arm_for_procedure(key)
             if arm is not None:
                 consider(float("-inf"), 0, "proc", done, arm)
@@ -420,7 +436,27 @@ class WorkflowActor(PooledActor):
         self._apply(res, consume_inbox, consume_timers, consume_procs)
         return True
 
+    def _flush(self) -> None:
+        """Commit the gather results taken so far (without running workflow code)."""
+        ci, ct, cp = self.acc
+        dirty, self.acc, self.acc_dirty = self.acc_dirty, ([], [], []), False
+        if dirty or ci or ct or cp:
+            self._commit_wait_only(consume_inbox=ci, consume_timers=ct, consume_procs=cp)
+
     def _apply(self, res: Resolution, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> None:
+        if not res.resume:
+            # A gather arm resolved: take every other available one before committing, so a
+            # hundred children finishing together cost one commit, not a hundred.
+            self.acc[0].extend(consume_inbox)
+            self.acc[1].extend(consume_timers)
+            self.acc[2].extend(consume_procs)
+            self.acc_dirty = True
+            return
+        acc_i, acc_t, acc_p = self.acc
+        self.acc, self.acc_dirty = ([], [], []), False
+        consume_inbox = acc_i + list(consume_inbox)
+        consume_timers = acc_t + list(consume_timers)
+        consume_procs = acc_p + list(consume_procs)
         if res.resume:
             if res.error is not None:
                 self._run(throw=res.error, consume_inbox=consume_inbox, consume_timers=consume_timers,
@@ -428,9 +464,6 @@ class WorkflowActor(PooledActor):
             else:
                 self._run(send=res.value, consume_inbox=consume_inbox, consume_timers=consume_timers,
                           consume_procs=consume_procs, losers=res.losers)
-        else:
-            self._commit_wait_only(consume_inbox=consume_inbox, consume_timers=consume_timers,
-                                   consume_procs=consume_procs)
 
     # -- steps ----------------------------------------------------------------------------------
     def _base_write(self, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> StepWrite:

@@ -230,3 +230,8 @@ async def counter(n: int) -> int:
 async def subscriber(group: str) -> object:
     subscribe("go", group)
     return await signal("go")
+
+
+@workflow
+async def pair() -> list:
+    return await gather(signal("a"), signal("b"))

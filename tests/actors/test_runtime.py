@@ -348,3 +348,25 @@ def test_start_many_starts_each_once(system):
         assert r.result(timeout=T) == r.id
     with pytest.raises(ValueError, match="2 argument tuples but 1 ids"):
         system.start_many(flows.waits_once, [(), ()], ids=["x"])
+
+
+def test_gather_keeps_partial_results_across_a_restart(db, clock):
+    """A gather arm taken before a restart stays taken: its value is durable once signal() returns."""
+    with ActorSystem(db, clock=clock) as s1:
+        s1.start(flows.pair, id="pair")
+        s1.idle(timeout=T)
+        s1.get("pair").signal("a", 1)
+    with ActorSystem(db, clock=clock) as s2:
+        ref = s2.get("pair")
+        assert "signal 'b'" in ref.info().waiting_on and "signal 'a'" not in ref.info().waiting_on
+        ref.signal("b", 2)
+        assert ref.result(timeout=T) == [1, 2]
+
+
+def test_gather_of_many_children(system, clock):
+    """A gather of 60 children completes with every result in order."""
+    ref = system.start(flows.fan_out, list(range(60)))
+    system.idle(timeout=T)
+    clock.advance(5)
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == [10 * v for v in range(60)]
