@@ -26,7 +26,8 @@ class Demo:
 
     def __init__(self, db: str, duration: float) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "examples.demo", "--db", db, "--duration", str(duration),
+            # The README's main job, as a user runs it: the installed `wf demo`.
+            [str(Path(sys.executable).with_name("wf")), "demo", "--db", db, "--duration", str(duration),
              "--no-view", "--seed", str(SEED)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
