@@ -26,7 +26,6 @@ from persistence import (
     FAILED,
     RUNNING,
     SIGNAL,
-    Delivered,
     InboxRow,
     NewProcedure,
     NewTimer,
@@ -189,7 +188,6 @@ class WorkflowActor(PooledActor):
             self.blocked = True
             self.loaded = True
             self.log.error("workflow_version_mismatch", error=str(e))
-            self.rt.blocked(self.id, str(e))
             self._record_blocked(rec, str(e))
             return
         if self.wait is not None:
@@ -683,7 +681,3 @@ def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 def _short(value: Any) -> str:
     r = repr(value)
     return r if len(r) <= 200 else r[:197] + "..."
-
-
-def delivered_rows(ack_delivered: list[Delivered]) -> list[Delivered]:
-    return list(ack_delivered)

@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,8 +144,6 @@ class Runtime:
         self._finished_cond = threading.Condition()
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
-        self._blocked: dict[str, str] = {}
-        self.steps = 0
 
     # -- called by actors ------------------------------------------------------------------------
     def _fire_timer(self, row: TimerRow) -> None:
@@ -154,7 +151,6 @@ class Runtime:
 
     def after_commit(self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool) -> None:
         """Carry out what a committed step asked for: only now may anything leave the actor."""
-        self.steps += 1
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
         if timers and not test_mode:
@@ -176,9 +172,6 @@ class Runtime:
     def finished(self, workflow_id: str) -> None:
         with self._finished_cond:
             self._finished_cond.notify_all()
-
-    def blocked(self, workflow_id: str, why: str) -> None:
-        self._blocked[workflow_id] = why
 
     def fault(self, workflow_id: str, error: BaseException) -> None:
         """A runtime fault in an actor: restart it from its last checkpoint, with backoff."""
@@ -611,7 +604,3 @@ class ActorSystem:
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""
         return self._rt.activator.live_count()
-
-    def iter_ids(self) -> Iterator[str]:
-        for r in self._rt.store.list_workflows():
-            yield r.id
