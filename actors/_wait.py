@@ -12,10 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from persistence import register_plain
 from workflows import Event
 from workflows._commands import Command, Gather, Procedure, Select, Signal, Spawn, Timer
 
 
+@register_plain
 @dataclass
 class Arm:
     """One thing a wait waits for."""
@@ -32,6 +34,7 @@ class Arm:
     done: bool = False
 
 
+@register_plain
 @dataclass
 class Wait:
     """The arms a workflow waits on now, and (for gather) the results so far."""

@@ -21,8 +21,9 @@ from persistence._errors import (
     WorkflowExists,
     WorkflowFinished,
 )
+from persistence._promise import Promise
 from persistence._schema import APPLICATION_ID, SCHEMA_VERSION
-from persistence._serialization import dumps, loads
+from persistence._serialization import dumps, is_plain, loads, register_plain
 from persistence._store import SqliteStore, open_store
 from persistence._types import (
     CANCEL,
@@ -51,6 +52,9 @@ from persistence._types import (
 )
 
 __all__ = [
+    "Promise",
+    "is_plain",
+    "register_plain",
     "APPLICATION_ID",
     "CANCEL",
     "CANCELLED",

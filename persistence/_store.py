@@ -10,7 +10,6 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from persistence import _writes
@@ -20,6 +19,7 @@ from persistence._errors import (
     StoreClosed,
 )
 from persistence._ownership import OwnerLock, current_owner
+from persistence._promise import Promise
 from persistence._schema import (
     SCHEMA_VERSION,
     classify,
@@ -325,7 +325,7 @@ class SqliteStore(Store):
                 path=self.path,
             )
 
-    def _write(self, fn: Callable[[Writer], T]) -> Future[T]:
+    def _write(self, fn: Callable[[Writer], T]) -> Promise[T]:
         self._check_open()
         if self._writer is None:
             raise PersistenceError(
@@ -370,7 +370,7 @@ class SqliteStore(Store):
         wfs = list(wfs)
         return self._write_wait(lambda w: [_writes.insert_workflow(w.conn, wf) for wf in wfs])
 
-    def submit_step(self, step: StepWrite) -> Future[StepAck]:
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
         return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
+
+from persistence._promise import Promise
 
 # Status values stored in workflows.status.
 RUNNING = "running"
@@ -223,7 +224,7 @@ class Store(abc.ABC):
         """Insert many workflows in one transaction; for each, False if its id existed."""
 
     @abc.abstractmethod
-    def submit_step(self, step: StepWrite) -> Future[StepAck]:
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
 
     def commit_step(self, step: StepWrite, timeout: float | None = None) -> StepAck:

@@ -15,12 +15,12 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import sqlite_utils
 
 from persistence._errors import PersistenceError, StoreClosed
+from persistence._promise import Promise
 from persistence._schema import translate_error
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ _STOP = _Stop()
 class _Op:
     __slots__ = ("fn", "future")
 
-    def __init__(self, fn: Callable[[Writer], Any], future: Future[Any]) -> None:
+    def __init__(self, fn: Callable[[Writer], Any], future: Promise[Any]) -> None:
         self.fn = fn
         self.future = future
 
@@ -75,9 +75,9 @@ class Writer:
         self._thread = threading.Thread(target=self._run, name="actorflow-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[Writer], Any]) -> Future[Any]:
+    def submit(self, fn: Callable[[Writer], Any]) -> Promise[Any]:
         """Queue ``fn(writer)`` to run in the next group transaction; return its future."""
-        future: Future[Any] = Future()
+        future: Promise[Any] = Promise()
         with self._lock:
             if self._closed:
                 raise StoreClosed(
@@ -135,7 +135,7 @@ class Writer:
                 op = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(op, _Op) and op.future.set_running_or_notify_cancel():
+            if isinstance(op, _Op) and not op.future.done():
                 op.future.set_exception(closed)
         try:
             if self.conn.in_transaction:
@@ -145,7 +145,7 @@ class Writer:
         self.conn.close()
 
     def _commit_batch(self, batch: list[_Op]) -> None:
-        pending = [op for op in batch if op.future.set_running_or_notify_cancel()]
+        pending = [op for op in batch if not op.future.done()]
         conn = self.conn
         # Optimistic first: no savepoints (two statements per write saved). If a write fails, the
         # whole transaction is rolled back and the others run again, each in its own savepoint.

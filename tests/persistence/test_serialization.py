@@ -1,14 +1,17 @@
-"""Payload serialization: cloudpickle behind a format header."""
+"""Payload serialization: pickle (the C pickler for plain data, else cloudpickle) behind a header."""
 
 from __future__ import annotations
 
+import pickle
 import threading
+from dataclasses import dataclass
 
+import cloudpickle
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from persistence import MalformedPayload, PersistenceError, dumps, loads
+from persistence import MalformedPayload, PersistenceError, dumps, is_plain, loads, register_plain
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text() | st.binary(),
@@ -21,6 +24,46 @@ values = st.recursive(
 def test_round_trip(value: object) -> None:
     """Any plain value survives dumps/loads unchanged."""
     assert loads(dumps(value)) == value
+
+
+@given(values)
+def test_plain_values_take_the_fast_path_with_cloudpickles_bytes(value: object) -> None:
+    """Plain data is pickled by the standard pickler, and the bytes are exactly cloudpickle's."""
+    assert is_plain(value)
+    assert dumps(value)[5:] == cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@register_plain
+@dataclass
+class _Record:
+    name: str
+    items: list
+
+
+def test_registered_records_are_plain_only_with_plain_fields() -> None:
+    """A registered record is plain when its attributes are; one holding a lambda is not."""
+    assert is_plain({"r": _Record("a", [1, (2, b"x")])})
+    odd = _Record("b", [lambda: 1])
+    assert not is_plain(odd)
+    assert loads(dumps(odd)).items[0]() == 1
+
+
+def test_values_cloudpickle_must_carry_by_value_still_round_trip() -> None:
+    """A class made inside a function (not importable by name) is not plain and goes by value."""
+
+    class Local:
+        def __init__(self, v: int) -> None:
+            self.v = v
+
+    assert not is_plain(Local(1))
+    assert loads(dumps([Local(5)]))[0].v == 5
+
+
+def test_big_values_beyond_the_walk_budget_round_trip() -> None:
+    """Past the walk's budget a value is left to cloudpickle, with the same result."""
+    big = [[i, str(i)] for i in range(5_000)]
+    assert not is_plain(big)
+    assert loads(dumps(big)) == big
 
 
 def test_lambda_round_trip() -> None:

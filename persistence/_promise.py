@@ -1,0 +1,85 @@
+"""A one-shot result handed from one thread to another, lighter than ``concurrent.futures.Future``.
+
+Every write and every signal waits on one of these, so its cost is on the hot path: a ``Future``
+builds a ``Condition`` (an ``RLock`` and a waiter list, all in Python) per instance, while this is
+one C lock, held until the result is set. It offers the part of the ``Future`` interface the
+runtime uses: ``result``, ``exception``, ``done``, ``cancel``, ``set_result``, ``set_exception``.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import CancelledError, InvalidStateError
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes, never contended long
+
+
+class Promise(Generic[T]):
+    """A result or an error, set once by one thread and awaited by any number of others."""
+
+    __slots__ = ("_gate", "_done", "_value", "_error")
+
+    def __init__(self) -> None:
+        self._gate = threading.Lock()
+        self._gate.acquire()  # released when the outcome is set: waiters block on it until then
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: T) -> None:
+        with _SET:
+            if self._done:
+                raise InvalidStateError(f"{self!r} already has an outcome")
+            self._value = value
+            self._done = True
+        self._gate.release()
+
+    def set_exception(self, error: BaseException) -> None:
+        with _SET:
+            if self._done:
+                raise InvalidStateError(f"{self!r} already has an outcome")
+            self._error = error
+            self._done = True
+        self._gate.release()
+
+    def cancel(self) -> bool:
+        """Give up on an outcome not set yet (a queued write is then skipped); False if too late."""
+        with _SET:
+            if self._done:
+                return False
+            self._error = CancelledError()
+            self._done = True
+        self._gate.release()
+        return True
+
+    def cancelled(self) -> bool:
+        return isinstance(self._error, CancelledError)
+
+    def _wait(self, timeout: float | None) -> None:
+        if self._done:
+            return
+        if not self._gate.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            raise TimeoutError(f"no outcome within {timeout}s")
+        self._gate.release()  # let every other waiter through too
+
+    def result(self, timeout: float | None = None) -> T:
+        """The value once set (waiting up to ``timeout`` seconds); raises the error if one was set."""
+        self._wait(timeout)
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[no-any-return]
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The error once set (waiting up to ``timeout`` seconds), or None for a value."""
+        self._wait(timeout)
+        return self._error
+
+    def __repr__(self) -> str:
+        state = "pending" if not self._done else ("failed" if self._error is not None else "done")
+        return f"<Promise {state}>"

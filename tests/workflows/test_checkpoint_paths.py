@@ -1,0 +1,71 @@
+"""Checkpoints take the standard pickler for plain locals and cloudpickle for the rest.
+
+Both paths must give continuations that restore and resume identically; for plain locals the
+bytes must be exactly what cloudpickle writes, so the choice never shows in a stored file.
+"""
+
+from __future__ import annotations
+
+from workflows import signal, workflow
+from workflows._compiler import checkpoint, restore, step
+from workflows._compiler._runtime import _dumps, _plain_frames
+from workflows._step import Finished
+
+
+@workflow
+async def plain_locals(n: int) -> list:
+    seen: list = []
+    names = {"a": (1, 2.5, None)}
+    while len(seen) < n:
+        seen.append(await signal("x"))  # the bound method is held across the await
+    return [seen, names]
+
+
+@workflow
+async def closure_local(k: int) -> int:
+    scale = lambda v: v * k  # noqa: E731 - a local function, which only cloudpickle can carry
+    got = await signal("x")
+    return scale(got)
+
+
+@workflow
+async def iterator_local() -> list:
+    out = []
+    for v in iter([10, 20, 30]):
+        out.append(v + await signal("x"))
+    return out
+
+
+def _run_restoring_each_time(wf, args, replies):
+    cont = wf.start(*args)
+    r = step(cont)
+    for reply in replies:
+        cont = restore(checkpoint(cont))
+        r = step(cont, send=reply)
+    return cont, r
+
+
+def test_plain_locals_take_the_fast_path_with_cloudpickles_bytes() -> None:
+    cont = plain_locals.start(3)
+    step(cont)
+    step(cont, send="first")
+    assert _plain_frames(cont._frames)
+    assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(plain_locals, (2,), ["a", "b"])
+    assert isinstance(r, Finished) and r.value == [["a", "b"], {"a": (1, 2.5, None)}]
+
+
+def test_a_local_function_goes_through_cloudpickle_and_resumes() -> None:
+    cont = closure_local.start(3)
+    step(cont)
+    assert not _plain_frames(cont._frames)
+    _, r = _run_restoring_each_time(closure_local, (3,), [7])
+    assert isinstance(r, Finished) and r.value == 21
+
+
+def test_a_live_iterator_goes_through_cloudpickle_and_resumes() -> None:
+    cont = iterator_local.start()
+    step(cont)
+    assert not _plain_frames(cont._frames)
+    _, r = _run_restoring_each_time(iterator_local, (), [1, 2, 3])
+    assert isinstance(r, Finished) and r.value == [11, 22, 33]
