@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import functools
 import json
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from persistence import (
     NewWorkflow,
     OutBroadcast,
     OutSignal,
+    Promise,
     StepWrite,
     TimerRow,
     dumps,
@@ -46,7 +46,7 @@ from workflows._step import Finished, Raised, Suspended
 
 from ._errors import TimerNotArmed
 from ._pool import PooledActor
-from ._procedures import ProcedureDone, error_info, pack_call
+from ._procedures import ProcedureDone, error_info, pack_call, record_outcome
 from ._wait import Arm, Resolution, Wait, build_wait
 from ._wait import resolve as resolve_arm
 
@@ -89,7 +89,7 @@ class DirectSignal:
     name: str
     payload: bytes
     created_at: float
-    reply: Future[None] = field(default_factory=Future)
+    reply: Promise[None] = field(default_factory=Promise)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class FireTimer:
     """``debug_fire_timer(name)``: fire the armed timer called ``name`` now."""
 
     name: str
-    reply: Future[None] = field(default_factory=Future)
+    reply: Promise[None] = field(default_factory=Promise)
 
 
 def filter_key(value: Any) -> str:
@@ -147,6 +147,8 @@ class WorkflowActor(PooledActor):
                 message.reply.set_exception(e)
             if isinstance(message, DirectSignal) and not message.reply.done():
                 self._append_signal(message)
+            if isinstance(message, ProcedureDone):
+                self._record_outcome(message)  # the restart then finds it in the store
             self.rt.fault(self.id, e)
         finally:
             self.rt.activator.done(self.id)
@@ -246,6 +248,8 @@ class WorkflowActor(PooledActor):
                 self._pump()
             return
         if self.finished or self.blocked:
+            if isinstance(message, ProcedureDone):
+                self._record_outcome(message)
             if isinstance(message, FireTimer):
                 message.reply.set_exception(TimerNotArmed(self.id, message.name, []))
             return
@@ -267,7 +271,10 @@ class WorkflowActor(PooledActor):
             if message.debug or not self.test_mode:
                 self.fired[message.row.id] = message.row
         elif isinstance(message, ProcedureDone):
-            self.done_procs[message.key] = message
+            if message.durable or (self.wait is not None and self.wait.arm_for_procedure(message.key)):
+                self.done_procs[message.key] = message
+            else:
+                self._record_outcome(message)  # not awaited now (a select disarmed it): keep it
         elif isinstance(message, FireTimer):
             arm = self.wait.arm_for_timer_name(message.name) if self.wait else None
             if arm is None or arm.timer_id is None:
@@ -277,6 +284,12 @@ class WorkflowActor(PooledActor):
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
             message.reply.set_result(None)
         self._pump()
+
+    def _record_outcome(self, message: ProcedureDone) -> None:
+        try:
+            record_outcome(self.rt.store, message)
+        except Exception as e:  # the row stays pending: the call runs again at recovery
+            self.log.warning("procedure_outcome_not_recorded", key=message.key, error=repr(e))
 
     def _append_signal(self, message: DirectSignal) -> None:
         """Make a signal durable in the inbox and answer its sender (or tell it why not)."""

@@ -34,13 +34,31 @@ DEFAULT_RETRY = RetryPolicy()
 
 @dataclass(frozen=True)
 class ProcedureDone:
-    """Message to a workflow actor: a procedure call has its final outcome."""
+    """Message to a workflow actor: a procedure call has its final outcome.
+
+    ``durable`` is False for an outcome handed straight to the actor: it becomes durable in the
+    step that consumes it (which deletes the call's row), so a call costs one commit, not two. If
+    the actor cannot take it, it records the outcome with ``record_outcome`` instead; a crash before
+    either leaves the row pending, and the call runs again at recovery (at least once).
+    """
 
     key: str
     ok: bool
     value: Any = None
     error: dict[str, Any] | None = None
     attempts: int = 1
+    durable: bool = True
+    result: bytes | None = None  # the pickled value, for record_outcome
+
+
+def record_outcome(store: Store, done: ProcedureDone) -> None:
+    """Make an outcome the actor did not consume durable (nothing if the call's row is gone)."""
+    if done.durable:
+        return
+    if done.ok:
+        store.procedure_finished(done.key, result=done.result, error=None, attempts=done.attempts)
+    else:
+        store.procedure_finished(done.key, result=None, error=json.dumps(done.error), attempts=done.attempts)
 
 
 def type_name(t: type) -> str:
@@ -148,11 +166,9 @@ class ProcedureExecutor:
                 "procedure_failed", key=key, workflow_id=workflow_id, function=function,
                 attempts=attempt, error=info["message"], error_type=info["type"],
             )
-            if self._store.procedure_finished(key, result=None, error=json.dumps(info), attempts=attempt):
-                self._deliver(workflow_id, ProcedureDone(key, False, None, info, attempt))
+            self._deliver(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
             return
-        if self._store.procedure_finished(key, result=result, error=None, attempts=attempt):
-            self._deliver(workflow_id, ProcedureDone(key, True, value, None, attempt))
+        self._deliver(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
 
     def _call(self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
         if timeout is None:

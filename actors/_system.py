@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import threading
@@ -24,6 +25,7 @@ from persistence import (
     NewWorkflow,
     OutSignal,
     ProcedureRow,
+    Promise,
     StepAck,
     StepWrite,
     Store,
@@ -141,7 +143,9 @@ class Runtime:
         self.procedures = ProcedureExecutor(
             store, clock, procedure_workers, self.activator.deliver, self.timers.call_at, self.work
         )
-        self._finished_cond = threading.Condition()
+        # result() callers waiting for a workflow to finish, woken by the step that finishes it.
+        self._finish_waiters: dict[str, list[Promise[None]]] = {}
+        self._finish_lock = threading.Lock()
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
 
@@ -170,8 +174,27 @@ class Runtime:
             level("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
 
     def finished(self, workflow_id: str) -> None:
-        with self._finished_cond:
-            self._finished_cond.notify_all()
+        with self._finish_lock:
+            waiters = self._finish_waiters.pop(workflow_id, ())
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def await_finish(self, workflow_id: str) -> Promise[None]:
+        """A promise set when ``workflow_id`` finishes here (register it before reading its status)."""
+        p: Promise[None] = Promise()
+        with self._finish_lock:
+            self._finish_waiters.setdefault(workflow_id, []).append(p)
+        return p
+
+    def forget_finish(self, workflow_id: str, p: Promise[None]) -> None:
+        with self._finish_lock:
+            ws = self._finish_waiters.get(workflow_id)
+            if ws is not None:
+                with contextlib.suppress(ValueError):
+                    ws.remove(p)
+                if not ws:
+                    del self._finish_waiters[workflow_id]
 
     def fault(self, workflow_id: str, error: BaseException) -> None:
         """A runtime fault in an actor: restart it from its last checkpoint, with backoff."""
@@ -298,8 +321,10 @@ class WorkflowRef:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
         rt = self._system._rt
         deadline = None if timeout is None else time.monotonic() + timeout
-        with rt._finished_cond:
-            while True:
+        while True:
+            # Registered before the read, so a finish between the two still wakes us.
+            woken = rt.await_finish(self.id)
+            try:
                 rec = self._record()
                 if rec.status in FINISHED:
                     break
@@ -309,7 +334,12 @@ class WorkflowRef:
                         f"workflow {self.id!r} did not finish within {timeout}s "
                         f"(status {rec.status}, waiting on {_waiting_text(rec.waiting_on)})"
                     )
-                rt._finished_cond.wait(0.5 if remaining is None else min(remaining, 0.5))
+                # The half-second bound rereads the status even if no wake-up comes (a finish
+                # made by another process, or while this system was closing).
+                with contextlib.suppress(TimeoutError):
+                    woken.result(0.5 if remaining is None else min(remaining, 0.5))
+            finally:
+                rt.forget_finish(self.id, woken)
         if rec.status == "completed":
             return loads(rec.result) if rec.result is not None else None
         err = json.loads(rec.error or "{}")

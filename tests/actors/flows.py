@@ -235,3 +235,22 @@ async def subscriber(group: str) -> object:
 @workflow
 async def pair() -> list:
     return await gather(signal("a"), signal("b"))
+
+
+REDUCER_FAILS: dict[str, int] = {}
+
+
+@reducer
+def fails_first(db, tag: str, times: int) -> None:
+    n = REDUCER_FAILS.get(tag, 0)
+    REDUCER_FAILS[tag] = n + 1
+    if n < times:
+        raise RuntimeError(f"reducer {tag} fails (call {n + 1})")
+    db["app_events"].insert({"wf": tag, "text": "reduced"}, alter=True)
+
+
+@workflow
+async def double_then_fragile_reducer(tag: str, x: int) -> int:
+    a = await procedure(double, x)
+    reducer(fails_first, tag, 2)
+    return a

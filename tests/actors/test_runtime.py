@@ -370,3 +370,32 @@ def test_gather_of_many_children(system, clock):
     clock.advance(5)
     system.idle(timeout=T)
     assert ref.result(timeout=T) == [10 * v for v in range(60)]
+
+
+def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
+    """A procedure's reply costs no commit of its own: start, then one step per await, then done."""
+    ref = system.start(flows.adder, 3, id="adder-commits")
+    system.idle(timeout=T)
+    before = system._rt.store._writer.commits
+    ref2 = system.start(flows.adder, 4, id="adder-commits-2")
+    assert ref2.result(timeout=T) == 16
+    system.idle(timeout=T)
+    # create, first step (dispatches the call), second (consumes it, dispatches the next), finish.
+    assert system._rt.store._writer.commits - before == 4
+    assert ref.result(timeout=T) == 12
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM procedures").fetchone()[0] == 0
+    con.close()
+
+
+def test_a_procedure_outcome_survives_a_failed_step_without_running_again(system, clock, db):
+    """If the step consuming a procedure's reply fails to commit, the reply is kept in the store:
+    the restarted actor resumes with it and the procedure does not run a second time."""
+    ref = system.start(flows.double_then_fragile_reducer, "frag", 21, id="frag-1")
+    for _ in range(4):  # two restarts with backoff on the virtual clock
+        system.idle(timeout=T)
+        clock.advance(5)
+    assert ref.result(timeout=T) == 42
+    runs = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith("frag-1#")]
+    assert len(runs) == 1
+    assert app_events(db, "frag") == ["reduced"]
