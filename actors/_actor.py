@@ -61,7 +61,14 @@ CONSUMED_MEMORY = 50_000
 # -- messages -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Kick:
-    """Load the workflow (if needed) and do whatever work it has."""
+    """Load the workflow (if needed) and do whatever work it has.
+
+    ``seed`` is the state of a workflow just created by this process (its stored record and its
+    live continuation): an actor whose very first message this is starts from it instead of
+    reading back what was committed a moment ago.
+    """
+
+    seed: tuple[NewWorkflow, Any, bytes] | None = None  # record, continuation, its checkpoint
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,9 @@ class WorkflowActor(PooledActor):
         self.rt = rt
         self.id = workflow_id
         self.loaded = False
+        self.ever_loaded = False
         self.type = ""
+        self.child_seeds: dict[str, tuple[NewWorkflow, Any, bytes]] = {}
 
     @property
     def log(self) -> Any:
@@ -158,9 +167,8 @@ class WorkflowActor(PooledActor):
         self.rt.fault(self.id, exception_value)
 
     # -- state ----------------------------------------------------------------------------------
-    def _load(self) -> None:
-        rec, inbox, timer_rows, proc_rows = self.rt.store.load_state(self.id)
-        self.finished = rec is None or rec.status != RUNNING
+    def _reset(self) -> None:
+        self.ever_loaded = True
         self.inbox: list[InboxRow] = []
         # Inbox rows consumed since the load: a Wake can still be queued for one of them.
         self.consumed_seqs: set[int] = set()
@@ -171,6 +179,25 @@ class WorkflowActor(PooledActor):
         self.acc_dirty = False
         self.done_procs: dict[str, ProcedureDone] = {}
         self.blocked = False
+
+    def _load_seed(self, new: NewWorkflow, cont: Any, blob: bytes) -> None:
+        """Start from a workflow this process has just created: nothing stepped, nothing queued."""
+        self._reset()
+        self.finished = False
+        self.type = new.type
+        self.parent_id = new.parent_id
+        self.detached = new.detached
+        self.test_mode = new.test_mode
+        self.seq = 0
+        self.wait = None
+        self.cont_blob = blob
+        self.cont = cont
+        self.loaded = True
+
+    def _load(self) -> None:
+        rec, inbox, timer_rows, proc_rows = self.rt.store.load_state(self.id)
+        self._reset()
+        self.finished = rec is None or rec.status != RUNNING
         if rec is None or self.finished:
             self.loaded = True
             return
@@ -232,7 +259,10 @@ class WorkflowActor(PooledActor):
             self.rt.escalate(self.id, message.error)
             return
         if not self.loaded:
-            self._load()
+            if isinstance(message, Kick) and message.seed is not None and not self.ever_loaded:
+                self._load_seed(*message.seed)
+            else:
+                self._load()
             fresh = True
         else:
             fresh = False
@@ -567,7 +597,8 @@ class WorkflowActor(PooledActor):
             for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
                 arm.timer_id = tid
                 rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
-            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode)
+            seeds, self.child_seeds = self.child_seeds, {}
+            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, seeds)
             return
         self._finish(sw, result, [])
 
@@ -576,6 +607,7 @@ class WorkflowActor(PooledActor):
         wait = build_wait(result.command, workflow_id=self.id, step_seq=seq, now=now)
         cmds = getattr(result.command, "commands", None) or (result.command,)
         children: list[NewWorkflow] = []
+        self.child_seeds: dict[str, tuple[NewWorkflow, Any, bytes]] = {}
         timers: list[NewTimer] = []
         procs: list[NewProcedure] = []
         for arm, cmd in zip(wait.arms, cmds, strict=False):
@@ -590,19 +622,19 @@ class WorkflowActor(PooledActor):
                 child_wf = resolve("workflow", arm.target)
                 ccont = child_wf.start(*cmd.args)
                 cblob = checkpoint(ccont)
-                children.append(
-                    NewWorkflow(
-                        id=arm.child_id,
-                        type=arm.target,
-                        continuation=dumps({"cont": cblob, "wait": None}),
-                        fingerprint=ccont.fingerprint,
-                        parent_id=self.id,
-                        detached=arm.detached,
-                        test_mode=self.test_mode,
-                        waiting_on=None,
-                        created_at=now,
-                    )
+                new = NewWorkflow(
+                    id=arm.child_id,
+                    type=arm.target,
+                    continuation=dumps({"cont": cblob, "wait": None}),
+                    fingerprint=ccont.fingerprint,
+                    parent_id=self.id,
+                    detached=arm.detached,
+                    test_mode=self.test_mode,
+                    waiting_on=None,
+                    created_at=now,
                 )
+                children.append(new)
+                self.child_seeds[new.id] = (new, ccont, cblob)
         sw.new_timers = timers
         sw.new_procedures = procs
         return wait, children

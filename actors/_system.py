@@ -153,7 +153,15 @@ class Runtime:
     def _fire_timer(self, row: TimerRow) -> None:
         self.activator.deliver(row.workflow_id, TimerFired(row))
 
-    def after_commit(self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool) -> None:
+    def after_commit(
+        self,
+        workflow_id: str,
+        sw: StepWrite,
+        ack: StepAck,
+        timers: list[TimerRow],
+        test_mode: bool,
+        seeds: dict[str, Any] | None = None,
+    ) -> None:
         """Carry out what a committed step asked for: only now may anything leave the actor."""
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
@@ -164,7 +172,7 @@ class Runtime:
         types = {w.id: w.type for w in sw.new_workflows}
         for child in ack.created:
             log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
-            self.activator.deliver(child, Kick())
+            self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
         for d in ack.delivered:
             self.activator.deliver(d.workflow_id, Wake(None))
         for wid, why in ack.dropped:
@@ -491,19 +499,17 @@ class ActorSystem:
             return WorkflowRef(self, wid, _token=_REF_TOKEN)
         cont = wf.start(*args)
         blob = checkpoint(cont)
-        created = self._rt.store.create_workflow(
-            NewWorkflow(
-                id=wid,
-                type=key,
-                continuation=dumps({"cont": blob, "wait": None}),
-                fingerprint=cont.fingerprint,
-                test_mode=bool(test_mode),
-                created_at=self.clock.now(),
-            )
+        new = NewWorkflow(
+            id=wid,
+            type=key,
+            continuation=dumps({"cont": blob, "wait": None}),
+            fingerprint=cont.fingerprint,
+            test_mode=bool(test_mode),
+            created_at=self.clock.now(),
         )
-        if created:
+        if self._rt.store.create_workflow(new):
             log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
-            self._rt.activator.deliver(wid, Kick())
+            self._rt.activator.deliver(wid, Kick((new, cont, blob)))
         return WorkflowRef(self, wid, _token=_REF_TOKEN)
 
     def start_many(
@@ -533,22 +539,24 @@ class ActorSystem:
                 raise TypeError(f"workflow ids must be non-empty strings, got {i!r}")
         now = self.clock.now()
         news = []
+        seeds = []
         for wid, a in zip(ids, args, strict=True):
             cont = wf.start(*a)
-            news.append(
-                NewWorkflow(
-                    id=wid,
-                    type=key,
-                    continuation=dumps({"cont": checkpoint(cont), "wait": None}),
-                    fingerprint=cont.fingerprint,
-                    test_mode=bool(test_mode),
-                    created_at=now,
-                )
+            blob = checkpoint(cont)
+            new = NewWorkflow(
+                id=wid,
+                type=key,
+                continuation=dumps({"cont": blob, "wait": None}),
+                fingerprint=cont.fingerprint,
+                test_mode=bool(test_mode),
+                created_at=now,
             )
+            news.append(new)
+            seeds.append((new, cont, blob))
         created = self._rt.store.create_workflows(news)
-        for wid, ok in zip(ids, created, strict=True):
+        for seed, ok in zip(seeds, created, strict=True):
             if ok:
-                self._rt.activator.deliver(wid, Kick())
+                self._rt.activator.deliver(seed[0].id, Kick(seed))
         log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
         return [WorkflowRef(self, wid, _token=_REF_TOKEN) for wid in ids]
 
