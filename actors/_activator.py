@@ -17,6 +17,7 @@ from typing import Any
 
 import pykka
 import structlog
+from pykka._envelope import Envelope
 from pykka.messages import _ActorStop
 
 from ._work import WorkCounter
@@ -75,6 +76,23 @@ class Activator:
             slot.busy += 1
             self._idle.pop(workflow_id, None)
             slot.ref.tell(message)
+
+    def deliver_here(self, workflow_id: str, message: Any) -> None:
+        """Like ``deliver``, but a live idle actor handles ``message`` on the calling thread.
+
+        For a caller that blocks until the message is handled (a signal waits for the step that
+        consumes it). Never from a thread that must not block (timers, the writer).
+        """
+        with self._lock:
+            slot = None if self._closed or workflow_id in self._waiting else self._live.get(workflow_id)
+            if slot is not None:
+                self._work.inc()
+                slot.busy += 1
+                self._idle.pop(workflow_id, None)
+        if slot is None:
+            self.deliver(workflow_id, message)
+            return
+        slot.ref.actor_inbox.run_or_put(Envelope(message))
 
     def done(self, workflow_id: str) -> None:
         """Called by an actor after each message it processed."""

@@ -45,6 +45,26 @@ class _Inbox:
                 actor._scheduled = True
                 actor._dispatcher.submit(actor)
 
+    def run_or_put(self, envelope: Envelope[Any], /) -> None:
+        """Handle ``envelope`` on the calling thread if the actor is idle, else queue it.
+
+        The caller becomes the actor's thread for this one message, under the same flag that keeps
+        an actor on one thread at a time, so order and one-at-a-time handling hold. It spares two
+        thread hand-offs to a caller that would only wait for the reply anyway.
+        """
+        actor = self._actor
+        with actor._sched_lock:
+            if actor.actor_stopped.is_set():
+                raise pykka.ActorDeadError(f"{actor.actor_ref} not found")
+            if actor._scheduled or not actor._setup_done or self._items:
+                self._items.append(envelope)
+                if not actor._scheduled and actor._started:
+                    actor._scheduled = True
+                    actor._dispatcher.submit(actor)
+                return
+            actor._scheduled = True
+        actor._run_inline(envelope)
+
     def get(self) -> Envelope[Any]:
         return self._items.popleft()
 
@@ -139,6 +159,19 @@ class PooledActor(pykka.Actor):
                 self._scheduled = False
             else:
                 self._dispatcher.submit(self)
+
+    def _run_inline(self, envelope: Envelope[Any]) -> None:
+        try:
+            self._handle_envelope(envelope)
+        finally:
+            if self.actor_stopped.is_set():
+                self._actor_loop_teardown()
+            else:
+                with self._sched_lock:
+                    if self.actor_inbox.empty():
+                        self._scheduled = False
+                    else:
+                        self._dispatcher.submit(self)
 
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         try:

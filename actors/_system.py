@@ -627,7 +627,7 @@ class ActorSystem:
         try:
             if kind == SIGNAL:
                 msg = DirectSignal(name, blob, self.clock.now())
-                self._rt.activator.deliver(workflow_id, msg)
+                self._rt.activator.deliver_here(workflow_id, msg)
                 msg.reply.result(self._rt.commit_timeout)
                 return
             d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())

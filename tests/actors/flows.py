@@ -254,3 +254,12 @@ async def double_then_fragile_reducer(tag: str, x: int) -> int:
     a = await procedure(double, x)
     reducer(fails_first, tag, 2)
     return a
+
+
+@workflow
+async def reports_its_thread() -> list:
+    names = []
+    while len(names) < 2:
+        await signal("go")
+        names.append(threading.current_thread().name)
+    return names

@@ -399,3 +399,19 @@ def test_a_procedure_outcome_survives_a_failed_step_without_running_again(system
     runs = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith("frag-1#")]
     assert len(runs) == 1
     assert app_events(db, "frag") == ["reduced"]
+
+
+def test_a_signal_to_an_idle_actor_is_handled_on_the_senders_thread(system):
+    """signal() waits for the step that consumes it anyway: an idle live actor runs that step on
+    the sender's thread (no hand-off), one message at a time as on its own threads."""
+    import threading
+
+    ref = system.start(flows.reports_its_thread)
+    system.idle(timeout=T)
+    ref.signal("go")
+    got: list = []
+    sender = threading.Thread(target=lambda: got.append(ref.signal("go")), name="a-sender")
+    sender.start()
+    sender.join(T)
+    names = ref.result(timeout=T)
+    assert names == [threading.current_thread().name, "a-sender"]
