@@ -380,9 +380,10 @@ class WorkflowActor(PooledActor):
                 return
             if not self._resolve_next():
                 taken = set(self.acc[0])
+                awaited = {a.child_id for a in self.wait.arms if a.kind == "child" and not a.done}
                 orphans = [
                     r.seq for r in self.inbox
-                    if r.kind == CHILD and r.seq not in taken and not self.wait.arm_for_child(r.name)
+                    if r.kind == CHILD and r.seq not in taken and r.name not in awaited
                 ]
                 if orphans or self.acc_dirty:
                     self.acc[0].extend(orphans)
@@ -391,45 +392,70 @@ class WorkflowActor(PooledActor):
                 return
 
     def _resolve_next(self) -> bool:
-        """Resolve the earliest available event for the current wait; False if none."""
+        """Resolve the earliest available event for the current wait; False if none.
+
+        While resolutions only feed a gather (no workflow code runs), every other available event
+        is taken in the same pass, in the same order: a gather of n children costs O(n log n).
+        """
         wait = self.wait
         assert wait is not None
-        best: tuple[float, int, str, Any, Arm] | None = None
-
-        def consider(t: float, order: int, kind: str, ref: Any, arm: Arm) -> None:
-            nonlocal best
-            if best is None or (t, order) < (best[0], best[1]):
-                best = (t, order, kind, ref, arm)
-
+        # The pending arms by what resolves them: looking each row's arm up by a scan would cost
+        # n*n for a gather of n children.
+        by_signal: dict[str, Arm] = {}
+        by_child: dict[str, Arm] = {}
+        by_timer: dict[int, Arm] = {}
+        by_proc: dict[str, Arm] = {}
+        for a in wait.arms:
+            if a.done:
+                continue
+            if a.kind == "signal":
+                by_signal.setdefault(a.target, a)  # the first pending arm of that name
+            elif a.kind == "child" and a.child_id is not None:
+                by_child[a.child_id] = a
+            elif a.kind == "timer" and a.timer_id is not None:
+                by_timer[a.timer_id] = a
+            elif a.kind == "procedure" and a.proc_key is not None:
+                by_proc[a.proc_key] = a
+        # (time, order, tiebreak, kind, row, arm): earliest first, as they happened.
+        cands: list[tuple[float, int, int, str, Any, Arm]] = []
         taken: set[int] = set()
         acc_inbox, acc_timers, acc_procs = set(self.acc[0]), set(self.acc[1]), set(self.acc[2])
         for r in self.inbox:
             if r.seq in acc_inbox:
                 continue
             if r.kind == SIGNAL:
-                arm = wait.arm_for_signal(r.name)
+                arm = by_signal.get(r.name)
                 if arm is not None and arm.index not in taken:
                     taken.add(arm.index)
-                    consider(r.created_at, r.seq, "inbox", r, arm)
+                    cands.append((r.created_at, r.seq, len(cands), "inbox", r, arm))
             elif r.kind == CHILD:
-                arm = wait.arm_for_child(r.name)
+                arm = by_child.get(r.name)
                 if arm is not None:
-                    consider(r.created_at, r.seq, "inbox", r, arm)
+                    cands.append((r.created_at, r.seq, len(cands), "inbox", r, arm))
         for tid, row in self.fired.items():
             if tid in acc_timers:
                 continue
-            arm = wait.arm_for_timer(tid)
+            arm = by_timer.get(tid)
             if arm is not None:
-                consider(row.due_at, tid, "timer", row, arm)
+                cands.append((row.due_at, tid, len(cands), "timer", row, arm))
         for key, done in self.done_procs.items():
             if key in acc_procs:
                 continue
-            arm = wait.arm_for_procedure(key)
+            arm = by_proc.get(key)
             if arm is not None:
-                consider(float("-inf"), 0, "proc", done, arm)
-        if best is None:
+                cands.append((float("-inf"), 0, len(cands), "proc", done, arm))
+        if not cands:
             return False
-        _, _, kind, ref, arm = best
+        cands.sort(key=lambda c: c[:3])
+        for _t, _o, _n, kind, ref, arm in cands:
+            if arm.done:
+                continue
+            if self._take(wait, kind, ref, arm):
+                return True  # workflow code ran: the wait is a new one
+        return True
+
+    def _take(self, wait: Wait, kind: str, ref: Any, arm: Arm) -> bool:
+        """Resolve ``arm`` with the event ``ref``; True if that resumed the workflow."""
         consume_inbox: list[int] = []
         consume_timers: list[int] = []
         consume_procs: list[str] = []
@@ -475,7 +501,7 @@ class WorkflowActor(PooledActor):
                 )
                 res = resolve_arm(wait, arm, ok=False, error=err)
         self._apply(res, consume_inbox, consume_timers, consume_procs)
-        return True
+        return res.resume
 
     def _flush(self) -> None:
         """Commit the gather results taken so far (without running workflow code)."""

@@ -163,6 +163,6 @@ def resolve(wait: Wait, arm: Arm, *, ok: bool, value: Any = None, error: BaseExc
             a.done = True
         return Resolution(True, None, error, losers)
     wait.results[arm.index] = value
-    if all(a.done for a in wait.arms):
+    if len(wait.results) == len(wait.arms):  # every arm has its result (a failure ends above)
         return Resolution(True, [wait.results[a.index] for a in wait.arms])
     return Resolution(False)
