@@ -17,6 +17,7 @@ import logging
 import queue
 import sys
 import threading
+import weakref
 from typing import Any
 
 import pykka
@@ -34,8 +35,18 @@ class _Inbox:
     """A pykka actor inbox that schedules its actor on the dispatcher when a message arrives."""
 
     def __init__(self, actor: PooledActor) -> None:
-        self._actor = actor
+        # A weak reference: actor -> inbox -> actor would be a cycle, and then every passivated
+        # actor (and all it holds) would wait for the cyclic garbage collector, whose full
+        # collections stall every thread.
+        self._actor_ref = weakref.ref(actor)
         self._items: collections.deque[Envelope[Any]] = collections.deque()
+
+    @property
+    def _actor(self) -> PooledActor:
+        actor = self._actor_ref()
+        if actor is None:
+            raise pykka.ActorDeadError("the actor of this inbox is gone")
+        return actor
 
     def put(self, envelope: Envelope[Any], /) -> None:
         actor = self._actor
@@ -79,6 +90,9 @@ class Dispatcher:
         if threads < 1:
             raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
         self._queue: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
+        # The started actors not yet stopped. This is what keeps an actor alive (as its own thread
+        # does for a pykka ThreadingActor): refs and inboxes only hold it weakly.
+        self.live: set[PooledActor] = set()
         self._threads = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(threads)
         ]
@@ -108,6 +122,7 @@ class Dispatcher:
                 actor._run_slice()
             except BaseException:  # a dispatcher thread must survive any actor
                 logger.exception("actorflow: actor slice failed")
+            actor = None  # an idle thread must not keep the last actor it ran alive
 
 
 _counter = itertools.count()
@@ -133,6 +148,7 @@ class PooledActor(pykka.Actor):
         return ThreadingFuture()
 
     def _start_actor_loop(self) -> None:
+        self._dispatcher.live.add(self)
         with self._sched_lock:
             self._started = True
             self._scheduled = True
@@ -195,6 +211,7 @@ class PooledActor(pykka.Actor):
             self._stop()
 
     def _actor_loop_teardown(self) -> None:
+        self._dispatcher.live.discard(self)
         with self._sched_lock:
             leftovers = []
             while not self.actor_inbox.empty():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 
 import pytest
 from structlog.testing import capture_logs
@@ -415,3 +416,34 @@ def test_a_signal_to_an_idle_actor_is_handled_on_the_senders_thread(system):
     sender.join(T)
     names = ref.result(timeout=T)
     assert names == [threading.current_thread().name, "a-sender"]
+
+
+def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
+    """An actor, once stopped, holds no reference cycle: reference counting frees it (and its
+    workflow's state) at once, so passivation never piles work up for the cycle collector."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        with ActorSystem(db, clock=clock) as s:
+            refs = [s.start(flows.waits_once) for _ in range(5)]
+            s.idle(timeout=T)
+            live = [sl.ref._actor_weakref() for sl in s._rt.activator._live.values()]
+            stopped = [a.actor_stopped for a in live]
+            actors = [weakref.ref(a) for a in live]
+            del live
+            assert len(actors) == 5
+            assert s._rt.activator.passivate_idle(0) == 5
+            assert all(e.wait(T) for e in stopped)
+            # The stop is handled on a dispatcher thread, which lets go of the actor right after.
+            deadline = time.monotonic() + T
+            while any(a() is not None for a in actors) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert [a() for a in actors] == [None] * 5
+            for r in refs:
+                r.signal("go", 1)
+            assert [r.result(timeout=T) for r in refs] == [1] * 5
+    finally:
+        gc.enable()
