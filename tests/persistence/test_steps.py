@@ -228,6 +228,22 @@ def test_finish_cleans_up(store) -> None:
     assert store.read_table("SELECT * FROM subscriptions") == []
 
 
+def test_a_finishing_step_consumes_its_rows_and_subscribes_to_nothing(store) -> None:
+    """The step that ends a workflow may consume rows (they are checked, then dropped with the
+    rest) and a subscription it asks for is not left behind."""
+    store.create_workflow(new_wf("a"))
+    seq = store.append_inbox("a", SIGNAL, "go", b"", at=1.0).seq
+    store.commit_step(step(store, "a", new_timers=[NewTimer("t", 9.0)]))
+    (timer,) = store.timers("a")
+    with pytest.raises(StaleStep, match="inbox message 999"):
+        store.commit_step(step(store, "a", status=COMPLETED, consume_inbox=[999]))
+    store.commit_step(step(store, "a", status=COMPLETED, consume_inbox=[seq],
+                           consume_timers=[timer.id], subscribe=[("n", "null")]))
+    assert store.load_workflow("a").status == COMPLETED
+    assert store.inbox("a") == [] and store.timers("a") == []
+    assert store.read_table("SELECT * FROM subscriptions") == []
+
+
 def test_finished_result_stored(store) -> None:
     """A completing step stores the result bytes."""
     store.create_workflow(new_wf("a"))
