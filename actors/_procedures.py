@@ -166,9 +166,17 @@ class ProcedureExecutor:
                 "procedure_failed", key=key, workflow_id=workflow_id, function=function,
                 attempts=attempt, error=info["message"], error_type=info["type"],
             )
-            self._deliver(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
+            self._hand_over(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
             return
-        self._deliver(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
+        self._hand_over(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
+
+    def _hand_over(self, workflow_id: str, done: ProcedureDone) -> None:
+        if self._closed:
+            # The system is closing and its actors take no more messages: record the outcome so
+            # that the next start does not run the call again.
+            record_outcome(self._store, done)
+        else:
+            self._deliver(workflow_id, done)
 
     def _call(self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
         if timeout is None:
