@@ -139,7 +139,6 @@ class WorkflowActor(PooledActor):
         self.loaded = False
         self.ever_loaded = False
         self.type = ""
-        self.child_seeds: dict[str, tuple[NewWorkflow, Any, bytes]] = {}
 
     @property
     def log(self) -> Any:
@@ -610,7 +609,7 @@ class WorkflowActor(PooledActor):
                 self._finish(sw, Raised(e), new_wait.pending(), keep_continuation=True)
                 return
             new_wait.location = self.cont.location()
-            sw.new_workflows.extend(children)
+            sw.new_workflows.extend(seed[0] for seed in children.values())
             sw.continuation = dumps({"cont": blob, "wait": new_wait})
             sw.fingerprint = self.cont.fingerprint
             sw.waiting_on = new_wait.describe()
@@ -623,17 +622,18 @@ class WorkflowActor(PooledActor):
             for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
                 arm.timer_id = tid
                 rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
-            seeds, self.child_seeds = self.child_seeds, {}
-            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, seeds)
+            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, children)
             return
         self._finish(sw, result, [])
 
-    def _prepare_wait(self, result: Suspended, sw: StepWrite, now: float) -> tuple[Wait, list[NewWorkflow]]:
+    def _prepare_wait(
+        self, result: Suspended, sw: StepWrite, now: float
+    ) -> tuple[Wait, dict[str, tuple[NewWorkflow, Any, bytes]]]:
+        """The new wait, and the children it spawns by id (record, continuation, checkpoint)."""
         seq = self.seq + 1
         wait = build_wait(result.command, workflow_id=self.id, step_seq=seq, now=now)
         cmds = getattr(result.command, "commands", None) or (result.command,)
-        children: list[NewWorkflow] = []
-        self.child_seeds: dict[str, tuple[NewWorkflow, Any, bytes]] = {}
+        children: dict[str, tuple[NewWorkflow, Any, bytes]] = {}
         timers: list[NewTimer] = []
         procs: list[NewProcedure] = []
         for arm, cmd in zip(wait.arms, cmds, strict=False):
@@ -659,8 +659,7 @@ class WorkflowActor(PooledActor):
                     waiting_on=None,
                     created_at=now,
                 )
-                children.append(new)
-                self.child_seeds[new.id] = (new, ccont, cblob)
+                children[new.id] = (new, ccont, cblob)
         sw.new_timers = timers
         sw.new_procedures = procs
         return wait, children

@@ -371,6 +371,21 @@ class WorkflowRef:
 _REF_TOKEN = object()
 
 
+def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, now: float) -> tuple[NewWorkflow, Any, bytes]:
+    """A new top-level workflow's record, with the continuation and checkpoint it was made from."""
+    cont = wf.start(*args)
+    blob = checkpoint(cont)
+    new = NewWorkflow(
+        id=wid,
+        type=key,
+        continuation=dumps({"cont": blob, "wait": None}),
+        fingerprint=cont.fingerprint,
+        test_mode=bool(test_mode),
+        created_at=now,
+    )
+    return new, cont, blob
+
+
 class ActorSystem:
     """An embedded workflow runtime on one SQLite file.
 
@@ -497,19 +512,10 @@ class ActorSystem:
         wid = id or f"{wf.__name__}-{uuid.uuid4().hex[:12]}"
         if id is not None and self._rt.store.load_workflow(wid) is not None:
             return WorkflowRef(self, wid, _token=_REF_TOKEN)
-        cont = wf.start(*args)
-        blob = checkpoint(cont)
-        new = NewWorkflow(
-            id=wid,
-            type=key,
-            continuation=dumps({"cont": blob, "wait": None}),
-            fingerprint=cont.fingerprint,
-            test_mode=bool(test_mode),
-            created_at=self.clock.now(),
-        )
-        if self._rt.store.create_workflow(new):
+        seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
+        if self._rt.store.create_workflow(seed[0]):
             log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
-            self._rt.activator.deliver(wid, Kick((new, cont, blob)))
+            self._rt.activator.deliver(wid, Kick(seed))
         return WorkflowRef(self, wid, _token=_REF_TOKEN)
 
     def start_many(
@@ -538,22 +544,8 @@ class ActorSystem:
             if not isinstance(i, str) or not i:
                 raise TypeError(f"workflow ids must be non-empty strings, got {i!r}")
         now = self.clock.now()
-        news = []
-        seeds = []
-        for wid, a in zip(ids, args, strict=True):
-            cont = wf.start(*a)
-            blob = checkpoint(cont)
-            new = NewWorkflow(
-                id=wid,
-                type=key,
-                continuation=dumps({"cont": blob, "wait": None}),
-                fingerprint=cont.fingerprint,
-                test_mode=bool(test_mode),
-                created_at=now,
-            )
-            news.append(new)
-            seeds.append((new, cont, blob))
-        created = self._rt.store.create_workflows(news)
+        seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
+        created = self._rt.store.create_workflows([s[0] for s in seeds])
         for seed, ok in zip(seeds, created, strict=True):
             if ok:
                 self._rt.activator.deliver(seed[0].id, Kick(seed))
