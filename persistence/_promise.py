@@ -32,31 +32,25 @@ class Promise(Generic[T]):
     def done(self) -> bool:
         return self._done
 
-    def set_result(self, value: T) -> None:
-        with _SET:
-            if self._done:
-                raise InvalidStateError(f"{self!r} already has an outcome")
-            self._value = value
-            self._done = True
-        self._gate.release()
-
-    def set_exception(self, error: BaseException) -> None:
-        with _SET:
-            if self._done:
-                raise InvalidStateError(f"{self!r} already has an outcome")
-            self._error = error
-            self._done = True
-        self._gate.release()
-
-    def cancel(self) -> bool:
-        """Give up on an outcome not set yet (a queued write is then skipped); False if too late."""
+    def _settle(self, value: Any, error: BaseException | None) -> bool:
         with _SET:
             if self._done:
                 return False
-            self._error = CancelledError()
-            self._done = True
+            self._value, self._error, self._done = value, error, True
         self._gate.release()
         return True
+
+    def set_result(self, value: T) -> None:
+        if not self._settle(value, None):
+            raise InvalidStateError(f"{self!r} already has an outcome")
+
+    def set_exception(self, error: BaseException) -> None:
+        if not self._settle(None, error):
+            raise InvalidStateError(f"{self!r} already has an outcome")
+
+    def cancel(self) -> bool:
+        """Give up on an outcome not set yet (a queued write is then skipped); False if too late."""
+        return self._settle(None, CancelledError())
 
     def cancelled(self) -> bool:
         return isinstance(self._error, CancelledError)
