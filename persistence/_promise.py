@@ -3,16 +3,21 @@
 Every write and every signal waits on one of these, so its cost is on the hot path: a ``Future``
 builds a ``Condition`` (an ``RLock`` and a waiter list, all in Python) per instance, while this is
 one C lock, held until the result is set. It offers the part of the ``Future`` interface the
-runtime uses: ``result``, ``exception``, ``done``, ``cancel``, ``set_result``, ``set_exception``.
+runtime uses: ``result``, ``exception``, ``done``, ``cancel``, ``set_result``, ``set_exception``
+and ``add_done_callback``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 from concurrent.futures import CancelledError, InvalidStateError
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes, never contended long
 
@@ -20,7 +25,7 @@ _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes,
 class Promise(Generic[T]):
     """A result or an error, set once by one thread and awaited by any number of others."""
 
-    __slots__ = ("_gate", "_done", "_value", "_error")
+    __slots__ = ("_gate", "_done", "_value", "_error", "_callbacks")
 
     def __init__(self) -> None:
         self._gate = threading.Lock()
@@ -28,6 +33,7 @@ class Promise(Generic[T]):
         self._done = False
         self._value: Any = None
         self._error: BaseException | None = None
+        self._callbacks: list[Callable[[Promise[T]], object]] | None = None
 
     def done(self) -> bool:
         return self._done
@@ -37,8 +43,32 @@ class Promise(Generic[T]):
             if self._done:
                 return False
             self._value, self._error, self._done = value, error, True
+            callbacks, self._callbacks = self._callbacks, None
         self._gate.release()
+        if callbacks:
+            for fn in callbacks:
+                self._call(fn)
         return True
+
+    def add_done_callback(self, fn: Callable[[Promise[T]], object]) -> None:
+        """Call ``fn(self)`` once the outcome is set: at once if it is, else on the setting thread.
+
+        ``fn`` runs on whichever thread sets the outcome (for a write, the writer's), so it must be
+        short and must not block; an exception it raises is logged and goes no further.
+        """
+        with _SET:
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        self._call(fn)
+
+    def _call(self, fn: Callable[[Promise[T]], object]) -> None:
+        try:
+            fn(self)
+        except Exception:
+            log.exception("actorflow: a promise's done-callback failed")
 
     def set_result(self, value: T) -> None:
         if not self._settle(value, None):

@@ -59,3 +59,29 @@ def test_cancel_only_before_an_outcome() -> None:
     q: Promise[int] = Promise()
     q.set_result(3)
     assert not q.cancel() and not q.cancelled()
+
+
+def test_done_callbacks_run_once_on_the_setting_thread_or_at_once_if_already_set() -> None:
+    p: Promise[int] = Promise()
+    calls: list[tuple[str, int]] = []
+    p.add_done_callback(lambda q: calls.append((threading.current_thread().name, q.result(0))))
+    setter = threading.Thread(target=lambda: p.set_result(3), name="setter")
+    setter.start()
+    setter.join(10)
+    assert calls == [("setter", 3)]
+    p.add_done_callback(lambda q: calls.append((threading.current_thread().name, q.result(0))))
+    assert calls == [("setter", 3), (threading.current_thread().name, 3)]
+    with pytest.raises(InvalidStateError):
+        p.set_result(4)
+    assert len(calls) == 2
+
+
+def test_a_failing_done_callback_is_logged_and_the_others_still_run(caplog: pytest.LogCaptureFixture) -> None:
+    p: Promise[int] = Promise()
+    seen: list[BaseException | None] = []
+    p.add_done_callback(lambda q: 1 / 0)
+    p.add_done_callback(lambda q: seen.append(q.exception(0)))
+    err = KeyError("k")
+    p.set_exception(err)
+    assert seen == [err]
+    assert "done-callback failed" in caplog.text
