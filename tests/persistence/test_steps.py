@@ -129,6 +129,55 @@ def test_consume_and_arm(store) -> None:
     assert store.timers("a") == [] and store.procedures("a") == []
 
 
+def test_consuming_many_rows_is_one_statement_per_chunk_and_all_or_nothing(store) -> None:
+    """A gather's step consumes hundreds of inbox rows; one missing row (another workflow's, or
+    one consumed already) makes the whole step stale and writes nothing."""
+    from persistence._writes import CONSUME_CHUNK
+
+    store.create_workflow(new_wf("a"))
+    store.create_workflow(new_wf("b"))
+    n = CONSUME_CHUNK + 7  # two chunks
+    seqs = [store.append_inbox("a", CHILD, f"c{i}", dumps(i), at=1.0).seq for i in range(n)]
+    other = store.append_inbox("b", SIGNAL, "go", b"x", at=1.0).seq
+    before = _snapshot(store, "a")
+    for bad in ([*seqs[:-1], other], [*seqs[:10], seqs[3]], [*seqs, 10**9]):
+        with pytest.raises(StaleStep, match="are gone"):
+            store.commit_step(step(store, "a", consume_inbox=bad))
+        assert _snapshot(store, "a") == before
+    statements: list[str] = []
+    store._writer.conn.set_trace_callback(statements.append)
+    try:
+        store.commit_step(step(store, "a", consume_inbox=seqs))
+    finally:
+        store._writer.conn.set_trace_callback(None)
+    assert store.inbox("a") == [] and [r.seq for r in store.inbox("b")] == [other]
+    assert sum(s.startswith("DELETE FROM inbox") for s in statements) == 2
+    with pytest.raises(StaleStep, match="inbox message 1 it consumes is gone"):
+        store.commit_step(step(store, "a", consume_inbox=[1]))
+
+
+def test_a_step_that_stays_running_writes_one_page(file_store, db_path) -> None:
+    """Only the row's page changes: the indexes on status are left alone while it stays running
+    (three pages a commit before), so the fsync'd log grows by one page per step."""
+    import sqlite3
+
+    file_store.create_workflow(new_wf("a"))
+    file_store.commit_step(step(file_store, "a", continuation=b"c0"))
+    other = sqlite3.connect(db_path)
+    try:
+        assert other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+        for i in range(20):
+            file_store.commit_step(step(file_store, "a", continuation=b"c%d" % i, waiting_on="{}"))
+        _busy, frames, _done = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    finally:
+        other.close()
+    assert frames == 20
+    file_store.commit_step(step(file_store, "a", status=COMPLETED, result=dumps(1)))
+    rec = file_store.load_workflow("a")
+    assert (rec.status, rec.step_seq, loads(rec.result)) == (COMPLETED, 22, 1)
+    assert [r.id for r in file_store.list_workflows(status="running")] == []
+
+
 def test_cancel_missing_rows_is_fine(store) -> None:
     """cancel_timers / cancel_procedures of rows that are gone are ignored."""
     store.create_workflow(new_wf("a"))
