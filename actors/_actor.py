@@ -5,6 +5,12 @@ in SQLite before they are sent, so a lost mailbox loses nothing). It runs its wo
 at a time: resolve what the workflow waits for, run the compiled code to its next suspension, and
 commit the step (continuation, reducers, outgoing messages, new timers/procedures/children) in one
 transaction through the store's group-commit writer. Only then does anything leave the actor.
+
+The handling of a message is a generator that yields each commit's ``Promise`` and gets its
+acknowledgement back. On a dispatcher thread the actor pauses there (``pause_until``) and its
+thread runs other actors until the writer has committed, so a hundred children finishing together
+reach the writer together instead of sixteen at a time. On a caller's thread (a signal handled
+where it was sent) it simply waits.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import collections
 import functools
 import json
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +63,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 CONSUMED_MEMORY = 50_000
+
+# What the handling of a message is: a generator that yields each commit's promise and is sent its
+# acknowledgement (or has its error thrown in), returning whatever the step returns.
+Steps = Generator[Promise[Any], Any, Any]
 
 
 # -- messages -----------------------------------------------------------------------------------
@@ -147,20 +158,46 @@ class WorkflowActor(PooledActor):
 
     # -- pykka hooks --------------------------------------------------------------------------
     def on_receive(self, message: Any) -> Any:
-        try:
-            self._handle(message)
-        except Exception as e:
-            self.loaded = False
-            if isinstance(message, FireTimer) and not message.reply.done():
-                message.reply.set_exception(e)
-            if isinstance(message, DirectSignal) and not message.reply.done():
-                self._append_signal(message)
-            if isinstance(message, ProcedureDone):
-                self._record_outcome(message)  # the restart then finds it in the store
-            self.rt.fault(self.id, e)
-        finally:
-            self.rt.activator.done(self.id)
+        self._drive(self._handle(message), message, None, None)
         return None
+
+    def _drive(self, steps: Steps, message: Any, value: Any, error: BaseException | None) -> None:
+        """Run the handling of ``message`` up to its end, or to a commit not done yet (pause)."""
+        paused = False
+        try:
+            while True:
+                try:
+                    promise = steps.send(value) if error is None else steps.throw(error)
+                except StopIteration:
+                    return
+                value = error = None
+                if not promise.done() and not self.running_inline:
+                    paused = True
+                    self.pause_until(promise, functools.partial(self._resume_after, steps, message, promise))
+                    return
+                try:
+                    value = promise.result(self.rt.commit_timeout)
+                except Exception as e:
+                    error = e
+        except Exception as e:
+            self._fault(message, e)
+        finally:
+            if not paused:
+                self.rt.activator.done(self.id)
+
+    def _resume_after(self, steps: Steps, message: Any, promise: Promise[Any]) -> None:
+        error = promise.exception(0)
+        self._drive(steps, message, None if error is not None else promise.result(0), error)
+
+    def _fault(self, message: Any, e: Exception) -> None:
+        self.loaded = False
+        if isinstance(message, FireTimer) and not message.reply.done():
+            message.reply.set_exception(e)
+        if isinstance(message, DirectSignal) and not message.reply.done():
+            self._append_signal(message)
+        if isinstance(message, ProcedureDone):
+            self._record_outcome(message)  # the restart then finds it in the store
+        self.rt.fault(self.id, e)
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         self.rt.fault(self.id, exception_value)
@@ -252,7 +289,7 @@ class WorkflowActor(PooledActor):
         )
         self.rt.store.commit_step(sw, timeout=self.rt.commit_timeout)
 
-    def _handle(self, message: Any) -> None:
+    def _handle(self, message: Any) -> Steps:
         if isinstance(message, Escalate):
             self.loaded = False  # whatever is in memory is suspect; the store has the truth
             self.rt.escalate(self.id, message.error)
@@ -269,12 +306,12 @@ class WorkflowActor(PooledActor):
             if self.finished:
                 self._append_signal(message)  # the store says why it cannot take it
                 return
-            if not self.blocked and self._take_direct(message):
-                self._pump()
+            if not self.blocked and (yield from self._take_direct(message)):
+                yield from self._pump()
                 return
             self._append_signal(message)
             if message.reply.exception() is None and not self.blocked:
-                self._pump()
+                yield from self._pump()
             return
         if self.finished or self.blocked:
             if isinstance(message, ProcedureDone):
@@ -312,7 +349,7 @@ class WorkflowActor(PooledActor):
                 return
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
             message.reply.set_result(None)
-        self._pump()
+        yield from self._pump()
 
     def _record_outcome(self, message: ProcedureDone) -> None:
         try:
@@ -334,7 +371,7 @@ class WorkflowActor(PooledActor):
             self.inbox.sort(key=lambda r: r.seq)
         message.reply.set_result(None)
 
-    def _take_direct(self, message: DirectSignal) -> bool:
+    def _take_direct(self, message: DirectSignal) -> Steps:
         """Consume a signal the workflow awaits now in the step it resumes; False if it cannot."""
         wait = self.wait
         if self.seq == 0 or wait is None or any(r.kind == CANCEL for r in self.inbox):
@@ -346,8 +383,10 @@ class WorkflowActor(PooledActor):
             return False  # an earlier event may be waiting to win this select
         seq_before = self.seq
         try:
-            self._apply(resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [])
-            self._flush()
+            yield from self._apply(resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [])
+            yield from self._flush()
+        except GeneratorExit:
+            raise  # abandoned while paused (the system closed): nothing to answer
         except BaseException:
             if self.seq == seq_before:
                 # The step did not commit: keep the signal durable before the fault restarts us.
@@ -360,7 +399,7 @@ class WorkflowActor(PooledActor):
         return True
 
     # -- the loop -----------------------------------------------------------------------------
-    def _pump(self) -> None:
+    def _pump(self) -> Steps:
         while not self.finished:
             cancel = next((r for r in self.inbox if r.kind == CANCEL), None)
             if cancel is not None:
@@ -368,16 +407,16 @@ class WorkflowActor(PooledActor):
                 self.log.info("workflow_cancel_requested", reason=reason)
                 losers = self.wait.pending() if self.wait else []
                 if self.seq == 0:
-                    self._finish_without_running(Cancelled(reason), consume=[cancel.seq])
+                    yield from self._finish_without_running(Cancelled(reason), consume=[cancel.seq])
                 else:
-                    self._run(throw=Cancelled(reason), consume_inbox=[cancel.seq], losers=losers)
+                    yield from self._run(throw=Cancelled(reason), consume_inbox=[cancel.seq], losers=losers)
                 continue
             if self.seq == 0:
-                self._run(first=True)
+                yield from self._run(first=True)
                 continue
             if self.wait is None:
                 return
-            if not self._resolve_next():
+            if not (yield from self._resolve_next()):
                 taken = set(self.acc[0])
                 awaited = {a.child_id for a in self.wait.arms if a.kind == "child" and not a.done}
                 orphans = [
@@ -386,11 +425,11 @@ class WorkflowActor(PooledActor):
                 ]
                 if orphans or self.acc_dirty:
                     self.acc[0].extend(orphans)
-                    self._flush()
+                    yield from self._flush()
                     continue
                 return
 
-    def _resolve_next(self) -> bool:
+    def _resolve_next(self) -> Steps:
         """Resolve the earliest available event for the current wait; False if none.
 
         While resolutions only feed a gather (no workflow code runs), every other available event
@@ -449,11 +488,11 @@ class WorkflowActor(PooledActor):
         for _t, _o, _n, kind, ref, arm in cands:
             if arm.done:
                 continue
-            if self._take(wait, kind, ref, arm):
+            if (yield from self._take(wait, kind, ref, arm)):
                 return True  # workflow code ran: the wait is a new one
         return True
 
-    def _take(self, wait: Wait, kind: str, ref: Any, arm: Arm) -> bool:
+    def _take(self, wait: Wait, kind: str, ref: Any, arm: Arm) -> Steps:
         """Resolve ``arm`` with the event ``ref``; True if that resumed the workflow."""
         consume_inbox: list[int] = []
         consume_timers: list[int] = []
@@ -499,17 +538,17 @@ class WorkflowActor(PooledActor):
                     traceback=info.get("traceback"),
                 )
                 res = resolve_arm(wait, arm, ok=False, error=err)
-        self._apply(res, consume_inbox, consume_timers, consume_procs)
+        yield from self._apply(res, consume_inbox, consume_timers, consume_procs)
         return res.resume
 
-    def _flush(self) -> None:
+    def _flush(self) -> Steps:
         """Commit the gather results taken so far (without running workflow code)."""
         ci, ct, cp = self.acc
         dirty, self.acc, self.acc_dirty = self.acc_dirty, ([], [], []), False
         if dirty or ci or ct or cp:
-            self._commit_wait_only(consume_inbox=ci, consume_timers=ct, consume_procs=cp)
+            yield from self._commit_wait_only(consume_inbox=ci, consume_timers=ct, consume_procs=cp)
 
-    def _apply(self, res: Resolution, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> None:
+    def _apply(self, res: Resolution, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> Steps:
         if not res.resume:
             # A gather arm resolved: take every other available one before committing, so a
             # hundred children finishing together cost one commit, not a hundred.
@@ -517,7 +556,7 @@ class WorkflowActor(PooledActor):
             self.acc[1].extend(consume_timers)
             self.acc[2].extend(consume_procs)
             self.acc_dirty = True
-            return
+            return None
         acc_i, acc_t, acc_p = self.acc
         self.acc, self.acc_dirty = ([], [], []), False
         consume_inbox = acc_i + list(consume_inbox)
@@ -525,10 +564,10 @@ class WorkflowActor(PooledActor):
         consume_procs = acc_p + list(consume_procs)
         if res.resume:
             if res.error is not None:
-                self._run(throw=res.error, consume_inbox=consume_inbox, consume_timers=consume_timers,
+                yield from self._run(throw=res.error, consume_inbox=consume_inbox, consume_timers=consume_timers,
                           consume_procs=consume_procs, losers=res.losers)
             else:
-                self._run(send=res.value, consume_inbox=consume_inbox, consume_timers=consume_timers,
+                yield from self._run(send=res.value, consume_inbox=consume_inbox, consume_timers=consume_timers,
                           consume_procs=consume_procs, losers=res.losers)
 
     # -- steps ----------------------------------------------------------------------------------
@@ -551,7 +590,7 @@ class WorkflowActor(PooledActor):
             elif a.kind == "child" and a.child_id is not None and not a.detached:
                 sw.signals.append(OutSignal(a.child_id, "cancel", dumps(reason), CANCEL))
 
-    def _commit_wait_only(self, consume_inbox: list[int] = (), consume_timers: list[int] = (), consume_procs: list[str] = ()) -> None:  # type: ignore[assignment]
+    def _commit_wait_only(self, consume_inbox: list[int] = (), consume_timers: list[int] = (), consume_procs: list[str] = ()) -> Steps:  # type: ignore[assignment]
         """Commit consumption and the updated wait without running workflow code (gather)."""
         sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
         assert self.wait is not None
@@ -559,11 +598,11 @@ class WorkflowActor(PooledActor):
         sw.fingerprint = self.cont.fingerprint
         sw.waiting_on = self.wait.describe()
         sw.wait_signals = self.wait.signal_names()
-        self._commit(sw)
+        yield from self._commit(sw)
 
-    def _finish_without_running(self, exc: BaseException, consume: list[int]) -> None:
+    def _finish_without_running(self, exc: BaseException, consume: list[int]) -> Steps:
         sw = self._base_write(consume, [], [])
-        self._finish(sw, Raised(exc), [])
+        yield from self._finish(sw, Raised(exc), [])
 
     def _run(
         self,
@@ -575,7 +614,7 @@ class WorkflowActor(PooledActor):
         consume_timers: list[int] = (),  # type: ignore[assignment]
         consume_procs: list[str] = (),  # type: ignore[assignment]
         losers: list[Arm] = (),  # type: ignore[assignment]
-    ) -> None:
+    ) -> Steps:
         sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
         self._disarm(sw, list(losers), "the select that spawned it was won by another arm" if not isinstance(throw, Cancelled) else (str(throw) or "parent cancelled"))
         ctx = StepContext(
@@ -606,7 +645,7 @@ class WorkflowActor(PooledActor):
             except CheckpointError as e:
                 self.log.error("workflow_checkpoint_failed", error=str(e))
                 sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
-                self._finish(sw, Raised(e), new_wait.pending(), keep_continuation=True)
+                yield from self._finish(sw, Raised(e), new_wait.pending(), keep_continuation=True)
                 return
             new_wait.location = self.cont.location()
             sw.new_workflows.extend(seed[0] for seed in children.values())
@@ -614,7 +653,7 @@ class WorkflowActor(PooledActor):
             sw.fingerprint = self.cont.fingerprint
             sw.waiting_on = new_wait.describe()
             sw.wait_signals = new_wait.signal_names()
-            ack = self._commit(sw)
+            ack = yield from self._commit(sw)
             self.cont_blob = blob
             self.wait = new_wait
             timer_arms = [a for a in new_wait.arms if a.kind == "timer"]
@@ -624,7 +663,7 @@ class WorkflowActor(PooledActor):
                 rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
             self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, children)
             return
-        self._finish(sw, result, [])
+        yield from self._finish(sw, result, [])
 
     def _prepare_wait(
         self, result: Suspended, sw: StepWrite, now: float
@@ -678,7 +717,7 @@ class WorkflowActor(PooledActor):
             elif isinstance(eff, Unsubscribe):
                 sw.unsubscribe.append((eff.name, filter_key(eff.filter_value)))
 
-    def _finish(self, sw: StepWrite, result: Finished | Raised, losers: list[Arm], keep_continuation: bool = False) -> None:
+    def _finish(self, sw: StepWrite, result: Finished | Raised, losers: list[Arm], keep_continuation: bool = False) -> Steps:
         self._disarm(sw, losers, "parent ended")
         if isinstance(result, Finished):
             try:
@@ -708,15 +747,15 @@ class WorkflowActor(PooledActor):
             sw.continuation = dumps({"cont": self.cont_blob, "wait": self.wait})
         if self.parent_id is not None:
             sw.signals.append(OutSignal(self.parent_id, self.id, dumps(outcome), CHILD))
-        ack = self._commit(sw)
+        ack = yield from self._commit(sw)
         self.finished = True
         self.log.info("workflow_" + sw.status, **({"error": outcome[1]["message"]} if outcome[0] == "err" else {}))
         self.rt.after_commit(self.id, sw, ack, [], self.test_mode)
         self.rt.finished(self.id)
 
-    def _commit(self, sw: StepWrite) -> Any:
+    def _commit(self, sw: StepWrite) -> Steps:
         try:
-            ack = self.rt.store.commit_step(sw, timeout=self.rt.commit_timeout)
+            ack = yield self.rt.store.submit_step(sw)
         except Exception as e:
             raise _RuntimeFault(f"step {sw.step_seq} of workflow {self.id!r} did not commit: {e!r}") from e
         self.seq = sw.step_seq

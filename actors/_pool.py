@@ -7,6 +7,11 @@ points instead (``_create_future``, the inbox, ``_start_actor_loop``): an actor 
 flag, and a shared dispatcher runs it on one of a few threads whenever its mailbox has messages.
 Refs, ``tell``, ``ask``, ``stop`` and the registry are pykka's own, and each actor still handles one
 message at a time, in order.
+
+An actor can also pause in the middle of a message until a ``Promise`` settles (a step waiting for
+its commit): ``pause_until`` gives its thread back to the dispatcher, and the actor, still
+scheduled, takes no other message until the promise's callback puts it back on the dispatcher to
+run the rest of that message.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import queue
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import pykka
@@ -90,6 +96,9 @@ class Dispatcher:
         if threads < 1:
             raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
         self._queue: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
+        # Actors paused until a commit: shutdown lets them finish their message first.
+        self._paused = 0
+        self._paused_cond = threading.Condition(threading.Lock())
         # The started actors not yet stopped. This is what keeps an actor alive (as its own thread
         # does for a pykka ThreadingActor): refs and inboxes only hold it weakly.
         self.live: set[PooledActor] = set()
@@ -106,7 +115,25 @@ class Dispatcher:
     def submit(self, actor: PooledActor) -> None:
         self._queue.put(actor)
 
+    def paused(self) -> int:
+        with self._paused_cond:
+            return self._paused
+
+    def _pause_started(self) -> None:
+        with self._paused_cond:
+            self._paused += 1
+
+    def _pause_ended(self) -> None:
+        with self._paused_cond:
+            self._paused -= 1
+            if not self._paused:
+                self._paused_cond.notify_all()
+
     def shutdown(self, timeout: float = 5.0) -> None:
+        # A paused message resumes once its commit is done: let it end (answering a signal's
+        # sender, say) before the threads stop. The writer is still running at this point.
+        with self._paused_cond:
+            self._paused_cond.wait_for(lambda: not self._paused, timeout)
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
@@ -137,6 +164,10 @@ class PooledActor(pykka.Actor):
         self._scheduled = False
         self._started = False
         self._setup_done = False
+        # Set while a message is handled on a caller's thread (``run_or_put``): never pause there.
+        self.running_inline = False
+        self._pause_on: Any = None  # the Promise a paused message waits for
+        self._resume: Callable[[], None] | None = None
         super().__init__()
 
     def _create_actor_inbox(self) -> Any:  # type: ignore[override]
@@ -154,19 +185,41 @@ class PooledActor(pykka.Actor):
             self._scheduled = True
             self._dispatcher.submit(self)
 
+    def pause_until(self, promise: Any, resume: Callable[[], None]) -> None:
+        """From within a message on a dispatcher thread: run ``resume()`` once ``promise`` settles.
+
+        The thread is free for other actors meanwhile; this actor handles nothing else until then.
+        """
+        assert not self.running_inline, "a message handled on a caller's thread cannot pause"
+        self._pause_on, self._resume = promise, resume
+
+    def _wake(self, _promise: Any) -> None:
+        self._dispatcher.submit(self)
+        self._dispatcher._pause_ended()
+
     def _run_slice(self) -> None:
         if not self._setup_done:
             self._setup_done = True
             self._actor_loop_setup()
         inbox = self.actor_inbox
+        resume, self._resume = self._resume, None
+        if resume is not None:
+            self._guard(resume)
         for _ in range(SLICE):
-            if self.actor_stopped.is_set():
+            if self._pause_on is not None or self.actor_stopped.is_set():
                 break
             with self._sched_lock:
                 if inbox.empty():
                     break
                 envelope = inbox.get()
             self._handle_envelope(envelope)
+        if self._pause_on is not None and not self.actor_stopped.is_set():
+            # Still scheduled, so no put() schedules it again: only the promise wakes it, and only
+            # after this thread is done with it.
+            promise, self._pause_on = self._pause_on, None
+            self._dispatcher._pause_started()
+            promise.add_done_callback(self._wake)
+            return
         if self.actor_stopped.is_set():
             self._actor_loop_teardown()
             return
@@ -177,9 +230,11 @@ class PooledActor(pykka.Actor):
                 self._dispatcher.submit(self)
 
     def _run_inline(self, envelope: Envelope[Any]) -> None:
+        self.running_inline = True
         try:
             self._handle_envelope(envelope)
         finally:
+            self.running_inline = False
             if self.actor_stopped.is_set():
                 self._actor_loop_teardown()
             else:
@@ -208,6 +263,20 @@ class PooledActor(pykka.Actor):
             logger.exception("actorflow: %s stopped by a BaseException", self)
             if envelope.reply_to is not None:
                 envelope.reply_to.set_exception()
+            self._stop()
+
+    def _guard(self, fn: Callable[[], None]) -> None:
+        """Run the rest of a paused message, with the failure handling of ``_handle_envelope``."""
+        try:
+            fn()
+        except Exception:
+            self._handle_failure(*sys.exc_info())
+            try:
+                self.on_failure(*sys.exc_info())
+            except Exception:
+                self._handle_failure(*sys.exc_info())
+        except BaseException:
+            logger.exception("actorflow: %s stopped by a BaseException", self)
             self._stop()
 
     def _actor_loop_teardown(self) -> None:

@@ -447,3 +447,125 @@ def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
             assert [r.result(timeout=T) for r in refs] == [1] * 5
     finally:
         gc.enable()
+
+
+@pytest.fixture
+def held_commits(monkeypatch):
+    """One actor thread, and every step's commit held until the test lets it through."""
+    import threading
+
+    import actors._system as runtime_module
+    from actors._pool import Dispatcher
+    from persistence import Promise
+
+    monkeypatch.setattr(runtime_module, "Dispatcher", lambda threads: Dispatcher(1))
+    held: list = []
+    lock = threading.Lock()
+
+    def hold(system):
+        real = system._rt.store.submit_step
+
+        def submit_step(sw):
+            p = Promise()
+            with lock:
+                held.append((sw, p, real))
+            return p
+
+        system._rt.store.submit_step = submit_step
+        return held
+
+    def let_go(system) -> None:
+        """Stop holding: release what is held, and let later commits through at once."""
+        del system._rt.store.submit_step
+        with lock:
+            pending = list(held)
+            held.clear()
+        for sw, p, real in pending:
+            real(sw).add_done_callback(_chain(p))
+
+    hold.let_go = let_go
+    return hold
+
+
+def _chain(p):
+    def settle(done):
+        if done.exception(0) is None:
+            p.set_result(done.result(0))
+        else:
+            p.set_exception(done.exception(0))
+
+    return settle
+
+
+def _wait_until(cond, what: str) -> None:
+    deadline = time.monotonic() + T
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.002)
+
+
+def test_a_step_waiting_for_its_commit_frees_its_thread(db, clock, held_commits):
+    """On one actor thread, three workflows each reach their first commit before any of them is
+    committed: an actor waiting for the writer gives its thread to the others."""
+    with ActorSystem(db, clock=clock) as s:
+        held = held_commits(s)
+        refs = [s.start(flows.waits_once) for _ in range(3)]
+        _wait_until(lambda: len(held) == 3, "each workflow's first step reached the writer")
+        assert sorted(sw.workflow_id for sw, _, _ in held) == sorted(r.id for r in refs)
+        held_commits.let_go(s)
+        s.idle(timeout=T)
+        for i, r in enumerate(refs):
+            r.signal("go", i)
+        assert [r.result(timeout=T) for r in refs] == [0, 1, 2]
+
+
+def test_messages_to_an_actor_waiting_for_its_commit_are_handled_after_it_in_order(
+    db, clock, held_commits
+):
+    import threading
+
+    with ActorSystem(db, clock=clock) as s:
+        held = held_commits(s)
+        ref = s.start(flows.collect, 3)
+        _wait_until(lambda: len(held) == 1, "the first step reached the writer")
+        senders = []
+        for i in range(3):
+            t = threading.Thread(target=ref.signal, args=("item", i))
+            t.start()
+            senders.append(t)
+            # Each signal is queued (durably appended or not) in the order sent.
+            _wait_until(lambda: len(ref_inbox(s, ref.id)) == i + 1, f"signal {i} queued")
+        assert len(held) == 1, "nothing else ran for this workflow while its step was uncommitted"
+        held_commits.let_go(s)
+        for t in senders:
+            t.join(T)
+        assert ref.result(timeout=T) == [0, 1, 2]
+
+
+def ref_inbox(s, workflow_id: str) -> list:
+    slot = s._rt.activator._live.get(workflow_id)
+    return [] if slot is None else list(slot.ref.actor_inbox._items)
+
+
+def test_shutdown_lets_an_actor_waiting_for_its_commit_finish_its_messages(db, clock, held_commits):
+    """The system shuts down while a step waits for the writer and a signal is queued behind it:
+    the step commits, the signal's step runs and its sender is answered, then the threads stop."""
+    import threading
+
+    s = ActorSystem(db, clock=clock)
+    held = held_commits(s)
+    ref = s.start(flows.collect, 1)
+    _wait_until(lambda: len(held) == 1, "the first step reached the writer")
+    answered: list = []
+    sender = threading.Thread(target=lambda: answered.append(ref.signal("item", "x")))
+    sender.start()
+    _wait_until(lambda: len(ref_inbox(s, ref.id)) == 1, "the signal queued behind the paused step")
+    closer = threading.Thread(target=s.shutdown)
+    closer.start()
+    _wait_until(lambda: s._rt.activator._closed, "shutdown reached the actors")
+    held_commits.let_go(s)
+    closer.join(T)
+    sender.join(T)
+    assert not closer.is_alive() and answered == [None]
+    with ActorSystem(db, clock=clock) as again:
+        assert again.get(ref.id).result(timeout=T) == ["x"]
