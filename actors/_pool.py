@@ -96,9 +96,12 @@ class Dispatcher:
         if threads < 1:
             raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
         self._queue: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
-        # Actors paused until a commit: shutdown lets them finish their message first.
+        # Slices queued or running, and actors paused until a commit: shutdown waits for both to
+        # reach zero, so a paused message is finished (answering a signal's sender, say). An
+        # actor is counted in one or the other all the way from pause to resume.
+        self._pending = 0
         self._paused = 0
-        self._paused_cond = threading.Condition(threading.Lock())
+        self._state = threading.Condition(threading.Lock())
         # The started actors not yet stopped. This is what keeps an actor alive (as its own thread
         # does for a pykka ThreadingActor): refs and inboxes only hold it weakly.
         self.live: set[PooledActor] = set()
@@ -113,27 +116,33 @@ class Dispatcher:
         return len(self._threads)
 
     def submit(self, actor: PooledActor) -> None:
+        with self._state:
+            self._pending += 1
         self._queue.put(actor)
 
     def paused(self) -> int:
-        with self._paused_cond:
+        with self._state:
             return self._paused
 
     def _pause_started(self) -> None:
-        with self._paused_cond:
+        with self._state:
             self._paused += 1
 
     def _pause_ended(self) -> None:
-        with self._paused_cond:
+        with self._state:
             self._paused -= 1
-            if not self._paused:
-                self._paused_cond.notify_all()
+
+    def _slice_ended(self) -> None:
+        with self._state:
+            self._pending -= 1
+            if not self._pending and not self._paused:
+                self._state.notify_all()
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        # A paused message resumes once its commit is done: let it end (answering a signal's
-        # sender, say) before the threads stop. The writer is still running at this point.
-        with self._paused_cond:
-            self._paused_cond.wait_for(lambda: not self._paused, timeout)
+        # A paused message resumes once its commit is done (the writer still runs at this point):
+        # let every queued, running and paused message end before the threads stop.
+        with self._state:
+            self._state.wait_for(lambda: not self._pending and not self._paused, timeout)
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
@@ -149,6 +158,8 @@ class Dispatcher:
                 actor._run_slice()
             except BaseException:  # a dispatcher thread must survive any actor
                 logger.exception("actorflow: actor slice failed")
+            finally:
+                self._slice_ended()
             actor = None  # an idle thread must not keep the last actor it ran alive
 
 
