@@ -122,6 +122,15 @@ class Delivered:
     seq: int
     kind: str
     name: str
+    # The row's body, so the runtime can hand the row to its actor without reading it back.
+    payload: bytes | None = None
+    created_at: float | None = None
+
+    def row(self) -> InboxRow | None:
+        """The inbox row as inserted, or None if this was built without its body."""
+        if self.payload is None or self.created_at is None:
+            return None
+        return InboxRow(self.seq, self.workflow_id, self.kind, self.name, self.payload, self.created_at)
 
 
 @dataclass(frozen=True)

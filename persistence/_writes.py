@@ -89,7 +89,7 @@ def deliver(
         "INSERT INTO inbox (workflow_id, kind, name, payload, created_at) VALUES (?, ?, ?, ?, ?)",
         (workflow_id, kind, name, payload, at),
     )
-    return Delivered(workflow_id, cur.lastrowid, kind, name)  # type: ignore[arg-type]
+    return Delivered(workflow_id, cur.lastrowid, kind, name, payload, at)  # type: ignore[arg-type]
 
 
 def append_inbox(
@@ -288,8 +288,13 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
 
     if step.status in FINISHED:
         # A finished workflow takes nothing more: drop what it still held, before its own
-        # outgoing messages (a message to itself is then dropped as "finished").
-        for table in ("timers", "procedures", "waits", "subscriptions", "inbox"):
+        # outgoing messages (a message to itself is then dropped as "finished"). Its waits went
+        # above. Timers and procedure calls are only ever made by its committed steps, so one
+        # that ends in its first step has none.
+        tables = ("timers", "procedures", "subscriptions", "inbox") if step.step_seq > 1 else (
+            "subscriptions", "inbox"
+        )
+        for table in tables:
             conn.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (wid,))
 
     delivered: list[Delivered] = []

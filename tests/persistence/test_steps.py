@@ -293,6 +293,21 @@ def test_a_finishing_step_consumes_its_rows_and_subscribes_to_nothing(store) -> 
     assert store.read_table("SELECT * FROM subscriptions") == []
 
 
+def test_a_workflow_ending_in_its_first_step_leaves_nothing_behind(store) -> None:
+    """Ending in its first step, a workflow can hold only inbox rows, the subscriptions that very
+    step asks for, and its waits: all go (the writer's cache of waits is not relied upon)."""
+    store.create_workflow(new_wf("a"))
+    store.create_workflow(new_wf("b"))
+    store.append_inbox("a", SIGNAL, "early", b"", at=1.0)
+    store._writer.waits.clear()
+    store.commit_step(step(store, "a", status=COMPLETED, result=dumps(1), subscribe=[("n", "null")],
+                           signals=[OutSignal("b", "done", b"")]))
+    assert store.load_workflow("a").step_seq == 1
+    assert store.inbox("a") == [] and [r.name for r in store.inbox("b")] == ["done"]
+    assert store.read_table("SELECT * FROM waits WHERE workflow_id = 'a'") == []
+    assert store.read_table("SELECT * FROM subscriptions") == []
+
+
 def test_finished_result_stored(store) -> None:
     """A completing step stores the result bytes."""
     store.create_workflow(new_wf("a"))
