@@ -215,6 +215,8 @@ class WorkflowActor(PooledActor):
         self.acc_dirty = False
         self.done_procs: dict[str, ProcedureDone] = {}
         self.blocked = False
+        # Events taken from the mailbox but not resolved yet (more messages were queued).
+        self.deferred = False
 
     def _load_seed(self, new: NewWorkflow, cont: Any, blob: bytes) -> None:
         """Start from a workflow this process has just created: nothing stepped, nothing queued."""
@@ -330,6 +332,8 @@ class WorkflowActor(PooledActor):
                 pass  # the load read the inbox, this row included
             elif message.row.seq in self.consumed_seqs:
                 pass  # its Wake was queued behind the step that already consumed it
+            elif not self.inbox or message.row.seq > self.inbox[-1].seq:
+                self.inbox.append(message.row)  # the usual case: newer than every row held
             elif all(r.seq != message.row.seq for r in self.inbox):
                 self.inbox.append(message.row)
                 self.inbox.sort(key=lambda r: r.seq)
@@ -349,6 +353,11 @@ class WorkflowActor(PooledActor):
                 return
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
             message.reply.set_result(None)
+        if isinstance(message, Wake | TimerFired | ProcedureDone) and not self.actor_inbox.empty():
+            # More messages are queued (a hundred children's outcomes arrive as a hundred
+            # wake-ups): take them all first, then resolve and commit once, in time order.
+            self.deferred = True
+            return
         yield from self._pump()
 
     def _record_outcome(self, message: ProcedureDone) -> None:
@@ -374,7 +383,7 @@ class WorkflowActor(PooledActor):
     def _take_direct(self, message: DirectSignal) -> Steps:
         """Consume a signal the workflow awaits now in the step it resumes; False if it cannot."""
         wait = self.wait
-        if self.seq == 0 or wait is None or any(r.kind == CANCEL for r in self.inbox):
+        if self.deferred or self.seq == 0 or wait is None or any(r.kind == CANCEL for r in self.inbox):
             return False
         arm = wait.arm_for_signal(message.name)
         if arm is None or any(r.kind == SIGNAL and r.name == message.name for r in self.inbox):
@@ -400,6 +409,7 @@ class WorkflowActor(PooledActor):
 
     # -- the loop -----------------------------------------------------------------------------
     def _pump(self) -> Steps:
+        self.deferred = False
         while not self.finished:
             cancel = next((r for r in self.inbox if r.kind == CANCEL), None)
             if cancel is not None:

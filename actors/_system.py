@@ -174,7 +174,9 @@ class Runtime:
             log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
             self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
         for d in ack.delivered:
-            self.activator.deliver(d.workflow_id, Wake(None))
+            # The row itself: a parent woken by a hundred children must not read its inbox back
+            # a hundred times.
+            self.activator.deliver(d.workflow_id, Wake(d.row()))
         for wid, why in ack.dropped:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
             # expected; an unknown target or a full inbox is a mistake worth a warning.
@@ -564,7 +566,7 @@ class ActorSystem:
         self._check_open()
         delivered = self._rt.store.broadcast(name, filter_key(filter_value), dumps(payload), at=self.clock.now())
         for d in delivered:
-            self._rt.activator.deliver(d.workflow_id, Wake(None))
+            self._rt.activator.deliver(d.workflow_id, Wake(d.row()))
         return len(delivered)
 
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
@@ -627,9 +629,7 @@ class ActorSystem:
             raise UnknownWorkflow(workflow_id, self.db) from None
         except WorkflowFinished as e:
             raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
-        self._rt.activator.deliver(
-            workflow_id, Wake(InboxRow(d.seq, workflow_id, kind, name, blob, self.clock.now()))
-        )
+        self._rt.activator.deliver(workflow_id, Wake(d.row()))
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

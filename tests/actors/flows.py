@@ -263,3 +263,8 @@ async def reports_its_thread() -> list:
         await signal("go")
         names.append(threading.current_thread().name)
     return names
+
+
+@workflow
+async def gather_staggered() -> list:
+    return await gather(spawn(child, 1, 1), spawn(child, 2, 2), spawn(child, 3, 2), spawn(child, 4, 2))

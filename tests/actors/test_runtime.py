@@ -462,10 +462,12 @@ def held_commits(monkeypatch):
     held: list = []
     lock = threading.Lock()
 
-    def hold(system):
+    def hold(system, only: str | None = None):
         real = system._rt.store.submit_step
 
         def submit_step(sw):
+            if only is not None and sw.workflow_id != only:
+                return real(sw)
             p = Promise()
             with lock:
                 held.append((sw, p, real))
@@ -569,3 +571,24 @@ def test_shutdown_lets_an_actor_waiting_for_its_commit_finish_its_messages(db, c
     assert not closer.is_alive() and answered == [None]
     with ActorSystem(db, clock=clock) as again:
         assert again.get(ref.id).result(timeout=T) == ["x"]
+
+
+def test_outcomes_queued_together_are_resolved_and_committed_together(db, clock, held_commits):
+    """Children's outcomes that queue up behind a busy parent are taken in one pass: one commit
+    for three of them, in the gather's order, and no read-back of the inbox per wake-up."""
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(flows.gather_staggered)
+        s.idle(timeout=T)
+        reads: list = []
+        real_inbox = s._rt.store.inbox
+        s._rt.store.inbox = lambda wid: reads.append(wid) or real_inbox(wid)
+        held = held_commits(s, only=ref.id)
+        clock.advance(1)
+        _wait_until(lambda: len(held) == 1, "the parent committing child 1's outcome")
+        clock.advance(1)
+        _wait_until(lambda: len(ref_inbox(s, ref.id)) == 3, "three outcomes queued behind it")
+        held_commits.let_go(s)
+        assert ref.result(timeout=T) == [10, 20, 30, 40]
+        # spawn, child 1's outcome, the other three with the end of the workflow
+        assert s._rt.store.load_workflow(ref.id).step_seq == 3
+        assert reads == []
