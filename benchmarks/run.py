@@ -285,7 +285,10 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, A
         for n in (sizes.resume_short, sizes.resume_long):
             rn.run(AF, "resume", "--dir", d, "--n", str(n), "--phase", "build", timeout=1800)
         rows = {sizes.resume_short: [], sizes.resume_long: []}
-        for rep in range(max(reps, 5)):
+        # A resume takes about 10 ms, most of it opening the file, so one busy moment of the
+        # shared machine moves a pair by 20 %: more repetitions (they cost seconds) steady the
+        # medians.
+        for rep in range(max(reps, 11)):
             for n in rows:
                 rows[n].append(rn.run(AF, "resume", "--dir", d, "--n", str(n), "--rep", str(rep), "--durability", "full"))
         res["actorflow"] = {str(n): {"open_ms": median(v, "open_ms"), "resume_ms": median(v, "resume_ms"),
