@@ -264,11 +264,7 @@ class PooledActor(pykka.Actor):
             if envelope.reply_to is not None:
                 envelope.reply_to.set_exception()
             else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
+                self._failed()
         except BaseException:
             # Unlike pykka's threads, one actor's BaseException stops that actor, not all.
             logger.exception("actorflow: %s stopped by a BaseException", self)
@@ -281,14 +277,18 @@ class PooledActor(pykka.Actor):
         try:
             fn()
         except Exception:
-            self._handle_failure(*sys.exc_info())
-            try:
-                self.on_failure(*sys.exc_info())
-            except Exception:
-                self._handle_failure(*sys.exc_info())
+            self._failed()
         except BaseException:
             logger.exception("actorflow: %s stopped by a BaseException", self)
             self._stop()
+
+    def _failed(self) -> None:
+        """From an ``except`` block: an exception no one waits for, handled as pykka does."""
+        self._handle_failure(*sys.exc_info())
+        try:
+            self.on_failure(*sys.exc_info())
+        except Exception:
+            self._handle_failure(*sys.exc_info())
 
     def _actor_loop_teardown(self) -> None:
         self._dispatcher.live.discard(self)
