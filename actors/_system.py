@@ -136,7 +136,8 @@ class Runtime:
         self.clock = clock
         self.passivate_after = passivate_after
         self.work = WorkCounter()
-        # Steps block on their commit, so more threads than cores lets group commit batch them.
+        # A step waiting for its commit frees its thread (the actor pauses), but loading a
+        # workflow's state and the rarer writes still block one: more threads than cores.
         self.dispatcher = Dispatcher(min(actor_threads, max_live))
         self.activator = Activator(lambda wid: WorkflowActor.start(self, wid), max_live, self.work)
         self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
