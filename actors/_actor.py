@@ -125,6 +125,10 @@ class FireTimer:
     reply: Promise[None] = field(default_factory=Promise)
 
 
+# Messages that only make an event available: while another is queued next, resolution waits.
+_EVENTS = (Wake, TimerFired, ProcedureDone)
+
+
 def filter_key(value: Any) -> str:
     """Canonical JSON of a subscription filter value."""
     try:
@@ -353,9 +357,10 @@ class WorkflowActor(PooledActor):
                 return
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
             message.reply.set_result(None)
-        if isinstance(message, Wake | TimerFired | ProcedureDone) and not self.actor_inbox.empty():
-            # More messages are queued (a hundred children's outcomes arrive as a hundred
-            # wake-ups): take them all first, then resolve and commit once, in time order.
+        if isinstance(message, _EVENTS) and isinstance(self.actor_inbox.peek(), _EVENTS):
+            # Another event is queued next (a hundred children's outcomes arrive as a hundred
+            # wake-ups): take them all first, then resolve and commit once, in time order. Only
+            # behind an event: whatever else comes next (a stop, say) finds them resolved.
             self.deferred = True
             return
         yield from self._pump()

@@ -85,6 +85,13 @@ class _Inbox:
     def get(self) -> Envelope[Any]:
         return self._items.popleft()
 
+    def peek(self) -> Any:
+        """The next message, or None: only the actor's own thread takes messages, so it stays."""
+        try:
+            return self._items[0].message
+        except IndexError:
+            return None
+
     def empty(self) -> bool:
         return not self._items
 

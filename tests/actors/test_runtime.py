@@ -592,3 +592,33 @@ def test_outcomes_queued_together_are_resolved_and_committed_together(db, clock,
         # spawn, child 1's outcome, the other three with the end of the workflow
         assert s._rt.store.load_workflow(ref.id).step_seq == 3
         assert reads == []
+
+
+def test_events_queued_before_a_stop_are_resolved_before_it(db, clock, held_commits):
+    """Events queued behind a paused parent, then the stop of shutdown: the events are resolved
+    and committed before the actor stops, not left for the next start to find."""
+    import threading
+
+    s = ActorSystem(db, clock=clock)
+    ref = s.start(flows.gather_staggered)
+    s.idle(timeout=T)
+    held = held_commits(s, only=ref.id)
+    clock.advance(1)
+    _wait_until(lambda: len(held) == 1, "the parent committing child 1's outcome")
+    clock.advance(1)
+    _wait_until(lambda: len(ref_inbox(s, ref.id)) == 3, "three outcomes queued behind it")
+    mailbox = s._rt.activator._live[ref.id].ref.actor_inbox._items  # shutdown forgets the actor
+    closer = threading.Thread(target=s.shutdown)
+    closer.start()
+    _wait_until(lambda: len(mailbox) == 4, "the stop queued behind them")
+    held_commits.let_go(s)
+    closer.join(T)
+    assert not closer.is_alive()
+    con = sqlite3.connect(db)
+    try:
+        status, step_seq = con.execute(
+            "SELECT status, step_seq FROM workflows WHERE id = ?", (ref.id,)
+        ).fetchone()
+    finally:
+        con.close()
+    assert (status, step_seq) == ("completed", 3)
