@@ -21,7 +21,6 @@ from persistence import (
     RUNNING,
     SIGNAL,
     Delivered,
-    InboxRow,
     NewWorkflow,
     OutSignal,
     ProcedureRow,
