@@ -103,11 +103,10 @@ class Dispatcher:
         if threads < 1:
             raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
         self._queue: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
-        # Slices queued or running, and actors paused until a commit: shutdown waits for both to
-        # reach zero, so a paused message is finished (answering a signal's sender, say). An
-        # actor is counted in one or the other all the way from pause to resume.
-        self._pending = 0
-        self._paused = 0
+        # Slices queued or running, plus actors paused until a commit (a paused actor stays
+        # counted from its pause to its next slice): shutdown waits for none to be left, so a
+        # paused message is finished (answering a signal's sender, say).
+        self._in_flight = 0
         self._state = threading.Condition(threading.Lock())
         # The started actors not yet stopped. This is what keeps an actor alive (as its own thread
         # does for a pykka ThreadingActor): refs and inboxes only hold it weakly.
@@ -123,33 +122,20 @@ class Dispatcher:
         return len(self._threads)
 
     def submit(self, actor: PooledActor) -> None:
-        with self._state:
-            self._pending += 1
+        self._count(1)
         self._queue.put(actor)
 
-    def paused(self) -> int:
+    def _count(self, n: int) -> None:
         with self._state:
-            return self._paused
-
-    def _pause_started(self) -> None:
-        with self._state:
-            self._paused += 1
-
-    def _pause_ended(self) -> None:
-        with self._state:
-            self._paused -= 1
-
-    def _slice_ended(self) -> None:
-        with self._state:
-            self._pending -= 1
-            if not self._pending and not self._paused:
+            self._in_flight += n
+            if not self._in_flight:
                 self._state.notify_all()
 
     def shutdown(self, timeout: float = 5.0) -> None:
         # A paused message resumes once its commit is done (the writer still runs at this point):
         # let every queued, running and paused message end before the threads stop.
         with self._state:
-            self._state.wait_for(lambda: not self._pending and not self._paused, timeout)
+            self._state.wait_for(lambda: not self._in_flight, timeout)
         for _ in self._threads:
             self._queue.put(None)
         for t in self._threads:
@@ -166,7 +152,7 @@ class Dispatcher:
             except BaseException:  # a dispatcher thread must survive any actor
                 logger.exception("actorflow: actor slice failed")
             finally:
-                self._slice_ended()
+                self._count(-1)
             actor = None  # an idle thread must not keep the last actor it ran alive
 
 
@@ -213,7 +199,7 @@ class PooledActor(pykka.Actor):
 
     def _wake(self, _promise: Any) -> None:
         self._dispatcher.submit(self)
-        self._dispatcher._pause_ended()
+        self._dispatcher._count(-1)  # the pause's own count, now carried by the slice
 
     def _run_slice(self) -> None:
         if not self._setup_done:
@@ -235,7 +221,7 @@ class PooledActor(pykka.Actor):
             # Still scheduled, so no put() schedules it again: only the promise wakes it, and only
             # after this thread is done with it.
             promise, self._pause_on = self._pause_on, None
-            self._dispatcher._pause_started()
+            self._dispatcher._count(1)
             promise.add_done_callback(self._wake)
             return
         if self.actor_stopped.is_set():
