@@ -199,8 +199,14 @@ class WorkflowActor(PooledActor):
             message.reply.set_exception(e)
         if isinstance(message, DirectSignal) and not message.reply.done():
             self._append_signal(message)
+        # Outcomes held only in memory (this message's, and those taken before it while events
+        # were queued) go to their rows: the restart then finds them in the store.
+        held = dict(getattr(self, "done_procs", {}))
         if isinstance(message, ProcedureDone):
-            self._record_outcome(message)  # the restart then finds it in the store
+            held[message.key] = message
+        for done in held.values():
+            if not done.durable:
+                self._record_outcome(done)
         self.rt.fault(self.id, e)
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:

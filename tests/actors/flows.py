@@ -268,3 +268,17 @@ async def reports_its_thread() -> list:
 @workflow
 async def gather_staggered() -> list:
     return await gather(spawn(child, 1, 1), spawn(child, 2, 2), spawn(child, 3, 2), spawn(child, 4, 2))
+
+
+LATER = threading.Event()
+
+
+@procedure
+def gated(x: int) -> int:
+    LATER.wait(30)
+    return 10 * x
+
+
+@workflow
+async def gather_procedures() -> list:
+    return await gather(procedure(double, 1), procedure(gated, 2), procedure(gated, 3))

@@ -622,3 +622,37 @@ def test_events_queued_before_a_stop_are_resolved_before_it(db, clock, held_comm
     finally:
         con.close()
     assert (status, step_seq) == ("completed", 3)
+
+
+def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
+    """Two procedure outcomes are taken together and the step that consumes them fails to commit:
+    both outcomes (not only the last message's) are kept, so the restarted actor finishes."""
+    from persistence import Promise
+
+    flows.LATER.clear()
+    with ActorSystem(db, clock=clock) as s:
+        real = s._rt.store.submit_step
+        calls: list = []
+        held: list = []
+
+        def submit_step(sw):
+            calls.append(sw)
+            if len(calls) == 2:  # the commit of the first outcome: held
+                p = Promise()
+                held.append((sw, p))
+                return p
+            if len(calls) == 3:  # the step that takes the other two: fails
+                p = Promise()
+                p.set_exception(OSError("the disk went away"))
+                return p
+            return real(sw)
+
+        s._rt.store.submit_step = submit_step
+        ref = s.start(flows.gather_procedures, id="gp")
+        _wait_until(lambda: len(held) == 1, "the first outcome's commit reached the writer")
+        flows.LATER.set()
+        _wait_until(lambda: len(ref_inbox(s, ref.id)) == 2, "the other two outcomes queued")
+        sw, p = held.pop()
+        real(sw).add_done_callback(_chain(p))
+        assert ref.result(timeout=T) == [2, 20, 30]
+        assert len(calls) == 4
