@@ -770,7 +770,13 @@ class WorkflowActor(PooledActor):
             sw.signals.append(OutSignal(self.parent_id, self.id, dumps(outcome), CHILD))
         ack = yield from self._commit(sw)
         self.finished = True
-        self.log.info("workflow_" + sw.status, **({"error": outcome[1]["message"]} if outcome[0] == "err" else {}))
+        # Not through self.log: binding a logger costs more than the event, once per workflow.
+        log.info(
+            "workflow_" + sw.status,
+            workflow_id=self.id,
+            workflow_type=self.type,
+            **({"error": outcome[1]["message"]} if outcome[0] == "err" else {}),
+        )
         self.rt.after_commit(self.id, sw, ack, [], self.test_mode)
         self.rt.finished(self.id)
 

@@ -36,6 +36,8 @@ def quiet_structlog() -> None:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # As structlog recommends in production: the logger is assembled once, not per event.
+        cache_logger_on_first_use=True,
     )
 
 
