@@ -3,8 +3,9 @@
 Every write of an owning store (steps and single writes alike) is a function of the writer's
 connection, queued here. The thread drains the queue, opens one ``BEGIN IMMEDIATE`` transaction
 for the whole batch, runs each write inside its own savepoint (a write that raises is rolled back
-to its savepoint alone, and its future gets the error), commits once, and only then resolves the
-futures. One fsync (with durability "full") thus covers every caller waiting at that moment.
+to its savepoint alone, and its future gets the error), takes in once more what was queued
+meanwhile, commits once, and only then resolves the futures. One fsync (with durability "full")
+thus covers every caller waiting at that moment.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Writer:
         self._queue: queue.SimpleQueue[_Op | _Stop] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False
+        self._stopping = False  # the stop was taken off the queue: end after the current batch
         self._thread = threading.Thread(target=self._run, name="actorflow-writer", daemon=True)
         self._thread.start()
 
@@ -98,21 +100,12 @@ class Writer:
     # -- the thread -----------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            stop = False
-            while not stop:
+            while not self._stopping:
                 first = self._queue.get()
                 if isinstance(first, _Stop):
                     break
                 batch = [first]
-                while len(batch) < MAX_BATCH:
-                    try:
-                        op = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if isinstance(op, _Stop):
-                        stop = True
-                        break
-                    batch.append(op)
+                self._take_more(batch)
                 try:
                     self._commit_batch(batch)
                 except BaseException as exc:  # the thread must outlive any one batch
@@ -123,6 +116,21 @@ class Writer:
                             op.future.set_exception(err)
         finally:
             self._shutdown()
+
+    def _take_more(self, batch: list[_Op]) -> list[_Op]:
+        """Move what is queued now into ``batch`` (up to ``MAX_BATCH``); return what was taken."""
+        taken: list[_Op] = []
+        while not self._stopping and len(batch) < MAX_BATCH:
+            try:
+                op = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(op, _Stop):
+                self._stopping = True  # this batch is the last; close() queued nothing after it
+                break
+            batch.append(op)
+            taken.append(op)
+        return taken
 
     def _shutdown(self) -> None:
         closed = StoreClosed(
@@ -150,6 +158,11 @@ class Writer:
         # Optimistic first: no savepoints (two statements per write saved). If a write fails, the
         # whole transaction is rolled back and the others run again, each in its own savepoint.
         careful = False
+        # Writes queued while the batch's statements run join it before its COMMIT, once: a
+        # write that arrives then (a start behind a batch of steps, say) is durable with that
+        # fsync instead of waiting for the whole next batch. Not in the careful pass: what it
+        # runs again is only what was there.
+        joined = False
         while pending:
             done: list[tuple[_Op, Any]] = []
             failed: list[tuple[_Op, BaseException]] = []
@@ -159,7 +172,16 @@ class Writer:
             try:
                 with self._gate:
                     conn.execute("BEGIN IMMEDIATE")
-                    for i, op in enumerate(pending):
+                    i = 0
+                    while True:
+                        if i == len(pending):
+                            if careful or joined:
+                                break
+                            joined = True
+                            if not self._take_late(batch, pending):
+                                break
+                        here, op = i, pending[i]
+                        i += 1
                         self.staged_waits = {}
                         if careful:
                             conn.execute("SAVEPOINT op")
@@ -176,7 +198,7 @@ class Writer:
                             if conn.in_transaction:
                                 conn.execute("ROLLBACK")
                             op.future.set_exception(self._error(exc))
-                            redo = i
+                            redo = here
                             break
                         done.append((op, value))
                         batch_waits.update(self.staged_waits)
@@ -185,7 +207,7 @@ class Writer:
                             # commit() or sqlite3's executescript()): what ran so far is
                             # durable; the rest of the batch goes in a new transaction.
                             log.warning("actorflow writer: a write ended the transaction")
-                            early = i
+                            early = here
                             break
                         if careful:
                             conn.execute("RELEASE op")
@@ -214,6 +236,11 @@ class Writer:
             if early is None:
                 return
             pending = pending[early + 1 :]
+
+    def _take_late(self, batch: list[_Op], pending: list[_Op]) -> bool:
+        late = self._take_more(batch)
+        pending.extend(late)
+        return bool(late)
 
     def _error(self, exc: BaseException) -> BaseException:
         return exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)

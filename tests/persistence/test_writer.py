@@ -31,7 +31,11 @@ from .conftest import new_wf, step
 
 @contextlib.contextmanager
 def _writer_blocked(store):
-    """Hold the writer thread inside a write until the block exits, so later writes pile up."""
+    """Hold the writer thread inside a write until the block exits, so later writes pile up.
+
+    The writes queued meanwhile join the held write's batch before its COMMIT: they share its
+    commit, and its fate (a failed COMMIT fails the held write too, so only wait for it here).
+    """
     entered, release = threading.Event(), threading.Event()
 
     def hold(w) -> None:
@@ -44,7 +48,7 @@ def _writer_blocked(store):
         yield
     finally:
         release.set()
-        fut.result(30)
+        fut.exception(30)
 
 
 def test_batch_commits_together_and_isolates_failures(store) -> None:
@@ -68,8 +72,8 @@ def test_batch_commits_together_and_isolates_failures(store) -> None:
         fstale.result(10)
     with pytest.raises(ReducerFailed, match="reducer bug"):
         fc.result(10)
-    # The held write's batch, then one batch for the four queued steps.
-    assert store._writer.commits - commits_before == 2
+    # The four queued steps joined the held write's batch: one commit for all five.
+    assert store._writer.commits - commits_before == 1
     assert store.read_table("SELECT \"from\" FROM app") == [{"from": "a"}]
     assert [store.load_workflow(w).step_seq for w in "abc"] == [1, 1, 0]
 
@@ -136,6 +140,44 @@ def test_close_finishes_queued_writes(db_path: str) -> None:
         s.submit_step(StepWrite("a", 6))
     with open_store(db_path) as again:
         assert again.load_workflow("a").step_seq == 5
+
+
+def test_late_writes_join_the_running_batch_once(file_store) -> None:
+    """A write queued while a batch runs commits with it; one queued during that late one waits."""
+    s = file_store
+    for wid in ("a", "b"):
+        s.create_workflow(new_wf(wid))
+    late_running, late_release = threading.Event(), threading.Event()
+
+    def late(w) -> str:
+        late_running.set()
+        assert late_release.wait(30)
+        return "late"
+
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(w) -> None:
+        entered.set()
+        assert release.wait(30)
+
+    before = s._writer.commits
+    f_hold = s._write(hold)
+    assert entered.wait(30)
+    fa = s.submit_step(step(s, "a", continuation=b"a1"))
+    f_late = s._write(late)
+    release.set()
+    # The held batch took both queued writes before its COMMIT and now runs the late one.
+    assert late_running.wait(30)
+    fb = s.submit_step(step(s, "b", continuation=b"b1"))
+    late_release.set()
+    assert f_late.result(30) == "late"
+    f_hold.result(30)
+    fa.result(30)
+    fb.result(30)
+    # The held write, the step of "a" and the late write: one commit. "b" came while that batch
+    # was already taking late writes, so it had the next one: batches stay bounded.
+    assert s._writer.commits - before == 2
+    assert [s.load_workflow(w).continuation for w in "ab"] == [b"a1", b"b1"]
 
 
 def test_cancelled_future_is_skipped(store) -> None:
