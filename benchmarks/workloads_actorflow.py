@@ -164,6 +164,27 @@ def timers(args: argparse.Namespace) -> None:
     report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, **lateness(late))
 
 
+def steps_many(args: argparse.Namespace) -> None:
+    """1, started together: the N workflows of workload 1 started by one ``start_many``."""
+    with _system(args) as system:
+        t0 = time.perf_counter()
+        refs = system.start_many(three_steps, [(i,) for i in range(args.n)])
+        results = _wait_all(refs)
+        elapsed = time.perf_counter() - t0
+    assert results == [i + 3 for i in range(args.n)], "wrong results"
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+
+
+def timers_many(args: argparse.Namespace) -> None:
+    """4, started together: the N sleepers of workload 4 started by one ``start_many``."""
+    with _system(args) as system:
+        t0 = time.perf_counter()
+        refs = system.start_many(nap, [(0.1,)] * args.n)
+        late = _wait_all(refs)
+        elapsed = time.perf_counter() - t0
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, **lateness(late))
+
+
 @workflow
 async def nap_until(due: float) -> float:
     await timer("due", at=due)
@@ -336,6 +357,8 @@ WORKLOADS = {
     "signals_many": signals_many,
     "fanout": fanout,
     "timers": timers,
+    "steps_many": steps_many,
+    "timers_many": timers_many,
     "timer_burst": timer_burst,
     "recovery": recovery,
     "resume": resume,
