@@ -373,6 +373,10 @@ class WorkflowRef:
 _REF_TOKEN = object()
 
 
+def _new_id(wf: Any) -> str:
+    return f"{wf.__name__}-{uuid.uuid4().hex[:12]}"
+
+
 def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, now: float) -> tuple[NewWorkflow, Any, bytes]:
     """A new top-level workflow's record, with the continuation and checkpoint it was made from."""
     cont = wf.start(*args)
@@ -511,14 +515,19 @@ class ActorSystem:
             raise TypeError(f"system.start() needs a @workflow function, got {wf!r}")
         if id is not None and (not isinstance(id, str) or not id):
             raise TypeError(f"workflow id must be a non-empty string, got {id!r}")
-        wid = id or f"{wf.__name__}-{uuid.uuid4().hex[:12]}"
-        if id is not None and self._rt.store.load_workflow(wid) is not None:
-            return WorkflowRef(self, wid, _token=_REF_TOKEN)
-        seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
-        if self._rt.store.create_workflow(seed[0]):
-            log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
-            self._rt.activator.deliver(wid, Kick(seed))
-        return WorkflowRef(self, wid, _token=_REF_TOKEN)
+        if id is not None and self._rt.store.load_workflow(id) is not None:
+            return WorkflowRef(self, id, _token=_REF_TOKEN)
+        while True:
+            wid = id or _new_id(wf)
+            seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
+            if self._rt.store.create_workflow(seed[0]):
+                log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
+                self._rt.activator.deliver(wid, Kick(seed))
+                return WorkflowRef(self, wid, _token=_REF_TOKEN)
+            if id is not None:
+                return WorkflowRef(self, wid, _token=_REF_TOKEN)
+            # A generated id already taken (48 random bits: rare, not impossible in a file that
+            # keeps millions of workflows): that workflow is someone else's, so draw another.
 
     def start_many(
         self,
@@ -538,8 +547,9 @@ class ActorSystem:
         if key is None:
             raise TypeError(f"system.start_many() needs a @workflow function, got {wf!r}")
         args = [tuple(a) for a in args]
+        generated = ids is None
         if ids is None:
-            ids = [f"{wf.__name__}-{uuid.uuid4().hex[:12]}" for _ in args]
+            ids = [_new_id(wf) for _ in args]
         elif len(ids) != len(args):
             raise ValueError(f"start_many() got {len(args)} argument tuples but {len(ids)} ids")
         for i in ids:
@@ -548,6 +558,14 @@ class ActorSystem:
         now = self.clock.now()
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         created = self._rt.store.create_workflows([s[0] for s in seeds])
+        while generated and not all(created):
+            # Generated ids already taken (see start()): draw others for those alone.
+            retry = [i for i, ok in enumerate(created) if not ok]
+            for i in retry:
+                ids[i] = _new_id(wf)
+                seeds[i] = _seed(wf, key, ids[i], args[i], test_mode, now)
+            for i, ok in zip(retry, self._rt.store.create_workflows([seeds[i][0] for i in retry]), strict=True):
+                created[i] = ok
         for seed, ok in zip(seeds, created, strict=True):
             if ok:
                 self._rt.activator.deliver(seed[0].id, Kick(seed))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import uuid
 
 import pytest
 from structlog.testing import capture_logs
@@ -271,6 +272,43 @@ def test_start_existing_id_returns_ref(system):
     b = system.start(flows.waits_once, id="same")
     assert a == b
     assert len(system.workflows()) == 1
+
+
+class _Draws:
+    """uuid.uuid4 stand-in: the given hex strings first, then real draws."""
+
+    def __init__(self, *hexes: str) -> None:
+        self.hexes = list(hexes)
+
+    def __call__(self) -> uuid.UUID:
+        return uuid.UUID(self.hexes.pop(0)) if self.hexes else _real_uuid4()
+
+
+_real_uuid4 = uuid.uuid4
+
+
+def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
+    """A generated id that happens to exist is someone else's workflow: start() and start_many()
+    draw another instead of returning a ref to it."""
+    taken = "a" * 12
+    other = system.start(flows.waits_once, id=f"waits_once-{taken}")
+    monkeypatch.setattr("actors._system.uuid.uuid4", _Draws(taken + "0" * 20, "b" * 32))
+    mine = system.start(flows.waits_once)
+    assert mine.id == "waits_once-" + "b" * 12
+    monkeypatch.setattr("actors._system.uuid.uuid4", _Draws("c" * 32, taken + "0" * 20, "c" * 32, "d" * 32))
+    many = system.start_many(flows.waits_once, [(), (), ()])
+    # The second collides with the existing workflow, the third with the first: both drawn again.
+    assert [_hex(r) for r in many[:2]] == ["c" * 12, "d" * 12]
+    assert _hex(many[2]) not in {taken, "b" * 12, "c" * 12, "d" * 12}
+    system.idle(timeout=T)
+    assert len(system.workflows()) == 5
+    for r in (other, mine, *many):
+        r.signal("go", r.id)
+        assert r.result(timeout=T) == r.id
+
+
+def _hex(ref) -> str:
+    return ref.id.split("-")[1]
 
 
 def test_unknown_and_finished_workflows_are_clear_errors(system):
