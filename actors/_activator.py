@@ -35,7 +35,7 @@ class _Slot:
 class Activator:
     """Delivers messages to workflow actors, keeping at most ``max_live`` of them alive."""
 
-    def __init__(self, make_actor: Callable[[str], pykka.ActorRef[Any]], max_live: int, work: WorkCounter) -> None:
+    def __init__(self, make_actor: Callable[[str, bool], pykka.ActorRef[Any]], max_live: int, work: WorkCounter) -> None:
         if max_live < 1:
             raise ValueError(f"max_live must be >= 1, got {max_live}")
         self._make = make_actor
@@ -76,6 +76,26 @@ class Activator:
             slot.busy += 1
             self._idle.pop(workflow_id, None)
             slot.ref.tell(message)
+
+    def start_here(self, workflow_id: str, message: Any) -> bool:
+        """Start the workflow's actor and handle ``message`` on the calling thread.
+
+        For a workflow this process is creating (``system.start``), whose first step commits its
+        record. False, with nothing done, when the id already has a live or waiting actor or no
+        actor can be started now (every live one busy): the caller then takes the queued way.
+        """
+        with self._lock:
+            if self._closed or workflow_id in self._live or workflow_id in self._waiting:
+                return False
+            if len(self._live) >= self.max_live and not self._evict_idle_locked():
+                return False
+            self._work.inc()
+            slot = _Slot(self._make(workflow_id, True))
+            self._live[workflow_id] = slot
+            self.activations += 1
+            slot.busy += 1
+        slot.ref.actor_inbox.run_or_put(Envelope(message))
+        return True
 
     def deliver_here(self, workflow_id: str, message: Any) -> None:
         """Like ``deliver``, but a live idle actor handles ``message`` on the calling thread.
@@ -144,7 +164,7 @@ class Activator:
     # -- internals (lock held) ----------------------------------------------------------------
     def _activate_locked(self, workflow_id: str) -> _Slot:
         # A new slot is busy as soon as the caller tells it its first message.
-        slot = _Slot(self._make(workflow_id))
+        slot = _Slot(self._make(workflow_id, False))
         self._live[workflow_id] = slot
         self.activations += 1
         return slot

@@ -41,6 +41,7 @@ from persistence import (
     Promise,
     StepWrite,
     TimerRow,
+    WorkflowExists,
     dumps,
     loads,
 )
@@ -80,6 +81,9 @@ class Kick:
     """
 
     seed: tuple[NewWorkflow, Any, bytes] | None = None  # record, continuation, its checkpoint
+    # Set when the record is not written yet: the first step inserts it, in its own commit, then
+    # this gets True (False: the id was taken meanwhile, and nothing was written).
+    created: Promise[bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -144,16 +148,22 @@ class _RuntimeFault(Exception):
     """A fault outside workflow code (store, reducer, serialization): restart the actor."""
 
 
+class _NotCreated(Exception):
+    """The first step of a workflow being started found its id taken: it wrote nothing."""
+
+
 class WorkflowActor(PooledActor):
     """Runs one workflow's steps, one at a time (on the runtime's shared actor threads)."""
 
-    def __init__(self, rt: Runtime, workflow_id: str) -> None:
-        super().__init__(rt.dispatcher)
+    def __init__(self, rt: Runtime, workflow_id: str, set_up_here: bool = False) -> None:
+        super().__init__(rt.dispatcher, set_up_here=set_up_here)
         self.rt = rt
         self.id = workflow_id
         self.loaded = False
         self.ever_loaded = False
         self.type = ""
+        # The start being created by the first step (its Kick), until that step commits.
+        self.creating: Kick | None = None
 
     @property
     def log(self) -> Any:
@@ -195,6 +205,11 @@ class WorkflowActor(PooledActor):
 
     def _fault(self, message: Any, e: Exception) -> None:
         self.loaded = False
+        if isinstance(e, _NotCreated) or not self._created_alone():
+            # Nothing was written and this actor's id is another workflow's: forget the seed, so
+            # that a next message loads that workflow from the store. Not a fault.
+            self.ever_loaded = False
+            return
         if isinstance(message, FireTimer) and not message.reply.done():
             message.reply.set_exception(e)
         if isinstance(message, DirectSignal) and not message.reply.done():
@@ -208,6 +223,26 @@ class WorkflowActor(PooledActor):
             if not done.durable:
                 self._record_outcome(done)
         self.rt.fault(self.id, e)
+
+    def _created_alone(self) -> bool:
+        """After a first step of a start failed (not for its id): write the record alone.
+
+        The start is then what it would have been without the first step in its transaction, and
+        the failure is a fault of that first step: restarted, with backoff, up to the intensity.
+        False if the id was taken meanwhile (nothing of this workflow exists).
+        """
+        creating, self.creating = self.creating, None
+        if creating is None or creating.created is None or creating.seed is None or creating.created.done():
+            return True
+        try:
+            created = self.rt.store.create_workflow(creating.seed[0])
+        except Exception as e:  # the record cannot be written either: the start fails
+            creating.created.set_exception(e)
+            return False  # nothing of this workflow exists: nothing to restart
+        if created:
+            log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
+        creating.created.set_result(created)
+        return created
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         self.rt.fault(self.id, exception_value)
@@ -306,6 +341,11 @@ class WorkflowActor(PooledActor):
             self.loaded = False  # whatever is in memory is suspect; the store has the truth
             self.rt.escalate(self.id, message.error)
             return
+        if isinstance(message, Kick) and message.created is not None:
+            if self.ever_loaded:  # this id is a workflow this actor already knows: not a new one
+                message.created.set_result(False)
+                return
+            self.creating = message
         if not self.loaded:
             if isinstance(message, Kick) and message.seed is not None and not self.ever_loaded:
                 self._load_seed(*message.seed)
@@ -600,6 +640,7 @@ class WorkflowActor(PooledActor):
             consume_inbox=list(consume_inbox),
             consume_timers=list(consume_timers),
             consume_procedures=list(consume_procs),
+            create=self.creating.seed[0] if self.creating is not None and self.creating.seed else None,
         )
 
     def _disarm(self, sw: StepWrite, losers: list[Arm], reason: str) -> None:
@@ -781,10 +822,21 @@ class WorkflowActor(PooledActor):
         self.rt.finished(self.id)
 
     def _commit(self, sw: StepWrite) -> Steps:
+        creating = self.creating if sw.create is not None else None
         try:
             ack = yield self.rt.store.submit_step(sw)
         except Exception as e:
+            if creating is not None and creating.created is not None and (
+                isinstance(e, WorkflowExists) and e.workflow_id == self.id
+            ):
+                self.creating = None
+                creating.created.set_result(False)
+                raise _NotCreated(self.id) from e
             raise _RuntimeFault(f"step {sw.step_seq} of workflow {self.id!r} did not commit: {e!r}") from e
+        if creating is not None and creating.created is not None:
+            self.creating = None
+            log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
+            creating.created.set_result(True)
         self.seq = sw.step_seq
         consumed = set(sw.consume_inbox)
         if consumed:

@@ -162,8 +162,11 @@ _counter = itertools.count()
 class PooledActor(pykka.Actor):
     """A pykka actor that runs on a shared ``Dispatcher`` instead of a thread of its own."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher, *, set_up_here: bool = False) -> None:
         self._dispatcher = dispatcher
+        # Run on_start on the starting thread rather than in a first slice, so that the starter
+        # can hand the actor its first message inline (``run_or_put``) right away.
+        self._set_up_here = set_up_here
         self._sched_lock = threading.Lock()
         self._scheduled = False
         self._started = False
@@ -187,7 +190,19 @@ class PooledActor(pykka.Actor):
         with self._sched_lock:
             self._started = True
             self._scheduled = True
-            self._dispatcher.submit(self)
+            if not self._set_up_here:
+                self._dispatcher.submit(self)
+                return
+        # Scheduled meanwhile, so a message put now only queues; it is run once set up.
+        try:
+            self._actor_loop_setup()
+        finally:
+            self._setup_done = True
+            with self._sched_lock:
+                if self.actor_inbox.empty() and not self.actor_stopped.is_set():
+                    self._scheduled = False
+                else:
+                    self._dispatcher.submit(self)
 
     def pause_until(self, promise: Any, resume: Callable[[], None]) -> None:
         """From within a message on a dispatcher thread: run ``resume()`` once ``promise`` settles.

@@ -138,7 +138,7 @@ class Runtime:
         # A step waiting for its commit frees its thread (the actor pauses), but loading a
         # workflow's state and the rarer writes still block one: more threads than cores.
         self.dispatcher = Dispatcher(min(actor_threads, max_live))
-        self.activator = Activator(lambda wid: WorkflowActor.start(self, wid), max_live, self.work)
+        self.activator = Activator(lambda wid, here: WorkflowActor.start(self, wid, here), max_live, self.work)
         self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
         self.procedures = ProcedureExecutor(
             store, clock, procedure_workers, self.activator.deliver, self.timers.call_at, self.work
@@ -520,9 +520,17 @@ class ActorSystem:
         while True:
             wid = id or _new_id(wf)
             seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
-            if self._rt.store.create_workflow(seed[0]):
-                log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
-                self._rt.activator.deliver(wid, Kick(seed))
+            # Its first step runs here, on the caller's thread, and commits the record with it:
+            # one transaction where there were two, and no hand-off to an actor thread.
+            created: Promise[bool] = Promise()
+            if self._rt.activator.start_here(wid, Kick(seed, created)):
+                ok = created.result(self._rt.commit_timeout)
+            else:  # the id has an actor already, or none can start now: record, then queue
+                ok = self._rt.store.create_workflow(seed[0])
+                if ok:
+                    log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
+                    self._rt.activator.deliver(wid, Kick(seed))
+            if ok:
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
             if id is not None:
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)

@@ -124,11 +124,14 @@ class WorkflowFinished(PersistenceError):
 class WorkflowExists(PersistenceError):
     """A step tried to create a workflow whose id is already taken."""
 
-    def __init__(self, workflow_id: str, *, parent_id: str, path: str | None) -> None:
+    def __init__(self, workflow_id: str, *, parent_id: str | None, path: str | None) -> None:
         super().__init__(
             f"workflow {parent_id!r} tried to create child {workflow_id!r} in {path}, but a "
             f"workflow with that id already exists; the step was rolled back. Give the child a "
-            f"unique id (or none, to get a generated one).",
+            f"unique id (or none, to get a generated one)."
+            if parent_id is not None
+            else f"workflow {workflow_id!r} cannot be created in {path}: a workflow with that id "
+            f"already exists; its first step was rolled back. Start it under another id.",
             path=path,
         )
         self.workflow_id = workflow_id

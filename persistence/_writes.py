@@ -200,6 +200,8 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             path=w.path,
         )
     at = step.updated_at
+    if step.create is not None and not insert_workflow(conn, step.create):
+        raise WorkflowExists(step.create.id, parent_id=step.create.parent_id, path=w.path)
     # The guard is the UPDATE's own WHERE clause; only when it matches nothing do we look why.
     # A step that leaves the workflow running does not name the status column: SQLite then leaves
     # the indexes on it alone, and the commit writes one page instead of three.

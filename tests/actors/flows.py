@@ -282,3 +282,9 @@ def gated(x: int) -> int:
 @workflow
 async def gather_procedures() -> list:
     return await gather(procedure(double, 1), procedure(gated, 2), procedure(gated, 3))
+
+
+@workflow
+async def faulty_first_step(tag: str, times: int) -> object:
+    reducer(fails_first, tag, times)
+    return await signal("go")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 import uuid
 
@@ -228,6 +229,60 @@ def test_runtime_fault_restarts_then_fails_and_escalates(system, clock):
     assert len(restarts) == 5
 
 
+def test_start_returns_once_the_first_step_is_committed_with_the_record(system):
+    """start() runs the first step on the caller's thread and commits it with the record: when it
+    returns, the workflow is already at its first await, with no other work left."""
+    ref = system.start(flows.waits_once, id="stepped-at-start")
+    rec = system._rt.store.load_workflow(ref.id)
+    assert rec.step_seq == 1
+    assert "go" in rec.waiting_on
+    assert system._rt.work.count == 0
+
+
+def test_a_first_step_that_cannot_commit_is_a_supervised_fault(system, db):
+    """A reducer failing in the first step: the workflow is created all the same (start() returns
+    its ref) and the step is restarted with backoff, as any runtime fault; its effect lands once."""
+    with capture_logs() as logs:
+        ref = system.start(flows.faulty_first_step, "start-twice", 2, id="faulty-first")
+        system.idle(timeout=T)
+    assert [e["event"] for e in logs].count("actor_restarted") == 2
+    assert ("workflow_started", "faulty-first") in [(e["event"], e.get("workflow_id")) for e in logs]
+    ref.signal("go", "done")
+    assert ref.result(timeout=T) == "done"
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM app_events WHERE wf = 'start-twice'").fetchone()[0] == 1
+
+
+def test_a_first_step_that_never_commits_fails_the_workflow(system):
+    """Past the restart intensity, a start whose first step always faults ends FAILED."""
+    ref = system.start(flows.faulty_first_step, "start-always", 100)
+    system.idle(timeout=T)
+    with pytest.raises(WorkflowFailed, match="runtime fault after 5 restarts"):
+        ref.result(timeout=T)
+
+
+def test_two_starts_of_one_id_at_once_start_it_once(db, clock, held_commits):
+    """A start whose first step is still uncommitted, and a second start of the same id: the
+    second writes the record; the first step then finds the id taken, writes nothing, and both
+    return the same workflow, which runs its first step once (on the second start's seed)."""
+    with ActorSystem(db, clock=clock) as s:
+        held = held_commits(s, only="twin")
+        first: list = []
+        t = threading.Thread(target=lambda: first.append(s.start(flows.counter, 2, id="twin")))
+        t.start()
+        _wait_until(lambda: len(held) == 1, "the first start's step reached the writer")
+        second = s.start(flows.counter, 2, id="twin")
+        held_commits.let_go(s)
+        t.join(T)
+        assert first == [second]
+        s.idle(timeout=T)
+        assert s._rt.store.load_workflow("twin").step_seq == 1
+        second.signal("inc", 1)
+        second.signal("inc", 1)
+        assert second.result(timeout=T) == 2
+        assert len(s.workflows()) == 1
+
+
 def test_broadcast_reaches_only_matching_subscribers(system):
     """A broadcast reaches the workflows subscribed with an equal filter value only."""
     wolves = system.start(flows.quester, "wolf")
@@ -412,15 +467,17 @@ def test_gather_of_many_children(system, clock):
 
 
 def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
-    """A procedure's reply costs no commit of its own: start, then one step per await, then done."""
+    """A procedure's reply costs no commit of its own: one commit per step, the start's with the
+    first."""
     ref = system.start(flows.adder, 3, id="adder-commits")
     system.idle(timeout=T)
     before = system._rt.store._writer.commits
     ref2 = system.start(flows.adder, 4, id="adder-commits-2")
     assert ref2.result(timeout=T) == 16
     system.idle(timeout=T)
-    # create, first step (dispatches the call), second (consumes it, dispatches the next), finish.
-    assert system._rt.store._writer.commits - before == 4
+    # The record with the first step (which dispatches the call), the second (consumes it and
+    # dispatches the next), the finish.
+    assert system._rt.store._writer.commits - before == 3
     assert ref.result(timeout=T) == 12
     con = sqlite3.connect(db)
     assert con.execute("SELECT count(*) FROM procedures").fetchone()[0] == 0
@@ -549,7 +606,8 @@ def test_a_step_waiting_for_its_commit_frees_its_thread(db, clock, held_commits)
     committed: an actor waiting for the writer gives its thread to the others."""
     with ActorSystem(db, clock=clock) as s:
         held = held_commits(s)
-        refs = [s.start(flows.waits_once) for _ in range(3)]
+        # start_many: the first steps run on the actor thread (start() would run one here).
+        refs = s.start_many(flows.waits_once, [()] * 3)
         _wait_until(lambda: len(held) == 3, "each workflow's first step reached the writer")
         assert sorted(sw.workflow_id for sw, _, _ in held) == sorted(r.id for r in refs)
         held_commits.let_go(s)
@@ -566,7 +624,7 @@ def test_messages_to_an_actor_waiting_for_its_commit_are_handled_after_it_in_ord
 
     with ActorSystem(db, clock=clock) as s:
         held = held_commits(s)
-        ref = s.start(flows.collect, 3)
+        (ref,) = s.start_many(flows.collect, [(3,)])  # its first step on the actor thread
         _wait_until(lambda: len(held) == 1, "the first step reached the writer")
         senders = []
         for i in range(3):
@@ -594,7 +652,7 @@ def test_shutdown_lets_an_actor_waiting_for_its_commit_finish_its_messages(db, c
 
     s = ActorSystem(db, clock=clock)
     held = held_commits(s)
-    ref = s.start(flows.collect, 1)
+    (ref,) = s.start_many(flows.collect, [(1,)])  # its first step on the actor thread
     _wait_until(lambda: len(held) == 1, "the first step reached the writer")
     answered: list = []
     sender = threading.Thread(target=lambda: answered.append(ref.signal("item", "x")))
