@@ -107,10 +107,13 @@ def _wait_all(refs: list) -> list:
 # -- workloads 1-4 --------------------------------------------------------------------------
 def steps(args: argparse.Namespace) -> None:
     """1: N workflows, each calling three procedures, started one after another."""
+    _steps(args, lambda system: [system.start(three_steps, i) for i in range(args.n)])
+
+
+def _steps(args: argparse.Namespace, start_all) -> None:
     with _system(args) as system:
         t0 = time.perf_counter()
-        refs = [system.start(three_steps, i) for i in range(args.n)]
-        results = _wait_all(refs)
+        results = _wait_all(start_all(system))
         elapsed = time.perf_counter() - t0
     assert results == [i + 3 for i in range(args.n)], "wrong results"
     report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
@@ -156,33 +159,25 @@ def fanout(args: argparse.Namespace) -> None:
 
 def timers(args: argparse.Namespace) -> None:
     """4: N workflows each sleeping 0.1 s on a durable timer: throughput and lateness."""
+    _timers(args, lambda system: [system.start(nap, 0.1) for _ in range(args.n)])
+
+
+def _timers(args: argparse.Namespace, start_all) -> None:
     with _system(args) as system:
         t0 = time.perf_counter()
-        refs = [system.start(nap, 0.1) for _ in range(args.n)]
-        late = _wait_all(refs)
+        late = _wait_all(start_all(system))
         elapsed = time.perf_counter() - t0
     report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, **lateness(late))
 
 
 def steps_many(args: argparse.Namespace) -> None:
     """1, started together: the N workflows of workload 1 started by one ``start_many``."""
-    with _system(args) as system:
-        t0 = time.perf_counter()
-        refs = system.start_many(three_steps, [(i,) for i in range(args.n)])
-        results = _wait_all(refs)
-        elapsed = time.perf_counter() - t0
-    assert results == [i + 3 for i in range(args.n)], "wrong results"
-    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+    _steps(args, lambda system: system.start_many(three_steps, [(i,) for i in range(args.n)]))
 
 
 def timers_many(args: argparse.Namespace) -> None:
     """4, started together: the N sleepers of workload 4 started by one ``start_many``."""
-    with _system(args) as system:
-        t0 = time.perf_counter()
-        refs = system.start_many(nap, [(0.1,)] * args.n)
-        late = _wait_all(refs)
-        elapsed = time.perf_counter() - t0
-    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, **lateness(late))
+    _timers(args, lambda system: system.start_many(nap, [(0.1,)] * args.n))
 
 
 @workflow
