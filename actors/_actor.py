@@ -164,6 +164,7 @@ class WorkflowActor(PooledActor):
         self.type = ""
         # The start being created by the first step (its Kick), until that step commits.
         self.creating: Kick | None = None
+        self.absent = False  # the last load found no workflow of this id
 
     @property
     def log(self) -> Any:
@@ -266,6 +267,7 @@ class WorkflowActor(PooledActor):
     def _load_seed(self, new: NewWorkflow, cont: Any, blob: bytes) -> None:
         """Start from a workflow this process has just created: nothing stepped, nothing queued."""
         self._reset()
+        self.absent = False
         self.finished = False
         self.type = new.type
         self.parent_id = new.parent_id
@@ -280,6 +282,7 @@ class WorkflowActor(PooledActor):
     def _load(self) -> None:
         rec, inbox, timer_rows, proc_rows = self.rt.store.load_state(self.id)
         self._reset()
+        self.absent = rec is None
         self.finished = rec is None or rec.status != RUNNING
         if rec is None or self.finished:
             self.loaded = True
@@ -341,13 +344,20 @@ class WorkflowActor(PooledActor):
             self.loaded = False  # whatever is in memory is suspect; the store has the truth
             self.rt.escalate(self.id, message.error)
             return
-        if isinstance(message, Kick) and message.created is not None:
-            if self.ever_loaded:  # this id is a workflow this actor already knows: not a new one
+        kick_seed = isinstance(message, Kick) and message.seed is not None
+        if kick_seed and message.created is not None:
+            if self.loaded and not self.absent:  # holds a workflow of this id (running or ended)
                 message.created.set_result(False)
                 return
+            # Not loaded, or loaded and found nothing (a message for the id came first): from
+            # the seed. The INSERT of its first step is the real guard against a taken id.
             self.creating = message
-        if not self.loaded:
-            if isinstance(message, Kick) and message.seed is not None and not self.ever_loaded:
+            self._load_seed(*message.seed)
+            fresh = True
+        elif not self.loaded or (kick_seed and self.absent):
+            # A workflow just created here, whose actor had looked for it before it existed (a
+            # signal sent to its id first, say): that look is stale, read the record.
+            if kick_seed and not self.ever_loaded:
                 self._load_seed(*message.seed)
             else:
                 self._load()

@@ -18,6 +18,7 @@ from actors import (
     WorkflowNotRunning,
     WorkflowRef,
 )
+from actors._actor import Kick
 from actors.testing import VirtualClock
 from workflows import Cancelled, WorkflowFailed
 
@@ -259,6 +260,19 @@ def test_a_first_step_that_never_commits_fails_the_workflow(system):
     system.idle(timeout=T)
     with pytest.raises(WorkflowFailed, match="runtime fault after 5 restarts"):
         ref.result(timeout=T)
+
+
+def test_a_start_after_a_message_to_its_id_still_runs(system):
+    """An actor that looked for an id before any workflow had it (a message came first) and is
+    still live: a start of that id is not lost on its stale view, the workflow runs."""
+    system._rt.activator.deliver("early", Kick())
+    system.idle(timeout=T)
+    assert system.live_actors() == 1
+    ref = system.start(flows.waits_once, id="early")
+    system.idle(timeout=T)
+    assert system._rt.store.load_workflow("early").step_seq == 1
+    ref.signal("go", "ran")
+    assert ref.result(timeout=T) == "ran"
 
 
 def test_two_starts_of_one_id_at_once_start_it_once(db, clock, held_commits):
@@ -632,7 +646,7 @@ def test_messages_to_an_actor_waiting_for_its_commit_are_handled_after_it_in_ord
             t.start()
             senders.append(t)
             # Each signal is queued (durably appended or not) in the order sent.
-            _wait_until(lambda: len(ref_inbox(s, ref.id)) == i + 1, f"signal {i} queued")
+            _wait_until(lambda i=i: len(ref_inbox(s, ref.id)) == i + 1, f"signal {i} queued")
         assert len(held) == 1, "nothing else ran for this workflow while its step was uncommitted"
         held_commits.let_go(s)
         for t in senders:
