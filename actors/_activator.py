@@ -90,9 +90,7 @@ class Activator:
             if len(self._live) >= self.max_live and not self._evict_idle_locked():
                 return False
             self._work.inc()
-            slot = _Slot(self._make(workflow_id, True))
-            self._live[workflow_id] = slot
-            self.activations += 1
+            slot = self._activate_locked(workflow_id, here=True)
             slot.busy += 1
         slot.ref.actor_inbox.run_or_put(Envelope(message))
         return True
@@ -162,9 +160,9 @@ class Activator:
             _stop_ref(slot.ref)
 
     # -- internals (lock held) ----------------------------------------------------------------
-    def _activate_locked(self, workflow_id: str) -> _Slot:
+    def _activate_locked(self, workflow_id: str, here: bool = False) -> _Slot:
         # A new slot is busy as soon as the caller tells it its first message.
-        slot = _Slot(self._make(workflow_id, False))
+        slot = _Slot(self._make(workflow_id, here))
         self._live[workflow_id] = slot
         self.activations += 1
         return slot

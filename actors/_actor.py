@@ -162,7 +162,8 @@ class WorkflowActor(PooledActor):
         self.loaded = False
         self.ever_loaded = False
         self.type = ""
-        # The start being created by the first step (its Kick), until that step commits.
+        # The start being created by the first step (its Kick, with seed and created), until
+        # that step commits.
         self.creating: Kick | None = None
         self.absent = False  # the last load found no workflow of this id
 
@@ -232,18 +233,25 @@ class WorkflowActor(PooledActor):
         the failure is a fault of that first step: restarted, with backoff, up to the intensity.
         False if the id was taken meanwhile (nothing of this workflow exists).
         """
-        creating, self.creating = self.creating, None
-        if creating is None or creating.created is None or creating.seed is None or creating.created.done():
+        creating = self.creating
+        if creating is None:
             return True
         try:
-            created = self.rt.store.create_workflow(creating.seed[0])
+            created = self.rt.store.create_workflow(creating.seed[0])  # type: ignore[index]
         except Exception as e:  # the record cannot be written either: the start fails
-            creating.created.set_exception(e)
+            self.creating = None
+            creating.created.set_exception(e)  # type: ignore[union-attr]
             return False  # nothing of this workflow exists: nothing to restart
+        self._settle_start(created)
+        return created
+
+    def _settle_start(self, created: bool) -> None:
+        """The start being created is settled: written (logged) or not (its id was taken)."""
+        creating, self.creating = self.creating, None
+        assert creating is not None and creating.created is not None
         if created:
             log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
         creating.created.set_result(created)
-        return created
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         self.rt.fault(self.id, exception_value)
@@ -650,7 +658,7 @@ class WorkflowActor(PooledActor):
             consume_inbox=list(consume_inbox),
             consume_timers=list(consume_timers),
             consume_procedures=list(consume_procs),
-            create=self.creating.seed[0] if self.creating is not None and self.creating.seed else None,
+            create=self.creating.seed[0] if self.creating is not None else None,  # type: ignore[index]
         )
 
     def _disarm(self, sw: StepWrite, losers: list[Arm], reason: str) -> None:
@@ -832,21 +840,15 @@ class WorkflowActor(PooledActor):
         self.rt.finished(self.id)
 
     def _commit(self, sw: StepWrite) -> Steps:
-        creating = self.creating if sw.create is not None else None
         try:
             ack = yield self.rt.store.submit_step(sw)
         except Exception as e:
-            if creating is not None and creating.created is not None and (
-                isinstance(e, WorkflowExists) and e.workflow_id == self.id
-            ):
-                self.creating = None
-                creating.created.set_result(False)
+            if sw.create is not None and isinstance(e, WorkflowExists) and e.workflow_id == self.id:
+                self._settle_start(False)
                 raise _NotCreated(self.id) from e
             raise _RuntimeFault(f"step {sw.step_seq} of workflow {self.id!r} did not commit: {e!r}") from e
-        if creating is not None and creating.created is not None:
-            self.creating = None
-            log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
-            creating.created.set_result(True)
+        if sw.create is not None:
+            self._settle_start(True)
         self.seq = sw.step_seq
         consumed = set(sw.consume_inbox)
         if consumed:

@@ -178,8 +178,10 @@ class Writer:
                             if careful or joined:
                                 break
                             joined = True
-                            if not self._take_late(batch, pending):
+                            late = self._take_more(batch)
+                            if not late:
                                 break
+                            pending.extend(late)
                         here, op = i, pending[i]
                         i += 1
                         self.staged_waits = {}
@@ -236,11 +238,6 @@ class Writer:
             if early is None:
                 return
             pending = pending[early + 1 :]
-
-    def _take_late(self, batch: list[_Op], pending: list[_Op]) -> bool:
-        late = self._take_more(batch)
-        pending.extend(late)
-        return bool(late)
 
     def _error(self, exc: BaseException) -> BaseException:
         return exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)
