@@ -197,6 +197,11 @@ class WorkflowActor(PooledActor):
                     error = e
         except Exception as e:
             self._fault(message, e)
+        except BaseException:
+            # The thread was interrupted mid-message (KeyboardInterrupt on a caller's thread):
+            # what is in memory may be ahead of the store. The next message reloads it.
+            self.loaded = False
+            raise
         finally:
             if not paused:
                 self.rt.activator.done(self.id)
@@ -465,7 +470,7 @@ class WorkflowActor(PooledActor):
             yield from self._flush()
         except GeneratorExit:
             raise  # abandoned while paused (the system closed): nothing to answer
-        except BaseException:
+        except Exception:
             if self.seq == seq_before:
                 # The step did not commit: keep the signal durable before the fault restarts us.
                 arm.done = False
@@ -473,6 +478,10 @@ class WorkflowActor(PooledActor):
             elif not message.reply.done():
                 message.reply.set_result(None)
             raise
+        # An interruption of the sender's thread (KeyboardInterrupt) goes on to the sender as it
+        # is: the step's write, once made, commits (here or on the writer's thread), so keeping
+        # the signal again would deliver it twice. Made before that, the signal was never
+        # acknowledged, and is not kept.
         message.reply.set_result(None)
         return True
 
@@ -841,7 +850,7 @@ class WorkflowActor(PooledActor):
 
     def _commit(self, sw: StepWrite) -> Steps:
         try:
-            ack = yield self.rt.store.submit_step(sw)
+            ack = yield self.rt.store.submit_step(sw, help=self.running_inline)
         except Exception as e:
             if sw.create is not None and isinstance(e, WorkflowExists) and e.workflow_id == self.id:
                 self._settle_start(False)

@@ -274,10 +274,14 @@ class PooledActor(pykka.Actor):
             else:
                 self._failed()
         except BaseException:
-            # Unlike pykka's threads, one actor's BaseException stops that actor, not all.
-            logger.exception("actorflow: %s stopped by a BaseException", self)
             if envelope.reply_to is not None:
                 envelope.reply_to.set_exception()
+            if self.running_inline:
+                # An interruption of the caller's thread (KeyboardInterrupt): it is the caller's,
+                # and goes on to it. The actor stays; it reloads its state with its next message.
+                raise
+            # Unlike pykka's threads, one actor's BaseException stops that actor, not all.
+            logger.exception("actorflow: %s stopped by a BaseException", self)
             self._stop()
 
     def _guard(self, fn: Callable[[], None]) -> None:

@@ -325,7 +325,7 @@ class SqliteStore(Store):
                 path=self.path,
             )
 
-    def _write(self, fn: Callable[[Writer], T]) -> Promise[T]:
+    def _write(self, fn: Callable[[Writer], T], *, help: bool = False) -> Promise[T]:
         self._check_open()
         if self._writer is None:
             raise PersistenceError(
@@ -333,10 +333,10 @@ class SqliteStore(Store):
                 f"post_external requests for the owner). Open it with owner=True to write.",
                 path=self.path,
             )
-        return self._writer.submit(fn)
+        return self._writer.submit(fn, help=help)
 
     def _write_wait(self, fn: Callable[[Writer], T]) -> T:
-        return self._write(fn).result()
+        return self._write(fn, help=True).result()
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         self._check_open()
@@ -370,9 +370,15 @@ class SqliteStore(Store):
         wfs = list(wfs)
         return self._write_wait(lambda w: [_writes.insert_workflow(w.conn, wf) for wf in wfs])
 
-    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
-        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))
+    def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+
+        ``help=True`` is for a caller that blocks on the future next: if no batch is running, it
+        commits the batch on its own thread before this returns (see ``Writer.submit``).
+        """
+        return self._write(
+            functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), help=help
+        )
 
     def append_inbox(
         self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float

@@ -236,12 +236,16 @@ class Store(abc.ABC):
         """Insert many workflows in one transaction; for each, False if its id existed."""
 
     @abc.abstractmethod
-    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
+    def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+
+        ``help=True`` tells the store that the caller blocks on the future next, so it may run
+        the commit on the caller's thread.
+        """
 
     def commit_step(self, step: StepWrite, timeout: float | None = None) -> StepAck:
         """``submit_step`` and wait for the commit."""
-        return self.submit_step(step).result(timeout)
+        return self.submit_step(step, help=True).result(timeout)
 
     @abc.abstractmethod
     def append_inbox(

@@ -1,18 +1,22 @@
-"""The one writing thread: group commit of queued writes, each in its own SAVEPOINT.
+"""The writer: group commit of queued writes, one batch at a time.
 
 Every write of an owning store (steps and single writes alike) is a function of the writer's
-connection, queued here. The thread drains the queue, opens one ``BEGIN IMMEDIATE`` transaction
-for the whole batch, runs each write inside its own savepoint (a write that raises is rolled back
-to its savepoint alone, and its future gets the error), takes in once more what was queued
-meanwhile, commits once, and only then resolves the futures. One fsync (with durability "full")
-thus covers every caller waiting at that moment.
+connection, queued here. A batch takes what is queued, opens one ``BEGIN IMMEDIATE`` transaction
+for all of it, runs the writes (if one raises, the transaction is rolled back and the batch runs
+again with each write in its own savepoint, so that one fails alone), takes in once more what was
+queued meanwhile, commits once, and only then resolves the futures. One fsync (with durability
+"full") thus covers every caller waiting at that moment.
+
+One batch runs at a time, in queue order. The writer's thread runs them, except that a caller
+about to block on its own write (``submit(..., help=True)``) runs the batch itself when none is
+running: a caller that commits one write at a time then pays no thread hand-off.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
-import queue
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -32,13 +36,6 @@ MAX_BATCH = 512
 WAITS_CACHE = 100_000
 
 
-class _Stop:
-    pass
-
-
-_STOP = _Stop()
-
-
 class _Op:
     __slots__ = ("fn", "future")
 
@@ -48,7 +45,7 @@ class _Op:
 
 
 class Writer:
-    """Own the write connection and serialize every write through one thread.
+    """Own the write connection and serialize every write, batch by batch.
 
     Args:
         conn: The write connection (``isolation_level=None``); the writer closes it.
@@ -70,66 +67,107 @@ class Writer:
         self.waits: dict[str, tuple[str, ...]] = {}
         self.staged_waits: dict[str, tuple[str, ...]] = {}
         self._gate = gate if gate is not None else contextlib.nullcontext()
-        self._queue: queue.SimpleQueue[_Op | _Stop] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._closed = False
-        self._stopping = False  # the stop was taken off the queue: end after the current batch
+        # The queue, and who runs a batch: the writer's thread, or a caller that would only wait
+        # for its own write anyway (``submit(..., help=True)``), and so runs the batch itself.
+        self._cond = threading.Condition(threading.Lock())
+        self._ops: collections.deque[_Op] = collections.deque()
+        self._busy = False  # a batch is running, on whichever thread
+        self._closed = False  # no new writes; the thread ends once the queue is empty
         self._thread = threading.Thread(target=self._run, name="actorflow-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[Writer], Any]) -> Promise[Any]:
-        """Queue ``fn(writer)`` to run in the next group transaction; return its future."""
+    def submit(self, fn: Callable[[Writer], Any], *, help: bool = False) -> Promise[Any]:
+        """Queue ``fn(writer)`` to run in the next group transaction; return its future.
+
+        With ``help=True`` (for a caller that blocks on the future next) the calling thread runs
+        the batch itself when no batch is running: queued writes, its own last, then COMMIT. That
+        spares two thread hand-offs per write to a caller that commits one write at a time.
+        """
         future: Promise[Any] = Promise()
-        with self._lock:
+        with self._cond:
             if self._closed:
                 raise StoreClosed(
                     f"the store on {self.path} is closed; open it again to write.", path=self.path
                 )
-            self._queue.put(_Op(fn, future))
+            self._ops.append(_Op(fn, future))
+            if self._busy:
+                return future  # whoever runs the batch takes it, late or next
+            if not help:
+                self._cond.notify()
+                return future
+            self._busy = True
+            batch = self._take(MAX_BATCH)
+        self._run_batch(batch, helping=True)
         return future
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Finish every queued write, stop the thread and close the connection (idempotent)."""
-        with self._lock:
+        with self._cond:
             if not self._closed:
                 self._closed = True
-                self._queue.put(_STOP)
+                self._cond.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     # -- the thread -----------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            while not self._stopping:
-                first = self._queue.get()
-                if isinstance(first, _Stop):
-                    break
-                batch = [first]
-                self._take_more(batch)
-                try:
-                    self._commit_batch(batch)
-                except BaseException as exc:  # the thread must outlive any one batch
-                    log.exception("actorflow writer: batch failed unexpectedly")
-                    err = translate_error(exc, self.path)
-                    for op in batch:
-                        if not op.future.done():
-                            op.future.set_exception(err)
+            while True:
+                with self._cond:
+                    while self._busy or not (self._ops or self._closed):
+                        self._cond.wait()
+                    if not self._ops:
+                        break  # closed, and everything queued before is committed
+                    self._busy = True
+                    batch = self._take(MAX_BATCH)
+                self._run_batch(batch)
         finally:
             self._shutdown()
 
+    def _take(self, room: int) -> list[_Op]:
+        """Up to ``room`` queued writes, oldest first (called holding the lock)."""
+        ops = self._ops
+        if len(ops) <= room:
+            taken = list(ops)
+            ops.clear()
+            return taken
+        return [ops.popleft() for _ in range(room)]
+
+    def _run_batch(self, batch: list[_Op], *, helping: bool = False) -> None:
+        """Commit ``batch`` on this thread (``_busy`` is ours), then let the next runner go.
+
+        ``helping``: this is a caller's thread. If it is interrupted (KeyboardInterrupt, or
+        SystemExit from a signal handler, in the main thread) the interruption goes on to the
+        caller, and nothing is lost: a batch that committed is settled first; one that did not
+        was rolled back, and what of it is unsettled goes back to the front of the queue, for the
+        writer's thread.
+        """
+        requeue: list[_Op] = []
+        try:
+            self._commit_batch(batch, helping)
+        except BaseException as exc:
+            if helping and not isinstance(exc, Exception):
+                requeue = [op for op in batch if not op.future.done()]
+                raise
+            log.exception("actorflow writer: batch failed unexpectedly")
+            err = translate_error(exc, self.path)
+            for op in batch:
+                if not op.future.done():
+                    op.future.set_exception(err)
+        finally:
+            with self._cond:
+                self._ops.extendleft(reversed(requeue))
+                self._busy = False
+                if self._ops or self._closed:
+                    self._cond.notify()
+
     def _take_more(self, batch: list[_Op]) -> list[_Op]:
         """Move what is queued now into ``batch`` (up to ``MAX_BATCH``); return what was taken."""
-        taken: list[_Op] = []
-        while not self._stopping and len(batch) < MAX_BATCH:
-            try:
-                op = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(op, _Stop):
-                self._stopping = True  # this batch is the last; close() queued nothing after it
-                break
-            batch.append(op)
-            taken.append(op)
+        if not self._ops:
+            return []
+        with self._cond:
+            taken = self._take(MAX_BATCH - len(batch))
+        batch.extend(taken)
         return taken
 
     def _shutdown(self) -> None:
@@ -138,12 +176,11 @@ class Writer:
             f"written. Open the store again and retry.",
             path=self.path,
         )
-        while True:
-            try:
-                op = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(op, _Op) and not op.future.done():
+        with self._cond:
+            self._closed = True
+            left = self._take(len(self._ops))
+        for op in left:
+            if not op.future.done():
                 op.future.set_exception(closed)
         try:
             if self.conn.in_transaction:
@@ -152,7 +189,7 @@ class Writer:
             pass
         self.conn.close()
 
-    def _commit_batch(self, batch: list[_Op]) -> None:
+    def _commit_batch(self, batch: list[_Op], helping: bool = False) -> None:
         pending = [op for op in batch if not op.future.done()]
         conn = self.conn
         # Optimistic first: no savepoints (two statements per write saved). If a write fails, the
@@ -169,6 +206,7 @@ class Writer:
             redo: int | None = None
             early: int | None = None
             batch_waits: dict[str, tuple[str, ...]] = {}
+            committing = False
             try:
                 with self._gate:
                     conn.execute("BEGIN IMMEDIATE")
@@ -190,6 +228,8 @@ class Writer:
                         try:
                             value = op.fn(self)
                         except BaseException as exc:
+                            if helping and not isinstance(exc, Exception):
+                                raise  # the caller's thread was interrupted: see below
                             if careful and conn.in_transaction:
                                 conn.execute("ROLLBACK TO op")
                                 conn.execute("RELEASE op")
@@ -214,8 +254,20 @@ class Writer:
                         if careful:
                             conn.execute("RELEASE op")
                     if redo is None and early is None:
+                        committing = True
                         conn.execute("COMMIT")
             except BaseException as exc:
+                if helping and not isinstance(exc, Exception):
+                    # An interruption of the caller's thread is not the batch's failure. Raised
+                    # once COMMIT had returned (no transaction left), the batch is durable: settle
+                    # it. Otherwise roll it back; ``_run_batch`` queues it again.
+                    if committing and not conn.in_transaction:
+                        self._settle(done, failed, batch_waits)
+                    else:
+                        with contextlib.suppress(sqlite3.Error):
+                            if conn.in_transaction:
+                                conn.execute("ROLLBACK")
+                    raise
                 # BEGIN, a savepoint statement or COMMIT failed: nothing of the batch is durable.
                 with contextlib.suppress(sqlite3.Error):
                     if conn.in_transaction:
@@ -229,15 +281,24 @@ class Writer:
                 pending = pending[:redo] + pending[redo + 1 :]
                 careful = True
                 continue
-            self.commits += 1
-            self._remember_waits(batch_waits)
-            for op, value in done:
-                op.future.set_result(value)
-            for op, exc in failed:
-                op.future.set_exception(self._error(exc))
+            self._settle(done, failed, batch_waits)
             if early is None:
                 return
             pending = pending[early + 1 :]
+
+    def _settle(
+        self,
+        done: list[tuple[_Op, Any]],
+        failed: list[tuple[_Op, BaseException]],
+        batch_waits: dict[str, tuple[str, ...]],
+    ) -> None:
+        """After a COMMIT: count it, remember the wait sets, resolve the futures."""
+        self.commits += 1
+        self._remember_waits(batch_waits)
+        for op, value in done:
+            op.future.set_result(value)
+        for op, exc in failed:
+            op.future.set_exception(self._error(exc))
 
     def _error(self, exc: BaseException) -> BaseException:
         return exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)

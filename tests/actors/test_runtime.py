@@ -527,6 +527,43 @@ def test_a_signal_to_an_idle_actor_is_handled_on_the_senders_thread(system):
     assert names == [threading.current_thread().name, "a-sender"]
 
 
+@pytest.mark.parametrize("after_commit", [False, True])
+def test_a_sender_interrupted_while_committing_loses_and_duplicates_nothing(system, after_commit):
+    """KeyboardInterrupt on the sender's thread while it commits the step that takes its signal
+    (before or after COMMIT): it reaches the sender; the signal is consumed once either way, and
+    the workflow goes on."""
+    writer = system._rt.store._writer
+    real = writer.conn
+
+    class InterruptOnce:
+        fired = False
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def execute(self, sql, *args):
+            if sql != "COMMIT" or InterruptOnce.fired:
+                return real.execute(sql, *args)
+            InterruptOnce.fired = True
+            if after_commit:
+                real.execute(sql, *args)
+            raise KeyboardInterrupt
+
+    ref = system.start(flows.collect, 3)
+    system.idle(timeout=T)
+    ref.signal("item", "a")
+    writer.conn = InterruptOnce()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ref.signal("item", "b")
+    finally:
+        writer.conn = real
+    assert InterruptOnce.fired
+    system.idle(timeout=T)
+    ref.signal("item", "c")
+    assert ref.result(timeout=T) == ["a", "b", "c"]
+
+
 def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
     """An actor, once stopped, holds no reference cycle: reference counting frees it (and its
     workflow's state) at once, so passivation never piles work up for the cycle collector."""
@@ -574,9 +611,9 @@ def held_commits(monkeypatch):
     def hold(system, only: str | None = None):
         real = system._rt.store.submit_step
 
-        def submit_step(sw):
+        def submit_step(sw, help=False):
             if only is not None and sw.workflow_id != only:
-                return real(sw)
+                return real(sw, help=help)
             p = Promise()
             with lock:
                 held.append((sw, p, real))
@@ -745,7 +782,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
         calls: list = []
         held: list = []
 
-        def submit_step(sw):
+        def submit_step(sw, help=False):
             calls.append(sw)
             if len(calls) == 2:  # the commit of the first outcome: held
                 p = Promise()
@@ -755,7 +792,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
                 p = Promise()
                 p.set_exception(OSError("the disk went away"))
                 return p
-            return real(sw)
+            return real(sw, help=help)
 
         s._rt.store.submit_step = submit_step
         ref = s.start(flows.gather_procedures, id="gp")
