@@ -189,6 +189,47 @@ _STEP_RUNNING = "UPDATE workflows SET " + _STEP_SET
 _STEP_ENDING = "UPDATE workflows SET status = ?, " + _STEP_SET
 
 
+def _insert_stepped(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite) -> bool:
+    """Insert ``wf`` as it is after ``step``, its first; False if the id is taken."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
+        "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            wf.id,
+            wf.type,
+            step.status,
+            wf.parent_id,
+            int(wf.detached),
+            int(wf.test_mode),
+            step.continuation if step.continuation is not None else wf.continuation,
+            step.fingerprint if step.fingerprint is not None else wf.fingerprint,
+            step.waiting_on,
+            step.result,
+            step.error,
+            step.step_seq,
+            step.restarts if step.restarts is not None else 0,
+            wf.created_at,
+            step.updated_at,
+        ),
+    )
+    return cur.rowcount == 1
+
+
+def _step_refused(w: Writer, step: StepWrite) -> None:
+    """Raise why the guarded UPDATE of ``step`` matched no row."""
+    wid = step.workflow_id
+    row = w.conn.execute("SELECT status, step_seq FROM workflows WHERE id = ?", (wid,)).fetchone()
+    if row is None:
+        raise UnknownWorkflowId(wid, path=w.path)
+    status, stored_seq = row
+    if status != RUNNING:
+        raise WorkflowFinished(wid, status, path=w.path)
+    raise _stale(
+        w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}"
+    )
+
+
 def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
     """Write everything of one step; raise (and leave the rollback to the writer) on any failure."""
     conn = w.conn
@@ -200,37 +241,39 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             path=w.path,
         )
     at = step.updated_at
-    if step.create is not None and not insert_workflow(conn, step.create):
-        raise WorkflowExists(step.create.id, parent_id=step.create.parent_id, path=w.path)
-    # The guard is the UPDATE's own WHERE clause; only when it matches nothing do we look why.
-    # A step that leaves the workflow running does not name the status column: SQLite then leaves
-    # the indexes on it alone, and the commit writes one page instead of three.
-    cur = conn.execute(
-        _STEP_RUNNING if step.status == RUNNING else _STEP_ENDING,
-        (
-            *(() if step.status == RUNNING else (step.status,)),
-            step.continuation,
-            step.fingerprint,
-            step.waiting_on,
-            step.result,
-            step.error,
-            step.step_seq,
-            at,
-            step.restarts,
-            wid,
-            step.step_seq - 1,
-        ),
-    )
-    if cur.rowcount != 1:
-        row = conn.execute("SELECT status, step_seq FROM workflows WHERE id = ?", (wid,)).fetchone()
-        if row is None:
-            raise UnknownWorkflowId(wid, path=w.path)
-        status, stored_seq = row
-        if status != RUNNING:
-            raise WorkflowFinished(wid, status, path=w.path)
-        raise _stale(
-            w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}"
+    if step.create is not None:
+        if step.step_seq != 1 or step.create.id != wid:
+            raise PersistenceError(
+                f"step {step.step_seq} of workflow {wid!r} creates workflow "
+                f"{step.create.id!r}; only a workflow's own first step (step 1) can create it.",
+                path=w.path,
+            )
+        # The record and its first step in one row write: the never-stepped state (and its entry
+        # in the index of workflows to start) never reaches the file.
+        if not _insert_stepped(conn, step.create, step):
+            raise WorkflowExists(step.create.id, parent_id=step.create.parent_id, path=w.path)
+    else:
+        # The guard is the UPDATE's own WHERE clause; only when it matches nothing do we look
+        # why. A step that leaves the workflow running does not name the status column: SQLite
+        # then leaves the indexes on it alone, and the commit writes one page instead of three.
+        cur = conn.execute(
+            _STEP_RUNNING if step.status == RUNNING else _STEP_ENDING,
+            (
+                *(() if step.status == RUNNING else (step.status,)),
+                step.continuation,
+                step.fingerprint,
+                step.waiting_on,
+                step.result,
+                step.error,
+                step.step_seq,
+                at,
+                step.restarts,
+                wid,
+                step.step_seq - 1,
+            ),
         )
+        if cur.rowcount != 1:
+            _step_refused(w, step)
     _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
     _consume(w, step, "timers", "id", step.consume_timers, "timer")
     _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
@@ -263,7 +306,8 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
 
     # The waits table is the set of signal names awaited now, replaced when it changes.
     waits = tuple(sorted(set(step.wait_signals))) if step.status == RUNNING else ()
-    if w.waits.get(wid) != waits:
+    # A workflow created by this step has no rows there yet.
+    if (() if step.create is not None else w.waits.get(wid)) != waits:
         conn.execute("DELETE FROM waits WHERE workflow_id = ?", (wid,))
         if waits:
             conn.executemany(

@@ -396,3 +396,58 @@ def test_wait_set_after_rolled_back_step(store) -> None:
     assert store.read_table("SELECT name FROM waits") == [{"name": "y"}]
     store.commit_step(step(store, "a", wait_signals=("y",)))
     assert store.read_table("SELECT name FROM waits") == [{"name": "y"}]
+
+
+# -- a step that creates its workflow (the first step of a start) ----------------------------------
+def test_a_creating_step_writes_the_record_already_stepped(store) -> None:
+    """``create``: the record lands as the first step leaves it, never as a never-stepped row."""
+    wf = new_wf("a", at=1.0)
+    ack = store.commit_step(StepWrite(
+        "a", 1, updated_at=2.0, continuation=b"after-1", fingerprint="fp2", waiting_on='{"w": 1}',
+        new_timers=[NewTimer("t", 9.0)], wait_signals=["go"], create=wf))
+    rec = store.load_workflow("a")
+    assert (rec.status, rec.step_seq, rec.continuation, rec.fingerprint, rec.waiting_on) == (
+        "running", 1, b"after-1", "fp2", '{"w": 1}')
+    assert (rec.created_at, rec.updated_at, rec.restarts, rec.type) == (1.0, 2.0, 0, wf.type)
+    assert [t.id for t in store.timers("a")] == ack.timer_ids
+    assert store.read_table("SELECT name FROM waits WHERE workflow_id = 'a'") == [{"name": "go"}]
+    # Not among the workflows to start: its first step is done.
+    assert "a" not in set(store.workflows_with_work())
+
+
+def test_a_creating_step_that_ends_the_workflow(store) -> None:
+    """A first step that returns: the record is written finished, with its result."""
+    store.commit_step(StepWrite("a", 1, updated_at=2.0, status="completed", result=dumps(7),
+                                create=new_wf("a")))
+    rec = store.load_workflow("a")
+    assert (rec.status, rec.step_seq, loads(rec.result)) == ("completed", 1, 7)
+    assert rec.continuation == new_wf("a").continuation  # kept: the step wrote none
+
+
+def test_a_creating_step_on_a_taken_id_writes_nothing(store) -> None:
+    """The id exists: WorkflowExists, and neither the step nor its effects are written."""
+    store.create_workflow(new_wf("a"))
+    with pytest.raises(WorkflowExists):
+        store.commit_step(StepWrite(
+            "a", 1, continuation=b"x", new_timers=[NewTimer("t", 9.0)],
+            reducers=[lambda db: db["app"].insert({"x": 1})], create=new_wf("a")))
+    rec = store.load_workflow("a")
+    assert (rec.step_seq, rec.continuation) == (0, new_wf("a").continuation)
+    assert store.timers("a") == []
+    assert "app" not in store.read_table("SELECT name FROM sqlite_master WHERE type = 'table'")
+
+
+def test_a_creating_step_whose_reducer_fails_writes_nothing(store) -> None:
+    with pytest.raises(ReducerFailed):
+        store.commit_step(StepWrite(
+            "a", 1, continuation=b"x",
+            reducers=[lambda db: (_ for _ in ()).throw(RuntimeError("no"))], create=new_wf("a")))
+    assert store.load_workflow("a") is None
+
+
+def test_only_a_first_step_can_create(store) -> None:
+    with pytest.raises(PersistenceError, match="only a workflow's own first step"):
+        store.commit_step(StepWrite("a", 2, create=new_wf("a")))
+    with pytest.raises(PersistenceError, match="only a workflow's own first step"):
+        store.commit_step(StepWrite("a", 1, create=new_wf("b")))
+    assert store.load_workflow("a") is None and store.load_workflow("b") is None
