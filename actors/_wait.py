@@ -17,6 +17,11 @@ from workflows import Event
 from workflows._commands import Command, Gather, Procedure, Select, Signal, Spawn, Timer
 
 
+# Descriptions of signal-only waits, by (mode, location, arm names); cleared when full.
+_DESCRIBED: dict[tuple[str | None, ...], str] = {}
+_DESCRIBED_MAX = 4096
+
+
 @register_plain
 @dataclass
 class Arm:
@@ -82,8 +87,21 @@ class Wait:
 
     def describe(self) -> str:
         """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
+        pending = self.pending()
+        if all(a.kind == "signal" for a in pending):
+            # The same few texts over and over (a loop awaiting its next signal): built once.
+            key = (self.mode, self.location, *(a.name for a in pending))
+            text = _DESCRIBED.get(key)
+            if text is None:
+                if len(_DESCRIBED) >= _DESCRIBED_MAX:
+                    _DESCRIBED.clear()
+                text = _DESCRIBED[key] = self._describe(pending)
+            return text
+        return self._describe(pending)
+
+    def _describe(self, pending: list[Arm]) -> str:
         items: list[dict[str, Any]] = []
-        for a in self.pending():
+        for a in pending:
             d: dict[str, Any] = {"kind": a.kind, "name": a.name}
             if a.kind == "timer":
                 d["due_at"] = a.due_at

@@ -59,6 +59,7 @@ class CompiledCode:
         self.slots = slots
         self.block_asts: list[Any] = []
         self.stubs: dict[int, Any] = {}
+        self._point_text: dict[int, str] = {}  # describe_point's answers: asked at every step
 
     def dump(self) -> str:
         """The generated block functions as Python source (for debugging the compiler)."""
@@ -79,10 +80,17 @@ class CompiledCode:
 
     def describe_point(self, pc: int | None) -> str | None:
         """``file.py:12 await timer('t', 5)`` for a resume block, else None."""
-        if pc is None or pc not in self.points:
+        if pc is None:
+            return None
+        try:
+            return self._point_text[pc]
+        except KeyError:
+            pass
+        if pc not in self.points:
             return None
         line, text = self.points[pc]
-        return f"{os.path.basename(self.filename)}:{line} {text}"
+        described = self._point_text[pc] = f"{os.path.basename(self.filename)}:{line} {text}"
+        return described
 
     def describe_slot(self, name: str) -> str:
         """A readable name for a frame attribute (a local or an internal slot)."""
