@@ -55,7 +55,7 @@ from workflows._step import Finished, Raised, Suspended
 from ._errors import TimerNotArmed
 from ._pool import PooledActor
 from ._procedures import ProcedureDone, error_info, pack_call, record_outcome
-from ._wait import Arm, Resolution, Wait, build_wait
+from ._wait import Arm, Resolution, Wait, build_wait, envelope, envelope_wait, stored_forms
 from ._wait import resolve as resolve_arm
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ class WorkflowActor(PooledActor):
         self.seq = rec.step_seq
         assert rec.continuation is not None
         env = loads(rec.continuation)
-        self.wait: Wait | None = env.get("wait")
+        self.wait: Wait | None = envelope_wait(env)
         self.cont_blob: bytes = env["cont"]
         try:
             self.cont = restore(self.cont_blob)
@@ -683,10 +683,9 @@ class WorkflowActor(PooledActor):
         """Commit consumption and the updated wait without running workflow code (gather)."""
         sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
         assert self.wait is not None
-        sw.continuation = dumps({"cont": self.cont_blob, "wait": self.wait})
+        packed, sw.waiting_on, sw.wait_signals = stored_forms(self.wait)
+        sw.continuation = dumps(envelope(self.cont_blob, packed))
         sw.fingerprint = self.cont.fingerprint
-        sw.waiting_on = self.wait.describe()
-        sw.wait_signals = self.wait.signal_names()
         yield from self._commit(sw)
 
     def _finish_without_running(self, exc: BaseException, consume: list[int]) -> Steps:
@@ -738,10 +737,9 @@ class WorkflowActor(PooledActor):
                 return
             new_wait.location = self.cont.location()
             sw.new_workflows.extend(seed[0] for seed in children.values())
-            sw.continuation = dumps({"cont": blob, "wait": new_wait})
+            packed, sw.waiting_on, sw.wait_signals = stored_forms(new_wait, fresh=True)
+            sw.continuation = dumps(envelope(blob, packed))
             sw.fingerprint = self.cont.fingerprint
-            sw.waiting_on = new_wait.describe()
-            sw.wait_signals = new_wait.signal_names()
             ack = yield from self._commit(sw)
             self.cont_blob = blob
             self.wait = new_wait
@@ -833,7 +831,7 @@ class WorkflowActor(PooledActor):
             sw.error = json.dumps(info)
             outcome = ("err", info)
         if keep_continuation:
-            sw.continuation = dumps({"cont": self.cont_blob, "wait": self.wait})
+            sw.continuation = dumps(envelope(self.cont_blob, dumps(self.wait) if self.wait else None))
         if self.parent_id is not None:
             sw.signals.append(OutSignal(self.parent_id, self.id, dumps(outcome), CHILD))
         ack = yield from self._commit(sw)

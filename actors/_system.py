@@ -55,6 +55,7 @@ from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor, error_info
 from ._timers import TimerService
+from ._wait import envelope_wait
 from ._work import WorkCounter
 
 log = structlog.get_logger(__name__)
@@ -255,7 +256,7 @@ class Runtime:
             sw = StepWrite(workflow_id=workflow_id, step_seq=rec.step_seq + 1, status="failed",
                            error=json.dumps(info), updated_at=self.clock.now())
             try:
-                wait = loads(rec.continuation).get("wait") if rec.continuation else None
+                wait = envelope_wait(loads(rec.continuation)) if rec.continuation else None
             except Exception:
                 wait = None
             for a in wait.pending() if wait is not None else []:

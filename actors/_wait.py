@@ -12,14 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from persistence import register_plain
+from persistence import dumps, loads, register_plain
 from workflows import Event
 from workflows._commands import Command, Gather, Procedure, Select, Signal, Spawn, Timer
-
-
-# Descriptions of signal-only waits, by (mode, location, arm names); cleared when full.
-_DESCRIBED: dict[tuple[str | None, ...], str] = {}
-_DESCRIBED_MAX = 4096
 
 
 @register_plain
@@ -87,17 +82,7 @@ class Wait:
 
     def describe(self) -> str:
         """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
-        pending = self.pending()
-        if all(a.kind == "signal" for a in pending):
-            # The same few texts over and over (a loop awaiting its next signal): built once.
-            key = (self.mode, self.location, *(a.name for a in pending))
-            text = _DESCRIBED.get(key)
-            if text is None:
-                if len(_DESCRIBED) >= _DESCRIBED_MAX:
-                    _DESCRIBED.clear()
-                text = _DESCRIBED[key] = self._describe(pending)
-            return text
-        return self._describe(pending)
+        return self._describe(self.pending())
 
     def _describe(self, pending: list[Arm]) -> str:
         items: list[dict[str, Any]] = []
@@ -113,6 +98,40 @@ class Wait:
                 d["type"] = a.target
             items.append(d)
         return json.dumps({"mode": self.mode, "at": self.location, "arms": items})
+
+
+# What a step stores of a new wait that awaits signals only, by (mode, location, arms): a loop
+# awaiting its next signal stores the same three things at every step. Cleared when full.
+_STORED: dict[tuple[Any, ...], tuple[bytes, str, tuple[str, ...]]] = {}
+_STORED_MAX = 4096
+
+
+def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[bytes, str, tuple[str, ...]]:
+    """What a step stores of ``wait``: its payload, its description and the signals it awaits.
+
+    ``fresh``: ``wait`` is as ``build_wait`` made it (and its location set). Such a wait on
+    signals only is the same every time it is built at one await: its forms are built once.
+    """
+    if fresh and not wait.results and all(a.kind == "signal" for a in wait.arms):
+        key = (wait.mode, wait.location, *[(a.name, a.target) for a in wait.arms])
+        forms = _STORED.get(key)
+        if forms is None:
+            if len(_STORED) >= _STORED_MAX:
+                _STORED.clear()
+            forms = _STORED[key] = (dumps(wait), wait.describe(), wait.signal_names())
+        return forms
+    return dumps(wait), wait.describe(), wait.signal_names()
+
+
+def envelope(blob: bytes, packed_wait: bytes | None) -> dict[str, Any]:
+    """The step envelope stored as a workflow's continuation: its checkpoint and its wait."""
+    return {"cont": blob, "wait_p": packed_wait}
+
+
+def envelope_wait(env: dict[str, Any]) -> Wait | None:
+    """The wait of a stored envelope (files written before ``wait_p`` hold the Wait itself)."""
+    packed = env.get("wait_p")
+    return loads(packed) if packed is not None else env.get("wait")
 
 
 @dataclass(frozen=True)

@@ -458,6 +458,29 @@ def test_start_many_starts_each_once(system):
         system.start_many(flows.waits_once, [(), ()], ids=["x"])
 
 
+def test_a_file_with_waits_stored_whole_resumes(db, clock):
+    """Files written before the wait was stored as its own payload hold the Wait object in the
+    step envelope: such a workflow resumes, takes its signals and finishes."""
+    from persistence import dumps, loads
+
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(flows.collect, 2)
+        s.idle(timeout=T)
+        ref.signal("item", "a")
+        s.idle(timeout=T)
+    conn = sqlite3.connect(db)
+    (blob,) = conn.execute("SELECT continuation FROM workflows WHERE id = ?", (ref.id,)).fetchone()
+    env = loads(blob)
+    old = dumps({"cont": env["cont"], "wait": loads(env["wait_p"])})
+    conn.execute("UPDATE workflows SET continuation = ? WHERE id = ?", (old, ref.id))
+    conn.commit()
+    conn.close()
+    with ActorSystem(db, clock=clock) as s:
+        again = s.get(ref.id)
+        again.signal("item", "b")
+        assert again.result(timeout=T) == ["a", "b"]
+
+
 def test_gather_keeps_partial_results_across_a_restart(db, clock):
     """A gather arm taken before a restart stays taken: its value is durable once signal() returns."""
     with ActorSystem(db, clock=clock) as s1:
