@@ -122,7 +122,8 @@ class Activator:
                 if slot.busy == 0:
                     self._idle[workflow_id] = None
             # Never stop the calling actor from its own thread: it would wait for itself.
-            self._drain_waiting_locked(exclude=workflow_id)
+            if self._waiting:
+                self._drain_waiting_locked(exclude=workflow_id)
         self._work.dec()
 
     def passivate_idle(self, older_than: float) -> int:

@@ -457,10 +457,11 @@ class WorkflowActor(PooledActor):
     def _take_direct(self, message: DirectSignal) -> Steps:
         """Consume a signal the workflow awaits now in the step it resumes; False if it cannot."""
         wait = self.wait
-        if self.deferred or self.seq == 0 or wait is None or any(r.kind == CANCEL for r in self.inbox):
+        inbox = self.inbox
+        if self.deferred or self.seq == 0 or wait is None or (inbox and any(r.kind == CANCEL for r in inbox)):
             return False
         arm = wait.arm_for_signal(message.name)
-        if arm is None or any(r.kind == SIGNAL and r.name == message.name for r in self.inbox):
+        if arm is None or (inbox and any(r.kind == SIGNAL and r.name == message.name for r in inbox)):
             return False
         if wait.mode != "one" and (self.fired or self.done_procs):
             return False  # an earlier event may be waiting to win this select
@@ -703,8 +704,9 @@ class WorkflowActor(PooledActor):
         consume_procs: list[str] = (),  # type: ignore[assignment]
         losers: list[Arm] = (),  # type: ignore[assignment]
     ) -> Steps:
-        sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
-        self._disarm(sw, list(losers), "the select that spawned it was won by another arm" if not isinstance(throw, Cancelled) else (str(throw) or "parent cancelled"))
+        sw = self._base_write(consume_inbox, consume_timers, consume_procs)
+        if losers:
+            self._disarm(sw, list(losers), "the select that spawned it was won by another arm" if not isinstance(throw, Cancelled) else (str(throw) or "parent cancelled"))
         ctx = StepContext(
             workflow_id=self.id,
             workflow_type=self.type,
@@ -857,7 +859,7 @@ class WorkflowActor(PooledActor):
         if sw.create is not None:
             self._settle_start(True)
         self.seq = sw.step_seq
-        consumed = set(sw.consume_inbox)
+        consumed = set(sw.consume_inbox) if sw.consume_inbox else None
         if consumed:
             self.inbox = [r for r in self.inbox if r.seq not in consumed]
             self.consumed_seqs |= consumed

@@ -274,9 +274,12 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
         )
         if cur.rowcount != 1:
             _step_refused(w, step)
-    _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
-    _consume(w, step, "timers", "id", step.consume_timers, "timer")
-    _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
+    if step.consume_inbox:
+        _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
+    if step.consume_timers:
+        _consume(w, step, "timers", "id", step.consume_timers, "timer")
+    if step.consume_procedures:
+        _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
 
     for timer_id in step.cancel_timers:
         conn.execute("DELETE FROM timers WHERE id = ? AND workflow_id = ?", (timer_id, wid))

@@ -8,8 +8,6 @@ the step (the pure harness or the actor runtime) commits them with the step.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,14 +86,25 @@ class StepContext:
     test_mode: bool = False
     effects: list[Effect] = field(default_factory=list)
 
-    @contextmanager
-    def active(self) -> Iterator[StepContext]:
+    def active(self) -> _Active:
         """Make this the current step context for the duration of the ``with``."""
-        token = _current.set(self)
-        try:
-            yield self
-        finally:
-            _current.reset(token)
+        return _Active(self)
+
+
+class _Active:
+    """``with ctx.active():`` (a class, not a generator: it is entered at every step)."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: StepContext) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> StepContext:
+        self._token = _current.set(self._ctx)
+        return self._ctx
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
 
 
 def current(what: str) -> StepContext:
