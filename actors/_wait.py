@@ -82,11 +82,8 @@ class Wait:
 
     def describe(self) -> str:
         """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
-        return self._describe(self.pending())
-
-    def _describe(self, pending: list[Arm]) -> str:
         items: list[dict[str, Any]] = []
-        for a in pending:
+        for a in self.pending():
             d: dict[str, Any] = {"kind": a.kind, "name": a.name}
             if a.kind == "timer":
                 d["due_at"] = a.due_at
