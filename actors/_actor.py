@@ -472,6 +472,10 @@ class WorkflowActor(PooledActor):
         except GeneratorExit:
             raise  # abandoned while paused (the system closed): nothing to answer
         except Exception:
+            # Only a fault: an interruption of the sender's thread (KeyboardInterrupt) goes on to
+            # the sender as it is. The step's write, once made, commits (here or on the writer's
+            # thread), so keeping the signal again would deliver it twice; made before that, the
+            # signal was never acknowledged, and is not kept.
             if self.seq == seq_before:
                 # The step did not commit: keep the signal durable before the fault restarts us.
                 arm.done = False
@@ -479,10 +483,6 @@ class WorkflowActor(PooledActor):
             elif not message.reply.done():
                 message.reply.set_result(None)
             raise
-        # An interruption of the sender's thread (KeyboardInterrupt) goes on to the sender as it
-        # is: the step's write, once made, commits (here or on the writer's thread), so keeping
-        # the signal again would deliver it twice. Made before that, the signal was never
-        # acknowledged, and is not kept.
         message.reply.set_result(None)
         return True
 

@@ -112,8 +112,8 @@ class StepWrite:
     reducers: list[Callable[[Any], None]] = field(default_factory=list)  # f(db), in order
     history: list[tuple[str, str]] = field(default_factory=list)  # (event, detail JSON)
     restarts: int | None = None  # new restart counter, if changed
-    # The workflow's own record, for the first step of a workflow started in this process: it is
-    # inserted in the same transaction (``WorkflowExists`` if the id is taken), then stepped.
+    # The workflow's own record, for the first step (step 1) of a workflow started in this
+    # process: the row is inserted as that step leaves it (``WorkflowExists`` if the id is taken).
     create: NewWorkflow | None = None
 
 

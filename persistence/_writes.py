@@ -37,24 +37,33 @@ EXTERNAL_KINDS = ("signal", "cancel", "fire_timer")
 STATUSES = (RUNNING, *FINISHED)
 
 
-def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow) -> bool:
-    """Insert ``wf`` as a running, never-stepped workflow; False if the id is taken."""
+def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite | None = None) -> bool:
+    """Insert ``wf``; False if the id is taken.
+
+    As a running, never-stepped workflow; or, with ``step`` (its step 1), as that step leaves it.
+    """
+    if step is None:
+        stepped = ("running", wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, 0,
+                   wf.created_at)
+    else:
+        stepped = (
+            step.status,
+            step.continuation if step.continuation is not None else wf.continuation,
+            step.fingerprint if step.fingerprint is not None else wf.fingerprint,
+            step.waiting_on,
+            step.result,
+            step.error,
+            step.step_seq,
+            step.restarts if step.restarts is not None else 0,
+            step.updated_at,
+        )
+    status, continuation, fingerprint, waiting_on, result, error, seq, restarts, updated = stepped
     cur = conn.execute(
         "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
-        "continuation, fingerprint, waiting_on, step_seq, restarts, created_at, updated_at) "
-        "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, 0, 0, ?, ?)",
-        (
-            wf.id,
-            wf.type,
-            wf.parent_id,
-            int(wf.detached),
-            int(wf.test_mode),
-            wf.continuation,
-            wf.fingerprint,
-            wf.waiting_on,
-            wf.created_at,
-            wf.created_at,
-        ),
+        "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (wf.id, wf.type, status, wf.parent_id, int(wf.detached), int(wf.test_mode), continuation,
+         fingerprint, waiting_on, result, error, seq, restarts, wf.created_at, updated),
     )
     return cur.rowcount == 1
 
@@ -189,33 +198,6 @@ _STEP_RUNNING = "UPDATE workflows SET " + _STEP_SET
 _STEP_ENDING = "UPDATE workflows SET status = ?, " + _STEP_SET
 
 
-def _insert_stepped(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite) -> bool:
-    """Insert ``wf`` as it is after ``step``, its first; False if the id is taken."""
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
-        "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
-        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            wf.id,
-            wf.type,
-            step.status,
-            wf.parent_id,
-            int(wf.detached),
-            int(wf.test_mode),
-            step.continuation if step.continuation is not None else wf.continuation,
-            step.fingerprint if step.fingerprint is not None else wf.fingerprint,
-            step.waiting_on,
-            step.result,
-            step.error,
-            step.step_seq,
-            step.restarts if step.restarts is not None else 0,
-            wf.created_at,
-            step.updated_at,
-        ),
-    )
-    return cur.rowcount == 1
-
-
 def _step_refused(w: Writer, step: StepWrite) -> None:
     """Raise why the guarded UPDATE of ``step`` matched no row."""
     wid = step.workflow_id
@@ -250,7 +232,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             )
         # The record and its first step in one row write: the never-stepped state (and its entry
         # in the index of workflows to start) never reaches the file.
-        if not _insert_stepped(conn, step.create, step):
+        if not insert_workflow(conn, step.create, step):
             raise WorkflowExists(step.create.id, parent_id=step.create.parent_id, path=w.path)
     else:
         # The guard is the UPDATE's own WHERE clause; only when it matches nothing do we look
