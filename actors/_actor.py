@@ -166,6 +166,11 @@ class WorkflowActor(PooledActor):
         # that step commits.
         self.creating: Kick | None = None
         self.absent = False  # the last load found no workflow of this id
+        # The step being committed, from its write until what it asked for is carried out, and
+        # the procedure calls of it handed over so far: what a resync needs if the thread is
+        # interrupted in between (see ``Runtime.resync``).
+        self.unsettled: StepWrite | None = None
+        self.dispatched: set[str] = set()
 
     @property
     def log(self) -> Any:
@@ -199,8 +204,11 @@ class WorkflowActor(PooledActor):
             self._fault(message, e)
         except BaseException:
             # The thread was interrupted mid-message (KeyboardInterrupt on a caller's thread):
-            # what is in memory may be ahead of the store. The next message reloads it.
+            # what is in memory may be ahead of the store. The next message reloads it, and a
+            # resync carries out what a step written meanwhile asked for.
             self.loaded = False
+            unsettled, self.unsettled = self.unsettled, None
+            self.rt.resync(self.id, unsettled, self.dispatched)
             raise
         finally:
             if not paused:
@@ -688,6 +696,7 @@ class WorkflowActor(PooledActor):
         sw.continuation = dumps(envelope(self.cont_blob, packed))
         sw.fingerprint = self.cont.fingerprint
         yield from self._commit(sw)
+        self.unsettled = None
 
     def _finish_without_running(self, exc: BaseException, consume: list[int]) -> Steps:
         sw = self._base_write(consume, [], [])
@@ -750,7 +759,8 @@ class WorkflowActor(PooledActor):
             for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
                 arm.timer_id = tid
                 rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
-            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, children)
+            self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, children, self.dispatched)
+            self.unsettled = None
             return
         yield from self._finish(sw, result, [])
 
@@ -845,13 +855,16 @@ class WorkflowActor(PooledActor):
             workflow_type=self.type,
             **({"error": outcome[1]["message"]} if outcome[0] == "err" else {}),
         )
-        self.rt.after_commit(self.id, sw, ack, [], self.test_mode)
+        self.rt.after_commit(self.id, sw, ack, [], self.test_mode, None, self.dispatched)
         self.rt.finished(self.id)
+        self.unsettled = None
 
     def _commit(self, sw: StepWrite) -> Steps:
+        self.unsettled, self.dispatched = sw, set()
         try:
             ack = yield self.rt.store.submit_step(sw, help=self.running_inline)
         except Exception as e:
+            self.unsettled = None  # not written (or a fault: the restart reloads the store)
             if sw.create is not None and isinstance(e, WorkflowExists) and e.workflow_id == self.id:
                 self._settle_start(False)
                 raise _NotCreated(self.id) from e

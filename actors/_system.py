@@ -28,6 +28,7 @@ from persistence import (
     StepAck,
     StepWrite,
     Store,
+    StoreClosed,
     TimerRow,
     UnknownWorkflowId,
     WorkflowFinished,
@@ -162,14 +163,20 @@ class Runtime:
         timers: list[TimerRow],
         test_mode: bool,
         seeds: dict[str, Any] | None = None,
+        dispatched: set[str] | None = None,
     ) -> None:
-        """Carry out what a committed step asked for: only now may anything leave the actor."""
+        """Carry out what a committed step asked for: only now may anything leave the actor.
+
+        ``dispatched`` collects the keys of the procedure calls handed over, as they are.
+        """
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
         if timers and not test_mode:
             self.timers.arm(timers)
         for p in sw.new_procedures:
             self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
+            if dispatched is not None:
+                dispatched.add(p.key)
         types = {w.id: w.type for w in sw.new_workflows}
         for child in ack.created:
             log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
@@ -183,6 +190,72 @@ class Runtime:
             # expected; an unknown target or a full inbox is a mistake worth a warning.
             level = log.debug if why.startswith("workflow ") else log.warning
             level("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
+
+    def resync(self, workflow_id: str, sw: StepWrite | None, dispatched: set[str]) -> None:
+        """After an interruption of a caller's thread in a message it handled for the workflow.
+
+        ``sw`` is the step whose commit was under way or whose requests were being carried out
+        (None: none was). Its write may still commit on the writer's thread, and what it asked
+        for may be partly done (``dispatched``: the procedure calls already handed over). On a
+        thread of its own, counted as work, this waits for the writer and then brings this process
+        in line with the file: the workflow's stored timers armed, its step's pending procedure
+        calls run, its new children and its messages' recipients woken, a finish announced, and
+        the workflow itself kicked (its actor reloads). Each of these is idempotent.
+        """
+        self.work.inc()
+        try:
+            threading.Thread(
+                target=self._resync, args=(workflow_id, sw, frozenset(dispatched)),
+                name="actorflow-resync", daemon=True,
+            ).start()
+        except BaseException:
+            self.work.dec()
+            raise
+
+    def _resync(self, workflow_id: str, sw: StepWrite | None, dispatched: frozenset[str]) -> None:
+        try:
+            self.store.barrier(self.commit_timeout)
+            rec = self.store.load_workflow(workflow_id)
+            if rec is None:
+                return  # a start whose first step did not commit: nothing of it exists
+            if sw is not None:
+                self._carry_out_again(rec, sw, dispatched)
+            if rec.status in FINISHED:
+                self.finished(workflow_id)
+            else:
+                self.activator.deliver(workflow_id, Kick())
+            log.info("workflow_resynced", workflow_id=workflow_id, step=rec.step_seq)
+        except StoreClosed:
+            pass  # the system closed meanwhile (the usual end of a KeyboardInterrupt): its next
+            # opening recovers everything from the file
+        except Exception as e:
+            log.error("workflow_resync_failed", workflow_id=workflow_id, error=repr(e))
+        finally:
+            self.work.dec()
+
+    def _carry_out_again(self, rec: WorkflowRecord, sw: StepWrite, dispatched: frozenset[str]) -> None:
+        """What ``after_commit`` does, from the file: for a step whose acknowledgement was lost."""
+        wid = rec.id
+        stored = self.store.timers(wid)
+        if not rec.test_mode:
+            self.timers.arm(stored)
+        ids = {t.id for t in stored}
+        self.timers.cancel([t for t in sw.cancel_timers if t not in ids])
+        asked = {p.key for p in sw.new_procedures} - dispatched
+        for row in self.store.procedures(wid):
+            if row.key in asked and row.status == "pending":
+                self.procedures.dispatch(row)
+        for child in sw.new_workflows:
+            crec = self.store.load_workflow(child.id)
+            if crec is not None and crec.parent_id == wid and crec.status == RUNNING:
+                self.activator.deliver(child.id, Kick())
+        targets = {s.workflow_id for s in sw.signals}
+        for b in sw.broadcasts:
+            targets.update(self.store.subscribers(b.name, b.filter_key))
+        for target in sorted(targets - {wid}):
+            trec = self.store.load_workflow(target)
+            if trec is not None and trec.status == RUNNING:
+                self.activator.deliver(target, Wake())
 
     def finished(self, workflow_id: str) -> None:
         with self._finish_lock:

@@ -65,10 +65,11 @@ class TimerService:
             self._cond.notify_all()
 
     def arm(self, rows: list[TimerRow]) -> None:
-        """Timers just committed; those due within the loaded horizon join the heap."""
+        """Committed timers; those due within the loaded horizon join the heap (once: one known
+        already, or fired and not yet consumed, is skipped)."""
         with self._cond:
             for r in rows:
-                if r.due_at <= self._loaded_until and r.id not in self._known:
+                if r.due_at <= self._loaded_until and r.id not in self._known and r.id not in self._fired:
                     self._push_timer(r)
             self._cond.notify_all()
 

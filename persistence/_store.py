@@ -380,6 +380,13 @@ class SqliteStore(Store):
             functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), help=help
         )
 
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once every write queued before this call has committed or failed.
+
+        Writes run in queue order, so an empty write queued now settles after all of them.
+        """
+        self._write(lambda w: None).result(timeout)
+
     def append_inbox(
         self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float
     ) -> Delivered:
@@ -522,6 +529,14 @@ class SqliteStore(Store):
     def procedures(self, workflow_id: str) -> list[ProcedureRow]:
         """The workflow's procedure calls (pending or finished, not yet consumed)."""
         return [_procedure(r) for r in self._rows(_SQL_PROCEDURES, (workflow_id,))]
+
+    def subscribers(self, name: str, filter_key: str) -> list[str]:
+        """Ids of the workflows subscribed to ``(name, filter_key)``."""
+        rows = self._rows(
+            "SELECT workflow_id FROM subscriptions WHERE name = ? AND filter_key = ?",
+            (name, filter_key),
+        )
+        return [r[0] for r in rows]
 
     def timers_due(self, before: float, limit: int) -> list[TimerRow]:
         """Timers due before ``before``, soonest first (by index)."""

@@ -243,6 +243,10 @@ class Store(abc.ABC):
         the commit on the caller's thread.
         """
 
+    @abc.abstractmethod
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once every write queued before this call has committed or failed."""
+
     def commit_step(self, step: StepWrite, timeout: float | None = None) -> StepAck:
         """``submit_step`` and wait for the commit."""
         return self.submit_step(step, help=True).result(timeout)
@@ -291,6 +295,10 @@ class Store(abc.ABC):
     # -- reads --------------------------------------------------------------------------------
     @abc.abstractmethod
     def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
+
+    @abc.abstractmethod
+    def subscribers(self, name: str, filter_key: str) -> list[str]:
+        """Ids of the workflows subscribed to ``(name, filter_key)``."""
 
     def load_state(
         self, workflow_id: str

@@ -10,6 +10,7 @@ from workflows import (
     Event,
     ProcedureFailed,
     RetryPolicy,
+    broadcast,
     gather,
     idempotency_key,
     now,
@@ -288,3 +289,19 @@ async def gather_procedures() -> list:
 async def faulty_first_step(tag: str, times: int) -> object:
     reducer(fails_first, tag, times)
     return await signal("go")
+
+
+@workflow
+async def acts_on_go(target: str, group: str) -> list:
+    """One step that asks for everything at once: a signal out, a broadcast, a timer, a procedure
+    call and a child."""
+    x = await signal("go")
+    send(target, "item", x)
+    broadcast("go", group, x)
+    return await gather(timer("t", 5), procedure(double, x), spawn(child, x, 1))
+
+
+@workflow
+async def two_in_turn() -> list:
+    first = await signal("a")
+    return [first, await signal("b")]

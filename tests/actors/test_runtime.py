@@ -587,6 +587,125 @@ def test_a_sender_interrupted_while_committing_loses_and_duplicates_nothing(syst
     assert ref.result(timeout=T) == ["a", "b", "c"]
 
 
+@pytest.mark.parametrize("where", ["before COMMIT", "after COMMIT", "before its effects", "after its effects"])
+def test_what_an_interrupted_step_asked_for_is_carried_out(system, clock, where):
+    """KeyboardInterrupt on the sender's thread in the step that takes its signal, at any point of
+    its commit: the step commits once, and what it asked for is carried out in this process (its
+    signal out, broadcast, timer, procedure call and child), once."""
+    writer = system._rt.store._writer
+    real_conn, rt = writer.conn, system._rt
+    real_after = rt.after_commit
+    fired = []
+
+    class InterruptAtCommit:
+        def __getattr__(self, name):
+            return getattr(real_conn, name)
+
+        def execute(self, sql, *args):
+            if sql != "COMMIT" or fired:
+                return real_conn.execute(sql, *args)
+            fired.append(sql)
+            if where == "after COMMIT":
+                real_conn.execute(sql, *args)
+            raise KeyboardInterrupt
+
+    def interrupt_effects(workflow_id, *args, **kwargs):
+        if workflow_id != ref.id or fired:
+            return real_after(workflow_id, *args, **kwargs)
+        fired.append(workflow_id)
+        if where == "after its effects":
+            real_after(workflow_id, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    target = system.start(flows.collect, 1)
+    listener = system.start(flows.subscriber, "g")
+    ref = system.start(flows.acts_on_go, target.id, "g")
+    system.idle(timeout=T)
+    if where.endswith("COMMIT"):
+        writer.conn = InterruptAtCommit()
+    else:
+        rt.after_commit = interrupt_effects
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ref.signal("go", 21)
+    finally:
+        writer.conn = real_conn
+        rt.__dict__.pop("after_commit", None)
+    assert fired
+    system.idle(timeout=T)
+    clock.advance(5)
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == [None, 42, 210]
+    assert target.result(timeout=T) == [21]
+    assert listener.result(timeout=T) == 21
+    runs = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith(ref.id)]
+    assert len(runs) == 1
+
+
+def test_a_buffered_signal_is_taken_after_an_interrupted_step(system):
+    """The step that takes "a" commits and is carried out, then the sender's thread is interrupted
+    before the same handling goes on to "b", buffered earlier: the workflow still takes "b"."""
+    rt = system._rt
+    real_after = rt.after_commit
+    ref = system.start(flows.two_in_turn)
+    system.idle(timeout=T)
+    ref.signal("b", 2)
+
+    def interrupt_after(workflow_id, *args, **kwargs):
+        real_after(workflow_id, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    rt.after_commit = interrupt_after
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ref.signal("a", 1)
+    finally:
+        del rt.after_commit
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == [1, 2]
+
+
+def test_a_start_interrupted_after_its_first_step_committed_goes_on(system, clock):
+    """KeyboardInterrupt in ``start()`` once its first step (arming a timer) has committed: the
+    workflow exists, and its timer fires."""
+    rt = system._rt
+
+    def interrupt_before(workflow_id, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    rt.after_commit = interrupt_before
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            system.start(flows.sleeper, 5, id="sleepy")
+    finally:
+        del rt.after_commit
+    system.idle(timeout=T)
+    clock.advance(5)
+    assert system.get("sleepy").result(timeout=T) == 5
+
+
+def test_an_interrupted_step_then_a_shutdown_is_recovered_at_the_next_open(db, clock):
+    """The usual end of a KeyboardInterrupt: the system is shut down at once. Nothing is reported
+    as failed, and the next opening carries out what the interrupted step asked for."""
+    with capture_logs() as logs:
+        with ActorSystem(db, clock=clock) as s:
+            rt = s._rt
+
+            def interrupt_before(workflow_id, *args, **kwargs):
+                raise KeyboardInterrupt
+
+            ref = s.start(flows.acts_on_go, "nobody", "g", id="interrupted")
+            s.idle(timeout=T)
+            rt.after_commit = interrupt_before
+            with pytest.raises(KeyboardInterrupt):
+                ref.signal("go", 21)
+    assert not [e for e in logs if e["log_level"] == "error"]
+    with ActorSystem(db, clock=clock) as s:
+        s.idle(timeout=T)
+        clock.advance(5)
+        assert s.get("interrupted").result(timeout=T) == [None, 42, 210]
+
+
 def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
     """An actor, once stopped, holds no reference cycle: reference counting frees it (and its
     workflow's state) at once, so passivation never piles work up for the cycle collector."""

@@ -259,6 +259,9 @@ def test_subscriptions_and_broadcasts(store) -> None:
     assert store.inbox("s3") == []
     got = store.broadcast("zone", '"south"', b"y", at=3.0)
     assert [(d.workflow_id, d.name) for d in got] == [("s2", "zone")]
+    assert sorted(store.subscribers("zone", '"north"')) == ["s1", "s2"]
+    assert store.subscribers("zone", '"south"') == ["s2"]
+    assert store.subscribers("zone", '"east"') == []
 
 
 def test_finish_cleans_up(store) -> None:

@@ -293,6 +293,21 @@ def test_a_helping_caller_behind_a_running_batch_queues_in_order(file_store) -> 
     assert [r["tag"] for r in s.read_table("SELECT tag FROM seen ORDER BY rowid")] == order
 
 
+def test_barrier_returns_after_what_was_queued_before_it(file_store) -> None:
+    """``barrier()`` returns once every write queued before it has committed (or failed)."""
+    s = file_store
+    done: list = []
+    with _writer_blocked(s):
+        futs = [s._writer.submit(lambda w, i=i: i) for i in range(3)]
+        waiter = threading.Thread(target=lambda: done.append(s.barrier(30) or [f.done() for f in futs]))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive() and not done  # the writes before it are held, so is it
+    waiter.join(30)
+    assert done == [[True, True, True]]
+    assert [f.result(30) for f in futs] == [0, 1, 2]
+
+
 def test_a_helped_batch_takes_what_was_queued_before_it(file_store) -> None:
     """A caller that finds writes queued (the writer not yet at them) commits them first, with its own."""
     s = file_store
