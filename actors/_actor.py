@@ -99,19 +99,25 @@ class TimerFired:
     debug: bool = False
 
 
-@dataclass(frozen=True)
 class DirectSignal:
     """``ref.signal()``: a signal handed to the actor, answered once it is durable.
 
     If the workflow awaits this signal now (and none of that name is buffered before it), the step
     that consumes it is the only write: the signal never needs an inbox row of its own. Otherwise
-    it is appended to the inbox. Either way ``reply`` resolves only after the commit.
+    it is appended to the inbox. Either way ``reply`` resolves only after the commit. (A plain
+    class: one is made per signal sent, and a frozen dataclass costs several times more to make.)
     """
 
-    name: str
-    payload: bytes
-    created_at: float
-    reply: Promise[None] = field(default_factory=Promise)
+    __slots__ = ("name", "payload", "created_at", "reply")
+
+    def __init__(self, name: str, payload: bytes, created_at: float) -> None:
+        self.name = name
+        self.payload = payload
+        self.created_at = created_at
+        self.reply: Promise[None] = Promise()
+
+    def __repr__(self) -> str:
+        return f"DirectSignal(name={self.name!r}, created_at={self.created_at!r})"
 
 
 @dataclass(frozen=True)
@@ -514,6 +520,8 @@ class WorkflowActor(PooledActor):
             if self.wait is None:
                 return
             if not (yield from self._resolve_next()):
+                if not (self.inbox or self.acc_dirty):
+                    return  # no orphans can be held, and nothing taken is left to commit
                 taken = set(self.acc[0])
                 awaited = {a.child_id for a in self.wait.arms if a.kind == "child" and not a.done}
                 orphans = [
@@ -534,6 +542,8 @@ class WorkflowActor(PooledActor):
         """
         wait = self.wait
         assert wait is not None
+        if not (self.inbox or self.fired or self.done_procs):
+            return False  # nothing has arrived that could resolve it
         # The pending arms by what resolves them: looking each row's arm up by a scan would cost
         # n*n for a gather of n children.
         by_signal: dict[str, Arm] = {}
@@ -655,10 +665,12 @@ class WorkflowActor(PooledActor):
             self.acc_dirty = True
             return None
         acc_i, acc_t, acc_p = self.acc
-        self.acc, self.acc_dirty = ([], [], []), False
-        consume_inbox = acc_i + list(consume_inbox)
-        consume_timers = acc_t + list(consume_timers)
-        consume_procs = acc_p + list(consume_procs)
+        if acc_i or acc_t or acc_p:
+            self.acc = ([], [], [])
+            consume_inbox = acc_i + list(consume_inbox)
+            consume_timers = acc_t + list(consume_timers)
+            consume_procs = acc_p + list(consume_procs)
+        self.acc_dirty = False
         if res.resume:
             if res.error is not None:
                 yield from self._run(throw=res.error, consume_inbox=consume_inbox, consume_timers=consume_timers,
@@ -754,11 +766,12 @@ class WorkflowActor(PooledActor):
             ack = yield from self._commit(sw)
             self.cont_blob = blob
             self.wait = new_wait
-            timer_arms = [a for a in new_wait.arms if a.kind == "timer"]
             rows = []
-            for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
-                arm.timer_id = tid
-                rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
+            if ack.timer_ids:
+                timer_arms = [a for a in new_wait.arms if a.kind == "timer"]
+                for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
+                    arm.timer_id = tid
+                    rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
             self.rt.after_commit(self.id, sw, ack, rows, self.test_mode, children, self.dispatched)
             self.unsettled = None
             return

@@ -177,10 +177,11 @@ class Runtime:
             self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
             if dispatched is not None:
                 dispatched.add(p.key)
-        types = {w.id: w.type for w in sw.new_workflows}
-        for child in ack.created:
-            log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
-            self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
+        if ack.created:
+            types = {w.id: w.type for w in sw.new_workflows}
+            for child in ack.created:
+                log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
+                self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
         for d in ack.delivered:
             # The row itself: a parent woken by a hundred children must not read its inbox back
             # a hundred times.
@@ -699,9 +700,7 @@ class ActorSystem:
                     f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
                     f"procedures in flight, timers due: {rt.timers.has_due()}"
                 )
-            with rt.work.cond:
-                if rt.work.count:
-                    rt.work.cond.wait(0.01 if remaining is None else min(remaining, 0.01))
+            rt.work.wait(0.01 if remaining is None else min(remaining, 0.01))
             if rt.work.count == 0:
                 time.sleep(0.001)  # something else is pending (a due timer): let it be picked up
 

@@ -69,7 +69,8 @@ class Writer:
         self._gate = gate if gate is not None else contextlib.nullcontext()
         # The queue, and who runs a batch: the writer's thread, or a caller that would only wait
         # for its own write anyway (``submit(..., help=True)``), and so runs the batch itself.
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # taken directly (a C context manager) where none waits
+        self._cond = threading.Condition(self._lock)
         self._ops: collections.deque[_Op] = collections.deque()
         self._busy = False  # a batch is running, on whichever thread
         self._closed = False  # no new writes; the thread ends once the queue is empty
@@ -84,7 +85,7 @@ class Writer:
         spares two thread hand-offs per write to a caller that commits one write at a time.
         """
         future: Promise[Any] = Promise()
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise StoreClosed(
                     f"the store on {self.path} is closed; open it again to write.", path=self.path
@@ -155,7 +156,7 @@ class Writer:
                 if not op.future.done():
                     op.future.set_exception(err)
         finally:
-            with self._cond:
+            with self._lock:
                 self._ops.extendleft(reversed(requeue))
                 self._busy = False
                 if self._ops or self._closed:
@@ -165,7 +166,7 @@ class Writer:
         """Move what is queued now into ``batch`` (up to ``MAX_BATCH``); return what was taken."""
         if not self._ops:
             return []
-        with self._cond:
+        with self._lock:
             taken = self._take(MAX_BATCH - len(batch))
         batch.extend(taken)
         return taken
