@@ -9,6 +9,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,42 +198,57 @@ class Runtime:
 
         ``sw`` is the step whose commit was under way or whose requests were being carried out
         (None: none was). Its write may still commit on the writer's thread, and what it asked
-        for may be partly done (``dispatched``: the procedure calls already handed over). On a
-        thread of its own, counted as work, this waits for the writer and then brings this process
-        in line with the file: the workflow's stored timers armed, its step's pending procedure
-        calls run, its new children and its messages' recipients woken, a finish announced, and
-        the workflow itself kicked (its actor reloads). Each of these is idempotent.
+        for may be partly done (``dispatched``: the procedure calls already handed over). Once the
+        writer is past it, this brings the process in line with the file: the workflow's stored
+        timers armed, its step's pending procedure calls run, its new children and its messages'
+        recipients woken, a finish announced, and the workflow itself woken (its actor reloads).
+        Each of these is harmless if it was done already.
         """
+        done = frozenset(dispatched)
+        self._after_writer(lambda: self._resync(workflow_id, sw, done))
+
+    def wake_after_interruption(self, workflow_ids: Callable[[], Iterable[str]]) -> None:
+        """After an interruption of a caller's thread in a write of its own (a cancel, a
+        broadcast, ``start_many``): that write may still commit on the writer's thread, and the
+        wake-ups that follow it were not sent. Once the writer is past it, every running workflow
+        of ``workflow_ids()`` is woken: it rereads its inbox, or starts."""
+        self._after_writer(lambda: [self._wake_running(wid) for wid in workflow_ids()])
+
+    def _after_writer(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` on a thread of its own (counted as work, so ``idle()`` waits for it) once
+        every write queued now has committed or failed."""
         self.work.inc()
         try:
             threading.Thread(
-                target=self._resync, args=(workflow_id, sw, frozenset(dispatched)),
-                name="actorflow-resync", daemon=True,
+                target=self._run_after_writer, args=(fn,), name="actorflow-resync", daemon=True
             ).start()
         except BaseException:
             self.work.dec()
             raise
 
-    def _resync(self, workflow_id: str, sw: StepWrite | None, dispatched: frozenset[str]) -> None:
+    def _run_after_writer(self, fn: Callable[[], object]) -> None:
         try:
             self.store.barrier(self.commit_timeout)
-            rec = self.store.load_workflow(workflow_id)
-            if rec is None:
-                return  # a start whose first step did not commit: nothing of it exists
-            if sw is not None:
-                self._carry_out_again(rec, sw, dispatched)
-            if rec.status in FINISHED:
-                self.finished(workflow_id)
-            else:
-                self.activator.deliver(workflow_id, Kick())
-            log.info("workflow_resynced", workflow_id=workflow_id, step=rec.step_seq)
+            fn()
         except StoreClosed:
             pass  # the system closed meanwhile (the usual end of a KeyboardInterrupt): its next
             # opening recovers everything from the file
         except Exception as e:
-            log.error("workflow_resync_failed", workflow_id=workflow_id, error=repr(e))
+            log.error("resync_failed", error=repr(e))
         finally:
             self.work.dec()
+
+    def _resync(self, workflow_id: str, sw: StepWrite | None, dispatched: frozenset[str]) -> None:
+        rec = self.store.load_workflow(workflow_id)
+        if rec is None:
+            return  # a start whose first step did not commit: nothing of it exists
+        if sw is not None:
+            self._carry_out_again(rec, sw, dispatched)
+        if rec.status in FINISHED:
+            self.finished(workflow_id)
+        else:
+            self.activator.deliver(workflow_id, Wake())
+        log.info("workflow_resynced", workflow_id=workflow_id, step=rec.step_seq)
 
     def _carry_out_again(self, rec: WorkflowRecord, sw: StepWrite, dispatched: frozenset[str]) -> None:
         """What ``after_commit`` does, from the file: for a step whose acknowledgement was lost."""
@@ -246,17 +262,17 @@ class Runtime:
         for row in self.store.procedures(wid):
             if row.key in asked and row.status == "pending":
                 self.procedures.dispatch(row)
-        for child in sw.new_workflows:
-            crec = self.store.load_workflow(child.id)
-            if crec is not None and crec.parent_id == wid and crec.status == RUNNING:
-                self.activator.deliver(child.id, Kick())
-        targets = {s.workflow_id for s in sw.signals}
+        targets = {w.id for w in sw.new_workflows} | {s.workflow_id for s in sw.signals}
         for b in sw.broadcasts:
             targets.update(self.store.subscribers(b.name, b.filter_key))
         for target in sorted(targets - {wid}):
-            trec = self.store.load_workflow(target)
-            if trec is not None and trec.status == RUNNING:
-                self.activator.deliver(target, Wake())
+            self._wake_running(target)
+
+    def _wake_running(self, workflow_id: str) -> None:
+        """Wake the workflow if it is running: it rereads its inbox (or starts, if it never ran)."""
+        rec = self.store.load_workflow(workflow_id)
+        if rec is not None and rec.status == RUNNING:
+            self.activator.deliver(workflow_id, Wake())
 
     def finished(self, workflow_id: str) -> None:
         with self._finish_lock:
@@ -640,18 +656,27 @@ class ActorSystem:
                 raise TypeError(f"workflow ids must be non-empty strings, got {i!r}")
         now = self.clock.now()
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
-        created = self._rt.store.create_workflows([s[0] for s in seeds])
-        while generated and not all(created):
-            # Generated ids already taken (see start()): draw others for those alone.
-            retry = [i for i, ok in enumerate(created) if not ok]
-            for i in retry:
-                ids[i] = _new_id(wf)
-                seeds[i] = _seed(wf, key, ids[i], args[i], test_mode, now)
-            for i, ok in zip(retry, self._rt.store.create_workflows([seeds[i][0] for i in retry]), strict=True):
-                created[i] = ok
-        for seed, ok in zip(seeds, created, strict=True):
-            if ok:
-                self._rt.activator.deliver(seed[0].id, Kick(seed))
+        asked = list(ids)  # every id this call may create, retries included
+        try:
+            created = self._rt.store.create_workflows([s[0] for s in seeds])
+            while generated and not all(created):
+                # Generated ids already taken (see start()): draw others for those alone.
+                retry = [i for i, ok in enumerate(created) if not ok]
+                for i in retry:
+                    ids[i] = _new_id(wf)
+                    asked.append(ids[i])
+                    seeds[i] = _seed(wf, key, ids[i], args[i], test_mode, now)
+                for i, ok in zip(retry, self._rt.store.create_workflows([seeds[i][0] for i in retry]), strict=True):
+                    created[i] = ok
+            for seed, ok in zip(seeds, created, strict=True):
+                if ok:
+                    self._rt.activator.deliver(seed[0].id, Kick(seed))
+        except Exception:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt): what was written starts once the writer is past it.
+            self._rt.wake_after_interruption(lambda: asked)
+            raise
         log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
         return [WorkflowRef(self, wid, _token=_REF_TOKEN) for wid in ids]
 
@@ -665,9 +690,17 @@ class ActorSystem:
     def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
         self._check_open()
-        delivered = self._rt.store.broadcast(name, filter_key(filter_value), dumps(payload), at=self.clock.now())
-        for d in delivered:
-            self._rt.activator.deliver(d.workflow_id, Wake(d.row()))
+        key = filter_key(filter_value)
+        try:
+            delivered = self._rt.store.broadcast(name, key, dumps(payload), at=self.clock.now())
+            for d in delivered:
+                self._rt.activator.deliver(d.workflow_id, Wake(d.row()))
+        except Exception:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt): the subscribers learn of it once the writer is past it.
+            self._rt.wake_after_interruption(lambda: self._rt.store.subscribers(name, key))
+            raise
         return len(delivered)
 
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
@@ -724,11 +757,17 @@ class ActorSystem:
                 msg.reply.result(self._rt.commit_timeout)
                 return
             d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
+            self._rt.activator.deliver(workflow_id, Wake(d.row()))
         except UnknownWorkflowId:
             raise UnknownWorkflow(workflow_id, self.db) from None
         except WorkflowFinished as e:
             raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
-        self._rt.activator.deliver(workflow_id, Wake(d.row()))
+        except Exception:
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt): the workflow learns of it once the writer is past it.
+            self._rt.wake_after_interruption(lambda: [workflow_id])
+            raise
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

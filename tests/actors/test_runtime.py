@@ -706,6 +706,54 @@ def test_an_interrupted_step_then_a_shutdown_is_recovered_at_the_next_open(db, c
         assert s.get("interrupted").result(timeout=T) == [None, 42, 210]
 
 
+@pytest.mark.parametrize("after_commit", [False, True], ids=["before COMMIT", "after COMMIT"])
+@pytest.mark.parametrize("call", ["cancel", "broadcast", "start_many"])
+def test_a_call_interrupted_in_its_write_is_carried_out(system, call, after_commit):
+    """KeyboardInterrupt on the caller's thread while it commits a cancel, a broadcast or a
+    ``start_many`` itself (before or after COMMIT): the write commits, once, and the workflows it
+    concerns act on it without another message."""
+    writer = system._rt.store._writer
+    real = writer.conn
+    fired = []
+
+    class InterruptAtCommit:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def execute(self, sql, *args):
+            if sql != "COMMIT" or fired:
+                return real.execute(sql, *args)
+            fired.append(sql)
+            if after_commit:
+                real.execute(sql, *args)
+            raise KeyboardInterrupt
+
+    listener = system.start(flows.subscriber, "g")
+    system.idle(timeout=T)
+    writer.conn = InterruptAtCommit()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if call == "cancel":
+                listener.cancel("stop")
+            elif call == "broadcast":
+                system.broadcast("go", "g", 7)
+            else:
+                system.start_many(flows.waits_once, [(), ()], ids=["m1", "m2"])
+    finally:
+        writer.conn = real
+    assert fired
+    system.idle(timeout=T)
+    if call == "cancel":
+        with pytest.raises(Cancelled):
+            listener.result(timeout=T)
+    elif call == "broadcast":
+        assert listener.result(timeout=T) == 7
+    else:
+        # Both took their first step (they wait for "go") with no message sent to them.
+        assert [system._rt.store.load_workflow(w).step_seq for w in ("m1", "m2")] == [1, 1]
+        assert system.broadcast("go", "g", 1) == 1
+
+
 def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
     """An actor, once stopped, holds no reference cycle: reference counting frees it (and its
     workflow's state) at once, so passivation never piles work up for the cycle collector."""
