@@ -875,7 +875,9 @@ class WorkflowActor(PooledActor):
     def _commit(self, sw: StepWrite) -> Steps:
         self.unsettled, self.dispatched = sw, set()
         try:
-            ack = yield self.rt.store.submit_step(sw, help=self.running_inline)
+            # help: with no batch running, this thread commits it (no hand-off to the writer and
+            # back); while one runs, the write is queued and an actor thread pauses (``_drive``).
+            ack = yield self.rt.store.submit_step(sw, help=True)
         except Exception as e:
             self.unsettled = None  # not written (or a fault: the restart reloads the store)
             if sw.create is not None and isinstance(e, WorkflowExists) and e.workflow_id == self.id:

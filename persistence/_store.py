@@ -373,8 +373,8 @@ class SqliteStore(Store):
     def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
 
-        ``help=True`` is for a caller that blocks on the future next: if no batch is running, it
-        commits the batch on its own thread before this returns (see ``Writer.submit``).
+        ``help=True`` is for a caller that would only wait for the future: if no batch is running,
+        it commits the batch on its own thread before this returns (see ``Writer.submit``).
         """
         return self._write(
             functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), help=help

@@ -239,8 +239,8 @@ class Store(abc.ABC):
     def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
 
-        ``help=True`` tells the store that the caller blocks on the future next, so it may run
-        the commit on the caller's thread.
+        ``help=True`` tells the store that the caller would only wait for the future (it blocks
+        on it, or pauses until it is set), so it may run the commit on the caller's thread.
         """
 
     @abc.abstractmethod

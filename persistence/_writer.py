@@ -7,9 +7,10 @@ again with each write in its own savepoint, so that one fails alone), takes in o
 queued meanwhile, commits once, and only then resolves the futures. One fsync (with durability
 "full") thus covers every caller waiting at that moment.
 
-One batch runs at a time, in queue order. The writer's thread runs them, except that a caller
-about to block on its own write (``submit(..., help=True)``) runs the batch itself when none is
-running: a caller that commits one write at a time then pays no thread hand-off.
+One batch runs at a time, in queue order. The writer's thread runs them, except that a caller that
+would only wait for its own write (``submit(..., help=True)``: it blocks on it, or pauses until it
+is set) runs the batch itself when none is running: a caller that commits one write at a time then
+pays no thread hand-off.
 """
 
 from __future__ import annotations
@@ -80,9 +81,10 @@ class Writer:
     def submit(self, fn: Callable[[Writer], Any], *, help: bool = False) -> Promise[Any]:
         """Queue ``fn(writer)`` to run in the next group transaction; return its future.
 
-        With ``help=True`` (for a caller that blocks on the future next) the calling thread runs
-        the batch itself when no batch is running: queued writes, its own last, then COMMIT. That
-        spares two thread hand-offs per write to a caller that commits one write at a time.
+        With ``help=True`` (for a caller that would only wait for the future: it blocks on it, or
+        pauses until it is set) the calling thread runs the batch itself when no batch is running:
+        queued writes, its own last, then COMMIT. That spares two thread hand-offs per write to a
+        caller that commits one write at a time; while a batch runs, the write is only queued.
         """
         future: Promise[Any] = Promise()
         with self._lock:
