@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -550,38 +551,45 @@ def test_a_signal_to_an_idle_actor_is_handled_on_the_senders_thread(system):
     assert names == [threading.current_thread().name, "a-sender"]
 
 
+class _InterruptAtCommit:
+    """The writer's connection, raising KeyboardInterrupt at its next COMMIT (once), before or
+    after running it; ``fired`` lists what it interrupted."""
+
+    def __init__(self, writer, *, after_commit: bool, fired: list | None = None) -> None:
+        self._writer, self._real, self._after = writer, writer.conn, after_commit
+        self.fired = fired if fired is not None else []
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def execute(self, sql, *args):
+        if sql != "COMMIT" or self.fired:
+            return self._real.execute(sql, *args)
+        self.fired.append(sql)
+        if self._after:
+            self._real.execute(sql, *args)
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        self._writer.conn = self
+        return self
+
+    def __exit__(self, *exc):
+        self._writer.conn = self._real
+
+
 @pytest.mark.parametrize("after_commit", [False, True])
 def test_a_sender_interrupted_while_committing_loses_and_duplicates_nothing(system, after_commit):
     """KeyboardInterrupt on the sender's thread while it commits the step that takes its signal
     (before or after COMMIT): it reaches the sender; the signal is consumed once either way, and
     the workflow goes on."""
-    writer = system._rt.store._writer
-    real = writer.conn
-
-    class InterruptOnce:
-        fired = False
-
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def execute(self, sql, *args):
-            if sql != "COMMIT" or InterruptOnce.fired:
-                return real.execute(sql, *args)
-            InterruptOnce.fired = True
-            if after_commit:
-                real.execute(sql, *args)
-            raise KeyboardInterrupt
-
     ref = system.start(flows.collect, 3)
     system.idle(timeout=T)
     ref.signal("item", "a")
-    writer.conn = InterruptOnce()
-    try:
+    with _InterruptAtCommit(system._rt.store._writer, after_commit=after_commit) as conn:
         with pytest.raises(KeyboardInterrupt):
             ref.signal("item", "b")
-    finally:
-        writer.conn = real
-    assert InterruptOnce.fired
+    assert conn.fired
     system.idle(timeout=T)
     ref.signal("item", "c")
     assert ref.result(timeout=T) == ["a", "b", "c"]
@@ -593,21 +601,9 @@ def test_what_an_interrupted_step_asked_for_is_carried_out(system, clock, where)
     its commit: the step commits once, and what it asked for is carried out in this process (its
     signal out, broadcast, timer, procedure call and child), once."""
     writer = system._rt.store._writer
-    real_conn, rt = writer.conn, system._rt
+    rt = system._rt
     real_after = rt.after_commit
-    fired = []
-
-    class InterruptAtCommit:
-        def __getattr__(self, name):
-            return getattr(real_conn, name)
-
-        def execute(self, sql, *args):
-            if sql != "COMMIT" or fired:
-                return real_conn.execute(sql, *args)
-            fired.append(sql)
-            if where == "after COMMIT":
-                real_conn.execute(sql, *args)
-            raise KeyboardInterrupt
+    fired: list = []
 
     def interrupt_effects(workflow_id, *args, **kwargs):
         if workflow_id != ref.id or fired:
@@ -622,14 +618,14 @@ def test_what_an_interrupted_step_asked_for_is_carried_out(system, clock, where)
     ref = system.start(flows.acts_on_go, target.id, "g")
     system.idle(timeout=T)
     if where.endswith("COMMIT"):
-        writer.conn = InterruptAtCommit()
+        interrupting = _InterruptAtCommit(writer, after_commit=where == "after COMMIT", fired=fired)
     else:
         rt.after_commit = interrupt_effects
+        interrupting = contextlib.nullcontext()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with interrupting, pytest.raises(KeyboardInterrupt):
             ref.signal("go", 21)
     finally:
-        writer.conn = real_conn
         rt.__dict__.pop("after_commit", None)
     assert fired
     system.idle(timeout=T)
@@ -712,26 +708,9 @@ def test_a_call_interrupted_in_its_write_is_carried_out(system, call, after_comm
     """KeyboardInterrupt on the caller's thread while it commits a cancel, a broadcast or a
     ``start_many`` itself (before or after COMMIT): the write commits, once, and the workflows it
     concerns act on it without another message."""
-    writer = system._rt.store._writer
-    real = writer.conn
-    fired = []
-
-    class InterruptAtCommit:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def execute(self, sql, *args):
-            if sql != "COMMIT" or fired:
-                return real.execute(sql, *args)
-            fired.append(sql)
-            if after_commit:
-                real.execute(sql, *args)
-            raise KeyboardInterrupt
-
     listener = system.start(flows.subscriber, "g")
     system.idle(timeout=T)
-    writer.conn = InterruptAtCommit()
-    try:
+    with _InterruptAtCommit(system._rt.store._writer, after_commit=after_commit) as conn:
         with pytest.raises(KeyboardInterrupt):
             if call == "cancel":
                 listener.cancel("stop")
@@ -739,9 +718,7 @@ def test_a_call_interrupted_in_its_write_is_carried_out(system, call, after_comm
                 system.broadcast("go", "g", 7)
             else:
                 system.start_many(flows.waits_once, [(), ()], ids=["m1", "m2"])
-    finally:
-        writer.conn = real
-    assert fired
+    assert conn.fired
     system.idle(timeout=T)
     if call == "cancel":
         with pytest.raises(Cancelled):
