@@ -207,6 +207,7 @@ class WorkflowActor(PooledActor):
                 except Exception as e:
                     error = e
         except Exception as e:
+            self.unsettled = None  # the restart reloads from the store
             self._fault(message, e)
         except BaseException:
             # The thread was interrupted mid-message (KeyboardInterrupt on a caller's thread):
