@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -657,7 +657,7 @@ class ActorSystem:
         now = self.clock.now()
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         asked = list(ids)  # every id this call may create, retries included
-        try:
+        with self._woken_if_interrupted(lambda: asked):
             created = self._rt.store.create_workflows([s[0] for s in seeds])
             while generated and not all(created):
                 # Generated ids already taken (see start()): draw others for those alone.
@@ -671,12 +671,6 @@ class ActorSystem:
             for seed, ok in zip(seeds, created, strict=True):
                 if ok:
                     self._rt.activator.deliver(seed[0].id, Kick(seed))
-        except Exception:
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt): what was written starts once the writer is past it.
-            self._rt.wake_after_interruption(lambda: asked)
-            raise
         log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
         return [WorkflowRef(self, wid, _token=_REF_TOKEN) for wid in ids]
 
@@ -691,16 +685,10 @@ class ActorSystem:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
         self._check_open()
         key = filter_key(filter_value)
-        try:
+        with self._woken_if_interrupted(lambda: self._rt.store.subscribers(name, key)):
             delivered = self._rt.store.broadcast(name, key, dumps(payload), at=self.clock.now())
             for d in delivered:
                 self._rt.activator.deliver(d.workflow_id, Wake(d.row()))
-        except Exception:
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt): the subscribers learn of it once the writer is past it.
-            self._rt.wake_after_interruption(lambda: self._rt.store.subscribers(name, key))
-            raise
         return len(delivered)
 
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
@@ -756,17 +744,24 @@ class ActorSystem:
                 self._rt.activator.deliver_here(workflow_id, msg)
                 msg.reply.result(self._rt.commit_timeout)
                 return
-            d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
-            self._rt.activator.deliver(workflow_id, Wake(d.row()))
+            with self._woken_if_interrupted(lambda: [workflow_id]):
+                d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
+                self._rt.activator.deliver(workflow_id, Wake(d.row()))
         except UnknownWorkflowId:
             raise UnknownWorkflow(workflow_id, self.db) from None
         except WorkflowFinished as e:
             raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
-        except Exception:
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt): the workflow learns of it once the writer is past it.
-            self._rt.wake_after_interruption(lambda: [workflow_id])
+
+    @contextlib.contextmanager
+    def _woken_if_interrupted(self, workflow_ids: Callable[[], Iterable[str]]) -> Iterator[None]:
+        """Around a write of the caller's own and the wake-ups after it: if the caller's thread is
+        interrupted there (KeyboardInterrupt), the write may still commit on the writer's thread,
+        so the workflows of ``workflow_ids()`` are woken once the writer is past it."""
+        try:
+            yield
+        except BaseException as e:
+            if not isinstance(e, Exception):
+                self._rt.wake_after_interruption(workflow_ids)
             raise
 
     def live_actors(self) -> int:

@@ -12,7 +12,7 @@ class WorkCounter:
         # A plain lock: nothing takes it twice, and an RLock costs more on every message. Counting
         # takes it directly (a C context manager); only ``wait`` goes through the condition.
         self._lock = threading.Lock()
-        self.cond = threading.Condition(self._lock)
+        self._cond = threading.Condition(self._lock)
         self.count = 0
         self._waiters = 0  # threads in ``wait``: a count reaching zero wakes them, if any
 
@@ -26,7 +26,7 @@ class WorkCounter:
             if self.count <= 0:
                 self.count = max(self.count, 0)
                 if self._waiters:
-                    self.cond.notify_all()
+                    self._cond.notify_all()
 
     def wait(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the count to reach zero (returns at once if it is)."""
@@ -35,10 +35,6 @@ class WorkCounter:
                 return
             self._waiters += 1
             try:
-                self.cond.wait(timeout)
+                self._cond.wait(timeout)
             finally:
                 self._waiters -= 1
-
-    def poke(self) -> None:
-        with self._lock:
-            self.cond.notify_all()
