@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from persistence import dumps, loads, register_plain
@@ -81,20 +82,55 @@ class Wait:
         return None
 
     def describe(self) -> str:
-        """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
-        items: list[dict[str, Any]] = []
-        for a in self.pending():
-            d: dict[str, Any] = {"kind": a.kind, "name": a.name}
-            if a.kind == "timer":
-                d["due_at"] = a.due_at
-            elif a.kind == "procedure":
-                d["function"] = a.target
-                d["key"] = a.proc_key
-            elif a.kind == "child":
-                d["workflow_id"] = a.child_id
-                d["type"] = a.target
-            items.append(d)
-        return json.dumps({"mode": self.mode, "at": self.location, "arms": items})
+        """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``).
+
+        Exactly ``json.dumps({"mode": ..., "at": ..., "arms": [...]})``, made from fragments: the
+        part of an arm that is the same at every step (its kind, name and target) is encoded once.
+        """
+        arms = ", ".join([_arm_json(a) for a in self.arms if not a.done])
+        return f'{{"mode": {_jv(self.mode)}, "at": {_jv(self.location)}, "arms": [{arms}]}}'
+
+
+_encode_str = encode_basestring_ascii  # what json.dumps does with a str
+
+
+def _jv(value: Any) -> str:
+    """``json.dumps(value)`` for one value."""
+    if type(value) is str:
+        return _encode_str(value)
+    if type(value) is float and value - value == 0.0:  # finite: json writes float.__repr__
+        return float.__repr__(value)
+    return json.dumps(value)
+
+
+# An arm's JSON around its one varying value, by (kind, name, target).
+_ARM_PARTS: dict[tuple[str, str, str], tuple[str, str]] = {}
+
+
+def _arm_json(a: Arm) -> str:
+    key = (a.kind, a.name, a.target)
+    parts = _ARM_PARTS.get(key)
+    if parts is None:
+        head = f'{{"kind": {_jv(a.kind)}, "name": {_jv(a.name)}'
+        if a.kind == "timer":
+            parts = (head + ', "due_at": ', "}")
+        elif a.kind == "procedure":
+            parts = (f'{head}, "function": {_jv(a.target)}, "key": ', "}")
+        elif a.kind == "child":
+            parts = (head + ', "workflow_id": ', f', "type": {_jv(a.target)}}}')
+        else:
+            parts = (head + "}", "")
+        if len(_ARM_PARTS) >= _STORED_MAX:
+            _ARM_PARTS.clear()
+        _ARM_PARTS[key] = parts
+    kind = a.kind
+    if kind == "timer":
+        return parts[0] + _jv(a.due_at) + parts[1]
+    if kind == "procedure":
+        return parts[0] + _jv(a.proc_key) + parts[1]
+    if kind == "child":
+        return parts[0] + _jv(a.child_id) + parts[1]
+    return parts[0]
 
 
 # What a step stores of a new wait that awaits signals only, by (mode, location, arms): a loop

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from actors._wait import Arm, Wait, envelope, envelope_wait, stored_forms
 from persistence import dumps, loads
 
@@ -52,3 +55,54 @@ def test_envelopes_old_and_new_give_the_wait() -> None:
     assert envelope_wait(old) == w
     assert envelope_wait({"cont": b"blob", "wait": None}) is None
     assert envelope_wait(envelope(b"blob", None)) is None
+
+
+def _reference(wait: Wait) -> str:
+    """What ``describe`` returns, built the plain way."""
+    items = []
+    for a in wait.pending():
+        d: dict[str, object] = {"kind": a.kind, "name": a.name}
+        if a.kind == "timer":
+            d["due_at"] = a.due_at
+        elif a.kind == "procedure":
+            d["function"] = a.target
+            d["key"] = a.proc_key
+        elif a.kind == "child":
+            d["workflow_id"] = a.child_id
+            d["type"] = a.target
+        items.append(d)
+    return json.dumps({"mode": wait.mode, "at": wait.location, "arms": items})
+
+
+_texts = st.text(max_size=12)
+_arms = st.one_of(
+    st.builds(lambda n, t, due, done: Arm(0, "timer", n, t, due_at=due, done=done), _texts, _texts,
+              st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers()), st.booleans()),
+    st.builds(lambda n, t, done: Arm(0, "signal", n, t, done=done), _texts, _texts, st.booleans()),
+    st.builds(lambda n, t, k, done: Arm(0, "procedure", n, t, proc_key=k, done=done), _texts, _texts,
+              _texts, st.booleans()),
+    st.builds(lambda n, t, c, done: Arm(0, "child", n, t, child_id=c, done=done), _texts, _texts,
+              _texts, st.booleans()),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["one", "select", "gather"]), st.one_of(st.none(), _texts), st.lists(_arms, max_size=4))
+def test_describe_is_the_json_of_the_pending_arms(mode: str, at: str | None, arms: list[Arm]) -> None:
+    wait = Wait(mode, [Arm(i, a.kind, a.name, a.target, a.due_at, a.timer_id, a.proc_key, a.child_id,
+                           a.detached, a.done) for i, a in enumerate(arms)], location=at)
+    assert wait.describe() == _reference(wait)
+    assert wait.describe() == _reference(wait)  # again, from the fragments remembered
+
+
+def test_describe_reads_back_what_is_awaited() -> None:
+    w = Wait("select", [Arm(0, "timer", "timeout", "timeout", due_at=12.5),
+                        Arm(1, "procedure", "price", "shop:price", proc_key="wf#3.1"),
+                        Arm(2, "child", "helper", "shop:helper", child_id="wf/helper-3.2"),
+                        Arm(3, "signal", "bid", "bid", done=True)], location='shop.py:9 "quoted"')
+    assert json.loads(w.describe()) == {
+        "mode": "select", "at": 'shop.py:9 "quoted"',
+        "arms": [{"kind": "timer", "name": "timeout", "due_at": 12.5},
+                 {"kind": "procedure", "name": "price", "function": "shop:price", "key": "wf#3.1"},
+                 {"kind": "child", "name": "helper", "workflow_id": "wf/helper-3.2", "type": "shop:helper"}],
+    }
