@@ -9,11 +9,11 @@ retry policy's bounded number of attempts.
 from __future__ import annotations
 
 import json
+import queue
 import sys
 import threading
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,66 @@ class ProcedureTimeout(TimeoutError):
     """One attempt of a procedure took longer than its timeout."""
 
 
+class _Workers:
+    """A bounded set of threads taking calls from one queue.
+
+    What the runtime needs of ``concurrent.futures.ThreadPoolExecutor`` and no more: a call is a
+    queue entry, not a ``Future`` with a ``Condition`` (an ``RLock`` and a waiter list, in Python) that
+    nobody reads. Threads start as calls come, one per call while fewer than ``size`` run.
+    """
+
+    def __init__(self, size: int, name: str) -> None:
+        if size < 1:
+            raise ValueError(f"procedure_workers must be at least 1, got {size}")
+        self._size = size
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Queue ``fn(*args)``; RuntimeError once shut down."""
+        if len(self._threads) < self._size:
+            with self._lock:
+                if not self._closed and len(self._threads) < self._size:
+                    t = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+                    self._threads.append(t)
+                    t.start()
+        if self._closed:
+            raise RuntimeError("the procedure pool is shut down")
+        self._queue.put((fn, args))
+
+    def shutdown(self) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+        """Take no more calls, let the threads end after the call each runs; return the queued ones."""
+        with self._lock:
+            self._closed = True
+            threads = len(self._threads)
+        dropped = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                dropped.append(item)
+        for _ in range(threads):
+            self._queue.put(None)
+        return dropped
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except BaseException:  # a worker thread must survive any call
+                log.exception("actorflow: procedure call failed in its worker")
+            item = fn = args = None  # an idle thread must not keep the last call's values alive
+
+
 class ProcedureExecutor:
     """Runs procedure calls on a bounded thread pool, with timeouts and retries."""
 
@@ -106,12 +166,15 @@ class ProcedureExecutor:
         self._deliver = deliver
         self._call_at = call_at
         self._work = work
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="actorflow-proc")
+        self._pool = _Workers(workers, "actorflow-proc")
         self._closed = False
 
     def shutdown(self) -> None:
         self._closed = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        # Calls queued and not started are dropped (their rows stay pending: they run at the next
+        # start); the running ones finish and record their outcomes.
+        for _ in self._pool.shutdown():
+            self._work.dec()
 
     def dispatch(self, row: ProcedureRow) -> None:
         """Run ``row`` now, or at its next attempt time if that is later."""

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
+
 from actors._clock import SystemClock
-from actors._procedures import ProcedureDone, ProcedureExecutor, pack_call
+from actors._procedures import ProcedureDone, ProcedureExecutor, _Workers, pack_call
 from actors._work import WorkCounter
 from persistence import NewProcedure, NewWorkflow, StepWrite, dumps, loads, open_store
 
@@ -46,3 +51,60 @@ def test_an_outcome_after_shutdown_began_is_recorded_not_lost(tmp_path):
         assert (row.status, loads(row.result)) == ("done", 42)
     finally:
         store.close()
+
+
+def test_the_pool_runs_at_most_its_size_at_once_and_survives_a_failing_call():
+    pool = _Workers(2, "test-proc")
+    lock = threading.Lock()
+    running, peak, ran = [0], [0], []
+    release = threading.Event()
+
+    def call(i: int) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+            ran.append(i)
+        if i == 0:
+            raise RuntimeError("a call that fails must not end its worker")
+
+    for i in range(6):
+        pool.submit(call, i)
+    assert len(pool._threads) == 2
+    deadline = time.monotonic() + 10
+    while running[0] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # both threads hold a call; the other four wait in the queue
+    time.sleep(0.05)
+    assert running[0] == 2
+    release.set()
+    while len(ran) < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(ran) == list(range(6)) and peak[0] == 2
+    assert pool.shutdown() == []
+    for t in pool._threads:
+        t.join(10)
+        assert not t.is_alive()
+    with pytest.raises(RuntimeError, match="shut down"):
+        pool.submit(call, 7)
+
+
+def test_shutdown_hands_back_the_calls_not_started_and_counts_them_done():
+    """Queued calls are dropped at shutdown (their rows stay pending for the next start), and the
+    work counter forgets them, as it forgets a call that ran."""
+    work = WorkCounter()
+    ex = ProcedureExecutor(None, SystemClock(), 1, lambda wid, d: None, lambda at, f: None, work)  # type: ignore[arg-type]
+    gate = threading.Event()
+    ex._pool.submit(gate.wait, 10)  # the one worker is busy
+    for i in range(3):
+        ex._submit(f"k{i}", "w", "tests.actors.flows:double", b"", 1)
+    assert work.count == 3
+    ex.shutdown()
+    assert work.count == 0
+    gate.set()
+
+
+def test_a_pool_needs_a_thread():
+    with pytest.raises(ValueError, match="procedure_workers must be at least 1"):
+        _Workers(0, "test-proc")
