@@ -120,7 +120,11 @@ class _Workers:
         self._queue.put((fn, args))
 
     def shutdown(self) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
-        """Take no more calls, let the threads end after the call each runs; return the queued ones."""
+        """Take no more calls; each thread ends after the call it runs. Returns the calls queued.
+
+        The threads are daemons: a call still running when the process exits is cut off, and runs
+        again at the next start, as after a crash.
+        """
         with self._lock:
             self._closed = True
             threads = len(self._threads)
