@@ -176,7 +176,8 @@ class ProcedureExecutor:
     def shutdown(self) -> None:
         self._closed = True
         # Calls queued and not started are dropped (their rows stay pending: they run at the next
-        # start); the running ones finish and record their outcomes.
+        # start). A running one finishes on its thread; its outcome is recorded if the store is
+        # still open, and otherwise the call runs again at the next start.
         for _ in self._pool.shutdown():
             self._work.dec()
 

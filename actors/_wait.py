@@ -91,20 +91,18 @@ class Wait:
         return f'{{"mode": {_jv(self.mode)}, "at": {_jv(self.location)}, "arms": [{arms}]}}'
 
 
-_encode_str = encode_basestring_ascii  # what json.dumps does with a str
-
-
 def _jv(value: Any) -> str:
     """``json.dumps(value)`` for one value."""
     if type(value) is str:
-        return _encode_str(value)
+        return encode_basestring_ascii(value)  # what json.dumps does with a str
     if type(value) is float and value - value == 0.0:  # finite: json writes float.__repr__
         return float.__repr__(value)
     return json.dumps(value)
 
 
-# An arm's JSON around its one varying value, by (kind, name, target).
-_ARM_PARTS: dict[tuple[str, str, str], tuple[str, str]] = {}
+# An arm's JSON around its one varying value, and the attribute holding that value (None for a
+# signal, which has none), by (kind, name, target).
+_ARM_PARTS: dict[tuple[str, str, str], tuple[str, str, str | None]] = {}
 
 
 def _arm_json(a: Arm) -> str:
@@ -113,24 +111,20 @@ def _arm_json(a: Arm) -> str:
     if parts is None:
         head = f'{{"kind": {_jv(a.kind)}, "name": {_jv(a.name)}'
         if a.kind == "timer":
-            parts = (head + ', "due_at": ', "}")
+            parts = (head + ', "due_at": ', "}", "due_at")
         elif a.kind == "procedure":
-            parts = (f'{head}, "function": {_jv(a.target)}, "key": ', "}")
+            parts = (f'{head}, "function": {_jv(a.target)}, "key": ', "}", "proc_key")
         elif a.kind == "child":
-            parts = (head + ', "workflow_id": ', f', "type": {_jv(a.target)}}}')
+            parts = (head + ', "workflow_id": ', f', "type": {_jv(a.target)}}}', "child_id")
         else:
-            parts = (head + "}", "")
+            parts = (head + "}", "", None)
         if len(_ARM_PARTS) >= _STORED_MAX:
             _ARM_PARTS.clear()
         _ARM_PARTS[key] = parts
-    kind = a.kind
-    if kind == "timer":
-        return parts[0] + _jv(a.due_at) + parts[1]
-    if kind == "procedure":
-        return parts[0] + _jv(a.proc_key) + parts[1]
-    if kind == "child":
-        return parts[0] + _jv(a.child_id) + parts[1]
-    return parts[0]
+    before, after, varying = parts
+    if varying is None:
+        return before
+    return before + _jv(getattr(a, varying)) + after
 
 
 # What a step stores of a new wait that awaits signals only, by (mode, location, arms): a loop
