@@ -1,0 +1,106 @@
+"""The timer service's thread: it fires in due order, and is woken only by what changes its wake-up."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from actors._clock import VirtualClock
+from actors._timers import TimerService
+from actors._work import WorkCounter
+from persistence import TimerRow
+
+WAIT = 10.0  # upper bound on any wait below
+
+
+class _CountingCondition:
+    """A condition that counts the returns from ``wait``: how often the timer thread woke up."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.waiting = threading.Event()
+        self.wakes = 0
+
+    def __enter__(self):
+        return self._cond.__enter__()
+
+    def __exit__(self, *exc):
+        return self._cond.__exit__(*exc)
+
+    def notify_all(self) -> None:
+        self._cond.notify_all()
+
+    def wait(self, timeout=None):
+        self.waiting.set()
+        try:
+            return self._cond.wait(timeout)
+        finally:
+            self.wakes += 1
+            self.waiting.clear()
+
+
+def _service(clock: VirtualClock, fired: list[str], stored: list[TimerRow]) -> tuple[TimerService, _CountingCondition]:
+    """A started service whose store holds ``stored``: the thread loads them before it first sleeps."""
+    svc = TimerService(clock, lambda until, limit: [r for r in stored if r.due_at <= until],
+                       lambda row: fired.append(row.name), WorkCounter())
+    cond = _CountingCondition()
+    svc._cond = cond  # type: ignore[assignment]
+    svc.start()
+    return svc, cond
+
+
+def _settled(cond: _CountingCondition) -> int:
+    """The wake count once the thread is asleep (nothing may have notified it meanwhile)."""
+    assert cond.waiting.wait(WAIT), "the timer thread did not go back to sleep"
+    with cond:
+        return cond.wakes
+
+
+def _until(pred, what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not pred():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.001)
+
+
+def test_arming_behind_the_earliest_timer_does_not_wake_the_thread_and_sooner_does():
+    clock = VirtualClock(1000.0)
+    fired: list[str] = []
+    svc, cond = _service(clock, fired, [TimerRow(1, "w1", "head", 1010.0)])
+    try:
+        before = _settled(cond)
+        # Fifty timers due after the head: the thread sleeps on (it wakes for the head anyway).
+        svc.arm([TimerRow(10 + i, f"w{10 + i}", f"later-{i}", 1020.0 + i) for i in range(50)])
+        for i in range(50):
+            svc.call_at(1080.0 + i, lambda: None)
+        time.sleep(0.05)  # room for a wake-up that should not happen
+        assert _settled(cond) == before
+        # One due before the head changes when the thread must wake: it is woken.
+        svc.arm([TimerRow(2, "w2", "sooner", 1005.0)])
+        _until(lambda: cond.wakes > before, "arming a sooner timer did not wake the thread")
+        # Everything fires in due order as the clock moves.
+        clock.advance(5)
+        _until(lambda: fired == ["sooner"], f"fired {fired}")
+        clock.advance(5)
+        _until(lambda: fired == ["sooner", "head"], f"fired {fired}")
+        clock.advance(100)
+        _until(lambda: len(fired) == 52, f"fired {len(fired)} of 52")
+        assert fired[2:] == [f"later-{i}" for i in range(50)]
+    finally:
+        svc.stop()
+
+
+def test_a_callback_due_sooner_wakes_the_thread():
+    clock = VirtualClock(1000.0)
+    fired: list[str] = []
+    svc, cond = _service(clock, fired, [TimerRow(1, "w1", "head", 1010.0)])
+    try:
+        before = _settled(cond)
+        ran = threading.Event()
+        svc.call_at(1001.0, ran.set)
+        _until(lambda: cond.wakes > before, "a sooner callback did not wake the thread")
+        clock.advance(1)
+        assert ran.wait(WAIT)
+        assert fired == []
+    finally:
+        svc.stop()
