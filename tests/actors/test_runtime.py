@@ -6,11 +6,11 @@ import contextlib
 import sqlite3
 import threading
 import time
-import uuid
 
 import pytest
 from structlog.testing import capture_logs
 
+import actors._system
 from actors import (
     ActorSystem,
     Status,
@@ -345,16 +345,16 @@ def test_start_existing_id_returns_ref(system):
 
 
 class _Draws:
-    """uuid.uuid4 stand-in: the given hex strings first, then real draws."""
+    """The runtime's draw of an id's random bits: the given hex strings first, then real draws."""
 
     def __init__(self, *hexes: str) -> None:
         self.hexes = list(hexes)
 
-    def __call__(self) -> uuid.UUID:
-        return uuid.UUID(self.hexes.pop(0)) if self.hexes else _real_uuid4()
+    def __call__(self) -> str:
+        return self.hexes.pop(0) if self.hexes else _real_draw()
 
 
-_real_uuid4 = uuid.uuid4
+_real_draw = actors._system._id_bits
 
 
 def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
@@ -362,10 +362,10 @@ def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
     draw another instead of returning a ref to it."""
     taken = "a" * 12
     other = system.start(flows.waits_once, id=f"waits_once-{taken}")
-    monkeypatch.setattr("actors._system.uuid.uuid4", _Draws(taken + "0" * 20, "b" * 32))
+    monkeypatch.setattr("actors._system._id_bits", _Draws(taken, "b" * 12))
     mine = system.start(flows.waits_once)
     assert mine.id == "waits_once-" + "b" * 12
-    monkeypatch.setattr("actors._system.uuid.uuid4", _Draws("c" * 32, taken + "0" * 20, "c" * 32, "d" * 32))
+    monkeypatch.setattr("actors._system._id_bits", _Draws("c" * 12, taken, "c" * 12, "d" * 12))
     many = system.start_many(flows.waits_once, [(), (), ()])
     # The second collides with the existing workflow, the third with the first: both drawn again.
     assert [_hex(r) for r in many[:2]] == ["c" * 12, "d" * 12]
