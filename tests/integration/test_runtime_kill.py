@@ -19,7 +19,7 @@ from .crash_flows import expected
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("ACTORFLOW_RUNTIME_KILLS", "15"))
 WORKFLOWS = 12
-ROUNDS = max(150, 10 * KILLS)  # long enough that every kill lands while work remains
+ROUNDS = max(300, 20 * KILLS)  # long enough that every kill lands while work remains
 
 
 def _run(db: Path, acks: Path, side: Path, kill_after: float | None) -> int | None:
