@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from actors._clock import VirtualClock
 from actors._timers import TimerService
 from actors._work import WorkCounter
@@ -39,14 +41,26 @@ class _CountingCondition:
             self.waiting.clear()
 
 
-def _service(clock: VirtualClock, fired: list[str], stored: list[TimerRow]) -> tuple[TimerService, _CountingCondition]:
-    """A started service whose store holds ``stored``: the thread loads them before it first sleeps."""
-    svc = TimerService(clock, lambda until, limit: [r for r in stored if r.due_at <= until],
-                       lambda row: fired.append(row.name), WorkCounter())
-    cond = _CountingCondition()
-    svc._cond = cond  # type: ignore[assignment]
-    svc.start()
-    return svc, cond
+class _Running:
+    """A started service whose store holds one timer, "head", due at 1010 on a clock at 1000: the
+    thread loads it before it first sleeps."""
+
+    def __init__(self) -> None:
+        self.clock = VirtualClock(1000.0)
+        self.fired: list[str] = []
+        stored = [TimerRow(1, "w1", "head", 1010.0)]
+        self.svc = TimerService(self.clock, lambda until, limit: [r for r in stored if r.due_at <= until],
+                                lambda row: self.fired.append(row.name), WorkCounter())
+        self.cond = _CountingCondition()
+        self.svc._cond = self.cond  # type: ignore[assignment]
+        self.svc.start()
+
+
+@pytest.fixture
+def running():
+    r = _Running()
+    yield r
+    r.svc.stop()
 
 
 def _settled(cond: _CountingCondition) -> int:
@@ -63,44 +77,33 @@ def _until(pred, what: str) -> None:
         time.sleep(0.001)
 
 
-def test_arming_behind_the_earliest_timer_does_not_wake_the_thread_and_sooner_does():
-    clock = VirtualClock(1000.0)
-    fired: list[str] = []
-    svc, cond = _service(clock, fired, [TimerRow(1, "w1", "head", 1010.0)])
-    try:
-        before = _settled(cond)
-        # Fifty timers due after the head: the thread sleeps on (it wakes for the head anyway).
-        svc.arm([TimerRow(10 + i, f"w{10 + i}", f"later-{i}", 1020.0 + i) for i in range(50)])
-        for i in range(50):
-            svc.call_at(1080.0 + i, lambda: None)
-        time.sleep(0.05)  # room for a wake-up that should not happen
-        assert _settled(cond) == before
-        # One due before the head changes when the thread must wake: it is woken.
-        svc.arm([TimerRow(2, "w2", "sooner", 1005.0)])
-        _until(lambda: cond.wakes > before, "arming a sooner timer did not wake the thread")
-        # Everything fires in due order as the clock moves.
-        clock.advance(5)
-        _until(lambda: fired == ["sooner"], f"fired {fired}")
-        clock.advance(5)
-        _until(lambda: fired == ["sooner", "head"], f"fired {fired}")
-        clock.advance(100)
-        _until(lambda: len(fired) == 52, f"fired {len(fired)} of 52")
-        assert fired[2:] == [f"later-{i}" for i in range(50)]
-    finally:
-        svc.stop()
+def test_arming_behind_the_earliest_timer_does_not_wake_the_thread_and_sooner_does(running):
+    svc, cond, clock, fired = running.svc, running.cond, running.clock, running.fired
+    before = _settled(cond)
+    # Fifty timers due after the head: the thread sleeps on (it wakes for the head anyway).
+    svc.arm([TimerRow(10 + i, f"w{10 + i}", f"later-{i}", 1020.0 + i) for i in range(50)])
+    for i in range(50):
+        svc.call_at(1080.0 + i, lambda: None)
+    time.sleep(0.05)  # room for a wake-up that should not happen
+    assert _settled(cond) == before
+    # One due before the head changes when the thread must wake: it is woken.
+    svc.arm([TimerRow(2, "w2", "sooner", 1005.0)])
+    _until(lambda: cond.wakes > before, "arming a sooner timer did not wake the thread")
+    # Everything fires in due order as the clock moves.
+    clock.advance(5)
+    _until(lambda: fired == ["sooner"], f"fired {fired}")
+    clock.advance(5)
+    _until(lambda: fired == ["sooner", "head"], f"fired {fired}")
+    clock.advance(100)
+    _until(lambda: len(fired) == 52, f"fired {len(fired)} of 52")
+    assert fired[2:] == [f"later-{i}" for i in range(50)]
 
 
-def test_a_callback_due_sooner_wakes_the_thread():
-    clock = VirtualClock(1000.0)
-    fired: list[str] = []
-    svc, cond = _service(clock, fired, [TimerRow(1, "w1", "head", 1010.0)])
-    try:
-        before = _settled(cond)
-        ran = threading.Event()
-        svc.call_at(1001.0, ran.set)
-        _until(lambda: cond.wakes > before, "a sooner callback did not wake the thread")
-        clock.advance(1)
-        assert ran.wait(WAIT)
-        assert fired == []
-    finally:
-        svc.stop()
+def test_a_callback_due_sooner_wakes_the_thread(running):
+    before = _settled(running.cond)
+    ran = threading.Event()
+    running.svc.call_at(1001.0, ran.set)
+    _until(lambda: running.cond.wakes > before, "a sooner callback did not wake the thread")
+    running.clock.advance(1)
+    assert ran.wait(WAIT)
+    assert running.fired == []
