@@ -34,3 +34,28 @@ def test_smoke_run_produces_every_figure(tmp_path):
     assert set(figures["resume"]["actorflow"]) == {"2", "5"}
     assert figures["scale"]["rss_end_mb"] > 0
     assert "| workload |" in md.read_text()
+
+
+THREADS = RUN.parent / "threads.py"
+
+
+def test_threads_meter_reports_every_thread_group(tmp_path):
+    """threads.py --quick exits 0 and reports, per workload, CPU and switches per workflow, with
+    the per-thread figures adding up to no more than the process's."""
+    out = tmp_path / "threads.json"
+    proc = subprocess.run([sys.executable, str(THREADS), "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert set(figures["workloads"]) == {"steps", "timers"}
+    for name, w in figures["workloads"].items():
+        m = w["median"]
+        assert m["per_s"] > 0 and m["cpu_us"] > 0 and m["switches"] > 0, (name, m)
+        groups = m["threads"]
+        assert set(groups) == {"starting thread", "actor threads", "procedure threads", "timer thread",
+                               "writer", "other"}
+        assert groups["starting thread"]["cpu_us"] > 0 and groups["actor threads"]["cpu_us"] > 0
+        assert sum(g["cpu_us"] for g in groups.values()) <= m["cpu_us"] * 1.01, (name, m)
+    assert figures["workloads"]["steps"]["median"]["threads"]["procedure threads"]["cpu_us"] > 0
+    assert figures["workloads"]["timers"]["median"]["threads"]["timer thread"]["switches"] > 0
+    assert "voluntary switches per workflow" in proc.stdout
