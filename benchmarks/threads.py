@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                     for g in GROUPS
                 }
             fig["workloads"][workload] = {"median": med, "runs": runs}
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(fig, indent=2))
     title = {"steps": "1. workflows x 3 procedures", "timers": "4. workflows sleeping 0.1 s"}
     print(f"actorflow threads, durability={a.durability}, {n:,} workflows per run, median of {reps} "
           f"run(s), python {sys.version.split()[0]}")
@@ -157,8 +159,6 @@ def main(argv: list[str] | None = None) -> int:
             t = m["threads"][g]
             if t["cpu_us"] >= 0.5 or t["switches"] >= 0.05:
                 print(f"    {g:<18} {t['cpu_us']:7,.0f} us  {t['switches']:5.1f} switches")
-    if a.json:
-        pathlib.Path(a.json).write_text(json.dumps(fig, indent=2))
     return 0
 
 
