@@ -23,6 +23,14 @@ def report(**figures: Any) -> None:
     sys.stdout.flush()
 
 
+def result_of(stdout: str) -> dict[str, Any] | None:
+    """The figures of a workload process's result line, or None if it printed none."""
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX) :])
+    return None
+
+
 def announce_ready() -> None:
     """Tell the runner that a prepared process may now be killed."""
     sys.stdout.write(READY_PREFIX + "\n")

@@ -33,7 +33,7 @@ from typing import Any
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import READY_PREFIX, RESULT_PREFIX  # noqa: E402
+from _common import READY_PREFIX, result_of  # noqa: E402
 
 AF = str(HERE / "workloads_actorflow.py")
 DB = str(HERE / "workloads_dbos.py")
@@ -98,7 +98,7 @@ class Runner:
                                   timeout=timeout or self.timeout, start_new_session=True)
         except subprocess.TimeoutExpired as e:
             return self._fail(label, f"timed out after {e.timeout:.0f}s", e.stderr or "")
-        figures = _result(proc.stdout)
+        figures = result_of(proc.stdout)
         if figures is None:
             return self._fail(label, f"exit code {proc.returncode}, no result line", proc.stderr)
         self._ok(label, figures, time.monotonic() - t0)
@@ -136,13 +136,6 @@ class Runner:
         self.log.append({"run": label, "ok": False, "error": what, "stderr": tail})
         print(f"  ! {label}: {what}\n    {tail.replace(chr(10), chr(10) + '    ')}", flush=True)
         return None
-
-
-def _result(stdout: str) -> dict[str, Any] | None:
-    for line in stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    return None
 
 
 def median(runs: list[dict[str, Any] | None], key: str) -> float | None:

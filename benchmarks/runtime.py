@@ -27,7 +27,7 @@ from typing import Any
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import READY_PREFIX, RESULT_PREFIX  # noqa: E402
+from _common import READY_PREFIX, result_of  # noqa: E402
 
 AF = str(HERE / "workloads_actorflow.py")
 RAW = str(HERE / "workloads_raw.py")
@@ -39,9 +39,9 @@ def _run(script: str, *args: str, cwd: str) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, script, *args], capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd
     )
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX) :])
+    figures = result_of(proc.stdout)
+    if figures is not None:
+        return figures
     raise RuntimeError(f"{script} {' '.join(args)} gave no result:\n{proc.stderr[-3000:]}")
 
 

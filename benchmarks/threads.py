@@ -32,7 +32,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _common import RESULT_PREFIX, report  # noqa: E402
+from _common import report, result_of  # noqa: E402
 
 TIMEOUT = 600.0
 GROUPS = ("starting thread", "actor threads", "procedure threads", "timer thread", "writer", "other")
@@ -111,9 +111,9 @@ def _run_one(workload: str, n: int, scratch: str, durability: str, rep: int) -> 
         [sys.executable, __file__, "--one", workload, "--n", str(n), "--dir", d, "--durability", durability],
         capture_output=True, text=True, timeout=TIMEOUT,
     )
-    for line in proc.stdout.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX) :])
+    figures = result_of(proc.stdout)
+    if figures is not None:
+        return figures
     raise RuntimeError(f"threads.py --one {workload} gave no result:\n{proc.stderr[-3000:]}")
 
 
