@@ -38,6 +38,8 @@ from _common import READY_PREFIX, result_of  # noqa: E402
 AF = str(HERE / "workloads_actorflow.py")
 DB = str(HERE / "workloads_dbos.py")
 RAW = str(HERE / "workloads_raw.py")
+# Workloads whose rows ``workloads_raw.py floor`` also writes with a plain sqlite3 loop.
+FLOORS = ("steps", "timers")
 MARK_BEGIN = "<!-- results:begin (written by benchmarks/run.py) -->"
 MARK_END = "<!-- results:end -->"
 
@@ -238,6 +240,10 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, A
                     journal_sync = ("wal", durability)
                     near.append(rn.run(RAW, "sqlite", "--dir", rn.scratch(), "--journal", journal_sync[0],
                                        "--sync", journal_sync[1], "--seconds", str(sizes.raw_seconds)))
+                if name in FLOORS:
+                    # The same rows written by a plain loop, next to each repetition: the floor.
+                    near.append(rn.run(RAW, "floor", "--workload", name, "--dir", rn.scratch(),
+                                       "--n", str(n), "--sync", durability))
                 af.append(rn.run(AF, name, "--dir", rn.scratch(), "--n", str(n), "--durability", durability))
                 if use_dbos:
                     db.append(rn.run(DB, name, "--dir", rn.scratch(), "--n", str(n), *dbos_args(dcfg)))
@@ -250,6 +256,8 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, A
                     row[f"dbos_{k}"] = median(db, k)
             if name == "signals_one":
                 row["raw_sqlite_commits_per_s"] = median(near, "per_s")
+            if name in FLOORS:
+                row["floor_per_s"] = median(near, "per_s")
             out["rows"].append(row)
         for name, title, n, unit in together:
             if not wanted(name.removesuffix("_many")):
@@ -433,6 +441,20 @@ def markdown(out: dict[str, Any]) -> str:
     if sc:
         lines.append(f"| 7. {sc['n']:,} suspended workflows: file / start-up / RSS | full | MB / s / MB | "
                      f"{_fmt(sc['file_mb'])} / {_fmt(sc['startup_s'])} / {_fmt(sc['rss_end_mb'])} | | |")
+    floors = [row for row in out["rows"] if row.get("floor_per_s")]
+    if floors:
+        lines += ["", "Floors (same run): each workload's rows, written by a plain sqlite3 loop with "
+                  "no engine (`workloads_raw.py floor`): one commit per start, as a start returns "
+                  "only once durable, everything else riding in those commits; no threads, no "
+                  "pickling, no workflow code.", "",
+                  "| workload | durability | floor, workflows/s | actorflow, % of the floor | "
+                  "20x DBOS, % of the floor |", "| --- | --- | ---: | ---: | ---: |"]
+        for row in floors:
+            f = row["floor_per_s"]
+            share = _ratio(row["actorflow"], f)
+            need = _ratio(20 * row["dbos"], f) if row["dbos"] else None
+            lines.append(f"| {row['workload']} | {row['durability']} | {_fmt(f)} | "
+                         f"{_fmt(share and 100 * share, '%')} | {_fmt(need and 100 * need, '%')} |")
     lines += ["", "Targets:", ""]
     for t in out["targets"]:
         v = t["value"]

@@ -1,7 +1,9 @@
-"""The physical baselines, one per process: raw sqlite3 commits, raw pykka tell and ask.
+"""The physical baselines, one per process: raw sqlite3 commits, raw pykka tell and ask, and the
+floor of workloads 1 and 4 (their rows, written by a plain sqlite3 loop with no engine).
 
 Run by ``benchmarks/run.py``; by hand: ``python benchmarks/workloads_raw.py sqlite --dir D
---journal wal --sync full`` or ``python benchmarks/workloads_raw.py pykka --n 20000``.
+--journal wal --sync full``, ``python benchmarks/workloads_raw.py pykka --n 20000`` or
+``python benchmarks/workloads_raw.py floor --workload timers --dir D --n 1000 --sync full``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from _common import report  # noqa: E402
@@ -76,18 +79,142 @@ def pykka_messages(args: argparse.Namespace) -> None:
     report(n=args.n, tell_per_s=args.n / tell, ask_per_s=m / ask)
 
 
+# -- the floor of workloads 1 and 4 -------------------------------------------------------------
+# The statements actorflow's writer runs for these workflows (what `set_trace_callback` shows),
+# written here by hand. Continuations are random bytes of the size these workflows' have.
+_INSERT_WORKFLOW = (
+    "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
+    "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
+    "updated_at) VALUES (?, ?, 'running', NULL, 0, 0, ?, ?, ?, NULL, NULL, 1, 0, ?, ?)"
+)
+_STEP = (
+    "UPDATE workflows SET continuation = coalesce(?, continuation), fingerprint = coalesce(?, "
+    "fingerprint), waiting_on = ?, result = NULL, error = NULL, step_seq = ?, updated_at = ?, "
+    "restarts = coalesce(NULL, restarts) WHERE id = ? AND step_seq = ? AND status = 'running'"
+)
+_END = (
+    "UPDATE workflows SET status = 'completed', continuation = coalesce(NULL, continuation), "
+    "fingerprint = coalesce(NULL, fingerprint), waiting_on = NULL, result = ?, error = NULL, "
+    "step_seq = ?, updated_at = ?, restarts = coalesce(NULL, restarts) "
+    "WHERE id = ? AND step_seq = ? AND status = 'running'"
+)
+_INSERT_PROCEDURE = (
+    "INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
+    "next_attempt_at, created_at) VALUES (?, ?, 'workloads_actorflow:inc', ?, 'pending', 0, 0.0, ?)"
+)
+_RESULT = (
+    "SELECT id, type, status, parent_id, detached, test_mode, continuation, fingerprint, "
+    "waiting_on, result, error, step_seq, restarts, created_at, updated_at FROM workflows "
+    "WHERE id = ?"
+)
+FINGERPRINT = "0" * 64
+
+
+def _end(conn: sqlite3.Connection, wid: str, seq: int, result: bytes) -> None:
+    """A workflow's last step: its row completed, what it held dropped, one history row."""
+    at = time.time()
+    conn.execute(_END, (result, seq, at, wid, seq - 1))
+    for table in ("timers", "procedures", "subscriptions", "inbox"):
+        conn.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (wid,))
+    conn.execute("INSERT INTO history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)",
+                 (wid, at, "completed", '{"result": "3"}'))
+
+
+def floor(args: argparse.Namespace) -> None:
+    """Workload 1 or 4 as rows only: the least SQLite work that actorflow's layout asks for.
+
+    N workflows are started one after another, each in its own commit (a start returns only once
+    it is durable). Everything else rides in those commits, as if group commit were perfect:
+    workload 1's workflows advance one procedure per commit (their procedures take no time),
+    workload 4's end in the first commit after their 0.1 s timer falls due. Then the
+    workflows' rows are read back, once each, as ``result()`` does. No threads, no pickling,
+    no workflow code: what is left is SQLite's own cost, the floor of what any engine keeping
+    these rows can reach on this machine.
+    """
+    from persistence import open_store
+
+    path = os.path.join(args.dir, f"floor-{args.workload}-{args.sync}.db")
+    open_store(path, durability=args.sync, owner=True).close()  # actorflow's schema and pragmas
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {args.sync}")
+    conn.execute("PRAGMA journal_size_limit = 67108864")
+    conn.execute("PRAGMA cache_size = -32000")
+    blob = os.urandom(800)
+    ids = [f"wf-{os.urandom(6).hex()}" for _ in range(args.n)]
+    live: dict[str, int] = {}  # workload 1: the step each running workflow is at
+    due: list[tuple[float, str, int]] = []  # workload 4: each running workflow's timer (due, id)
+
+    def start(wid: str) -> None:
+        now = time.time()
+        if args.workload == "steps":
+            conn.execute(_INSERT_WORKFLOW, (wid, "workloads_actorflow:three_steps", blob, FINGERPRINT,
+                                            '{"mode": "one", "arms": [{"kind": "procedure"}]}', now, now))
+            conn.execute(_INSERT_PROCEDURE, (f"{wid}#1.0", wid, blob[:120], now))
+            live[wid] = 1
+        else:
+            conn.execute(_INSERT_WORKFLOW, (wid, "workloads_actorflow:nap", blob, FINGERPRINT,
+                                            '{"mode": "one", "arms": [{"kind": "timer"}]}', now, now))
+            cur = conn.execute("INSERT INTO timers (workflow_id, name, due_at) VALUES (?, ?, ?)",
+                               (wid, "nap", now + 0.1))
+            due.append((now + 0.1, wid, cur.lastrowid))
+
+    def advance() -> None:
+        """What the other workflows have ready, in the open transaction."""
+        if args.workload == "steps":
+            for wid, seq in list(live.items()):
+                conn.execute("DELETE FROM procedures WHERE workflow_id = ? AND key IN (?)",
+                             (wid, f"{wid}#{seq}.0"))
+                if seq == 3:
+                    _end(conn, wid, seq + 1, blob[:10])
+                    del live[wid]
+                    continue
+                now = time.time()
+                conn.execute(_STEP, (blob, FINGERPRINT, '{"mode": "one"}', seq + 1, now, wid, seq))
+                conn.execute(_INSERT_PROCEDURE, (f"{wid}#{seq + 1}.0", wid, blob[:120], now))
+                live[wid] = seq + 1
+        else:
+            now = time.time()
+            while due and due[0][0] <= now:
+                _, wid, timer_id = due.pop(0)
+                conn.execute("DELETE FROM timers WHERE workflow_id = ? AND id IN (?)", (wid, timer_id))
+                _end(conn, wid, 2, blob[:26])
+
+    t0 = time.perf_counter()
+    for wid in ids:
+        conn.execute("BEGIN IMMEDIATE")
+        advance()  # what was ready before this start: it is committed with it
+        start(wid)
+        conn.execute("COMMIT")
+    while live or due:
+        if due:
+            time.sleep(max(0.0, due[0][0] - time.time()))
+        conn.execute("BEGIN IMMEDIATE")
+        advance()
+        conn.execute("COMMIT")
+    for wid in ids:
+        row = conn.execute(_RESULT, (wid,)).fetchone()
+        if row[2] != "completed":
+            raise AssertionError(f"{wid} is {row[2]}, not completed")
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, workload=args.workload, sync=args.sync)
+
+
 def main() -> None:
     """Run one baseline and print its result line."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("baseline", choices=("sqlite", "pykka"))
+    p.add_argument("baseline", choices=("sqlite", "pykka", "floor"))
     p.add_argument("--dir", default=".")
     p.add_argument("--n", type=int, default=20_000)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--journal", choices=("wal", "delete"), default="wal")
     p.add_argument("--sync", choices=("full", "normal"), default="full")
+    p.add_argument("--workload", choices=("steps", "timers"), default="steps",
+                   help="floor: workload 1 (steps) or 4 (timers)")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
-    (sqlite_commits if args.baseline == "sqlite" else pykka_messages)(args)
+    {"sqlite": sqlite_commits, "pykka": pykka_messages, "floor": floor}[args.baseline](args)
 
 
 if __name__ == "__main__":

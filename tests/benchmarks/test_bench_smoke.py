@@ -29,11 +29,16 @@ def test_smoke_run_produces_every_figure(tmp_path):
     assert not any("started together" in t["target"] for t in figures["targets"])
     assert all(row["actorflow"] and row["actorflow"] > 0 for row in figures["rows"])
     assert all(row["dbos"] is None for row in figures["rows"])
+    # Workloads 1 and 4 are measured next to their floor: their rows by a plain sqlite3 loop.
+    floors = {row["key"]: row.get("floor_per_s") for row in figures["rows"] if not row.get("informative")}
+    assert floors["steps"] > 0 and floors["timers"] > 0
+    assert all(floors[k] is None for k in ("signals_one", "signals_many", "fanout"))
     assert figures["recovery"]["actorflow_complete_s"] > 0
     assert figures["recovery_big"]["complete_s"] > 0
     assert set(figures["resume"]["actorflow"]) == {"2", "5"}
     assert figures["scale"]["rss_end_mb"] > 0
     assert "| workload |" in md.read_text()
+    assert "| floor, workflows/s |" in md.read_text()
 
 
 THREADS = RUN.parent / "threads.py"
