@@ -48,8 +48,8 @@ from persistence import (
 from workflows import Cancelled, ChildFailed, ProcedureFailed, WorkflowError
 from workflows._compiler import checkpoint, restore, step
 from workflows._context import Broadcast, ReducerCall, Send, StepContext, Subscribe, Unsubscribe
-from workflows._errors import CheckpointError, VersionMismatch
-from workflows._registry import resolve
+from workflows._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
+from workflows._registry import check_findable, resolve
 from workflows._step import Finished, Raised, Suspended
 
 from ._errors import TimerNotArmed
@@ -326,13 +326,20 @@ class WorkflowActor(PooledActor):
         self.cont_blob: bytes = env["cont"]
         try:
             self.cont = restore(self.cont_blob)
-        except VersionMismatch as e:
-            # Never resume a stale continuation: keep it as it is and say so where users look.
+        except (VersionMismatch, UnknownWorkflowType) as e:
+            # Never resume a stale continuation, and never fail a workflow because this process
+            # lacks its code (a script run from the wrong directory, a module renamed in a
+            # deploy): keep it as it is, say so where users look, and take only a cancel. The
+            # next load (a restart with the right code) resumes it.
             self.blocked = True
             self.loaded = True
-            self.log.error("workflow_version_mismatch", error=str(e))
-            self._record_blocked(rec, str(e))
+            self.inbox = inbox
+            missing = isinstance(e, UnknownWorkflowType)
+            self.log.error("workflow_code_missing" if missing else "workflow_version_mismatch", error=str(e))
+            self._record_blocked(rec, str(e), "code_missing" if missing else "version_mismatch")
             return
+        if rec.waiting_on and '"blocked"' in rec.waiting_on and self.wait is not None and "blocked" in json.loads(rec.waiting_on):
+            self._record_unblocked(rec)
         if self.wait is not None:
             pending_timer_arms = [a for a in self.wait.arms if a.kind == "timer" and not a.done]
             rows = sorted(timer_rows, key=lambda r: r.id)
@@ -351,21 +358,32 @@ class WorkflowActor(PooledActor):
                 )
         self.loaded = True
 
-    def _record_blocked(self, rec: Any, why: str) -> None:
-        """Show a version mismatch in waiting_on and the history (once), keeping the checkpoint."""
+    def _record_blocked(self, rec: Any, why: str, event: str) -> None:
+        """Show why the workflow cannot run (a version mismatch, its code missing) in waiting_on
+        and the history (once), keeping the checkpoint."""
         waiting = json.loads(self.wait.describe()) if self.wait else {"mode": "one", "arms": []}
         if rec.waiting_on and json.loads(rec.waiting_on).get("blocked") == why:
             return
         waiting["blocked"] = why
+        self._commit_waiting_on(rec, json.dumps(waiting), (event, json.dumps({"message": why})))
+
+    def _record_unblocked(self, rec: Any) -> None:
+        """A workflow shown as blocked loads again: show what it waits for, and that it runs."""
+        assert self.wait is not None
+        self._commit_waiting_on(rec, self.wait.describe(), ("resumed", json.dumps({"message": "its code loads again"})))
+        self.log.info("workflow_unblocked")
+
+    def _commit_waiting_on(self, rec: Any, waiting_on: str, event: tuple[str, str]) -> None:
         sw = StepWrite(
             workflow_id=self.id,
             step_seq=rec.step_seq + 1,
-            waiting_on=json.dumps(waiting),
+            waiting_on=waiting_on,
             wait_signals=self.wait.signal_names() if self.wait else (),
             updated_at=self.rt.clock.now(),
-            history=[("version_mismatch", json.dumps({"message": why}))],
+            history=[event],
         )
         self.rt.store.commit_step(sw, timeout=self.rt.commit_timeout)
+        self.seq = rec.step_seq + 1
 
     def _handle(self, message: Any) -> Steps:
         if isinstance(message, Escalate):
@@ -408,6 +426,10 @@ class WorkflowActor(PooledActor):
                 self._record_outcome(message)
             if isinstance(message, FireTimer):
                 message.reply.set_exception(TimerNotArmed(self.id, message.name, []))
+            if self.blocked and not self.finished:
+                cancel = self._blocked_cancel(message)
+                if cancel is not None:
+                    yield from self._cancel_blocked(cancel)
             return
         if isinstance(message, Wake):
             if message.row is None:
@@ -448,6 +470,27 @@ class WorkflowActor(PooledActor):
             self.deferred = True
             return
         yield from self._pump()
+
+    def _blocked_cancel(self, message: Any) -> InboxRow | None:
+        """The cancel request a blocked workflow holds, if any (keeping its inbox up to date)."""
+        if isinstance(message, Wake):
+            if message.row is None:
+                self.inbox = self.rt.store.inbox(self.id)
+            elif all(r.seq != message.row.seq for r in self.inbox):
+                self.inbox.append(message.row)
+        return next((r for r in self.inbox if r.kind == CANCEL), None)
+
+    def _cancel_blocked(self, cancel: InboxRow) -> Steps:
+        """End a workflow that cannot run (its code changed or is missing) as cancelled.
+
+        Its code cannot run, so no ``finally`` or ``except Cancelled`` of it does: the step is the
+        runtime's alone. What it waited for is disarmed and its children are cancelled, as for
+        any ending; its last checkpoint stays in its row.
+        """
+        reason = loads(cancel.payload)
+        self.log.info("workflow_cancel_requested", reason=reason, blocked=True)
+        sw = self._base_write([cancel.seq], [], [])
+        yield from self._finish(sw, Raised(Cancelled(reason)), self.wait.pending() if self.wait else [])
 
     def _record_outcome(self, message: ProcedureDone) -> None:
         try:
@@ -789,11 +832,21 @@ class WorkflowActor(PooledActor):
         timers: list[NewTimer] = []
         procs: list[NewProcedure] = []
         for arm, cmd in zip(wait.arms, cmds, strict=False):
+            if arm.kind == "child" and cmd.id is not None and (
+                arm.child_id in children or self.rt.store.load_workflow(arm.child_id) is not None
+            ):
+                # Raised at the await, where the workflow can catch it; the id stays the other's.
+                raise WorkflowError(
+                    f"spawn({arm.target}, id={arm.child_id!r}) in workflow {self.id!r}: a workflow "
+                    f"with that id exists already, so no child was started. Choose an id no "
+                    f"workflow has, or leave id=None for a generated one."
+                )
             if arm.kind == "timer":
                 assert arm.due_at is not None
                 timers.append(NewTimer(arm.target, arm.due_at))
             elif arm.kind == "procedure":
                 assert arm.proc_key is not None
+                check_findable("procedure", arm.target)  # raised at the await
                 procs.append(NewProcedure(arm.proc_key, arm.target, pack_call(cmd.args, cmd.kwargs, cmd.timeout, cmd.retry), 0.0))
             elif arm.kind == "child":
                 assert arm.child_id is not None

@@ -21,6 +21,7 @@ import structlog
 
 from persistence import ProcedureRow, Store, dumps, loads
 from workflows import RetryPolicy
+from workflows._errors import UnknownWorkflowType
 from workflows._procedure_context import procedure_running
 from workflows._registry import resolve
 
@@ -210,9 +211,16 @@ class ProcedureExecutor:
     def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> None:
         retry = DEFAULT_RETRY
         try:
+            fn = resolve("procedure", function)
+        except UnknownWorkflowType as e:
+            # This process lacks the code (not the call's fault): no attempt is spent and no
+            # failure recorded. The call stays pending in the file, and runs with the same key
+            # when a process that has the code opens it.
+            log.error("procedure_code_missing", key=key, workflow_id=workflow_id, function=function, error=str(e))
+            return
+        try:
             call = loads(args_blob)
             retry = call.get("retry") or DEFAULT_RETRY
-            fn = resolve("procedure", function)
             value = self._call(key, fn, call["args"], call["kwargs"], call.get("timeout"))
             result = dumps(value)
         except BaseException as e:

@@ -7,6 +7,7 @@ write that raises leaves no trace.
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
 
 from persistence._errors import (
@@ -330,6 +331,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
 
     delivered: list[Delivered] = []
     dropped: list[tuple[str, str]] = []
+    lost_here: list[tuple[str, str, str]] = []  # (target, name, why) of signals lost by mistake
     for sig in step.signals:
         if sig.kind not in INBOX_KINDS:
             raise PersistenceError(
@@ -342,15 +344,26 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             delivered.append(result)
         else:
             dropped.append((sig.workflow_id, result))
+            if sig.kind == SIGNAL and not result.startswith("workflow "):
+                lost_here.append((sig.workflow_id, sig.name, result))
     for b in step.broadcasts:
         got, lost = broadcast(w, b.name, b.filter_key, b.payload, at, limit)
         delivered.extend(got)
         dropped.extend(lost)
+        lost_here.extend((target, b.name, why) for target, why in lost if not why.startswith("workflow "))
 
-    if step.history:
+    history = step.history
+    if lost_here:
+        # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
+        # shows (`wf show`), not only the log; one that finds its target ended is expected.
+        history = [*(
+            ("signal_dropped", json.dumps({"to": target, "name": name, "reason": why}))
+            for target, name, why in lost_here
+        ), *history]
+    if history:
         conn.executemany(
             "INSERT INTO history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)",
-            [(wid, at, event, detail) for event, detail in step.history],
+            [(wid, at, event, detail) for event, detail in history],
         )
     if step.step_seq % HISTORY_TRIM_EVERY == 0:
         conn.execute(

@@ -9,6 +9,7 @@ reducer call.
 from __future__ import annotations
 
 import datetime as _dt
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -20,7 +21,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _in_step() -> bool:
-    return _context._current.get() is not None
+    """True if a call of ``procedure(fn)``/``reducer(fn)`` is a command, not a decoration.
+
+    Inside a workflow step it is a command, unless it comes straight from a module's top level:
+    that is a module being imported during the step (a lazy import in workflow code), whose
+    ``@procedure``/``@reducer`` lines decorate.
+    """
+    if _context._current.get() is None:
+        return False
+    return sys._getframe(2).f_code.co_name != "<module>"
 
 
 @overload

@@ -27,6 +27,20 @@ def function_key(fn: Any, kind: str) -> str:
     return f"{module}:{qualname}"
 
 
+def check_findable(kind: str, key: str) -> None:
+    """Refuse a key that no process could import (a lambda, a function defined inside another)
+    unless this process registered it (decorated it): the runtime calls this as a step asks for a
+    procedure, so the mistake is raised at the await, not after the call's attempts.
+    """
+    if "<" in key and key not in _REGISTRY[kind]:
+        raise TypeError(
+            f"{kind}() needs a function that a restarted process can find by 'module:qualname', "
+            f"but {key!r} is a lambda or a function defined inside another function. Define it "
+            f"at module level (with @{kind}), or decorate the nested function with @{kind} "
+            f"(then only this process can run it)."
+        )
+
+
 def register(kind: str, obj: Any, key: str | None = None, **options: Any) -> str:
     """Register ``obj`` as a ``kind`` under ``key`` (default ``module:qualname``)."""
     key = key or function_key(obj, kind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 
 from workflows import (
@@ -10,6 +11,7 @@ from workflows import (
     Event,
     ProcedureFailed,
     RetryPolicy,
+    WorkflowError,
     broadcast,
     gather,
     idempotency_key,
@@ -305,3 +307,46 @@ async def acts_on_go(target: str, group: str) -> list:
 async def two_in_turn() -> list:
     first = await signal("a")
     return [first, await signal("b")]
+
+
+@workflow
+async def spawns_taken_id(taken: str) -> str:
+    try:
+        await spawn(sleeper, 1, id=taken)
+    except WorkflowError as e:
+        return f"caught: {e}"
+    return "spawned"
+
+
+@workflow
+async def spawns_one_id_twice() -> str:
+    try:
+        await gather(spawn(sleeper, 1, id="twin"), spawn(sleeper, 2, id="twin"))
+    except WorkflowError as e:
+        return f"caught: {e}"
+    return "spawned"
+
+
+@workflow
+async def calls_a_lambda() -> str:
+    try:
+        await procedure(lambda: 1)
+    except TypeError as e:
+        return f"caught: {e}"
+    return "ran"
+
+
+@workflow
+async def imports_in_a_step(module: str, x: int) -> int:
+    """Imports a module of procedures and reducers inside a step (its decorators decorate)."""
+    await signal("go")
+    reducer(importlib.import_module(module).note, x)
+    return await procedure(importlib.import_module(module).triple, x)
+
+
+@workflow
+async def sends_many(target: str, n: int) -> int:
+    for i in range(n):
+        send(target, "item", i)
+    send("nobody-has-this-id", "item", -1)
+    return n

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
+import sys
 import threading
 import time
 
@@ -970,3 +972,71 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
         real(sw).add_done_callback(_chain(p))
         assert ref.result(timeout=T) == [2, 20, 30]
         assert len(calls) == 4
+
+
+def test_spawn_with_a_taken_id_raises_at_the_await(system):
+    """spawn(..., id=X) where a workflow X exists raises WorkflowError at the await, where the
+    workflow catches it (it used to fault the actor until the parent failed); X is untouched."""
+    other = system.start(flows.collect, 5, id="taken")
+    ref = system.start(flows.spawns_taken_id, "taken")
+    text = ref.result(timeout=T)
+    assert text.startswith("caught: spawn(") and "'taken'" in text and "exists already" in text
+    assert other.status() is Status.RUNNING and other.info().parent_id is None
+
+
+def test_gather_spawning_one_id_twice_raises_at_the_await(system):
+    """Two spawns of one explicit id in one gather: the error is raised at the await, and
+    neither child is started."""
+    ref = system.start(flows.spawns_one_id_twice)
+    assert ref.result(timeout=T).startswith("caught: spawn(")
+    system.idle(timeout=T)
+    assert [w.id for w in system.workflows() if w.parent_id == ref.id] == []
+
+
+def test_procedure_of_a_lambda_is_refused_at_the_call(system):
+    """procedure(lambda: ...) raises TypeError at the call (it used to be dispatched and fail
+    after its retries as an unknown procedure)."""
+    text = system.start(flows.calls_a_lambda).result(timeout=T)
+    assert text.startswith("caught: procedure() needs a function that a restarted process can find")
+    assert "<lambda>" in text
+
+
+def test_module_imported_in_a_step_registers_its_procedures_and_reducers(system, db, tmp_path, monkeypatch):
+    """A module first imported by workflow code during a step: its @procedure and @reducer lines
+    decorate (they used to be taken for calls), and the step can call them."""
+    name = "af_lazy_effects"
+    (tmp_path / f"{name}.py").write_text(
+        "from workflows import procedure, reducer\n\n"
+        "@procedure\ndef triple(x):\n    return 3 * x\n\n"
+        "@reducer\ndef note(db, x):\n"
+        "    db.execute('CREATE TABLE IF NOT EXISTS lazy_notes (x INTEGER)')\n"
+        "    db.execute('INSERT INTO lazy_notes VALUES (?)', (x,))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    ref = system.start(flows.imports_in_a_step, name, 7)
+    ref.signal("go")
+    assert ref.result(timeout=T) == 21
+    mod = sys.modules[name]
+    assert callable(mod.triple) and mod.triple(2) == 6 and callable(mod.note)
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT x FROM lazy_notes").fetchall() == [(7,)]
+    con.close()
+
+
+def test_signals_lost_by_mistake_are_in_the_senders_history(db, clock):
+    """send() to an unknown id or a full inbox is shown in the sender's own history (wf show),
+    in the step's transaction, besides the log's warning; the buffered ones are delivered."""
+    with ActorSystem(db, clock=clock, inbox_limit=2) as system:
+        sink = system.start(flows.collect, 2)
+        assert system.start(flows.sends_many, sink.id, 3, id="sender").result(timeout=T) == 3
+        assert sink.result(timeout=T) == [0, 1]
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT event, detail FROM history WHERE workflow_id = 'sender' ORDER BY seq").fetchall()
+    con.close()
+    lost = [json.loads(d) for e, d in rows if e == "signal_dropped"]
+    assert lost == [
+        {"to": sink.id, "name": "item", "reason": "inbox full (2 buffered signals)"},
+        {"to": "nobody-has-this-id", "name": "item", "reason": "unknown workflow"},
+    ]
+    assert [e for e, _ in rows][-1] == "completed"

@@ -1,0 +1,182 @@
+"""A process that lacks a workflow's or a procedure's code loses nothing of it.
+
+A maintenance script run from the wrong directory, or a deploy that renamed a module, opens the
+file without the code of some workflows. Those are held as they are (shown as blocked, messages
+buffered, a cancel honoured) and resume when a process with the code opens the file; a pending
+procedure call whose code is missing is neither attempted nor failed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import textwrap
+
+import pytest
+from structlog.testing import capture_logs
+
+import actors._procedures
+from actors import ActorSystem, Status
+from actors.testing import VirtualClock
+from workflows import Cancelled, UnknownWorkflowType
+from workflows._registry import _REGISTRY
+
+from . import flows
+
+T = 30  # every wait in these tests is bounded
+
+MODULE = "af_missing_shop"
+SOURCE = '''
+from tests.actors import flows
+from workflows import signal, spawn, workflow, select, timer
+
+@workflow
+async def order(n):
+    first = await signal("pay")
+    return n + first
+
+@workflow
+async def order_with_child(n):
+    return await spawn(flows.collect, n)
+
+@workflow
+async def order_with_deadline():
+    return await select(signal("pay"), timer("expire", after=3600))
+'''
+
+
+@pytest.fixture
+def shop(tmp_path, monkeypatch):
+    """A workflow module importable from ``tmp_path``; ``shop.remove()`` takes it away."""
+    (tmp_path / f"{MODULE}.py").write_text(textwrap.dedent(SOURCE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Shop:
+        @staticmethod
+        def load():
+            sys.modules.pop(MODULE, None)
+            return __import__(MODULE)
+
+        @staticmethod
+        def remove():
+            (tmp_path / f"{MODULE}.py").rename(tmp_path / f"{MODULE}.py.away")
+            sys.modules.pop(MODULE, None)
+            for key in [k for k in _REGISTRY["workflow"] if k.startswith(MODULE + ":")]:
+                del _REGISTRY["workflow"][key]
+
+        @staticmethod
+        def restore():
+            (tmp_path / f"{MODULE}.py.away").rename(tmp_path / f"{MODULE}.py")
+
+    yield Shop
+    if (tmp_path / f"{MODULE}.py").exists():
+        Shop.remove()
+
+
+def history(db: str, wid: str) -> list[str]:
+    con = sqlite3.connect(db)
+    try:
+        return [e for (e,) in con.execute("SELECT event FROM history WHERE workflow_id = ? ORDER BY seq", (wid,))]
+    finally:
+        con.close()
+
+
+def test_workflow_whose_code_is_missing_is_held_then_resumes(tmp_path, shop):
+    """Opened without its module, a workflow stays RUNNING, shown as blocked, and buffers its
+    signals (it used to be failed after five restarts); with the module back it resumes and
+    consumes them."""
+    db = str(tmp_path / "wf.db")
+    mod = shop.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        system.start(mod.order, 1, id="o1")
+        system.idle(timeout=T)
+    shop.remove()
+    for _ in range(2):  # a second opening records nothing new
+        with capture_logs() as logs, ActorSystem(db, clock=VirtualClock()) as system:
+            ref = system.get("o1")
+            ref.signal("pay", 41)
+            system.idle(timeout=T)
+            assert ref.status() is Status.RUNNING
+            info = ref.info()
+            assert info.waiting_on.startswith("BLOCKED (")
+            assert "cannot be found" in info.waiting_on and MODULE in info.waiting_on
+            assert info.error is None
+        errors = [e for e in logs if e["log_level"] == "error"]
+        assert {e["event"] for e in errors} <= {"workflow_code_missing"}
+        assert not any(e["event"] == "actor_restarted" for e in logs)
+    assert history(db, "o1") == ["code_missing"]
+    shop.restore()
+    shop.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.get("o1")
+        assert ref.result(timeout=T) == 42
+    assert history(db, "o1") == ["code_missing", "resumed", "completed"]
+
+
+def test_blocked_workflow_can_be_cancelled_and_cancels_its_child(tmp_path, shop):
+    """A blocked workflow takes a cancel: it ends CANCELLED without running its code, and its
+    child (whose code is there) is cancelled with it."""
+    db = str(tmp_path / "wf.db")
+    mod = shop.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        system.start(mod.order_with_child, 2, id="p1")
+        system.idle(timeout=T)
+        (child,) = [w for w in system.workflows() if w.parent_id == "p1"]
+    shop.remove()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.get("p1")
+        ref.signal("nudge")  # loads it: it has nothing to do until then
+        system.idle(timeout=T)
+        assert ref.info().waiting_on.startswith("BLOCKED (")
+        ref.cancel("shop closed")
+        with pytest.raises(Cancelled, match="shop closed"):
+            ref.result(timeout=T)
+        system.idle(timeout=T)
+        assert system.get(child.id).status() is Status.CANCELLED
+    assert history(db, "p1")[-1] == "cancelled"
+
+
+def test_blocked_workflow_cancelled_before_it_loads(tmp_path, shop):
+    """A cancel that reaches the file while no process runs the workflow (or sent before the
+    blocked workflow first loads) is honoured at its load; its armed timer is dropped."""
+    db = str(tmp_path / "wf.db")
+    mod = shop.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        system.start(mod.order_with_deadline, id="d1")
+        system.idle(timeout=T)
+    shop.remove()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.get("d1")
+        ref.cancel("closing")
+        with pytest.raises(Cancelled):
+            ref.result(timeout=T)
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT count(*) FROM timers WHERE workflow_id = 'd1'").fetchone()[0] == 0
+    assert con.execute("SELECT status FROM workflows WHERE id = 'd1'").fetchone()[0] == "cancelled"
+    con.close()
+
+
+def test_procedure_whose_code_is_missing_stays_pending(tmp_path, monkeypatch):
+    """A pending call whose function this process cannot find is neither attempted nor failed:
+    it stays pending, and a process that has the code runs it with the same key."""
+    db = str(tmp_path / "wf.db")
+    real = actors._procedures.resolve
+
+    def missing(kind, key):
+        if key.endswith(":double"):
+            raise UnknownWorkflowType(f"procedure {key!r} cannot be found (test)", key=key, kind=kind)
+        return real(kind, key)
+
+    monkeypatch.setattr(actors._procedures, "resolve", missing)
+    with capture_logs() as logs, ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.start(flows.adder, 20, id="a1")
+        system.idle(timeout=T)
+        assert ref.status() is Status.RUNNING
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["procedure_code_missing"]
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT status, attempts FROM procedures WHERE workflow_id = 'a1'").fetchall()
+    con.close()
+    assert rows == [("pending", 0)]
+    monkeypatch.setattr(actors._procedures, "resolve", real)
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        assert system.get("a1").result(timeout=T) == 80
