@@ -203,22 +203,25 @@ def test_traceback_points_at_user_file_line_and_function():
     assert all("_compiler" not in f.filename for f in frames)
 
 
+async def plain_coroutine_function():
+    return 1
+
+
 def test_awaiting_a_non_command_raises_catchable_workflow_error_naming_line():
-    """Awaiting something that is not a command raises WorkflowError at that line, catchable."""
+    """Awaiting something that is not a command (a plain coroutine) raises WorkflowError at that
+    line, catchable."""
     wf = wf_of("""
     async def wf():
-        async def helper():
-            return 1
         try:
             await helper()
         except WorkflowError as e:
             msg = str(e)
         await timer("after", 1)
         return msg
-    """, filename="await_flows.py", extra={"WorkflowError": WorkflowError})
+    """, filename="await_flows.py", extra={"WorkflowError": WorkflowError, "helper": plain_coroutine_function})
     out, cmds = run(wf)
     assert out[0] == "ok"
-    assert "coroutine" in out[1] and "helper" in out[1] and "await_flows.py:5" in out[1]
+    assert "coroutine" in out[1] and "plain_coroutine_function" in out[1] and "await_flows.py:3" in out[1]
     assert cmds == ["after"]
 
 

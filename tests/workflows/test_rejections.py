@@ -323,6 +323,32 @@ def test_vars_with_argument_is_accepted():
     compile_workflow_source(textwrap.dedent(src).lstrip("\n"), FILENAME, "wf", _globals())
 
 
+NESTED_ASYNC_DEF = """
+async def wf(x):
+    async def helper():
+        return await signal("x")
+    return await helper()
+"""
+
+NESTED_ASYNC_DEF_DEEPER = """
+async def wf(x):
+    def outer():
+        async def helper():
+            return 1
+        return helper
+    await timer("t", 1)
+    return outer
+"""
+
+
+@pytest.mark.parametrize("src", [NESTED_ASYNC_DEF, NESTED_ASYNC_DEF_DEEPER], ids=["in-body", "in-nested-def"])
+def test_nested_async_def_is_rejected(src):
+    """A nested `async def` is rejected at its definition (its awaits could not be workflow
+    steps; it used to compile and fail at its await), with what to write instead."""
+    err = check(src, "async def helper", "nested 'async def'", "'helper'", "@workflow", "plain def")
+    assert "subroutine" in err.msg
+
+
 def test_nonlocal_at_workflow_level_is_rejected_in_source():
     """`nonlocal` in the workflow's own body is rejected at the nonlocal statement."""
     check(NONLOCAL_AT_TOP, "nonlocal y", "nonlocal")

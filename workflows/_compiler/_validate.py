@@ -140,6 +140,8 @@ class Validator(ast.NodeVisitor):
                 self.add(x, f"'await' in an annotation of the nested {what} {n.name!r} is not supported; annotations must not suspend, use a plain expression")
 
     def _def(self, n: Any) -> None:
+        if isinstance(n, ast.AsyncFunctionDef):
+            self.add(n, f"a nested 'async def' ({n.name!r}) cannot run inside a workflow: its awaits would not be workflow steps; make it a module-level @workflow and 'await {n.name}(...)' (it runs inline, as a subroutine), or make it a plain def")
         self._nested_header(n, "function")
         self.depth += 1
         self.generic_visit(n)
