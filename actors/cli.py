@@ -223,8 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(name: str, help: str, default_db: str = "workflows.db") -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help)
+    def add(name: str, help: str, default_db: str = "workflows.db", **kw: Any) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, **kw)
         sp.add_argument("--db", default=os.environ.get("WF_DB", default_db), help=f"database file (default {default_db})")
         return sp
 
@@ -257,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.set_defaults(func=cmd_fire_timer)
 
-    sp = add("demo", "run the game-world demo (Ctrl-C or kill -9 it, run it again: it recovers)", "demo.db")
+    # The demo parses its own options (--duration, --speed, ...); its --help lists them all.
+    sp = add("demo", "run the game-world demo (Ctrl-C or kill -9 it, run it again: it recovers)", "demo.db",
+             add_help=False)
     sp.set_defaults(func=None)
     return p
 

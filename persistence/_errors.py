@@ -145,7 +145,8 @@ class InboxFull(PersistenceError):
         super().__init__(
             f"inbox of workflow {workflow_id!r} in {path} is full: it already buffers {limit} "
             f"signals it has not consumed. Make the workflow await (or select on) the signals it "
-            f"is sent, send fewer, or open the store with a larger inbox_limit.",
+            f"is sent, send fewer, or raise the bound (ActorSystem(inbox_limit=...), or "
+            f"open_store(..., inbox_limit=...)).",
             path=path,
         )
         self.workflow_id = workflow_id
