@@ -123,3 +123,14 @@ def test_console_script_is_installed(db):
                          env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert [r["id"] for r in json.loads(out.stdout)] == ["w"]
+
+
+def test_demo_help_lists_the_demos_own_options(capsys):
+    """`wf demo --help` shows the demo's options (it used to show --db alone), and runs nothing."""
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: wf demo")
+    for option in ("--db", "--duration", "--speed", "--no-view", "--seed", "--scale"):
+        assert option in out, option
