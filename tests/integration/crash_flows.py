@@ -6,6 +6,7 @@ import os
 
 from workflows import (
     idempotency_key,
+    now,
     procedure,
     reducer,
     signal,
@@ -19,6 +20,16 @@ from workflows import (
 @reducer
 def record_round(db, wf: str, r: int, x: int) -> None:
     db.execute("INSERT INTO rounds (wf, r, x) VALUES (?, ?, ?)", [wf, r, x])
+
+
+@reducer
+def record_order(db, wf: str, r: int, tag: str) -> None:
+    db.execute("INSERT INTO orders (wf, r, tag) VALUES (?, ?, ?)", [wf, r, tag])
+
+
+@reducer
+def record_late(db, wf: str, r: int, late: float) -> None:
+    db.execute("INSERT INTO lates (wf, r, late) VALUES (?, ?, ?)", [wf, r, late])
 
 
 @reducer
@@ -46,9 +57,13 @@ async def mixed(i: int, rounds: int) -> int:
     total = 0
     for r in range(rounds):
         x = await signal("tick")
+        reducer(record_order, workflow_id(), r, "first")
         reducer(record_round, workflow_id(), r, x)
+        reducer(record_order, workflow_id(), r, "second")
         y = await procedure(side, i, r)
-        await timer("pause", 0.01 * (1 + (i + r) % 3))
+        due = now() + 0.01 * (1 + (i + r) % 3)
+        await timer("pause", at=due)
+        reducer(record_late, workflow_id(), r, now() - due)
         if r % 3 == 0:
             total += await spawn(kid, i, r)
         total += x + y

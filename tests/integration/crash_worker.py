@@ -38,6 +38,8 @@ def main() -> int:
         con = sqlite3.connect(db)
         con.execute("CREATE TABLE IF NOT EXISTS rounds (wf TEXT, r INTEGER, x INTEGER)")
         con.execute("CREATE TABLE IF NOT EXISTS kids (wf TEXT, i INTEGER, r INTEGER)")
+        con.execute("CREATE TABLE IF NOT EXISTS orders (wf TEXT, r INTEGER, tag TEXT)")
+        con.execute("CREATE TABLE IF NOT EXISTS lates (wf TEXT, r INTEGER, late REAL)")
         con.commit()
         con.close()
         refs = [system.start(mixed, i, rounds, id=f"m{i}") for i in range(n)]

@@ -52,9 +52,10 @@ def _run(db: Path, acks: Path, side: Path, kill_after: float | None) -> int | No
 
 @pytest.mark.slow
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
-    """Acknowledged signals, steps and reducer effects are never lost or duplicated; children are
-    created once and their results delivered once; procedures ran at least once; every workflow
-    finishes with the result computed from its locals."""
+    """Acknowledged signals, steps and reducer effects are never lost or duplicated, and a step's
+    reducers run in call order; children are created once and their results delivered once;
+    procedures ran at least once, always under the same idempotency key; timers fired at or after
+    their time; every workflow finishes with the result computed from its locals."""
     db, acks, side = tmp_path / "crash.db", tmp_path / "acks.txt", tmp_path / "side.txt"
     rng = random.Random(int(os.environ.get("ACTORFLOW_SEED", "7")))
     killed = 0
@@ -84,8 +85,19 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
     assert all(c == 1 for c in kids.values()), "a child ran its reducer twice"
     n_kids = con.execute("SELECT count(*) FROM workflows WHERE parent_id IS NOT NULL").fetchone()[0]
     assert n_kids == WORKFLOWS * len(range(0, ROUNDS, 3)), "children created more or less than once"
-    ran = {tuple(line.split()[:2]) for line in side.read_text().splitlines()}
-    assert ran == {(str(i), str(r)) for i in range(WORKFLOWS) for r in range(ROUNDS)}
+    keys: dict[tuple[str, str], set[str]] = {}
+    for line in side.read_text().splitlines():
+        i, r, key = line.split()
+        keys.setdefault((i, r), set()).add(key)
+    assert set(keys) == {(str(i), str(r)) for i in range(WORKFLOWS) for r in range(ROUNDS)}
+    unstable = {k: v for k, v in keys.items() if len(v) != 1}
+    assert not unstable, f"a procedure ran again under another idempotency key: {list(unstable.items())[:3]}"
+    orders = con.execute("SELECT wf, r, group_concat(tag, ',') FROM (SELECT * FROM orders ORDER BY rowid) "
+                         "GROUP BY wf, r").fetchall()
+    assert len(orders) == WORKFLOWS * ROUNDS
+    assert {tags for _, _, tags in orders} == {"first,second"}, "a step's reducers ran out of order or twice"
+    lates = con.execute("SELECT count(*), min(late) FROM lates").fetchone()
+    assert lates[0] == WORKFLOWS * ROUNDS and lates[1] >= 0, f"a timer fired before its time: {lates}"
     assert con.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM timers").fetchone()[0] == 0
     con.close()
