@@ -244,7 +244,7 @@ class WorkflowActor(PooledActor):
         for done in held.values():
             if not done.durable:
                 self._record_outcome(done)
-        self.rt.fault(self.id, e)
+        self.rt.fault(self.id, e, self.type or None)
 
     def _created_alone(self) -> bool:
         """After a first step of a start failed (not for its id): write the record alone.
@@ -274,7 +274,7 @@ class WorkflowActor(PooledActor):
         creating.created.set_result(created)
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
-        self.rt.fault(self.id, exception_value)
+        self.rt.fault(self.id, exception_value, self.type or None)
 
     # -- state ----------------------------------------------------------------------------------
     def _reset(self) -> None:

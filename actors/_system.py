@@ -297,7 +297,7 @@ class Runtime:
                 if not ws:
                     del self._finish_waiters[workflow_id]
 
-    def fault(self, workflow_id: str, error: BaseException) -> None:
+    def fault(self, workflow_id: str, error: BaseException, workflow_type: str | None = None) -> None:
         """A runtime fault in an actor: restart it from its last checkpoint, with backoff."""
         now = time.monotonic()
         with self._restart_lock:
@@ -310,12 +310,14 @@ class Runtime:
             if isinstance(error, _EscalationFailed):
                 log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(error.__cause__))
                 return
-            log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, restarts=n - 1, error=repr(error))
+            log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, workflow_type=workflow_type,
+                      restarts=n - 1, error=repr(error))
             # Through the actor's own mailbox, so no step of it can race the final write.
             self.activator.deliver(workflow_id, Escalate(error))
             return
         delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
-        log.warning("actor_restarted", workflow_id=workflow_id, attempt=n, backoff=round(delay, 4), error=repr(error))
+        log.warning("actor_restarted", workflow_id=workflow_id, workflow_type=workflow_type, attempt=n,
+                    backoff=round(delay, 4), error=repr(error))
         self.work.inc()
 
         def restart() -> None:

@@ -231,7 +231,10 @@ def test_runtime_fault_restarts_then_fails_and_escalates(system, clock):
     assert ref.result(timeout=T).startswith("child failed: runtime fault after 5 restarts")
     restarts = [e for e in logs if e["event"] == "actor_restarted"]
     assert len(restarts) == 5
-
+    # Bound to the workflow's id and type, as every lifecycle event.
+    assert {(e["workflow_id"], e["workflow_type"]) for e in restarts} == {
+        (restarts[0]["workflow_id"], "tests.actors.flows:faulty")
+    }
 
 def test_start_returns_once_the_first_step_is_committed_with_the_record(system):
     """start() runs the first step on the caller's thread and commits it with the record: when it
