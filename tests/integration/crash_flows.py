@@ -1,4 +1,5 @@
-"""The mixed workload the runtime kill tests run: signals, timers, procedures, children, reducers."""
+"""The mixed workload the runtime kill tests run: signals, timers, procedures, children, reducers,
+and listeners that take broadcasts (through a subscription) and the signals the mixed workflows send."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from workflows import (
     now,
     procedure,
     reducer,
+    select,
+    send,
     signal,
     spawn,
+    subscribe,
     timer,
     workflow,
     workflow_id,
 )
+
+LISTENERS = 3
 
 
 @reducer
@@ -30,6 +36,11 @@ def record_order(db, wf: str, r: int, tag: str) -> None:
 @reducer
 def record_late(db, wf: str, r: int, late: float) -> None:
     db.execute("INSERT INTO lates (wf, r, late) VALUES (?, ?, ?)", [wf, r, late])
+
+
+@reducer
+def record_heard(db, wf: str, kind: str, a: int, b: int) -> None:
+    db.execute("INSERT INTO heard (wf, kind, a, b) VALUES (?, ?, ?, ?)", [wf, kind, a, b])
 
 
 @reducer
@@ -57,6 +68,7 @@ async def mixed(i: int, rounds: int) -> int:
     total = 0
     for r in range(rounds):
         x = await signal("tick")
+        send(f"l{i % LISTENERS}", "note", [i, r])  # in the same step as the round's reducers
         reducer(record_order, workflow_id(), r, "first")
         reducer(record_round, workflow_id(), r, x)
         reducer(record_order, workflow_id(), r, "second")
@@ -68,6 +80,21 @@ async def mixed(i: int, rounds: int) -> int:
             total += await spawn(kid, i, r)
         total += x + y
     return total
+
+
+@workflow
+async def listener(group: int) -> int:
+    """Takes the broadcasts of its group (subscribed in its first step) and the mixed workflows'
+    notes, recording each in the step that consumes it, until told to stop."""
+    subscribe("bell", group)
+    heard = 0
+    while True:
+        ev = await select(signal("bell"), signal("note"), signal("stop"))
+        if ev.name == "stop":
+            return heard
+        a, b = (group, ev.value) if ev.name == "bell" else ev.value
+        reducer(record_heard, workflow_id(), ev.name, a, b)
+        heard += 1
 
 
 def expected(i: int, rounds: int) -> int:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from .crash_flows import expected
+from .crash_flows import LISTENERS, expected
+from .crash_worker import bells_for
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("ACTORFLOW_RUNTIME_KILLS", "15"))
@@ -55,7 +56,9 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
     """Acknowledged signals, steps and reducer effects are never lost or duplicated, and a step's
     reducers run in call order; children are created once and their results delivered once;
     procedures ran at least once, always under the same idempotency key; timers fired at or after
-    their time; every workflow finishes with the result computed from its locals."""
+    their time; a step's outgoing signals are delivered once, and every acknowledged broadcast
+    reaches its subscriber once; every workflow finishes with the result computed from its
+    locals."""
     db, acks, side = tmp_path / "crash.db", tmp_path / "acks.txt", tmp_path / "side.txt"
     rng = random.Random(int(os.environ.get("ACTORFLOW_SEED", "7")))
     killed = 0
@@ -98,6 +101,24 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
     assert {tags for _, _, tags in orders} == {"first,second"}, "a step's reducers ran out of order or twice"
     lates = con.execute("SELECT count(*), min(late) FROM lates").fetchone()
     assert lates[0] == WORKFLOWS * ROUNDS and lates[1] >= 0, f"a timer fired before its time: {lates}"
+    # Subscriptions, broadcasts and sends: each listener subscribed in its first step; every note a
+    # mixed workflow's step sent, and every broadcast, was consumed once; a listener's result (a
+    # count kept in its locals) agrees with what its reducers wrote.
+    listeners = dict(con.execute("SELECT id, status FROM workflows WHERE type LIKE '%:listener'").fetchall())
+    assert listeners == {f"l{g}": "completed" for g in range(LISTENERS)}
+    notes = Counter(con.execute("SELECT a, b FROM heard WHERE kind = 'note'").fetchall())
+    assert all(c == 1 for c in notes.values()), "a sent signal was consumed twice"
+    assert set(notes) == {(i, r) for i in range(WORKFLOWS) for r in range(ROUNDS)}, "a sent signal was lost"
+    assert all(wf == f"l{a % LISTENERS}" for wf, a in con.execute("SELECT wf, a FROM heard WHERE kind = 'note'"))
+    bells = Counter(con.execute("SELECT a, b FROM heard WHERE kind = 'bell'").fetchall())
+    assert all(c == 1 for c in bells.values()), "a broadcast was consumed twice"
+    assert set(bells) == {(g, k) for g in range(LISTENERS) for k in range(bells_for(ROUNDS))}
+    bell_acks = {tuple(map(int, line.split())) for line in Path(f"{acks}.bells").read_text().splitlines() if line.strip()}
+    assert bell_acks <= set(bells), "an acknowledged broadcast was lost"
+    for g in range(LISTENERS):
+        blob = con.execute("SELECT result FROM workflows WHERE id = ?", (f"l{g}",)).fetchone()[0]
+        n = con.execute("SELECT count(*) FROM heard WHERE wf = ?", (f"l{g}",)).fetchone()[0]
+        assert persistence.loads(blob) == n, f"l{g}: its count and its reducers' rows disagree"
     assert con.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM timers").fetchone()[0] == 0
     con.close()
