@@ -33,6 +33,7 @@ from persistence import (
     RUNNING,
     SIGNAL,
     InboxRow,
+    MalformedPayload,
     NewProcedure,
     NewTimer,
     NewWorkflow,
@@ -244,7 +245,27 @@ class WorkflowActor(PooledActor):
         for done in held.values():
             if not done.durable:
                 self._record_outcome(done)
+        why = _missing_code(e)
+        if why is not None:
+            self._hold_for_code(why, e)
+            return
         self.rt.fault(self.id, e, self.type or None)
+
+    def _hold_for_code(self, why: str, error: Exception) -> None:
+        """A step needs code this process lacks (a class of a payload it takes): hold the
+        workflow as blocked, as when its own code is missing, instead of restarting it until it
+        fails. Its next load (a restart with the code) tries the step again."""
+        try:
+            self._load()
+            if self.finished or self.absent or self.blocked:
+                return
+            rec = self.rt.store.load_workflow(self.id)
+            self.blocked = True
+            self.log.error("workflow_code_missing", error=why)
+            self._record_blocked(rec, why, "code_missing")
+        except Exception as e:
+            self.loaded = False
+            self.rt.fault(self.id, e, self.type or None)
 
     def _created_alone(self) -> bool:
         """After a first step of a start failed (not for its id): write the record alone.
@@ -958,6 +979,22 @@ class WorkflowActor(PooledActor):
         for k in sw.cancel_procedures:
             self.done_procs.pop(k, None)
         return ack
+
+
+def _missing_code(e: BaseException) -> str | None:
+    """Why ``e`` is code this process lacks (not a fault that a restart may cure), or None."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, UnknownWorkflowType):
+            return str(e)
+        if isinstance(e, MalformedPayload) and isinstance(e.__cause__, (ImportError, AttributeError)):
+            return (
+                f"a message or result it takes refers to code that cannot be found "
+                f"({type(e.__cause__).__name__}: {e.__cause__}). Make that module importable (on "
+                f"sys.path) in the process that opens the database."
+            )
+        e, seen = e.__cause__, seen + 1  # type: ignore[assignment]
+    return None
 
 
 def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

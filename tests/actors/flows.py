@@ -350,3 +350,28 @@ async def sends_many(target: str, n: int) -> int:
         send(target, "item", i)
     send("nobody-has-this-id", "item", -1)
     return n
+
+
+@workflow
+async def collect_after_go(n: int) -> list:
+    """Buffers its items until it is told to go, then takes n of them."""
+    await signal("go")
+    items = []
+    while len(items) < n:
+        items.append(await signal("item"))
+    return items
+
+
+@workflow
+async def subscribed_not_listening(group: str) -> object:
+    """Subscribed to ("go", group), awaiting something else: broadcasts buffer."""
+    subscribe("go", group)
+    return await signal("never")
+
+
+@workflow
+async def holds_a_thing(module: str) -> int:
+    """Holds an instance of a class from ``module`` in a local across an await."""
+    thing = importlib.import_module(module).Thing(5)
+    await signal("go")
+    return thing.v

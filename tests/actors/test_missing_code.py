@@ -180,3 +180,79 @@ def test_procedure_whose_code_is_missing_stays_pending(tmp_path, monkeypatch):
     monkeypatch.setattr(actors._procedures, "resolve", real)
     with ActorSystem(db, clock=VirtualClock()) as system:
         assert system.get("a1").result(timeout=T) == 80
+
+
+THING = "af_missing_thing"
+
+
+@pytest.fixture
+def thing(tmp_path, monkeypatch):
+    """A module with a plain class, importable from ``tmp_path``; ``thing.remove()`` takes it away."""
+    path = tmp_path / f"{THING}.py"
+    path.write_text("class Thing:\n    def __init__(self, v):\n        self.v = v\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Thing:
+        @staticmethod
+        def load():
+            sys.modules.pop(THING, None)
+            return __import__(THING)
+
+        @staticmethod
+        def remove():
+            path.rename(tmp_path / f"{THING}.away")
+            sys.modules.pop(THING, None)
+
+        @staticmethod
+        def restore():
+            (tmp_path / f"{THING}.away").rename(path)
+
+    yield Thing
+    sys.modules.pop(THING, None)
+
+
+def test_buffered_payload_whose_class_is_missing_holds_the_workflow(tmp_path, thing):
+    """A buffered signal whose payload's class this process cannot import: the workflow is held
+    (it used to be restarted five times and failed, losing its signals), and resumes, taking
+    the signal, in a process that has the class."""
+    db = str(tmp_path / "wf.db")
+    mod = thing.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.start(flows.collect_after_go, 1, id="g1")
+        ref.signal("item", mod.Thing(5))
+        system.idle(timeout=T)
+    thing.remove()
+    with capture_logs() as logs, ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.get("g1")
+        ref.signal("go")
+        system.idle(timeout=T)
+        assert ref.status() is Status.RUNNING
+        assert ref.info().waiting_on.startswith("BLOCKED (") and THING in ref.info().waiting_on
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == ["workflow_code_missing"]
+    assert not any(e["event"] == "actor_restarted" for e in logs)
+    assert history(db, "g1") == ["code_missing"]
+    thing.restore()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        (got,) = system.get("g1").result(timeout=T)
+        assert type(got).__name__ == "Thing" and got.v == 5
+    assert history(db, "g1") == ["code_missing", "resumed", "completed"]
+
+
+def test_local_whose_class_is_missing_holds_the_workflow(tmp_path, thing):
+    """A local holding an instance of a class this process cannot import: restoring it is code
+    missing (held as blocked), not a damaged checkpoint (restarted until failed)."""
+    db = str(tmp_path / "wf.db")
+    thing.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        system.start(flows.holds_a_thing, THING, id="h1")
+        system.idle(timeout=T)
+    thing.remove()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.get("h1")
+        ref.signal("go")
+        system.idle(timeout=T)
+        assert ref.status() is Status.RUNNING
+        assert "cannot be found" in ref.info().waiting_on and THING in ref.info().waiting_on
+    thing.restore()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        assert system.get("h1").result(timeout=T) == 5

@@ -38,7 +38,7 @@ from typing import Any
 import cloudpickle
 
 from .._commands import Command
-from .._errors import CheckpointError, VersionMismatch, WorkflowError
+from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 
@@ -795,7 +795,8 @@ def restore(blob: bytes) -> Continuation:
         VersionMismatch: the loaded code (or Python minor version) differs from the one that made
             the checkpoint; the continuation is never resumed silently.
         CheckpointError: the bytes are not a checkpoint, or cannot be unpickled.
-        UnknownWorkflowType: a workflow key is not registered and its module cannot be imported.
+        UnknownWorkflowType: a workflow key is not registered and its module cannot be imported,
+            or its state refers to a class or function that cannot be found.
     """
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise TypeError(f"restore() takes the bytes made by checkpoint(), got {type(blob).__name__}")
@@ -845,6 +846,16 @@ def restore(blob: bytes) -> Continuation:
             )
     try:
         frames = cloudpickle.loads(payload)
+    except (ImportError, AttributeError) as e:
+        # A class (or function) its locals hold cannot be found: code missing in this process,
+        # as for the workflow's own, not damaged bytes.
+        raise UnknownWorkflowType(
+            f"workflow {key} cannot be restored in this process: its state refers to code that "
+            f"cannot be found ({type(e).__name__}: {e}). Make that module importable (on "
+            f"sys.path) in the process that opens the database.",
+            key=key,
+            kind="workflow",
+        ) from e
     except Exception as e:
         raise CheckpointError(
             f"cannot restore workflow {key}: unpickling its state failed: {type(e).__name__}: {e}",
