@@ -22,6 +22,7 @@ from persistence import (
     RUNNING,
     SIGNAL,
     Delivered,
+    InboxFull,
     NewWorkflow,
     OutSignal,
     ProcedureRow,
@@ -40,6 +41,7 @@ from persistence import (
 )
 from workflows import Cancelled, Status, WorkflowFailed
 from workflows._compiler import checkpoint
+from workflows._errors import CheckpointError
 
 from ._activator import Activator
 from ._actor import (
@@ -457,6 +459,7 @@ class WorkflowRef:
         )
 
     def _record(self) -> WorkflowRecord:
+        self._system._check_open()  # SystemClosed, as documented, not the store's own error
         rec = self._system._rt.store.load_workflow(self.id)
         if rec is None:
             raise UnknownWorkflow(self.id, self._system.db)
@@ -479,7 +482,17 @@ def _new_id(wf: Any) -> str:
 def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, now: float) -> tuple[NewWorkflow, Any, bytes]:
     """A new top-level workflow's record, with the continuation and checkpoint it was made from."""
     cont = wf.start(*args)
-    blob = checkpoint(cont)
+    try:
+        blob = checkpoint(cont)
+    except CheckpointError as e:
+        # Nothing of the workflow has run: what cannot be pickled is an argument of the start.
+        raise CheckpointError(
+            f"cannot start workflow {key}: its argument {e.variable!r} ({e.value_type}) cannot be "
+            f"pickled, and a workflow's arguments are part of its durable state. Pass plain "
+            f"picklable data (an id, a dataclass of values), and open files, locks or "
+            f"connections inside a procedure.",
+            variable=e.variable, value_type=e.value_type, location=None,
+        ) from e
     new = NewWorkflow(
         id=wid,
         type=key,
@@ -521,7 +534,8 @@ class ActorSystem:
             store.close()
             raise
         self._stop = threading.Event()
-        self._external_seq = 0
+        # Requests of the `wf` CLI waiting for room in their workflow's inbox (retried).
+        self._external_waiting: set[int] = set()
         # Requests the `wf` CLI left while no system owned the file.
         self._take_external()
         self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
@@ -579,29 +593,51 @@ class ActorSystem:
                 if time.monotonic() - last_passivate >= min(1.0, self._rt.passivate_after):
                     last_passivate = time.monotonic()
                     self._rt.activator.passivate_idle(self._rt.passivate_after)
-                if self._rt.store.changed():
+                if self._rt.store.changed() or self._external_waiting:
                     self._take_external()
             except Exception as e:
                 log.error("housekeeping_failed", error=repr(e))
 
     def _take_external(self) -> None:
-        rows = self._rt.store.take_external(self._external_seq)
-        done = []
+        """Carry out the requests the `wf` CLI left in the file, in order.
+
+        A signal or cancel is appended to the inbox in the same transaction that deletes its
+        request, so a crash in between cannot carry it out twice. One that finds the inbox full
+        stays, with the requests behind it for the same workflow, and is tried again until the
+        workflow has room.
+        """
+        rows = self._rt.store.take_external(0)
+        done: list[int] = []
+        waiting: set[int] = set()
+        held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
         for r in rows:
-            self._external_seq = max(self._external_seq, r.seq)
+            if r.workflow_id in held:
+                waiting.add(r.seq)
+                continue
             try:
-                ref = WorkflowRef(self, r.workflow_id, _token=_REF_TOKEN)
                 payload = json.loads(r.payload) if r.payload is not None else None
-                if r.kind == "signal":
-                    ref.signal(r.name or "", payload)
-                elif r.kind == "cancel":
-                    ref.cancel(payload)
-                elif r.kind == "fire_timer":
-                    ref.debug_fire_timer(r.name or "")
+                if r.kind in ("signal", "cancel"):
+                    kind, name = (SIGNAL, r.name or "") if r.kind == "signal" else (CANCEL, "cancel")
+                    with self._woken_if_interrupted(lambda wid=r.workflow_id: [wid]):
+                        d = self._rt.store.append_inbox(
+                            r.workflow_id, kind, name, dumps(payload), at=self.clock.now(), external_seq=r.seq
+                        )
+                        self._rt.activator.deliver(r.workflow_id, Wake(d.row()))
+                    log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                    continue  # its row went with the append
+                if r.kind == "fire_timer":
+                    WorkflowRef(self, r.workflow_id, _token=_REF_TOKEN).debug_fire_timer(r.name or "")
                 log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+            except InboxFull as e:
+                held.add(r.workflow_id)
+                waiting.add(r.seq)
+                if r.seq not in self._external_waiting:  # said once, not at every retry
+                    log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
+                continue
             except Exception as e:
                 log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
             done.append(r.seq)
+        self._external_waiting = waiting
         if done:
             self._rt.store.delete_external(done)
 
@@ -693,10 +729,16 @@ class ActorSystem:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
         self._check_open()
         key = filter_key(filter_value)
+        dropped: list[tuple[str, str]] = []
         with self._woken_if_interrupted(lambda: self._rt.store.subscribers(name, key)):
-            delivered = self._rt.store.broadcast(name, key, dumps(payload), at=self.clock.now())
+            delivered = self._rt.store.broadcast(name, key, dumps(payload), at=self.clock.now(), dropped=dropped)
             for d in delivered:
                 self._rt.activator.deliver(d.workflow_id, Wake(d.row()))
+        for wid, why in dropped:
+            # A subscriber that ended is expected; a full inbox is worth a warning (as for a
+            # workflow's own sends, which its history records).
+            level = log.debug if why.startswith("workflow ") else log.warning
+            level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=why)
         return len(delivered)
 
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
@@ -735,8 +777,9 @@ class ActorSystem:
 
     # -- internals -----------------------------------------------------------------------------
     def _external_pending(self) -> bool:
-        """Requests from other processes (the wf CLI) not carried out yet."""
-        return bool(self._rt.store.take_external(0))
+        """Requests from other processes (the wf CLI) not carried out yet, and not waiting for
+        room in a full inbox (those wait for the workflow, not for the system)."""
+        return any(r.seq not in self._external_waiting for r in self._rt.store.take_external(0))
 
     def _append(self, workflow_id: str, kind: str, name: str, payload: Any, what: str) -> None:
         self._check_open()

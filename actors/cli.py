@@ -19,6 +19,7 @@ from typing import Any
 
 from persistence import FINISHED, PersistenceError, Store, loads, open_store
 
+from ._errors import ActorSystemError
 from ._system import _waiting_text, info_from_record
 
 
@@ -223,9 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def add(name: str, help: str, default_db: str = "workflows.db", **kw: Any) -> argparse.ArgumentParser:
+    def add(name: str, help: str, default_db: str = "workflows.db", env: bool = True, **kw: Any) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, **kw)
-        sp.add_argument("--db", default=os.environ.get("WF_DB", default_db), help=f"database file (default {default_db})")
+        default = os.environ.get("WF_DB", default_db) if env else default_db
+        shown = f"$WF_DB, else {default_db}" if env else default_db
+        sp.add_argument("--db", default=default, help=f"database file (default {shown})")
         return sp
 
     sp = add("list", "list workflows")
@@ -258,8 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_fire_timer)
 
     # The demo parses its own options (--duration, --speed, ...); its --help lists them all.
+    # Never $WF_DB: the demo writes its world into the file, which must not be the application's.
     sp = add("demo", "run the game-world demo (Ctrl-C or kill -9 it, run it again: it recovers)", "demo.db",
-             add_help=False)
+             env=False, add_help=False)
     sp.set_defaults(func=None)
     return p
 
@@ -273,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return int(args.func(args))
-    except CliError as e:
+    except (CliError, PersistenceError, ActorSystemError) as e:
+        # What went wrong with the file or the system, in one line (the messages say what to do).
         print(f"wf: error: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+
 
 class PersistenceError(Exception):
     """Root of every error the store raises.
@@ -19,13 +22,20 @@ class DatabaseLocked(PersistenceError):
     """The file is owned by another running system."""
 
     def __init__(self, path: str, *, pid: int | None, host: str | None, since: str | None) -> None:
-        who = f"process {pid} on host {host!r} (since {since})" if pid else "another process"
-        super().__init__(
-            f"database {path} is owned by {who}; only one running system may own a file. "
-            f"Stop that process, or open the file with owner=False (as the wf CLI does) to read "
-            f"it and post requests to its owner.",
-            path=path,
-        )
+        if pid == os.getpid() and host == socket.gethostname():
+            what = (
+                f"database {path} is owned by another ActorSystem (or store) in this very process "
+                f"(since {since}); only one may own a file. Shut that one down first (or use it), "
+                f"or open the file with owner=False to read it."
+            )
+        else:
+            who = f"process {pid} on host {host!r} (since {since})" if pid else "another process"
+            what = (
+                f"database {path} is owned by {who}; only one running system may own a file. "
+                f"Stop that process, or open the file with owner=False (as the wf CLI does) to "
+                f"read it and post requests to its owner."
+            )
+        super().__init__(what, path=path)
         self.pid = pid
         self.host = host
         self.since = since

@@ -388,20 +388,27 @@ class SqliteStore(Store):
         self._write(lambda w: None).result(timeout)
 
     def append_inbox(
-        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
     ) -> Delivered:
         """Append a message to a running workflow's inbox (signal, cancel, child outcome)."""
         return self._write_wait(
             lambda w: _writes.append_inbox(
-                w, workflow_id, kind, name, payload, at, self.inbox_limit
+                w, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq
             )
         )
 
-    def broadcast(self, name: str, filter_key: str, payload: bytes, *, at: float) -> list[Delivered]:
+    def broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float,
+        dropped: list[tuple[str, str]] | None = None,
+    ) -> list[Delivered]:
         """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
-        return self._write_wait(
-            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)[0]
+        got, lost = self._write_wait(
+            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)
         )
+        if dropped is not None:
+            dropped.extend(lost)
+        return got
 
     def procedure_finished(
         self, key: str, *, result: bytes | None, error: str | None, attempts: int

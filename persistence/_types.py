@@ -253,17 +253,28 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def append_inbox(
-        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
     ) -> Delivered:
         """Append a message to a running workflow's inbox (signal, cancel).
 
+        ``external_seq``: the request (``post_external``) this carries out, deleted in the same
+        transaction, so that a crash cannot leave it to be carried out twice.
+
         Raises ``UnknownWorkflowId`` for no such workflow, ``WorkflowFinished`` if it ended,
-        ``InboxFull`` past the bound.
+        ``InboxFull`` past the bound (and then the request stays).
         """
 
     @abc.abstractmethod
-    def broadcast(self, name: str, filter_key: str, payload: bytes, *, at: float) -> list[Delivered]:
-        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
+    def broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float,
+        dropped: list[tuple[str, str]] | None = None,
+    ) -> list[Delivered]:
+        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction.
+
+        ``dropped``, if given, receives ``(workflow_id, why)`` for each subscriber that did not
+        take it (an inbox full, a workflow that ended).
+        """
 
     @abc.abstractmethod
     def procedure_finished(

@@ -103,9 +103,13 @@ def deliver(
 
 
 def append_inbox(
-    w: Writer, workflow_id: str, kind: str, name: str, payload: bytes, at: float, limit: int
+    w: Writer, workflow_id: str, kind: str, name: str, payload: bytes, at: float, limit: int,
+    external_seq: int | None = None,
 ) -> Delivered:
-    """Append a message for a running workflow, or raise why it cannot take it."""
+    """Append a message for a running workflow, or raise why it cannot take it.
+
+    ``external_seq``: the external request this carries out, deleted with the append.
+    """
     if kind not in INBOX_KINDS:
         raise PersistenceError(
             f"unknown inbox kind {kind!r} for workflow {workflow_id!r}; use one of "
@@ -114,6 +118,8 @@ def append_inbox(
         )
     result = deliver(w, workflow_id, kind, name, payload, at, limit)
     if isinstance(result, Delivered):
+        if external_seq is not None:
+            w.conn.execute("DELETE FROM external WHERE seq = ?", (external_seq,))
         return result
     if result == "unknown workflow":
         raise UnknownWorkflowId(workflow_id, path=w.path)

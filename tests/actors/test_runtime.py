@@ -1043,3 +1043,44 @@ def test_signals_lost_by_mistake_are_in_the_senders_history(db, clock):
         {"to": "nobody-has-this-id", "name": "item", "reason": "unknown workflow"},
     ]
     assert [e for e, _ in rows][-1] == "completed"
+
+
+def test_broadcast_to_a_full_inbox_is_logged(db, clock):
+    """A subscriber whose inbox is full does not get a broadcast: the count says so, and a
+    broadcast_dropped warning names it (it used to be skipped without a word)."""
+    with ActorSystem(db, clock=clock, inbox_limit=1) as system:
+        full = system.start(flows.subscribed_not_listening, "g", id="full")
+        system.start(flows.subscribed_not_listening, "g", id="roomy")
+        full.signal("filler")
+        with capture_logs() as logs:
+            assert system.broadcast("go", "g", 1) == 1
+        dropped = [e for e in logs if e["event"] == "broadcast_dropped"]
+        assert [(e["workflow_id"], e["log_level"]) for e in dropped] == [("full", "warning")]
+        assert "inbox full" in dropped[0]["reason"]
+
+
+def test_refs_after_shutdown_raise_system_closed(db, clock):
+    """status(), info() and result() of a ref after shutdown raise SystemClosed, as documented
+    (they raised the store's StoreClosed); a second system in this process is told so."""
+    from persistence import DatabaseLocked
+
+    s = ActorSystem(db, clock=clock)
+    ref = s.start(flows.collect, 1)
+    with pytest.raises(DatabaseLocked, match="another ActorSystem .* in this very process"):
+        ActorSystem(db, clock=clock)
+    s.shutdown()
+    for call in (ref.status, ref.info, ref.result):
+        with pytest.raises(actors._system.SystemClosed):
+            call()
+
+
+def test_start_with_an_unpicklable_argument_names_the_argument(system):
+    """An argument that cannot be pickled fails the start, naming the argument (the message
+    spoke of a live local), and nothing is created."""
+    from workflows import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"cannot start workflow .*collect: its argument 'n' \(_thread.lock\)"):
+        system.start(flows.collect, threading.Lock())
+    with pytest.raises(CheckpointError, match="its argument 'n'"):
+        system.start_many(flows.collect, [(1,), (threading.Lock(),)])
+    assert system.workflows() == []

@@ -70,13 +70,15 @@ def test_bad_arguments(db_path: str) -> None:
 
 
 def test_second_owner_in_same_process_locked(db_path: str) -> None:
-    """A second owner gets DatabaseLocked naming pid, host and since."""
+    """A second owner in the same process gets DatabaseLocked with pid, host and since, saying
+    that the owner is in this very process (not to stop a process, which would be itself)."""
     with open_store(db_path):
         with pytest.raises(DatabaseLocked) as info:
             open_store(db_path)
     err = info.value
     assert err.pid == os.getpid() and err.host and err.since
-    assert str(os.getpid()) in str(err) and db_path in str(err) and "owner=False" in str(err)
+    assert "in this very process" in str(err) and "Shut that one down" in str(err)
+    assert db_path in str(err) and "owner=False" in str(err) and err.since in str(err)
 
 
 def test_second_owner_in_other_process_locked(db_path: str) -> None:
