@@ -45,32 +45,37 @@ async def order_with_deadline():
 '''
 
 
+class _Module:
+    """A module importable from a directory, which a test takes away and brings back."""
+
+    def __init__(self, directory, name: str, source: str) -> None:
+        self.path = directory / f"{name}.py"
+        self.away = directory / f"{name}.py.away"
+        self.name = name
+        self.path.write_text(textwrap.dedent(source))
+
+    def load(self):
+        sys.modules.pop(self.name, None)
+        return __import__(self.name)
+
+    def remove(self) -> None:
+        self.path.rename(self.away)
+        sys.modules.pop(self.name, None)
+        for key in [k for k in _REGISTRY["workflow"] if k.startswith(self.name + ":")]:
+            del _REGISTRY["workflow"][key]
+
+    def restore(self) -> None:
+        self.away.rename(self.path)
+
+
 @pytest.fixture
 def shop(tmp_path, monkeypatch):
-    """A workflow module importable from ``tmp_path``; ``shop.remove()`` takes it away."""
-    (tmp_path / f"{MODULE}.py").write_text(textwrap.dedent(SOURCE))
+    """Workflows in a module importable from ``tmp_path``."""
     monkeypatch.syspath_prepend(str(tmp_path))
-
-    class Shop:
-        @staticmethod
-        def load():
-            sys.modules.pop(MODULE, None)
-            return __import__(MODULE)
-
-        @staticmethod
-        def remove():
-            (tmp_path / f"{MODULE}.py").rename(tmp_path / f"{MODULE}.py.away")
-            sys.modules.pop(MODULE, None)
-            for key in [k for k in _REGISTRY["workflow"] if k.startswith(MODULE + ":")]:
-                del _REGISTRY["workflow"][key]
-
-        @staticmethod
-        def restore():
-            (tmp_path / f"{MODULE}.py.away").rename(tmp_path / f"{MODULE}.py")
-
-    yield Shop
-    if (tmp_path / f"{MODULE}.py").exists():
-        Shop.remove()
+    module = _Module(tmp_path, MODULE, SOURCE)
+    yield module
+    if module.path.exists():
+        module.remove()
 
 
 def history(db: str, wid: str) -> list[str]:
@@ -187,27 +192,10 @@ THING = "af_missing_thing"
 
 @pytest.fixture
 def thing(tmp_path, monkeypatch):
-    """A module with a plain class, importable from ``tmp_path``; ``thing.remove()`` takes it away."""
-    path = tmp_path / f"{THING}.py"
-    path.write_text("class Thing:\n    def __init__(self, v):\n        self.v = v\n")
+    """A module with a plain class, importable from ``tmp_path``."""
     monkeypatch.syspath_prepend(str(tmp_path))
-
-    class Thing:
-        @staticmethod
-        def load():
-            sys.modules.pop(THING, None)
-            return __import__(THING)
-
-        @staticmethod
-        def remove():
-            path.rename(tmp_path / f"{THING}.away")
-            sys.modules.pop(THING, None)
-
-        @staticmethod
-        def restore():
-            (tmp_path / f"{THING}.away").rename(path)
-
-    yield Thing
+    module = _Module(tmp_path, THING, "class Thing:\n    def __init__(self, v):\n        self.v = v\n")
+    yield module
     sys.modules.pop(THING, None)
 
 
