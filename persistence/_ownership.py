@@ -7,6 +7,7 @@ owner gets.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import fcntl
@@ -56,6 +57,7 @@ class OwnerLock:
         self.path = path
         self._fd: int | None = None
         self.info: dict[str, object] = {}
+        self._created = False  # this acquire made the lock file (it did not exist before)
 
     def acquire(self) -> dict[str, object]:
         """Take the lock and record this process as the owner; return the owner record.
@@ -64,7 +66,9 @@ class OwnerLock:
             DatabaseLocked: another process (or another store in this process) owns the file.
             ReadOnlyDatabase: the lock file cannot be created.
         """
+        existed = os.path.exists(lock_path(self.path))
         fd = _open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
+        self._created = not existed
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -93,11 +97,16 @@ class OwnerLock:
         self._fd = fd
         return self.info
 
-    def release(self) -> None:
-        """Give up the lock (idempotent)."""
+    def release(self, *, remove: bool = False) -> None:
+        """Give up the lock (idempotent). ``remove``: and delete the lock file, if this lock
+        created it (the file turned out not to be an actorflow database: leave nothing beside it).
+        """
         fd, self._fd = self._fd, None
         if fd is None:
             return
+        if remove and self._created:
+            with contextlib.suppress(OSError):
+                os.unlink(lock_path(self.path))
         try:
             os.ftruncate(fd, 0)
         except OSError:

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 from persistence import _writes
 from persistence._errors import (
+    CorruptDatabase,
+    ForeignDatabase,
     PersistenceError,
     ReadOnlyDatabase,
     StoreClosed,
@@ -242,8 +244,9 @@ class SqliteStore(Store):
         except BaseException as exc:
             if conn is not None:
                 conn.close()
-            self._lock.release()
             err = translate_error(exc, self.path)
+            # Another application's file, or no database at all: leave no lock file beside it.
+            self._lock.release(remove=isinstance(err, (ForeignDatabase, CorruptDatabase)))
             if err is exc:
                 raise
             raise err from exc

@@ -128,6 +128,7 @@ def test_foreign_database(db_path: str) -> None:
             open_store(db_path, owner=owner)
         assert db_path in str(info.value)
     assert pathlib.Path(db_path).read_bytes() == before
+    assert not pathlib.Path(db_path + ".lock").exists()  # nothing is left beside it either
 
 
 def test_foreign_application_id(db_path: str) -> None:
@@ -171,6 +172,7 @@ def test_garbage_file(db_path: str) -> None:
         with pytest.raises(CorruptDatabase, match="not a usable SQLite database"):
             open_store(db_path, owner=owner)
     assert pathlib.Path(db_path).read_bytes() == junk
+    assert not pathlib.Path(db_path + ".lock").exists()
 
 
 def test_malformed_database(db_path: str) -> None:
