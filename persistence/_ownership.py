@@ -27,6 +27,19 @@ def _open_lock_file(path: str, flags: int) -> int:
     try:
         return os.open(lock_path(path), flags | os.O_CLOEXEC, 0o644)
     except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM) and os.path.exists(lock_path(path)):
+            # The lock file is there (another user's, say) but this user may not open it.
+            try:
+                owner = f"owned by uid {os.stat(lock_path(path)).st_uid}, "
+            except OSError:
+                owner = ""
+            raise ReadOnlyDatabase(
+                f"cannot open the lock file {lock_path(path)} ({exc.strerror}): it exists, "
+                f"{owner}and this user (uid {os.getuid()}) may not write it. Run as the user "
+                f"who owns the database, make the lock file writable for this one, or open the "
+                f"file with owner=False to read it.",
+                path=path,
+            ) from exc
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             raise ReadOnlyDatabase(
                 f"cannot create the lock file {lock_path(path)} next to {path} ({exc.strerror}); "

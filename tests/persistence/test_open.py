@@ -297,3 +297,25 @@ def test_read_only_directory(tmp_path: pathlib.Path) -> None:
         with pytest.raises(ReadOnlyDatabase, match="read-only") as info:
             open_store(str(d / "wf.db"))
         assert str(d) in str(info.value)
+
+
+def test_lock_file_this_user_may_not_open_is_named(db_path: str, monkeypatch) -> None:
+    """A lock file that exists but this user may not open (another user's) is named as such; the
+    message blamed a read-only directory, which it is not."""
+    import errno
+
+    import persistence._ownership as ownership
+
+    open_store(db_path).close()  # the lock file now exists
+    real_open = os.open
+
+    def denied(path, flags, *args):
+        if str(path).endswith(".lock"):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path, flags, *args)
+
+    with monkeypatch.context() as m:
+        m.setattr(ownership.os, "open", denied)
+        with pytest.raises(ReadOnlyDatabase, match=r"it exists, owned by uid \d+, and this user") as info:
+            open_store(db_path)
+    assert "directory is read-only" not in str(info.value)
