@@ -8,6 +8,7 @@ import functools
 import os
 import sqlite3
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -157,6 +158,10 @@ class SqliteStore(Store):
         self._dv_lock = threading.Lock()
         self._dv_conn: sqlite3.Connection | None = None
         self._dv_last = 0
+        # A reader of a file in a read-only directory with no write-ahead log left: SQLite cannot
+        # create the -shm file it reads through, and nothing can change the file, so readers open
+        # it immutable.
+        self._immutable = False
         # Shared-cache memory databases lock whole tables instead of giving readers snapshots:
         # reads and write transactions take turns on this gate (throwaway use only).
         self._gate: threading.RLock | None = threading.RLock() if self.memory else None
@@ -173,6 +178,11 @@ class SqliteStore(Store):
         if self.memory:
             return sqlite3.connect(
                 self._uri, uri=True, isolation_level=None, check_same_thread=False
+            )
+        if self._immutable:
+            return sqlite3.connect(
+                f"file:{urllib.parse.quote(self.path)}?immutable=1", uri=True,
+                isolation_level=None, check_same_thread=False, timeout=timeout,
             )
         return sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=timeout
@@ -252,13 +262,24 @@ class SqliteStore(Store):
             raise err from exc
 
     def _open_reader_only(self) -> None:
-        self._check_directory()
+        directory = self._check_directory()
         if not os.path.exists(self.path):
             raise PersistenceError(
                 f"no database at {self.path}; check the path (--db), or start a system on it "
                 f"first.",
                 path=self.path,
             )
+        if not os.access(directory, os.W_OK) and not os.path.exists(self.path + "-shm"):
+            wal = self.path + "-wal"
+            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                raise ReadOnlyDatabase(
+                    f"{self.path} cannot be read here: its directory {directory} is read-only, "
+                    f"and SQLite must create {self.path}-shm to read the write-ahead log {wal} "
+                    f"that is not yet in the file. Copy the database and its -wal file to a "
+                    f"writable directory, or make this one writable.",
+                    path=self.path,
+                )
+            self._immutable = True
         conn = None
         try:
             conn = self._connect()

@@ -319,3 +319,24 @@ def test_lock_file_this_user_may_not_open_is_named(db_path: str, monkeypatch) ->
         with pytest.raises(ReadOnlyDatabase, match=r"it exists, owned by uid \d+, and this user") as info:
             open_store(db_path)
     assert "directory is read-only" not in str(info.value)
+
+
+def test_reader_in_a_read_only_directory(db_path: str, monkeypatch) -> None:
+    """A reader of a file whose directory it may not write (SQLite cannot create the -shm file
+    there) reads it immutable when no write-ahead log is left, and says why not when one is."""
+    import persistence._store
+
+    with open_store(db_path) as s:
+        s.create_workflow(new_wf("a"))
+    assert not os.path.exists(db_path + "-wal") or os.path.getsize(db_path + "-wal") == 0
+    directory = os.path.dirname(db_path)
+    real_access = os.access
+    monkeypatch.setattr(persistence._store.os, "access",
+                        lambda p, mode: False if p == directory else real_access(p, mode))
+    with open_store(db_path, owner=False) as reader:
+        assert reader._immutable  # no -shm file needed
+        assert reader.load_workflow("a").type == "mod:wf"
+        assert [w.id for w in reader.list_workflows()] == ["a"]
+    pathlib.Path(db_path + "-wal").write_bytes(b"\0" * 4096)  # a log not yet in the file
+    with pytest.raises(ReadOnlyDatabase, match=r"directory .* is read-only, and SQLite must create"):
+        open_store(db_path, owner=False)
