@@ -247,11 +247,11 @@ class WorkflowActor(PooledActor):
                 self._record_outcome(done)
         why = _missing_code(e)
         if why is not None:
-            self._hold_for_code(why, e)
+            self._hold_for_code(why)
             return
         self.rt.fault(self.id, e, self.type or None)
 
-    def _hold_for_code(self, why: str, error: Exception) -> None:
+    def _hold_for_code(self, why: str) -> None:
         """A step needs code this process lacks (a class of a payload it takes): hold the
         workflow as blocked, as when its own code is missing, instead of restarting it until it
         fails. Its next load (a restart with the code) tries the step again."""
@@ -359,7 +359,7 @@ class WorkflowActor(PooledActor):
             self.log.error("workflow_code_missing" if missing else "workflow_version_mismatch", error=str(e))
             self._record_blocked(rec, str(e), "code_missing" if missing else "version_mismatch")
             return
-        if rec.waiting_on and '"blocked"' in rec.waiting_on and self.wait is not None and "blocked" in json.loads(rec.waiting_on):
+        if self.wait is not None and _blocked_reason(rec) is not None:
             self._record_unblocked(rec)
         if self.wait is not None:
             pending_timer_arms = [a for a in self.wait.arms if a.kind == "timer" and not a.done]
@@ -383,7 +383,7 @@ class WorkflowActor(PooledActor):
         """Show why the workflow cannot run (a version mismatch, its code missing) in waiting_on
         and the history (once), keeping the checkpoint."""
         waiting = json.loads(self.wait.describe()) if self.wait else {"mode": "one", "arms": []}
-        if rec.waiting_on and json.loads(rec.waiting_on).get("blocked") == why:
+        if _blocked_reason(rec) == why:
             return
         waiting["blocked"] = why
         self._commit_waiting_on(rec, json.dumps(waiting), (event, json.dumps({"message": why})))
@@ -979,6 +979,13 @@ class WorkflowActor(PooledActor):
         for k in sw.cancel_procedures:
             self.done_procs.pop(k, None)
         return ack
+
+
+def _blocked_reason(rec: Any) -> str | None:
+    """Why the stored record shows the workflow as blocked, or None (parsed only if it may)."""
+    if not rec.waiting_on or '"blocked"' not in rec.waiting_on:
+        return None
+    return json.loads(rec.waiting_on).get("blocked")
 
 
 def _missing_code(e: BaseException) -> str | None:

@@ -593,7 +593,9 @@ class ActorSystem:
                 if time.monotonic() - last_passivate >= min(1.0, self._rt.passivate_after):
                     last_passivate = time.monotonic()
                     self._rt.activator.passivate_idle(self._rt.passivate_after)
-                if self._rt.store.changed() or self._external_waiting:
+                # A request waiting for room is tried again after a commit (only a step that
+                # consumes signals, or ends the workflow, makes room): changed() sees those too.
+                if self._rt.store.changed():
                     self._take_external()
             except Exception as e:
                 log.error("housekeeping_failed", error=repr(e))
