@@ -22,7 +22,7 @@ from persistence._errors import (
     WorkflowFinished,
 )
 from persistence._promise import Promise
-from persistence._schema import APPLICATION_ID, SCHEMA_VERSION
+from persistence._schema import APPLICATION_ID, RECENT_STEPS, SCHEMA_VERSION
 from persistence._serialization import dumps, is_plain, loads, register_plain
 from persistence._store import SqliteStore, open_store
 from persistence._types import (
@@ -62,6 +62,7 @@ __all__ = [
     "COMPLETED",
     "FAILED",
     "FINISHED",
+    "RECENT_STEPS",
     "RUNNING",
     "SCHEMA_VERSION",
     "SIGNAL",

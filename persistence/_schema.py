@@ -24,11 +24,13 @@ from persistence._errors import (
 
 # "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
 APPLICATION_ID = 0x41465731
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # How many history rows to keep per workflow, and every how many steps to trim (by index).
 HISTORY_KEEP = 200
 HISTORY_TRIM_EVERY = 50
+# How many of a workflow's newest steps its row describes (``recent_steps``: what woke each).
+RECENT_STEPS = 16
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -135,8 +137,19 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v2(db: sqlite_utils.Database) -> None:
+    """Each workflow's newest steps, in its own row.
+
+    One line of JSON per step (``[at, event, detail]``, ``at`` in whole milliseconds), newest
+    last, at most ``RECENT_STEPS``: written by the UPDATE that every step makes anyway, so the
+    step history costs no page of its own (a row in the history table costs two per commit).
+    Rows written before have none.
+    """
+    db.execute("ALTER TABLE workflows ADD COLUMN recent_steps TEXT")
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

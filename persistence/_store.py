@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import json
 import os
 import sqlite3
 import threading
@@ -56,7 +57,7 @@ BUSY_TIMEOUT = 10.0
 
 _WORKFLOW_COLUMNS = (
     "id, type, status, parent_id, detached, test_mode, continuation, fingerprint, waiting_on, "
-    "result, error, step_seq, restarts, created_at, updated_at"
+    "result, error, step_seq, restarts, created_at, updated_at, recent_steps"
 )
 _PROCEDURE_COLUMNS = (
     "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
@@ -114,7 +115,25 @@ def _record(row: tuple) -> WorkflowRecord:
         restarts=row[12],
         created_at=row[13],
         updated_at=row[14],
+        recent_steps=row[15],
     )
+
+
+def recent_steps(workflow_id: str, text: str | None) -> list[HistoryRow]:
+    """The steps a workflow's row describes (its ``recent_steps``), as history events.
+
+    Each line is ``[at, event, detail]`` JSON, ``at`` in milliseconds. A line that is not (the
+    row was edited by hand) is kept as an ``unreadable_step`` event holding the line, not
+    dropped.
+    """
+    events = []
+    for line in text.split("\n") if text else ():
+        try:
+            at_ms, event, detail = json.loads(line)
+            events.append(HistoryRow(None, workflow_id, at_ms / 1000, str(event), json.dumps(detail)))
+        except (ValueError, TypeError):
+            events.append(HistoryRow(None, workflow_id, 0.0, "unreadable_step", json.dumps({"line": line})))
+    return events
 
 
 def _procedure(row: tuple) -> ProcedureRow:
@@ -623,13 +642,25 @@ class SqliteStore(Store):
         return {(t, s): n for t, s, n in rows}
 
     def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]:
-        """The workflow's newest ``limit`` history events, oldest first."""
+        """The workflow's newest ``limit`` history events, oldest first.
+
+        The events of the history table (ends, blocks and resumes, dropped signals) and the
+        newest steps its row describes (``seq`` None; what woke each step), in time order; in
+        one millisecond, steps come before the table's events (an end is written by its last
+        step).
+        """
         rows = self._rows(
             "SELECT seq, workflow_id, at, event, detail FROM (SELECT * FROM history "
             "WHERE workflow_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
             (workflow_id, limit),
         )
-        return [HistoryRow(*r) for r in rows]
+        recent = self._rows("SELECT recent_steps FROM workflows WHERE id = ?", (workflow_id,))
+        steps = recent_steps(workflow_id, recent[0][0] if recent else None)
+        # By millisecond, the precision the steps are kept at.
+        events = [(round(h.at * 1000), 0, i, h) for i, h in enumerate(steps)]
+        events += [(int(r[2] * 1000), 1, i, HistoryRow(*r)) for i, r in enumerate(rows)]
+        events.sort(key=lambda e: e[:3])
+        return [e[3] for e in events[-limit:]] if limit > 0 else []
 
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Run a read-only query (the reader connections refuse writes); rows as dicts."""

@@ -111,6 +111,9 @@ class StepWrite:
     unsubscribe: list[tuple[str, str]] = field(default_factory=list)
     reducers: list[Callable[[Any], None]] = field(default_factory=list)  # f(db), in order
     history: list[tuple[str, str]] = field(default_factory=list)  # (event, detail JSON)
+    # The workflow's newest steps as its row keeps them (``recent_steps``: JSON lines
+    # ``[at, event, detail]``, this step's last); None leaves the stored ones as they are.
+    recent: str | None = None
     restarts: int | None = None  # new restart counter, if changed
     # The workflow's own record, for the first step (step 1) of a workflow started in this
     # process: the row is inserted as that step leaves it (``WorkflowExists`` if the id is taken).
@@ -165,6 +168,7 @@ class WorkflowRecord:
     restarts: int
     created_at: float
     updated_at: float
+    recent_steps: str | None = None  # JSON lines [at, event, detail], newest last
 
 
 @dataclass(frozen=True)
@@ -212,7 +216,10 @@ class ExternalRow:
 
 @dataclass(frozen=True)
 class HistoryRow:
-    seq: int
+    """A history event: from the history table (``seq`` set), or one of the steps the
+    workflow's row describes (``seq`` None; the step's number is in ``detail``)."""
+
+    seq: int | None
     workflow_id: str
     at: float
     event: str

@@ -45,7 +45,7 @@ def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite |
     """
     if step is None:
         stepped = ("running", wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, 0,
-                   wf.created_at)
+                   wf.created_at, None)
     else:
         stepped = (
             step.status,
@@ -57,14 +57,15 @@ def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite |
             step.step_seq,
             step.restarts if step.restarts is not None else 0,
             step.updated_at,
+            step.recent,
         )
-    status, continuation, fingerprint, waiting_on, result, error, seq, restarts, updated = stepped
+    status, continuation, fingerprint, waiting_on, result, error, seq, restarts, updated, recent = stepped
     cur = conn.execute(
         "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
         "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
-        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "updated_at, recent_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (wf.id, wf.type, status, wf.parent_id, int(wf.detached), int(wf.test_mode), continuation,
-         fingerprint, waiting_on, result, error, seq, restarts, wf.created_at, updated),
+         fingerprint, waiting_on, result, error, seq, restarts, wf.created_at, updated, recent),
     )
     return cur.rowcount == 1
 
@@ -199,7 +200,7 @@ def _ids(ids: list) -> str:
 _STEP_SET = (
     "continuation = coalesce(?, continuation), fingerprint = coalesce(?, fingerprint), "
     "waiting_on = ?, result = ?, error = ?, step_seq = ?, updated_at = ?, "
-    "restarts = coalesce(?, restarts) WHERE id = ? AND step_seq = ? AND status = 'running'"
+    "restarts = coalesce(?, restarts), recent_steps = coalesce(?, recent_steps) WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
 _STEP_RUNNING = "UPDATE workflows SET " + _STEP_SET
 _STEP_ENDING = "UPDATE workflows SET status = ?, " + _STEP_SET
@@ -257,6 +258,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
                 step.step_seq,
                 at,
                 step.restarts,
+                step.recent,
                 wid,
                 step.step_seq - 1,
             ),

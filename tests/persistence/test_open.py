@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+import sqlite_utils
 
 from persistence import (
     APPLICATION_ID,
@@ -22,8 +23,12 @@ from persistence import (
     ReadOnlyDatabase,
     SchemaTooNew,
     StoreClosed,
+    StepWrite,
+    dumps,
+    loads,
     open_store,
 )
+from persistence._schema import MIGRATIONS
 
 from .conftest import new_wf
 
@@ -162,6 +167,42 @@ def test_schema_too_new(db_path: str) -> None:
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     conn.close()
     open_store(db_path).close()
+
+
+def _version_1_file(path: str) -> None:
+    """A file as actorflow 0.1's first schema left it, with one workflow in it."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    MIGRATIONS[0](sqlite_utils.Database(conn))
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+    conn.execute(
+        "INSERT INTO workflows (id, type, status, detached, test_mode, continuation, fingerprint, "
+        "step_seq, restarts, created_at, updated_at) VALUES ('old', 'mod:wf', 'running', 0, 0, "
+        "?, 'fp1', 3, 0, 1.0, 2.0)", (dumps({"pc": 3}),),
+    )
+    conn.execute("INSERT INTO history (workflow_id, at, event, detail) VALUES ('old', 1.5, 'blocked', '{}')")
+    conn.close()
+
+
+def test_version_1_file_is_migrated_by_its_owner(db_path: str) -> None:
+    """A file of schema version 1 is read by no reader until an owner opens it; the owner
+    migrates it (recent_steps added) and keeps every row; steps then describe themselves."""
+    _version_1_file(db_path)
+    with pytest.raises(PersistenceError, match="schema version 1, older .* to migrate it"):
+        open_store(db_path, owner=False)
+    with open_store(db_path) as s:
+        rec = s.load_workflow("old")
+        assert (rec.step_seq, rec.recent_steps, loads(rec.continuation)) == (3, None, {"pc": 3})
+        assert [(h.event, h.at) for h in s.history("old")] == [("blocked", 1.5)]
+        s.commit_step(StepWrite(workflow_id="old", step_seq=4, updated_at=3.0,
+                                recent='[3000,"signal",{"step":4,"name":"go"}]'))
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "2"
+    conn.close()
+    with open_store(db_path, owner=False) as r:
+        assert [(h.event, h.at) for h in r.history("old")] == [("blocked", 1.5), ("signal", 3.0)]
 
 
 def test_garbage_file(db_path: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sqlite3
 
 import pytest
 
@@ -454,3 +455,58 @@ def test_only_a_first_step_can_create(store) -> None:
     with pytest.raises(PersistenceError, match="only a workflow's own first step"):
         store.commit_step(StepWrite("a", 1, create=new_wf("b")))
     assert store.load_workflow("a") is None and store.load_workflow("b") is None
+
+
+def test_recent_steps_written_by_the_step_and_kept_when_none(store) -> None:
+    """A step's ``recent`` text replaces the row's recent_steps; None leaves it as it is (a
+    write that is not a workflow step, such as a block or an escalation, keeps them)."""
+    store.create_workflow(new_wf("a"))
+    assert store.load_workflow("a").recent_steps is None
+    store.commit_step(step(store, "a", recent='[2000,"started",{"step":1}]'))
+    store.commit_step(step(store, "a", history=[("blocked", "{}")]))
+    assert store.load_workflow("a").recent_steps == '[2000,"started",{"step":1}]'
+    text = '[2000,"started",{"step":1}]\n[3000,"signal",{"step":3,"name":"go"}]'
+    store.commit_step(step(store, "a", recent=text, updated_at=3.0))
+    assert store.load_workflow("a").recent_steps == text
+
+
+def test_recent_steps_of_a_first_step_that_creates(store) -> None:
+    """A start's first step, which inserts the row, writes its recent_steps in that INSERT."""
+    wf = new_wf("a")
+    store.commit_step(StepWrite(workflow_id="a", step_seq=1, create=wf, updated_at=1.0,
+                                recent='[1000,"started",{"step":1}]'))
+    assert store.load_workflow("a").recent_steps == '[1000,"started",{"step":1}]'
+
+
+def test_history_merges_the_rows_steps_with_the_table_in_time_order(store) -> None:
+    """history(): the row's steps (seq None, at in seconds) and the table's events, by time; in
+    one millisecond the step comes first (an end is written by its last step); the limit counts
+    both; a line that is not JSON is kept as an unreadable_step event."""
+    store.create_workflow(new_wf("a"))
+    store.commit_step(step(store, "a", updated_at=1.0, recent='[1000,"started",{"step":1}]'))
+    store.commit_step(step(store, "a", updated_at=1.5, history=[("blocked", '{"message": "x"}')]))
+    text = '[1000,"started",{"step":1}]\n[2000,"signal",{"step":3,"name":"go"}]'
+    store.commit_step(step(store, "a", updated_at=2.0004, status=COMPLETED, recent=text,
+                           history=[("completed", '{"result": "1"}')]))
+    rows = store.history("a")
+    assert [(r.seq is None, r.at, r.event) for r in rows] == [
+        (True, 1.0, "started"), (False, 1.5, "blocked"), (True, 2.0, "signal"),
+        (False, 2.0004, "completed"),
+    ]
+    assert rows[2].detail == '{"step": 3, "name": "go"}' and rows[2].workflow_id == "a"
+    assert [r.event for r in store.history("a", limit=2)] == ["signal", "completed"]
+    assert store.history("a", limit=0) == []
+
+
+def test_history_keeps_a_damaged_step_line(file_store, db_path) -> None:
+    """A recent_steps line that is not JSON (a row edited by hand) is shown, not dropped."""
+    file_store.create_workflow(new_wf("a"))
+    file_store.commit_step(step(file_store, "a", recent='[2000,"started",{"step":1}]'))
+    con = sqlite3.connect(db_path)
+    with con:
+        con.execute("""UPDATE workflows SET recent_steps = 'not json' || char(10) || recent_steps""")
+    con.close()
+    rows = file_store.history("a")
+    assert [(r.event, r.detail) for r in rows] == [
+        ("unreadable_step", '{"line": "not json"}'), ("started", '{"step": 1}'),
+    ]
