@@ -30,6 +30,7 @@ from persistence import (
     CHILD,
     COMPLETED,
     FAILED,
+    RECENT_STEPS,
     RUNNING,
     SIGNAL,
     InboxRow,
@@ -324,6 +325,8 @@ class WorkflowActor(PooledActor):
         self.test_mode = new.test_mode
         self.seq = 0
         self.wait = None
+        self.recent: str | None = None
+        self.recent_count = 0
         self.cont_blob = blob
         self.cont = cont
         self.loaded = True
@@ -341,6 +344,11 @@ class WorkflowActor(PooledActor):
         self.detached = rec.detached
         self.test_mode = rec.test_mode
         self.seq = rec.step_seq
+        self.recent = rec.recent_steps or None
+        self.recent_count = self.recent.count("\n") + 1 if self.recent else 0
+        if self.recent_count > RECENT_STEPS:  # written by a version that kept more
+            self.recent = "\n".join(self.recent.split("\n")[-RECENT_STEPS:])
+            self.recent_count = RECENT_STEPS
         assert rec.continuation is not None
         env = loads(rec.continuation)
         self.wait: Wait | None = envelope_wait(env)
@@ -511,6 +519,7 @@ class WorkflowActor(PooledActor):
         reason = loads(cancel.payload)
         self.log.info("workflow_cancel_requested", reason=reason, blocked=True)
         sw = self._base_write([cancel.seq], [], [])
+        self._note(sw, ("cancel", ',"reason":' + _text(reason)))
         yield from self._finish(sw, Raised(Cancelled(reason)), self.wait.pending() if self.wait else [])
 
     def _record_outcome(self, message: ProcedureDone) -> None:
@@ -546,7 +555,10 @@ class WorkflowActor(PooledActor):
             return False  # an earlier event may be waiting to win this select
         seq_before = self.seq
         try:
-            yield from self._apply(resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [])
+            yield from self._apply(
+                resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [],
+                ("signal", ',"name":' + _name(message.name)),
+            )
             yield from self._flush()
         except GeneratorExit:
             raise  # abandoned while paused (the system closed): nothing to answer
@@ -574,13 +586,14 @@ class WorkflowActor(PooledActor):
                 reason = loads(cancel.payload)
                 self.log.info("workflow_cancel_requested", reason=reason)
                 losers = self.wait.pending() if self.wait else []
+                cause = ("cancel", ',"reason":' + _text(reason))
                 if self.seq == 0:
-                    yield from self._finish_without_running(Cancelled(reason), consume=[cancel.seq])
+                    yield from self._finish_without_running(Cancelled(reason), consume=[cancel.seq], cause=cause)
                 else:
-                    yield from self._run(throw=Cancelled(reason), consume_inbox=[cancel.seq], losers=losers)
+                    yield from self._run(throw=Cancelled(reason), consume_inbox=[cancel.seq], losers=losers, cause=cause)
                 continue
             if self.seq == 0:
-                yield from self._run(first=True)
+                yield from self._run(first=True, cause=("started", ""))
                 continue
             if self.wait is None:
                 return
@@ -673,13 +686,17 @@ class WorkflowActor(PooledActor):
             row: InboxRow = ref
             consume_inbox.append(row.seq)
             if row.kind == SIGNAL:
+                cause = ("signal", ',"name":' + _name(row.name))
                 res = resolve_arm(wait, arm, ok=True, value=loads(row.payload))
             else:
                 outcome = loads(row.payload)
                 if outcome[0] == "ok":
+                    cause = ("child", f',"child":{json.dumps(row.name)},"outcome":"completed"')
                     res = resolve_arm(wait, arm, ok=True, value=outcome[1])
                 else:
                     info = outcome[1]
+                    ended = "cancelled" if info.get("cancelled") else "failed"
+                    cause = ("child", f',"child":{json.dumps(row.name)},"outcome":"{ended}"')
                     err = ChildFailed(
                         f"child workflow {row.name!r} ({arm.target}) "
                         + ("was cancelled" if info.get("cancelled") else f"failed: {info['type']}: {info['message']}"),
@@ -692,14 +709,18 @@ class WorkflowActor(PooledActor):
                     res = resolve_arm(wait, arm, ok=False, error=err)
         elif kind == "timer":
             consume_timers.append(ref.id)
+            cause = ("timer", ',"name":' + _name(arm.target))
             res = resolve_arm(wait, arm, ok=True, value=None)
         else:
             done: ProcedureDone = ref
             consume_procs.append(done.key)
+            called = f',"function":{_name(arm.target)},"attempts":{int(done.attempts)}'
             if done.ok:
+                cause = ("procedure", called + ',"ok":true')
                 res = resolve_arm(wait, arm, ok=True, value=done.value)
             else:
                 info = done.error or {}
+                cause = ("procedure", called + ',"ok":false,"error":' + _text(info.get("type")))
                 err = ProcedureFailed(
                     f"procedure {arm.target} failed after {done.attempts} attempt(s): "
                     f"{info.get('type')}: {info.get('message')}",
@@ -710,7 +731,7 @@ class WorkflowActor(PooledActor):
                     traceback=info.get("traceback"),
                 )
                 res = resolve_arm(wait, arm, ok=False, error=err)
-        yield from self._apply(res, consume_inbox, consume_timers, consume_procs)
+        yield from self._apply(res, consume_inbox, consume_timers, consume_procs, cause)
         return res.resume
 
     def _flush(self) -> Steps:
@@ -720,7 +741,10 @@ class WorkflowActor(PooledActor):
         if dirty or ci or ct or cp:
             yield from self._commit_wait_only(consume_inbox=ci, consume_timers=ct, consume_procs=cp)
 
-    def _apply(self, res: Resolution, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> Steps:
+    def _apply(
+        self, res: Resolution, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str],
+        cause: tuple[str, str],
+    ) -> Steps:
         if not res.resume:
             # A gather arm resolved: take every other available one before committing, so a
             # hundred children finishing together cost one commit, not a hundred.
@@ -735,14 +759,16 @@ class WorkflowActor(PooledActor):
             consume_inbox = acc_i + list(consume_inbox)
             consume_timers = acc_t + list(consume_timers)
             consume_procs = acc_p + list(consume_procs)
+            # The gather took the others in this step, before the one that resumed it.
+            cause = (cause[0], f'{cause[1]},"taken":{len(consume_inbox) + len(consume_timers) + len(consume_procs)}')
         self.acc_dirty = False
         if res.resume:
             if res.error is not None:
                 yield from self._run(throw=res.error, consume_inbox=consume_inbox, consume_timers=consume_timers,
-                          consume_procs=consume_procs, losers=res.losers)
+                          consume_procs=consume_procs, losers=res.losers, cause=cause)
             else:
                 yield from self._run(send=res.value, consume_inbox=consume_inbox, consume_timers=consume_timers,
-                          consume_procs=consume_procs, losers=res.losers)
+                          consume_procs=consume_procs, losers=res.losers, cause=cause)
 
     # -- steps ----------------------------------------------------------------------------------
     def _base_write(self, consume_inbox: list[int], consume_timers: list[int], consume_procs: list[str]) -> StepWrite:
@@ -756,6 +782,23 @@ class WorkflowActor(PooledActor):
             create=self.creating.seed[0] if self.creating is not None else None,  # type: ignore[index]
         )
 
+    def _note(self, sw: StepWrite, cause: tuple[str, str]) -> None:
+        """Describe this step in the row's newest steps (``recent_steps``): what woke it.
+
+        ``cause`` is the event's name and its detail's other fields, as JSON text after the
+        step's number. The lines are kept as they were stored; the new text is the actor's once
+        the step commits (``_commit``).
+        """
+        # The time in whole milliseconds: a float's shortest repr costs four times an int's.
+        line = f'[{int(sw.updated_at * 1000)},"{cause[0]}",{{"step":{sw.step_seq}{cause[1]}}}]'
+        text = self.recent
+        if not text:
+            sw.recent = line
+        elif self.recent_count < RECENT_STEPS:
+            sw.recent = text + "\n" + line
+        else:
+            sw.recent = text[text.index("\n") + 1:] + "\n" + line
+
     def _disarm(self, sw: StepWrite, losers: list[Arm], reason: str) -> None:
         for a in losers:
             if a.kind == "timer" and a.timer_id is not None:
@@ -768,6 +811,7 @@ class WorkflowActor(PooledActor):
     def _commit_wait_only(self, consume_inbox: list[int] = (), consume_timers: list[int] = (), consume_procs: list[str] = ()) -> Steps:  # type: ignore[assignment]
         """Commit consumption and the updated wait without running workflow code (gather)."""
         sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
+        self._note(sw, ("gather", f',"taken":{len(sw.consume_inbox) + len(sw.consume_timers) + len(sw.consume_procedures)}'))
         assert self.wait is not None
         packed, sw.waiting_on, sw.wait_signals = stored_forms(self.wait)
         sw.continuation = dumps(envelope(self.cont_blob, packed))
@@ -775,8 +819,9 @@ class WorkflowActor(PooledActor):
         yield from self._commit(sw)
         self.unsettled = None
 
-    def _finish_without_running(self, exc: BaseException, consume: list[int]) -> Steps:
+    def _finish_without_running(self, exc: BaseException, consume: list[int], cause: tuple[str, str]) -> Steps:
         sw = self._base_write(consume, [], [])
+        self._note(sw, cause)
         yield from self._finish(sw, Raised(exc), [])
 
     def _run(
@@ -789,8 +834,10 @@ class WorkflowActor(PooledActor):
         consume_timers: list[int] = (),  # type: ignore[assignment]
         consume_procs: list[str] = (),  # type: ignore[assignment]
         losers: list[Arm] = (),  # type: ignore[assignment]
+        cause: tuple[str, str],
     ) -> Steps:
         sw = self._base_write(consume_inbox, consume_timers, consume_procs)
+        self._note(sw, cause)
         if losers:
             self._disarm(sw, list(losers), "the select that spawned it was won by another arm" if not isinstance(throw, Cancelled) else (str(throw) or "parent cancelled"))
         ctx = StepContext(
@@ -821,6 +868,7 @@ class WorkflowActor(PooledActor):
             except CheckpointError as e:
                 self.log.error("workflow_checkpoint_failed", error=str(e))
                 sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
+                self._note(sw, cause)
                 yield from self._finish(sw, Raised(e), new_wait.pending(), keep_continuation=True)
                 return
             new_wait.location = self.cont.location()
@@ -962,6 +1010,9 @@ class WorkflowActor(PooledActor):
         if sw.create is not None:
             self._settle_start(True)
         self.seq = sw.step_seq
+        if sw.recent is not None:
+            self.recent_count = min(self.recent_count + 1, RECENT_STEPS)
+            self.recent = sw.recent
         consumed = set(sw.consume_inbox) if sw.consume_inbox else None
         if consumed:
             self.inbox = [r for r in self.inbox if r.seq not in consumed]
@@ -1011,6 +1062,20 @@ def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     # Errors name the reducer by its own module:qualname, not this wrapper's.
     functools.update_wrapper(run, fn)
     return run
+
+
+# Signal, timer and procedure names as JSON strings, for steps' descriptions: a loop awaiting the
+# same signal encodes its name once.
+_name = functools.lru_cache(maxsize=4096)(json.dumps)
+
+
+def _text(value: Any) -> str:
+    """``value`` as a JSON string for a step's description (None stays null), at most 200
+    characters: text as it is, anything else as its repr."""
+    if value is None:
+        return "null"
+    text = value if isinstance(value, str) else repr(value)
+    return json.dumps(text if len(text) <= 200 else text[:197] + "...")
 
 
 def _short(value: Any) -> str:

@@ -85,18 +85,20 @@ def pykka_messages(args: argparse.Namespace) -> None:
 _INSERT_WORKFLOW = (
     "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
     "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
-    "updated_at) VALUES (?, ?, 'running', NULL, 0, 0, ?, ?, ?, NULL, NULL, 1, 0, ?, ?)"
+    "updated_at, recent_steps) VALUES (?, ?, 'running', NULL, 0, 0, ?, ?, ?, NULL, NULL, 1, 0, ?, ?, "
+    "?)"
 )
 _STEP = (
     "UPDATE workflows SET continuation = coalesce(?, continuation), fingerprint = coalesce(?, "
     "fingerprint), waiting_on = ?, result = NULL, error = NULL, step_seq = ?, updated_at = ?, "
-    "restarts = coalesce(NULL, restarts) WHERE id = ? AND step_seq = ? AND status = 'running'"
+    "restarts = coalesce(NULL, restarts), recent_steps = coalesce(?, recent_steps) "
+    "WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
 _END = (
     "UPDATE workflows SET status = 'completed', continuation = coalesce(NULL, continuation), "
     "fingerprint = coalesce(NULL, fingerprint), waiting_on = NULL, result = ?, error = NULL, "
-    "step_seq = ?, updated_at = ?, restarts = coalesce(NULL, restarts) "
-    "WHERE id = ? AND step_seq = ? AND status = 'running'"
+    "step_seq = ?, updated_at = ?, restarts = coalesce(NULL, restarts), "
+    "recent_steps = coalesce(?, recent_steps) WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
 _INSERT_PROCEDURE = (
     "INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
@@ -104,16 +106,20 @@ _INSERT_PROCEDURE = (
 )
 _RESULT = (
     "SELECT id, type, status, parent_id, detached, test_mode, continuation, fingerprint, "
-    "waiting_on, result, error, step_seq, restarts, created_at, updated_at FROM workflows "
-    "WHERE id = ?"
+    "waiting_on, result, error, step_seq, restarts, created_at, updated_at, recent_steps "
+    "FROM workflows WHERE id = ?"
 )
 FINGERPRINT = "0" * 64
+# A step's line in its row's recent_steps (what woke it), as the engine writes them.
+_STARTED = '[{:d},"started",{{"step":1}}]'
+_WOKE = '\n[{:d},"procedure",{{"step":{:d},"function":"workloads_actorflow:inc","attempts":1,"ok":true}}]'
+_FIRED = '\n[{:d},"timer",{{"step":2,"name":"nap"}}]'
 
 
-def _end(conn: sqlite3.Connection, wid: str, seq: int, result: bytes) -> None:
+def _end(conn: sqlite3.Connection, wid: str, seq: int, result: bytes, recent: str) -> None:
     """A workflow's last step: its row completed, what it held dropped, one history row."""
     at = time.time()
-    conn.execute(_END, (result, seq, at, wid, seq - 1))
+    conn.execute(_END, (result, seq, at, recent, wid, seq - 1))
     for table in ("timers", "procedures", "subscriptions", "inbox"):
         conn.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (wid,))
     conn.execute("INSERT INTO history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)",
@@ -142,19 +148,22 @@ def floor(args: argparse.Namespace) -> None:
     conn.execute("PRAGMA cache_size = -32000")
     blob = os.urandom(800)
     ids = [f"wf-{os.urandom(6).hex()}" for _ in range(args.n)]
-    live: dict[str, int] = {}  # workload 1: the step each running workflow is at
+    live: dict[str, tuple[int, str]] = {}  # workload 1: each running workflow's step, recent_steps
     due: list[tuple[float, str, int]] = []  # workload 4: each running workflow's timer (due, id)
 
     def start(wid: str) -> None:
         now = time.time()
         if args.workload == "steps":
+            recent = _STARTED.format(int(now * 1000))
             conn.execute(_INSERT_WORKFLOW, (wid, "workloads_actorflow:three_steps", blob, FINGERPRINT,
-                                            '{"mode": "one", "arms": [{"kind": "procedure"}]}', now, now))
+                                            '{"mode": "one", "arms": [{"kind": "procedure"}]}', now, now,
+                                            recent))
             conn.execute(_INSERT_PROCEDURE, (f"{wid}#1.0", wid, blob[:120], now))
-            live[wid] = 1
+            live[wid] = (1, recent)
         else:
             conn.execute(_INSERT_WORKFLOW, (wid, "workloads_actorflow:nap", blob, FINGERPRINT,
-                                            '{"mode": "one", "arms": [{"kind": "timer"}]}', now, now))
+                                            '{"mode": "one", "arms": [{"kind": "timer"}]}', now, now,
+                                            _STARTED.format(int(now * 1000))))
             cur = conn.execute("INSERT INTO timers (workflow_id, name, due_at) VALUES (?, ?, ?)",
                                (wid, "nap", now + 0.1))
             due.append((now + 0.1, wid, cur.lastrowid))
@@ -162,23 +171,25 @@ def floor(args: argparse.Namespace) -> None:
     def advance() -> None:
         """What the other workflows have ready, in the open transaction."""
         if args.workload == "steps":
-            for wid, seq in list(live.items()):
+            for wid, (seq, recent) in list(live.items()):
                 conn.execute("DELETE FROM procedures WHERE workflow_id = ? AND key IN (?)",
                              (wid, f"{wid}#{seq}.0"))
+                now = time.time()
+                recent += _WOKE.format(int(now * 1000), seq + 1)
                 if seq == 3:
-                    _end(conn, wid, seq + 1, blob[:10])
+                    _end(conn, wid, seq + 1, blob[:10], recent)
                     del live[wid]
                     continue
-                now = time.time()
-                conn.execute(_STEP, (blob, FINGERPRINT, '{"mode": "one"}', seq + 1, now, wid, seq))
+                conn.execute(_STEP, (blob, FINGERPRINT, '{"mode": "one"}', seq + 1, now, recent, wid, seq))
                 conn.execute(_INSERT_PROCEDURE, (f"{wid}#{seq + 1}.0", wid, blob[:120], now))
-                live[wid] = seq + 1
+                live[wid] = (seq + 1, recent)
         else:
             now = time.time()
             while due and due[0][0] <= now:
                 _, wid, timer_id = due.pop(0)
                 conn.execute("DELETE FROM timers WHERE workflow_id = ? AND id IN (?)", (wid, timer_id))
-                _end(conn, wid, 2, blob[:26])
+                recent = _STARTED.format(int(now * 1000)) + _FIRED.format(int(now * 1000))
+                _end(conn, wid, 2, blob[:26], recent)
 
     t0 = time.perf_counter()
     for wid in ids:

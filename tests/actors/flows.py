@@ -375,3 +375,23 @@ async def holds_a_thing(module: str) -> int:
     thing = importlib.import_module(module).Thing(5)
     await signal("go")
     return thing.v
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=1))
+def refuses(x: int) -> int:
+    raise ValueError(f"refused {x}")
+
+
+@workflow
+async def each_kind() -> str:
+    """Wakes once by each kind of event, then waits to be cancelled."""
+    await signal("go")
+    await timer("pause", 5)
+    a = await procedure(double, 1)
+    try:
+        await procedure(refuses, a)
+    except ProcedureFailed:
+        pass
+    await gather(spawn(child, 1, 1.0), spawn(child, 2, 1.0))
+    await signal("never")
+    return "not reached"

@@ -38,6 +38,7 @@ def test_list_and_show_while_the_owner_runs(db, capsys):
         p = s.start(flows.parent_of_sleeper, id="parent-1")
         s.idle(timeout=T)
         a.signal("unheard-of", {"x": 1})
+        a.signal("bid", {"bidder": "ann", "amount": 20})
         s.idle(timeout=T)
         code, out, _ = wf(capsys, "list", "--db", db)
         assert code == 0
@@ -50,6 +51,14 @@ def test_list_and_show_while_the_owner_runs(db, capsys):
         code, out, _ = wf(capsys, "show", "auction-1", "--db", db)
         assert code == 0
         assert "end" in out and "unheard-of" in out and "(test mode)" in out
+        history = out[out.index("\nhistory\n"):].splitlines()[2:]
+        assert [line.split(None, 3)[2:] for line in history] == [
+            ["started", '{"step": 1}'], ["signal", '{"step": 2, "name": "bid"}'],
+        ]
+        code, out, _ = wf(capsys, "show", "auction-1", "--db", db, "--json")
+        assert [(h["seq"], h["event"], h["detail"]) for h in json.loads(out)["history"]] == [
+            (None, "started", {"step": 1}), (None, "signal", {"step": 2, "name": "bid"}),
+        ]
         code, out, _ = wf(capsys, "show", "parent-1", "--db", db, "--json")
         data = json.loads(out)
         assert data["children"] == [{"id": "the-child", "type": "tests.actors.flows:sleeper", "status": "running"}]

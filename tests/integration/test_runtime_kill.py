@@ -3,6 +3,7 @@ the file each time; prove every guarantee of SPEC §6 on the final state."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -121,6 +122,12 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path):
         assert persistence.loads(blob) == n, f"l{g}: its count and its reducers' rows disagree"
     assert con.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM timers").fetchone()[0] == 0
+    # Each workflow's row describes its newest steps once each, in order, up to its last: a step
+    # run again after a kill left no line of its uncommitted run.
+    for wid, last, text in con.execute("SELECT id, step_seq, recent_steps FROM workflows"):
+        steps = [json.loads(line)[2]["step"] for line in text.split("\n")]
+        assert steps == list(range(last - len(steps) + 1, last + 1)), f"{wid}: steps {steps}, last {last}"
+        assert len(steps) == min(last, persistence.RECENT_STEPS), f"{wid}: {len(steps)} of {last} steps"
     con.close()
     print(f"kills: {killed}")
     assert killed == KILLS, f"the workload finished after {killed} of {KILLS} kills: make it longer"
