@@ -557,7 +557,7 @@ class WorkflowActor(PooledActor):
         try:
             yield from self._apply(
                 resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [],
-                ("signal", ',"name":' + _name(message.name)),
+                _signal_cause(message.name),
             )
             yield from self._flush()
         except GeneratorExit:
@@ -686,7 +686,7 @@ class WorkflowActor(PooledActor):
             row: InboxRow = ref
             consume_inbox.append(row.seq)
             if row.kind == SIGNAL:
-                cause = ("signal", ',"name":' + _name(row.name))
+                cause = _signal_cause(row.name)
                 res = resolve_arm(wait, arm, ok=True, value=loads(row.payload))
             else:
                 outcome = loads(row.payload)
@@ -709,7 +709,7 @@ class WorkflowActor(PooledActor):
                     res = resolve_arm(wait, arm, ok=False, error=err)
         elif kind == "timer":
             consume_timers.append(ref.id)
-            cause = ("timer", ',"name":' + _name(arm.target))
+            cause = _timer_cause(arm.target)
             res = resolve_arm(wait, arm, ok=True, value=None)
         else:
             done: ProcedureDone = ref
@@ -1011,7 +1011,8 @@ class WorkflowActor(PooledActor):
             self._settle_start(True)
         self.seq = sw.step_seq
         if sw.recent is not None:
-            self.recent_count = min(self.recent_count + 1, RECENT_STEPS)
+            if self.recent_count < RECENT_STEPS:
+                self.recent_count += 1
             self.recent = sw.recent
         consumed = set(sw.consume_inbox) if sw.consume_inbox else None
         if consumed:
@@ -1064,9 +1065,19 @@ def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     return run
 
 
-# Signal, timer and procedure names as JSON strings, for steps' descriptions: a loop awaiting the
-# same signal encodes its name once.
+# Names as JSON strings, and the causes of steps woken by a signal or a timer, for steps'
+# descriptions: a loop awaiting the same signal builds its step's cause once.
 _name = functools.lru_cache(maxsize=4096)(json.dumps)
+
+
+@functools.lru_cache(maxsize=4096)
+def _signal_cause(name: str) -> tuple[str, str]:
+    return ("signal", ',"name":' + json.dumps(name))
+
+
+@functools.lru_cache(maxsize=4096)
+def _timer_cause(name: str) -> tuple[str, str]:
+    return ("timer", ',"name":' + json.dumps(name))
 
 
 def _text(value: Any) -> str:
