@@ -557,7 +557,7 @@ class WorkflowActor(PooledActor):
         try:
             yield from self._apply(
                 resolve_arm(wait, arm, ok=True, value=loads(message.payload)), [], [], [],
-                _signal_cause(message.name),
+                _named_cause("signal", message.name),
             )
             yield from self._flush()
         except GeneratorExit:
@@ -686,7 +686,7 @@ class WorkflowActor(PooledActor):
             row: InboxRow = ref
             consume_inbox.append(row.seq)
             if row.kind == SIGNAL:
-                cause = _signal_cause(row.name)
+                cause = _named_cause("signal", row.name)
                 res = resolve_arm(wait, arm, ok=True, value=loads(row.payload))
             else:
                 outcome = loads(row.payload)
@@ -709,7 +709,7 @@ class WorkflowActor(PooledActor):
                     res = resolve_arm(wait, arm, ok=False, error=err)
         elif kind == "timer":
             consume_timers.append(ref.id)
-            cause = _timer_cause(arm.target)
+            cause = _named_cause("timer", arm.target)
             res = resolve_arm(wait, arm, ok=True, value=None)
         else:
             done: ProcedureDone = ref
@@ -1071,24 +1071,21 @@ _name = functools.lru_cache(maxsize=4096)(json.dumps)
 
 
 @functools.lru_cache(maxsize=4096)
-def _signal_cause(name: str) -> tuple[str, str]:
-    return ("signal", ',"name":' + json.dumps(name))
-
-
-@functools.lru_cache(maxsize=4096)
-def _timer_cause(name: str) -> tuple[str, str]:
-    return ("timer", ',"name":' + json.dumps(name))
+def _named_cause(event: str, name: str) -> tuple[str, str]:
+    return (event, ',"name":' + json.dumps(name))
 
 
 def _text(value: Any) -> str:
-    """``value`` as a JSON string for a step's description (None stays null), at most 200
-    characters: text as it is, anything else as its repr."""
+    """``value`` as a JSON string for a step's description (None stays null): text as it is,
+    anything else as its repr, at most 200 characters."""
     if value is None:
         return "null"
-    text = value if isinstance(value, str) else repr(value)
-    return json.dumps(text if len(text) <= 200 else text[:197] + "...")
+    return json.dumps(_clip(value if isinstance(value, str) else repr(value)))
 
 
 def _short(value: Any) -> str:
-    r = repr(value)
-    return r if len(r) <= 200 else r[:197] + "..."
+    return _clip(repr(value))
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 200 else text[:197] + "..."
