@@ -92,7 +92,7 @@ class Activator:
             self._work.inc()
             slot = self._activate_locked(workflow_id, here=True)
             slot.busy += 1
-        slot.ref.actor_inbox.run_or_put(Envelope(message))
+        slot.ref.actor_inbox.run_or_put(Envelope(message))  # type: ignore[attr-defined]  # a PooledActor's _Inbox
         return True
 
     def deliver_here(self, workflow_id: str, message: Any) -> None:
@@ -110,7 +110,7 @@ class Activator:
         if slot is None:
             self.deliver(workflow_id, message)
             return
-        slot.ref.actor_inbox.run_or_put(Envelope(message))
+        slot.ref.actor_inbox.run_or_put(Envelope(message))  # type: ignore[attr-defined]  # a PooledActor's _Inbox
 
     def done(self, workflow_id: str) -> None:
         """Called by an actor after each message it processed."""

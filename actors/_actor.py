@@ -163,6 +163,8 @@ class _NotCreated(Exception):
 class WorkflowActor(PooledActor):
     """Runs one workflow's steps, one at a time (on the runtime's shared actor threads)."""
 
+    blocked: bool  # its code changed or is missing: held, not run (set by each load)
+
     def __init__(self, rt: Runtime, workflow_id: str, set_up_here: bool = False) -> None:
         super().__init__(rt.dispatcher, set_up_here=set_up_here)
         self.rt = rt
@@ -324,10 +326,10 @@ class WorkflowActor(PooledActor):
         self.detached = new.detached
         self.test_mode = new.test_mode
         self.seq = 0
-        self.wait = None
+        self.wait: Wait | None = None
         self.recent: str | None = None
         self.recent_count = 0
-        self.cont_blob = blob
+        self.cont_blob: bytes = blob
         self.cont = cont
         self.loaded = True
 
@@ -344,15 +346,16 @@ class WorkflowActor(PooledActor):
         self.detached = rec.detached
         self.test_mode = rec.test_mode
         self.seq = rec.step_seq
-        self.recent = rec.recent_steps or None
-        self.recent_count = self.recent.count("\n") + 1 if self.recent else 0
-        if self.recent_count > RECENT_STEPS:  # written by a version that kept more
-            self.recent = "\n".join(self.recent.split("\n")[-RECENT_STEPS:])
-            self.recent_count = RECENT_STEPS
+        recent = rec.recent_steps or None
+        count = recent.count("\n") + 1 if recent else 0
+        if recent and count > RECENT_STEPS:  # written by a version that kept more
+            recent = "\n".join(recent.split("\n")[-RECENT_STEPS:])
+            count = RECENT_STEPS
+        self.recent, self.recent_count = recent, count
         assert rec.continuation is not None
         env = loads(rec.continuation)
-        self.wait: Wait | None = envelope_wait(env)
-        self.cont_blob: bytes = env["cont"]
+        self.wait = envelope_wait(env)
+        self.cont_blob = env["cont"]
         try:
             self.cont = restore(self.cont_blob)
         except (VersionMismatch, UnknownWorkflowType) as e:
@@ -487,7 +490,8 @@ class WorkflowActor(PooledActor):
         elif isinstance(message, FireTimer):
             arm = self.wait.arm_for_timer_name(message.name) if self.wait else None
             if arm is None or arm.timer_id is None:
-                armed = [a.name for a in (self.wait.pending() if self.wait else []) if a.kind == "timer"]
+                pending: list[Arm] = self.wait.pending() if self.wait else []
+                armed = [a.name for a in pending if a.kind == "timer"]
                 message.reply.set_exception(TimerNotArmed(self.id, message.name, armed))
                 return
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
@@ -585,7 +589,7 @@ class WorkflowActor(PooledActor):
             if cancel is not None:
                 reason = loads(cancel.payload)
                 self.log.info("workflow_cancel_requested", reason=reason)
-                losers = self.wait.pending() if self.wait else []
+                losers: list[Arm] = self.wait.pending() if self.wait else []
                 cause = ("cancel", ',"reason":' + _text(reason))
                 if self.seq == 0:
                     yield from self._finish_without_running(Cancelled(reason), consume=[cancel.seq], cause=cause)
@@ -697,7 +701,7 @@ class WorkflowActor(PooledActor):
                     info = outcome[1]
                     ended = "cancelled" if info.get("cancelled") else "failed"
                     cause = ("child", f',"child":{json.dumps(row.name)},"outcome":"{ended}"')
-                    err = ChildFailed(
+                    err: WorkflowError = ChildFailed(
                         f"child workflow {row.name!r} ({arm.target}) "
                         + ("was cancelled" if info.get("cancelled") else f"failed: {info['type']}: {info['message']}"),
                         child_id=row.name,
@@ -901,7 +905,7 @@ class WorkflowActor(PooledActor):
         timers: list[NewTimer] = []
         procs: list[NewProcedure] = []
         for arm, cmd in zip(wait.arms, cmds, strict=False):
-            if arm.kind == "child" and cmd.id is not None and (
+            if arm.kind == "child" and cmd.id is not None and arm.child_id is not None and (
                 arm.child_id in children or self.rt.store.load_workflow(arm.child_id) is not None
             ):
                 # Raised at the await, where the workflow can catch it; the id stays the other's.
@@ -1037,7 +1041,8 @@ def _blocked_reason(rec: Any) -> str | None:
     """Why the stored record shows the workflow as blocked, or None (parsed only if it may)."""
     if not rec.waiting_on or '"blocked"' not in rec.waiting_on:
         return None
-    return json.loads(rec.waiting_on).get("blocked")
+    reason: str | None = json.loads(rec.waiting_on).get("blocked")
+    return reason
 
 
 def _missing_code(e: BaseException) -> str | None:

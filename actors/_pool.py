@@ -162,6 +162,8 @@ _counter = itertools.count()
 class PooledActor(pykka.Actor):
     """A pykka actor that runs on a shared ``Dispatcher`` instead of a thread of its own."""
 
+    actor_inbox: _Inbox  # made by _create_actor_inbox
+
     def __init__(self, dispatcher: Dispatcher, *, set_up_here: bool = False) -> None:
         self._dispatcher = dispatcher
         # Run on_start on the starting thread rather than in a first slice, so that the starter

@@ -151,7 +151,7 @@ class _Workers:
                 fn(*args)
             except BaseException:  # a worker thread must survive any call
                 log.exception("actorflow: procedure call failed in its worker")
-            item = fn = args = None  # an idle thread must not keep the last call's values alive
+            del item, fn, args  # an idle thread must not keep the last call's values alive
 
 
 class ProcedureExecutor:

@@ -214,7 +214,11 @@ class Runtime:
         broadcast, ``start_many``): that write may still commit on the writer's thread, and the
         wake-ups that follow it were not sent. Once the writer is past it, every running workflow
         of ``workflow_ids()`` is woken: it rereads its inbox, or starts."""
-        self._after_writer(lambda: [self._wake_running(wid) for wid in workflow_ids()])
+        def wake() -> None:
+            for wid in workflow_ids():
+                self._wake_running(wid)
+
+        self._after_writer(wake)
 
     def _after_writer(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` on a thread of its own (counted as work, so ``idle()`` waits for it) once
@@ -475,6 +479,11 @@ def _id_bits() -> str:
     return os.urandom(6).hex()
 
 
+def _these(*workflow_ids: str) -> Callable[[], list[str]]:
+    """``workflow_ids``, bound now, for a call that may come later."""
+    return lambda: list(workflow_ids)
+
+
 def _new_id(wf: Any) -> str:
     return f"{wf.__name__}-{_id_bits()}"
 
@@ -620,7 +629,7 @@ class ActorSystem:
                 payload = json.loads(r.payload) if r.payload is not None else None
                 if r.kind in ("signal", "cancel"):
                     kind, name = (SIGNAL, r.name or "") if r.kind == "signal" else (CANCEL, "cancel")
-                    with self._woken_if_interrupted(lambda wid=r.workflow_id: [wid]):
+                    with self._woken_if_interrupted(_these(r.workflow_id)):
                         d = self._rt.store.append_inbox(
                             r.workflow_id, kind, name, dumps(payload), at=self.clock.now(), external_seq=r.seq
                         )
@@ -697,9 +706,9 @@ class ActorSystem:
             ids = [_new_id(wf) for _ in args]
         elif len(ids) != len(args):
             raise ValueError(f"start_many() got {len(args)} argument tuples but {len(ids)} ids")
-        for i in ids:
-            if not isinstance(i, str) or not i:
-                raise TypeError(f"workflow ids must be non-empty strings, got {i!r}")
+        for wid in ids:
+            if not isinstance(wid, str) or not wid:
+                raise TypeError(f"workflow ids must be non-empty strings, got {wid!r}")
         now = self.clock.now()
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         asked = list(ids)  # every id this call may create, retries included

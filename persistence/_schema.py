@@ -35,8 +35,8 @@ RECENT_STEPS = 16
 
 def _v1(db: sqlite_utils.Database) -> None:
     """Create the first schema."""
-    db["meta"].create({"key": str, "value": str}, pk="key")
-    db["workflows"].create(
+    db.table("meta").create({"key": str, "value": str}, pk="key")
+    db.table("workflows").create(
         {
             "id": str,
             "type": str,
@@ -66,8 +66,8 @@ def _v1(db: sqlite_utils.Database) -> None:
     db.execute(
         "CREATE INDEX workflows_fresh ON workflows(id) WHERE status = 'running' AND step_seq = 0"
     )
-    db["workflows"].create_index(["parent_id"], index_name="workflows_parent")
-    db["workflows"].create_index(["type", "status"], index_name="workflows_type")
+    db.table("workflows").create_index(["parent_id"], index_name="workflows_parent")
+    db.table("workflows").create_index(["type", "status"], index_name="workflows_type")
 
     # AUTOINCREMENT so a sequence number is never handed out twice, even after the newest row
     # was consumed: seqs are how the runtime names what it consumes.
@@ -75,11 +75,11 @@ def _v1(db: sqlite_utils.Database) -> None:
         "CREATE TABLE inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
         "kind TEXT NOT NULL, name TEXT NOT NULL, payload BLOB NOT NULL, created_at REAL NOT NULL)"
     )
-    db["inbox"].create_index(["workflow_id", "seq"], index_name="inbox_workflow")
+    db.table("inbox").create_index(["workflow_id", "seq"], index_name="inbox_workflow")
     # Cancels and child outcomes are always work; they are few, so a partial index finds them.
     db.execute("CREATE INDEX inbox_control ON inbox(workflow_id) WHERE kind != 'signal'")
 
-    db["waits"].create(
+    db.table("waits").create(
         {"workflow_id": str, "name": str}, pk=("workflow_id", "name"),
         not_null={"workflow_id", "name"},
     )
@@ -88,10 +88,10 @@ def _v1(db: sqlite_utils.Database) -> None:
         "CREATE TABLE timers (id INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
         "name TEXT NOT NULL, due_at REAL NOT NULL)"
     )
-    db["timers"].create_index(["due_at"], index_name="timers_due")
-    db["timers"].create_index(["workflow_id"], index_name="timers_workflow")
+    db.table("timers").create_index(["due_at"], index_name="timers_due")
+    db.table("timers").create_index(["workflow_id"], index_name="timers_workflow")
 
-    db["procedures"].create(
+    db.table("procedures").create(
         {
             "key": str,
             "workflow_id": str,
@@ -109,7 +109,7 @@ def _v1(db: sqlite_utils.Database) -> None:
                   "created_at"},
         defaults={"status": "pending", "attempts": 0, "next_attempt_at": 0.0},
     )
-    db["procedures"].create_index(["workflow_id"], index_name="procedures_workflow")
+    db.table("procedures").create_index(["workflow_id"], index_name="procedures_workflow")
     db.execute(
         "CREATE INDEX procedures_pending ON procedures(next_attempt_at) WHERE status = 'pending'"
     )
@@ -117,19 +117,19 @@ def _v1(db: sqlite_utils.Database) -> None:
         "CREATE INDEX procedures_finished ON procedures(workflow_id) WHERE status != 'pending'"
     )
 
-    db["subscriptions"].create(
+    db.table("subscriptions").create(
         {"name": str, "filter_key": str, "workflow_id": str},
         pk=("name", "filter_key", "workflow_id"),
         not_null={"name", "filter_key", "workflow_id"},
     )
-    db["subscriptions"].create_index(["workflow_id"], index_name="subscriptions_workflow")
+    db.table("subscriptions").create_index(["workflow_id"], index_name="subscriptions_workflow")
 
-    db["history"].create(
+    db.table("history").create(
         {"seq": int, "workflow_id": str, "at": float, "event": str, "detail": str},
         pk="seq",
         not_null={"workflow_id", "at", "event"},
     )
-    db["history"].create_index(["workflow_id", "seq"], index_name="history_workflow")
+    db.table("history").create_index(["workflow_id", "seq"], index_name="history_workflow")
 
     db.execute(
         "CREATE TABLE external (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
@@ -177,7 +177,7 @@ def classify(conn: sqlite3.Connection, path: str) -> int:
     """
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = [
             r[0]
             for r in conn.execute(
@@ -224,7 +224,7 @@ def migrate(conn: sqlite3.Connection, path: str, version: int) -> None:
             version += 1
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {version}")
-            db["meta"].upsert_all(
+            db.table("meta").upsert_all(
                 [
                     {"key": "schema_version", "value": str(version)},
                     {"key": f"migrated_to_{version}_at", "value": repr(time.time())},

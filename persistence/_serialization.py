@@ -11,7 +11,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-import cloudpickle
+import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from persistence._errors import MalformedPayload
 
@@ -71,7 +71,8 @@ def dumps(obj: Any) -> bytes:
     try:
         if is_plain(obj):
             return HEADER + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        return HEADER + cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        pickled: bytes = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return HEADER + pickled
     except Exception as exc:
         raise MalformedPayload(
             f"cannot serialize a value of type {type(obj).__qualname__}: "

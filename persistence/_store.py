@@ -98,7 +98,7 @@ SELECT p.workflow_id FROM procedures AS p INDEXED BY procedures_finished
 """
 
 
-def _record(row: tuple) -> WorkflowRecord:
+def _record(row: tuple[Any, ...]) -> WorkflowRecord:
     return WorkflowRecord(
         id=row[0],
         type=row[1],
@@ -136,7 +136,7 @@ def recent_steps(workflow_id: str, text: str | None) -> list[HistoryRow]:
     return events
 
 
-def _procedure(row: tuple) -> ProcedureRow:
+def _procedure(row: tuple[Any, ...]) -> ProcedureRow:
     return ProcedureRow(*row)
 
 
@@ -150,7 +150,7 @@ class SqliteStore(Store):
 
     def __init__(
         self,
-        path: str,
+        path: str | os.PathLike[str],
         *,
         durability: str = "normal",
         owner: bool = True,
@@ -400,7 +400,7 @@ class SqliteStore(Store):
             else:
                 self._readers.append(conn)
 
-    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self._read(lambda c: c.execute(sql, params).fetchall())
 
     # -- writes -------------------------------------------------------------------------------
@@ -531,11 +531,11 @@ class SqliteStore(Store):
         assert self._dv_conn is not None
         with self._dv_lock:
             try:
-                now = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
+                version: int = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
             except sqlite3.Error as exc:
                 raise translate_error(exc, self.path) from exc
-            seen, self._dv_last = self._dv_last, now
-            return now != seen
+            seen, self._dv_last = self._dv_last, version
+            return version != seen
 
     # -- reads --------------------------------------------------------------------------------
     def load_workflow(self, workflow_id: str) -> WorkflowRecord | None:
@@ -548,7 +548,7 @@ class SqliteStore(Store):
     ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
         """The workflow's row, inbox, timers and procedures, read in one snapshot."""
 
-        def run(c: sqlite3.Connection) -> tuple:
+        def run(c: sqlite3.Connection) -> tuple[Any, ...]:
             c.execute("BEGIN")
             try:
                 row = c.execute(_SQL_WORKFLOW, (workflow_id,)).fetchone()
@@ -600,7 +600,8 @@ class SqliteStore(Store):
     def next_timer_due(self) -> float | None:
         """Return the due time of the soonest armed timer, or None (by index)."""
         rows = self._rows("SELECT min(due_at) FROM timers")
-        return rows[0][0]
+        due: float | None = rows[0][0]
+        return due
 
     def procedures_to_run(self) -> Iterator[ProcedureRow]:
         """Every pending (not finished) procedure, soonest attempt first."""
@@ -622,7 +623,8 @@ class SqliteStore(Store):
         limit: int | None = None,
     ) -> list[WorkflowRecord]:
         """Workflows matching every given filter, oldest first."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         for column, value in (("status", status), ("type", type), ("parent_id", parent_id)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -676,9 +678,10 @@ class SqliteStore(Store):
 
     def running_count(self) -> int:
         """Return how many workflows are running (by the partial index)."""
-        return self._rows(
+        count: int = self._rows(
             f"SELECT count(*) FROM workflows INDEXED BY workflows_running WHERE status = '{RUNNING}'"
         )[0][0]
+        return count
 
 
 def open_store(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from typing import Any
 
 from persistence._errors import (
     InboxFull,
@@ -43,6 +44,7 @@ def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite |
 
     As a running, never-stepped workflow; or, with ``step`` (its step 1), as that step leaves it.
     """
+    stepped: tuple[Any, ...]
     if step is None:
         stepped = ("running", wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, 0,
                    wf.created_at, None)
@@ -72,10 +74,11 @@ def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite |
 
 def _inbox_count(conn: sqlite3.Connection, workflow_id: str, limit: int) -> int:
     # Counting stops at the limit, by index, so a full inbox costs at most `limit` index steps.
-    return conn.execute(
+    count: int = conn.execute(
         "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE workflow_id = ? LIMIT ?)",
         (workflow_id, limit),
     ).fetchone()[0]
+    return count
 
 
 def deliver(
@@ -176,7 +179,7 @@ def _stale(w: Writer, step: StepWrite, why: str) -> StaleStep:
 CONSUME_CHUNK = 500
 
 
-def _consume(w: Writer, step: StepWrite, table: str, column: str, ids: list, what: str) -> None:
+def _consume(w: Writer, step: StepWrite, table: str, column: str, ids: list[Any], what: str) -> None:
     for start in range(0, len(ids), CONSUME_CHUNK):
         chunk = ids[start : start + CONSUME_CHUNK]
         marks = ",".join("?" * len(chunk))
@@ -192,7 +195,7 @@ def _consume(w: Writer, step: StepWrite, table: str, column: str, ids: list, wha
             raise _stale(w, step, f"{which} it consumes {'is' if len(chunk) == 1 else 'are'} gone")
 
 
-def _ids(ids: list) -> str:
+def _ids(ids: list[Any]) -> str:
     shown = ", ".join(repr(i) for i in ids[:5])
     return f"[{shown}{', ...' if len(ids) > 5 else ''}]"
 
@@ -276,13 +279,13 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
         conn.execute("DELETE FROM timers WHERE id = ? AND workflow_id = ?", (timer_id, wid))
     for key in step.cancel_procedures:
         conn.execute("DELETE FROM procedures WHERE key = ? AND workflow_id = ?", (key, wid))
-    timer_ids = []
+    timer_ids: list[int] = []
     for timer in step.new_timers:
         cur = conn.execute(
             "INSERT INTO timers (workflow_id, name, due_at) VALUES (?, ?, ?)",
             (wid, timer.name, timer.due_at),
         )
-        timer_ids.append(cur.lastrowid)
+        timer_ids.append(cur.lastrowid)  # type: ignore[arg-type]  # an INSERT's, never None
     for proc in step.new_procedures:
         try:
             conn.execute(
@@ -417,7 +420,7 @@ def procedure_retry(w: Writer, key: str, attempts: int, next_attempt_at: float) 
     return cur.rowcount == 1
 
 
-def conn_has(conn: sqlite3.Connection, sql: str, params: tuple) -> bool:
+def conn_has(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> bool:
     """Return True if ``sql`` yields a row."""
     return conn.execute(sql, params).fetchone() is not None
 

@@ -89,36 +89,58 @@ class WorkflowFailed(_DataError):
     """
 
     _fields = ("workflow_id", "error_type", "error_message", "traceback")
+    workflow_id: str | None
+    error_type: str | None
+    error_message: str | None
+    traceback: str | None
 
 
 class ProcedureFailed(_DataError):
     """Raised at ``await procedure(...)`` when the procedure failed after its last attempt."""
 
     _fields = ("procedure", "attempts", "error_type", "error_message", "traceback")
+    procedure: str | None
+    attempts: int | None
+    error_type: str | None
+    error_message: str | None
+    traceback: str | None
 
 
 class ChildFailed(_DataError):
     """Raised at ``await spawn(...)`` when the child workflow failed or was cancelled."""
 
     _fields = ("child_id", "child_type", "error_type", "error_message", "traceback")
+    child_id: str | None
+    child_type: str | None
+    error_type: str | None
+    error_message: str | None
+    traceback: str | None
 
 
 class VersionMismatch(_DataError):
     """A continuation was made by other code (or another Python) than the one loaded now."""
 
     _fields = ("workflow_type", "stored", "loaded")
+    workflow_type: str | None
+    stored: str | None
+    loaded: str | None
 
 
 class CheckpointError(_DataError):
     """A workflow's live state cannot be checkpointed (for example an unpicklable local)."""
 
     _fields = ("variable", "value_type", "location")
+    variable: str | None
+    value_type: str | None
+    location: str | None
 
 
 class UnknownWorkflowType(_DataError):
     """A stored workflow, procedure or reducer names code that no loaded module registers."""
 
     _fields = ("key", "kind")
+    key: str | None
+    kind: str | None
 
 
 class Cancelled(BaseException):

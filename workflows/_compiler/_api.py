@@ -155,7 +155,8 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
     """
     if fn is None:
         def deco(f: Any) -> WorkflowFunction:
-            return workflow(f, name=name)
+            compiled: WorkflowFunction = workflow(f, name=name)
+            return compiled
         return deco
     if isinstance(fn, WorkflowFunction):
         return fn
@@ -445,7 +446,7 @@ def _stubs(em: Emitter, fn: Any, filename: str) -> dict[int, Any]:
     """
     out = {}
     for pc, node in em.point_nodes.items():
-        body = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
+        body: list[ast.stmt] = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
         args = ast.arguments(
             posonlyargs=[], args=[ast.arg("_af_e")], vararg=None, kwonlyargs=[],
             kw_defaults=[], kwarg=None, defaults=[],

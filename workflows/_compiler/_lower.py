@@ -175,7 +175,7 @@ class Emitter:
             return
         run, self.run = self.run, []
         cache = any(has_loop(s) for s in run)
-        cached = (self.locals - self.no_cache) if cache else frozenset()
+        cached: set[str] | frozenset[str] = (self.locals - self.no_cache) if cache else frozenset()
         r = Rewriter(self.locals, cached, self.leap)
         out: list[ast.stmt] = []
         for s in run:
@@ -242,13 +242,13 @@ class Emitter:
         if kind == "return":
             v = value if value is not None else ast.Constant(None)
             if items:
-                call = rt_call("ret", frame_name(), v, ast.Constant(tuple(items)))
+                call = rt_call("ret", frame_name(), v, _tuple_constant(items))
             else:
                 call = ast.Call(rt_attr("Done"), [v], [])
             return [fill_locations(ast.Return(call), node)]
         assert target is not None, "break/continue outside a loop"
         if items:
-            r = ast.Return(rt_call("jump", frame_name(), ast.Constant(target), ast.Constant(tuple(items))))
+            r = ast.Return(rt_call("jump", frame_name(), ast.Constant(target), _tuple_constant(items)))
         else:
             r = ast.Return(ast.Constant(target))
         return [fill_locations(r, node)]
@@ -706,7 +706,7 @@ class Emitter:
             right = self.expr(comp)
             if i < n - 1 and not isinstance(right, ast.Constant):
                 right = self.temp(right)
-                first: ast.expr = self.peek(right)  # type: ignore[arg-type]
+                first: ast.expr = self.peek(right)
             else:
                 first = right
             self.emit(
@@ -769,6 +769,12 @@ class Emitter:
 
 
 RT_NAME = "_af_rt"
+
+
+def _tuple_constant(items: list[Any]) -> ast.Constant:
+    """A constant tuple (of constants) as one AST node: valid to compile, though typeshed's
+    ``ast.Constant`` names only scalar values."""
+    return ast.Constant(tuple(items))  # type: ignore[arg-type]
 
 
 def _rename(node: ast.AST, ren: dict[str, str]) -> None:

@@ -33,14 +33,17 @@ from operator import (  # noqa: F401  (augmented assignment across an await: _af
     ixor,
 )
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cloudpickle
+import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from .._commands import Command
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
+
+if TYPE_CHECKING:
+    from ._api import CompiledCode
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
 iter = builtins.iter
@@ -63,6 +66,10 @@ class Frame:
     """
 
     __slots__ = ("_af_code", "__dict__")
+    _af_code: CompiledCode
+    # Set by the generated code (in __dict__, so they pickle with the locals).
+    _af_pc: int
+    _af_sent: Any
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes that are missing: an unbound local, as in native code.
@@ -662,7 +669,7 @@ _HEADERS: dict[tuple[Any, ...], bytes] = {}
 _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
-_BuiltinMethod = type([].append)
+_BuiltinMethod: type = type([].append)
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
@@ -716,7 +723,7 @@ def _reduce_type_alias(alias: Any) -> Any:
     return (_rebuild_type_alias, (alias.__name__, value, alias.__type_params__))
 
 
-class _Pickler(cloudpickle.CloudPickler):
+class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
     dispatch_table = ChainMap(
         {_TypeAliasType: _reduce_type_alias} if _TypeAliasType is not None else {},
         cloudpickle.CloudPickler.dispatch_table,

@@ -86,18 +86,18 @@ class Bindings(ast.NodeVisitor):
         if isinstance(n.ctx, (ast.Store, ast.Del)):
             self._add(n.id, n)
 
-    def _def(self, n: Any) -> None:
-        self._add(n.name, n)
-        for d in n.decorator_list:
+    def _def(self, node: Any) -> None:
+        self._add(node.name, node)
+        for d in node.decorator_list:
             self.visit(d)
-        a = n.args
+        a = node.args
         for d in a.defaults + [k for k in a.kw_defaults if k is not None]:
             self.visit(d)
         for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
             if arg is not None and arg.annotation is not None:
                 self.visit(arg.annotation)
-        if n.returns is not None:
-            self.visit(n.returns)
+        if node.returns is not None:
+            self.visit(node.returns)
 
     visit_FunctionDef = visit_AsyncFunctionDef = _def
 
@@ -110,9 +110,9 @@ class Bindings(ast.NodeVisitor):
         for x in n.decorator_list + n.bases + [k.value for k in n.keywords]:
             self.visit(x)
 
-    def _comp(self, n: Any) -> None:
-        self.visit(n.generators[0].iter)
-        for sub in ast.walk(n):
+    def _comp(self, node: Any) -> None:
+        self.visit(node.generators[0].iter)
+        for sub in ast.walk(node):
             if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
                 self._add(sub.target.id, sub.target)
 
@@ -308,22 +308,22 @@ class Rewriter(ast.NodeTransformer):
         a.kw_defaults = [self.visit(d) if d is not None else None for d in a.kw_defaults]
         return a
 
-    def _comp(self, n: Any) -> Any:
-        gens = n.generators
+    def _comp(self, node: Any) -> Any:
+        gens = node.generators
         gens[0].iter = self.visit(gens[0].iter)
-        self.scopes.append(_comp_scope(n))
+        self.scopes.append(_comp_scope(node))
         for i, g in enumerate(gens):
             g.target = self.visit(g.target)
             if i:
                 g.iter = self.visit(g.iter)
             g.ifs = [self.visit(x) for x in g.ifs]
-        if isinstance(n, ast.DictComp):
-            n.key = self.visit(n.key)
-            n.value = self.visit(n.value)
+        if isinstance(node, ast.DictComp):
+            node.key = self.visit(node.key)
+            node.value = self.visit(node.value)
         else:
-            n.elt = self.visit(n.elt)
+            node.elt = self.visit(node.elt)
         self.scopes.pop()
-        return n
+        return node
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
 
@@ -369,23 +369,23 @@ class Rewriter(ast.NodeTransformer):
             self.scopes.pop()
         return self._bind_stmt(n, n.name.id)
 
-    def _def(self, n: Any) -> Any:
-        n.decorator_list = [self.visit(d) for d in n.decorator_list]
-        n.args = self._visit_args_outer(n.args)
-        pushed = self._push_type_params(n)
-        for arg in n.args.posonlyargs + n.args.args + n.args.kwonlyargs + [n.args.vararg, n.args.kwarg]:
+    def _def(self, node: Any) -> Any:
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self._visit_args_outer(node.args)
+        pushed = self._push_type_params(node)
+        for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs + [node.args.vararg, node.args.kwarg]:
             if arg is not None and arg.annotation is not None:
                 arg.annotation = self.visit(arg.annotation)
-        if n.returns is not None:
-            n.returns = self.visit(n.returns)
-        sc = _func_scope(n)
+        if node.returns is not None:
+            node.returns = self.visit(node.returns)
+        sc = _func_scope(node)
         # ``nonlocal x`` of a workflow local: the frame holds x, so the declaration goes.
         drop = {x for x in sc.nonlocals if self._resolves_outside_to_frame(x)}
         self.scopes.append(sc)
         saved = self.loop_depth, self.leap
         self.loop_depth, self.leap = 0, None
         body = []
-        for s in n.body:
+        for s in node.body:
             if isinstance(s, ast.Nonlocal) and drop:
                 keep = [x for x in s.names if x not in drop]
                 if keep:
@@ -396,12 +396,12 @@ class Rewriter(ast.NodeTransformer):
                 continue
             r = self.visit(s)
             body.extend(r if isinstance(r, list) else [r])
-        n.body = body
+        node.body = body
         self.loop_depth, self.leap = saved
         self.scopes.pop()
         if pushed:
             self.scopes.pop()
-        return self._bind_stmt(n, n.name)
+        return self._bind_stmt(node, node.name)
 
     def _resolves_outside_to_frame(self, name: str) -> bool:
         for sc in reversed(self.scopes):
@@ -464,7 +464,7 @@ class Rewriter(ast.NodeTransformer):
         if n.value is None:
             if isinstance(n.target, ast.Name):
                 return _loc(ast.Pass(), n)
-            return _loc(ast.Expr(self.visit(n.target.value)), n)  # type: ignore[attr-defined]
+            return _loc(ast.Expr(self.visit(n.target.value)), n)
         a = ast.Assign([n.target], n.value)
         return self.visit(_loc(a, n))
 
@@ -543,25 +543,25 @@ class Rewriter(ast.NodeTransformer):
 
     # -- leaps
 
-    def _loop(self, n: Any) -> Any:
-        if isinstance(n, ast.While):
-            n.test = self.visit(n.test)
+    def _loop(self, node: Any) -> Any:
+        if isinstance(node, ast.While):
+            node.test = self.visit(node.test)
         else:
-            n.target = self.visit(n.target)
-            n.iter = self.visit(n.iter)
+            node.target = self.visit(node.target)
+            node.iter = self.visit(node.iter)
         self.loop_depth += 1
         body = []
-        for s in n.body:
+        for s in node.body:
             r = self.visit(s)
             body.extend(r if isinstance(r, list) else [r])
-        n.body = body
+        node.body = body
         self.loop_depth -= 1
         orelse = []
-        for s in n.orelse:
+        for s in node.orelse:
             r = self.visit(s)
             orelse.extend(r if isinstance(r, list) else [r])
-        n.orelse = orelse
-        return n
+        node.orelse = orelse
+        return node
 
     visit_For = visit_While = visit_AsyncFor = _loop
 
@@ -602,9 +602,8 @@ def fill_locations(node: Any, src: ast.AST) -> Any:
             else:
                 ln, c = n.lineno, n.col_offset
                 el = getattr(n, "end_lineno", None) or ln
-                ec = getattr(n, "end_col_offset", None)
-                if ec is None:
-                    ec = c
+                end_col = getattr(n, "end_col_offset", None)
+                ec = c if end_col is None else end_col
         for child in ast.iter_child_nodes(n):
             walk(child, ln, c, el, ec)
 

@@ -45,10 +45,10 @@ class Validator(ast.NodeVisitor):
 
     # -- workflow-scope constructs
 
-    def visit_Yield(self, n: ast.AST) -> None:
+    def visit_Yield(self, node: ast.AST) -> None:
         if self.depth == 0:
-            self.add(n, "'yield' makes this an async generator, which cannot be checkpointed; a workflow returns one value: collect results in a list and return it, or report progress with send()/reducer()")
-        self.generic_visit(n)
+            self.add(node, "'yield' makes this an async generator, which cannot be checkpointed; a workflow returns one value: collect results in a list and return it, or report progress with send()/reducer()")
+        self.generic_visit(node)
 
     visit_YieldFrom = visit_Yield
 
@@ -62,15 +62,15 @@ class Validator(ast.NodeVisitor):
             self.add(n, "'async with' cannot be used in a workflow: an async context manager cannot be held across a suspension; use try/finally and await commands in the finally")
         self.generic_visit(n)
 
-    def _comp(self, n: Any) -> None:
+    def _comp(self, node: Any) -> None:
         if self.depth == 0:
-            for g in n.generators:
+            for g in node.generators:
                 if g.is_async:
-                    self.add(n, f"'async for' in a {_COMP_NAMES[type(n)]} cannot be used in a workflow: an async iterator cannot be checkpointed; use a plain for loop that awaits commands")
+                    self.add(node, f"'async for' in a {_COMP_NAMES[type(node)]} cannot be used in a workflow: an async iterator cannot be checkpointed; use a plain for loop that awaits commands")
                     break
-            if isinstance(n, ast.GeneratorExp) and has_await(n):
-                self.add(n, "a generator expression containing 'await' cannot be checkpointed (it is an async generator); use a list comprehension [...] or a for loop instead")
-        self.generic_visit(n)
+            if isinstance(node, ast.GeneratorExp) and has_await(node):
+                self.add(node, "a generator expression containing 'await' cannot be checkpointed (it is an async generator); use a list comprehension [...] or a for loop instead")
+        self.generic_visit(node)
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
 
@@ -139,12 +139,12 @@ class Validator(ast.NodeVisitor):
             if any(isinstance(s, ast.Await) for s in ast.walk(x)):
                 self.add(x, f"'await' in an annotation of the nested {what} {n.name!r} is not supported; annotations must not suspend, use a plain expression")
 
-    def _def(self, n: Any) -> None:
-        if isinstance(n, ast.AsyncFunctionDef):
-            self.add(n, f"a nested 'async def' ({n.name!r}) cannot run inside a workflow: its awaits would not be workflow steps; make it a module-level @workflow and 'await {n.name}(...)' (it runs inline, as a subroutine), or make it a plain def")
-        self._nested_header(n, "function")
+    def _def(self, node: Any) -> None:
+        if isinstance(node, ast.AsyncFunctionDef):
+            self.add(node, f"a nested 'async def' ({node.name!r}) cannot run inside a workflow: its awaits would not be workflow steps; make it a module-level @workflow and 'await {node.name}(...)' (it runs inline, as a subroutine), or make it a plain def")
+        self._nested_header(node, "function")
         self.depth += 1
-        self.generic_visit(n)
+        self.generic_visit(node)
         self.depth -= 1
 
     visit_FunctionDef = visit_AsyncFunctionDef = _def
