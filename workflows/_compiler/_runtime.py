@@ -33,7 +33,7 @@ from operator import (  # noqa: F401  (augmented assignment across an await: _af
     ixor,
 )
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
@@ -41,9 +41,6 @@ from .._commands import Command
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
-
-if TYPE_CHECKING:
-    from ._api import CompiledCode
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
 iter = builtins.iter
@@ -66,7 +63,7 @@ class Frame:
     """
 
     __slots__ = ("_af_code", "__dict__")
-    _af_code: CompiledCode
+    _af_code: Any  # the CompiledCode (of _api, which imports this module)
     # Set by the generated code (in __dict__, so they pickle with the locals).
     _af_pc: int
     _af_sent: Any
@@ -350,7 +347,8 @@ class Continuation:
         if self._state != 1 or not self._frames:
             return None
         f = self._frames[-1]
-        return f._af_code.describe_point(f.__dict__.get("_af_pc"))
+        where: str | None = f._af_code.describe_point(f.__dict__.get("_af_pc"))
+        return where
 
     def __reduce__(self) -> Any:
         raise TypeError("pickle a Continuation with checkpoint(cont), restore it with restore(blob)")
