@@ -764,7 +764,7 @@ class WorkflowActor(PooledActor):
             consume_timers = acc_t + list(consume_timers)
             consume_procs = acc_p + list(consume_procs)
             # The gather took the others in this step, before the one that resumed it.
-            cause = (cause[0], f'{cause[1]},"taken":{len(consume_inbox) + len(consume_timers) + len(consume_procs)}')
+            cause = (cause[0], cause[1] + _taken(consume_inbox, consume_timers, consume_procs))
         self.acc_dirty = False
         if res.resume:
             if res.error is not None:
@@ -815,7 +815,7 @@ class WorkflowActor(PooledActor):
     def _commit_wait_only(self, consume_inbox: list[int] = (), consume_timers: list[int] = (), consume_procs: list[str] = ()) -> Steps:  # type: ignore[assignment]
         """Commit consumption and the updated wait without running workflow code (gather)."""
         sw = self._base_write(list(consume_inbox), list(consume_timers), list(consume_procs))
-        self._note(sw, ("gather", f',"taken":{len(sw.consume_inbox) + len(sw.consume_timers) + len(sw.consume_procedures)}'))
+        self._note(sw, ("gather", _taken(sw.consume_inbox, sw.consume_timers, sw.consume_procedures)))
         assert self.wait is not None
         packed, sw.waiting_on, sw.wait_signals = stored_forms(self.wait)
         sw.continuation = dumps(envelope(self.cont_blob, packed))
@@ -1078,6 +1078,11 @@ _name = functools.lru_cache(maxsize=4096)(json.dumps)
 @functools.lru_cache(maxsize=4096)
 def _named_cause(event: str, name: str) -> tuple[str, str]:
     return (event, ',"name":' + json.dumps(name))
+
+
+def _taken(*consumed: list[Any]) -> str:
+    """A step's detail for the outcomes a gather took in it (inbox rows, timers, procedures)."""
+    return f',"taken":{sum(map(len, consumed))}'
 
 
 def _text(value: Any) -> str:
