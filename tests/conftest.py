@@ -1,10 +1,15 @@
-"""Suite-wide settings."""
+"""Suite-wide settings, and the PostgreSQL server the PostgreSQL tests run on."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import structlog
+
+from tests.pgserver import FAST, PgServer, PgUnavailable
 
 
 def _drop_chatter(logger: Any, method_name: str, event_dict: Any) -> Any:
@@ -26,3 +31,46 @@ def pytest_configure(config: Any) -> None:
         ],
         cache_logger_on_first_use=False,
     )
+
+
+def pg_unavailable(why: str) -> None:
+    """Skip a PostgreSQL test for ``why``; under CI=true fail instead: CI must run them all."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(
+            f"CI=true, so the PostgreSQL tests must run, but {why}. .ci/run installs the "
+            f"postgresql package when its binaries are missing; check that step's output.",
+            pytrace=False,
+        )
+    pytest.skip(f"PostgreSQL tests skipped: {why}")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL server for the whole run (fsync off: for conformance tests only).
+
+    Started from this machine's binaries as the ``postgres`` user when the tests run as root, or
+    the external server that ``AF_TEST_PG_DSN`` (a superuser's URL) names.
+    """
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pg_unavailable("psycopg is not installed (pip install -e '.[test]' installs it)")
+    external = os.environ.get("AF_TEST_PG_DSN")
+    if external:
+        server = PgServer.external(external)
+    else:
+        try:
+            server = PgServer.start(FAST)
+        except PgUnavailable as exc:
+            pg_unavailable(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a fresh, empty database of its own for one test (dropped afterwards)."""
+    with pg_server.database() as url:
+        yield url
