@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from ._commands import Command
-from ._compiler import Continuation, WorkflowFunction, checkpoint, restore, step
-from ._context import Effect, StepContext
-from ._errors import Cancelled, WorkflowError
+from ._compiler import Continuation, WorkflowFunction, checkpoint, restore
+from ._context import Effect
+from ._errors import WorkflowError
+from ._instance import Arrival, Decision, StepOutcome, Wait, WorkflowInstance
 from ._step import Finished, Raised, StepResult, Suspended
 
 __all__ = ["WorkflowHarness"]
@@ -75,13 +76,26 @@ class WorkflowHarness:
         self.value: Any = None
         self.exception: BaseException | None = None
         self.last: StepResult | None = None
+        self._timer_ids = 0
         self._coro: Any = None
         self._cont: Continuation | None = None
         if native:
             self._coro = wf.__wrapped__(*args)
         else:
             self._cont = wf.start(*args)
-        self._step(None, None)
+        # The same instance the runtime steps: its rules decide what signal(), fire_timer() and
+        # cancel() resume. Children are not created here (spawn is answered by hand).
+        self.instance = WorkflowInstance(
+            self._coro if native else self._cont,
+            workflow_id=workflow_id,
+            workflow_type=self.workflow_type,
+            stepper=self._native_step if native else WorkflowInstance.compiled_step,
+            checkpointing=self.roundtrip,
+            spawning=False,
+        )
+        first = self.instance.decide()
+        assert first is not None
+        self._run(first)
 
     # -- public API
 
@@ -96,10 +110,35 @@ class WorkflowHarness:
         """The checkpoint bytes of the current continuation (compiled mode only)."""
         return checkpoint(self.continuation)
 
+    @property
+    def wait(self) -> Wait | None:
+        """What the workflow waits for now, as the runtime sees it (None once it has finished)."""
+        return self.instance.wait
+
     def send(self, value: Any = None) -> StepResult:
         """Resume the workflow with ``value`` as the result of the command it awaits."""
         self._check_running("send")
         return self._step(value, None)
+
+    def signal(self, name: str, payload: Any = None) -> StepResult | None:
+        """Deliver signal ``name`` as the runtime would: it resolves the first pending arm that
+        awaits it (a ``select`` resumes with ``Event(name, payload)``, a ``gather`` records it).
+        Returns the step it ran, or None if the workflow does not await that signal now (the
+        runtime would buffer it; the harness does not)."""
+        self._check_running("signal")
+        return self._offer(Arrival.signal(name, payload))
+
+    def fire_timer(self, name: str) -> StepResult | None:
+        """Fire the armed timer ``name`` as the runtime would; None if no such timer is armed."""
+        self._check_running("fire_timer")
+        arm = self.wait.arm_for_timer_name(name) if self.wait is not None else None
+        if arm is None or arm.timer_id is None:
+            armed = [a.name for a in self.wait.pending() if a.kind == "timer"] if self.wait else []
+            raise WorkflowError(
+                f"fire_timer({name!r}): workflow {self.workflow_type} has no timer of that name "
+                f"armed now (armed: {armed}); it awaits {self.command!r}"
+            )
+        return self._offer(Arrival.timer(arm.timer_id, arm.due_at or 0.0))
 
     def throw(self, exc: BaseException) -> StepResult:
         """Raise ``exc`` at the workflow's current await (as a failed command would)."""
@@ -112,7 +151,10 @@ class WorkflowHarness:
 
     def cancel(self, reason: str | None = None) -> StepResult:
         """Cancel the workflow: raise ``Cancelled(reason)`` at its current await."""
-        return self.throw(Cancelled(reason))
+        self._check_running("cancel")
+        decision = self.instance.decide(cancelled=True, cancel=reason)
+        assert decision is not None
+        return self._run(decision)
 
     def result(self) -> Any:
         """The workflow's return value; raises its exception if it failed.
@@ -153,19 +195,38 @@ class WorkflowHarness:
             )
 
     def _step(self, value: Any, exc: BaseException | None) -> StepResult:
-        ctx = StepContext(
-            workflow_id=self.workflow_id, workflow_type=self.workflow_type, now=self.now
-        )
-        with ctx.active():
-            r = self._native_step(value, exc) if self.native else self._compiled_step(value, exc)
-        self.effects.extend(ctx.effects)
+        return self._run(Decision(True, send=value, throw=exc))
+
+    def _offer(self, arrival: Arrival) -> StepResult | None:
+        decision = self.instance.decide([arrival])
+        if decision is None:
+            return None
+        if not decision.resume:
+            self.instance.progressed(decision)  # a gather recorded it
+            return None
+        return self._run(decision)
+
+    def _run(self, decision: Decision) -> StepResult:
+        outcome: StepOutcome = self.instance.run(decision, now=self.now)
+        self.effects.extend(outcome.effects)
+        if outcome.keep_continuation:
+            assert isinstance(outcome.result, Raised)
+            raise outcome.result.exception  # the checkpoint failed: raised where it happened
+        self.instance.committed(outcome)
+        r = outcome.result
         self.last = r
         if isinstance(r, Suspended):
             self.command = r.command
             self.commands.append(r.command)
+            assert outcome.wait is not None
+            for arm in outcome.wait.arms:
+                if arm.kind == "timer":  # the runtime learns its id from the commit
+                    self._timer_ids += 1
+                    arm.timer_id = self._timer_ids
             if self.roundtrip:
-                assert self._cont is not None
-                self._cont = restore(checkpoint(self._cont))
+                assert outcome.checkpoint is not None
+                self._cont = restore(outcome.checkpoint)
+                self.instance.continuation = self._cont
         else:
             self.command = None
             self.done = True
@@ -175,12 +236,8 @@ class WorkflowHarness:
                 self.exception = r.exception
         return r
 
-    def _compiled_step(self, value: Any, exc: BaseException | None) -> StepResult:
-        assert self._cont is not None
-        return step(self._cont, value, exc)
-
-    def _native_step(self, value: Any, exc: BaseException | None) -> StepResult:
-        coro = self._coro
+    @staticmethod
+    def _native_step(coro: Any, value: Any, exc: BaseException | None) -> StepResult:
         try:
             yielded = coro.throw(exc) if exc is not None else coro.send(value)
             while not isinstance(yielded, Command):

@@ -1,0 +1,504 @@
+"""A workflow instance: its continuation, what it waits for, and the rules of resuming it.
+
+This is the pure core that both the actor runtime and ``workflows.testing.WorkflowHarness`` drive.
+It does no I/O, starts no threads and reads no clock: the caller passes the time of each step and
+every event that has arrived, and gets back decisions and step outcomes as data.
+
+- ``Wait`` and ``Arm``: what a suspended workflow waits for (timers, signals, procedures,
+  children), built from the command it suspended on (``build_wait``).
+- ``WorkflowInstance.decide(arrivals, cancel=...)``: given what has arrived, what happens next.
+  A cancel wins over every other event; a workflow that never ran takes its first step; otherwise
+  the earliest arrivals resolve the wait's arms in time order: the first one resumes a ``select``
+  (the other arms lose), a ``gather`` resumes once every arm has its result (or at its first
+  failure, the others losing), a single command on its one arm. A child's outcome that no arm
+  awaits is taken and dropped; other arrivals no arm awaits stay where they are.
+- ``WorkflowInstance.run(decision, now=...)``: run workflow code up to its next suspension and
+  return the ``StepOutcome``: the new wait (or the ending), the effects recorded, the children to
+  create, the arms to disarm. Nothing in the instance changes until ``committed(outcome)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._commands import Command, Event, Gather, Procedure, Select, Signal, Spawn, Timer
+from ._compiler import checkpoint, step
+from ._context import Effect, StepContext
+from ._errors import Cancelled, CheckpointError, ChildFailed, ProcedureFailed, WorkflowError
+from ._registry import check_findable, resolve
+from ._step import Raised, StepResult, Suspended
+
+__all__ = [
+    "Arm",
+    "Arrival",
+    "ChildStart",
+    "Decision",
+    "StepOutcome",
+    "Wait",
+    "WorkflowInstance",
+    "build_wait",
+]
+
+TIMER, SIGNAL, PROCEDURE, CHILD = "timer", "signal", "procedure", "child"
+
+# Why the arms a step disarms lose, by what ended them.
+LOST_SELECT = "the select that spawned it was won by another arm"
+PARENT_ENDED = "parent ended"
+
+
+@dataclass
+class Arm:
+    """One thing a wait waits for."""
+
+    index: int
+    kind: str  # "timer" | "signal" | "procedure" | "child"
+    name: str  # the Event name of this arm
+    target: str  # timer name | signal name | procedure function key | child workflow type
+    due_at: float | None = None  # timers
+    timer_id: int | None = None  # timers, known once the step that armed it committed
+    proc_key: str | None = None  # procedures: idempotency key
+    child_id: str | None = None  # children
+    detached: bool = False
+    done: bool = False
+
+
+@dataclass
+class Wait:
+    """The arms a workflow waits on now, and (for gather) the results so far."""
+
+    mode: str  # "one" | "select" | "gather"
+    arms: list[Arm]
+    results: dict[int, Any] = field(default_factory=dict)
+    location: str | None = None
+
+    def pending(self) -> list[Arm]:
+        return [a for a in self.arms if not a.done]
+
+    def signal_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.target for a in self.pending() if a.kind == SIGNAL))
+
+    def arm_for_signal(self, name: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == SIGNAL and a.target == name:
+                return a
+        return None
+
+    def arm_for_timer_name(self, name: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == TIMER and a.name == name:
+                return a
+        return None
+
+    def arm_for_procedure(self, key: str) -> Arm | None:
+        for a in self.arms:
+            if not a.done and a.kind == PROCEDURE and a.proc_key == key:
+                return a
+        return None
+
+    def description(self) -> dict[str, Any]:
+        """What is awaited, as plain data (``describe`` is its JSON)."""
+        arms: list[dict[str, Any]] = []
+        for a in self.arms:
+            if a.done:
+                continue
+            d: dict[str, Any] = {"kind": a.kind, "name": a.name}
+            if a.kind == TIMER:
+                d["due_at"] = a.due_at
+            elif a.kind == PROCEDURE:
+                d["function"], d["key"] = a.target, a.proc_key
+            elif a.kind == CHILD:
+                d["workflow_id"], d["type"] = a.child_id, a.target
+            arms.append(d)
+        return {"mode": self.mode, "at": self.location, "arms": arms}
+
+    def describe(self) -> str:
+        """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
+        return json.dumps(self.description())
+
+
+def build_wait(command: Command, *, workflow_id: str, step_seq: int, now: float) -> Wait:
+    """The wait for ``command``, with deterministic procedure keys and child ids.
+
+    Keys derive from the workflow id and the step number, which commits exactly once, so a
+    procedure keeps its idempotency key and a child its id across crashes and retries.
+    """
+    if isinstance(command, Select):
+        mode, cmds = "select", list(command.commands)
+    elif isinstance(command, Gather):
+        mode, cmds = "gather", list(command.commands)
+    else:
+        mode, cmds = "one", [command]
+    arms = []
+    for i, c in enumerate(cmds):
+        if isinstance(c, Timer):
+            arm = Arm(i, TIMER, c.arm_name, c.name, due_at=c.due(now))
+        elif isinstance(c, Signal):
+            arm = Arm(i, SIGNAL, c.arm_name, c.name)
+        elif isinstance(c, Procedure):
+            arm = Arm(i, PROCEDURE, c.arm_name, c.function, proc_key=f"{workflow_id}#{step_seq}.{i}")
+        elif isinstance(c, Spawn):
+            child_id = c.id or f"{workflow_id}/{c.arm_name}-{step_seq}.{i}"
+            arm = Arm(i, CHILD, c.arm_name, c.workflow, child_id=child_id, detached=c.detached)
+        else:  # pragma: no cover - the compiler only suspends on commands
+            raise TypeError(f"cannot wait on {c!r}")
+        arms.append(arm)
+    return Wait(mode, arms)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """Something that has arrived for the workflow and may resolve one of its arms.
+
+    ``key`` is what it answers: a signal's name, a child's id, a timer's id, a procedure's key.
+    ``at`` and ``order`` place it in time (arrivals resolve earliest first); a procedure's outcome
+    comes before every other arrival. ``ok``/``value`` is the outcome; a failed child or procedure
+    carries ``error``, its error information (``type``, ``message``, ``traceback``, and
+    ``cancelled`` for a cancelled child). ``attempts`` counts a procedure's attempts. ``token`` is
+    the caller's own handle on it (what the step consumes); the instance never looks inside it.
+    """
+
+    kind: str
+    key: Any
+    at: float = 0.0
+    order: int = 0
+    ok: bool = True
+    value: Any = None
+    error: dict[str, Any] | None = None
+    attempts: int = 0
+    token: Any = None
+
+    @staticmethod
+    def signal(name: str, value: Any = None, *, at: float = 0.0, order: int = 0, token: Any = None) -> Arrival:
+        return Arrival(SIGNAL, name, at, order, True, value, None, 0, token)
+
+    @staticmethod
+    def timer(timer_id: int, due_at: float = 0.0, *, token: Any = None) -> Arrival:
+        return Arrival(TIMER, timer_id, due_at, timer_id, token=token)
+
+    @staticmethod
+    def procedure(key: str, ok: bool, value: Any = None, error: dict[str, Any] | None = None,
+                  attempts: int = 1, *, token: Any = None) -> Arrival:
+        return Arrival(PROCEDURE, key, float("-inf"), 0, ok, value, error, attempts, token)
+
+    @staticmethod
+    def child(child_id: str, ok: bool, value: Any = None, error: dict[str, Any] | None = None, *,
+              at: float = 0.0, order: int = 0, token: Any = None) -> Arrival:
+        return Arrival(CHILD, child_id, at, order, ok, value, error, 0, token)
+
+
+@dataclass
+class Decision:
+    """What the arrivals mean for the workflow now.
+
+    ``resume``: run workflow code (``send`` as the awaited result, or ``throw`` raised at the
+    await; ``first`` for the first step of a new workflow). Otherwise only ``taken`` is consumed and
+    ``wait`` stored: a gather recorded results without finishing, or child outcomes no arm awaits
+    were dropped. ``winner`` is the arrival that resumed it (None for a cancel or a first step),
+    ``arm`` the arm it resolved, ``cancel`` the reason of a cancel being carried out (a cancel of a
+    workflow that never ran ends it without running: ``run`` sees ``started`` False).
+    ``taken``: every arrival consumed by this step, in the order taken. ``losers``: the arms to
+    disarm, because the select or gather resolved or the workflow was cancelled.
+    """
+
+    resume: bool
+    send: Any = None
+    throw: BaseException | None = None
+    first: bool = False
+    cancel: Any = None
+    winner: Arrival | None = None
+    arm: Arm | None = None
+    taken: list[Arrival] = field(default_factory=list)
+    dropped: list[Arrival] = field(default_factory=list)
+    losers: list[Arm] = field(default_factory=list)
+    wait: Wait | None = None  # the wait after a decision that does not resume
+
+
+@dataclass(frozen=True)
+class ChildStart:
+    """A child workflow a step spawns: created by the step's commit, with its first state."""
+
+    arm: Arm
+    workflow_type: str
+    continuation: Any
+    checkpoint: bytes
+    fingerprint: str
+
+
+@dataclass
+class StepOutcome:
+    """What one step produced.
+
+    ``result`` is ``Suspended`` (then ``wait``, ``checkpoint`` and ``commands`` describe the new
+    wait), ``Finished`` or ``Raised``. ``effects`` are the reducer calls, sends, broadcasts and
+    subscription changes in call order. ``losers`` are the arms to disarm, for ``loser_reason``.
+    ``keep_continuation``: the step ended the workflow because its continuation could not be
+    checkpointed; the last checkpoint stays.
+    """
+
+    decision: Decision
+    step_seq: int
+    result: StepResult
+    effects: list[Effect] = field(default_factory=list)
+    wait: Wait | None = None
+    checkpoint: bytes | None = None
+    commands: tuple[Command, ...] = ()
+    children: list[ChildStart] = field(default_factory=list)
+    losers: list[Arm] = field(default_factory=list)
+    loser_reason: str = PARENT_ENDED
+    keep_continuation: bool = False
+
+    @property
+    def suspended(self) -> bool:
+        return isinstance(self.result, Suspended)
+
+
+# How a continuation is advanced: ``step(continuation, send, throw)``.
+Stepper = Callable[[Any, Any, BaseException | None], StepResult]
+
+
+class WorkflowInstance:
+    """One workflow: its continuation, its wait, its step count, and the rules that move it.
+
+    Args:
+        continuation: the compiled continuation (or what ``stepper`` advances).
+        wait: what it waits for now (None before its first step).
+        step_seq: how many steps have committed (0: it never ran).
+        workflow_id, workflow_type, parent_id, test_mode: what the workflow sees of itself.
+        stepper: how a step runs (the compiled ``step`` by default).
+        checkpointing: checkpoint the continuation at each suspension (what the runtime stores).
+        spawning: build each spawned child's first state (what the runtime creates with the step).
+    """
+
+    def __init__(
+        self,
+        continuation: Any,
+        wait: Wait | None = None,
+        *,
+        step_seq: int = 0,
+        workflow_id: str,
+        workflow_type: str,
+        parent_id: str | None = None,
+        test_mode: bool = False,
+        stepper: Stepper | None = None,
+        checkpointing: bool = True,
+        spawning: bool = True,
+    ) -> None:
+        self.continuation = continuation
+        self.wait = wait
+        self.step_seq = step_seq
+        self.workflow_id = workflow_id
+        self.workflow_type = workflow_type
+        self.parent_id = parent_id
+        self.test_mode = test_mode
+        self._stepper = stepper or WorkflowInstance.compiled_step
+        self._checkpointing = checkpointing
+        self._spawning = spawning
+
+    @staticmethod
+    def compiled_step(cont: Any, send: Any, throw: BaseException | None) -> StepResult:
+        """Advance a compiled continuation (the default stepper)."""
+        return step(cont, throw=throw) if throw is not None else step(cont, send=send)
+
+    @property
+    def started(self) -> bool:
+        return self.step_seq > 0
+
+    # -- deciding ------------------------------------------------------------------------------
+    def decide(self, arrivals: Iterable[Arrival] = (), *, cancel: Any = None, cancelled: bool = False) -> Decision | None:
+        """What happens next, given what has arrived; None: nothing (wait on).
+
+        ``cancelled`` with its ``reason`` in ``cancel``: a cancel was requested, and it comes
+        before everything else. Arrivals are resolved earliest first (by ``at``, then ``order``,
+        then as given); the decision does not change the instance.
+        """
+        pending = self.wait.pending() if self.wait is not None else []
+        if cancelled:
+            return Decision(True, throw=Cancelled(cancel), cancel=cancel, losers=pending)
+        if not self.started:
+            return Decision(True, first=True)
+        if self.wait is None:
+            return None
+        return self._resolve(self.wait, sorted(arrivals, key=lambda a: (a.at, a.order)))
+
+    def _resolve(self, wait: Wait, arrivals: Sequence[Arrival]) -> Decision | None:
+        # The pending arms by what resolves them (a gather of n children must not cost n * n).
+        by_signal: dict[str, list[Arm]] = {}
+        by_key: dict[tuple[str, Any], Arm] = {}
+        for a in wait.arms:
+            if a.done:
+                continue
+            if a.kind == SIGNAL:
+                by_signal.setdefault(a.target, []).append(a)
+            elif a.kind == CHILD:
+                by_key[(CHILD, a.child_id)] = a
+            elif a.kind == TIMER and a.timer_id is not None:
+                by_key[(TIMER, a.timer_id)] = a
+            elif a.kind == PROCEDURE:
+                by_key[(PROCEDURE, a.proc_key)] = a
+        done: set[int] = set()
+        results: dict[int, Any] = {}
+        taken: list[Arrival] = []
+        dropped: list[Arrival] = []
+        for arrival in arrivals:
+            if arrival.kind == SIGNAL:
+                arms = by_signal.get(arrival.key)
+                arm = arms.pop(0) if arms else None
+            else:
+                arm = by_key.pop((arrival.kind, arrival.key), None)
+            if arm is None:
+                if arrival.kind == CHILD:
+                    dropped.append(arrival)  # a child no arm awaits (a select's loser): its outcome goes
+                continue
+            taken.append(arrival)
+            done.add(arm.index)
+            error = None if arrival.ok else _failure(arrival, arm)
+            if wait.mode == "one" or (wait.mode == "select" and error is None):
+                value = arrival.value if wait.mode == "one" else Event(arm.name, arrival.value, arm.kind)
+                return self._resumed(wait, done, arrival, arm, taken, dropped, send=value, throw=error)
+            if error is not None:  # a select's or a gather's arm failed: the others lose
+                return self._resumed(wait, done, arrival, arm, taken, dropped, throw=error)
+            results[arm.index] = arrival.value
+            if len(wait.results) + len(results) == len(wait.arms):
+                every = {**wait.results, **results}
+                return self._resumed(wait, done, arrival, arm, taken, dropped, send=[every[a.index] for a in wait.arms])
+        if not taken and not dropped:
+            return None
+        after = copy.deepcopy(wait)
+        for a in after.arms:
+            if a.index in done:
+                a.done = True
+        after.results.update(results)
+        return Decision(False, taken=taken, dropped=dropped, wait=after)
+
+    def _resumed(self, wait: Wait, done: set[int], winner: Arrival, arm: Arm, taken: list[Arrival],
+                 dropped: list[Arrival], *, send: Any = None, throw: BaseException | None = None) -> Decision:
+        losers = [a for a in wait.arms if not a.done and a.index not in done] if wait.mode != "one" else []
+        return Decision(True, send=send, throw=throw, winner=winner, arm=arm, taken=taken, dropped=dropped, losers=losers)
+
+    # -- running ---------------------------------------------------------------------------------
+    def run(self, decision: Decision, *, now: float, child_id_taken: Callable[[str], bool] = lambda _id: False) -> StepOutcome:
+        """Run the step ``decision`` resumes, at time ``now``, and return what it produced.
+
+        ``child_id_taken(id)`` says whether a workflow of that id exists (a spawn with an explicit
+        id that is taken fails at its await). The continuation advances; the rest of the instance
+        changes only with ``committed``.
+        """
+        seq = self.step_seq + 1
+        reason = PARENT_ENDED
+        if decision.cancel is not None or isinstance(decision.throw, Cancelled):
+            reason = str(decision.throw) or "parent cancelled"
+        elif decision.losers:
+            reason = LOST_SELECT
+        if not decision.resume:
+            raise ValueError("run() takes a decision that resumes the workflow; store a gather's "
+                             "progress with progressed()")
+        if decision.throw is not None and isinstance(decision.throw, Cancelled) and not self.started:
+            # Cancelled before its first step: no code of it ever runs.
+            return StepOutcome(decision, seq, Raised(decision.throw), losers=list(decision.losers), loser_reason=reason)
+        ctx = StepContext(
+            workflow_id=self.workflow_id,
+            workflow_type=self.workflow_type,
+            parent_id=self.parent_id,
+            now=now,
+            test_mode=self.test_mode,
+        )
+        cont = self.continuation
+        with ctx.active():
+            result = self._stepper(cont, None if decision.first else decision.send, decision.throw)
+            # Building the new wait can fail (a child's arguments do not bind, a procedure that
+            # cannot be found): raised at the await, where the workflow can catch it.
+            while isinstance(result, Suspended):
+                try:
+                    wait, children = self._new_wait(result.command, seq, now, child_id_taken)
+                    break
+                except Exception as e:
+                    result = self._stepper(cont, None, e)
+        out = StepOutcome(decision, seq, result, effects=list(ctx.effects), losers=list(decision.losers), loser_reason=reason)
+        if not isinstance(result, Suspended):
+            return out
+        if self._checkpointing:
+            try:
+                out.checkpoint = checkpoint(cont)
+            except CheckpointError as e:
+                # Ends the workflow FAILED; its last good checkpoint stays, and its new wait's arms
+                # were never armed.
+                return StepOutcome(decision, seq, Raised(e), losers=list(decision.losers), loser_reason=reason,
+                                   keep_continuation=True)
+        location = getattr(cont, "location", None)
+        wait.location = location() if callable(location) else None
+        out.wait = wait
+        out.commands = _arm_commands(result.command)
+        out.children = children
+        return out
+
+    def _new_wait(self, command: Command, seq: int, now: float,
+                  child_id_taken: Callable[[str], bool]) -> tuple[Wait, list[ChildStart]]:
+        wait = build_wait(command, workflow_id=self.workflow_id, step_seq=seq, now=now)
+        children: list[ChildStart] = []
+        ids: set[str] = set()
+        for arm, cmd in zip(wait.arms, _arm_commands(command), strict=True):
+            if arm.kind == PROCEDURE:
+                check_findable("procedure", arm.target)
+            elif arm.kind == CHILD:
+                assert arm.child_id is not None and isinstance(cmd, Spawn)
+                if cmd.id is not None and (arm.child_id in ids or child_id_taken(arm.child_id)):
+                    raise WorkflowError(
+                        f"spawn({arm.target}, id={arm.child_id!r}) in workflow {self.workflow_id!r}: a "
+                        f"workflow with that id exists already, so no child was started. Choose an id "
+                        f"no workflow has, or leave id=None for a generated one."
+                    )
+                ids.add(arm.child_id)
+                if self._spawning:
+                    child = resolve("workflow", arm.target).start(*cmd.args)
+                    children.append(ChildStart(arm, arm.target, child, checkpoint(child), child.fingerprint))
+        return wait, children
+
+    def progressed(self, decision: Decision) -> None:
+        """The step that stored ``decision`` (one that does not resume) is durable."""
+        if decision.resume or decision.wait is None:
+            raise ValueError("progressed() takes a decision that does not resume the workflow")
+        self.step_seq += 1
+        self.wait = decision.wait
+
+    def committed(self, outcome: StepOutcome) -> None:
+        """The step ``outcome`` came from is durable: the instance moves on to it."""
+        self.step_seq = outcome.step_seq
+        if outcome.suspended:
+            self.wait = outcome.wait
+        elif not outcome.keep_continuation:
+            self.wait = None
+
+
+def _arm_commands(command: Command) -> tuple[Command, ...]:
+    if isinstance(command, Select | Gather):
+        return command.commands
+    return (command,)
+
+
+def _failure(arrival: Arrival, arm: Arm) -> WorkflowError:
+    """The exception a failed child or procedure raises at the workflow's await."""
+    info = arrival.error or {}
+    if arrival.kind == CHILD:
+        return ChildFailed(
+            f"child workflow {arrival.key!r} ({arm.target}) "
+            + ("was cancelled" if info.get("cancelled") else f"failed: {info.get('type')}: {info.get('message')}"),
+            child_id=arrival.key,
+            child_type=arm.target,
+            error_type=info.get("type"),
+            error_message=info.get("message"),
+            traceback=info.get("traceback"),
+        )
+    return ProcedureFailed(
+        f"procedure {arm.target} failed after {arrival.attempts} attempt(s): "
+        f"{info.get('type')}: {info.get('message')}",
+        procedure=arm.target,
+        attempts=arrival.attempts,
+        error_type=info.get("type"),
+        error_message=info.get("message"),
+        traceback=info.get("traceback"),
+    )
+
