@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from workflows._commands import Procedure
+from workflows._compiler import compile_workflow_source
 
 from .diffharness import Oracle, command_name, compare, procedure_failed, run_compiled, run_native
 from .probes import CustomErr
 from .programs import Program, namespace, programs
-
-try:
-    from workflows._compiler import compile_workflow_source
-except ImportError:  # the @workflow compiler has not landed in this checkout yet
-    pytest.skip("the @workflow compiler is not written yet", allow_module_level=True)
 
 _DEEP = os.environ.get("ACTORFLOW_FUZZ_EXAMPLES")
 FUZZ = settings(

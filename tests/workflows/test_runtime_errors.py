@@ -14,15 +14,10 @@ from workflows import (
     timer,
     workflow,
 )
-
-try:
-    from workflows._compiler import checkpoint, compile_workflow_source, restore, step
-    from workflows.testing import WorkflowHarness
-except ImportError:  # the @workflow compiler has not landed in this checkout yet
-    pytest.skip("the @workflow compiler is not written yet", allow_module_level=True)
-
+from workflows._compiler import checkpoint, compile_workflow_source, restore, step
 from workflows._context import StepContext
 from workflows._step import Finished, Raised, Suspended
+from workflows.testing import WorkflowHarness
 
 from .probes import double
 
