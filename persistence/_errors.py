@@ -21,17 +21,23 @@ class PersistenceError(Exception):
 class DatabaseLocked(PersistenceError):
     """The file is owned by another running system."""
 
-    def __init__(self, path: str, *, pid: int | None, host: str | None, since: str | None) -> None:
+    def __init__(
+        self, path: str, *, pid: int | None, host: str | None, since: str | None,
+        through_link: bool = False,
+    ) -> None:
+        # The owner opened the same file by another path: a symbolic or a hard link.
+        via = " (through another path to the same file: a symbolic or hard link)" if through_link else ""
         if pid == os.getpid() and host == socket.gethostname():
             what = (
-                f"database {path} is owned by another ActorSystem (or store) in this very process "
-                f"(since {since}); only one may own a file. Shut that one down first (or use it), "
-                f"or open the file with owner=False to read it."
+                f"database {path} is owned by another ActorSystem (or store) in this very process"
+                f"{via} (since {since}); only one may own a file. Shut that one down first (or use "
+                f"it), or open the file with owner=False to read it."
             )
         else:
-            who = f"process {pid} on host {host!r} (since {since})" if pid else "another process"
+            who = (f"process {pid} on host {host!r}" + (f" (since {since})" if since else "")
+                   if pid else "another process")
             what = (
-                f"database {path} is owned by {who}; only one running system may own a file. "
+                f"database {path} is owned by {who}{via}; only one running system may own a file. "
                 f"Stop that process, or open the file with owner=False (as the wf CLI does) to "
                 f"read it and post requests to its owner."
             )

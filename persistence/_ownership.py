@@ -1,8 +1,14 @@
-"""One running system owns a database file: an exclusive flock on a sidecar lock file.
+"""One running system owns a database file: an exclusive flock on the file itself.
 
-The OS drops a flock when its process dies, even by SIGKILL, so a crashed owner never leaves the
-file locked. The lock file also says who holds it (pid, host, since), for the error a second
-owner gets.
+The flock is on the database file, so every path to it (a symbolic link, a hard link) meets the
+same lock; a sidecar lock file beside the file's real path (symbolic links resolved) says who holds
+it (pid, host, since), for the error a second owner gets, and is flocked too. The OS drops a flock
+when its process dies, even by SIGKILL, so a crashed owner never leaves the file locked.
+
+Closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's own
+among them (the locks of this process's other connections to that file). So the descriptor of a
+database file is closed only when no other descriptor of this process refers to the file; until
+then it is kept, unlocked, and reused by the next lock of the same file.
 """
 
 from __future__ import annotations
@@ -14,13 +20,95 @@ import fcntl
 import json
 import os
 import socket
+import threading
 
 from persistence._errors import DatabaseLocked, PersistenceError, ReadOnlyDatabase
 
 
 def lock_path(path: str) -> str:
-    """Return the sidecar lock file of database ``path``."""
-    return path + ".lock"
+    """Return the sidecar lock file of database ``path`` (beside its real path, links resolved)."""
+    return os.path.realpath(path) + ".lock"
+
+
+# Descriptors of database files, unlocked, that could not be closed yet (see the module's
+# docstring), by the file's (device, inode); and who holds the lock of each file this process
+# owns, for the error of a second owner that comes in through another path.
+_kept: dict[tuple[int, int], list[int]] = {}
+_held: dict[tuple[int, int], dict[str, object]] = {}
+_fds_lock = threading.Lock()
+
+
+def _shared_with_others(key: tuple[int, int], ours: list[int]) -> bool:
+    """True if a descriptor of this process other than ``ours`` refers to the file ``key`` (or
+    if it cannot be told: the descriptors are then kept, which is safe)."""
+    for where in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            if not name.isdigit() or int(name) in ours:
+                continue
+            try:
+                st = os.fstat(int(name))
+            except OSError:
+                continue  # the descriptor of the listing itself, closed by now
+            if (st.st_dev, st.st_ino) == key:
+                return True
+        return False
+    return True
+
+
+def _keep(key: tuple[int, int], fd: int) -> None:
+    """Give back an unlocked descriptor of a database file: closed now if nothing else of this
+    process has the file open, else kept (with ``_fds_lock`` held)."""
+    _kept.setdefault(key, []).append(fd)
+    for k, fds in list(_kept.items()):
+        if not _shared_with_others(k, fds):
+            del _kept[k]
+            for f in fds:
+                os.close(f)
+
+
+def _open_database(path: str) -> tuple[int, tuple[int, int], bool]:
+    """Open (creating it if missing) the database file to lock it: (fd, identity, created)."""
+    created = False
+    with contextlib.suppress(OSError), _fds_lock:
+        st = os.stat(path)
+        key = (st.st_dev, st.st_ino)
+        fds = _kept.get(key)
+        if fds:
+            fd = fds.pop()
+            if not fds:
+                del _kept[key]
+            return fd, key, created  # kept unlocked, and reused: opening another is not needed
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        created = True
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    return fd, key, created
+
+
+def _flock_holder(key: tuple[int, int]) -> dict[str, object]:
+    """The process holding the flock of the file ``key``, from ``/proc/locks`` ({} if unknown).
+
+    The owner record of the lock file cannot be used: a hard link has a lock file of its own.
+    """
+    dev, ino = key
+    wanted = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                # "1: FLOCK  ADVISORY  WRITE 4242 08:01:123 0 EOF" (a waiter's line has "->")
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
+                    return {"pid": int(fields[4]), "host": socket.gethostname()}
+    except (OSError, ValueError):
+        pass
+    return {}
 
 
 def _open_lock_file(path: str, flags: int) -> int:
@@ -69,8 +157,11 @@ class OwnerLock:
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
+        self._db_fd: int | None = None
+        self._key: tuple[int, int] | None = None
         self.info: dict[str, object] = {}
         self._created = False  # this acquire made the lock file (it did not exist before)
+        self._created_db = False  # ... and the (empty) database file
 
     def acquire(self) -> dict[str, object]:
         """Take the lock and record this process as the owner; return the owner record.
@@ -96,6 +187,15 @@ class OwnerLock:
         except BaseException:
             os.close(fd)
             raise
+        try:
+            self._lock_database()
+        except BaseException:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            if self._created:
+                with contextlib.suppress(OSError):
+                    os.unlink(lock_path(self.path))
+            raise
         self.info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
@@ -108,7 +208,40 @@ class OwnerLock:
             # The record is informative only; the flock itself is the ownership.
             pass
         self._fd = fd
+        assert self._key is not None
+        with _fds_lock:
+            _held[self._key] = self.info
         return self.info
+
+    def _lock_database(self) -> None:
+        """Flock the database file itself: a second owner through a link meets this lock."""
+        try:
+            fd, key, created = _open_database(self.path)
+        except OSError as exc:
+            raise PersistenceError(
+                f"cannot open {self.path} to lock it ({exc.strerror}); check that this user may "
+                f"read it.",
+                path=self.path,
+            ) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with _fds_lock:
+                info = dict(_held.get(key) or {})
+                _keep(key, fd)
+            info = info or _flock_holder(key)
+            raise DatabaseLocked(
+                self.path,
+                pid=info.get("pid"),  # type: ignore[arg-type]
+                host=info.get("host"),  # type: ignore[arg-type]
+                since=info.get("since"),  # type: ignore[arg-type]
+                through_link=True,
+            ) from None
+        except BaseException:
+            with _fds_lock:
+                _keep(key, fd)
+            raise
+        self._db_fd, self._key, self._created_db = fd, key, created
 
     def release(self, *, remove: bool = False) -> None:
         """Give up the lock (idempotent). ``remove``: and delete the lock file, if this lock
@@ -125,9 +258,28 @@ class OwnerLock:
         except OSError:
             pass
         try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._release_database()
         finally:
-            os.close(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+    def _release_database(self) -> None:
+        db_fd, self._db_fd = self._db_fd, None
+        if db_fd is None or self._key is None:
+            return
+        if self._created_db:
+            # A file this lock created that nothing was written to (the open failed): leave
+            # nothing behind.
+            with contextlib.suppress(OSError):
+                st = os.stat(self.path)
+                if (st.st_dev, st.st_ino) == self._key and st.st_size == 0:
+                    os.unlink(self.path)
+        with _fds_lock:
+            _held.pop(self._key, None)
+            fcntl.flock(db_fd, fcntl.LOCK_UN)
+            _keep(self._key, db_fd)
 
 
 def current_owner(path: str) -> dict[str, object] | None:

@@ -113,6 +113,79 @@ def test_second_owner_in_other_process_locked(db_path: str) -> None:
         assert s.owner_info()["pid"] == os.getpid()
 
 
+def _links(db_path: str) -> list[str]:
+    """A symbolic and a hard link to ``db_path`` (an existing file), in another directory."""
+    other = pathlib.Path(db_path).parent / "elsewhere"
+    other.mkdir()
+    (other / "sym.db").symlink_to(db_path)
+    os.link(db_path, other / "hard.db")
+    return [str(other / "sym.db"), str(other / "hard.db")]
+
+
+def test_second_owner_through_a_link_locked(db_path: str) -> None:
+    """A second owner that opens the same file through a symbolic or a hard link is refused with
+    DatabaseLocked saying so (the lock was on the path as given: both owned the file)."""
+    open_store(db_path).close()
+    links = _links(db_path)
+    for first in [db_path, *links]:
+        with open_store(first) as s:
+            s.create_workflow(new_wf(f"by-{os.path.basename(first)}"))
+            for second in {db_path, *links} - {first}:
+                with pytest.raises(DatabaseLocked, match="in this very process") as info:
+                    open_store(second)
+                assert info.value.pid == os.getpid()
+                if os.path.realpath(second) != os.path.realpath(first):
+                    assert "a symbolic or hard link" in str(info.value)
+    # Every lock was released: each path opens again, and all see the same rows.
+    for path in [db_path, *links]:
+        with open_store(path) as s:
+            assert {w.id for w in s.list_workflows()} == {"by-wf.db", "by-sym.db", "by-hard.db"}
+
+
+def test_second_owner_in_other_process_through_a_hard_link_locked(db_path: str) -> None:
+    """An owner in another process that opened a hard link to the file blocks this one, which is
+    told that process's pid; its death (SIGKILL) frees the file for every path."""
+    open_store(db_path).close()
+    hard = _links(db_path)[1]
+    code = textwrap.dedent(f"""
+        import sys
+        from persistence import open_store
+        s = open_store({hard!r})
+        print("ready", flush=True)
+        sys.stdin.read()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with pytest.raises(DatabaseLocked, match="a symbolic or hard link") as info:
+            open_store(db_path)
+        assert info.value.pid == proc.pid
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    open_store(db_path).close()
+
+
+def test_reader_keeps_its_locks_when_an_owner_closes(db_path: str) -> None:
+    """Closing an owner does not close a descriptor of the file while a reader of this process
+    has it open (closing any descriptor of a file drops all of a process's POSIX locks on it,
+    SQLite's included): the descriptor is kept, reused by the next owner, and closed later."""
+    import persistence._ownership as ownership
+
+    open_store(db_path).close()
+    with open_store(db_path, owner=False) as reader:
+        st = os.stat(db_path)
+        for _ in range(3):
+            open_store(db_path).close()
+            assert len(ownership._kept[(st.st_dev, st.st_ino)]) == 1  # kept once, reused
+        assert reader.list_workflows() == []
+    open_store(db_path).close()
+    assert (st.st_dev, st.st_ino) not in ownership._kept
+
+
 def test_lock_released_on_close(db_path: str) -> None:
     """close() gives up ownership: a new owner can open the file, owner_info is then None."""
     open_store(db_path).close()
