@@ -202,6 +202,17 @@ def classify(conn: sqlite3.Connection, path: str) -> int:
                 f"an actorflow database, or of a file that does not exist yet.",
                 path=path,
             )
+        if version != 0:
+            # No tables, but a schema version someone set: another program's mark, not ours
+            # (migrating from "version N" would run the migrations after N on a file without
+            # their tables).
+            raise ForeignDatabase(
+                f"{path} is not an actorflow database: it has no tables and no actorflow "
+                f"application_id, but its user_version is {version}, so another program marked "
+                f"it; actorflow will not touch it. Pass the path of an actorflow database, or of "
+                f"a file that does not exist yet.",
+                path=path,
+            )
         return 0  # an empty SQLite file: ours to initialise
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(path, found=version, supported=SCHEMA_VERSION)

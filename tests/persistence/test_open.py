@@ -218,6 +218,21 @@ def test_foreign_application_id(db_path: str) -> None:
         open_store(db_path)
 
 
+def test_bare_file_marked_only_by_user_version(db_path: str) -> None:
+    """A SQLite file with no tables and no application_id whose user_version another program set
+    is refused as not an actorflow database, by owners and readers, and left unchanged (it gave
+    a raw "no such table" error, and a reader was told to initialise it)."""
+    conn = sqlite3.connect(db_path)
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    before = pathlib.Path(db_path).read_bytes()
+    for owner in (True, False):
+        with pytest.raises(ForeignDatabase, match="not an actorflow database.*user_version is 1"):
+            open_store(db_path, owner=owner)
+    assert pathlib.Path(db_path).read_bytes() == before
+    assert not pathlib.Path(db_path + ".lock").exists()
+
+
 def test_empty_sqlite_file_is_initialised(db_path: str) -> None:
     """An empty file (0 bytes) becomes an actorflow database."""
     pathlib.Path(db_path).touch()
