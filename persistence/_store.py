@@ -247,6 +247,7 @@ class SqliteStore(Store):
                     f"with owner=False to read it.",
                     path=self.path,
                 )
+            self._check_sidecars()
             conn = self._connect()
             version = classify(conn, self.path)
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -280,6 +281,31 @@ class SqliteStore(Store):
                 raise
             raise err from exc
 
+    def _check_sidecars(self) -> None:
+        """Make the -wal and -shm files writable if a reader left them read-only (SQLite gives
+        them the file's mode, and the file was read-only then), or say which one is in the way.
+
+        Without this the owner's first write failed with a message blaming the file and its
+        directory, both writable.
+        """
+        for suffix in ("-wal", "-shm"):
+            side = self.path + suffix
+            if not os.path.exists(side) or os.access(side, os.W_OK):
+                continue
+            try:
+                st = os.stat(side)
+                if st.st_uid != os.geteuid():
+                    raise PermissionError(f"owned by uid {st.st_uid}")
+                os.chmod(side, (os.stat(self.path).st_mode | 0o600) & 0o7777)
+            except OSError as exc:
+                raise ReadOnlyDatabase(
+                    f"{side} is read-only ({exc}), though {self.path} and its directory are "
+                    f"writable: a reader opened the file while it was read-only and SQLite gave "
+                    f"its {suffix} file the same mode. Make {side} writable (or delete it while no "
+                    f"process has the database open), then start the system again.",
+                    path=self.path,
+                ) from exc
+
     def _open_reader_only(self) -> None:
         directory = self._check_directory()
         if not os.path.exists(self.path):
@@ -288,9 +314,14 @@ class SqliteStore(Store):
                 f"first.",
                 path=self.path,
             )
-        if not os.access(directory, os.W_OK) and not os.path.exists(self.path + "-shm"):
+        # A file this user may not write (or in a directory it may not write), with no -shm
+        # file yet: SQLite would create one (read-only, as the file is, and left behind to stop
+        # the owner later) or fail to. With no owner running and no write-ahead log, nothing can
+        # change the file, so it is read immutable.
+        read_only = not os.access(directory, os.W_OK) or not os.access(self.path, os.W_OK)
+        if read_only and not os.path.exists(self.path + "-shm") and current_owner(self.path) is None:
             wal = self.path + "-wal"
-            if os.path.exists(wal) and os.path.getsize(wal) > 0:
+            if not os.access(directory, os.W_OK) and os.path.exists(wal) and os.path.getsize(wal) > 0:
                 raise ReadOnlyDatabase(
                     f"{self.path} cannot be read here: its directory {directory} is read-only, "
                     f"and SQLite must create {self.path}-shm to read the write-ahead log {wal} "
@@ -298,7 +329,7 @@ class SqliteStore(Store):
                     f"writable directory, or make this one writable.",
                     path=self.path,
                 )
-            self._immutable = True
+            self._immutable = not (os.path.exists(wal) and os.path.getsize(wal) > 0)
         conn = None
         try:
             conn = self._connect()

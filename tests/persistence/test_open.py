@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 import sqlite_utils
@@ -469,3 +470,91 @@ def test_reader_in_a_read_only_directory(db_path: str, monkeypatch) -> None:
     pathlib.Path(db_path + "-wal").write_bytes(b"\0" * 4096)  # a log not yet in the file
     with pytest.raises(ReadOnlyDatabase, match=r"directory .* is read-only, and SQLite must create"):
         open_store(db_path, owner=False)
+
+
+def _as_other_user(code: str, directory: pathlib.Path) -> str:
+    """Run ``code`` in a fresh interpreter as a user who is not root (permission bits bind
+    only such a user), in ``directory`` made theirs; return its output."""
+    import shutil
+
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: no way to run as a user that "
+                        "permission bits bind")
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]  # nobody
+        os.chown(directory, 65534, 65534)
+    proc = subprocess.run([*prefix, sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[pathlib.Path]:
+    """A directory another user may use (pytest's own is private to this user)."""
+    import shutil
+    import tempfile
+
+    d = pathlib.Path(tempfile.mkdtemp(prefix="actorflow-ro-"))
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_reader_of_a_read_only_file_leaves_no_read_only_shm(shared_dir: pathlib.Path) -> None:
+    """A reader (``wf``) of a read-only file leaves no -shm file behind (SQLite made it read-only,
+    as the file was), so the owner runs once the file is writable again; it was refused with a
+    message blaming the file and the directory, both writable."""
+    db = str(shared_dir / "wf.db")
+    out = _as_other_user(f"""
+        import os
+        from persistence import open_store
+        with open_store({db!r}) as s:
+            s.create_workflow(__import__("persistence").NewWorkflow(
+                id="a", type="m:w", continuation=b"c", fingerprint="f", created_at=1.0))
+        os.chmod({db!r}, 0o444)
+        with open_store({db!r}, owner=False) as r:
+            print([w.id for w in r.list_workflows()])
+        print(os.path.exists({db!r} + "-shm"))
+        os.chmod({db!r}, 0o644)
+        with open_store({db!r}) as s:
+            s.create_workflow(__import__("persistence").NewWorkflow(
+                id="b", type="m:w", continuation=b"c", fingerprint="f", created_at=2.0))
+            print([w.id for w in s.list_workflows()])
+    """, shared_dir)
+    assert out.split("\n")[:3] == ["['a']", "False", "['a', 'b']"]
+
+
+def test_owner_makes_a_read_only_shm_left_by_a_reader_writable(shared_dir: pathlib.Path) -> None:
+    """A read-only -shm file a reader left (SQLite gives it the file's mode) is made writable by
+    the owner of the same user, and named when it is another user's."""
+    db = str(shared_dir / "wf.db")
+    out = _as_other_user(f"""
+        import os
+        from persistence import ReadOnlyDatabase, open_store
+        open_store({db!r}).close()
+        with open({db!r} + "-shm", "wb") as f:
+            f.write(bytes(32768))
+        os.chmod({db!r} + "-shm", 0o444)
+        with open_store({db!r}) as s:
+            s.create_workflow(__import__("persistence").NewWorkflow(
+                id="a", type="m:w", continuation=b"c", fingerprint="f", created_at=1.0))
+        print(oct(os.stat({db!r} + "-shm").st_mode & 0o777) if os.path.exists({db!r} + "-shm") else "gone")
+    """, shared_dir)
+    assert out.strip() in ("0o644", "gone")
+    if os.geteuid() != 0:
+        return  # a -shm of another user needs a second user to make
+    shm = shared_dir / "wf.db-shm"
+    shm.write_bytes(bytes(32768))
+    os.chmod(shm, 0o444)  # root's, not the owner's
+    out = _as_other_user(f"""
+        from persistence import ReadOnlyDatabase, open_store
+        try:
+            open_store({db!r}).close()
+        except ReadOnlyDatabase as e:
+            print(e)
+    """, shared_dir)
+    assert f"{shm} is read-only" in out and "a reader opened the file while it was read-only" in out
