@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pykka
-import structlog
 from pykka._envelope import Envelope
 from pykka.messages import _ActorStop
 
+from ._log import Log
 from ._work import WorkCounter
 
-log = structlog.get_logger(__name__)
+log = Log("activator")
 
 
 @dataclass

@@ -22,8 +22,6 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from persistence import (
     CANCEL,
     CANCELLED,
@@ -55,6 +53,7 @@ from workflows._registry import check_findable, resolve
 from workflows._step import Finished, Raised, Suspended
 
 from ._errors import TimerNotArmed
+from ._log import Log
 from ._pool import PooledActor
 from ._procedures import ProcedureDone, error_info, pack_call, record_outcome
 from ._wait import Arm, Resolution, Wait, build_wait, envelope, envelope_wait, stored_forms
@@ -63,7 +62,7 @@ from ._wait import resolve as resolve_arm
 if TYPE_CHECKING:
     from ._system import Runtime
 
-log = structlog.get_logger(__name__)
+log = Log("workflow")
 
 CONSUMED_MEMORY = 50_000
 
@@ -989,7 +988,8 @@ class WorkflowActor(PooledActor):
         ack = yield from self._commit(sw)
         self.finished = True
         # Not through self.log: binding a logger costs more than the event, once per workflow.
-        log.info(
+        # A workflow that failed for good is an error; a completed or cancelled one, lifecycle.
+        (log.error if sw.status == FAILED else log.info)(
             "workflow_" + sw.status,
             workflow_id=self.id,
             workflow_type=self.type,
@@ -1014,6 +1014,7 @@ class WorkflowActor(PooledActor):
         if sw.create is not None:
             self._settle_start(True)
         self.seq = sw.step_seq
+        log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:
             if self.recent_count < RECENT_STEPS:
                 self.recent_count += 1

@@ -31,7 +31,7 @@ from pykka import ThreadingFuture
 from pykka._envelope import Envelope
 from pykka.messages import _ActorStop
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("actorflow.pool")
 
 # Messages one actor handles before yielding its thread to the next scheduled actor.
 SLICE = 16

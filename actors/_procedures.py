@@ -17,8 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from persistence import ProcedureRow, Store, dumps, loads
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType
@@ -26,9 +24,10 @@ from workflows._procedure_context import procedure_running
 from workflows._registry import resolve
 
 from ._clock import Clock
+from ._log import Log
 from ._work import WorkCounter
 
-log = structlog.get_logger(__name__)
+log = Log("procedures")
 
 DEFAULT_RETRY = RetryPolicy()
 
@@ -238,7 +237,7 @@ class ProcedureExecutor:
                 if self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at):
                     self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1))
                 return
-            log.warning(
+            log.error(
                 "procedure_failed", key=key, workflow_id=workflow_id, function=function,
                 attempts=attempt, error=info["message"], error_type=info["type"],
             )

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
 from persistence import (
     CANCEL,
     CHILD,
@@ -56,13 +54,14 @@ from ._actor import (
 )
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
+from ._log import Log
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor, error_info
 from ._timers import TimerService
 from ._wait import envelope_wait
 from ._work import WorkCounter
 
-log = structlog.get_logger(__name__)
+log = Log("system")
 
 RESTART_INTENSITY = 5  # restarts ...
 RESTART_PERIOD = 60.0  # ... within this many seconds, then the workflow fails (OTP's MaxR/MaxT)

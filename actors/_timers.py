@@ -13,14 +13,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
 from persistence import TimerRow
 
 from ._clock import Clock
+from ._log import Log
 from ._work import WorkCounter
 
-log = structlog.get_logger(__name__)
+log = Log("timers")
 
 
 class TimerService:

@@ -11,6 +11,7 @@ import argparse
 import datetime as _dt
 import importlib
 import json
+import logging
 import os
 import sys
 import time
@@ -268,7 +269,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _log_to_stderr() -> None:
+    # wf is an application: it configures its own output. The runtime's warnings and errors (the
+    # store's, when a file is busy or damaged) go to stderr, never mixed into what wf prints.
+    runtime = logging.getLogger("actorflow")
+    if not runtime.handlers:
+        runtime.addHandler(logging.StreamHandler(sys.stderr))
+        runtime.setLevel(logging.WARNING)
+        runtime.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
+    _log_to_stderr()
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     try:

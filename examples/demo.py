@@ -29,8 +29,6 @@ from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from actors import ActorSystem, Status
 from actors.testing import VirtualClock
 
@@ -289,10 +287,17 @@ def main(argv: list[str] | None = None) -> int:
     # its output and runtime logs would scroll it away; scripted players often signal a workflow
     # that just finished (a bid after the hammer fell), which the runtime logs as a warning, so
     # only errors are shown unless asked for.
-    level = logging.WARNING if args.verbose else logging.ERROR
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
-    run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view,
-             seed=args.seed, scale=args.scale)
+    # The runtime logs through the standard library's logging, under "actorflow".
+    handler = logging.StreamHandler(sys.stderr)
+    runtime = logging.getLogger("actorflow")
+    runtime.addHandler(handler)
+    runtime.setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    runtime.propagate = False
+    try:
+        run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view,
+                 seed=args.seed, scale=args.scale)
+    finally:
+        runtime.removeHandler(handler)
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("actorflow.store")
 
 _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes, never contended long
 

@@ -29,7 +29,7 @@ from persistence._errors import PersistenceError, StoreClosed
 from persistence._promise import Promise
 from persistence._schema import translate_error
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("actorflow.store")
 
 # Upper bound on writes per transaction, so one commit's latency stays bounded under load.
 MAX_BATCH = 512

@@ -12,19 +12,13 @@ import structlog
 from tests.pgserver import FAST, PgServer, PgUnavailable
 
 
-def _drop_chatter(logger: Any, method_name: str, event_dict: Any) -> Any:
-    if method_name in ("debug", "info"):
-        raise structlog.DropEvent
-    return event_dict
-
-
 def pytest_configure(config: Any) -> None:
-    # Keep warnings and errors (shown on failure) but skip rendering the per-workflow info events
-    # of tests that run thousands of workflows. structlog.testing.capture_logs() replaces these
-    # processors while it runs, so tests that assert on logs still see every event.
+    # The runtime's events go through the standard library's logging, which keeps WARNING and
+    # above (shown on failure) and drops the rest before structlog renders anything.
+    # structlog.testing.capture_logs() replaces these processors while it runs, and then sees
+    # every event, whatever its level.
     structlog.configure(
         processors=[
-            _drop_chatter,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.dev.ConsoleRenderer(colors=False),

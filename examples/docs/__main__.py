@@ -5,18 +5,12 @@ define are stored under keys like ``examples.docs.failures:quest`` that a restar
 """
 
 import importlib
-import logging
 import sys
-
-import structlog
 
 PROGRAMS = ("failures", "persistence", "porting", "versioning")
 
 if len(sys.argv) < 2 or sys.argv[1] not in PROGRAMS:
     sys.exit(f"usage: python -m examples.docs {{{','.join(PROGRAMS)}}} [ARGS...]")
-# Only warnings and errors, on stderr: stdout is the program's own output.
-structlog.configure(
-    wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-    logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-)
+# No logging configured: the runtime's warnings and errors reach stderr (the standard library's
+# last resort), and stdout is the program's own output.
 importlib.import_module(f"examples.docs.{sys.argv[1]}").main(*sys.argv[2:])
