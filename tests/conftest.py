@@ -65,6 +65,7 @@ def pg_server() -> Iterator[PgServer]:
 
 @pytest.fixture
 def pg_url(pg_server: PgServer) -> Iterator[str]:
-    """The URL of a fresh, empty database of its own for one test (dropped afterwards)."""
-    with pg_server.database() as url:
+    """A URL of the test server whose connections see an empty schema of this test's own
+    (dropped afterwards). A test that needs a whole database uses ``pg_server.database()``."""
+    with pg_server.schema() as url:
         yield url

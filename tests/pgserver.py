@@ -216,6 +216,21 @@ class PgServer:
         self.admin().execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     @contextlib.contextmanager
+    def schema(self, prefix: str = "s") -> Iterator[str]:
+        """A fresh schema of the ``postgres`` database for one test: a URL whose connections
+        find (and create) their tables there; dropped afterwards. Much cheaper than a database
+        (creating one copies a template's files)."""
+        name = f"af_{prefix}_{os.getpid()}_{next(self._names)}"
+        self.admin().execute(f'CREATE SCHEMA "{name}"')
+        base = self.url("postgres") if self.socket_dir is not None else self.admin_url
+        sep = "&" if "?" in base else "?"
+        try:
+            options = urllib.parse.quote(f"-c search_path={name}", safe="")
+            yield f"{base}{sep}options={options}"
+        finally:
+            self.admin().execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+    @contextlib.contextmanager
     def database(self, prefix: str = "t") -> Iterator[str]:
         """A fresh database for one test: its URL; dropped afterwards."""
         name = self.create_database(prefix)

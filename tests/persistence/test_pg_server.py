@@ -11,19 +11,33 @@ from tests.conftest import pg_unavailable
 from tests.pgserver import PgServer, PgUnavailable
 
 
-def test_each_test_gets_an_empty_database_of_its_own(pg_server: PgServer, pg_url: str) -> None:
+def test_each_test_gets_an_empty_schema_of_its_own(pg_server: PgServer, pg_url: str) -> None:
     import psycopg
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        name = conn.execute("SELECT current_database()").fetchone()
-        assert name is not None and name[0] != "postgres"
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        assert schema is not None and schema[0].startswith("af_s_")
         tables = conn.execute(
-            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
         ).fetchone()
         assert tables == (0,)
         conn.execute("CREATE TABLE mark (x int)")
-    with pg_server.database() as other, psycopg.connect(other, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('mark')").fetchone() != (None,)
+    with pg_server.schema() as other, psycopg.connect(other, autocommit=True) as conn:
         assert conn.execute("SELECT to_regclass('mark')").fetchone() == (None,)
+    with psycopg.connect(pg_server.url("postgres"), autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('mark')").fetchone() == (None,)
+
+
+def test_a_whole_database_when_a_test_needs_one(pg_server: PgServer) -> None:
+    import psycopg
+
+    with pg_server.database() as url, psycopg.connect(url, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()
+        assert name is not None and name[0] != "postgres"
+        assert conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchone() == (0,)
 
 
 def test_the_database_is_dropped_after_its_test(pg_server: PgServer) -> None:
