@@ -1,0 +1,779 @@
+"""What reducers receive on PostgreSQL: sqlite-utils' ``Database`` API (SPEC §9's subset) on psycopg.
+
+``PgDatabase(conn)`` works on the connection it is given, inside whatever transaction that
+connection has open (the step's), and never commits. It does what sqlite-utils does for the same
+calls, on tables it creates the way sqlite-utils creates them:
+
+- ``db["t"].insert(row, pk=..., replace=False, ignore=False)``, ``.insert_all(rows, ...)``,
+  ``.upsert(row, pk=...)``, ``.upsert_all``, ``.update(pk, values)``, ``.delete(pk)``,
+  ``.delete_where(where, params)``, ``.get(pk)`` (``sqlite_utils.db.NotFoundError`` when there is
+  no such row), ``.rows_where(where, params, ...)``, ``.rows``, ``.create(columns, pk=...,
+  not_null=, defaults=, column_order=, if_not_exists=)``, ``.exists()``, ``.count``, ``.pks``,
+  ``.columns_dict``, ``.last_pk``;
+- ``db.execute(sql, params)`` (a cursor: ``fetchone``, ``fetchall``, ``rowcount``,
+  ``description``, iteration) and ``db.query(sql, params)`` (rows as dicts), with SQLite's ``?``
+  placeholders (and ``:name`` with a dict of parameters), ``db.table_names()``;
+- ``db.conn``: the psycopg connection itself, for native SQL (``%s`` placeholders).
+
+Types follow sqlite-utils: a table made by a first insert takes its columns' types from the rows
+(int and bool -> bigint, float -> double precision, str -> text, bytes -> bytea, dict, list and
+tuple -> JSON in text); a single integer primary key is filled in when a row leaves it out, as
+SQLite's rowid is; booleans are stored as 1 and 0; ``sum`` and ``avg`` come back as int or float,
+never Decimal.
+
+Where PostgreSQL differs, and nothing here hides it: an error in a statement aborts the whole
+transaction (the step fails, as when the reducer raises); names are case-sensitive once quoted
+(create tables with lower-case names to query them unquoted); a generated key is never reused.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.adapt import Dumper, Loader
+from sqlite_utils.db import (
+    COLUMN_TYPE_MAPPING,
+    NotFoundError,
+    PrimaryKeyRequired,
+    jsonify_if_needed,
+)
+from sqlite_utils.utils import suggest_column_types
+
+# SQLite's type names (as sqlite-utils maps Python types to them) in PostgreSQL.
+PG_TYPES = {
+    "INTEGER": "bigint",
+    "REAL": "double precision",
+    "FLOAT": "double precision",
+    "TEXT": "text",
+    "BLOB": "bytea",
+    "ANY": "text",
+}
+# sqlite-utils sizes a multi-row INSERT to SQLite's variable limit; the same chunks here, so a
+# table made by a first insert takes its types from the same rows on both backends.
+SQLITE_MAX_VARS = 999
+DEFAULT_BATCH = 100
+
+# Statements that leave the tables' shapes alone (anything else may change them).
+_DML = ("select", "insert", "update", "delete", "with", "values", "table", "show", "explain")
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a quoted PostgreSQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+# -- placeholders ----------------------------------------------------------------------------------
+
+_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z_0-9]*)?\$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str, named: bool = False) -> str:
+    """SQLite-style SQL with ``?`` (or, ``named``, ``:name``) placeholders in psycopg's style.
+
+    Placeholders inside string literals, quoted identifiers, comments and dollar-quoted strings
+    are left alone; every ``%`` is doubled (psycopg reads ``%`` anywhere as the start of one of
+    its placeholders). ``::`` casts are not names.
+
+    Raises:
+        ValueError: a numbered placeholder (``?1``), which psycopg has no form for.
+    """
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":
+            j = i + 1
+            while j < n:
+                if sql[j] == c:
+                    if j + 1 < n and sql[j + 1] == c:  # a doubled quote inside the literal
+                        j += 2
+                        continue
+                    break
+                j += 1
+            out.append(sql[i : j + 1].replace("%", "%%"))
+            i = j + 1
+        elif c == "-" and sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif c == "/" and sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif c == "$" and (m := _DOLLAR_TAG.match(sql, i)) is not None:
+            tag = m.group(0)
+            j = sql.find(tag, m.end())
+            j = n if j < 0 else j + len(tag)
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif c == "?":
+            if i + 1 < n and sql[i + 1].isdigit():
+                raise ValueError(
+                    f"numbered placeholders such as {sql[i : i + 3]!r} are not supported on "
+                    f"PostgreSQL (in {sql!r}); use plain ? placeholders in order, or :name with a "
+                    f"dict of parameters."
+                )
+            out.append("%s")
+            i += 1
+        elif c == ":" and named:
+            if sql.startswith("::", i):
+                out.append("::")
+                i += 2
+            elif (m := _NAME.match(sql, i + 1)) is not None:
+                out.append(f"%({m.group(0)})s")
+                i = m.end()
+            else:
+                out.append(c)
+                i += 1
+        elif c == "%":
+            out.append("%%")
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+# -- adaptation ------------------------------------------------------------------------------------
+
+
+class _BoolAsUnknown(Dumper):
+    """A bool as the untyped literal 1 or 0, as sqlite3 binds it: an integer column takes it as
+    1 or 0, and a PostgreSQL boolean column as true or false."""
+
+    oid = 0
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+
+class _NumericAsNumber(Loader):
+    """numeric (what ``sum`` and ``avg`` of integers return) as int or float, as SQLite gives."""
+
+    def load(self, data: Any) -> Any:
+        text = bytes(data).decode()
+        if text.lstrip("-").isdigit():
+            return int(text)
+        return float(text)
+
+
+def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    cur = conn.cursor()
+    cur.adapters.register_dumper(bool, _BoolAsUnknown)
+    cur.adapters.register_loader("numeric", _NumericAsNumber)
+    return cur
+
+
+def _params(params: Any) -> Any:
+    if params is None:
+        return ()
+    if isinstance(params, Mapping):
+        return dict(params)
+    if isinstance(params, (str, bytes)):
+        raise TypeError(
+            f"parameters must be a sequence (or a dict for :name), got {type(params).__name__} "
+            f"{params!r}; wrap a single value in a list: [value]."
+        )
+    return tuple(params)
+
+
+class PgCursor:
+    """The result of ``db.execute``: the parts of ``sqlite3.Cursor`` reducers use."""
+
+    lastrowid = None  # PostgreSQL has no rowid; use RETURNING, or the table's last_pk
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    @property
+    def description(self) -> Any:
+        return self._cur.description
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        if self._cur.description is None:
+            return None
+        row: tuple[Any, ...] | None = self._cur.fetchone()
+        return row
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        if self._cur.description is None:
+            return []
+        return list(self._cur.fetchall())
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        if self._cur.description is None:
+            return []
+        return list(self._cur.fetchmany(size))
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        if self._cur.description is None:
+            return iter(())
+        return iter(self._cur)
+
+    def close(self) -> None:
+        self._cur.close()
+
+
+# -- the database and its tables -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the facade needs to know of a table: its columns (name -> type), primary key, and
+    the column filled in from a sequence when left out (with that sequence)."""
+
+    columns: dict[str, str]
+    pks: tuple[str, ...]
+    identity: str | None
+    sequence: str | None
+
+
+_SHAPE_SQL = """
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attidentity != '',
+       array_position(i.indkey::int2[], a.attnum),
+       pg_get_serial_sequence(c.oid::regclass::text, a.attname)
+FROM pg_class c
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+WHERE c.oid = to_regclass(%s) AND c.relkind IN ('r', 'p')
+ORDER BY a.attnum
+"""
+
+
+class PgDatabase:
+    """sqlite-utils' ``Database`` subset on a psycopg connection, in its open transaction.
+
+    The shapes of the tables it has looked at are remembered; ``forget()`` drops them (the
+    store calls it when a transaction rolls back, since a table created in it is gone), as does
+    any statement through ``execute`` that is not a query or a row change.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self._shapes: dict[str, _Shape | None] = {}
+
+    def __getitem__(self, name: str) -> PgTable:
+        return self.table(name)
+
+    def table(self, name: str) -> PgTable:
+        """The table ``name`` (it need not exist yet)."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a table name must be a non-empty str, got {name!r}")
+        return PgTable(self, name)
+
+    def __repr__(self) -> str:
+        return f"<PgDatabase {self.conn.info.dbname}>"
+
+    def forget(self) -> None:
+        """Drop the remembered table shapes (after a rollback, or DDL run elsewhere)."""
+        self._shapes.clear()
+
+    def execute(self, sql: str, parameters: Any = None) -> PgCursor:
+        """Run one statement, with ``?`` placeholders (or ``:name`` and a dict)."""
+        params = _params(parameters)
+        query = translate(sql, isinstance(params, dict))
+        cur = _cursor(self.conn)
+        cur.execute(query, params)
+        if not sql.lstrip(" \t\r\n(").lower().startswith(_DML):
+            self.forget()
+        return PgCursor(cur)
+
+    def query(self, sql: str, params: Any = None) -> Iterator[dict[str, Any]]:
+        """Run a query; yield its rows as dicts."""
+        cur = self.execute(sql, params)
+        if cur.description is None:
+            return
+        names = [d[0] for d in cur.description]
+        for row in cur:
+            yield dict(zip(names, row, strict=True))
+
+    def table_names(self) -> list[str]:
+        """The tables of the connection's current schema, by name."""
+        cur = _cursor(self.conn)
+        cur.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema() ORDER BY c.relname"
+        )
+        return [r[0] for r in cur.fetchall()]
+
+    def _shape(self, name: str) -> _Shape | None:
+        if name in self._shapes:
+            return self._shapes[name]
+        cur = _cursor(self.conn)
+        cur.execute(_SHAPE_SQL, (quote_identifier(name),))
+        rows = cur.fetchall()
+        shape: _Shape | None = None
+        if rows:
+            pks = tuple(r[0] for r in sorted((r for r in rows if r[3] is not None), key=lambda r: r[3]))
+            identity = next((r[0] for r in rows if r[2] or r[4]), None)
+            sequence = next((r[4] for r in rows if r[0] == identity), None)
+            shape = _Shape({r[0]: r[1] for r in rows}, pks, identity, sequence)
+        self._shapes[name] = shape
+        return shape
+
+
+def _unsupported(method: str, extra: Mapping[str, Any]) -> None:
+    if extra:
+        names = ", ".join(f"{k}=" for k in sorted(extra))
+        raise TypeError(
+            f"{method}() on PostgreSQL does not support {names}: the reducer db there covers the "
+            f"portable subset of sqlite-utils (see docs/guides/postgresql.md). Write the SQL with "
+            f"db.execute, or use db.conn (psycopg) directly."
+        )
+
+
+def _pk_tuple(pk: Any) -> tuple[str, ...]:
+    if pk is None:
+        return ()
+    if isinstance(pk, str):
+        return (pk,)
+    return tuple(pk)
+
+
+def _pg_type(column: str, kind: Any) -> str:
+    sqlite_type = COLUMN_TYPE_MAPPING.get(kind)
+    if sqlite_type is None:
+        raise ValueError(
+            f"column {column!r} has type {kind!r}, which has no column type: use int, float, "
+            f"str, bytes, bool, dict or list (or a SQLite type name such as 'TEXT')."
+        )
+    return PG_TYPES[sqlite_type]
+
+
+def _quote_default(value: Any) -> str:
+    """A column default as SQL, the way sqlite-utils writes it: a quoted literal, a keyword or a
+    parenthesized expression as given, anything else quoted."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value)
+    if (text.startswith("'") and text.endswith("'")) or text.upper() in (
+        "CURRENT_TIME", "CURRENT_DATE", "CURRENT_TIMESTAMP", "NULL"
+    ):
+        return text
+    if text.upper() in ("TRUE", "FALSE"):
+        return "1" if text.upper() == "TRUE" else "0"  # SQLite's booleans are integers
+    if text.endswith(")"):
+        return f"({text})"
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _value(value: Any) -> Any:
+    value = jsonify_if_needed(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+class PgTable:
+    """One table of a ``PgDatabase`` (sqlite-utils' ``Table`` subset)."""
+
+    def __init__(self, db: PgDatabase, name: str) -> None:
+        self.db = db
+        self.name = name
+        self.last_pk: Any = None
+        self.last_rowid: int | None = None
+
+    def __repr__(self) -> str:
+        return f"<PgTable {self.name}>"
+
+    # -- what it is ----------------------------------------------------------------------------
+    def exists(self) -> bool:
+        """True if the table exists."""
+        return self.db._shape(self.name) is not None
+
+    @property
+    def count(self) -> int:
+        """How many rows the table holds."""
+        cur = self.db.execute(f"SELECT count(*) FROM {quote_identifier(self.name)}")
+        row = cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    @property
+    def pks(self) -> list[str]:
+        """The primary key's columns (sqlite-utils says ``["rowid"]`` for none; here it is an
+        error to need one)."""
+        shape = self.db._shape(self.name)
+        if shape is None or not shape.pks:
+            raise NotFoundError(
+                f"table {self.name!r} has no primary key on PostgreSQL (no rowid there); create "
+                f"it with pk=... to get, update or delete rows by key."
+                if shape is not None
+                else f"table {self.name!r} does not exist"
+            )
+        return list(shape.pks)
+
+    @property
+    def columns_dict(self) -> dict[str, str]:
+        """{column: PostgreSQL type}, in table order."""
+        shape = self.db._shape(self.name)
+        return dict(shape.columns) if shape is not None else {}
+
+    @property
+    def rows(self) -> Iterator[dict[str, Any]]:
+        return self.rows_where()
+
+    # -- creating --------------------------------------------------------------------------------
+    def create(
+        self,
+        columns: Mapping[str, Any],
+        pk: Any = None,
+        *,
+        not_null: Iterable[str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        column_order: Sequence[str] | None = None,
+        if_not_exists: bool = False,
+        replace: bool = False,
+        ignore: bool = False,
+        **unsupported: Any,
+    ) -> PgTable:
+        """Create the table, with sqlite-utils' column types mapped to PostgreSQL's."""
+        _unsupported("create", unsupported)
+        if not columns:
+            raise ValueError("Tables must have at least one column")
+        items = list(columns.items())
+        if column_order is not None:
+            order = list(column_order)
+            items.sort(key=lambda p: order.index(p[0]) if p[0] in order else 999)
+        pks = _pk_tuple(pk)
+        if len(pks) == 1 and pks[0] not in dict(items):
+            items.insert(0, (pks[0], int))
+        names = [c for c, _ in items]
+        nn = set(not_null or ())
+        dfl = dict(defaults or {})
+        for what, given in (("not_null", nn), ("defaults", set(dfl))):
+            if not given <= set(names):
+                raise ValueError(
+                    f"{what} set {sorted(given)!r} includes items not in columns {names!r}"
+                )
+        missing_pk = [p for p in pks if p not in names]
+        if missing_pk:
+            raise ValueError(f"primary key columns {missing_pk!r} are not in columns {names!r}")
+        quoted = quote_identifier(self.name)
+        if self.exists():
+            if if_not_exists or ignore:
+                return self
+            if replace:
+                self.db.execute(f"DROP TABLE {quoted}")
+        defs = []
+        for column, kind in items:
+            pg_type = _pg_type(column, kind)
+            extra = []
+            if len(pks) == 1 and column == pks[0]:
+                # SQLite's INTEGER PRIMARY KEY is the rowid: filled in when a row leaves it out.
+                if pg_type == "bigint":
+                    extra.append("GENERATED BY DEFAULT AS IDENTITY")
+                extra.append("PRIMARY KEY")
+            if column in nn:
+                extra.append("NOT NULL")
+            if dfl.get(column) is not None:
+                extra.append(f"DEFAULT {_quote_default(dfl[column])}")
+            defs.append(" ".join([quote_identifier(column), pg_type, *extra]))
+        if len(pks) > 1:
+            defs.append(f"PRIMARY KEY ({', '.join(map(quote_identifier, pks))})")
+        exists = "IF NOT EXISTS " if if_not_exists else ""
+        self.db.execute(f"CREATE TABLE {exists}{quoted} ({', '.join(defs)})")
+        return self
+
+    def _add_missing_columns(self, records: Sequence[Mapping[str, Any]]) -> None:
+        shape = self.db._shape(self.name)
+        assert shape is not None
+        wanted = suggest_column_types([dict(r) for r in records])
+        for column, kind in wanted.items():
+            if column not in shape.columns:
+                self.db.execute(
+                    f"ALTER TABLE {quote_identifier(self.name)} ADD COLUMN "
+                    f"{quote_identifier(column)} {_pg_type(column, kind)}"
+                )
+
+    # -- writing ---------------------------------------------------------------------------------
+    def insert(
+        self,
+        record: Mapping[str, Any],
+        pk: Any = None,
+        *,
+        not_null: Iterable[str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        column_order: Sequence[str] | None = None,
+        alter: bool = False,
+        ignore: bool = False,
+        replace: bool = False,
+        **unsupported: Any,
+    ) -> PgTable:
+        """Insert one row, creating the table from it first if there is none."""
+        _unsupported("insert", unsupported)
+        return self.insert_all(
+            [record], pk, not_null=not_null, defaults=defaults, column_order=column_order,
+            alter=alter, ignore=ignore, replace=replace,
+        )
+
+    def upsert(
+        self,
+        record: Mapping[str, Any],
+        pk: Any = None,
+        *,
+        not_null: Iterable[str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        column_order: Sequence[str] | None = None,
+        alter: bool = False,
+        **unsupported: Any,
+    ) -> PgTable:
+        """Insert the row, or update the columns it names in the row with its key."""
+        _unsupported("upsert", unsupported)
+        return self.insert_all(
+            [record], pk, not_null=not_null, defaults=defaults, column_order=column_order,
+            alter=alter, upsert=True,
+        )
+
+    def upsert_all(
+        self, records: Iterable[Mapping[str, Any]], pk: Any = None, **kwargs: Any
+    ) -> PgTable:
+        """``upsert`` for each row, in one statement per chunk."""
+        return self.insert_all(records, pk, upsert=True, **kwargs)
+
+    def insert_all(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        pk: Any = None,
+        *,
+        not_null: Iterable[str] | None = None,
+        defaults: Mapping[str, Any] | None = None,
+        column_order: Sequence[str] | None = None,
+        batch_size: int = DEFAULT_BATCH,
+        alter: bool = False,
+        ignore: bool = False,
+        replace: bool = False,
+        truncate: bool = False,
+        upsert: bool = False,
+        **unsupported: Any,
+    ) -> PgTable:
+        """Insert rows in chunks, creating the table from the first chunk if there is none."""
+        _unsupported("upsert_all" if upsert else "insert_all", unsupported)
+        if ignore and replace:
+            raise ValueError("Use either ignore=True or replace=True, not both")
+        rows = [dict(r) for r in records]
+        if not rows:
+            return self
+        for r in rows:
+            if not isinstance(r, dict):
+                raise TypeError(f"rows must be dicts of column -> value, got {type(r).__name__}")
+        pks = _pk_tuple(pk)
+        shape = self.db._shape(self.name)
+        if upsert and not pks:
+            pks = shape.pks if shape is not None else ()
+            if not pks:
+                raise PrimaryKeyRequired("upsert() requires a pk")
+        if pks and shape is not None:
+            missing = [p for p in pks if p not in shape.columns]
+            if missing and not alter:
+                from sqlite_utils.db import InvalidColumns
+
+                raise InvalidColumns(
+                    f"Invalid primary key column{'s' if len(missing) > 1 else ''} {missing} for "
+                    f"table {self.name} with columns {list(shape.columns)}"
+                )
+        width = max(1, len(rows[0]))
+        size = max(1, min(batch_size, SQLITE_MAX_VARS // width))
+        if truncate and shape is not None:
+            self.db.execute(f"DELETE FROM {quote_identifier(self.name)}")
+        self.last_pk = None
+        self.last_rowid = None
+        all_columns: list[str] = []
+        last: tuple[Any, ...] | None = None
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            if start == 0:
+                if shape is None:
+                    self.create(
+                        suggest_column_types(chunk), pks or None, not_null=not_null,
+                        defaults=defaults, column_order=column_order,
+                    )
+                elif alter:
+                    self._add_missing_columns(chunk)
+                all_columns = sorted({c for r in chunk for c in r})
+            else:
+                if alter:
+                    self._add_missing_columns(chunk)
+                all_columns += [c for r in chunk for c in r if c not in all_columns]
+            last = self._insert_chunk(chunk, all_columns, upsert=upsert, ignore=ignore,
+                                      replace=replace, pk=pks)
+        if len(rows) == 1:
+            shape = self.db._shape(self.name)
+            assert shape is not None
+            key = shape.pks or pks
+            if last is not None and key:
+                self.last_pk = last[0] if len(last) == 1 else last
+            elif key and all(k in rows[0] for k in key):
+                self.last_pk = rows[0][key[0]] if len(key) == 1 else tuple(rows[0][k] for k in key)
+        return self
+
+    def _insert_chunk(
+        self, chunk: list[dict[str, Any]], columns: list[str], *, upsert: bool, ignore: bool,
+        replace: bool, pk: tuple[str, ...],
+    ) -> tuple[Any, ...] | None:
+        shape = self.db._shape(self.name)
+        assert shape is not None
+        key = shape.pks or pk
+        if (upsert or replace) and key and len(chunk) > 1:
+            # One INSERT ... ON CONFLICT may not touch a row twice: rows that repeat a key go
+            # one statement each, in order, as SQLite applies them.
+            keys = [tuple(r.get(k) for k in key) for r in chunk]
+            if len(set(keys)) != len(keys):
+                last = None
+                for r in chunk:
+                    last = self._insert_chunk([r], columns, upsert=upsert, ignore=ignore,
+                                              replace=replace, pk=pk)
+                return last
+        quoted = quote_identifier(self.name)
+        if not columns:
+            sql = f"INSERT INTO {quoted} DEFAULT VALUES"
+            if ignore:
+                sql += " ON CONFLICT DO NOTHING"
+            returning = f" RETURNING {', '.join(map(quote_identifier, key))}" if key else ""
+            last = None
+            for _ in chunk:
+                cur = self.db.execute(sql + returning)
+                last = cur.fetchone()
+            return last
+        identity = shape.identity
+        placeholders: list[str] = []
+        params: list[Any] = []
+        explicit_identity = False
+        for r in chunk:
+            marks = []
+            for c in columns:
+                v = r.get(c)
+                if c == identity and v is None:
+                    marks.append("DEFAULT")  # SQLite fills in a NULL rowid: so does the sequence
+                    continue
+                if c == identity:
+                    explicit_identity = True
+                marks.append("?")
+                params.append(_value(v))
+            placeholders.append(f"({', '.join(marks)})")
+        sql = (
+            f"INSERT INTO {quoted} ({', '.join(map(quote_identifier, columns))}) "
+            f"VALUES {', '.join(placeholders)}"
+        )
+        if replace and key:
+            # INSERT OR REPLACE: the whole row is the new one (columns it leaves out are reset).
+            others = [c for c in shape.columns if c not in key]
+            sets = ", ".join(f"{quote_identifier(c)} = EXCLUDED.{quote_identifier(c)}" for c in others)
+            conflict = ", ".join(map(quote_identifier, key))
+            sql += f" ON CONFLICT ({conflict}) " + (f"DO UPDATE SET {sets}" if sets else "DO NOTHING")
+        elif upsert:
+            others = [c for c in columns if c not in key]
+            sets = ", ".join(f"{quote_identifier(c)} = EXCLUDED.{quote_identifier(c)}" for c in others)
+            conflict = ", ".join(map(quote_identifier, key))
+            sql += f" ON CONFLICT ({conflict}) " + (f"DO UPDATE SET {sets}" if sets else "DO NOTHING")
+        elif ignore:
+            sql += " ON CONFLICT DO NOTHING"
+        if key and len(chunk) == 1:
+            sql += f" RETURNING {', '.join(map(quote_identifier, key))}"
+        cur = self.db.execute(sql, params)
+        last = cur.fetchone() if key and len(chunk) == 1 else None
+        if explicit_identity and shape.sequence is not None:
+            # Keys given explicitly: move the sequence past them, as SQLite's next rowid is past
+            # the largest one.
+            self.db.execute(
+                f"SELECT setval(?, GREATEST((SELECT max({quote_identifier(identity or '')}) "
+                f"FROM {quoted}), (SELECT last_value FROM {shape.sequence})))",
+                [shape.sequence],
+            )
+        return last
+
+    def _where_pk(self, pk_values: Any) -> tuple[str, list[Any]]:
+        values = list(pk_values) if isinstance(pk_values, (list, tuple)) else [pk_values]
+        pks = self.pks
+        if len(pks) != len(values):
+            raise NotFoundError(
+                "Need {} primary key value{}".format(len(pks), "" if len(pks) == 1 else "s")
+            )
+        return " AND ".join(f"{quote_identifier(p)} = ?" for p in pks), [_value(v) for v in values]
+
+    def get(self, pk_values: Any) -> dict[str, Any]:
+        """The row with this primary key; ``NotFoundError`` if there is none."""
+        if not self.exists():
+            raise NotFoundError
+        where, params = self._where_pk(pk_values)
+        for row in self.rows_where(where, params):
+            self.last_pk = params[0] if len(params) == 1 else tuple(params)
+            return row
+        raise NotFoundError
+
+    def update(
+        self, pk_values: Any, updates: Mapping[str, Any] | None = None, *, alter: bool = False,
+        **unsupported: Any,
+    ) -> PgTable:
+        """Set ``updates`` in the row with this primary key (``NotFoundError`` if none)."""
+        _unsupported("update", unsupported)
+        self.get(pk_values)
+        updates = dict(updates or {})
+        if not updates:
+            return self
+        if alter:
+            self._add_missing_columns([updates])
+        where, params = self._where_pk(pk_values)
+        sets = ", ".join(f"{quote_identifier(c)} = ?" for c in updates)
+        self.db.execute(
+            f"UPDATE {quote_identifier(self.name)} SET {sets} WHERE {where}",
+            [*(_value(v) for v in updates.values()), *params],
+        )
+        self.last_pk = params[0] if len(params) == 1 else tuple(params)
+        return self
+
+    def delete(self, pk_values: Any) -> PgTable:
+        """Delete the row with this primary key (``NotFoundError`` if none)."""
+        self.get(pk_values)
+        where, params = self._where_pk(pk_values)
+        self.db.execute(f"DELETE FROM {quote_identifier(self.name)} WHERE {where}", params)
+        return self
+
+    def delete_where(self, where: str | None = None, where_args: Any = None) -> PgTable:
+        """Delete the rows matching ``where`` (every row without one)."""
+        if not self.exists():
+            return self
+        sql = f"DELETE FROM {quote_identifier(self.name)}"
+        if where is not None:
+            sql += " WHERE " + where
+        self.db.execute(sql, where_args)
+        return self
+
+    # -- reading ---------------------------------------------------------------------------------
+    def rows_where(
+        self,
+        where: str | None = None,
+        where_args: Any = None,
+        order_by: str | None = None,
+        select: str = "*",
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """The rows matching ``where`` (every row without one), as dicts."""
+        if not self.exists():
+            return iter(())
+        sql = f"SELECT {select} FROM {quote_identifier(self.name)}"
+        if where is not None:
+            sql += " WHERE " + where
+        if order_by is not None:
+            sql += " ORDER BY " + order_by
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        if offset is not None:
+            sql += f" OFFSET {int(offset)}"
+        return self.db.query(sql, where_args)
