@@ -182,3 +182,11 @@ async def sub(n: int) -> int:
         return v + (await fail(n))
     finally:
         log(("sub", n))
+
+
+class Loud(int):
+    """An int whose truth test is logged, so how often ``__bool__`` runs is observable."""
+
+    def __bool__(self) -> bool:
+        log(("bool", int(self)))
+        return int(self) != 0

@@ -29,6 +29,7 @@ CORPUS_MODULES = [
     "corpus_calls",
     "corpus_seed",
     "corpus_tricky",
+    "corpus_fidelity",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).

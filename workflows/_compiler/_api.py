@@ -57,6 +57,7 @@ class CompiledCode:
         self.hctx = hctx
         self.points = points
         self.slots = slots
+        self.globals: dict[str, Any] = {}  # the workflow module's namespace
         self.block_asts: list[Any] = []
         self.stubs: dict[int, Any] = {}
         self._point_text: dict[int, str] = {}  # describe_point's answers: asked at every step
@@ -316,6 +317,7 @@ def _compile(
     blocks, handlers, hctx, asts = _codegen(low, em, fn, filename, sorted(b.globals))
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
     code.block_asts = asts
+    code.globals = fn.__globals__
     code.stubs = _stubs(em, fn, filename)
     _warn(fn, node, b, filename, key)
     return WorkflowFunction(fn, code, _binder(fn, node))
@@ -325,6 +327,12 @@ def _warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: 
     """Issue a CompileWarning at the user's own line for each construct that may bite later."""
     g = fn.__globals__
     registry = g.setdefault("__warningregistry__", {})
+    # The warnings machinery asks a module's loader for the source line; since 3.12 it refuses
+    # globals without a __spec__.loader (a module built by types.ModuleType and exec). The lines
+    # are in linecache already (the compiler read them), so such a module passes none.
+    module_globals = g
+    if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None:
+        module_globals = None
     for n, msg in compile_warnings(node, b):
         warnings.warn_explicit(
             f"workflow {key}: {msg}",
@@ -333,7 +341,7 @@ def _warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: 
             getattr(n, "lineno", node.lineno),
             module=g.get("__name__"),
             registry=registry,
-            module_globals=g,
+            module_globals=module_globals,
         )
 
 

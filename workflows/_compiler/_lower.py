@@ -14,8 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._scope import (
+    COMPS,
     SYNTH,
+    Bindings,
     Rewriter,
+    annotated_target_parts,
+    arg_names,
     fill_locations,
     frame_attr,
     frame_name,
@@ -23,6 +27,7 @@ from ._scope import (
     rewrite_pattern,
     rt_attr,
     rt_call,
+    target_names,
 )
 
 Region = tuple[int | None, str | None, int, tuple[tuple[Any, ...], ...]]
@@ -162,6 +167,27 @@ class Emitter:
         self.peeks.add(id(n))
         return n
 
+    # -- names of the workflow's own scope
+
+    def store(self, name: str) -> ast.expr:
+        """The assignment target for ``name``: a frame local, or a name declared global."""
+        if name in self.locals:
+            return frame_attr(name, ast.Store())
+        return ast.Name(name, ast.Store())
+
+    def clear_name(self, name: str) -> tuple[int, str]:
+        """The region clear that unbinds ``name`` (an ``except ... as name`` left abruptly)."""
+        return (1, name) if name in self.locals else (3, name)
+
+    def unbind(self, name: str) -> list[ast.stmt]:
+        """The implicit ``name = None; del name`` at the end of ``except ... as name``."""
+        if name in self.locals:
+            return [ast.Expr(rt_call("unbind", frame_name(), ast.Constant(name)))]
+        return [
+            ast.Assign([ast.Name(name, ast.Store())], ast.Constant(None)),
+            ast.Delete([ast.Name(name, ast.Del())]),
+        ]
+
     # -- rewriting
 
     def rw(self, e: Any) -> Any:
@@ -298,7 +324,11 @@ class Emitter:
             raise AssertionError("await in a tuple assignment target")
 
     def st_AnnAssign(self, s: ast.AnnAssign) -> None:
-        assert s.value is not None
+        if s.value is None:
+            # ``d[await k()]: T``: the target's parts are evaluated, nothing is assigned.
+            for p in annotated_target_parts(s.target):
+                self.st_Expr(fill_locations(ast.Expr(p), s))
+            return
         v = self.expr(s.value)
         self.assign_to(s.target, self.temp(v) if has_await(s.target) else v)
 
@@ -343,7 +373,7 @@ class Emitter:
         self.emit(ast.Raise(exc, cause))
 
     def st_Assert(self, s: ast.Assert) -> None:
-        call = ast.Call(ast.Name("AssertionError", ast.Load()), [s.msg] if s.msg else [], [])
+        call = ast.Call(rt_attr("AssertionError"), [s.msg] if s.msg else [], [])
         inner = ast.If(ast.UnaryOp(ast.Not(), s.test), [ast.Raise(call, None)], [])
         node = ast.If(ast.Name("__debug__", ast.Load()), [inner], [])
         fill_locations(node, s)
@@ -483,7 +513,7 @@ class Emitter:
                 self.src = h
                 then: list[ast.stmt] = []
                 if h.name:
-                    then.append(ast.Assign([frame_attr(h.name, ast.Store())], frame_attr(exc)))
+                    then.append(ast.Assign([self.store(h.name)], frame_attr(exc)))
                 then.append(ast.Return(ast.Constant(hl)))
                 if h.type is None:
                     for st in then:
@@ -497,7 +527,7 @@ class Emitter:
             for h, hl in zip(s.handlers, labels, strict=True):
                 clears: tuple[tuple[Any, ...], ...] = ((0, exc),)
                 if h.name:
-                    clears += ((1, h.name),)
+                    clears += (self.clear_name(h.name),)
                 saved = self.src
                 self.src = h.body[0]
                 self.start_at(hl, _add(covered, clears), hctx)
@@ -508,7 +538,8 @@ class Emitter:
                 if not self.ended:
                     self.emit(ast.Assign([frame_attr(exc, ast.Store())], ast.Constant(None)))
                     if h.name:
-                        self.emit(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(h.name))))
+                        for st in self.unbind(h.name):
+                            self.emit(st)
                     exit_try()
                 self.src = saved
         if fin_l is not None:
@@ -554,7 +585,7 @@ class Emitter:
         body.append(ast.Assign([N(v, ast.Store())], ast.Constant(None)))
         body += inner
         handler = ast.ExceptHandler(
-            ast.Name("BaseException", ast.Load()),
+            rt_attr("BaseException"),
             None,
             [
                 ast.Assign([N(ok, ast.Store())], ast.Constant(False)),
@@ -591,7 +622,7 @@ class Emitter:
             saved = self.src
             self.src = case.pattern
             then: list[ast.stmt] = [
-                ast.Assign([frame_attr(c, ast.Store())], ast.Name(r, ast.Load()))
+                ast.Assign([self.store(c)], ast.Name(r, ast.Load()))
                 for c, r in ren.items()
             ]
             guard_l = None
@@ -725,7 +756,9 @@ class Emitter:
         name = e.target.id
         if name in self.locals:
             return rt_call("setlocal", frame_name(), ast.Constant(name), v)
-        raise AssertionError("walrus target is not a workflow local")
+        # A name declared ``global`` in the workflow: every block function declares it global
+        # too, so a plain walrus in the block binds the module global, as natively.
+        return ast.NamedExpr(ast.Name(name, ast.Store()), v)
 
     def _comp(self, e: Any) -> ast.expr:
         k = self.uid()
@@ -778,9 +811,35 @@ def _tuple_constant(items: list[Any]) -> ast.Constant:
 
 
 def _rename(node: ast.AST, ren: dict[str, str]) -> None:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and n.id in ren:
-            n.id = ren[n.id]
+    """Rename the comprehension variables ``ren`` in an expression of the comprehension, but
+    not inside a lambda or comprehension nested in it that binds the same name."""
+    if not ren:
+        return
+    if isinstance(node, ast.Name):
+        if node.id in ren:
+            node.id = ren[node.id]
+        return
+    if isinstance(node, ast.Lambda):
+        a = node.args
+        for d in a.defaults + [k for k in a.kw_defaults if k is not None]:
+            _rename(d, ren)
+        bound = set(arg_names(a)) | Bindings().scan([ast.Expr(node.body)]).bound
+        _rename(node.body, {k: v for k, v in ren.items() if k not in bound})
+        return
+    if isinstance(node, COMPS):
+        gens = node.generators
+        _rename(gens[0].iter, ren)
+        inner = {k: v for k, v in ren.items() if k not in {t for g in gens for t in target_names(g.target)}}
+        for i, g in enumerate(gens):
+            if i:
+                _rename(g.iter, inner)
+            for c in g.ifs:
+                _rename(c, inner)
+        for part in (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,):
+            _rename(part, inner)
+        return
+    for child in ast.iter_child_nodes(node):
+        _rename(child, ren)
 
 
 def _add(region: Region, clears: tuple[tuple[Any, ...], ...]) -> Region:

@@ -47,6 +47,8 @@ iter = builtins.iter
 next = builtins.next
 newset = builtins.set
 NameError = builtins.NameError
+BaseException = builtins.BaseException
+AssertionError = builtins.AssertionError
 SENTINEL = object()
 FORMAT = 1
 MAGIC = b"AFWF"
@@ -230,7 +232,8 @@ def reraise(exc: BaseException) -> Reraise:
 def route(f: Frame, items: tuple[tuple[Any, ...], ...], kind: str, payload: Any) -> Any:
     """Leave regions along a static route: clear slots, run the next ``finally`` or arrive.
 
-    ``items``: ``(0, slot)`` set to None, ``(1, name)`` unbind, ``(2, slot, pc)`` run that finally
+    ``items``: ``(0, slot)`` set to None, ``(1, name)`` unbind, ``(3, name)`` unbind a module
+    global, ``(2, slot, pc)`` run that finally
     with the completion stored in ``slot``. ``kind`` is ``"ret"`` (payload: value) or ``"jump"``
     (payload: target block).
     """
@@ -242,8 +245,10 @@ def route(f: Frame, items: tuple[tuple[Any, ...], ...], kind: str, payload: Any)
             return it[2]
         if op == 0:
             d[it[1]] = None
-        else:
+        elif op == 1:
             d.pop(it[1], None)
+        else:
+            f._af_code.globals.pop(it[1], None)
     if kind == "ret":
         return Done(payload)
     return payload
@@ -427,6 +432,15 @@ def _run_handling(f: Frame, blk: Any, exc: BaseException) -> Any:
         return blk(f, _RT)
 
 
+def _stop_iteration_error(e: StopIteration) -> RuntimeError:
+    # A StopIteration leaving a coroutine becomes this RuntimeError (PEP 479), chained to it.
+    try:
+        raise RuntimeError("coroutine raised StopIteration") from e
+    except RuntimeError as err:
+        err.__context__ = e
+        return err
+
+
 def _new_child(call: SubCall, active: BaseException | None) -> Frame:
     # Binding the helper's arguments happens inside the caller's handler natively (a TypeError
     # there chains to the handled exception).
@@ -527,6 +541,8 @@ def _drive(
         if pending is not None:
             target, slot, kind, clears = code.handlers[f._af_pc]
             if target is None:
+                if isinstance(pending, StopIteration):
+                    pending = _stop_iteration_error(pending)
                 frames.pop()
                 if not frames:
                     cont._state = 2
@@ -544,8 +560,10 @@ def _drive(
             for c in clears:
                 if c[0] == 0:
                     d[c[1]] = None
-                else:
+                elif c[0] == 1:
                     d.pop(c[1], None)
+                else:  # an ``except ... as name`` of a name declared global
+                    code.globals.pop(c[1], None)
             d[slot] = pending if kind == 0 else ("exc", pending)
             f._af_pc = target
             pending = None

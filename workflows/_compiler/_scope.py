@@ -379,13 +379,26 @@ class Rewriter(ast.NodeTransformer):
         if node.returns is not None:
             node.returns = self.visit(node.returns)
         sc = _func_scope(node)
-        # ``nonlocal x`` of a workflow local: the frame holds x, so the declaration goes.
-        drop = {x for x in sc.nonlocals if self._resolves_outside_to_frame(x)}
+        drop = self._frame_nonlocals(sc.nonlocals)
         self.scopes.append(sc)
         saved = self.loop_depth, self.leap
         self.loop_depth, self.leap = 0, None
-        body = []
-        for s in node.body:
+        node.body = self._scope_body(node.body, drop)
+        self.loop_depth, self.leap = saved
+        self.scopes.pop()
+        if pushed:
+            self.scopes.pop()
+        return self._bind_stmt(node, node.name)
+
+    def _frame_nonlocals(self, names: set[str]) -> set[str]:
+        """The ``nonlocal`` names of a new scope that are workflow locals (held by the frame)."""
+        return {x for x in names if self._resolves_outside_to_frame(x)}
+
+    def _scope_body(self, stmts: list[ast.stmt], drop: set[str]) -> list[ast.stmt]:
+        """Rewrite a nested scope's body; ``nonlocal`` of names in ``drop`` goes (the frame
+        holds them, so there is no cell to declare)."""
+        body: list[ast.stmt] = []
+        for s in stmts:
             if isinstance(s, ast.Nonlocal) and drop:
                 keep = [x for x in s.names if x not in drop]
                 if keep:
@@ -396,12 +409,7 @@ class Rewriter(ast.NodeTransformer):
                 continue
             r = self.visit(s)
             body.extend(r if isinstance(r, list) else [r])
-        node.body = body
-        self.loop_depth, self.leap = saved
-        self.scopes.pop()
-        if pushed:
-            self.scopes.pop()
-        return self._bind_stmt(node, node.name)
+        return body
 
     def _resolves_outside_to_frame(self, name: str) -> bool:
         for sc in reversed(self.scopes):
@@ -418,14 +426,11 @@ class Rewriter(ast.NodeTransformer):
         for k in n.keywords:
             k.value = self.visit(k.value)
         b = Bindings().scan(n.body)
+        drop = self._frame_nonlocals(b.nonlocals)
         self.scopes.append(Scope("class", b.bound - b.globals - b.nonlocals, b.globals, b.nonlocals))
         saved = self.loop_depth, self.leap
         self.loop_depth, self.leap = 0, None
-        body = []
-        for s in n.body:
-            r = self.visit(s)
-            body.extend(r if isinstance(r, list) else [r])
-        n.body = body
+        n.body = self._scope_body(n.body, drop)
         self.loop_depth, self.leap = saved
         self.scopes.pop()
         if pushed:
@@ -462,9 +467,12 @@ class Rewriter(ast.NodeTransformer):
             return self.generic_visit(n)
         # Annotations of locals are never evaluated; the target may become an attribute.
         if n.value is None:
-            if isinstance(n.target, ast.Name):
+            # ``obj.a: T`` evaluates obj; ``d[k]: T`` evaluates d and k (each part of a slice
+            # on its own); the annotation is never evaluated in a function.
+            parts = annotated_target_parts(n.target)
+            if not parts:
                 return _loc(ast.Pass(), n)
-            return _loc(ast.Expr(self.visit(n.target.value)), n)
+            return [_loc(ast.Expr(self.visit(p)), n) for p in parts]
         a = ast.Assign([n.target], n.value)
         return self.visit(_loc(a, n))
 
@@ -581,6 +589,29 @@ class Rewriter(ast.NodeTransformer):
             return self.leap("return", value, n)
         n.value = value
         return n
+
+
+def annotated_target_parts(t: ast.expr) -> list[ast.expr]:
+    """What ``target: T`` (without a value) evaluates, in order, as CPython does."""
+    if isinstance(t, ast.Attribute):
+        return [t.value]
+    if isinstance(t, ast.Subscript):
+        out = [t.value]
+
+        def sub(s: ast.expr) -> None:
+            if isinstance(s, ast.Slice):
+                for x in (s.lower, s.upper, s.step):
+                    if x is not None:
+                        out.append(x)
+            elif isinstance(s, ast.Tuple):
+                for x in s.elts:
+                    sub(x)
+            else:
+                out.append(s)
+
+        sub(t.slice)
+        return out
+    return []
 
 
 def _loc(node: Any, src: ast.AST) -> Any:

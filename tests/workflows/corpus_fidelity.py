@@ -1,0 +1,260 @@
+"""Corpus: programs where a lowering easily disagrees with CPython without any checkpoint.
+
+Names declared ``global``, scopes of lambdas and comprehensions, the work CPython does at a
+position before a later await (unpacking, merging, formatting), how often ``__bool__`` runs,
+``StopIteration`` leaving the workflow, and locals named like the names generated code uses.
+"""
+
+from __future__ import annotations
+
+from workflows import Cancelled, ProcedureFailed, procedure, timer, workflow
+
+from .diffharness import C, add, boom
+from .probes import Box, Oops, Recorder, double, explode, ident, log, tick
+
+G = None  # module globals the workflows below declare ``global`` (each sets them first)
+H = None
+GX = None
+
+
+def grow(xs):
+    """Append to ``xs`` and return its new length (mutation visible to earlier unpacking)."""
+    xs.append("added")
+    return len(xs)
+
+
+def mutate(d, key="k"):
+    """Set ``d[key]`` (visible to an earlier ``**d`` only if the merge was deferred)."""
+    d[key] = "mutated"
+    return key
+
+
+def pairs(*args, **kwargs):
+    """Return what a call received."""
+    return args, kwargs
+
+
+class Shouty:
+    """An object whose str/format logs, so formatting order is observable."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def __format__(self, spec):
+        log(("format", self.tag, spec))
+        return f"<{self.tag}>"
+
+
+# --- names declared global ----------------------------------------------------------------------
+
+
+@workflow
+async def walrus_to_global_with_await(x):
+    """A walrus binding a global from an awaited value, in a condition and in a comprehension.
+
+    Module globals are not checkpointed, so each is read in the step that wrote it.
+    """
+    global G, H
+    G = H = None
+    if (G := await procedure(double, x)) > 2:
+        log(("big", G))
+    g = globals()["G"]
+    ys = [(H := await procedure(ident, i)) for i in range(x)]
+    h = H if ys else "no items"
+    return g, h, ys
+
+
+add(
+    walrus_to_global_with_await,
+    C(1, returns=(2, 0, [0])),
+    C(3, returns=(6, 2, [0, 1, 2])),
+    C(0, returns=(0, "no items", [])),
+)
+
+
+@workflow
+async def except_as_global_name(x):
+    """``except ... as G`` with G global binds the global and deletes it after the handler."""
+    global G
+    G = "before"
+    try:
+        await procedure(explode, x)
+    except Exception as G:  # noqa: F811, F841 - the global is the point
+        log(("in handler", type(G).__name__))
+        await timer("h", 1)
+        log(("still bound", type(G).__name__))
+    return "G" in globals()
+
+
+add(
+    except_as_global_name,
+    C(1, returns=False),
+    C(2, cancel_at=1, raises=Cancelled),
+    C(3, fail_at=frozenset({0}), error=boom, returns=False),
+)
+
+
+@workflow
+async def except_as_global_left_by_break(n):
+    """A handler binding a global left by ``break``: the global is deleted on the way out."""
+    global G
+    G = "before"
+    for i in range(n):
+        try:
+            await procedure(explode, i)
+        except Exception as G:  # noqa: F811, F841
+            await timer("h", i)
+            if i >= 1:
+                break
+    return "G" in globals(), i
+
+
+add(
+    except_as_global_left_by_break,
+    C(3, returns=(False, 1)),
+    C(1, returns=(False, 0)),
+    C(3, cancel_at=1, raises=Cancelled),
+)
+
+
+@workflow
+async def match_capture_global(x):
+    """Match captures declared global bind the module global, also when a guard awaits."""
+    global G, H
+    G = H = None
+    match await procedure(ident, [x, x + 1]):
+        case [G, H] if log(("guard sees", globals()["G"], H)) and await procedure(ident, G + H) > 3:
+            where = "guarded"
+        case [G, *rest]:
+            where = ("rest", rest, G, globals()["G"])
+    return where
+
+
+add(
+    match_capture_global,
+    C(1, returns=("rest", [2], 1, 1)),
+    C(2, returns="guarded"),
+    C(5, cancel_at=1, raises=Cancelled),
+)
+
+
+# --- scopes ------------------------------------------------------------------------------------
+
+
+@workflow
+async def lambda_param_named_like_comprehension_variable(n):
+    """A lambda parameter (and a nested comprehension variable) named like the loop variable."""
+    a = [(lambda x: x * 100)(await procedure(double, x)) for x in range(n)]
+    b = [[x for x in range(x)] + [await procedure(ident, x)] for x in range(n)]
+    c = [(lambda y, x=x: x + y)(await procedure(ident, x)) for x in range(n)]
+    return a, b, c
+
+
+add(
+    lambda_param_named_like_comprehension_variable,
+    C(3),
+    C(0, returns=([], [], [])),
+    C(1, returns=([0], [[0]], [0])),
+)
+
+
+@workflow
+async def class_body_nonlocal(x):
+    """``nonlocal`` in a class body made in the workflow rebinds the workflow's local."""
+    total = await procedure(double, x)
+
+    class Counter:
+        nonlocal total
+        total += 1
+        seen = total
+
+    await timer("t", 1)
+    return total, Counter.seen
+
+
+add(class_body_nonlocal, C(1, returns=(3, 3)), C(5), C(2, cancel_at=1, raises=Cancelled))
+
+
+# --- StopIteration -------------------------------------------------------------------------------
+
+
+@workflow
+async def stop_iteration_leaving_helper(x):
+    """StopIteration raised in an inline helper reaches the caller as RuntimeError."""
+    await timer("t", 1)
+    if x > 0:
+        raise StopIteration(x)
+    return "done"
+
+
+@workflow
+async def stop_iteration_escapes(x):
+    """StopIteration escaping the workflow ends it with RuntimeError, chained to it."""
+    try:
+        await stop_iteration_leaving_helper(x)
+    except RuntimeError as e:
+        log((str(e), type(e.__cause__).__name__, e.__cause__.args))
+    v = await procedure(ident, x)
+    if v > 1:
+        raise StopIteration(v)
+    return next(iter([]), "empty")
+
+
+add(
+    stop_iteration_escapes,
+    C(0, returns="empty"),
+    C(1, returns="empty"),
+    C(2, raises=RuntimeError),
+)
+
+
+# --- annotated targets, locals named like generated code ---------------------------------------
+
+
+@workflow
+async def annotated_targets_evaluate_their_parts(x):
+    """``d[k()]: T`` evaluates d and k() (each slice part), ``o.a: T`` evaluates o; no binding."""
+    d = {}
+    d[tick("key")]: int  # noqa: B032
+    d[tick(1) : tick(2), tick(3)]: int  # noqa: B032
+    Box(tick("obj")).n: int  # noqa: B032
+    d[await procedure(ident, tick("awaited"))]: int  # noqa: B032
+    return d, x
+
+
+add(
+    annotated_targets_evaluate_their_parts,
+    C(1, returns=({}, 1)),
+    C(2, cancel_at=0, raises=Cancelled),
+    C(3, fail_at=frozenset({0}), raises=ProcedureFailed),
+)
+
+
+@workflow
+async def locals_named_like_builtins_the_compiler_uses(x):
+    """Locals named BaseException/AssertionError/NameError/iter/next do not change with/assert/for."""
+    BaseException = ValueError  # noqa: A001
+    AssertionError = KeyError  # noqa: A001, F841
+    NameError = TypeError  # noqa: A001
+    iter = next = None  # noqa: A001
+    out = []
+    with Recorder("r", swallow=True):
+        await timer("t", 1)
+        raise Oops(x)
+    try:
+        assert x > 5, await procedure(ident, "msg")
+    except KeyError:
+        out.append("wrong class")
+    except Exception as e:
+        out.append((type(e).__name__, e.args))
+    for i in range(2):
+        out.append(await procedure(double, i))
+    return out, BaseException.__name__, NameError.__name__, iter, next
+
+
+add(
+    locals_named_like_builtins_the_compiler_uses,
+    C(1),
+    C(9),
+    C(2, fail_at=frozenset({2}), raises=ProcedureFailed),
+)
