@@ -69,3 +69,17 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     (dropped afterwards). A test that needs a whole database uses ``pg_server.database()``."""
     with pg_server.schema() as url:
         yield url
+
+
+def schema_of(url: str) -> str:
+    """The schema a ``pg_url`` points its connections at (its search_path)."""
+    import urllib.parse
+
+    options = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["options"][0]
+    return options.split("search_path=", 1)[1].split()[0]
+
+
+@pytest.fixture
+def pg_store_url(pg_url: str) -> str:
+    """``pg_url`` with the store's own tables in the test's schema too (``?schema=``)."""
+    return f"{pg_url}&schema={schema_of(pg_url)}"

@@ -1,0 +1,211 @@
+"""psycopg's errors as the store's: the same ``PersistenceError`` classes SQLite's map to, each
+with what happened, on which server and database, and what to do.
+
+``where`` in every message is the URL with its password left out (``display_url``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from typing import Any
+
+import psycopg
+
+from persistence._errors import (
+    CorruptDatabase,
+    DiskFull,
+    PersistenceError,
+    ReadOnlyDatabase,
+)
+
+
+class ConnectionLost(PersistenceError):
+    """The connection to the server broke (server restarted, session terminated, network).
+
+    Nothing of the transaction that was open on it committed, unless ``maybe_committed`` (the
+    connection broke during COMMIT itself, and the server may have committed before the reply
+    was lost).
+    """
+
+    def __init__(self, message: str, *, path: str | None, maybe_committed: bool = False) -> None:
+        super().__init__(message, path=path)
+        self.maybe_committed = maybe_committed
+
+
+class Retryable(PersistenceError):
+    """A serialization failure (40001) or deadlock (40P01): the transaction was rolled back and
+    running it again is expected to succeed."""
+
+
+def display_url(url: str) -> str:
+    """``url`` with any password removed (from the netloc and from a ``password`` parameter)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        auth, host = netloc.rsplit("@", 1)
+        user = auth.split(":", 1)[0]
+        netloc = f"{user}@{host}"
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    query = [(k, "***" if k == "password" else v) for k, v in query]
+    return urllib.parse.urlunsplit(
+        parts._replace(netloc=netloc, query=urllib.parse.urlencode(query, safe="/:,=-"))
+    )
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return " ".join(text.split()) or type(exc).__name__
+
+
+# Connection-level SQLSTATEs: class 08, and the server going away under the session.
+_LOST_STATES = ("57P01", "57P02", "57P03", "57P05")
+_LOST_TEXT = (
+    "server closed the connection",
+    "terminating connection",
+    "connection is lost",
+    "connection already closed",
+    "the connection is closed",
+    "consuming input failed",
+    "sending query failed",
+    "connection not open",
+    "ssl syscall error",
+    "broken pipe",
+    "connection reset",
+)
+
+
+def is_lost(exc: BaseException, conn: Any = None) -> bool:
+    """True if ``exc`` means the connection broke (not that a statement failed)."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    state = getattr(exc, "sqlstate", None) or ""
+    if state.startswith("08") or state in _LOST_STATES:
+        return True
+    if conn is not None and getattr(conn, "broken", False):
+        return True
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        text = str(exc).lower()
+        return any(t in text for t in _LOST_TEXT)
+    return False
+
+
+def connect_error(exc: BaseException, where: str) -> BaseException:
+    """The store's error for a connection attempt to ``where`` that raised ``exc``."""
+    if isinstance(exc, PersistenceError) or not isinstance(exc, psycopg.Error):
+        return exc
+    text = str(exc)
+    low = text.lower()
+    state = getattr(exc, "sqlstate", None) or ""
+    detail = _message(exc)
+    parts = urllib.parse.urlsplit(where)
+    database = urllib.parse.unquote(parts.path.lstrip("/")) or "(the user's default)"
+    err: PersistenceError
+    if state in ("28P01", "28000") or "authentication failed" in low or "no password supplied" in low:
+        err = PersistenceError(
+            f"the PostgreSQL server at {where} refused the login: authentication failed "
+            f"({detail}). Check the user name and password in the URL (or PGPASSWORD / "
+            f"~/.pgpass), and that pg_hba.conf lets this user connect from here.",
+            path=where,
+        )
+    elif state == "3D000" or ("database" in low and "does not exist" in low):
+        err = PersistenceError(
+            f"the PostgreSQL server at {where} has no database {database!r} ({detail}). Create "
+            f"it first (createdb {database}, or CREATE DATABASE), or fix the database name in "
+            f"the URL.",
+            path=where,
+        )
+    elif state == "42501" or "permission denied" in low:
+        err = ReadOnlyDatabase(
+            f"the PostgreSQL user of {where} may not connect to or write this database "
+            f"({detail}); grant it CONNECT and CREATE (or use a user that has them).",
+            path=where,
+        )
+    elif state in ("53300", "57P03") or "too many clients" in low or "starting up" in low:
+        err = PersistenceError(
+            f"the PostgreSQL server at {where} took no new connection ({detail}); it is "
+            f"starting up, shutting down or at max_connections. Retry later, or raise "
+            f"max_connections.",
+            path=where,
+        )
+    else:
+        err = PersistenceError(
+            f"cannot reach the PostgreSQL server at {where} ({detail}). Check that the server "
+            f"runs and that the host, port (or socket directory) in the URL are right.",
+            path=where,
+        )
+    err.__cause__ = exc
+    return err
+
+
+def translate_error(exc: BaseException, where: str, conn: Any = None, *,
+                    committing: bool = False) -> BaseException:
+    """Map a psycopg error raised on an open connection to the store's error for it.
+
+    ``committing``: the error came from COMMIT, so a lost connection may have committed.
+    Other exceptions are returned unchanged.
+    """
+    if isinstance(exc, PersistenceError) or not isinstance(exc, psycopg.Error):
+        return exc
+    state = getattr(exc, "sqlstate", None) or ""
+    detail = _message(exc)
+    err: PersistenceError
+    if is_lost(exc, conn):
+        err = ConnectionLost(
+            f"the connection to the PostgreSQL server at {where} was lost ({detail}); "
+            + (
+                "the COMMIT's outcome is unknown, it may or may not have been written."
+                if committing
+                else "the transaction open on it was rolled back by the server, nothing of it "
+                "was written."
+            )
+            + " The store reconnects on its next use; if this repeats, check the server and "
+            "the network.",
+            path=where,
+            maybe_committed=committing,
+        )
+    elif state in ("40001", "40P01"):
+        err = Retryable(
+            f"the PostgreSQL server at {where} rolled the transaction back to resolve a "
+            f"{'deadlock' if state == '40P01' else 'serialization conflict'} with another "
+            f"transaction ({detail}); nothing of it was written, and running it again is safe.",
+            path=where,
+        )
+    elif state in ("53100",) or "no space left" in detail.lower():
+        err = DiskFull(
+            f"the PostgreSQL server at {where} is out of disk space ({detail}). Nothing of the "
+            f"failed write was committed; free space on the server and retry.",
+            path=where,
+        )
+    elif state in ("25006",):
+        err = ReadOnlyDatabase(
+            f"the PostgreSQL server at {where} is read-only here ({detail}): a standby, or a "
+            f"read-only session. Point the URL at the primary server to write.",
+            path=where,
+        )
+    elif state == "42501":
+        err = ReadOnlyDatabase(
+            f"the PostgreSQL user of {where} lacks a privilege this needs ({detail}); grant it "
+            f"(USAGE and CREATE on the schema, and rights on its tables), or use another user.",
+            path=where,
+        )
+    elif state in ("XX001", "XX002"):
+        err = CorruptDatabase(
+            f"the PostgreSQL server at {where} reports damaged data ({detail}); restore the "
+            f"database from a backup, or repair it (REINDEX for a damaged index).",
+            path=where,
+        )
+    elif state in ("57014",):
+        err = PersistenceError(
+            f"a statement on the PostgreSQL server at {where} was cancelled ({detail}): it ran "
+            f"past statement_timeout or was cancelled by an administrator; nothing of the "
+            f"transaction was written.",
+            path=where,
+        )
+    else:
+        err = PersistenceError(
+            f"PostgreSQL error on {where}: {type(exc).__name__}"
+            f"{f' ({state})' if state else ''}: {detail}",
+            path=where,
+        )
+    err.__cause__ = exc
+    return err

@@ -1,0 +1,274 @@
+"""The PostgreSQL schema and its migrations, and psycopg's errors as the store's, each against
+the real server: what a URL points at is recognised (actorflow's, empty, another application's,
+newer), and each way of failing to reach or keep the server says what happened."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from persistence import ForeignDatabase, PersistenceError, ReadOnlyDatabase, SchemaTooNew
+from persistence._pg import _schema, _writes
+from persistence._pg._errors import (
+    ConnectionLost,
+    Retryable,
+    display_url,
+    translate_error,
+)
+from tests.conftest import schema_of
+from tests.pgserver import PgServer, free_port, url
+
+
+@pytest.fixture
+def conn(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
+    c = psycopg.connect(pg_url, autocommit=True)
+    yield c
+    c.close()
+
+
+def _tables(conn: psycopg.Connection[Any], schema: str) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s ORDER BY tablename", (schema,)
+    )]
+
+
+def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = "af_fresh"
+    try:
+        assert _schema.classify(conn, schema, "here") == 0
+        assert _schema.migrate(conn, schema, "here") == 0
+        assert _tables(conn, schema) == [
+            "external", "history", "inbox", "meta", "procedures", "subscriptions", "timers",
+            "waits", "workflows",
+        ]
+        assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION
+        assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op
+        meta = dict(conn.execute(f"SELECT key, value FROM {schema}.meta").fetchall())
+        assert meta["application_id"] == str(0x41465731)
+        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION)
+    finally:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_openers_racing_migrate_once(pg_url: str, conn: psycopg.Connection[Any]) -> None:
+    schema = schema_of(pg_url)
+    found: list[int] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def opener() -> None:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            barrier.wait(timeout=30)
+            try:
+                found.append(_schema.migrate(c, schema, "here"))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert sorted(found) == [0, 1, 1]
+    assert conn.execute(f"SELECT count(*) FROM {schema}.meta WHERE key = 'schema_version'").fetchone() == (1,)
+
+
+def test_another_applications_schema_is_refused_untouched(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = schema_of(pg_url)
+    conn.execute("CREATE TABLE players (id int)")
+    with pytest.raises(ForeignDatabase, match=r"another application \(players\).*\?schema=name"):
+        _schema.migrate(conn, schema, "here")
+    assert _tables(conn, schema) == ["players"]
+
+
+def test_a_meta_table_of_another_shape_is_another_applications(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = schema_of(pg_url)
+    conn.execute("CREATE TABLE meta (id int, note text)")
+    with pytest.raises(ForeignDatabase, match="meta"):
+        _schema.classify(conn, schema, "here")
+    conn.execute("DROP TABLE meta")
+    conn.execute("CREATE TABLE meta (key text, value text)")
+    conn.execute("INSERT INTO meta VALUES ('application_id', 'someone-else')")
+    with pytest.raises(ForeignDatabase):
+        _schema.classify(conn, schema, "here")
+
+
+def test_a_newer_schema_version_is_refused(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = schema_of(pg_url)
+    _schema.migrate(conn, schema, "here")
+    conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(SchemaTooNew, match="schema version 99.*upgrade actorflow") as info:
+        _schema.migrate(conn, schema, "here")
+    assert (info.value.found, info.value.supported) == (99, _schema.PG_SCHEMA_VERSION)
+
+
+def test_a_hand_edited_version_is_named(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = schema_of(pg_url)
+    _schema.migrate(conn, schema, "here")
+    conn.execute("UPDATE meta SET value = 'two' WHERE key = 'schema_version'")
+    with pytest.raises(PersistenceError, match="no readable schema_version"):
+        _schema.classify(conn, schema, "here")
+
+
+def _hot_updates(url: str, schema: str, n: int, *, fresh: bool = False) -> tuple[int, int]:
+    """Insert ``n`` workflows (at step 1, or never stepped) and step each once with the store's
+    UPDATE, in one transaction; (updates, HOT updates) that transaction made on workflows.
+
+    A new session each time: a session's counts of earlier transactions may not be flushed yet.
+    """
+    step = _writes.sql_for(_writes.STEP_RUNNING, schema)
+    seq = 0 if fresh else 1
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        for i in range(n):
+            conn.execute(
+                "INSERT INTO workflows (id, type, status, created_at, updated_at, fresh, "
+                "continuation, step_seq) VALUES (%s, 'm:f', 'running', %s, %s, %s, %s, %s)",
+                (f"w{i}", float(i), float(i), fresh, b"x" * 20, seq),
+            )
+        for i in range(n):
+            cur = conn.execute(
+                step, (b"y" * 20, None, '{"signal": "go"}', None, None, seq + 1, 2.0, None, None,
+                       f"w{i}", seq)
+            )
+            assert cur.rowcount == 1
+        row = conn.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables "
+            "WHERE relid = 'workflows'::regclass"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def test_a_step_updates_its_row_in_place(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = schema_of(pg_url)
+    _schema.migrate(conn, schema, "here")
+    assert _hot_updates(pg_url, schema, 20) == (20, 20)
+    # A first step clears the fresh flag, once per workflow: that update moves index entries.
+    conn.execute("DELETE FROM workflows")
+    assert _hot_updates(pg_url, schema, 20, fresh=True) == (20, 0)
+    # Every step, with SQLite's partial index, whose predicate names step_seq.
+    conn.execute("DELETE FROM workflows")
+    conn.execute(
+        "CREATE INDEX sqlite_fresh ON workflows(id) WHERE status = 'running' AND step_seq = 0"
+    )
+    assert _hot_updates(pg_url, schema, 20) == (20, 0)
+
+
+def test_queue_tables_vacuum_by_row_count(conn: psycopg.Connection[Any], pg_url: str) -> None:
+    schema = schema_of(pg_url)
+    _schema.migrate(conn, schema, "here")
+    options = dict(conn.execute(
+        "SELECT c.relname, c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind = 'r'", (schema,)
+    ).fetchall())
+    for table in ("inbox", "timers", "procedures", "external"):
+        assert "autovacuum_vacuum_scale_factor=0" in options[table], table
+        assert "autovacuum_vacuum_threshold=2000" in options[table], table
+    assert "fillfactor=80" in options["workflows"]
+
+
+# -- URLs ------------------------------------------------------------------------------------------
+
+
+def test_the_schema_parameter_is_actorflows_own() -> None:
+    conninfo, schema = _schema.parse_url("postgresql://u@h:5432/db?schema=game_1&sslmode=disable")
+    assert schema == "game_1"
+    assert "schema" not in conninfo and "sslmode=disable" in conninfo
+    assert _schema.parse_url("postgresql://u@h/db")[1] == "actorflow"
+    with pytest.raises(ValueError, match="not a plain identifier"):
+        _schema.parse_url("postgresql://u@h/db?schema=a;drop")
+    with pytest.raises(ValueError, match="not a PostgreSQL URL"):
+        _schema.parse_url("mysql://u@h/db")
+    with pytest.raises(ValueError, match="libpq cannot read"):
+        _schema.parse_url("postgresql://u@h/db?bogus_parameter=1")
+
+
+def test_passwords_never_reach_a_message() -> None:
+    assert display_url("postgresql://ann:s3cret@db.example:5432/game") == (
+        "postgresql://ann@db.example:5432/game"
+    )
+    assert "s3cret" not in display_url("postgresql://ann@h/game?password=s3cret&sslmode=require")
+
+
+# -- errors against the server --------------------------------------------------------------------
+
+
+def test_a_server_that_does_not_answer(tmp_path: Any) -> None:
+    dead = url(host="127.0.0.1", port=free_port(), dbname="game")
+    with pytest.raises(PersistenceError, match=r"cannot reach the PostgreSQL server at postgresql://postgres@127\.0\.0\.1:\d+/game .*host, port"):
+        _schema.connect(dead, display_url(dead))
+    nosocket = url(host=str(tmp_path), port=5432, dbname="game")
+    with pytest.raises(PersistenceError, match="cannot reach.*socket directory"):
+        _schema.connect(nosocket, display_url(nosocket))
+
+
+def test_a_wrong_password(pg_server: PgServer) -> None:
+    if pg_server.socket_dir is None:
+        pytest.skip("an external server (AF_TEST_PG_DSN): its roles are its own")
+    bad = pg_server.url("postgres", tcp=True, password="wrong")
+    with pytest.raises(PersistenceError, match="refused the login: authentication failed.*password") as info:
+        _schema.connect(bad, display_url(bad))
+    assert "wrong" not in str(info.value)
+    assert "wrong" not in (info.value.path or "")
+
+
+def test_a_database_that_does_not_exist(pg_server: PgServer) -> None:
+    missing = pg_server.url("no_such_game")
+    with pytest.raises(PersistenceError, match="has no database 'no_such_game'.*createdb no_such_game"):
+        _schema.connect(missing, display_url(missing))
+
+
+def test_a_connection_lost_mid_transaction(pg_server: PgServer, pg_url: str) -> None:
+    conn = _schema.connect(pg_url, "here")
+    try:
+        pid = conn.info.backend_pid
+        conn.execute("SELECT 1")  # a transaction is open now
+        pg_server.admin().execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("SELECT 1")
+        err = translate_error(info.value, "here", conn)
+        assert isinstance(err, ConnectionLost)
+        assert not err.maybe_committed
+        assert "connection to the PostgreSQL server at here was lost" in str(err)
+        assert "nothing of it was written" in str(err)
+        assert isinstance(translate_error(info.value, "here", conn, committing=True), ConnectionLost)
+        assert "may or may not" in str(translate_error(info.value, "here", conn, committing=True))
+    finally:
+        conn.close()
+
+
+def test_a_serialization_failure_is_retryable(pg_url: str, conn: psycopg.Connection[Any]) -> None:
+    conn.execute("CREATE TABLE c (id int PRIMARY KEY, n int)")
+    conn.execute("INSERT INTO c VALUES (1, 0)")
+    with psycopg.connect(pg_url) as a, psycopg.connect(pg_url, autocommit=True) as b:
+        a.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        a.execute("SELECT n FROM c WHERE id = 1")
+        b.execute("UPDATE c SET n = 1 WHERE id = 1")
+        with pytest.raises(psycopg.Error) as info:
+            a.execute("UPDATE c SET n = 2 WHERE id = 1")
+        err = translate_error(info.value, "here", a)
+        assert isinstance(err, Retryable)
+        assert "running it again is safe" in str(err)
+
+
+def test_a_read_only_session(pg_url: str) -> None:
+    with psycopg.connect(pg_url, options="-c default_transaction_read_only=on") as c:
+        with pytest.raises(psycopg.Error) as info:
+            c.execute("CREATE TABLE t (x int)")
+        err = translate_error(info.value, "here", c)
+        assert isinstance(err, ReadOnlyDatabase)
+        assert "read-only" in str(err)
+
+
+def test_other_errors_keep_their_sqlstate(conn: psycopg.Connection[Any]) -> None:
+    with pytest.raises(psycopg.Error) as info:
+        conn.execute("SELECT * FROM no_such_table")
+    err = translate_error(info.value, "here", conn)
+    assert type(err) is PersistenceError
+    assert "(42P01)" in str(err) and "no_such_table" in str(err)
+    assert err.__cause__ is info.value
