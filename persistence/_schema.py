@@ -24,7 +24,7 @@ from persistence._errors import (
 
 # "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
 APPLICATION_ID = 0x41465731
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # How many history rows to keep per workflow, and every how many steps to trim (by index).
 HISTORY_KEEP = 200
@@ -148,8 +148,27 @@ def _v2(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE workflows ADD COLUMN recent_steps TEXT")
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """Retention: when each finished workflow ended, by index; no continuation kept past the end.
+
+    ``finished_at`` is the system clock's time of the step that ended the workflow (NULL while it
+    runs); the partial index holds finished workflows only, oldest first, for the retention sweep
+    and ``prune``. Steps of running workflows never name the column, so they never touch it.
+    Workflows that had ended before get their last update as their end, and lose the
+    continuation they kept (nothing reads it once a workflow has ended).
+    """
+    db.execute("ALTER TABLE workflows ADD COLUMN finished_at REAL")
+    db.execute(
+        "UPDATE workflows SET finished_at = updated_at, continuation = NULL "
+        "WHERE status != 'running'"
+    )
+    db.execute(
+        "CREATE INDEX workflows_finished ON workflows(finished_at) WHERE finished_at IS NOT NULL"
+    )
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

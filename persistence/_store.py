@@ -57,7 +57,7 @@ BUSY_TIMEOUT = 10.0
 
 _WORKFLOW_COLUMNS = (
     "id, type, status, parent_id, detached, test_mode, continuation, fingerprint, waiting_on, "
-    "result, error, step_seq, restarts, created_at, updated_at, recent_steps"
+    "result, error, step_seq, restarts, created_at, updated_at, recent_steps, finished_at"
 )
 _PROCEDURE_COLUMNS = (
     "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
@@ -116,6 +116,7 @@ def _record(row: tuple[Any, ...]) -> WorkflowRecord:
         created_at=row[13],
         updated_at=row[14],
         recent_steps=row[15],
+        finished_at=row[16],
     )
 
 
@@ -507,8 +508,18 @@ class SqliteStore(Store):
                     w.conn, self.path, kind, workflow_id, name, payload, at
                 )
             )
-        # Not the owner: a short transaction of its own, waiting (busy_timeout) for the owner's
-        # writer to finish its current commit.
+        # Not the owner: a short transaction of its own.
+        return self._external_write(
+            lambda conn: _writes.insert_external(
+                conn, self.path, kind, workflow_id, name, payload, at
+            )
+        )
+
+    def _external_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a short write transaction of a store that does not own the file.
+
+        It waits (busy_timeout) for the owner's writer to finish its current commit.
+        """
         with self._ext_lock:
             if self._ext_conn is None:
                 self._ext_conn = self._connect()
@@ -516,9 +527,7 @@ class SqliteStore(Store):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    seq = _writes.insert_external(
-                        conn, self.path, kind, workflow_id, name, payload, at
-                    )
+                    value = fn(conn)
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -526,7 +535,64 @@ class SqliteStore(Store):
                     raise
             except sqlite3.Error as exc:
                 raise translate_error(exc, self.path) from exc
-            return seq
+            return value
+
+    def external_done(self, seq: int, result: str) -> None:
+        """Delete the handled request ``seq`` and keep ``result`` (text) for the process that
+        posted it, in one transaction (``take_external_result`` reads it back)."""
+        self._write_wait(lambda w: _writes.external_done(w, seq, result))
+
+    def take_external_result(self, seq: int) -> str | None:
+        """The result the owner left for request ``seq``, removed as it is read; None while the
+        request is not done. Works without owning the file."""
+        key = f"external_result_{seq}"
+
+        def take(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            return None if row is None else str(row[0])
+
+        self._check_open()
+        if not self._rows("SELECT 1 FROM meta WHERE key = ?", (key,)):
+            return None  # not done yet: a read, no write transaction
+        if self._writer is not None:
+            return self._write_wait(lambda w: take(w.conn))
+        return self._external_write(take)
+
+    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+        """Delete up to ``limit`` workflows that finished before ``before`` (oldest first), with
+        every row they left in any table, in one transaction; return their ids.
+
+        Call it again until it returns fewer than ``limit``: each call is one short write, so
+        the steps of running workflows queued meanwhile commit between two calls.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"prune_finished() limit must be a positive int, got {limit!r}")
+        return self._write_wait(lambda w: _writes.prune_finished(w, float(before), limit))
+
+    def oldest_finished(self) -> float | None:
+        """When the workflow that finished first (of those still kept) ended, or None (by index)."""
+        rows = self._rows(
+            "SELECT min(finished_at) FROM workflows INDEXED BY workflows_finished "
+            "WHERE finished_at IS NOT NULL"
+        )
+        at: float | None = rows[0][0]
+        return at
+
+    def newest_finished(self) -> float | None:
+        """When the workflow that finished last ended, or None (by index)."""
+        rows = self._rows(
+            "SELECT max(finished_at) FROM workflows INDEXED BY workflows_finished "
+            "WHERE finished_at IS NOT NULL"
+        )
+        at: float | None = rows[0][0]
+        return at
+
+    def pruned_total(self) -> int:
+        """How many finished workflows were ever pruned from this file."""
+        rows = self._rows("SELECT value FROM meta WHERE key = 'pruned_total'")
+        return int(rows[0][0]) if rows else 0
 
     def take_external(self, after_seq: int) -> list[ExternalRow]:
         """Requests with seq > after_seq, oldest first (the owner deletes them when done)."""

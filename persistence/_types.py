@@ -85,6 +85,9 @@ class StepWrite:
 
     Guards: ``step_seq`` must be the stored step counter + 1, and every ``consume_*`` row must
     exist; otherwise the step is rejected with ``StaleStep`` and nothing of it is written.
+
+    A step whose ``status`` ends the workflow drops its continuation (``continuation`` is
+    ignored) and records ``updated_at`` as its ``finished_at``, the start of its retention.
     """
 
     workflow_id: str
@@ -169,6 +172,7 @@ class WorkflowRecord:
     created_at: float
     updated_at: float
     recent_steps: str | None = None  # JSON lines [at, event, detail], newest last
+    finished_at: float | None = None  # when it ended (the system's clock), None while running
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,7 @@ class ExternalRow:
     """A request appended by another process (the ``wf`` CLI) for the owner to carry out."""
 
     seq: int
-    kind: str  # "signal" | "cancel" | "fire_timer"
+    kind: str  # "signal" | "cancel" | "fire_timer" | "prune" (workflow_id "")
     workflow_id: str
     name: str | None
     payload: str | None  # JSON text
@@ -305,6 +309,31 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def delete_external(self, seqs: list[int]) -> None: ...
+
+    @abc.abstractmethod
+    def external_done(self, seq: int, result: str) -> None:
+        """Delete the handled request ``seq`` and keep ``result`` for the process that posted it."""
+
+    @abc.abstractmethod
+    def take_external_result(self, seq: int) -> str | None:
+        """The result left for request ``seq`` (removed as it is read), or None while not done."""
+
+    @abc.abstractmethod
+    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+        """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with
+        every row they left, in one transaction; return their ids."""
+
+    @abc.abstractmethod
+    def oldest_finished(self) -> float | None:
+        """When the earliest finished workflow still kept ended, or None."""
+
+    @abc.abstractmethod
+    def newest_finished(self) -> float | None:
+        """When the latest finished workflow ended, or None."""
+
+    @abc.abstractmethod
+    def pruned_total(self) -> int:
+        """How many finished workflows were ever pruned from this store."""
 
     @abc.abstractmethod
     def changed(self) -> bool:

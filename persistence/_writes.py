@@ -35,7 +35,7 @@ from persistence._types import (
 from persistence._writer import Writer
 
 INBOX_KINDS = (SIGNAL, CANCEL, CHILD)
-EXTERNAL_KINDS = ("signal", "cancel", "fire_timer")
+EXTERNAL_KINDS = ("signal", "cancel", "fire_timer", "prune")
 STATUSES = (RUNNING, *FINISHED)
 
 
@@ -62,12 +62,19 @@ def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite |
             step.recent,
         )
     status, continuation, fingerprint, waiting_on, result, error, seq, restarts, updated, recent = stepped
+    # A workflow that ends in its first step keeps no continuation, and its end is its step's.
+    kept: bytes | None = continuation
+    finished_at = None
+    if status in FINISHED:
+        kept, finished_at = None, updated
     cur = conn.execute(
         "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
         "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
-        "updated_at, recent_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (wf.id, wf.type, status, wf.parent_id, int(wf.detached), int(wf.test_mode), continuation,
-         fingerprint, waiting_on, result, error, seq, restarts, wf.created_at, updated, recent),
+        "updated_at, recent_steps, finished_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (wf.id, wf.type, status, wf.parent_id, int(wf.detached), int(wf.test_mode), kept,
+         fingerprint, waiting_on, result, error, seq, restarts, wf.created_at, updated, recent,
+         finished_at),
     )
     return cur.rowcount == 1
 
@@ -201,12 +208,14 @@ def _ids(ids: list[Any]) -> str:
 
 
 _STEP_SET = (
-    "continuation = coalesce(?, continuation), fingerprint = coalesce(?, fingerprint), "
+    "fingerprint = coalesce(?, fingerprint), "
     "waiting_on = ?, result = ?, error = ?, step_seq = ?, updated_at = ?, "
     "restarts = coalesce(?, restarts), recent_steps = coalesce(?, recent_steps) WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
-_STEP_RUNNING = "UPDATE workflows SET " + _STEP_SET
-_STEP_ENDING = "UPDATE workflows SET status = ?, " + _STEP_SET
+_STEP_RUNNING = "UPDATE workflows SET continuation = coalesce(?, continuation), " + _STEP_SET
+# A step that ends the workflow drops its continuation (nothing resumes a finished workflow: its
+# record keeps the result or error and the history) and stamps its end, for retention.
+_STEP_ENDING = "UPDATE workflows SET status = ?, finished_at = ?, continuation = NULL, " + _STEP_SET
 
 
 def _step_refused(w: Writer, step: StepWrite) -> None:
@@ -252,8 +261,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
         cur = conn.execute(
             _STEP_RUNNING if step.status == RUNNING else _STEP_ENDING,
             (
-                *(() if step.status == RUNNING else (step.status,)),
-                step.continuation,
+                *((step.continuation,) if step.status == RUNNING else (step.status, at)),
                 step.fingerprint,
                 step.waiting_on,
                 step.result,
@@ -354,6 +362,10 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
         if isinstance(result, Delivered):
             delivered.append(result)
         else:
+            if result == "unknown workflow" and sig.kind != SIGNAL:
+                # A child's outcome for its parent, or a parent's cancel for its child: that
+                # workflow existed (the runtime made the link), so it ended and was pruned.
+                result = "workflow pruned"
             dropped.append((sig.workflow_id, result))
             if sig.kind == SIGNAL and not result.startswith("workflow "):
                 lost_here.append((sig.workflow_id, sig.name, result))
@@ -446,3 +458,58 @@ def insert_external(
         (kind, workflow_id, name, payload, at),
     )
     return cur.lastrowid  # type: ignore[return-value]
+
+
+# Every table of the schema whose rows belong to one workflow, by its ``workflow_id`` column
+# (besides the workflow's own row): pruning a workflow deletes its rows in each. Application
+# tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
+# that this names every such table of the schema.
+WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external")
+# Ids per DELETE statement (SQLite binds at most 32766 parameters; a few hundred keep each
+# statement short).
+PRUNE_CHUNK = 500
+
+
+def prune_finished(w: Writer, before: float, limit: int) -> list[str]:
+    """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with every
+    row they left; return their ids.
+
+    Selected inside the write transaction, so a workflow is deleted once, whoever else prunes.
+    A finished workflow holds no timer, procedure, wait or subscription (its last step dropped
+    them) and takes no message, but its rows are deleted in each table all the same: a file
+    written by an older version, or edited by hand, may hold some.
+    """
+    conn = w.conn
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM workflows INDEXED BY workflows_finished "
+            "WHERE finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
+            (before, limit),
+        )
+    ]
+    for start in range(0, len(ids), PRUNE_CHUNK):
+        chunk = ids[start : start + PRUNE_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for table in WORKFLOW_TABLES:
+            conn.execute(f"DELETE FROM {table} WHERE workflow_id IN ({marks})", chunk)
+        conn.execute(
+            f"DELETE FROM workflows WHERE id IN ({marks}) AND finished_at IS NOT NULL", chunk
+        )
+    if ids:
+        for wid in ids:
+            w.waits.pop(wid, None)  # a finished workflow's, remembered as awaiting nothing
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('pruned_total', ?) ON CONFLICT (key) "
+            "DO UPDATE SET value = CAST(value AS INTEGER) + excluded.value",
+            (str(len(ids)),),
+        )
+    return ids
+
+
+def external_done(w: Writer, seq: int, result: str) -> None:
+    """Delete request ``seq`` and keep its result for the process that posted it."""
+    w.conn.execute("DELETE FROM external WHERE seq = ?", (seq,))
+    w.conn.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"external_result_{seq}", result)
+    )

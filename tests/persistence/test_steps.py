@@ -420,12 +420,13 @@ def test_a_creating_step_writes_the_record_already_stepped(store) -> None:
 
 
 def test_a_creating_step_that_ends_the_workflow(store) -> None:
-    """A first step that returns: the record is written finished, with its result."""
+    """A first step that returns: the record is written finished, with its result, its end
+    time and no continuation (a finished workflow keeps none)."""
     store.commit_step(StepWrite("a", 1, updated_at=2.0, status="completed", result=dumps(7),
                                 create=new_wf("a")))
     rec = store.load_workflow("a")
     assert (rec.status, rec.step_seq, loads(rec.result)) == ("completed", 1, 7)
-    assert rec.continuation == new_wf("a").continuation  # kept: the step wrote none
+    assert (rec.continuation, rec.finished_at) == (None, 2.0)
 
 
 def test_a_creating_step_on_a_taken_id_writes_nothing(store) -> None:
