@@ -175,6 +175,38 @@ async def class_body_nonlocal(x):
 add(class_body_nonlocal, C(1, returns=(3, 3)), C(5), C(2, cancel_at=1, raises=Cancelled))
 
 
+@workflow
+async def closure_after_its_variable_is_deleted(x):
+    """A closure reading a local deleted meanwhile raises NameError (a free variable)."""
+    v = await procedure(double, x)
+    read = lambda: v  # noqa: E731, F821
+
+    def read_def():
+        return v * 2  # noqa: F821
+
+    out = [read(), read_def()]
+    del v
+    await timer("t", 1)
+    for f in (read, read_def, lambda: [v for _ in range(1)], lambda: list(v for _ in "a")):  # noqa: F821
+        try:
+            out.append(f())
+        except NameError as e:
+            out.append((type(e).__name__, str(e)))
+    try:
+        out.append([v for _ in range(1)])  # a free variable before 3.12, a local since (PEP 709)
+    except NameError as e:
+        out.append((type(e).__name__, str(e)))
+    return out
+
+
+add(
+    closure_after_its_variable_is_deleted,
+    C(2),
+    C(3, cancel_at=1, raises=Cancelled),
+    C(1, fail_at=frozenset({0}), raises=ProcedureFailed),
+)
+
+
 # --- StopIteration -------------------------------------------------------------------------------
 
 
@@ -258,3 +290,38 @@ add(
     C(9),
     C(2, fail_at=frozenset({2}), raises=ProcedureFailed),
 )
+
+
+@workflow
+async def dunder_named_locals(x):
+    """Locals named ``__v``, ``__doc__``, ``__dict__``, ``__reduce__`` and others are plain locals."""
+    out = []
+    try:
+        out.append(__v)  # noqa: F821 - unbound on purpose
+    except NameError as e:
+        out.append((type(e).__name__, str(e)))
+    __v = await procedure(double, x)
+    __doc__ = "doc"  # noqa: A001
+    __dict__ = {}
+    __reduce__ = await procedure(ident, "r")
+    __slots__ = ()
+    __getattr__ = None
+    __module__ = "m"
+    await timer("t", 1)
+    out += [__v, __doc__, __dict__, __reduce__, __slots__, __getattr__, __module__]
+    _Holder__v = "mangled"
+
+    class Holder:
+        def get(self):
+            return __v  # natively mangled to _Holder__v: a free variable of the workflow
+
+    out.append(Holder().get())
+    del __dict__
+    try:
+        out.append(__dict__)  # noqa: F821
+    except NameError as e:
+        out.append((type(e).__name__, str(e)))
+    return out
+
+
+add(dunder_named_locals, C(1), C(4), C(2, cancel_at=2, raises=Cancelled))

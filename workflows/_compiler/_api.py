@@ -22,10 +22,21 @@ from .._registry import register, resolve
 from . import _runtime
 from ._lower import EXC, Emitter, Lowered
 from ._runtime import Continuation, Frame, SubCall
-from ._scope import FRAME, RT, Bindings, Rewriter, arg_names, fill_locations, frame_attr, rt_call
+from ._scope import (
+    FRAME,
+    LOCAL,
+    RT,
+    Bindings,
+    Rewriter,
+    arg_names,
+    fill_locations,
+    frame_attr,
+    rt_call,
+    user_name,
+)
 from ._validate import Validator, compile_warnings
 
-COMPILER_VERSION = "actorflow-compiler-1"
+COMPILER_VERSION = "actorflow-compiler-2"  # 2: locals are frame attributes v_<name>
 _PY312 = sys.version_info >= (3, 12)
 # ``compile()`` inherits the caller's __future__ imports unless told not to: generated code must
 # follow the workflow's own module instead (``from __future__ import annotations`` or not).
@@ -101,9 +112,9 @@ class CompiledCode:
             return "an intermediate value of an expression"
         if name == "_af_sent":
             return "the result of the last await"
-        if name.startswith("_af_"):
-            return f"internal slot {name}"
-        return f"local {name!r}"
+        if name.startswith(LOCAL):
+            return f"local {user_name(name)!r}"
+        return "an internal value of the compiled workflow"
 
 
 class WorkflowFunction:
@@ -134,7 +145,8 @@ class WorkflowFunction:
         f = Frame.__new__(Frame)
         f._af_code = self._code
         d = f.__dict__
-        d.update(bound)
+        for k, v in bound.items():
+            d[LOCAL + k] = v
         d["_af_pc"] = 0
         return f
 

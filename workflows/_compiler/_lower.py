@@ -23,6 +23,7 @@ from ._scope import (
     fill_locations,
     frame_attr,
     frame_name,
+    lkey,
     pattern_captures,
     rewrite_pattern,
     rt_attr,
@@ -172,17 +173,17 @@ class Emitter:
     def store(self, name: str) -> ast.expr:
         """The assignment target for ``name``: a frame local, or a name declared global."""
         if name in self.locals:
-            return frame_attr(name, ast.Store())
+            return frame_attr(lkey(name), ast.Store())
         return ast.Name(name, ast.Store())
 
     def clear_name(self, name: str) -> tuple[int, str]:
         """The region clear that unbinds ``name`` (an ``except ... as name`` left abruptly)."""
-        return (1, name) if name in self.locals else (3, name)
+        return (1, lkey(name)) if name in self.locals else (3, name)
 
     def unbind(self, name: str) -> list[ast.stmt]:
         """The implicit ``name = None; del name`` at the end of ``except ... as name``."""
         if name in self.locals:
-            return [ast.Expr(rt_call("unbind", frame_name(), ast.Constant(name)))]
+            return [ast.Expr(rt_call("unbind", frame_name(), ast.Constant(lkey(name))))]
         return [
             ast.Assign([ast.Name(name, ast.Store())], ast.Constant(None)),
             ast.Delete([ast.Name(name, ast.Del())]),
@@ -227,7 +228,7 @@ class Emitter:
 
         pre: list[ast.stmt] = [
             ast.Try(
-                [ast.Assign([ast.Name(n, ast.Store())], frame_attr(n))],
+                [ast.Assign([ast.Name(n, ast.Store())], frame_attr(lkey(n)))],
                 handler([ast.Pass()]),
                 [],
                 [],
@@ -236,8 +237,8 @@ class Emitter:
         ]
         post: list[ast.stmt] = [
             ast.Try(
-                [ast.Assign([frame_attr(n, ast.Store())], ast.Name(n, ast.Load()))],
-                handler([ast.Expr(rt_call("unbind", frame_name(), ast.Constant(n)))]),
+                [ast.Assign([frame_attr(lkey(n), ast.Store())], ast.Name(n, ast.Load()))],
+                handler([ast.Expr(rt_call("unbind", frame_name(), ast.Constant(lkey(n))))]),
                 [],
                 [],
             )
@@ -755,7 +756,7 @@ class Emitter:
         v = self.expr(e.value)
         name = e.target.id
         if name in self.locals:
-            return rt_call("setlocal", frame_name(), ast.Constant(name), v)
+            return rt_call("setlocal", frame_name(), ast.Constant(lkey(name)), v)
         # A name declared ``global`` in the workflow: every block function declares it global
         # too, so a plain walrus in the block binds the module global, as natively.
         return ast.NamedExpr(ast.Name(name, ast.Store()), v)

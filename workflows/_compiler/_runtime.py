@@ -41,6 +41,7 @@ from .._commands import Command
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
+from ._scope import FRAME, LOCAL, RT, user_name
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
 iter = builtins.iter
@@ -72,10 +73,20 @@ class Frame:
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes that are missing: an unbound local, as in native code.
-        if name.startswith("__"):
+        if not name.startswith(LOCAL):
             raise AttributeError(name)
-        raise UnboundLocalError(
-            f"cannot access local variable {name!r} where it is not associated with a value"
+        user = name[len(LOCAL) :]
+        code = sys._getframe(1).f_code
+        if code.co_argcount == 2 and code.co_varnames[:2] == (FRAME, RT):
+            # Read by a block function: the workflow's own scope.
+            raise UnboundLocalError(
+                f"cannot access local variable {user!r} where it is not associated with a value"
+            )
+        # Read by a nested function, lambda, class body or (before 3.12) comprehension: a free
+        # variable of that scope, natively.
+        raise NameError(
+            f"cannot access free variable {user!r} where it is not associated with a value in "
+            "enclosing scope"
         )
 
     def __reduce__(self) -> Any:
@@ -192,7 +203,8 @@ def delete(f: Frame, name: str) -> None:
         del f.__dict__[name]
     except KeyError:
         raise UnboundLocalError(
-            f"cannot access local variable {name!r} where it is not associated with a value"
+            f"cannot access local variable {user_name(name)!r} where it is not associated with a "
+            "value"
         ) from None
 
 
@@ -799,7 +811,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                 return CheckpointError(
                     f"cannot checkpoint workflow {code.key}: {what} ({tname}) is live at the "
                     f"await at {where}: {type(e).__name__}: {e}; {hint}",
-                    variable=name,
+                    variable=user_name(name),
                     value_type=tname,
                     location=where,
                 )

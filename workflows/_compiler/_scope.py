@@ -17,6 +17,21 @@ from typing import Any
 FRAME = "_af_f"
 RT = "_af_rt"
 SYNTH = "_af_s"  # prefix of synthetic frame locals (desugared with/comprehensions)
+# A workflow local ``x`` is the frame attribute ``v_x``: user names never collide with the
+# frame's own attributes (``__dict__``, ``__reduce__``, ``__class__``, ...) or its internal slots
+# (which start with ``_af_``), and the attribute never starts with ``__``, so no class body
+# mangles it.
+LOCAL = "v_"
+
+
+def lkey(name: str) -> str:
+    """The frame attribute holding the workflow-scope name ``name``."""
+    return name if name.startswith("_af_") else LOCAL + name
+
+
+def user_name(key: str) -> str:
+    """The workflow-scope name held by the frame attribute ``key`` (inverse of ``lkey``)."""
+    return key[len(LOCAL):] if key.startswith(LOCAL) else key
 
 COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -217,6 +232,7 @@ class Rewriter(ast.NodeTransformer):
         self.cached = cached
         self.leap = leap
         self.scopes: list[Scope] = []
+        self.classes: list[str] = []  # names of the class bodies being rewritten (mangling)
         self.loop_depth = 0
         self.captured: set[str] = set()
         self.used: set[str] = set()  # cached names read or written
@@ -274,12 +290,21 @@ class Rewriter(ast.NodeTransformer):
     # -- expressions
 
     def visit_Name(self, n: ast.Name) -> Any:
-        r = self.resolve(n.id)
+        name = self.mangle(n.id)
+        r = self.resolve(name)
         if r == "frame":
-            return ast.copy_location(frame_attr(n.id, n.ctx), n)
+            return ast.copy_location(frame_attr(lkey(name), n.ctx), n)
         if r == "cached" and not isinstance(n.ctx, ast.Load):
-            self.written.add(n.id)
+            self.written.add(name)
         return n
+
+    def mangle(self, name: str) -> str:
+        """``__x`` inside a class body (and what it encloses) is ``_Class__x``, as CPython
+        compiles it; a workflow local of that (mangled) name is what it refers to."""
+        if not name.startswith("__") or name.endswith("__") or not self.classes:
+            return name
+        cls = self.classes[-1].lstrip("_")
+        return f"_{cls}{name}" if cls else name
 
     def visit_NamedExpr(self, n: ast.NamedExpr) -> Any:
         n.value = self.visit(n.value)
@@ -287,7 +312,7 @@ class Rewriter(ast.NodeTransformer):
         r = self.resolve(name, walrus=True)
         if r == "frame":
             return ast.copy_location(
-                rt_call("setlocal", frame_name(), ast.Constant(name), n.value), n
+                rt_call("setlocal", frame_name(), ast.Constant(lkey(name)), n.value), n
             )
         if r == "cached":
             self.written.add(name)
@@ -335,7 +360,7 @@ class Rewriter(ast.NodeTransformer):
             return node
         r = self.resolve(name)
         if r == "frame":
-            a = ast.Assign([frame_attr(name, ast.Store())], ast.Name(name, ast.Load()))
+            a = ast.Assign([frame_attr(lkey(name), ast.Store())], ast.Name(name, ast.Load()))
             return [node, _loc(a, node)]
         if r == "cached":
             self.written.add(name)
@@ -430,7 +455,9 @@ class Rewriter(ast.NodeTransformer):
         self.scopes.append(Scope("class", b.bound - b.globals - b.nonlocals, b.globals, b.nonlocals))
         saved = self.loop_depth, self.leap
         self.loop_depth, self.leap = 0, None
+        self.classes.append(n.name)
         n.body = self._scope_body(n.body, drop)
+        self.classes.pop()
         self.loop_depth, self.leap = saved
         self.scopes.pop()
         if pushed:
@@ -484,7 +511,7 @@ class Rewriter(ast.NodeTransformer):
             if isinstance(t, ast.Name):
                 r = self.resolve(t.id)
                 if r == "frame":
-                    out.append(_loc(ast.Expr(rt_call("delete", frame_name(), ast.Constant(t.id))), n))
+                    out.append(_loc(ast.Expr(rt_call("delete", frame_name(), ast.Constant(lkey(t.id)))), n))
                     continue
                 if r == "cached":
                     self.written.add(t.id)
@@ -511,9 +538,9 @@ class Rewriter(ast.NodeTransformer):
                 name = h.name
                 h.name = tmp
                 copy_in = _loc(
-                    ast.Assign([frame_attr(name, ast.Store())], ast.Name(tmp, ast.Load())), h
+                    ast.Assign([frame_attr(lkey(name), ast.Store())], ast.Name(tmp, ast.Load())), h
                 )
-                fin = _loc(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(name))), h)
+                fin = _loc(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(lkey(name)))), h)
                 h.body = [copy_in, _loc(ast.Try(h.body, [], [], [fin]), h)]
             elif r == "cached":
                 self.written.add(h.name)
@@ -533,7 +560,7 @@ class Rewriter(ast.NodeTransformer):
         c.pattern = self._pattern(c.pattern, ren)
         guard = self.visit(c.guard) if c.guard is not None else None
         if ren:
-            names = ast.Tuple([ast.Constant(k) for k in ren], ast.Load())
+            names = ast.Tuple([ast.Constant(lkey(k)) for k in ren], ast.Load())
             vals = ast.Tuple([ast.Name(v, ast.Load()) for v in ren.values()], ast.Load())
             b = rt_call("bind", frame_name(), names, vals)
             guard = b if guard is None else ast.BoolOp(ast.And(), [b, guard])
