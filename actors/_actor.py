@@ -134,6 +134,9 @@ class FireTimer:
 
     name: str
     reply: Promise[None] = field(default_factory=Promise)
+    # The `wf fire-timer` request this carries out (its seq): the step that takes the timer
+    # deletes it, in the same transaction.
+    external_seq: int | None = None
 
 
 # Messages that only make an event available: while another is queued next, resolution waits.
@@ -180,6 +183,9 @@ class WorkflowActor(PooledActor):
         # interrupted in between (see ``Runtime.resync``).
         self.unsettled: StepWrite | None = None
         self.dispatched: set[str] = set()
+        # `wf fire-timer` requests carried out by a committed step (their seqs, the newest few):
+        # the request may be read again before that commit, and must not fire the next timer.
+        self.fire_requests_done: collections.deque[int] = collections.deque(maxlen=64)
 
     @property
     def log(self) -> Any:
@@ -307,6 +313,7 @@ class WorkflowActor(PooledActor):
         self.consumed_seqs: set[int] = set()
         self.consumed_order: collections.deque[int] = collections.deque()
         self.fired: dict[int, TimerRow] = {}
+        self.fire_requests: dict[int, int] = {}  # fired timer id -> its `wf fire-timer` request
         # Consumption of gather arms resolved but not committed yet (inbox, timers, procedures).
         self.acc: tuple[list[int], list[int], list[str]] = ([], [], [])
         self.acc_dirty = False
@@ -487,6 +494,10 @@ class WorkflowActor(PooledActor):
             else:
                 self._record_outcome(message)  # not awaited now (a select disarmed it): keep it
         elif isinstance(message, FireTimer):
+            seq = message.external_seq
+            if seq is not None and (seq in self.fire_requests.values() or seq in self.fire_requests_done):
+                message.reply.set_result(None)  # carried out already (or being committed)
+                return
             arm = self.wait.arm_for_timer_name(message.name) if self.wait else None
             if arm is None or arm.timer_id is None:
                 pending: list[Arm] = self.wait.pending() if self.wait else []
@@ -494,6 +505,8 @@ class WorkflowActor(PooledActor):
                 message.reply.set_exception(TimerNotArmed(self.id, message.name, armed))
                 return
             self.fired[arm.timer_id] = TimerRow(arm.timer_id, self.id, arm.target, arm.due_at or 0.0)
+            if seq is not None:
+                self.fire_requests[arm.timer_id] = seq
             message.reply.set_result(None)
         if isinstance(message, _EVENTS) and isinstance(self.actor_inbox.peek(), _EVENTS):
             # Another event is queued next (a hundred children's outcomes arrive as a hundred
@@ -1001,6 +1014,11 @@ class WorkflowActor(PooledActor):
 
     def _commit(self, sw: StepWrite) -> Steps:
         self.unsettled, self.dispatched = sw, set()
+        if self.fire_requests:
+            sw.consume_external = [
+                self.fire_requests[t] for t in (*sw.consume_timers, *sw.cancel_timers)
+                if t in self.fire_requests
+            ]
         try:
             # help: with no batch running, this thread commits it (no hand-off to the writer and
             # back); while one runs, the write is queued and an actor thread pauses (``_drive``).
@@ -1031,6 +1049,10 @@ class WorkflowActor(PooledActor):
             self.fired.pop(t, None)
         for t in sw.cancel_timers:
             self.fired.pop(t, None)
+        for seq in sw.consume_external:
+            self.fire_requests_done.append(seq)
+        if sw.consume_external:
+            self.fire_requests = {t: s for t, s in self.fire_requests.items() if s not in sw.consume_external}
         for k in sw.consume_procedures:
             self.done_procs.pop(k, None)
         for k in sw.cancel_procedures:

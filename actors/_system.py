@@ -23,6 +23,7 @@ from persistence import (
     InboxFull,
     NewWorkflow,
     OutSignal,
+    PersistenceError,
     ProcedureRow,
     Promise,
     StepAck,
@@ -53,7 +54,7 @@ from ._actor import (
     filter_key,
 )
 from ._clock import Clock, SystemClock
-from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
+from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._log import Log
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor, error_info
@@ -370,6 +371,15 @@ class Runtime:
             raise _EscalationFailed(f"could not record the failure of workflow {workflow_id!r}") from e
 
 
+# The first and the longest wait before kept `wf` requests are tried again (seconds).
+_EXTERNAL_BACKOFF = (0.05, 2.0)
+# Errors of a request itself: it can never be carried out, so it is deleted (and logged).
+_REQUEST_ERRORS = (UnknownWorkflowId, WorkflowFinished, UnknownWorkflow, WorkflowNotRunning,
+                   TimerNotArmed, ValueError)
+# A pass left a fire-timer request to the step that takes its timer: look again soon.
+_PENDING_STEP = Exception("a fire-timer request waits for its step")
+
+
 class _EscalationFailed(Exception):
     """Recording a workflow's failure after too many restarts failed itself."""
 
@@ -415,9 +425,7 @@ class WorkflowRef:
             raise UnknownWorkflow(self.id, sysm.db)
         if rec.status != RUNNING:
             raise WorkflowNotRunning(self.id, rec.status, f"fire timer {name!r}")
-        msg = FireTimer(name)
-        sysm._rt.activator.deliver(self.id, msg)
-        msg.reply.result(timeout)
+        sysm._fire_timer(self.id, name, timeout)
 
     def status(self) -> Status:
         return Status(self._record().status)
@@ -534,20 +542,34 @@ class ActorSystem:
         self.db = db
         self.clock = clock or SystemClock()
         self._closed = False
-        store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit)
-        try:
-            self._rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
-            self.recovered = self._recover()
-        except BaseException:
-            store.close()
-            raise
         self._stop = threading.Event()
         # Requests of the `wf` CLI waiting for room in their workflow's inbox (retried).
         self._external_waiting: set[int] = set()
-        # Requests the `wf` CLI left while no system owned the file.
-        self._take_external()
-        self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
-        self._house.start()
+        # Requests kept after a storage fault (disk full, I/O error), retried from this time on
+        # (monotonic; None: none is kept), with the backoff of the next retry.
+        self._external_retry_at: float | None = None
+        self._external_backoff = _EXTERNAL_BACKOFF[0]
+        store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit)
+        rt: Runtime | None = None
+        try:
+            self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
+            self.recovered = self._recover()
+            # Requests the `wf` CLI left while no system owned the file.
+            self._take_external()
+            self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
+            self._house.start()
+        except BaseException:
+            # Nothing of a system that failed to open may outlive it: its threads stop, and the
+            # file is released for the next ActorSystem of this process.
+            self._closed = True
+            if rt is not None:
+                for stop in (rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
+                    try:
+                        stop()
+                    except Exception as e:
+                        log.warning("system_open_cleanup_failed", db=db, error=repr(e))
+            store.close()
+            raise
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> ActorSystem:
@@ -603,7 +625,9 @@ class ActorSystem:
                     self._rt.activator.passivate_idle(self._rt.passivate_after)
                 # A request waiting for room is tried again after a commit (only a step that
                 # consumes signals, or ends the workflow, makes room): changed() sees those too.
-                if self._rt.store.changed():
+                # One kept after a storage fault is tried again after its backoff.
+                retry = self._external_retry_at
+                if self._rt.store.changed() or (retry is not None and time.monotonic() >= retry):
                     self._take_external()
             except Exception as e:
                 log.error("housekeeping_failed", error=repr(e))
@@ -612,14 +636,19 @@ class ActorSystem:
         """Carry out the requests the `wf` CLI left in the file, in order.
 
         A signal or cancel is appended to the inbox in the same transaction that deletes its
-        request, so a crash in between cannot carry it out twice. One that finds the inbox full
-        stays, with the requests behind it for the same workflow, and is tried again until the
-        workflow has room.
+        request, and a fire-timer request is deleted by the step that takes its timer, so a crash
+        in between cannot carry one out twice. A request is deleted without that only when it
+        cannot be carried out at all (an unknown or finished workflow, no such timer, a payload
+        that is not JSON). One that finds the inbox full stays, with the requests behind it for
+        the same workflow, and is tried again until the workflow has room; one that meets a
+        storage fault (disk full, an I/O error) stays the same way, and is tried again with
+        backoff until storage recovers.
         """
         rows = self._rt.store.take_external(0)
         done: list[int] = []
         waiting: set[int] = set()
         held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
+        stored_fault: BaseException | None = None
         for r in rows:
             if r.workflow_id in held:
                 waiting.add(r.seq)
@@ -636,20 +665,61 @@ class ActorSystem:
                     log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     continue  # its row went with the append
                 if r.kind == "fire_timer":
-                    WorkflowRef(self, r.workflow_id, _token=_REF_TOKEN).debug_fire_timer(r.name or "")
-                log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                    self._fire_timer(r.workflow_id, r.name or "", 30.0, external_seq=r.seq)
+                    log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                    # Its row goes with the step that takes the timer; until then it may be read
+                    # again (the actor knows it), and a step that faults leaves it to retry.
+                    stored_fault = stored_fault or _PENDING_STEP
+                    continue
             except InboxFull as e:
                 held.add(r.workflow_id)
                 waiting.add(r.seq)
                 if r.seq not in self._external_waiting:  # said once, not at every retry
                     log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
                 continue
-            except Exception as e:
+            except _REQUEST_ERRORS as e:
                 log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
+            except (PersistenceError, TimeoutError) as e:
+                # A storage fault, not the request's: keep it (it was acknowledged), and the
+                # requests behind it for the same workflow, for a retry.
+                held.add(r.workflow_id)
+                if stored_fault is None or stored_fault is _PENDING_STEP:
+                    stored_fault = e
+                continue
             done.append(r.seq)
         self._external_waiting = waiting
         if done:
-            self._rt.store.delete_external(done)
+            try:
+                self._rt.store.delete_external(done)
+            except PersistenceError as e:
+                stored_fault = stored_fault if stored_fault not in (None, _PENDING_STEP) else e
+        self._external_retry(stored_fault)
+
+    def _external_retry(self, fault: BaseException | None) -> None:
+        """Schedule the next pass over kept requests (backoff doubling up to its bound), logged
+        once per episode of storage faults; or end the episode."""
+        if fault is None:
+            if self._external_retry_at is not None and self._external_backoff > _EXTERNAL_BACKOFF[0]:
+                log.info("external_requests_resumed", db=self.db)
+            self._external_retry_at, self._external_backoff = None, _EXTERNAL_BACKOFF[0]
+            return
+        if fault is not _PENDING_STEP:
+            if self._external_backoff == _EXTERNAL_BACKOFF[0]:
+                log.warning("external_requests_kept", db=self.db, error=str(fault),
+                            retry="with backoff, until storage recovers")
+            self._external_backoff = min(self._external_backoff * 2, _EXTERNAL_BACKOFF[1])
+        self._external_retry_at = time.monotonic() + self._external_backoff
+
+    def _fire_timer(self, workflow_id: str, name: str, timeout: float, external_seq: int | None = None) -> None:
+        self._check_open()
+        rec = self._rt.store.load_workflow(workflow_id)
+        if rec is None:
+            raise UnknownWorkflow(workflow_id, self.db)
+        if rec.status != RUNNING:
+            raise WorkflowNotRunning(workflow_id, rec.status, f"fire timer {name!r}")
+        msg = FireTimer(name, external_seq=external_seq)
+        self._rt.activator.deliver(workflow_id, msg)
+        msg.reply.result(timeout)
 
     # -- API -----------------------------------------------------------------------------------
     def start(self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False) -> WorkflowRef:

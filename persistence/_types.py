@@ -103,6 +103,9 @@ class StepWrite:
     consume_inbox: list[int] = field(default_factory=list)
     consume_timers: list[int] = field(default_factory=list)
     consume_procedures: list[str] = field(default_factory=list)
+    # `wf fire-timer` requests (their seqs in the external table) this step carries out: deleted
+    # with it, so a crash after the commit cannot carry one out again.
+    consume_external: list[int] = field(default_factory=list)
     cancel_timers: list[int] = field(default_factory=list)  # delete if present
     cancel_procedures: list[str] = field(default_factory=list)  # delete if present
     new_timers: list[NewTimer] = field(default_factory=list)

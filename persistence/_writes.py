@@ -283,6 +283,8 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
     if step.consume_procedures:
         _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
 
+    if step.consume_external:
+        conn.executemany("DELETE FROM external WHERE seq = ?", [(s,) for s in step.consume_external])
     for timer_id in step.cancel_timers:
         conn.execute("DELETE FROM timers WHERE id = ? AND workflow_id = ?", (timer_id, wid))
     for key in step.cancel_procedures:
