@@ -89,6 +89,15 @@ class ProcedureTimeout(TimeoutError):
     """One attempt of a procedure took longer than its timeout."""
 
 
+class AttemptsDied(Exception):
+    """A procedure's attempts ended with the process running them, up to its allowed attempts.
+
+    An attempt that kills its process (``os._exit``, a crash in native code, the OOM killer)
+    records nothing; only the count of attempts made after a restart, written before each runs,
+    shows it. Without that count the call ran again at every start, forever.
+    """
+
+
 class _Workers:
     """A bounded set of threads taking calls from one queue.
 
@@ -181,33 +190,39 @@ class ProcedureExecutor:
         for _ in self._pool.shutdown():
             self._work.dec()
 
-    def dispatch(self, row: ProcedureRow) -> None:
-        """Run ``row`` now, or at its next attempt time if that is later."""
+    def dispatch(self, row: ProcedureRow, *, recovered: bool = False) -> None:
+        """Run ``row`` now, or at its next attempt time if that is later.
+
+        ``recovered``: the row was found pending when the file was opened, so an attempt of it
+        may have ended with the process that ran it. Such an attempt is counted in the row before
+        it runs (one durable write, at recovery only), so that attempts which kill the process
+        use up the retry policy's attempts like those that raise.
+        """
         if self._closed:
             return
         if row.next_attempt_at > self._clock.now():
-            self._call_at(row.next_attempt_at, lambda: self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1))
+            self._call_at(row.next_attempt_at, lambda: self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1, recovered))
         else:
-            self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1)
+            self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1, recovered)
 
-    def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int) -> None:
+    def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False) -> None:
         if self._closed:
             return
         self._work.inc()
         try:
-            self._pool.submit(self._run, key, workflow_id, function, args, attempt)
+            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered)
         except RuntimeError:  # pool shut down while the system closes
             self._work.dec()
 
-    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> None:
+    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool) -> None:
         try:
-            self._attempt(key, workflow_id, function, args_blob, attempt)
+            self._attempt(key, workflow_id, function, args_blob, attempt, recovered)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
             log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
             self._work.dec()
 
-    def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> None:
+    def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool = False) -> None:
         retry = DEFAULT_RETRY
         try:
             fn = resolve("procedure", function)
@@ -216,6 +231,8 @@ class ProcedureExecutor:
             # failure recorded. The call stays pending in the file, and runs with the same key
             # when a process that has the code opens it.
             log.error("procedure_code_missing", key=key, workflow_id=workflow_id, function=function, error=str(e))
+            return
+        if recovered and not self._count_recovered(key, workflow_id, function, args_blob, attempt):
             return
         try:
             call = loads(args_blob)
@@ -244,6 +261,30 @@ class ProcedureExecutor:
             self._hand_over(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
             return
         self._hand_over(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
+
+    def _count_recovered(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> bool:
+        """Before a recovered call's attempt ``attempt``: count it in the row, durably; or, if
+        the attempts counted so far (those that raised, and those that ended with their process)
+        use up its retry policy, fail the call without running it. True: run the attempt."""
+        try:
+            retry = loads(args_blob).get("retry") or DEFAULT_RETRY
+        except Exception:
+            return True  # the attempt reports what is wrong with its arguments
+        if attempt > retry.maximum_attempts:
+            counted = attempt - 1
+            error = AttemptsDied(
+                f"procedure {function} (key {key}) was not run again: {counted} of its "
+                f"{retry.maximum_attempts} allowed attempts are used up, the last of them "
+                f"ended with the process running it (os._exit, a crash in native code, the OOM "
+                f"killer, a kill) before it returned or raised; a call that takes its process "
+                f"down would otherwise run again at every start"
+            )
+            log.error("procedure_failed", key=key, workflow_id=workflow_id, function=function,
+                      attempts=counted, error=str(error), error_type=type_name(AttemptsDied))
+            self._hand_over(workflow_id, ProcedureDone(key, False, None, error_info(error), counted, durable=False))
+            return False
+        # Counted before it runs: if it takes the process down, the next start sees it.
+        return self._store.procedure_retry(key, attempts=attempt, next_attempt_at=self._clock.now())
 
     def _hand_over(self, workflow_id: str, done: ProcedureDone) -> None:
         if self._closed:

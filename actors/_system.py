@@ -553,9 +553,10 @@ class ActorSystem:
         rt: Runtime | None = None
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
-            self.recovered = self._recover()
-            # Requests the `wf` CLI left while no system owned the file.
+            # Requests the `wf` CLI left while no system owned the file, before recovery runs
+            # anything: a cancel among them lands before the procedures it disarms run again.
             self._take_external()
+            self.recovered = self._recover()
             self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
             self._house.start()
         except BaseException:
@@ -606,8 +607,17 @@ class ActorSystem:
         pending = list(rt.store.procedures_to_run())
         with_work = list(rt.store.workflows_with_work())
         rt.timers.start()
+        # A workflow with a cancel waiting (`wf cancel` while no system ran, or a cancel the last
+        # one had not carried out) takes it first: its cancel disarms the procedures it awaits,
+        # which must not run again meanwhile (one that kills the process would never let the
+        # cancel land).
+        cancelling = {
+            r["workflow_id"]
+            for r in rt.store.read_table("SELECT DISTINCT workflow_id FROM inbox WHERE kind = ?", (CANCEL,))
+        } if pending else set()
         for row in pending:
-            rt.procedures.dispatch(row)
+            if row.workflow_id not in cancelling:
+                rt.procedures.dispatch(row, recovered=True)
         for wid in with_work:
             rt.activator.deliver(wid, Kick())
         stats = {"running": running, "activated": len(with_work), "procedures": len(pending), "timers": timers}

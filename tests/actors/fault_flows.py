@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from workflows import signal, timer, workflow
+import os
+
+from workflows import ProcedureFailed, RetryPolicy, procedure, signal, timer, workflow
 
 
 @workflow
@@ -17,3 +19,22 @@ async def ticks(n: int) -> int:
 async def takes(name: str) -> object:
     """Return the payload of the first signal ``name``."""
     return await signal(name)
+
+
+@procedure
+def dies(log: str) -> None:
+    """Take the process down in the middle of the attempt (as a crash in native code would),
+    after leaving a line in ``log``."""
+    with open(log, "a") as f:
+        f.write("ran\n")
+    os._exit(3)
+
+
+@workflow
+async def calls_dying(log: str) -> str:
+    """Await ``dies``; say how it failed."""
+    try:
+        await procedure(dies, log, retry=RetryPolicy(maximum_attempts=2, initial_interval=0.01))
+    except ProcedureFailed as e:
+        return f"failed: {e}"
+    return "returned"

@@ -185,3 +185,59 @@ def test_wf_fire_timer_request_is_carried_out_once_across_an_owner_crash(tmp_pat
             assert reader.take_external(0) == []
         ref.debug_fire_timer("tick")
         assert ref.result(timeout=T) == 2
+
+
+_OWNER_RUN = """
+    import sys
+    sys.path.insert(0, {root!r})
+    from actors import ActorSystem
+    from tests.actors import fault_flows
+    with ActorSystem({db!r}) as s:
+        {start}
+        s.idle(timeout=20)
+"""
+
+
+def _owner_runs(db: str, start: str = "pass", limit: int = 8) -> list[int]:
+    """Start an owner process on ``db`` (after ``start``, it idles and shuts down) again and again
+    while one dies, up to ``limit`` times; return their exit codes."""
+    codes = []
+    for _ in range(limit):
+        code = textwrap.dedent(_OWNER_RUN.format(root=str(ROOT), db=db, start=start))
+        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        codes.append(proc.returncode)
+        start = "pass"
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == 3, proc.stderr  # the procedure took it down, nothing else
+    return codes
+
+
+def test_procedure_that_kills_its_process_ends_after_its_attempts(tmp_path: pathlib.Path) -> None:
+    """A procedure whose attempt kills the process (os._exit) uses up its retry policy's attempts
+    across restarts, and the workflow gets ProcedureFailed saying the attempts died with the
+    process (the attempt was counted only when it failed in-process: it ran at every start,
+    forever)."""
+    db, log = str(tmp_path / "wf.db"), tmp_path / "runs.log"
+    codes = _owner_runs(db, f"s.start(fault_flows.calls_dying, {str(log)!r}, id='doomed')")
+    assert codes[-1] == 0, f"still dying after {len(codes)} starts: {codes}"
+    runs = log.read_text().count("ran")
+    assert 2 <= runs <= 3  # maximum_attempts=2 counted from the first restart on
+    with ActorSystem(db) as s:
+        result = s.get("doomed").result(timeout=T)
+    assert result.startswith("failed: procedure tests.actors.fault_flows:dies failed after 2 attempt(s)")
+    assert "ended with the process running it" in result
+
+
+def test_wf_cancel_lands_before_a_procedure_that_kills_its_process(tmp_path: pathlib.Path) -> None:
+    """A `wf cancel` made while no system runs is carried out at the next start before the
+    pending procedures run again: one that kills its process is not run again, and the workflow
+    ends cancelled (recovery dispatched procedures first, so the cancel never landed)."""
+    db, log = str(tmp_path / "wf.db"), tmp_path / "runs.log"
+    codes = _owner_runs(db, f"s.start(fault_flows.calls_dying, {str(log)!r}, id='doomed')", limit=1)
+    assert codes == [3] and log.read_text().count("ran") == 1
+    assert _wf("cancel", "doomed", "--db", db) == 0
+    assert _owner_runs(db, limit=1) == [0]
+    assert log.read_text().count("ran") == 1
+    with ActorSystem(db) as s:
+        assert s.get("doomed").status() is Status.CANCELLED
