@@ -556,7 +556,18 @@ class WorkflowActor(PooledActor):
         if self.loaded and not self.finished:
             self.inbox.append(InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
             self.inbox.sort(key=lambda r: r.seq)
+            self._warn_if_never_awaited(message.name)
         message.reply.set_result(None)
+
+    def _warn_if_never_awaited(self, name: str) -> None:
+        # Only for a signal buffered, not one taken at once: a name the code never awaits stays
+        # in the inbox for good (a typo, or a signal meant for another workflow).
+        try:
+            names = resolve("workflow", self.type).signal_names
+        except Exception:  # the code is not here (a blocked workflow): nothing to compare with
+            return
+        if names is not None and name not in names:
+            self.log.warning("signal_not_awaited", signal=name, awaited=sorted(names))
 
     def _take_direct(self, message: DirectSignal) -> Steps:
         """Consume a signal the workflow awaits now in the step it resumes; False if it cannot."""

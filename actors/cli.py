@@ -1,15 +1,18 @@
 """``wf``: inspect and drive the workflows in a database file, from the command line.
 
 Reads go straight to the file. Actions (signal, cancel, fire-timer) are appended as requests that the
-process owning the file carries out within a second, or at its next start if none is running.
+system running on the file carries out within a second; with none running, they wait in the file
+for the next system to open it.
 Payloads from the command line are JSON, never pickle.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime as _dt
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -18,7 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from persistence import FINISHED, PersistenceError, Store, loads, open_store
+from persistence import (
+    FINISHED,
+    RECENT_STEPS,
+    PersistenceError,
+    SqliteStore,
+    Store,
+    loads,
+    open_store,
+)
+from workflows._compiler._signals import names_in_source
 
 from ._errors import ActorSystemError
 from ._system import _waiting_text, info_from_record
@@ -67,10 +79,46 @@ def _record_or_fail(store: Store, wid: str, db: str) -> Any:
     return rec
 
 
+DEFAULT_LIMIT = 50  # wf list
+CHILDREN_SHOWN = 10  # wf show, without --all-children
+
+
+def _short(key: str) -> str:
+    return key.rpartition(":")[2]
+
+
+def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> str:
+    """The stored type ``given`` names: a full ``module:qualname``, or the short name of the TYPE
+    column when one type alone has it."""
+    types = sorted({t for t, _ in counts})
+    if given in types or ":" in given:
+        return given
+    matches = [t for t in types if _short(t) == given]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise CliError(
+            f"--type {given!r} is ambiguous in {db}: {', '.join(matches)}; give the full module:qualname"
+        )
+    known = ", ".join(sorted({_short(t) for t in types})) or "none"
+    raise CliError(f"no workflow type named {given!r} in {db}; the types there: {known}")
+
+
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 0:
+        raise CliError(f"--limit must be 0 (no limit) or more, got {args.limit}")
+    limit = DEFAULT_LIMIT if args.limit is None else (args.limit or None)
     store = _open(args.db)
     try:
-        recs = store.list_workflows(status=args.status, type=args.type, limit=args.limit)
+        counts = store.count_workflows()
+        wtype = _resolve_type(counts, args.type, args.db) if args.type is not None else None
+        total = sum(n for (t, st), n in counts.items() if wtype in (None, t) and args.status in (None, st))
+        recs = store.list_workflows(status=args.status, type=wtype, limit=limit)
+        more = total - len(recs)
+        note = (
+            f"... {more} more of {total} (oldest first); --limit N shows N, --limit 0 all"
+            + ("" if args.type or args.status else ", --type/--status filter them")
+        )
         if args.json:
             out = [
                 {
@@ -85,16 +133,21 @@ def cmd_list(args: argparse.Namespace) -> int:
                 for r in recs
             ]
             print(json.dumps(out, indent=2))
+            if more > 0:
+                print(f"wf: {note}", file=sys.stderr)  # stdout stays one JSON document
             return 0
         if not recs:
-            print(f"no workflows in {args.db}")
+            what = " ".join(x for x in (args.status, f"of type {wtype}" if wtype else None) if x)
+            print(f"no {what + ' ' if what else ''}workflows in {args.db}")
             return 0
         w_id = max(len("ID"), *(len(r.id) for r in recs))
-        w_ty = max(len("TYPE"), *(len(r.type.rpartition(":")[2]) for r in recs))
+        w_ty = max(len("TYPE"), *(len(_short(r.type)) for r in recs))
         print(f"{'ID':<{w_id}}  {'TYPE':<{w_ty}}  {'STATUS':<9}  {'UPDATED':<19}  WAITING ON")
         for r in recs:
             waiting = _waiting_text(r.waiting_on) if r.status == "running" else ""
-            print(f"{r.id:<{w_id}}  {r.type.rpartition(':')[2]:<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
+            print(f"{r.id:<{w_id}}  {_short(r.type):<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
+        if more > 0:
+            print(note)
         return 0
     finally:
         store.close()
@@ -108,8 +161,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         timers = store.timers(rec.id)
         inbox = store.inbox(rec.id)
         procs = store.procedures(rec.id)
+        if args.history < 0:
+            raise CliError(f"--history must be 0 or more, got {args.history}")
         children = store.list_workflows(parent_id=rec.id)
-        history = store.history(rec.id, limit=args.history)
+        by_status = collections.Counter(c.status for c in children)
+        shown_children = children if args.all_children else children[:CHILDREN_SHOWN]
+        # One more than asked: whether older events are left out.
+        history = store.history(rec.id, limit=args.history + 1) if args.history else []
+        cut = len(history) > args.history
+        history = history[len(history) - args.history:] if cut else history
+        # The newest RECENT_STEPS steps are kept in the workflow's row; older ones are not kept.
+        kept = len(rec.recent_steps.split("\n")) if rec.recent_steps else 0
+        steps_not_kept = max(0, rec.step_seq - kept)
         data = {
             "id": rec.id,
             "type": rec.type,
@@ -128,10 +191,13 @@ def cmd_show(args: argparse.Namespace) -> int:
             "procedures": [
                 {"key": p.key, "function": p.function, "status": p.status, "attempts": p.attempts} for p in procs
             ],
-            "children": [{"id": c.id, "type": c.type, "status": c.status} for c in children],
+            "children": [{"id": c.id, "type": c.type, "status": c.status} for c in shown_children],
+            "children_by_status": dict(sorted(by_status.items())),
             "result": _jsonable(info.result),
             "error": info.error,
             "history": [{"seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")} for h in history],
+            "history_cut": cut,
+            "steps_not_kept": steps_not_kept,
         }
         if args.json:
             print(json.dumps(data, indent=2))
@@ -157,17 +223,25 @@ def cmd_show(args: argparse.Namespace) -> int:
             for p in procs:
                 print(f"  {p.function} [{p.status}, {p.attempts} attempt(s)] key {p.key}")
         if children:
-            print("children")
-            for c in children:
-                print(f"  {c.id} ({c.type.rpartition(':')[2]}) {c.status}")
+            counts = ", ".join(f"{n} {st}" for st, n in sorted(by_status.items()))
+            print(f"children  {len(children)}: {counts}")
+            for c in shown_children:
+                print(f"  {c.id} ({_short(c.type)}) {c.status}")
+            if len(shown_children) < len(children):
+                print(f"  ... {len(children) - len(shown_children)} more (--all-children lists them all)")
         if rec.status == "completed":
             print(f"result    {info.result!r}")
         if info.error:
             print(f"error     {info.error.get('type')}: {info.error.get('message')}")
         if history:
-            print("history")
+            print("history" + (f" (the newest {len(history)} events; --history N shows more)" if cut else ""))
             for h in history:
                 print(f"  {_ts(h.at)}  {h.event:<14} {h.detail}")
+        if steps_not_kept and not cut and args.history:
+            print(
+                f"  (steps 1 to {steps_not_kept} are not kept: a workflow's row keeps its newest "
+                f"{RECENT_STEPS} steps; its ends, blocks and dropped signals are all kept)"
+            )
         return 0
     finally:
         store.close()
@@ -184,11 +258,51 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
             if name not in armed:
                 listing = ", ".join(repr(a) for a in armed) or "none"
                 raise CliError(f"workflow {rec.id!r} has no armed timer named {name!r}; armed timers: {listing}")
+        if kind == "signal" and name is not None:
+            _warn_if_never_awaited(rec, name)
         seq = store.post_external(kind, rec.id, name, payload, at=time.time())
-        print(f"queued {kind.replace('_', ' ')} #{seq} for {rec.id}: the running system picks it up within a second (or at its next start)")
+        owner = store.owner_info() if isinstance(store, SqliteStore) else None
+        if owner is not None:
+            when = f"the system running on it (pid {owner.get('pid')}) carries it out within a second"
+        elif isinstance(store, SqliteStore):
+            when = f"no system has {args.db} open: the request waits in the file for the next one to start"
+        else:
+            when = "a system running on it carries it out within a second, or the next one to start"
+        print(f"queued {kind.replace('_', ' ')} #{seq} for {rec.id}: {when}")
         return 0
     finally:
         store.close()
+
+
+def _signal_names_of(key: str) -> frozenset[str] | None:
+    """The signal names the workflow stored as ``key`` awaits, read from its module's source file:
+    wf runs none of the application's code. None when the file cannot be found or does not tell."""
+    module, _, qualname = key.partition(":")
+    if not module or not qualname or "." in qualname:
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+        if origin is None or not origin.endswith(".py"):
+            return None
+        source = Path(origin).read_text(encoding="utf-8")
+    except (ImportError, ValueError, OSError, UnicodeDecodeError):
+        return None
+    return names_in_source(source, qualname)
+
+
+def _warn_if_never_awaited(rec: Any, name: str) -> None:
+    """Warn on stderr when the workflow's code never awaits a signal ``name`` (SPEC: the compiler
+    knows every literal signal name). The signal is queued all the same."""
+    names = _signal_names_of(rec.type)
+    if names is None or name in names:
+        return
+    awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
+    print(
+        f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits a signal named "
+        f"{name!r}; the signals it awaits: {awaited}. Queued anyway: it stays in the workflow's inbox.",
+        file=sys.stderr,
+    )
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
@@ -234,14 +348,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("list", "list workflows")
     sp.add_argument("--status", choices=["running", "completed", "failed", "cancelled"])
-    sp.add_argument("--type", help="module:qualname of a workflow type")
-    sp.add_argument("--limit", type=int, default=None)
+    sp.add_argument("--type", help="a workflow type: its name as the TYPE column shows it, or module:qualname")
+    sp.add_argument("--limit", type=int, default=None,
+                    help=f"show at most this many, oldest first (default {DEFAULT_LIMIT}; 0: all)")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_list)
 
     sp = add("show", "show one workflow: state, what it waits for, timers, buffered signals, history")
     sp.add_argument("id")
-    sp.add_argument("--history", type=int, default=20, help="how many history events (default 20)")
+    sp.add_argument("--history", type=int, default=20, help="how many history events, newest last (default 20)")
+    sp.add_argument("--all-children", action="store_true",
+                    help=f"list every child (default: counts by status and the first {CHILDREN_SHOWN})")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_show)
 

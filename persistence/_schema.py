@@ -207,8 +207,8 @@ def classify(conn: sqlite3.Connection, path: str) -> int:
         if _is_sqlite_error(exc, SQLITE_NOTADB, SQLITE_CORRUPT):
             raise CorruptDatabase(
                 f"{path} is not a usable SQLite database ({exc}); it is damaged or is some other "
-                f"kind of file. Restore it from a backup, or pass a different path (a new file "
-                f"is created if none exists).",
+                f"kind of file. Restore it from a backup, or use the path of another actorflow "
+                f"database.",
                 path=path,
             ) from exc
         raise
@@ -271,8 +271,8 @@ def migrate(conn: sqlite3.Connection, path: str, version: int) -> None:
 def not_initialised(path: str) -> PersistenceError:
     """Build the error for a reader that finds a file with no actorflow schema yet."""
     return PersistenceError(
-        f"{path} holds no actorflow data yet (no schema); start the system on it once "
-        f"(open_store(path) with owner=True), then read it.",
+        f"{path} holds no actorflow data yet (no schema): nothing has run on it. Start an "
+        f"ActorSystem on it once (that creates the schema), then read it.",
         path=path,
     )
 

@@ -34,6 +34,8 @@ from ._scope import (
     rt_call,
     user_name,
 )
+from ._signals import awaited_signals
+from ._signals import scan as scan_signals
 from ._validate import Validator, compile_warnings
 
 COMPILER_VERSION = "actorflow-compiler-2"  # 2: locals are frame attributes v_<name>
@@ -131,6 +133,7 @@ class WorkflowFunction:
         self.__module__ = fn.__module__
         self.__doc__ = fn.__doc__
         self.__signature__ = inspect.signature(fn)
+        self._signal_scan: tuple[frozenset[str] | None, tuple[str, ...]] = (None, ())
 
     def __call__(self, *args: Any, **kwargs: Any) -> SubCall:
         """An awaitable call: ``await wf(x)`` inside a workflow runs ``wf`` inline."""
@@ -149,6 +152,18 @@ class WorkflowFunction:
             d[LOCAL + k] = v
         d["_af_pc"] = 0
         return f
+
+    @property
+    def signal_names(self) -> frozenset[str] | None:
+        """The signal names the code awaits (with ``subscribe``'s, and those of the workflows it
+        awaits inline), or None when the source does not tell (a name that is not a literal)."""
+        if "_signal_names" not in self.__dict__:
+            own, inline = self._signal_scan
+            self._signal_names = own  # a workflow that awaits itself inline ends the recursion
+            g = getattr(self.__wrapped__, "__globals__", {})
+            self._signal_names = awaited_signals(own, inline, g.get)
+        names: frozenset[str] | None = self._signal_names
+        return names
 
     def __reduce__(self) -> Any:
         return (resolve, ("workflow", self.__workflow_key__))
@@ -332,7 +347,9 @@ def _compile(
     code.globals = fn.__globals__
     code.stubs = _stubs(em, fn, filename)
     _warn(fn, node, b, filename, key)
-    return WorkflowFunction(fn, code, _binder(fn, node))
+    wf = WorkflowFunction(fn, code, _binder(fn, node))
+    wf._signal_scan = scan_signals(node)
+    return wf
 
 
 def _warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: str) -> None:

@@ -1,0 +1,159 @@
+"""What `wf list`, `wf show` and `wf signal` print when there is a lot to print, or a mistake."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import ActorSystem
+from actors.cli import CHILDREN_SHOWN, DEFAULT_LIMIT, main
+from actors.testing import VirtualClock
+from persistence import RECENT_STEPS
+from workflows._compiler import compile_workflow_source
+
+from . import flows
+
+T = 30
+
+
+def wf(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return str(tmp_path / "cli.db")
+
+
+def test_list_type_takes_the_short_name_of_the_type_column(db, capsys):
+    """`--type sleeper` selects tests.actors.flows:sleeper, as shown in TYPE; the full key works
+    too; a short name two types share is an error naming both; an unknown one lists the types."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.sleeper, 100, id="s1", test_mode=True)
+        s.start(flows.waits_once, id="w1")
+        s.idle(timeout=T)
+    code, out, _ = wf(capsys, "list", "--db", db, "--type", "sleeper")
+    assert code == 0 and "s1" in out and "w1" not in out
+    code, out, _ = wf(capsys, "list", "--db", db, "--type", "tests.actors.flows:sleeper", "--json")
+    assert [r["id"] for r in json.loads(out)] == ["s1"]
+
+    other = compile_workflow_source(
+        "from workflows import signal\nasync def sleeper(x):\n    return await signal('go')\n",
+        "other_sleeper.py", "elsewhere.game:sleeper",
+    )
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(other, 1, id="s2")
+        s.idle(timeout=T)
+    code, _, err = wf(capsys, "list", "--db", db, "--type", "sleeper")
+    assert code == 1
+    assert "--type 'sleeper' is ambiguous" in err
+    assert "elsewhere.game:sleeper" in err and "tests.actors.flows:sleeper" in err
+    code, out, _ = wf(capsys, "list", "--db", db, "--type", "elsewhere.game:sleeper")
+    assert code == 0 and "s2" in out and "s1" not in out
+    code, _, err = wf(capsys, "list", "--db", db, "--type", "sleper")
+    assert code == 1 and "no workflow type named 'sleper'" in err and "sleeper, waits_once" in err
+
+
+def test_list_has_a_default_limit_says_how_many_more_and_limit_0_is_all(db, capsys):
+    """With no --limit, wf list prints DEFAULT_LIMIT rows and a line saying how many more there
+    are; --limit N prints N; --limit 0 prints them all; a negative limit is an error."""
+    n = DEFAULT_LIMIT + 7
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start_many(flows.waits_once, [()] * n, ids=[f"w{i:03}" for i in range(n)])
+    code, out, _ = wf(capsys, "list", "--db", db)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 1 + DEFAULT_LIMIT + 1
+    assert lines[-1].startswith(f"... 7 more of {n} (oldest first); --limit N shows N, --limit 0 all")
+    code, out, _ = wf(capsys, "list", "--db", db, "--limit", "3")
+    assert len(out.splitlines()) == 1 + 3 + 1 and f"... {n - 3} more of {n}" in out
+    code, out, _ = wf(capsys, "list", "--db", db, "--limit", "0")
+    assert len(out.splitlines()) == 1 + n and "more of" not in out
+    code, out, err = wf(capsys, "list", "--db", db, "--json")
+    assert len(json.loads(out)) == DEFAULT_LIMIT and "7 more" in err
+    code, _, err = wf(capsys, "list", "--db", db, "--limit", "-1")
+    assert code == 1 and "--limit must be 0 (no limit) or more, got -1" in err
+
+
+def test_show_summarizes_children_unless_asked_for_all(db, capsys):
+    """A parent's children: their count by status and the first few, then how many more;
+    --all-children lists each one."""
+    n = CHILDREN_SHOWN + 5
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.fan_out, list(range(n)), id="fan")
+        s.idle(timeout=T)
+    code, out, _ = wf(capsys, "show", "fan", "--db", db)
+    assert code == 0
+    assert f"children  {n}: {n} running" in out
+    assert sum(1 for line in out.splitlines() if "(child) running" in line) == CHILDREN_SHOWN
+    assert "... 5 more (--all-children lists them all)" in out
+    code, out, _ = wf(capsys, "show", "fan", "--db", db, "--all-children")
+    assert sum(1 for line in out.splitlines() if "(child) running" in line) == n
+    assert "more (--all-children" not in out
+    data = json.loads(wf(capsys, "show", "fan", "--db", db, "--json")[1])
+    assert data["children_by_status"] == {"running": n} and len(data["children"]) == CHILDREN_SHOWN
+
+
+def test_show_history_honours_the_limit_and_says_which_steps_are_not_kept(db, capsys):
+    """--history N shows the newest N events and says when it cut older ones; asked for more
+    than is kept, it shows what is kept and says that only the newest steps are kept."""
+    n = RECENT_STEPS + 14
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.counter, n + 5, id="count")
+        for _ in range(n):
+            ref.signal("inc", 1)
+        s.idle(timeout=T)
+    code, out, _ = wf(capsys, "show", "count", "--db", db, "--history", "5")
+    assert code == 0 and "history (the newest 5 events; --history N shows more)" in out
+    assert len(out[out.index("\nhistory"):].strip().splitlines()) == 1 + 5
+    code, out, _ = wf(capsys, "show", "count", "--db", db, "--history", "400")
+    history = out[out.index("\nhistory"):].strip().splitlines()
+    assert history[0] == "history"
+    assert len(history) == 1 + RECENT_STEPS + 1
+    steps = n + 1  # its start, then one step per signal
+    assert history[-1].strip() == (
+        f"(steps 1 to {steps - RECENT_STEPS} are not kept: a workflow's row keeps its newest "
+        f"{RECENT_STEPS} steps; its ends, blocks and dropped signals are all kept)"
+    )
+    data = json.loads(wf(capsys, "show", "count", "--db", db, "--history", "400", "--json")[1])
+    assert data["steps_not_kept"] == steps - RECENT_STEPS and not data["history_cut"]
+    code, _, err = wf(capsys, "show", "count", "--db", db, "--history", "-2")
+    assert code == 1 and "--history must be 0 or more" in err
+
+
+def test_signal_of_a_name_the_code_never_awaits_warns_naming_those_it_does(db, capsys):
+    """wf signal with a name the workflow's code never awaits warns on stderr, naming the names
+    it awaits, and queues it all the same; an awaited name gives no warning. The runtime logs
+    the same mistake made through ref.signal() as a signal_not_awaited WARNING."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.auction, 10, id="a", test_mode=True)
+        s.idle(timeout=T)
+        with capture_logs() as logs:
+            ref.signal("bdi", {"amount": 3})
+            ref.signal("bid", {"bidder": "ann", "amount": 20})
+        warned = [e for e in logs if e["event"] == "signal_not_awaited"]
+        assert [(e["log_level"], e["signal"], e["awaited"], e["workflow_id"]) for e in warned] == [
+            ("warning", "bdi", ["bid", "cancel"], "a")
+        ]
+    code, out, err = wf(capsys, "signal", "a", "bdi", "{}", "--db", db)
+    assert code == 0 and out.startswith("queued signal")
+    assert "never awaits a signal named 'bdi'; the signals it awaits: 'bid', 'cancel'" in err
+    code, out, err = wf(capsys, "signal", "a", "bid", '{"bidder": "bo", "amount": 30}', "--db", db)
+    assert code == 0 and err == ""
+
+
+def test_a_queued_request_says_who_carries_it_out(db, capsys):
+    """With a system running on the file, the request is carried out by it within a second; with
+    none, wf says it waits for the next one to start (not that a running system picks it up)."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.collect, 3, id="c")
+        s.idle(timeout=T)
+        code, out, _ = wf(capsys, "signal", "c", "item", "1", "--db", db)
+        assert code == 0 and "the system running on it (pid" in out and "within a second" in out
+    code, out, _ = wf(capsys, "signal", "c", "item", "2", "--db", db)
+    assert code == 0
+    assert f"no system has {db} open: the request waits in the file for the next one to start" in out
+    assert "within a second" not in out
