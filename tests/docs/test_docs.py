@@ -72,9 +72,13 @@ class _Lines:
 
 
 def test_tutorial_survives_sigkill_and_recovers(tmp_path):
-    """The tutorial program, SIGKILLed while it waits, is run again and finishes the same auction."""
+    """The tutorial program, SIGKILLed while it waits, is run again and finishes the same auction.
+
+    Its deadline is a minute away, as in the tutorial, and the test ends it with `wf fire-timer`
+    once the second run waits: on a loaded machine, a deadline of a few seconds could pass
+    before bob's bid is delivered."""
     db = tmp_path / "auction.db"
-    first = _Lines("-m", "examples.docs.tutorial", str(db), "8")
+    first = _Lines("-m", "examples.docs.tutorial", str(db), "60")
     first.wait_for("alice bid 100")
     first.wait_for("waiting for the auction to end")
     first.proc.send_signal(signal.SIGKILL)
@@ -86,9 +90,12 @@ def test_tutorial_survives_sigkill_and_recovers(tmp_path):
     assert "waiting   timer 'end' due" in shown and "signal 'bid'" in shown
     _wf(db, "signal", "auction-7", "bid", '{"bidder": "bob", "amount": 150}')
 
-    second = _run("-m", "examples.docs.tutorial", str(db), "8").stdout
-    assert "auction-7 is already in" in second
-    assert "result: {'winner': 'bob', 'price': 150}" in second
+    second = _Lines("-m", "examples.docs.tutorial", str(db), "60")
+    second.wait_for("auction-7 is already in")
+    second.wait_for("waiting for the auction to end")
+    _wf(db, "fire-timer", "auction-7", "end")
+    second.wait_for("result: {'winner': 'bob', 'price': 150}")
+    assert second.proc.wait(timeout=T) == 0
     con = sqlite3.connect(db)
     texts = [t for (t,) in con.execute("SELECT text FROM announcements ORDER BY rowid")]
     con.close()
