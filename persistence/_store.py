@@ -787,15 +787,20 @@ def open_store(
     durability: str = "normal",
     owner: bool = True,
     inbox_limit: int = 10_000,
-) -> SqliteStore:
+) -> Store:
     """Open (creating or migrating if needed) the actorflow database at ``path``.
 
     Args:
-        path: The database file, or ``":memory:"`` for a throwaway in-process database.
-        durability: ``"normal"`` survives a process crash (synchronous=NORMAL); ``"full"``
-            survives a power loss too (synchronous=FULL, one fsync per group commit).
-        owner: Own the file (one running system per file) and write. ``False`` opens it for
-            reading and ``post_external`` only, while an owner may be running.
+        path: The database file, ``":memory:"`` for a throwaway in-process database, or a
+            ``postgresql://`` URL (``?schema=name`` names the PostgreSQL schema actorflow keeps
+            its tables in, ``actorflow`` by default; needs ``pip install 'actorflow[postgres]'``).
+        durability: ``"normal"`` survives a process crash (SQLite synchronous=NORMAL;
+            PostgreSQL synchronous_commit=off, where a crash of the database server can lose the
+            last fraction of a second); ``"full"`` survives a power loss too (synchronous=FULL,
+            one fsync per group commit; synchronous_commit=on).
+        owner: Own the database (one running system per file, or per PostgreSQL schema) and
+            write. ``False`` opens it for reading and ``post_external`` only, while an owner may
+            be running.
         inbox_limit: The most signals a workflow may hold buffered before appends raise
             ``InboxFull``.
 
@@ -803,5 +808,14 @@ def open_store(
         DatabaseLocked, ForeignDatabase, SchemaTooNew, CorruptDatabase, ReadOnlyDatabase,
         DiskFull, PersistenceError: see each error's message for what to do.
     """
+    if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
+        try:
+            from persistence._pg._store import PgStore
+        except ImportError as exc:
+            raise PersistenceError(
+                f"opening a PostgreSQL URL needs psycopg, which is not installed ({exc}); "
+                f"install it with pip install 'actorflow[postgres]'.",
+                path=None,
+            ) from exc
+        return PgStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit)
     return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit)
-

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,8 +261,11 @@ class PgDatabase:
     any statement through ``execute`` that is not a query or a row change.
     """
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], sync: Callable[[], None] | None = None) -> None:
         self.conn = conn
+        # On a connection in pipeline mode (the store's writer): wait for each statement's
+        # answer, so that a row count, an error or a lock is there when the reducer goes on.
+        self._sync = sync
         self._shapes: dict[str, _Shape | None] = {}
 
     def __getitem__(self, name: str) -> PgTable:
@@ -287,6 +290,8 @@ class PgDatabase:
         query = translate(sql, isinstance(params, dict))
         cur = _cursor(self.conn)
         cur.execute(query, params)
+        if self._sync is not None:
+            self._sync()
         if not sql.lstrip(" \t\r\n(").lower().startswith(_DML):
             self.forget()
         return PgCursor(cur)

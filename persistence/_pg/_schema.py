@@ -29,7 +29,7 @@ from persistence._errors import ForeignDatabase, PersistenceError, SchemaTooNew
 from persistence._pg._errors import connect_error, display_url, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
 
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)
@@ -209,8 +209,22 @@ def _v1(cur: psycopg.Cursor[Any], s: str) -> None:
         cur.execute(sql)
 
 
+def _v2(cur: psycopg.Cursor[Any], s: str) -> None:
+    """Retention (SQLite's version 3): when each finished workflow ended, by a partial index of
+    finished workflows only (a running step never names the column, so its UPDATE stays HOT);
+    workflows that had ended get their last update as their end and lose their continuation."""
+    for sql in (
+        f"ALTER TABLE {s}.workflows ADD COLUMN finished_at double precision",
+        f"UPDATE {s}.workflows SET finished_at = updated_at, continuation = NULL "
+        f"WHERE status != 'running'",
+        f"CREATE INDEX workflows_finished ON {s}.workflows (finished_at) "
+        f"WHERE finished_at IS NOT NULL",
+    ):
+        cur.execute(sql)
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1]
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 

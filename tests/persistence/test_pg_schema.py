@@ -74,7 +74,9 @@ def test_openers_racing_migrate_once(pg_url: str, conn: psycopg.Connection[Any])
     for t in threads:
         t.join(timeout=60)
     assert not errors, errors
-    assert sorted(found) == [0, 1, 1]
+    # One opener found the schema empty; each migration ran once, whoever ran it.
+    assert found.count(0) == 1
+    assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION
     assert conn.execute(f"SELECT count(*) FROM {schema}.meta WHERE key = 'schema_version'").fetchone() == (1,)
 
 

@@ -27,7 +27,7 @@ from .conftest import new_wf, step
 
 def _raw(store: SqliteStore, sql: str, params: tuple = ()) -> None:
     """Write rows the way an older version or a hand edit might have left them."""
-    store._write_wait(lambda w: w.conn.execute(sql, params))
+    store._write_wait(lambda w: w.db.execute(sql, params))  # the reducers' db: ? on both backends
 
 
 def _owned_rows(store: SqliteStore, wid: str) -> dict[str, int]:
@@ -87,14 +87,14 @@ def _populate(store: SqliteStore) -> None:
     store.commit_step(step(store, "old", wait_signals=("x",), history=[("blocked", "{}")]))
     _finish(store, "old", 5.0, history=[("completed", "{}")])
     for sql in (
-        "INSERT INTO inbox (workflow_id, kind, name, payload, created_at) VALUES ('old', 'signal', 'x', x'00', 1)",
+        "INSERT INTO inbox (workflow_id, kind, name, payload, created_at) VALUES ('old', 'signal', 'x', ?, 1)",
         "INSERT INTO timers (workflow_id, name, due_at) VALUES ('old', 't', 9)",
-        "INSERT INTO procedures (key, workflow_id, function, args, created_at) VALUES ('old-p', 'old', 'm:f', x'00', 1)",
+        "INSERT INTO procedures (key, workflow_id, function, args, created_at) VALUES ('old-p', 'old', 'm:f', ?, 1)",
         "INSERT INTO waits (workflow_id, name) VALUES ('old', 'x')",
         "INSERT INTO subscriptions (name, filter_key, workflow_id) VALUES ('tick', '1', 'old')",
         "INSERT INTO external (kind, workflow_id, name, payload, created_at) VALUES ('cancel', 'old', NULL, 'null', 1)",
     ):
-        _raw(store, sql)
+        _raw(store, sql, (b"\x00",) if "?" in sql else ())
     store.create_workflow(new_wf("late"))
     _finish(store, "late", 50.0)
 

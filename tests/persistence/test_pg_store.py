@@ -1,0 +1,209 @@
+"""What the PostgreSQL store adds to the shared store suite (which runs on it too): one owner per
+schema, durability as synchronous_commit, readers and the CLI's requests, and the server going
+away under a running store (it reconnects and goes on), each against the real server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from persistence import (
+    SIGNAL,
+    DatabaseLocked,
+    ForeignDatabase,
+    PersistenceError,
+    StepWrite,
+    open_store,
+)
+from persistence._pg._errors import ConnectionLost
+from persistence._pg._store import PgStore
+from tests.conftest import schema_of
+from tests.pgserver import PgServer
+
+from .conftest import new_wf, step
+
+
+def _backend(store: Any, conn: str = "writer") -> int:
+    assert isinstance(store, PgStore) and store._writer is not None
+    return int(store._writer.conn.info.backend_pid)
+
+
+def test_one_owner_per_schema(pg_store_url: str, pg_server: PgServer) -> None:
+    first = open_store(pg_store_url)
+    try:
+        with pytest.raises(DatabaseLocked, match=r"owned by another ActorSystem.*this very process") as info:
+            open_store(pg_store_url)
+        assert info.value.pid is not None
+        assert first.owner_info() is not None  # type: ignore[attr-defined]
+    finally:
+        first.close()
+    second = open_store(pg_store_url)  # closed: the lock went with its session
+    try:
+        assert second.create_workflow(new_wf("a"))
+    finally:
+        second.close()
+
+
+def test_an_owner_that_dies_frees_the_schema(pg_store_url: str, pg_server: PgServer) -> None:
+    first = open_store(pg_store_url)
+    try:
+        # The owner's session ends as a killed process's would: the server frees its lock.
+        first._writer._connect = lambda: (_ for _ in ()).throw(  # type: ignore[attr-defined]
+            ConnectionLost("gone", path=None))
+        pg_server.admin().execute("SELECT pg_terminate_backend(%s)", (_backend(first),))
+        second = open_store(pg_store_url)
+        second.close()
+    finally:
+        first.close()
+
+
+@pytest.mark.parametrize(("durability", "setting"), [("full", "on"), ("normal", "off")])
+def test_durability_is_synchronous_commit(pg_store_url: str, durability: str, setting: str) -> None:
+    with open_store(pg_store_url, durability=durability) as s:
+        assert isinstance(s, PgStore) and s._writer is not None
+        assert s._writer.conn.execute("SHOW synchronous_commit").fetchone() == (setting,)
+
+
+def test_a_reader_before_any_owner_is_told_what_to_do(pg_store_url: str) -> None:
+    with pytest.raises(PersistenceError, match="holds no actorflow data yet.*owner=True"):
+        open_store(pg_store_url, owner=False)
+
+
+def test_a_reader_reads_while_the_owner_runs_and_posts_requests(pg_store_url: str) -> None:
+    with open_store(pg_store_url) as owner:
+        owner.create_workflow(new_wf("a"))
+        owner.changed()
+        with open_store(pg_store_url, owner=False) as reader:
+            assert reader.load_workflow("a") is not None
+            with pytest.raises(PersistenceError, match="owner=False: it only reads"):
+                reader.create_workflow(new_wf("b"))
+            seq = reader.post_external("signal", "a", "go", '{"x": 1}', at=5.0)
+        assert [(r.seq, r.kind, r.name) for r in owner.take_external(0)] == [(seq, "signal", "go")]
+        # Notified by the reader (and in any case within a second).
+        deadline = time.monotonic() + 10
+        while not owner.changed():
+            assert time.monotonic() < deadline, "changed() never said True"
+            time.sleep(0.01)
+        owner.delete_external([seq])
+        assert owner.take_external(0) == []
+
+
+def test_another_applications_schema_is_refused(pg_url: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE players (id int)")
+    with pytest.raises(ForeignDatabase, match="players"):
+        open_store(f"{pg_url}&schema={schema_of(pg_url)}")
+
+
+def test_a_bad_url_is_named() -> None:
+    with pytest.raises(ValueError, match="not a plain identifier"):
+        open_store("postgresql://u@localhost/db?schema=no-dashes")
+
+
+def test_the_writer_reconnects_after_losing_its_session(pg_store_url: str, pg_server: PgServer) -> None:
+    with open_store(pg_store_url) as s:
+        s.create_workflow(new_wf("a"))
+        old = _backend(s)
+        pg_server.admin().execute("SELECT pg_terminate_backend(%s)", (old,))
+        s.commit_step(step(s, "a", continuation=b"after"))
+        assert _backend(s) != old
+        rec = s.load_workflow("a")
+        assert rec is not None and (rec.step_seq, rec.continuation) == (1, b"after")
+        # Still the owner, on the new session.
+        with pytest.raises(DatabaseLocked):
+            open_store(pg_store_url)
+
+
+def test_readers_reconnect_after_losing_their_session(pg_store_url: str, pg_server: PgServer) -> None:
+    with open_store(pg_store_url) as s:
+        s.create_workflow(new_wf("a"))
+        pg_server.admin().execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'actorflow-reader'"
+        )
+        assert s.load_workflow("a") is not None
+
+
+def test_a_deadlock_in_a_reducer_is_run_again(pg_store_url: str, pg_url: str) -> None:
+    runs: list[int] = []
+    locked = threading.Event()
+    holding = threading.Event()
+    other_done = threading.Event()
+
+    def reducer(db: Any) -> None:
+        runs.append(len(runs))
+        db.execute("UPDATE acct SET n = n + 1 WHERE id = 2")
+        if len(runs) == 1:
+            locked.set()
+        db.execute("UPDATE acct SET n = n + 1 WHERE id = 1")
+
+    def other() -> None:
+        # Holds row 1, then wants row 2 once the reducer holds it; it waits long before looking
+        # for a deadlock, so the reducer's session finds it and is the one rolled back.
+        with psycopg.connect(pg_url) as c:
+            c.execute("SET deadlock_timeout = '20s'")
+            c.execute("UPDATE acct SET n = n + 10 WHERE id = 1")
+            holding.set()
+            assert locked.wait(30)
+            c.execute("UPDATE acct SET n = n + 10 WHERE id = 2")
+            c.commit()
+        other_done.set()
+
+    with open_store(pg_store_url) as s:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE acct (id int PRIMARY KEY, n int)")
+            conn.execute("INSERT INTO acct VALUES (1, 0), (2, 0)")
+        s.create_workflow(new_wf("a"))
+        t = threading.Thread(target=other)
+        t.start()
+        assert holding.wait(30)
+        s.commit_step(step(s, "a", reducers=[reducer]))
+        t.join(30)
+        assert other_done.is_set()
+        assert len(runs) == 2  # once rolled back by the deadlock, once committed
+        rows = s.read_table("SELECT id, n FROM acct ORDER BY id")
+        assert rows == [{"id": 1, "n": 11}, {"id": 2, "n": 11}]
+        assert s.load_workflow("a").step_seq == 1  # type: ignore[union-attr]
+
+
+def test_steps_from_many_threads_share_commits(pg_store_url: str) -> None:
+    with open_store(pg_store_url) as s:
+        assert isinstance(s, PgStore) and s._writer is not None
+        ids = [f"w{i}" for i in range(8)]
+        s.create_workflows([new_wf(w) for w in ids])
+        before = s._writer.commits
+        errors: list[BaseException] = []
+
+        def run(wid: str) -> None:
+            try:
+                for n in range(1, 21):
+                    s.commit_step(StepWrite(wid, n, updated_at=float(n),
+                                            continuation=f"{wid}-{n}".encode()))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        assert all(s.load_workflow(w).step_seq == 20 for w in ids)  # type: ignore[union-attr]
+        assert s._writer.commits - before < len(ids) * 20
+
+
+def test_a_batch_with_a_stale_step_commits_the_others(pg_store_url: str) -> None:
+    with open_store(pg_store_url) as s:
+        s.create_workflows([new_wf("a"), new_wf("b")])
+        d = s.append_inbox("b", SIGNAL, "go", b"x", at=1.0)
+        stale = s.submit_step(StepWrite("a", 5, updated_at=1.0))
+        good = s.submit_step(StepWrite("b", 1, updated_at=1.0, consume_inbox=[d.seq]))
+        with pytest.raises(PersistenceError, match="stale"):
+            stale.result(30)
+        assert good.result(30).created == []
+        assert s.load_workflow("b").step_seq == 1  # type: ignore[union-attr]
+        assert s.inbox("b") == []
