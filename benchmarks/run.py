@@ -2,11 +2,18 @@
 
     python benchmarks/run.py            # the full run (about 15 minutes), writes results.json
     python benchmarks/run.py --quick    # small N, one repetition: a smoke run of a minute or two
+    python benchmarks/run.py --against 1cce5ed --only steps,signals_one --no-dbos
+                                        # workloads 1-4 of this code and of another commit, side by side
 
 Each workload runs in a fresh interpreter per engine and repetition, alternating engines so that
 the noise of a shared machine falls on both; figures are medians over the repetitions and each is
 reported as a ratio to its baseline. DBOS (``pip install -e '.[bench]'``) is skipped, with a note,
 when it is not installed or with ``--no-dbos``.
+
+``--against REV`` checks the commit REV out into a temporary git worktree, installs it into a
+temporary venv, and runs workloads 1-4 on it too, each repetition next to this code's (that
+revision's own copy of the workload module, on that revision's code): a second table gives both
+figures and their ratio. Both are removed when the run ends.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import venv
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,10 +98,15 @@ class Runner:
         os.makedirs(d)
         return d
 
-    def run(self, script: str, *argv: str, timeout: float | None = None) -> dict[str, Any] | None:
-        """Run one workload process; return its figures, or None (the failure is logged)."""
-        cmd = [sys.executable, script, *argv]
-        label = " ".join([pathlib.Path(script).stem, *argv])
+    def run(self, script: str, *argv: str, timeout: float | None = None,
+            python: str = sys.executable, tag: str = "") -> dict[str, Any] | None:
+        """Run one workload process; return its figures, or None (the failure is logged).
+
+        ``python``: the interpreter (another revision's venv); ``tag`` names that revision in
+        the log.
+        """
+        cmd = [python, script, *argv]
+        label = " ".join([pathlib.Path(script).stem + (f"@{tag}" if tag else ""), *argv])
         t0 = time.monotonic()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True,
@@ -140,6 +153,62 @@ class Runner:
         return None
 
 
+@dataclass
+class Against:
+    """Another revision of actorflow, checked out and installed for the run (``--against``)."""
+
+    rev: str
+    sha: str
+    src: pathlib.Path
+    python: str
+    same_workloads: bool
+
+    @property
+    def script(self) -> str:
+        return str(self.src / "benchmarks" / "workloads_actorflow.py")
+
+    @property
+    def short(self) -> str:
+        return self.sha[:7]
+
+
+def _git(*argv: str) -> str:
+    proc = subprocess.run(["git", *argv], cwd=HERE, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"git {' '.join(argv)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def prepare_against(rev: str, tmp: str) -> Against:
+    """Check ``rev`` out into a worktree under ``tmp`` and install it into a venv there.
+
+    Raises SystemExit (with what failed) if the revision is unknown or does not install.
+    """
+    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    src = pathlib.Path(tmp) / f"against-{sha[:12]}"
+    print(f"against {rev} ({sha[:7]}): worktree {src}", flush=True)
+    _git("worktree", "add", "--detach", str(src), sha)
+    env_dir = pathlib.Path(tmp) / f"venv-{sha[:12]}"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = str(env_dir / "bin" / "python")
+    proc = subprocess.run([python, "-m", "pip", "install", "-q", str(src)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        remove_against(src)
+        raise SystemExit(f"installing {rev} ({sha[:7]}) into {env_dir} failed:\n{proc.stderr[-3000:]}")
+    ours = (HERE / "workloads_actorflow.py").read_bytes()
+    theirs = (src / "benchmarks" / "workloads_actorflow.py")
+    if not theirs.exists():
+        remove_against(src)
+        raise SystemExit(f"{rev} ({sha[:7]}) has no benchmarks/workloads_actorflow.py to run")
+    return Against(rev, sha, src, python, theirs.read_bytes() == ours)
+
+
+def remove_against(src: pathlib.Path) -> None:
+    """Remove the worktree of ``--against`` (its files, and git's record of it)."""
+    subprocess.run(["git", "worktree", "remove", "--force", str(src)], cwd=HERE, capture_output=True)
+    subprocess.run(["git", "worktree", "prune"], cwd=HERE, capture_output=True)
+
+
 def median(runs: list[dict[str, Any] | None], key: str) -> float | None:
     """Median of ``key`` over the runs that succeeded (None if none did)."""
     values = [r[key] for r in runs if r is not None and r.get(key) is not None]
@@ -174,9 +243,19 @@ def cfg_name(cfg: dict[str, str]) -> str:
     return f"{journal}, synchronous={cfg['sync'].upper()}, {threads}"
 
 
-def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, Any]:
+def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner, against: Against | None = None) -> dict[str, Any]:
     """Run everything; return the collected figures."""
     out: dict[str, Any] = {"rows": [], "targets": [], "notes": []}
+    if against is not None:
+        out["against"] = {"rev": against.rev, "sha": against.sha, "same_workloads": against.same_workloads}
+        if not against.same_workloads:
+            out["notes"].append(f"the workload module of {against.short} differs from this one: each "
+                                f"revision ran its own copy.")
+
+    def old(name: str, n: int, durability: str) -> dict[str, Any] | None:
+        assert against is not None
+        return rn.run(against.script, name, "--dir", rn.scratch(), "--n", str(n), "--durability", durability,
+                      python=against.python, tag=against.short)
     use_dbos = not args.no_dbos and dbos_available()
     if not use_dbos:
         out["notes"].append("DBOS not run (not installed, or --no-dbos): its columns are empty.")
@@ -232,8 +311,10 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, A
             if not wanted(name):
                 continue
             print(f"{name} ({durability})", flush=True)
-            af, db, near = [], [], []
+            af, db, near, prev = [], [], [], []
             for _ in range(reps):
+                if against is not None:
+                    prev.append(old(name, n, durability))
                 if name == "signals_one":
                     # The disk's fsync rate drifts by 10x within minutes here: measure the raw
                     # baseline right next to each repetition.
@@ -258,16 +339,25 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner) -> dict[str, A
                 row["raw_sqlite_commits_per_s"] = median(near, "per_s")
             if name in FLOORS:
                 row["floor_per_s"] = median(near, "per_s")
+            if against is not None:
+                row["against"] = median(prev, "per_s")
+                if name == "timers":
+                    for k in ("late_p50_ms", "late_p99_ms"):
+                        row[f"against_{k}"] = median(prev, k)
             out["rows"].append(row)
         for name, title, n, unit in together:
             if not wanted(name.removesuffix("_many")):
                 continue
             print(f"{name} ({durability})", flush=True)
-            af = [rn.run(AF, name, "--dir", rn.scratch(), "--n", str(n), "--durability", durability)
-                  for _ in range(reps)]
+            af, prev = [], []
+            for _ in range(reps):
+                if against is not None:
+                    prev.append(old(name, n, durability))
+                af.append(rn.run(AF, name, "--dir", rn.scratch(), "--n", str(n), "--durability", durability))
             out["rows"].append({"workload": title, "key": name, "durability": durability, "n": n,
                                 "unit": unit, "actorflow": median(af, "per_s"), "dbos": None,
-                                "dbos_setting": None, "informative": True})
+                                "dbos_setting": None, "informative": True,
+                                **({"against": median(prev, "per_s")} if against is not None else {})})
 
     # 5. Recovery after SIGKILL.
     if wanted("recovery"):
@@ -364,6 +454,11 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
             r2 = _ratio(row["actorflow"], row.get("raw_sqlite_commits_per_s"))
             t.append({"target": "2a. single-workflow signals >= 30% of raw SQLite commits/s", "value": r2,
                       "met": r2 is not None and r2 >= 0.30, "percent": True})
+    ag = out.get("against")
+    for row in out["rows"] if ag else []:
+        r = _ratio(row["actorflow"], row.get("against"))
+        t.append({"target": f"{row['workload']} ({row['durability']}): within 15% of {ag['sha'][:7]}",
+                  "value": r, "met": r is not None and r >= 0.85})
     rec = out.get("recovery")
     if rec:
         r = _ratio(rec["dbos_complete_s"], rec["actorflow_complete_s"])
@@ -455,6 +550,20 @@ def markdown(out: dict[str, Any]) -> str:
             need = _ratio(20 * row["dbos"], f) if row["dbos"] else None
             lines.append(f"| {row['workload']} | {row['durability']} | {_fmt(f)} | "
                          f"{_fmt(share and 100 * share, '%')} | {_fmt(need and 100 * need, '%')} |")
+    ag = out.get("against")
+    if ag:
+        old = ag["sha"][:7]
+        lines += ["", f"This code against {ag['rev']} ({old}), same run, each repetition of the two "
+                  f"next to each other (medians):", "",
+                  f"| workload | durability | unit | this code | {old} | this / {old} |",
+                  "| --- | --- | --- | ---: | ---: | ---: |"]
+        for row in out["rows"]:
+            lines.append(f"| {row['workload']} | {row['durability']} | {row['unit']} | {_fmt(row['actorflow'])} | "
+                         f"{_fmt(row.get('against'))} | {_fmt(_ratio(row['actorflow'], row.get('against')), 'x')} |")
+            if row["key"] == "timers":
+                lines.append(f"| 4. lateness p50 / p99 | {row['durability']} | ms | "
+                             f"{_fmt(row['actorflow_late_p50_ms'])} / {_fmt(row['actorflow_late_p99_ms'])} | "
+                             f"{_fmt(row.get('against_late_p50_ms'))} / {_fmt(row.get('against_late_p99_ms'))} | |")
     lines += ["", "Targets:", ""]
     for t in out["targets"]:
         v = t["value"]
@@ -508,6 +617,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--also-normal", action="store_true", help="also compare workloads 1-4 at "
                    "synchronous=NORMAL (WAL) on both sides")
     p.add_argument("--no-dbos", action="store_true", help="run actorflow and the raw baselines only")
+    p.add_argument("--against", default=None, metavar="REV", help="also run workloads 1-4 on the "
+                   "commit REV (checked out into a temporary git worktree and installed into a "
+                   "temporary venv), next to this code, and report both with their ratio")
     p.add_argument("--json", default=None, help="where to write the figures (default "
                    "benchmarks/results.json, or results-quick.json with --quick)")
     p.add_argument("--markdown", default=None, help="also write the table into this Markdown file, "
@@ -523,7 +635,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="actorflow-bench-", dir=args.dir) as tmp:
         rn = Runner(tmp, args.timeout, not args.quiet)
-        out = run_suite(args, sizes, rn)
+        against = prepare_against(args.against, tmp) if args.against else None
+        try:
+            out = run_suite(args, sizes, rn, against)
+        finally:
+            if against is not None:
+                remove_against(against.src)
     info["wall_min"] = (time.monotonic() - t0) / 60
     info["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     out["machine"] = info

@@ -41,6 +41,48 @@ def test_smoke_run_produces_every_figure(tmp_path):
     assert "| floor, workflows/s |" in md.read_text()
 
 
+def test_against_runs_another_revision_beside_this_code(tmp_path):
+    """run.py --against REV installs REV into a temporary venv from a temporary git worktree,
+    runs the same workloads on it next to this code's, reports both figures and their ratio,
+    and removes the worktree afterwards."""
+    out = tmp_path / "results.json"
+    md = tmp_path / "RESULTS.md"
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=RUN.parent, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--no-dbos", "--quiet", "--only", "steps",
+         "--against", "HEAD", "--json", str(out), "--markdown", str(md), "--dir", str(tmp_path),
+         "--timeout", "120"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(out.read_text())
+    assert figures["against"] == {"rev": "HEAD", "sha": rev, "same_workloads": True}
+    assert [row["key"] for row in figures["rows"]] == ["steps", "steps_many"]
+    assert all(row["against"] > 0 and row["actorflow"] > 0 for row in figures["rows"])
+    # The other revision's processes ran its own interpreter, from its own checkout.
+    theirs = [e for e in figures["log"] if e["run"].startswith(f"workloads_actorflow@{rev[:7]} ")]
+    assert len(theirs) == 2 and all(e["ok"] for e in theirs)
+    text = md.read_text()
+    assert f"| workload | durability | unit | this code | {rev[:7]} | this / {rev[:7]} |" in text
+    assert "within 15% of" in text
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=RUN.parent, capture_output=True,
+                               text=True, check=True).stdout
+    assert str(tmp_path) not in worktrees
+
+
+def test_against_an_unknown_revision_is_refused(tmp_path):
+    """--against a revision git does not know stops before anything runs, naming it."""
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--smoke", "--no-dbos", "--quiet", "--only", "steps",
+         "--against", "no-such-rev-anywhere", "--json", str(tmp_path / "r.json"), "--dir",
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode != 0
+    assert "no-such-rev-anywhere" in proc.stderr and not (tmp_path / "r.json").exists()
+
+
 THREADS = RUN.parent / "threads.py"
 
 
