@@ -11,9 +11,11 @@ recovered from the file, then starts the world's directors (``examples.simulatio
 are already there: they have fixed ids, so a restart resumes them instead of starting copies.
 
 The accelerated clock is the public ``VirtualClock`` moved forward by a driver loop (every 50 ms
-of real time, ``speed * 0.05`` seconds of virtual time). Its reading is saved next to the database
-(``demo.db.clock``) so that after a restart the world's time continues where it stopped, instead of
-jumping back and leaving every timer far in the future.
+of real time, ``speed * 0.05`` seconds of virtual time). Next to the database (``demo.db.clock``)
+it keeps a reading the world has not reached yet: before the clock passes the saved reading, the
+next second's worth is saved. Whenever the process dies, even by ``kill -9``, the saved reading is
+ahead of every time the world has used, and the next run starts there: world time never goes
+back (it may skip ahead by up to a second of real time after a kill).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
-from actors import ActorSystem, Status
+from actors import ActorSystem, Status, UnknownWorkflow
 from actors.testing import VirtualClock
 
 from . import simulation, world
@@ -57,6 +59,35 @@ def _save_time(db_path: str, now: float) -> None:
     os.replace(tmp, path)  # atomic: a kill mid-write leaves the previous reading
 
 
+class DemoError(Exception):
+    """The demo cannot run on this file: printed as one line, exit status 1."""
+
+
+def check_demo_file(db_path: str) -> None:
+    """Refuse a file that holds another application's workflows: the demo would add its world."""
+    path = Path(db_path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    try:
+        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return  # not a SQLite file: opening the system says so
+    try:
+        names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "workflows" not in names or "world_state" in names:
+            return  # a new actorflow file, a demo world, or no actorflow file (the system refuses it)
+        others = con.execute("SELECT count(*) FROM workflows").fetchone()[0]
+    except sqlite3.Error:
+        return
+    finally:
+        con.close()
+    if others:
+        raise DemoError(
+            f"{db_path} holds {others} workflows of another application and no demo world; the demo "
+            "would write its world into it. Run it on a file of its own: wf demo --db demo.db"
+        )
+
+
 def _short_type(key: str) -> str:
     return key.rpartition(":")[2]
 
@@ -68,7 +99,9 @@ class WorldWatch:
         self.system = system
         self.db_path = db_path
         self.running: dict[str, str] = {}  # id -> type
-        self.finished: Counter[tuple[str, str]] = Counter()  # (type, status) -> count, this run
+        # (type, status) -> count, as the file holds them: they survive a restart.
+        self.finished: Counter[tuple[str, str]] = Counter()
+        self.new: list[tuple[str, str, str, str]] = []  # finished since the last refresh
         self.recent: deque[tuple[str, str, str, str]] = deque(maxlen=12)
         self.events = 0
         self.events_per_sec = 0.0
@@ -85,11 +118,16 @@ class WorldWatch:
             except Exception:  # noqa: BLE001 - a view must not die of one odd row
                 continue
             kind = _short_type(info.type)
-            self.finished[(kind, info.status.value)] += 1
             detail = info.result if info.status is Status.COMPLETED else (info.error or {}).get("message", "")
-            self.recent.appendleft((wid, kind, info.status.value, _summary(detail)))
+            self.new.append((wid, kind, info.status.value, _summary(detail)))
+            self.recent.appendleft(self.new[-1])
         self.running = now_running
         self._read_world()
+
+    def take_new(self) -> list[tuple[str, str, str, str]]:
+        """The workflows seen finishing since the last call, oldest first."""
+        new, self.new = self.new, []
+        return new
 
     def _read_world(self) -> None:
         con = sqlite3.connect(self.db_path, timeout=5)
@@ -106,6 +144,11 @@ class WorldWatch:
             sold = con.execute("SELECT COUNT(*) FROM world_auctions WHERE status = 'sold'").fetchone()[0]
             locked = con.execute("SELECT COUNT(*) FROM world_items WHERE locked_by IS NOT NULL").fetchone()[0]
             last = con.execute("SELECT text FROM world_announcements ORDER BY id DESC LIMIT 1").fetchone()
+            # The finished workflows the file holds (its workflows table, see the persistence
+            # guide): counted in the file, not by this run, so a restart does not reset them.
+            finished = con.execute(
+                "SELECT type, status, count(*) FROM workflows WHERE status != 'running' GROUP BY type, status"
+            ).fetchall()
         except sqlite3.OperationalError:
             return  # the world is not set up yet
         finally:
@@ -114,11 +157,14 @@ class WorldWatch:
         if self._last_events is not None and t > self._last_t:
             self.events_per_sec = (total - self._last_events) / (t - self._last_t)
         self._last_events, self._last_t, self.events = total, t, total
+        self.finished = Counter()
+        for wtype, status, n in finished:
+            self.finished[(_short_type(wtype), status)] += n
+        day, phase = json.loads(state.get("day", "0")), json.loads(state.get("time_of_day", '"?"'))
         self.world = {
-            "phase": json.loads(state.get("time_of_day", '"?"')),
-            "day": json.loads(state.get("day", "0")),
-            "gold (purses + escrow / minted)": f"{purses} + {held} / {minted}",
-            "auctions open / sold": f"{open_auctions} / {sold}",
+            "day": f"{day}, {phase}",
+            "gold": f"{purses} + {held} escrow / {minted}",
+            "auctions": f"{open_auctions} open, {sold} sold",
             "items locked": locked,
             "dragon": f"{boss[0]}/{boss[1]} hp, phase {boss[2]}" if boss else "-",
             "last announcement": last[0] if last else "",
@@ -128,47 +174,84 @@ class WorldWatch:
         return (
             f"world {time.strftime('%H:%M:%S', time.gmtime(clock.now()))} | running {len(self.running)} | "
             f"finished {sum(self.finished.values())} | events/s {self.events_per_sec:.0f} | "
-            f"day {self.world.get('day', 0)}, {self.world.get('phase', '?')} | "
-            f"gold {self.world.get('gold (purses + escrow / minted)', '?')}"
+            f"day {self.world.get('day', '?')} | gold {self.world.get('gold', '?')}"
         )
 
-    def render(self, clock: VirtualClock, speed: float, recovered: dict[str, int]) -> Any:
+    def render(
+        self, clock: VirtualClock, speed: float, recovered: dict[str, int], height: int = 24, width: int = 80
+    ) -> Any:
+        """The live view in ``height`` lines of ``width`` (at least 80x24): the header, the
+        workflows by type, the world, and as many recent completions as fit."""
         from rich.console import Group
-        from rich.panel import Panel
         from rich.table import Table
+        from rich.text import Text
+
+        header = Text.from_markup(
+            f"[b]actorflow demo[/b] {self.db_path}  world {time.strftime('%Y-%m-%d %H:%M', time.gmtime(clock.now()))}"
+            f" x{speed:g}  {self.events_per_sec:.0f} events/s\n"
+            f"recovered at start: {recovered.get('running', 0)} running, {recovered.get('timers', 0)} timers, "
+            f"{recovered.get('procedures', 0)} procedures  (kill -9 me, rerun)",
+            overflow="ellipsis",
+        )
+        header.no_wrap = True
 
         by_type: Counter[str] = Counter(_short_type(t) for t in self.running.values())
-        kinds = sorted(set(by_type) | {k for k, _ in self.finished})
-        wf = Table(title="Workflows (finished: this run)", expand=True)
-        for col in ("type", "running", "completed", "failed", "cancelled"):
-            wf.add_column(col, justify="left" if col == "type" else "right")
-        for k in kinds:
-            wf.add_row(k, str(by_type[k]), *(str(self.finished[(k, s)]) for s in ("completed", "failed", "cancelled")))
-        wf.add_row("[b]total", f"[b]{len(self.running)}", *(
-            f"[b]{sum(n for (_, st), n in self.finished.items() if st == s)}" for s in ("completed", "failed", "cancelled")
-        ))
-
-        w = Table(title="World", show_header=False, expand=True)
-        w.add_column("what")
-        w.add_column("value")
-        for k, v in self.world.items():
-            w.add_row(k, str(v))
-
-        recent = Table(title="Recent completions", expand=True)
-        recent.add_column("workflow", overflow="ellipsis", no_wrap=True, ratio=3)
-        recent.add_column("type", no_wrap=True, min_width=12)
-        recent.add_column("status", no_wrap=True, min_width=9)
-        recent.add_column("result", overflow="ellipsis", no_wrap=True, ratio=4)
-        for row in self.recent:
-            recent.add_row(*row)
-
-        header = (
-            f"[b]actorflow demo[/b]  {self.db_path}  world time "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(clock.now()))}  x{speed:g}  "
-            f"events/s {self.events_per_sec:.0f}  recovered at start: {recovered.get('running', 0)} running "
-            f"({recovered.get('timers', 0)} timers, {recovered.get('procedures', 0)} procedures)"
+        done: Counter[str] = Counter()
+        for (k, _), n in self.finished.items():
+            done[k] += n
+        kinds = sorted(set(by_type) | set(done))
+        totals = {st: sum(n for (_, s2), n in self.finished.items() if s2 == st) for st in ("completed", "failed", "cancelled")}
+        per_col = max(1, min(4, width // 26))
+        wf = Table(
+            title=f"Workflows running/finished: {len(self.running)} running, {totals['completed']} "
+            f"completed, {totals['failed']} failed, {totals['cancelled']} cancelled",
+            title_justify="left", box=None, show_header=False, padding=(0, 1), expand=True,
         )
-        return Group(Panel(header), wf, w, recent)
+        for _ in range(per_col):
+            wf.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+            wf.add_column(justify="right", no_wrap=True, min_width=8)
+        rows = -(-len(kinds) // per_col)
+        # Never so many rows that the recent completions get fewer than three lines: the types
+        # with the most running workflows are kept, and one cell says how many are left out.
+        most = max(1, max(height, 24) - 11 - 3 - 3)
+        if rows > most:
+            rows = most
+            keep = set(sorted(kinds, key=lambda k: (-by_type[k], k))[: rows * per_col - 1])
+            left = len(kinds) - len(keep)
+            kinds = [k for k in kinds if k in keep]
+        else:
+            left = 0
+        cells_all = [[k, f"{by_type[k]}/{done[k]}"] for k in kinds]
+        if left:
+            cells_all.append([f"+{left} more types", ""])
+        for r in range(rows):
+            cells: list[str] = []
+            for c in range(per_col):
+                i = c * rows + r
+                cells += cells_all[i] if i < len(cells_all) else ["", ""]
+            wf.add_row(*cells)
+
+        w = Table(title="World", title_justify="left", box=None, show_header=False, padding=(0, 1), expand=True)
+        for _ in range(2):
+            w.add_column(style="dim", no_wrap=True)
+            w.add_column(no_wrap=True, overflow="ellipsis")
+        items = [(k, str(v)) for k, v in self.world.items() if k != "last announcement"]
+        for i in range(0, len(items), 2):
+            pair = items[i:i + 2] + [("", "")] * (2 - len(items[i:i + 2]))
+            w.add_row(*(x for kv in pair for x in kv))
+        last = Text(f"last: {self.world.get('last announcement', '')}", no_wrap=True, overflow="ellipsis")
+
+        # Header 2, titles 3, the recent table's header, the last announcement, the cursor's line.
+        used = 2 + 3 + 1 + 1 + 1 + rows + -(-len(items) // 2)
+        fit = max(1, max(height, 24) - used)
+        recent = Table(title="Recent completions", title_justify="left", box=None, expand=True, padding=(0, 1))
+        recent.add_column("workflow", overflow="ellipsis", no_wrap=True, ratio=3)
+        recent.add_column("type", no_wrap=True, overflow="ellipsis", ratio=2)
+        recent.add_column("status", no_wrap=True, min_width=9)
+        recent.add_column("result", overflow="ellipsis", no_wrap=True, ratio=3)
+        for row in list(self.recent)[:fit]:
+            recent.add_row(*row)
+        return Group(header, wf, w, last, recent)
 
 
 def _summary(value: Any) -> str:
@@ -183,12 +266,13 @@ def start_world(system: ActorSystem, seed: int, scale: float) -> int:
     """
     pop = simulation.population(scale)
     world.init_world(system, pop["characters"], pop["items"], pop["resources"])
-    known = {i.id for i in system.workflows(status=Status.RUNNING)}
     started = 0
     for wid, wf, args in simulation.directors(seed, scale):
-        if wid not in known:
+        try:
+            system.get(wid)  # there already, whatever its status: starting it starts nothing new
+        except UnknownWorkflow:
+            system.start(wf, *args, id=wid)
             started += 1
-        system.start(wf, *args, id=wid)  # an existing id starts nothing new
     return started
 
 
@@ -208,9 +292,14 @@ def run_demo(
     """
     if speed <= 0:
         raise ValueError(f"--speed must be > 0 (virtual seconds per real second), got {speed}")
+    check_demo_file(db_path)
     # Procedures may run as soon as the system opens (recovery), so point them at the file first.
     world.use_database(db_path)
     clock = VirtualClock(start=_resume_time(db_path))
+    # Saved ahead of the clock before it gets there (see the module's docstring).
+    lease = speed * 1.0
+    saved = clock.now() + lease
+    _save_time(db_path, saved)
     with ActorSystem(db_path, clock=clock) as system:
         recovered = dict(system.recovered)
         print(
@@ -220,7 +309,14 @@ def run_demo(
             flush=True,
         )
         started = start_world(system, seed, scale)
-        print(f"world running: {started} directors started, speed x{speed:g}", flush=True)
+        total = len(simulation.directors(seed, scale))
+        if started == total:
+            what = f"{started} directors started"
+        elif started == 0:
+            what = f"0 directors started (all {total} resumed from the file)"
+        else:
+            what = f"{started} directors started, {total - started} resumed from the file"
+        print(f"world running: {what}, speed x{speed:g}", flush=True)
 
         watch = WorldWatch(system, db_path)
         end = None if duration is None else time.monotonic() + duration
@@ -234,15 +330,22 @@ def run_demo(
             next_tick = time.monotonic()
             next_refresh = next_tick
             while end is None or time.monotonic() < end:
+                if clock.now() + speed * TICK > saved:
+                    saved = clock.now() + speed * TICK + lease
+                    _save_time(db_path, saved)
                 clock.advance(speed * TICK)
                 now = time.monotonic()
                 if now >= next_refresh:
                     next_refresh = now + 1.0
-                    _save_time(db_path, clock.now())
                     watch.refresh()
                     if live is not None:
-                        live.update(watch.render(clock, speed, recovered))
+                        size = live.console.size
+                        live.update(watch.render(clock, speed, recovered, size.height, size.width))
                     else:
+                        # Plain lines, printed as things happen: what finished, then where the world is.
+                        stamp = time.strftime("%H:%M:%S", time.gmtime(clock.now()))
+                        for wid, kind, status, detail in watch.take_new():
+                            print(f"{stamp} {status:<9} {kind:<16} {wid}  {detail}", flush=True)
                         print(watch.status_line(clock), flush=True)
                 next_tick += TICK
                 time.sleep(max(0.0, next_tick - time.monotonic()))
@@ -252,7 +355,6 @@ def run_demo(
             if live is not None:
                 live.stop()
                 print()
-            _save_time(db_path, clock.now())
         watch.refresh()
         summary = {
             "recovered": recovered,
@@ -261,16 +363,27 @@ def run_demo(
             "finished": sum(watch.finished.values()),
         }
         print(f"stopping: {summary['running']} workflows still running, all saved in {db_path}", flush=True)
-        return summary
+    # Closed: nothing uses a later time now, so the next run continues from exactly here.
+    _save_time(db_path, clock.now())
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``--db``, ``--duration SECONDS``, ``--speed``, ``--no-view``, ``--seed``, ``--scale``."""
-    p = argparse.ArgumentParser(prog="wf demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="wf demo",
+        description="A living game world of workflows on one SQLite file: buffs, patrols, fights, "
+        "auctions, trades, quests, a boss raid and a day/night cycle. Kill it (Ctrl-C or kill -9) "
+        "and run it again: it recovers every unfinished workflow and the world goes on.",
+        epilog="Piped (not a terminal), it prints plain lines instead of the live view. Inspect the "
+        "world while it runs: wf list --db demo.db --type patrol; wf show ID --db demo.db.",
+    )
     p.add_argument("--db", default="demo.db", help="SQLite file of the world (default demo.db)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many real seconds (default: until Ctrl-C)")
     p.add_argument("--speed", type=float, default=60.0, help="virtual seconds per real second (default 60)")
-    p.add_argument("--no-view", action="store_true", help="print a status line per second instead of the live view")
+    p.add_argument("--no-view", action="store_true",
+                   help="plain lines (what finished, a status line per second) instead of the live view; "
+                   "the default when stdout is not a terminal")
     p.add_argument("--seed", type=int, default=7, help="seed of the scripted players (default 7)")
     p.add_argument("--scale", type=float, default=1.0, help="size of the world (default 1.0: ~40 heroes)")
     p.add_argument("--verbose", action="store_true", help="show the runtime's warnings too")
@@ -294,8 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     runtime.setLevel(logging.WARNING if args.verbose else logging.ERROR)
     runtime.propagate = False
     try:
-        run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view,
+        run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view and sys.stdout.isatty(),
                  seed=args.seed, scale=args.scale)
+    except DemoError as e:
+        print(f"wf demo: error: {e}", file=sys.stderr)
+        return 1
     finally:
         runtime.removeHandler(handler)
     return 0

@@ -24,11 +24,11 @@ SEED = 7
 class Demo:
     """The demo in a subprocess, with its output lines readable with a timeout."""
 
-    def __init__(self, db: str, duration: float) -> None:
+    def __init__(self, db: str, duration: float, extra: tuple[str, ...] = (), no_view: bool = True) -> None:
         self.proc = subprocess.Popen(
             # The README's main job, as a user runs it: the installed `wf demo`.
             [str(Path(sys.executable).with_name("wf")), "demo", "--db", db, "--duration", str(duration),
-             "--no-view", "--seed", str(SEED)],
+             *(["--no-view"] if no_view else []), "--seed", str(SEED), *extra],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
