@@ -4,6 +4,7 @@
 Usage, from the root of a checkout:  python -m examples.docs.tutorial [DB] [SECONDS]
 """
 
+import logging
 import os
 import sys
 
@@ -12,6 +13,9 @@ from examples.docs.auction import auction
 
 
 def main(db: str = "auction.db", seconds: float = 60.0) -> None:
+    # The runtime logs through the standard library's logging: show its lifecycle events.
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("actorflow").setLevel(logging.INFO)
     with ActorSystem(db) as system:  # opening the file recovers every unfinished workflow
         try:
             ref = system.get("auction-7")
