@@ -40,7 +40,7 @@ from persistence import (
 )
 from workflows import Cancelled, Status, WorkflowFailed
 from workflows._compiler import checkpoint
-from workflows._errors import CheckpointError
+from workflows._errors import CheckpointError, check_text
 
 from ._activator import Activator
 from ._actor import (
@@ -722,6 +722,8 @@ class ActorSystem:
 
     def _fire_timer(self, workflow_id: str, name: str, timeout: float, external_seq: int | None = None) -> None:
         self._check_open()
+        if isinstance(name, str):
+            check_text(name, "timer name")
         rec = self._rt.store.load_workflow(workflow_id)
         if rec is None:
             raise UnknownWorkflow(workflow_id, self.db)
@@ -740,6 +742,8 @@ class ActorSystem:
             raise TypeError(f"system.start() needs a @workflow function, got {wf!r}")
         if id is not None and (not isinstance(id, str) or not id):
             raise TypeError(f"workflow id must be a non-empty string, got {id!r}")
+        if id is not None:
+            check_text(id, "workflow id")
         if id is not None and self._rt.store.load_workflow(id) is not None:
             return WorkflowRef(self, id, _token=_REF_TOKEN)
         while True:
@@ -788,6 +792,7 @@ class ActorSystem:
         for wid in ids:
             if not isinstance(wid, str) or not wid:
                 raise TypeError(f"workflow ids must be non-empty strings, got {wid!r}")
+            check_text(wid, "workflow id")
         now = self.clock.now()
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         asked = list(ids)  # every id this call may create, retries included
@@ -811,6 +816,8 @@ class ActorSystem:
     def get(self, workflow_id: str) -> WorkflowRef:
         """A ref to an existing workflow; an unknown id raises ``UnknownWorkflow``."""
         self._check_open()
+        if isinstance(workflow_id, str):
+            check_text(workflow_id, "workflow id")
         if self._rt.store.load_workflow(workflow_id) is None:
             raise UnknownWorkflow(workflow_id, self.db)
         return WorkflowRef(self, workflow_id, _token=_REF_TOKEN)
@@ -818,6 +825,8 @@ class ActorSystem:
     def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
         self._check_open()
+        if isinstance(name, str):
+            check_text(name, "broadcast name")
         key = filter_key(filter_value)
         dropped: list[tuple[str, str]] = []
         with self._woken_if_interrupted(lambda: self._rt.store.subscribers(name, key)):
@@ -875,6 +884,7 @@ class ActorSystem:
         self._check_open()
         if not isinstance(name, str) or not name:
             raise TypeError(f"{what} name must be a non-empty string, got {name!r}")
+        check_text(name, f"{what} name")
         try:
             blob = dumps(payload)
         except Exception as e:

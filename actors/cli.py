@@ -81,6 +81,14 @@ def _record_or_fail(store: Store, wid: str, db: str) -> Any:
 
 DEFAULT_LIMIT = 50  # wf list
 CHILDREN_SHOWN = 10  # wf show, without --all-children
+VALUE_SHOWN = 2000  # characters of a payload, result or error message wf show prints, without --full
+
+
+def _clip(text: str, full: bool) -> str:
+    """``text``, or its start and how long it is, with how to see it whole."""
+    if full or len(text) <= VALUE_SHOWN:
+        return text
+    return f"{text[:VALUE_SHOWN]}... (cut: {len(text):,} characters in all; --full or --json shows it whole)"
 
 
 def _short(key: str) -> str:
@@ -217,7 +225,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if inbox:
             print("buffered")
             for m in inbox:
-                print(f"  #{m.seq} {m.kind} {m.name} {_safe_loads(m.payload)!r}")
+                print(f"  #{m.seq} {m.kind} {m.name} {_clip(repr(_safe_loads(m.payload)), args.full)}")
         if procs:
             print("procedures")
             for p in procs:
@@ -230,9 +238,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             if len(shown_children) < len(children):
                 print(f"  ... {len(children) - len(shown_children)} more (--all-children lists them all)")
         if rec.status == "completed":
-            print(f"result    {info.result!r}")
+            print(f"result    {_clip(repr(info.result), args.full)}")
         if info.error:
-            print(f"error     {info.error.get('type')}: {info.error.get('message')}")
+            print(f"error     {info.error.get('type')}: {_clip(str(info.error.get('message')), args.full)}")
         if history:
             print("history" + (f" (the newest {len(history)} events; --history N shows more)" if cut else ""))
             for h in history:
@@ -357,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("show", "show one workflow: state, what it waits for, timers, buffered signals, history")
     sp.add_argument("id")
     sp.add_argument("--history", type=int, default=20, help="how many history events, newest last (default 20)")
+    sp.add_argument("--full", action="store_true",
+                    help=f"print payloads, the result and the error whole (cut at {VALUE_SHOWN:,} characters otherwise)")
     sp.add_argument("--all-children", action="store_true",
                     help=f"list every child (default: counts by status and the first {CHILDREN_SHOWN})")
     sp.add_argument("--json", action="store_true", help="machine-readable output")

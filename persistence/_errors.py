@@ -103,8 +103,10 @@ class ReducerFailed(PersistenceError):
         super().__init__(
             f"reducer {reducer} of workflow {workflow_id!r} raised "
             f"{type(original).__name__}: {original}; the whole step was rolled back in {path}, "
-            f"nothing of it was written. Fix the reducer; the workflow resumes from its last "
-            f"checkpoint.",
+            f"nothing of it was written. The runtime runs the step again from the workflow's "
+            f"last checkpoint (restarting its actor with backoff), and fails the workflow once "
+            f"that has happened more often than its restart intensity allows (5 times in 60 s): "
+            f"fix the reducer.",
             path=path,
         )
         self.workflow_id = workflow_id

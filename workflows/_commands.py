@@ -13,6 +13,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ._errors import check_text
 from ._registry import function_key, lookup_options
 
 
@@ -161,7 +162,7 @@ _ARM_TYPES = (Timer, Signal, Procedure, Spawn)
 def _check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{what} name must be a non-empty string, got {name!r}")
-    return name
+    return check_text(name, f"{what} name")
 
 
 def timer(name: str, after: float | _dt.timedelta | None = None, *, at: float | None = None) -> Timer:
@@ -229,6 +230,8 @@ def spawn(
         raise TypeError(f"spawn() needs a @workflow function, got {child!r}")
     if id is not None and (not isinstance(id, str) or not id):
         raise TypeError(f"spawn() id= must be a non-empty string, got {id!r}")
+    if id is not None:
+        check_text(id, "spawn() id=")
     return Spawn(key, tuple(args), id, bool(detached), name)
 
 

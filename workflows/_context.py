@@ -11,7 +11,7 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import WorkflowError
+from ._errors import WorkflowError, check_text
 from ._registry import function_key
 
 _current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
@@ -121,6 +121,7 @@ def current(what: str) -> StepContext:
 def _check_payload_name(name: Any, what: str) -> None:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{what}() name must be a non-empty string, got {name!r}")
+    check_text(name, f"{what}() name")
 
 
 def reducer(fn: Any, *args: Any, **kwargs: Any) -> None:
@@ -146,6 +147,7 @@ def send(workflow_id: str, name: str, payload: Any = None) -> None:
     """Signal ``name`` to workflow ``workflow_id`` when this step commits."""
     if not isinstance(workflow_id, str) or not workflow_id:
         raise TypeError(f"send() workflow_id must be a non-empty string, got {workflow_id!r}")
+    check_text(workflow_id, "send() workflow_id")
     _check_payload_name(name, "send")
     current("send").effects.append(Send(workflow_id, name, payload))
 

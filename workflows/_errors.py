@@ -159,3 +159,23 @@ class Cancelled(BaseException):
 
     def __str__(self) -> str:
         return self.reason or "cancelled"
+
+
+def check_text(value: str, what: str) -> str:
+    """Return ``value`` if it can be stored as text (UTF-8); raise ValueError naming ``what``.
+
+    A lone surrogate (a half of a UTF-16 pair, as ``os.fsdecode`` or ``errors="surrogateescape"``
+    leave in a string) cannot be encoded, so a name or an id holding one failed deep in the store
+    with a raw ``UnicodeEncodeError``.
+    """
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(
+            f"{what} {value!r} holds a lone surrogate {value[e.start]!r} at index {e.start}, which "
+            f"cannot be stored (names and ids are kept as UTF-8 text); pass valid Unicode text "
+            f"(bytes decoded with errors='replace', say, not 'surrogateescape')"
+        ) from None
+    return value

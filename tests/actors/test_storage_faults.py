@@ -241,3 +241,70 @@ def test_wf_cancel_lands_before_a_procedure_that_kills_its_process(tmp_path: pat
     assert log.read_text().count("ran") == 1
     with ActorSystem(db) as s:
         assert s.get("doomed").status() is Status.CANCELLED
+
+
+def test_reducer_that_keeps_raising_says_the_workflow_failed(tmp_path: pathlib.Path) -> None:
+    """The error of a workflow failed by a reducer that kept raising says what happened: the step
+    was run again until the restart intensity was exceeded, then the workflow failed (it said
+    "the workflow resumes from its last checkpoint", which it had just stopped doing)."""
+    from actors.testing import VirtualClock
+    from workflows import WorkflowFailed
+
+    from . import flows
+
+    clock = VirtualClock()
+    with ActorSystem(str(tmp_path / "wf.db"), clock=clock) as s:
+        ref = s.start(flows.faulty)
+        s.idle(timeout=T)
+        clock.advance(1)
+        s.idle(timeout=T)
+        with pytest.raises(WorkflowFailed) as info:
+            ref.result(timeout=T)
+    message = info.value.error_message or ""
+    assert message.startswith("runtime fault after 5 restarts in 60s: reducer tests.actors.flows:bad_reducer")
+    assert "resumes from its last checkpoint" not in message
+    assert "fails the workflow once that has happened more often than its restart intensity" in message
+    assert ref.id in message
+
+
+LONE = "bad\udc80name"  # what os.fsdecode leaves of an undecodable byte
+
+
+def test_lone_surrogate_in_an_id_or_a_name_is_refused_at_the_api(tmp_path: pathlib.Path) -> None:
+    """An id or a name holding a lone surrogate is refused where it is given, with a ValueError
+    naming the argument (it failed in the store with a raw UnicodeEncodeError)."""
+    with ActorSystem(str(tmp_path / "wf.db")) as s:
+        with pytest.raises(ValueError, match=r"workflow id 'bad\\udc80name' holds a lone surrogate '\\udc80' at index 3"):
+            s.start(fault_flows.takes, "go", id=LONE)
+        with pytest.raises(ValueError, match="workflow id"):
+            s.start_many(fault_flows.takes, [("go",)], ids=[LONE])
+        with pytest.raises(ValueError, match="workflow id"):
+            s.get(LONE)
+        ref = s.start(fault_flows.takes, "go", id="taker")
+        with pytest.raises(ValueError, match="signal name 'bad"):
+            ref.signal(LONE, 1)
+        with pytest.raises(ValueError, match="broadcast name"):
+            s.broadcast(LONE, None, 1)
+        with pytest.raises(ValueError, match="timer name"):
+            ref.debug_fire_timer(LONE)
+        ref.signal("go", 7)
+        assert ref.result(timeout=T) == 7
+        assert [w.id for w in s.workflows()] == ["taker"]
+
+
+def test_lone_surrogate_awaited_as_a_signal_name_fails_the_workflow_at_once(tmp_path: pathlib.Path) -> None:
+    """A workflow awaiting a signal whose name holds a lone surrogate gets the ValueError where
+    it builds the command, in its own code: it fails at once with that error (the store's
+    UnicodeEncodeError was a runtime fault, and the workflow failed after five restarts)."""
+    from structlog.testing import capture_logs
+
+    from workflows import WorkflowFailed
+
+    with ActorSystem(str(tmp_path / "wf.db")) as s, capture_logs() as logs:
+        ref = s.start(fault_flows.takes, LONE)
+        with pytest.raises(WorkflowFailed) as info:
+            ref.result(timeout=T)
+        s.idle(timeout=T)
+    assert info.value.error_type == "ValueError"
+    assert "signal name 'bad\\udc80name' holds a lone surrogate" in (info.value.error_message or "")
+    assert [e for e in logs if e["event"] == "actor_restarted"] == []
