@@ -228,7 +228,20 @@ class PgServer:
             options = urllib.parse.quote(f"-c search_path={name}", safe="")
             yield f"{base}{sep}options={options}"
         finally:
-            self.admin().execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+            self._drop_schema(name)
+
+    def _drop_schema(self, name: str) -> None:
+        """Drop a test's schema; sessions a test left holding locks in it are ended first, so
+        that a leaked connection cannot hang the run."""
+        admin = self.admin()
+        admin.execute(
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = "
+            "l.relation JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+            "AND l.pid != pg_backend_pid()",
+            (name,),
+        )
+        admin.execute("SET lock_timeout = '30s'")
+        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
     @contextlib.contextmanager
     def database(self, prefix: str = "t") -> Iterator[str]:

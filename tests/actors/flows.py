@@ -39,7 +39,7 @@ def record(what: str, value: object) -> None:
 
 @reducer
 def log_event(db, wf: str, text: str) -> None:
-    db["app_events"].insert({"wf": wf, "text": text}, alter=True)
+    db["app_events"].insert({"wf": wf, "text": text}, pk="id", alter=True)
 
 
 @reducer
@@ -249,7 +249,7 @@ def fails_first(db, tag: str, times: int) -> None:
     REDUCER_FAILS[tag] = n + 1
     if n < times:
         raise RuntimeError(f"reducer {tag} fails (call {n + 1})")
-    db["app_events"].insert({"wf": tag, "text": "reduced"}, alter=True)
+    db["app_events"].insert({"wf": tag, "text": "reduced"}, pk="id", alter=True)
 
 
 @workflow

@@ -8,6 +8,7 @@ import sqlite3
 import sys
 import threading
 import time
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -35,9 +36,50 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
-@pytest.fixture
-def db(tmp_path) -> str:
+@pytest.fixture(autouse=True)
+def fresh_flows() -> None:
+    """Each test starts with the flows' counters empty (a test runs once per backend)."""
+    with flows.CALLS_LOCK:
+        flows.CALLS.clear()
+    flows.FLAKY_FAILS.clear()
+    flows.REDUCER_FAILS.clear()
+    flows.GATE.clear()
+    flows.LATER.clear()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path) -> str:
+    """Where the system runs: a SQLite file, or a PostgreSQL schema of the test's own."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_store_url"))
     return str(tmp_path / "wf.db")
+
+
+class _PgConnection:
+    """The parts of a sqlite3 connection these tests use, on the PostgreSQL schema (``?``)."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        from persistence._pg._reducer_db import PgDatabase
+        from persistence._pg._schema import parse_url
+
+        self.conn = psycopg.connect(parse_url(url)[0], autocommit=True)  # holds no locks
+        self.db = PgDatabase(self.conn)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.db.execute(sql, params)
+
+    def commit(self) -> None:
+        pass  # each statement committed as it ran
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def connect(db: str) -> Any:
+    """A connection to the database the test's system runs on, whichever backend."""
+    return _PgConnection(db) if db.startswith("postgresql://") else sqlite3.connect(db)
 
 
 @pytest.fixture
@@ -48,9 +90,19 @@ def system(db, clock):
 
 
 def app_events(db: str, wf: str | None = None) -> list[str]:
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        from persistence._pg._schema import parse_url
+
+        with psycopg.connect(parse_url(db)[0]) as pg:
+            if pg.execute("SELECT to_regclass('app_events')").fetchone() == (None,):
+                return []
+            rows = pg.execute("SELECT wf, text FROM app_events ORDER BY id").fetchall()
+        return [t for w, t in rows if wf is None or w == wf]
     con = sqlite3.connect(db)
     try:
-        rows = con.execute("SELECT wf, text FROM app_events ORDER BY rowid").fetchall()
+        rows = con.execute("SELECT wf, text FROM app_events ORDER BY id").fetchall()
     except sqlite3.OperationalError:
         return []
     finally:
@@ -143,7 +195,7 @@ def test_select_disarms_losing_timer(system, db):
     system.idle(timeout=T)
     ref.signal("cancel")
     assert ref.result(timeout=T) == {"cancelled": True}
-    con = sqlite3.connect(db)
+    con = connect(db)
     assert con.execute("SELECT count(*) FROM timers").fetchone()[0] == 0
     con.close()
 
@@ -256,7 +308,7 @@ def test_a_first_step_that_cannot_commit_is_a_supervised_fault(system, db):
     assert ("workflow_started", "faulty-first") in [(e["event"], e.get("workflow_id")) for e in logs]
     ref.signal("go", "done")
     assert ref.result(timeout=T) == "done"
-    con = sqlite3.connect(db)
+    con = connect(db)
     assert con.execute("SELECT count(*) FROM app_events WHERE wf = 'start-twice'").fetchone()[0] == 1
 
 
@@ -474,7 +526,7 @@ def test_a_file_with_waits_stored_whole_resumes(db, clock):
         s.idle(timeout=T)
         ref.signal("item", "a")
         s.idle(timeout=T)
-    conn = sqlite3.connect(db)
+    conn = connect(db)
     (blob,) = conn.execute("SELECT continuation FROM workflows WHERE id = ?", (ref.id,)).fetchone()
     env = loads(blob)
     old = dumps({"cont": env["cont"], "wait": loads(env["wait_p"])})
@@ -522,7 +574,7 @@ def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
     # dispatches the next), the finish.
     assert system._rt.store._writer.commits - before == 3
     assert ref.result(timeout=T) == 12
-    con = sqlite3.connect(db)
+    con = connect(db)
     assert con.execute("SELECT count(*) FROM procedures").fetchone()[0] == 0
     con.close()
 
@@ -933,7 +985,7 @@ def test_events_queued_before_a_stop_are_resolved_before_it(db, clock, held_comm
     held_commits.let_go(s)
     closer.join(T)
     assert not closer.is_alive()
-    con = sqlite3.connect(db)
+    con = connect(db)
     try:
         status, step_seq = con.execute(
             "SELECT status, step_seq FROM workflows WHERE id = ?", (ref.id,)
@@ -1022,7 +1074,7 @@ def test_module_imported_in_a_step_registers_its_procedures_and_reducers(system,
     assert ref.result(timeout=T) == 21
     mod = sys.modules[name]
     assert callable(mod.triple) and mod.triple(2) == 6 and callable(mod.note)
-    con = sqlite3.connect(db)
+    con = connect(db)
     assert con.execute("SELECT x FROM lazy_notes").fetchall() == [(7,)]
     con.close()
 
@@ -1034,7 +1086,7 @@ def test_signals_lost_by_mistake_are_in_the_senders_history(db, clock):
         sink = system.start(flows.collect, 2)
         assert system.start(flows.sends_many, sink.id, 3, id="sender").result(timeout=T) == 3
         assert sink.result(timeout=T) == [0, 1]
-    con = sqlite3.connect(db)
+    con = connect(db)
     rows = con.execute("SELECT event, detail FROM history WHERE workflow_id = 'sender' ORDER BY seq").fetchall()
     con.close()
     lost = [json.loads(d) for e, d in rows if e == "signal_dropped"]
