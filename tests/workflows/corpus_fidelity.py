@@ -10,7 +10,7 @@ from __future__ import annotations
 from workflows import Cancelled, ProcedureFailed, procedure, timer, workflow
 
 from .diffharness import C, add, boom
-from .probes import Box, Oops, Recorder, double, explode, ident, log, tick
+from .probes import Box, Loud, Oops, Recorder, double, explode, ident, log, tick
 
 G = None  # module globals the workflows below declare ``global`` (each sets them first)
 H = None
@@ -207,6 +207,25 @@ add(
 )
 
 
+@workflow
+async def generator_over_an_awaited_iterable(n):
+    """A generator expression whose only await is in its outermost iterable is a plain generator
+    (that iterable is evaluated in the workflow's scope); comprehensions likewise."""
+    total = sum(v for v in await procedure(ident, list(range(n))))
+    nested = list((i, j) for i in await procedure(ident, [1, 2]) for j in range(i))
+    doubled = [v * 2 for v in await procedure(ident, [n, n + 1]) if v]
+    keyed = {v: tick(v) for v in await procedure(ident, range(n))}
+    return total, nested, doubled, keyed
+
+
+add(
+    generator_over_an_awaited_iterable,
+    C(3, returns=(3, [(1, 0), (2, 0), (2, 1)], [6, 8], {0: 0, 1: 1, 2: 2})),
+    C(0),
+    C(2, cancel_at=1, raises=Cancelled),
+)
+
+
 # --- StopIteration -------------------------------------------------------------------------------
 
 
@@ -238,6 +257,121 @@ add(
     C(1, returns="empty"),
     C(2, raises=RuntimeError),
 )
+
+
+# --- work CPython does at its position, before a later await -------------------------------------
+
+
+@workflow
+async def unpacking_before_a_later_await(n):
+    """``*xs`` unpacks where it stands: in displays and calls, before a later await grows xs."""
+    xs = list(range(n))
+    lst = [*xs, await procedure(ident, grow(xs))]
+    tup = (*xs, await procedure(ident, grow(xs)))
+    st = {*xs, await procedure(ident, grow(xs))}
+    call = pairs(*xs, await procedure(ident, grow(xs)))
+    sub = xs[(*xs, await procedure(ident, grow(xs)))[0]] if n else None
+    return lst, tup, sorted(st, key=str), call, sub
+
+
+add(unpacking_before_a_later_await, C(1), C(0), C(3))
+
+
+@workflow
+async def unpacking_a_non_iterable_before_an_await(x):
+    """The native TypeError of ``*v`` on a non-iterable, raised before the later await."""
+    out = []
+    for build in range(3):
+        try:
+            if build == 0:
+                out.append([*x, await procedure(ident, tick("after"))])
+            elif build == 1:
+                out.append(pairs(*x, await procedure(ident, tick("after"))))
+            else:
+                out.append({*x, await procedure(ident, tick("after"))})
+        except TypeError as e:
+            out.append(str(e))
+    return out
+
+
+add(unpacking_a_non_iterable_before_an_await, C(5), C([1]))
+
+
+@workflow
+async def double_star_merging_before_a_later_await(x):
+    """``**d`` merges where it stands, before a later await changes d."""
+    d = {"a": x}
+    call = pairs(**d, k=await procedure(ident, mutate(d)))
+    d = {"a": x}
+    disp = {**d, "z": await procedure(ident, mutate(d, "a")), **d}
+    d1, d2 = {"a": 1}, {"b": 2}
+    out = [call, disp]
+    try:
+        out.append(pairs(**d1, **d2, b=await procedure(ident, tick("late"))))
+    except TypeError as e:
+        out.append(str(e))
+    try:
+        out.append(pairs(a=0, **d1, c=await procedure(ident, tick("never"))))
+    except TypeError as e:
+        out.append(str(e))
+    try:
+        out.append(pairs(*x, c=await procedure(ident, tick("lone * is unpacked by the call"))))
+    except TypeError as e:
+        out.append(str(e))
+    try:
+        out.append(pairs(**x, c=await procedure(ident, tick("never"))))
+    except TypeError as e:
+        out.append(str(e))
+    try:
+        out.append({**x, "c": await procedure(ident, tick("never"))})
+    except TypeError as e:
+        out.append(str(e))
+    return out
+
+
+add(double_star_merging_before_a_later_await, C(1), C({"q": 1}))
+
+
+@workflow
+async def fstring_parts_formatted_before_a_later_await(x):
+    """f-string parts before an await are formatted before it (format, !r, nested specs)."""
+    box = Box([x])
+    s1 = f"{Shouty('a')}{box.n!r:>8}{await procedure(ident, grow(box.n))}{Shouty('b')}"
+    width = 6
+    s2 = f"{box.n}{x:>{width}}{await procedure(double, x)}"
+    return s1, s2, box.n
+
+
+add(fstring_parts_formatted_before_a_later_await, C(1), C(22))
+
+
+# --- how often __bool__ runs ---------------------------------------------------------------------
+
+
+@workflow
+async def bool_called_once_per_test(x):
+    """``a and await b`` in a condition tests ``a`` once, as native code does."""
+    a, z = Loud(x), Loud(0)
+    out = []
+    if a and await procedure(ident, x):
+        out.append("and")
+    if z or await procedure(ident, Loud(x)):
+        out.append("or")
+    while a and not await procedure(ident, z):
+        out.append("while")
+        break
+    out.append("t" if (z or a) and await procedure(ident, 1) else "f")
+    out.append([i for i in range(2) if a and await procedure(ident, i)])
+    assert a or await procedure(ident, 1), "never"
+    v = a and await procedure(ident, 7)
+    out.append(v)
+    if not (a and await procedure(ident, z)):
+        out.append("not")
+    return out
+
+
+add(bool_called_once_per_test, C(1), C(0))
+
 
 
 # --- annotated targets, locals named like generated code ---------------------------------------

@@ -39,9 +39,16 @@ def namespace() -> dict[str, Any]:
         "Point": probes.Point,
         "Recorder": probes.Recorder,
         "CustomErr": probes.CustomErr,
+        "loud": probes.Loud,
         "ProcedureFailed": ProcedureFailed,
         "Cancelled": Cancelled,
+        "nargs": nargs,
     }
+
+
+def nargs(*args: Any, **kwargs: Any) -> int:
+    """How many arguments a call received, plus their sum (ints only)."""
+    return len(args) + len(kwargs) + sum(args) + sum(kwargs.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,8 +255,104 @@ class FStrLen(Expr):
         return f'len(f"{{({self.a.render()})}}-{{({self.b.render()})!r:>3}}")'
 
 
+@dataclass(frozen=True)
+class StarList(Expr):
+    """``*arr`` in a list display before ``e`` (which may grow arr): unpacked where it stands."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"sum([*arr, {self.e.render()}])"
+
+
+@dataclass(frozen=True)
+class StarCall(Expr):
+    """``*arr`` among other positional arguments of a call, before ``e``."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"nargs(*arr, {self.e.render()})"
+
+
+@dataclass(frozen=True)
+class DStarCall(Expr):
+    """``**kw`` merged before ``e`` (which may add the key ``k``: a duplicate keyword)."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"nargs(**kw, k={self.e.render()})"
+
+
+@dataclass(frozen=True)
+class Push(Expr):
+    """``push(e)``: appends to arr (so earlier unpacking of arr is observable)."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"push({self.e.render()})"
+
+
+@dataclass(frozen=True)
+class SetKw(Expr):
+    """``setkw(e)``: sets a key of kw (so an earlier ``**kw`` merge is observable)."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"setkw({self.e.render()})"
+
+
+@dataclass(frozen=True)
+class FStrArr(Expr):
+    """An f-string formatting arr before ``e``."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f'len(f"{{arr}}{{({self.e.render()})}}")'
+
+
+@dataclass(frozen=True)
+class LoudE(Expr):
+    """An int whose every truth test is logged."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"loud({self.e.render()})"
+
+
+@dataclass(frozen=True)
+class GenOuter(Expr):
+    """A generator expression whose outermost iterable may await."""
+
+    e: Expr
+
+    def render(self) -> str:
+        return f"sum(v for v in [{self.e.render()}, 1])"
+
+
+@dataclass(frozen=True)
+class LambdaComp(Expr):
+    """A lowered comprehension whose lambda's parameter is named like its variable."""
+
+    k: int
+
+    def render(self) -> str:
+        return f"sum([(lambda i: i * 2)(await get(i)) for i in range({self.k})])"
+
+
+def _contains(e: Expr, kinds: tuple[type, ...]) -> bool:
+    if isinstance(e, kinds):
+        return True
+    return any(_contains(v, kinds) for v in vars(e).values() if isinstance(v, Expr))
+
+
 def _contains_fstring(e: Expr) -> bool:
-    if isinstance(e, FStrLen):
+    if isinstance(e, (FStrLen, FStrArr)):
         return True
     return any(_contains_fstring(v) for v in vars(e).values() if isinstance(v, Expr))
 
@@ -284,6 +387,15 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
         st.builds(FStrLen, children, children).filter(
             lambda f: not (_contains_fstring(f.a) or _contains_fstring(f.b))
         ),
+        st.builds(StarList, children),
+        st.builds(StarCall, children),
+        st.builds(DStarCall, children),
+        st.builds(Push, children),
+        st.builds(SetKw, children),
+        st.builds(FStrArr, children).filter(lambda f: not _contains_fstring(f.e)),
+        st.builds(LoudE, children),
+        st.builds(GenOuter, children).filter(lambda g: not _contains(g.e, (Walrus, CompWalrus))),
+        st.builds(LambdaComp, st.integers(0, 3)),
     )
 
 
@@ -383,7 +495,7 @@ class For(Stmt):
 @dataclass(frozen=True)
 class Try(Stmt):
     body: tuple[Stmt, ...]
-    handlers: tuple[tuple[str, bool, tuple[Stmt, ...]], ...]
+    handlers: tuple[tuple[str, str, tuple[Stmt, ...]], ...]  # (type, "" / "e" / "G", body)
     orelse: tuple[Stmt, ...] | None
     final: tuple[Stmt, ...] | None
 
@@ -395,8 +507,8 @@ class Try(Stmt):
                 out.append(f"{ind}except:")
                 out += _block(b, i2)
             elif named:
-                out.append(f"{ind}except {typ} as e:")
-                out += [f"{i2}log(type(e).__name__)"] + _block(b, i2)
+                out.append(f"{ind}except {typ} as {named}:")
+                out += [f"{i2}log(type({named}).__name__)"] + _block(b, i2)
             else:
                 out.append(f"{ind}except {typ}:")
                 out += _block(b, i2)
@@ -444,7 +556,16 @@ class Program:
         """The program's source text."""
         head = [
             "async def wf(x):",
+            "    global G",
+            "    G = 0",
             "    a, b, c, out = x, 2, 3, []",
+            "    kw = {'p': 1}",
+            "    def push(v):",
+            "        arr.append(v % 3)",
+            "        return v",
+            "    def setkw(v):",
+            "        kw['k' if v % 2 else 'p'] = v",
+            "        return v",
             "    box = Box(0)",
             "    arr = [0, 0, 0]",
             "    def h(y):",
@@ -455,7 +576,7 @@ class Program:
             "        c += v",
             "        return c",
         ]
-        tail = ["    return (a, b, c, out, box.n, arr)"]
+        tail = ["    return (a, b, c, out, box.n, arr, kw, globals().get('G'))"]
         return "\n".join(head + _block(self.body, "    ") + tail) + "\n"
 
 
@@ -472,7 +593,7 @@ _EXC_TYPES = st.sampled_from(
     ]
 )
 
-_PATTERNS = st.sampled_from(["0", "1", "[p, *q]", "{'k': v}", "Point(x=px)", "(0 | 2)"])
+_PATTERNS = st.sampled_from(["0", "1", "[p, *q]", "{'k': v}", "Point(x=px)", "(0 | 2)", "[G, *q]"])
 _SUBJECTS = st.sampled_from([("{}", 1), ("[{}, {}]", 2), ("{{'k': {}}}", 1), ("Point({}, {})", 2)])
 _ITERABLES = st.sampled_from(
     [
@@ -504,6 +625,13 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         "del",
         "tuple",
         "walrus",
+        "gwalrus",
+        "annsub",
+        "stopiter",
+        "delclosure",
+        "shadow",
+        "assert",
+        "dunder",
     ]
     if in_loop:
         choices.append("leap")
@@ -544,6 +672,31 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         return Line(f"{t1}, {t2} = {{}}, {{}}", (draw(e), draw(e)))
     if kind == "walrus":
         return Line(f"({draw(st.sampled_from(TARGETS))} := {{}})", (draw(e),))
+    if kind == "gwalrus":
+        return Line("log((G := {}))", (draw(e),))
+    if kind == "annsub":
+        return Line("arr[{} % 3]: int", (draw(e),))
+    if kind == "stopiter":
+        return Line(f"if {{}} > {draw(st.integers(0, 8))}: raise StopIteration({{}})", (draw(e), draw(e)))
+    if kind == "delclosure":
+        return Lines(
+            (
+                "dv = {}",
+                "fv = lambda: dv",
+                "del dv",
+                "try:",
+                "    log(fv())",
+                "except NameError as ne:",
+                "    log(str(ne))",
+            ),
+            (draw(e),),
+        )
+    if kind == "shadow":
+        return Line("BaseException = AssertionError = {}", (draw(e),))
+    if kind == "assert":
+        return Line(f"assert {{}} > {draw(st.integers(0, 8))}, {{}}", (draw(e), draw(e)))
+    if kind == "dunder":
+        return Lines(("__v = {}", "log(__v)"), (draw(e),))
     leap = draw(st.sampled_from(["break", "continue"]))
     return Line(f"if {{}} > {draw(st.integers(0, 8))}: {leap}", (draw(e),))
 
@@ -599,7 +752,7 @@ def statement(draw: Any, depth: int, in_loop: bool, names: _Names) -> Stmt:
         body = draw(block(d, in_loop, names))
         n_h = draw(st.integers(0, 2))
         handlers = tuple(
-            (t, draw(st.booleans()) and t != "", draw(block(d, in_loop, names)))
+            (t, draw(st.sampled_from(["", "e", "G"])) if t != "" else "", draw(block(d, in_loop, names)))
             for t in [draw(_EXC_TYPES) for _ in range(n_h)]
         )
         # a bare except must be last

@@ -77,12 +77,51 @@ def no_sibling_temporaries(original):
     def ex_generic(self, e):
         e = __import__("copy").copy(e)
         slots = _lower._slots(e)
-        last = max(i for i, (get, _) in enumerate(slots) if _lower.has_await(get()))
-        for i, (get, put) in enumerate(slots):
+        last = max(i for i, (get, _, _) in enumerate(slots) if _lower.has_await(get()))
+        for i, (get, put, _) in enumerate(slots):
             put(self.expr(get()) if i == last else self.rw(get()) if not _lower.has_await(get()) else self.expr(get()))
         return e
 
     return ex_generic
+
+
+def no_early_call_arguments(original):
+    """Arguments of a call before an await are evaluated inline (after it), not into temporaries."""
+
+    def _early(self, v):
+        return self.expr(v)
+
+    return _early
+
+
+def unpack_late(original):
+    """``*v`` and ``**v`` before a later await are unpacked after it (the reference is kept)."""
+
+    def ex_generic(self, e):
+        e = __import__("copy").copy(e)
+        slots = _lower._slots(e)
+        last = max(i for i, (get, _, _) in enumerate(slots) if _lower.has_await(get()))
+        for i, (get, put, _) in enumerate(slots):
+            v = get()
+            if i < last:
+                if not isinstance(v, ast.Constant):
+                    put(self.temp(self.expr(v)))
+            else:
+                put(self.expr(v) if i == last else self.rw(v))
+        return e
+
+    return ex_generic
+
+
+def condition_as_value(original):
+    """A condition with awaits is lowered as a value and then tested (``__bool__`` twice)."""
+
+    def branch(self, e, label, when):
+        t = self.expr(e)
+        test = t if when else ast.UnaryOp(ast.Not(), t)
+        self.emit(ast.If(test, [ast.Return(ast.Constant(label))], []))
+
+    return branch
 
 
 def no_short_circuit(original):
@@ -146,7 +185,10 @@ def handler_name_kept(original):
 
 
 MUTANTS = [
-    ("sibling-temporaries", Emitter, "ex_generic", no_sibling_temporaries, ["binop_order", "call_argument_order"]),
+    ("sibling-temporaries", Emitter, "ex_generic", no_sibling_temporaries, ["binop_order"]),
+    ("call-argument-temporaries", Emitter, "_early", no_early_call_arguments, ["call_argument_order"]),
+    ("unpack-late", Emitter, "ex_generic", unpack_late, ["unpacking_before_a_later_await", "double_star_merging_before_a_later_await"]),
+    ("condition-as-value", Emitter, "branch", condition_as_value, ["bool_called_once_per_test"]),
     ("short-circuit", Emitter, "ex_BoolOp", no_short_circuit, ["and_or_short_circuit"]),
     ("augassign-read-order", Emitter, "st_AugAssign", augassign_reads_target_late, ["augassign_name_read_first", "augassign_walrus_visible"]),
     ("finally-skipped", Emitter, "leap", leaps_skip_finally, ["return_through_nested_finally", "break_continue_through_finally"]),

@@ -397,10 +397,9 @@ class Emitter:
                 raise AssertionError("await in a del target")
 
     def st_If(self, s: ast.If) -> None:
-        t = self.expr(s.test)
         after = self.new_label()
         other = self.new_label() if s.orelse else after
-        self.emit(ast.If(ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(other))], []))
+        self.branch(s.test, other, False)
         self.body(s.body)
         if s.orelse:
             self.flush()
@@ -414,9 +413,8 @@ class Emitter:
         head = self.goto_new()
         after = self.new_label()
         other = self.new_label() if s.orelse else after
-        t = self.expr(s.test)
-        if not (isinstance(t, ast.Constant) and t.value):
-            self.emit(ast.If(ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(other))], []))
+        if not (isinstance(s.test, ast.Constant) and s.test.value):
+            self.branch(s.test, other, False)
         self.leaps.append(("loop", after, head))
         self.body(s.body)
         self.leaps.pop()
@@ -639,8 +637,7 @@ class Emitter:
             self.jump(nxt)
             if guard_l is not None:
                 self.start_at(guard_l)
-                g = self.expr(case.guard)  # type: ignore[arg-type]
-                self.emit(ast.If(g, [ast.Return(ast.Constant(body_l))], []))
+                self.branch(case.guard, body_l, True)  # type: ignore[arg-type]
                 self.jump(nxt)
             self.src = case.body[0]
             self.start_at(body_l)
@@ -659,10 +656,71 @@ class Emitter:
 
     # -- expressions
 
+    def branch(self, e: ast.expr, label: int, when: bool) -> None:
+        """Jump to ``label`` if ``bool(e) == when``, else fall through: a test in a condition.
+
+        As CPython compiles a condition (``if``, ``while``, a guard, a conditional expression's
+        test), ``and``/``or``/``not``/conditional expressions and comparison chains jump on each
+        operand's truth directly, so each operand's ``__bool__`` runs once.
+        """
+        if not has_await(e):
+            t = self.rw(e)
+            self.emit(ast.If(t if when else ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(label))], []))
+        elif isinstance(e, ast.BoolOp):
+            if isinstance(e.op, ast.And) != when:  # and-false or or-true: any operand decides
+                for v in e.values:
+                    self.branch(v, label, when)
+            else:  # and-true or or-false: every operand must agree
+                skip = self.new_label()
+                for v in e.values[:-1]:
+                    self.branch(v, skip, not when)
+                self.branch(e.values[-1], label, when)
+                self.start_at(skip)
+        elif isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            self.branch(e.operand, label, not when)
+        elif isinstance(e, ast.IfExp):
+            other, end = self.new_label(), self.new_label()
+            self.branch(e.test, other, False)
+            self.branch(e.body, label, when)
+            self.jump(end)
+            self.start_at(other)
+            self.branch(e.orelse, label, when)
+            self.start_at(end)
+        elif isinstance(e, ast.Compare) and len(e.ops) > 1:
+            self._branch_chain(e, label, when)
+        else:
+            t = self.expr(e)
+            self.emit(ast.If(t if when else ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(label))], []))
+
+    def _branch_chain(self, e: ast.Compare, label: int, when: bool) -> None:
+        # ``a < b < c`` as a condition: each link's result is tested once; a false link decides.
+        false_l = label if not when else self.new_label()
+        left = self.expr(e.left)
+        if not isinstance(left, ast.Constant):
+            left = self.temp(left)
+        n = len(e.ops)
+        for i, (op, comp) in enumerate(zip(e.ops, e.comparators, strict=True)):
+            right = self.expr(comp)
+            if i < n - 1 and not isinstance(right, ast.Constant):
+                right = self.temp(right)
+                first: ast.expr = self.peek(right)
+            else:
+                first = right
+            test = ast.Compare(left, [op], [first])
+            if i < n - 1 or not when:
+                self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [ast.Return(ast.Constant(false_l))], []))
+            else:
+                self.emit(ast.If(test, [ast.Return(ast.Constant(label))], []))
+            left = right
+        if when:
+            self.start_at(false_l)
+
     def expr(self, e: ast.expr) -> ast.expr:
         """Lower ``e``; returns an expression valid after the statements emitted so far."""
         if not has_await(e):
             return self.rw(e)  # type: ignore[no-any-return]
+        if isinstance(e, COMPS) and _awaits_only_in_outer_iterable(e):
+            return self._comp_outer_await(e)
         m = getattr(self, "ex_" + type(e).__name__, None)
         if m is not None:
             return m(e)  # type: ignore[no-any-return]
@@ -683,18 +741,143 @@ class Emitter:
     def ex_generic(self, e: ast.expr) -> ast.expr:
         e = copy.copy(e)
         slots = _slots(e)
-        last = max(i for i, (get, _) in enumerate(slots) if has_await(get()))
-        for i, (get, put) in enumerate(slots):
+        last = max(i for i, (get, _, _) in enumerate(slots) if has_await(get()))
+        for i, (get, put, kind) in enumerate(slots):
             v = get()
             if i < last:
                 if isinstance(v, ast.Constant):
                     continue
-                put(self.temp(self.expr(v)))
+                x = self.expr(v)
+                if kind != "plain":
+                    # Unpack or merge now, where CPython does, not after the later await.
+                    x = rt_call(kind, x)
+                put(self.temp(x))
             elif i == last:
                 put(self.expr(v))
             else:
                 put(self.rw(v))
         return e
+
+    def ex_Call(self, e: ast.Call) -> ast.expr:
+        """A call with awaits in it: callee, then arguments, each evaluated at its position.
+
+        ``*v`` before a later await is unpacked at its position, and ``**v`` (with the keywords
+        before it) is merged there, with the interpreter's own errors; the rest as ``ex_generic``.
+        """
+        e = copy.copy(e)
+        args, kws = list(e.args), list(e.keywords)
+        e.args, e.keywords = args, kws
+        parts: list[ast.expr] = [e.func] + [a.value if isinstance(a, ast.Starred) else a for a in args]
+        parts += [k.value for k in kws]
+        last = max(i for i, p in enumerate(parts) if has_await(p))
+        if last == 0:
+            e.func = self.expr(e.func)
+            e.args = [self.rw(a) for a in args]
+            e.keywords = [ast.keyword(k.arg, self.rw(k.value)) for k in kws]
+            return e
+        func = e.func = self._early(e.func)
+
+        def callee() -> ast.expr:
+            return self.peek(func) if isinstance(func, ast.Name) else copy.deepcopy(func)
+
+        for i, a in enumerate(args):
+            pos = 1 + i
+            star = isinstance(a, ast.Starred)
+            v = a.value if isinstance(a, ast.Starred) else a
+            if pos < last:
+                if star:
+                    if isinstance(v, ast.Constant):
+                        continue
+                    # A lone ``*v`` is unpacked by the call itself, after the keywords; with
+                    # other positional arguments, into a list where it stands.
+                    x = self.expr(v) if len(args) == 1 else rt_call("star_list", self.expr(v))
+                    args[i] = ast.Starred(self.temp(x), ast.Load())
+                else:
+                    args[i] = self._early(v)
+            elif pos == last:
+                args[i] = ast.Starred(self.expr(v), ast.Load()) if star else self.expr(v)
+            else:
+                args[i] = self.rw(a)
+        base = 1 + len(args)
+        stars = [j for j, k in enumerate(kws) if k.arg is None and base + j < last]
+        out: list[ast.keyword] = []
+        start = 0
+        if stars:
+            # Keywords up to the last ``**`` before the last await merge into one dict now, group
+            # by group (a run of plain keywords, then a ``**``), as the interpreter builds them.
+            acc = self.temp(ast.Dict([], []))
+            group: list[tuple[str, ast.expr]] = []
+
+            def merge(value: ast.expr) -> None:
+                self.emit(ast.Expr(rt_call("kw_merge", callee(), self.peek(acc), value)))
+
+            for j in range(stars[-1] + 1):
+                k = kws[j]
+                if k.arg is None:
+                    if group:
+                        keys: list[ast.expr | None] = [ast.Constant(n) for n, _ in group]
+                        merge(ast.Dict(keys, [v for _, v in group]))
+                        group = []
+                    merge(self.expr(k.value))
+                else:
+                    group.append((k.arg, self._early(k.value)))
+            out.append(ast.keyword(None, acc))
+            start = stars[-1] + 1
+        for j in range(start, len(kws)):
+            k = kws[j]
+            pos = base + j
+            if pos < last:
+                out.append(ast.keyword(k.arg, self._early(k.value)))
+            elif pos == last:
+                out.append(ast.keyword(k.arg, self.expr(k.value)))
+            else:
+                out.append(ast.keyword(k.arg, self.rw(k.value)))
+        e.keywords = out
+        return e
+
+    def _early(self, v: ast.expr) -> ast.expr:
+        """``v`` evaluated now, into a temporary, for use after a later await (constants as is)."""
+        if isinstance(v, ast.Constant):
+            return v
+        return self.temp(self.expr(v))
+
+    def ex_JoinedStr(self, e: ast.JoinedStr) -> ast.expr:
+        """An f-string with awaits: the parts before the last await are formatted at once."""
+        values = list(e.values)
+        last = max(i for i, v in enumerate(values) if has_await(v))
+        for i, v in enumerate(values):
+            if isinstance(v, ast.Constant):
+                continue
+            assert isinstance(v, ast.FormattedValue)
+            if i < last:
+                done = self.rw(ast.JoinedStr([v])) if not has_await(v) else ast.JoinedStr([self._formatted(v)])
+                values[i] = ast.FormattedValue(self.temp(done), -1, None)
+            elif i == last:
+                values[i] = self._formatted(v)
+            else:
+                values[i] = self.rw(v)
+        return ast.JoinedStr(values)
+
+    def _formatted(self, v: ast.FormattedValue) -> ast.FormattedValue:
+        # The value is evaluated before the format spec; the conversion (!r) and the formatting
+        # happen after both.
+        spec = v.format_spec
+        if spec is not None and has_await(spec):
+            value = self._early(v.value)
+            return ast.FormattedValue(value, v.conversion, self.expr(spec))
+        return ast.FormattedValue(
+            self.expr(v.value), v.conversion, self.rw(spec) if spec is not None else None
+        )
+
+    def _comp_outer_await(self, e: Any) -> ast.expr:
+        """A comprehension (or generator expression) whose only awaits are in its outermost
+        iterable: that iterable is evaluated in the workflow's scope, the rest stays native."""
+        it = self._early(e.generators[0].iter)
+        e = copy.copy(e)
+        g0 = copy.copy(e.generators[0])
+        g0.iter = it  # a temporary (or constant): left alone by the rewriter
+        e.generators = [g0] + list(e.generators[1:])
+        return self.rw(e)  # type: ignore[no-any-return]
 
     def ex_BoolOp(self, e: ast.BoolOp) -> ast.expr:
         name = f"_af_t{self.uid()}"
@@ -716,8 +899,7 @@ class Emitter:
         name = f"_af_t{self.uid()}"
         end = self.new_label()
         other = self.new_label()
-        t = self.expr(e.test)
-        self.emit(ast.If(ast.UnaryOp(ast.Not(), t), [ast.Return(ast.Constant(other))], []))
+        self.branch(e.test, other, False)
         self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(e.body)))
         self.jump(end)
         self.start_at(other)
@@ -805,6 +987,17 @@ class Emitter:
 RT_NAME = "_af_rt"
 
 
+def _awaits_only_in_outer_iterable(e: Any) -> bool:
+    """Whether a comprehension's awaits are all in its outermost iterable (evaluated in the
+    enclosing scope, before the comprehension runs)."""
+    gens = e.generators
+    rest: list[ast.AST] = [gens[0].target, *gens[0].ifs]
+    for g in gens[1:]:
+        rest += [g.target, g.iter, *g.ifs]
+    rest += [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
+    return not any(has_await(x) for x in rest)
+
+
 def _tuple_constant(items: list[Any]) -> ast.Constant:
     """A constant tuple (of constants) as one AST node: valid to compile, though typeshed's
     ``ast.Constant`` names only scalar values."""
@@ -864,34 +1057,39 @@ _IOPS = {
 }
 
 
-def _slots(e: ast.AST) -> list[tuple[Any, Any]]:
-    """The child expressions of ``e`` in evaluation order, as (get, put) pairs."""
-    out: list[tuple[Any, Any]] = []
+def _slots(e: ast.AST) -> list[tuple[Any, Any, str]]:
+    """The child expressions of ``e`` in evaluation order, as (get, put, kind) triples.
+
+    ``kind`` says what CPython does with the value at its position, besides evaluating it:
+    ``"star_list"``/``"star_set"`` unpack it into the display (``*v``), ``"dstar"`` merges it into
+    the dict display (``**v``); ``"plain"`` does nothing more.
+    """
+    out: list[tuple[Any, Any, str]] = []
 
     def field_slot(node: Any, name: str) -> None:
         v = getattr(node, name)
         if v is None:
             return
-        if isinstance(v, (ast.Starred, ast.FormattedValue, ast.JoinedStr, ast.Slice)):
+        if isinstance(v, ast.Slice):
             v = copy.copy(v)
             setattr(node, name, v)
             descend(v)
             return
-        out.append((lambda: getattr(node, name), lambda x: setattr(node, name, x)))
+        out.append((lambda: getattr(node, name), lambda x: setattr(node, name, x), "plain"))
 
-    def list_slot(lst: list[Any], i: int) -> None:
+    def list_slot(lst: list[Any], i: int, star: str = "plain", kind: str = "plain") -> None:
         v = lst[i]
-        if isinstance(v, (ast.Starred, ast.FormattedValue, ast.JoinedStr, ast.Slice)):
+        if isinstance(v, ast.Starred):
+            v = copy.copy(v)
+            lst[i] = v
+            out.append((lambda: v.value, lambda x: setattr(v, "value", x), star))
+            return
+        if isinstance(v, ast.Slice):
             v = copy.copy(v)
             lst[i] = v
             descend(v)
             return
-        if isinstance(v, ast.keyword):
-            v = copy.copy(v)
-            lst[i] = v
-            field_slot(v, "value")
-            return
-        out.append((lambda: lst[i], lambda x: lst.__setitem__(i, x)))
+        out.append((lambda: lst[i], lambda x: lst.__setitem__(i, x), kind))
 
     def descend(node: Any) -> None:
         if isinstance(node, ast.Dict):
@@ -900,8 +1098,11 @@ def _slots(e: ast.AST) -> list[tuple[Any, Any]]:
             for i in range(len(node.keys)):
                 if node.keys[i] is not None:
                     list_slot(node.keys, i)
-                list_slot(node.values, i)
+                    list_slot(node.values, i)
+                else:
+                    list_slot(node.values, i, kind="dstar")
             return
+        star = "star_set" if isinstance(node, ast.Set) else "star_list"
         for name, v in ast.iter_fields(node):
             if isinstance(v, ast.expr):
                 field_slot(node, name)
@@ -909,8 +1110,8 @@ def _slots(e: ast.AST) -> list[tuple[Any, Any]]:
                 lst = list(v)
                 setattr(node, name, lst)
                 for i, x in enumerate(lst):
-                    if isinstance(x, (ast.expr, ast.keyword)):
-                        list_slot(lst, i)
+                    if isinstance(x, ast.expr):
+                        list_slot(lst, i, star)
 
     descend(e)
     return out

@@ -321,6 +321,33 @@ def with_exit_ok(m: Any) -> None:
     type(m).__exit__(m, None, None, None)
 
 
+def star_list(v: Any) -> list[Any]:
+    """``*v`` in a list or tuple display, unpacked where it stands."""
+    return [*v]
+
+
+def star_set(v: Any) -> list[Any]:
+    """``*v`` in a set display, unpacked where it stands (in order; hashed when the set is
+    built)."""
+    return list(v)
+
+
+def dstar(v: Any) -> dict[Any, Any]:
+    """``**v`` in a dict display, merged where it stands."""
+    return {**v}
+
+
+def kw_merge(func: Any, acc: dict[Any, Any], v: Any) -> None:
+    """``**v`` (or a run of plain keywords) of a call, merged into ``acc`` where it stands."""
+    if not hasattr(v, "keys"):
+        func(**v)  # the interpreter's own TypeError ("argument after ** must be a mapping")
+    plain = isinstance(v, dict) and type(v).__iter__ is dict.__iter__
+    for k in list(dict.keys(v)) if plain else v.keys():
+        if k in acc:
+            func(**{k: None}, **{k: None})  # the interpreter's "got multiple values" TypeError
+        acc[k] = dict.__getitem__(v, k) if plain else v[k]
+
+
 def dict_put(d: dict[Any, Any], k: Any, v: Any) -> None:
     """One item of a lowered dict comprehension (key evaluated before value)."""
     d[k] = v

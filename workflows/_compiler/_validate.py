@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from ._lower import has_await
+from ._lower import _awaits_only_in_outer_iterable, has_await
 from ._scope import Bindings
 
 Problem = tuple[ast.AST, str]
@@ -68,7 +68,7 @@ class Validator(ast.NodeVisitor):
                 if g.is_async:
                     self.add(node, f"'async for' in a {_COMP_NAMES[type(node)]} cannot be used in a workflow: an async iterator cannot be checkpointed; use a plain for loop that awaits commands")
                     break
-            if isinstance(node, ast.GeneratorExp) and has_await(node):
+            if isinstance(node, ast.GeneratorExp) and has_await(node) and not _awaits_only_in_outer_iterable(node):
                 self.add(node, "a generator expression containing 'await' cannot be checkpointed (it is an async generator); use a list comprehension [...] or a for loop instead")
         self.generic_visit(node)
 
