@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pykka
-from pykka._envelope import Envelope
 from pykka.messages import _ActorStop
 
 from ._log import Log
@@ -35,7 +34,7 @@ class _Slot:
 class Activator:
     """Delivers messages to workflow actors, keeping at most ``max_live`` of them alive."""
 
-    def __init__(self, make_actor: Callable[[str, bool], pykka.ActorRef[Any]], max_live: int, work: WorkCounter) -> None:
+    def __init__(self, make_actor: Callable[[str], pykka.ActorRef[Any]], max_live: int, work: WorkCounter) -> None:
         if max_live < 1:
             raise ValueError(f"max_live must be >= 1, got {max_live}")
         self._make = make_actor
@@ -47,8 +46,6 @@ class Activator:
         self._idle: OrderedDict[str, None] = OrderedDict()
         self._waiting: OrderedDict[str, list[Any]] = OrderedDict()
         self._closed = False
-        self.activations = 0
-        self.passivations = 0
 
     def live_count(self) -> int:
         with self._lock:
@@ -77,41 +74,6 @@ class Activator:
             self._idle.pop(workflow_id, None)
             slot.ref.tell(message)
 
-    def start_here(self, workflow_id: str, message: Any) -> bool:
-        """Start the workflow's actor and handle ``message`` on the calling thread.
-
-        For a workflow this process is creating (``system.start``), whose first step commits its
-        record. False, with nothing done, when the id already has a live or waiting actor or no
-        actor can be started now (every live one busy): the caller then takes the queued way.
-        """
-        with self._lock:
-            if self._closed or workflow_id in self._live or workflow_id in self._waiting:
-                return False
-            if len(self._live) >= self.max_live and not self._evict_idle_locked():
-                return False
-            self._work.inc()
-            slot = self._activate_locked(workflow_id, here=True)
-            slot.busy += 1
-        slot.ref.actor_inbox.run_or_put(Envelope(message))  # type: ignore[attr-defined]  # a PooledActor's _Inbox
-        return True
-
-    def deliver_here(self, workflow_id: str, message: Any) -> None:
-        """Like ``deliver``, but a live idle actor handles ``message`` on the calling thread.
-
-        For a caller that blocks until the message is handled (a signal waits for the step that
-        consumes it). Never from a thread that must not block (timers, the writer).
-        """
-        with self._lock:
-            slot = None if self._closed or workflow_id in self._waiting else self._live.get(workflow_id)
-            if slot is not None:
-                self._work.inc()
-                slot.busy += 1
-                self._idle.pop(workflow_id, None)
-        if slot is None:
-            self.deliver(workflow_id, message)
-            return
-        slot.ref.actor_inbox.run_or_put(Envelope(message))  # type: ignore[attr-defined]  # a PooledActor's _Inbox
-
     def done(self, workflow_id: str) -> None:
         """Called by an actor after each message it processed."""
         with self._lock:
@@ -139,14 +101,6 @@ class Activator:
                 n += 1
         return n
 
-    def drop(self, workflow_id: str) -> None:
-        """Stop the workflow's actor if it is idle (it will be reloaded from the store)."""
-        with self._lock:
-            slot = self._live.get(workflow_id)
-            if slot is not None and slot.busy == 0:
-                self._stop_locked(workflow_id, slot)
-            self._drain_waiting_locked()
-
     def close(self) -> None:
         with self._lock:
             self._closed = True
@@ -161,17 +115,15 @@ class Activator:
             _stop_ref(slot.ref)
 
     # -- internals (lock held) ----------------------------------------------------------------
-    def _activate_locked(self, workflow_id: str, here: bool = False) -> _Slot:
+    def _activate_locked(self, workflow_id: str) -> _Slot:
         # A new slot is busy as soon as the caller tells it its first message.
-        slot = _Slot(self._make(workflow_id, here))
+        slot = _Slot(self._make(workflow_id))
         self._live[workflow_id] = slot
-        self.activations += 1
         return slot
 
     def _stop_locked(self, workflow_id: str, slot: _Slot) -> None:
         del self._live[workflow_id]
         self._idle.pop(workflow_id, None)
-        self.passivations += 1
         # The actor is idle (busy == 0), so its mailbox is empty: stopping it loses nothing. The
         # stop is not awaited: a new actor for the same id may start at once, the old one only
         # has its stop message left to handle.

@@ -62,26 +62,6 @@ class _Inbox:
                 actor._scheduled = True
                 actor._dispatcher.submit(actor)
 
-    def run_or_put(self, envelope: Envelope[Any], /) -> None:
-        """Handle ``envelope`` on the calling thread if the actor is idle, else queue it.
-
-        The caller becomes the actor's thread for this one message, under the same flag that keeps
-        an actor on one thread at a time, so order and one-at-a-time handling hold. It spares two
-        thread hand-offs to a caller that would only wait for the reply anyway.
-        """
-        actor = self._actor
-        with actor._sched_lock:
-            if actor.actor_stopped.is_set():
-                raise pykka.ActorDeadError(f"{actor.actor_ref} not found")
-            if actor._scheduled or not actor._setup_done or self._items:
-                self._items.append(envelope)
-                if not actor._scheduled and actor._started:
-                    actor._scheduled = True
-                    actor._dispatcher.submit(actor)
-                return
-            actor._scheduled = True
-        actor._run_inline(envelope)
-
     def get(self) -> Envelope[Any]:
         return self._items.popleft()
 
@@ -164,17 +144,12 @@ class PooledActor(pykka.Actor):
 
     actor_inbox: _Inbox  # made by _create_actor_inbox
 
-    def __init__(self, dispatcher: Dispatcher, *, set_up_here: bool = False) -> None:
+    def __init__(self, dispatcher: Dispatcher) -> None:
         self._dispatcher = dispatcher
-        # Run on_start on the starting thread rather than in a first slice, so that the starter
-        # can hand the actor its first message inline (``run_or_put``) right away.
-        self._set_up_here = set_up_here
         self._sched_lock = threading.Lock()
         self._scheduled = False
         self._started = False
         self._setup_done = False
-        # Set while a message is handled on a caller's thread (``run_or_put``): never pause there.
-        self.running_inline = False
         self._pause_on: Any = None  # the Promise a paused message waits for
         self._resume: Callable[[], None] | None = None
         super().__init__()
@@ -192,26 +167,13 @@ class PooledActor(pykka.Actor):
         with self._sched_lock:
             self._started = True
             self._scheduled = True
-            if not self._set_up_here:
-                self._dispatcher.submit(self)
-                return
-        # Scheduled meanwhile, so a message put now only queues; it is run once set up.
-        try:
-            self._actor_loop_setup()
-        finally:
-            self._setup_done = True
-            with self._sched_lock:
-                if self.actor_inbox.empty() and not self.actor_stopped.is_set():
-                    self._scheduled = False
-                else:
-                    self._dispatcher.submit(self)
+            self._dispatcher.submit(self)
 
     def pause_until(self, promise: Any, resume: Callable[[], None]) -> None:
         """From within a message on a dispatcher thread: run ``resume()`` once ``promise`` settles.
 
         The thread is free for other actors meanwhile; this actor handles nothing else until then.
         """
-        assert not self.running_inline, "a message handled on a caller's thread cannot pause"
         self._pause_on, self._resume = promise, resume
 
     def _wake(self, _promise: Any) -> None:
@@ -250,21 +212,6 @@ class PooledActor(pykka.Actor):
             else:
                 self._dispatcher.submit(self)
 
-    def _run_inline(self, envelope: Envelope[Any]) -> None:
-        self.running_inline = True
-        try:
-            self._handle_envelope(envelope)
-        finally:
-            self.running_inline = False
-            if self.actor_stopped.is_set():
-                self._actor_loop_teardown()
-            else:
-                with self._sched_lock:
-                    if self.actor_inbox.empty():
-                        self._scheduled = False
-                    else:
-                        self._dispatcher.submit(self)
-
     def _handle_envelope(self, envelope: Envelope[Any]) -> None:
         try:
             response = self._handle_receive(envelope.message)
@@ -278,10 +225,6 @@ class PooledActor(pykka.Actor):
         except BaseException:
             if envelope.reply_to is not None:
                 envelope.reply_to.set_exception()
-            if self.running_inline:
-                # An interruption of the caller's thread (KeyboardInterrupt): it is the caller's,
-                # and goes on to it. The actor stays; it reloads its state with its next message.
-                raise
             # Unlike pykka's threads, one actor's BaseException stops that actor, not all.
             logger.exception("actorflow: %s stopped by a BaseException", self)
             self._stop()

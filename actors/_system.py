@@ -9,27 +9,24 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from persistence import (
     CANCEL,
-    CHILD,
     FINISHED,
     RUNNING,
     SIGNAL,
     Delivered,
     InboxFull,
     NewWorkflow,
-    OutSignal,
     PersistenceError,
     ProcedureRow,
     Promise,
     StepAck,
     StepWrite,
     Store,
-    StoreClosed,
     TimerRow,
     UnknownWorkflowId,
     WorkflowFinished,
@@ -46,6 +43,7 @@ from ._activator import Activator
 from ._actor import (
     DirectSignal,
     Escalate,
+    EscalationFailed,
     FireTimer,
     Kick,
     TimerFired,
@@ -55,12 +53,13 @@ from ._actor import (
 )
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
+from ._host import Host
 from ._log import Log
 from ._pool import Dispatcher
-from ._procedures import ProcedureExecutor, error_info
+from ._procedures import ProcedureExecutor
 from ._timers import TimerService
-from ._wait import envelope_wait
 from ._work import WorkCounter
+from ._writes import new_workflow_record
 
 log = Log("system")
 
@@ -143,7 +142,8 @@ class Runtime:
         # A step waiting for its commit frees its thread (the actor pauses), but loading a
         # workflow's state and the rarer writes still block one: more threads than cores.
         self.dispatcher = Dispatcher(min(actor_threads, max_live))
-        self.activator = Activator(lambda wid, here: WorkflowActor.start(self, wid, here), max_live, self.work)
+        host: Host = self  # what the actors see of the runtime
+        self.activator = Activator(lambda wid: WorkflowActor.start(host, wid), max_live, self.work)
         self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
         self.procedures = ProcedureExecutor(
             store, clock, procedure_workers, self.activator.deliver, self.timers.call_at, self.work
@@ -158,7 +158,7 @@ class Runtime:
     def _fire_timer(self, row: TimerRow) -> None:
         self.activator.deliver(row.workflow_id, TimerFired(row))
 
-    def after_commit(
+    def carry_out(
         self,
         workflow_id: str,
         sw: StepWrite,
@@ -166,119 +166,34 @@ class Runtime:
         timers: list[TimerRow],
         test_mode: bool,
         seeds: dict[str, Any] | None = None,
-        dispatched: set[str] | None = None,
     ) -> None:
-        """Carry out what a committed step asked for: only now may anything leave the actor.
-
-        ``dispatched`` collects the keys of the procedure calls handed over, as they are.
-        """
+        """Carry out what a committed step asked for: only now may anything leave the actor."""
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
         if timers and not test_mode:
             self.timers.arm(timers)
         for p in sw.new_procedures:
             self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
-            if dispatched is not None:
-                dispatched.add(p.key)
         if ack.created:
             types = {w.id: w.type for w in sw.new_workflows}
             for child in ack.created:
                 log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
                 self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
-        for d in ack.delivered:
-            # The row itself: a parent woken by a hundred children must not read its inbox back
-            # a hundred times.
-            self.activator.deliver(d.workflow_id, Wake(d.row()))
+        self.wake(ack.delivered)
         for wid, why in ack.dropped:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
             # expected; an unknown target or a full inbox is a mistake worth a warning.
             level = log.debug if why.startswith("workflow ") else log.warning
             level("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
 
-    def resync(self, workflow_id: str, sw: StepWrite | None, dispatched: set[str]) -> None:
-        """After an interruption of a caller's thread in a message it handled for the workflow.
+    def wake(self, delivered: Iterable[Delivered]) -> None:
+        """Hand each new inbox row to its workflow's actor (the row itself: a parent woken by a
+        hundred children must not read its inbox back a hundred times)."""
+        for d in delivered:
+            self.activator.deliver(d.workflow_id, Wake(d.row()))
 
-        ``sw`` is the step whose commit was under way or whose requests were being carried out
-        (None: none was). Its write may still commit on the writer's thread, and what it asked
-        for may be partly done (``dispatched``: the procedure calls already handed over). Once the
-        writer is past it, this brings the process in line with the file: the workflow's stored
-        timers armed, its step's pending procedure calls run, its new children and its messages'
-        recipients woken, a finish announced, and the workflow itself woken (its actor reloads).
-        Each of these is harmless if it was done already.
-        """
-        done = frozenset(dispatched)
-        self._after_writer(lambda: self._resync(workflow_id, sw, done))
-
-    def wake_after_interruption(self, workflow_ids: Callable[[], Iterable[str]]) -> None:
-        """After an interruption of a caller's thread in a write of its own (a cancel, a
-        broadcast, ``start_many``): that write may still commit on the writer's thread, and the
-        wake-ups that follow it were not sent. Once the writer is past it, every running workflow
-        of ``workflow_ids()`` is woken: it rereads its inbox, or starts."""
-        def wake() -> None:
-            for wid in workflow_ids():
-                self._wake_running(wid)
-
-        self._after_writer(wake)
-
-    def _after_writer(self, fn: Callable[[], object]) -> None:
-        """Run ``fn`` on a thread of its own (counted as work, so ``idle()`` waits for it) once
-        every write queued now has committed or failed."""
-        self.work.inc()
-        try:
-            threading.Thread(
-                target=self._run_after_writer, args=(fn,), name="actorflow-resync", daemon=True
-            ).start()
-        except BaseException:
-            self.work.dec()
-            raise
-
-    def _run_after_writer(self, fn: Callable[[], object]) -> None:
-        try:
-            self.store.barrier(self.commit_timeout)
-            fn()
-        except StoreClosed:
-            pass  # the system closed meanwhile (the usual end of a KeyboardInterrupt): its next
-            # opening recovers everything from the file
-        except Exception as e:
-            log.error("resync_failed", error=repr(e))
-        finally:
-            self.work.dec()
-
-    def _resync(self, workflow_id: str, sw: StepWrite | None, dispatched: frozenset[str]) -> None:
-        rec = self.store.load_workflow(workflow_id)
-        if rec is None:
-            return  # a start whose first step did not commit: nothing of it exists
-        if sw is not None:
-            self._carry_out_again(rec, sw, dispatched)
-        if rec.status in FINISHED:
-            self.finished(workflow_id)
-        else:
-            self.activator.deliver(workflow_id, Wake())
-        log.info("workflow_resynced", workflow_id=workflow_id, step=rec.step_seq)
-
-    def _carry_out_again(self, rec: WorkflowRecord, sw: StepWrite, dispatched: frozenset[str]) -> None:
-        """What ``after_commit`` does, from the file: for a step whose acknowledgement was lost."""
-        wid = rec.id
-        stored = self.store.timers(wid)
-        if not rec.test_mode:
-            self.timers.arm(stored)
-        ids = {t.id for t in stored}
-        self.timers.cancel([t for t in sw.cancel_timers if t not in ids])
-        asked = {p.key for p in sw.new_procedures} - dispatched
-        for row in self.store.procedures(wid):
-            if row.key in asked and row.status == "pending":
-                self.procedures.dispatch(row)
-        targets = {w.id for w in sw.new_workflows} | {s.workflow_id for s in sw.signals}
-        for b in sw.broadcasts:
-            targets.update(self.store.subscribers(b.name, b.filter_key))
-        for target in sorted(targets - {wid}):
-            self._wake_running(target)
-
-    def _wake_running(self, workflow_id: str) -> None:
-        """Wake the workflow if it is running: it rereads its inbox (or starts, if it never ran)."""
-        rec = self.store.load_workflow(workflow_id)
-        if rec is not None and rec.status == RUNNING:
-            self.activator.deliver(workflow_id, Wake())
+    def message_done(self, workflow_id: str) -> None:
+        self.activator.done(workflow_id)
 
     def finished(self, workflow_id: str) -> None:
         with self._finish_lock:
@@ -313,13 +228,14 @@ class Runtime:
             hist.append(now)
             n = len(hist)
         if n > RESTART_INTENSITY:
-            if isinstance(error, _EscalationFailed):
+            if isinstance(error, EscalationFailed):
                 log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(error.__cause__))
                 return
             log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, workflow_type=workflow_type,
                       restarts=n - 1, error=repr(error))
             # Through the actor's own mailbox, so no step of it can race the final write.
-            self.activator.deliver(workflow_id, Escalate(error))
+            message = f"runtime fault after {RESTART_INTENSITY} restarts in {RESTART_PERIOD:.0f}s"
+            self.activator.deliver(workflow_id, Escalate(error, message))
             return
         delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
         log.warning("actor_restarted", workflow_id=workflow_id, workflow_type=workflow_type, attempt=n,
@@ -336,41 +252,6 @@ class Runtime:
         t.daemon = True
         t.start()
 
-    def escalate(self, workflow_id: str, error: BaseException) -> None:
-        """Fail a workflow whose actor keeps faulting; its parent gets ChildFailed.
-
-        Runs in the workflow's actor (an ``Escalate`` message), from the stored record alone: the
-        continuation may be what cannot be loaded.
-        """
-        try:
-            rec = self.store.load_workflow(workflow_id)
-            if rec is None or rec.status != RUNNING:
-                return
-            # Report what went wrong underneath, not the runtime's private wrapper.
-            while type(error).__name__ == "_RuntimeFault" and error.__cause__ is not None:
-                error = error.__cause__
-            info = error_info(error)
-            info["message"] = f"runtime fault after {RESTART_INTENSITY} restarts in {RESTART_PERIOD:.0f}s: {info['message']}"
-            sw = StepWrite(workflow_id=workflow_id, step_seq=rec.step_seq + 1, status="failed",
-                           error=json.dumps(info), updated_at=self.clock.now())
-            try:
-                wait = envelope_wait(loads(rec.continuation)) if rec.continuation else None
-            except Exception:
-                wait = None
-            for a in wait.pending() if wait is not None else []:
-                if a.kind == "child" and a.child_id and not a.detached:
-                    sw.signals.append(OutSignal(a.child_id, "cancel", dumps("parent failed"), CANCEL))
-            if rec.parent_id:
-                sw.signals.append(OutSignal(rec.parent_id, workflow_id, dumps(("err", info)), CHILD))
-            sw.history.append(("failed", json.dumps({"type": info["type"], "message": info["message"]})))
-            ack = self.store.commit_step(sw, timeout=self.commit_timeout)
-            log.error("workflow_failed", workflow_id=workflow_id, workflow_type=rec.type, error=info["message"])
-            self.after_commit(workflow_id, sw, ack, [], rec.test_mode)
-            self.finished(workflow_id)
-        except Exception as e:
-            raise _EscalationFailed(f"could not record the failure of workflow {workflow_id!r}") from e
-
-
 # The first and the longest wait before kept `wf` requests are tried again (seconds).
 _EXTERNAL_BACKOFF = (0.05, 2.0)
 # Errors of a request itself: it can never be carried out, so it is deleted (and logged).
@@ -379,9 +260,6 @@ _REQUEST_ERRORS = (UnknownWorkflowId, WorkflowFinished, UnknownWorkflow, Workflo
 # A pass left a fire-timer request to the step that takes its timer: look again soon.
 _PENDING_STEP = Exception("a fire-timer request waits for its step")
 
-
-class _EscalationFailed(Exception):
-    """Recording a workflow's failure after too many restarts failed itself."""
 
 
 class WorkflowRef:
@@ -486,11 +364,6 @@ def _id_bits() -> str:
     return os.urandom(6).hex()
 
 
-def _these(*workflow_ids: str) -> Callable[[], list[str]]:
-    """``workflow_ids``, bound now, for a call that may come later."""
-    return lambda: list(workflow_ids)
-
-
 def _new_id(wf: Any) -> str:
     return f"{wf.__name__}-{_id_bits()}"
 
@@ -509,15 +382,7 @@ def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, n
             f"connections inside a procedure.",
             variable=e.variable, value_type=e.value_type, location=None,
         ) from e
-    new = NewWorkflow(
-        id=wid,
-        type=key,
-        continuation=dumps({"cont": blob, "wait": None}),
-        fingerprint=cont.fingerprint,
-        test_mode=bool(test_mode),
-        created_at=now,
-    )
-    return new, cont, blob
+    return new_workflow_record(wid, key, blob, cont.fingerprint, created_at=now, test_mode=test_mode), cont, blob
 
 
 class ActorSystem:
@@ -667,11 +532,10 @@ class ActorSystem:
                 payload = json.loads(r.payload) if r.payload is not None else None
                 if r.kind in ("signal", "cancel"):
                     kind, name = (SIGNAL, r.name or "") if r.kind == "signal" else (CANCEL, "cancel")
-                    with self._woken_if_interrupted(_these(r.workflow_id)):
-                        d = self._rt.store.append_inbox(
-                            r.workflow_id, kind, name, dumps(payload), at=self.clock.now(), external_seq=r.seq
-                        )
-                        self._rt.activator.deliver(r.workflow_id, Wake(d.row()))
+                    d = self._rt.store.append_inbox(
+                        r.workflow_id, kind, name, dumps(payload), at=self.clock.now(), external_seq=r.seq
+                    )
+                    self._rt.wake([d])
                     log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     continue  # its row went with the append
                 if r.kind == "fire_timer":
@@ -749,19 +613,11 @@ class ActorSystem:
         while True:
             wid = id or _new_id(wf)
             seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
-            # Its first step runs here, on the caller's thread, and commits the record with it:
-            # one transaction where there were two, and no hand-off to an actor thread.
+            # Its first step runs in its actor and commits the record with it (one transaction);
+            # this thread only waits for that.
             created: Promise[bool] = Promise()
-            if self._rt.activator.start_here(wid, Kick(seed, created)):
-                ok = created.result(self._rt.commit_timeout)
-            else:  # the id has an actor already, or none can start now: record, then queue
-                ok = self._rt.store.create_workflow(seed[0])
-                if ok:
-                    log.info("workflow_started", workflow_id=wid, workflow_type=key, test_mode=bool(test_mode))
-                    self._rt.activator.deliver(wid, Kick(seed))
-            if ok:
-                return WorkflowRef(self, wid, _token=_REF_TOKEN)
-            if id is not None:
+            self._rt.activator.deliver(wid, Kick(seed, created))
+            if created.result(self._rt.commit_timeout) or id is not None:
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
             # A generated id already taken (48 random bits: rare, not impossible in a file that
             # keeps millions of workflows): that workflow is someone else's, so draw another.
@@ -795,23 +651,30 @@ class ActorSystem:
             check_text(wid, "workflow id")
         now = self.clock.now()
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
-        asked = list(ids)  # every id this call may create, retries included
-        with self._woken_if_interrupted(lambda: asked):
-            created = self._rt.store.create_workflows([s[0] for s in seeds])
-            while generated and not all(created):
-                # Generated ids already taken (see start()): draw others for those alone.
-                retry = [i for i, ok in enumerate(created) if not ok]
-                for i in retry:
-                    ids[i] = _new_id(wf)
-                    asked.append(ids[i])
-                    seeds[i] = _seed(wf, key, ids[i], args[i], test_mode, now)
-                for i, ok in zip(retry, self._rt.store.create_workflows([seeds[i][0] for i in retry]), strict=True):
-                    created[i] = ok
-            for seed, ok in zip(seeds, created, strict=True):
-                if ok:
-                    self._rt.activator.deliver(seed[0].id, Kick(seed))
+        created = self._create(seeds)
+        while generated and not all(created):
+            # Generated ids already taken (see start()): draw others for those alone.
+            retry = [i for i, ok in enumerate(created) if not ok]
+            for i in retry:
+                ids[i] = _new_id(wf)
+                seeds[i] = _seed(wf, key, ids[i], args[i], test_mode, now)
+            for i, ok in zip(retry, self._create([seeds[i] for i in retry]), strict=True):
+                created[i] = ok
         log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
         return [WorkflowRef(self, wid, _token=_REF_TOKEN) for wid in ids]
+
+    def _create(self, seeds: list[tuple[NewWorkflow, Any, bytes]]) -> list[bool]:
+        """Insert the records of ``seeds`` in one transaction, and start those created: on the
+        writer's thread, after the commit, so an interruption of this wait loses none."""
+        def kick(p: Promise[list[bool]]) -> None:
+            if p.exception() is None:
+                for seed, ok in zip(seeds, p.result(), strict=True):
+                    if ok:
+                        self._rt.activator.deliver(seed[0].id, Kick(seed))
+
+        written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
+        written.add_done_callback(kick)
+        return written.result(self._rt.commit_timeout)
 
     def get(self, workflow_id: str) -> WorkflowRef:
         """A ref to an existing workflow; an unknown id raises ``UnknownWorkflow``."""
@@ -828,17 +691,21 @@ class ActorSystem:
         if isinstance(name, str):
             check_text(name, "broadcast name")
         key = filter_key(filter_value)
-        dropped: list[tuple[str, str]] = []
-        with self._woken_if_interrupted(lambda: self._rt.store.subscribers(name, key)):
-            delivered = self._rt.store.broadcast(name, key, dumps(payload), at=self.clock.now(), dropped=dropped)
-            for d in delivered:
-                self._rt.activator.deliver(d.workflow_id, Wake(d.row()))
-        for wid, why in dropped:
-            # A subscriber that ended is expected; a full inbox is worth a warning (as for a
-            # workflow's own sends, which its history records).
-            level = log.debug if why.startswith("workflow ") else log.warning
-            level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=why)
-        return len(delivered)
+
+        def wake(p: Promise[tuple[list[Delivered], list[tuple[str, str]]]]) -> None:
+            if p.exception() is not None:
+                return
+            delivered, dropped = p.result()
+            self._rt.wake(delivered)
+            for wid, why in dropped:
+                # A subscriber that ended is expected; a full inbox is worth a warning (as for a
+                # workflow's own sends, which its history records).
+                level = log.debug if why.startswith("workflow ") else log.warning
+                level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=why)
+
+        written = self._rt.store.submit_broadcast(name, key, dumps(payload), at=self.clock.now())
+        written.add_done_callback(wake)
+        return len(written.result(self._rt.commit_timeout)[0])
 
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
         """Snapshots of the workflows in the file, optionally by status and type."""
@@ -891,29 +758,24 @@ class ActorSystem:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
         try:
             if kind == SIGNAL:
+                # Handed to the workflow's actor, which makes it durable (consumed by the step it
+                # resumes, or in the inbox) and answers: this thread only waits.
                 msg = DirectSignal(name, blob, self.clock.now())
-                self._rt.activator.deliver_here(workflow_id, msg)
+                self._rt.activator.deliver(workflow_id, msg)
                 msg.reply.result(self._rt.commit_timeout)
                 return
-            with self._woken_if_interrupted(lambda: [workflow_id]):
-                d: Delivered = self._rt.store.append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
-                self._rt.activator.deliver(workflow_id, Wake(d.row()))
+            written = self._rt.store.submit_append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
+            written.add_done_callback(self._wake_after)
+            written.result(self._rt.commit_timeout)
         except UnknownWorkflowId:
             raise UnknownWorkflow(workflow_id, self.db) from None
         except WorkflowFinished as e:
             raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
 
-    @contextlib.contextmanager
-    def _woken_if_interrupted(self, workflow_ids: Callable[[], Iterable[str]]) -> Iterator[None]:
-        """Around a write of the caller's own and the wake-ups after it: if the caller's thread is
-        interrupted there (KeyboardInterrupt), the write may still commit on the writer's thread,
-        so the workflows of ``workflow_ids()`` are woken once the writer is past it."""
-        try:
-            yield
-        except BaseException as e:
-            if not isinstance(e, Exception):
-                self._rt.wake_after_interruption(workflow_ids)
-            raise
+    def _wake_after(self, written: Promise[Delivered]) -> None:
+        """Once an append committed (on the writer's thread): wake its workflow."""
+        if written.exception() is None:
+            self._rt.wake([written.result()])
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

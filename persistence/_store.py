@@ -400,7 +400,7 @@ class SqliteStore(Store):
                 path=self.path,
             )
 
-    def _write(self, fn: Callable[[Writer], T], *, help: bool = False) -> Promise[T]:
+    def _write(self, fn: Callable[[Writer], T]) -> Promise[T]:
         self._check_open()
         if self._writer is None:
             raise PersistenceError(
@@ -408,10 +408,10 @@ class SqliteStore(Store):
                 f"post_external requests for the owner). Open it with owner=True to write.",
                 path=self.path,
             )
-        return self._writer.submit(fn, help=help)
+        return self._writer.submit(fn)
 
     def _write_wait(self, fn: Callable[[Writer], T]) -> T:
-        return self._write(fn, help=True).result()
+        return self._write(fn).result()
 
     def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         self._check_open()
@@ -442,18 +442,16 @@ class SqliteStore(Store):
 
     def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
         """Insert many workflows in one transaction; for each, False if its id existed."""
+        return self.submit_create_workflows(wfs).result()
+
+    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
+        """``create_workflows``, queued: the future resolves after COMMIT."""
         wfs = list(wfs)
-        return self._write_wait(lambda w: [_writes.insert_workflow(w.conn, wf) for wf in wfs])
+        return self._write(lambda w: [_writes.insert_workflow(w.conn, wf) for wf in wfs])
 
-    def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
-
-        ``help=True`` is for a caller that would only wait for the future: if no batch is running,
-        it commits the batch on its own thread before this returns (see ``Writer.submit``).
-        """
-        return self._write(
-            functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), help=help
-        )
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
+        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))
 
     def barrier(self, timeout: float | None = None) -> None:
         """Return once every write queued before this call has committed or failed.
@@ -467,7 +465,16 @@ class SqliteStore(Store):
         external_seq: int | None = None,
     ) -> Delivered:
         """Append a message to a running workflow's inbox (signal, cancel, child outcome)."""
-        return self._write_wait(
+        return self.submit_append_inbox(
+            workflow_id, kind, name, payload, at=at, external_seq=external_seq
+        ).result()
+
+    def submit_append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Promise[Delivered]:
+        """``append_inbox``, queued: the future resolves after COMMIT."""
+        return self._write(
             lambda w: _writes.append_inbox(
                 w, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq
             )
@@ -478,12 +485,19 @@ class SqliteStore(Store):
         dropped: list[tuple[str, str]] | None = None,
     ) -> list[Delivered]:
         """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
-        got, lost = self._write_wait(
-            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)
-        )
+        got, lost = self.submit_broadcast(name, filter_key, payload, at=at).result()
         if dropped is not None:
             dropped.extend(lost)
         return got
+
+    def submit_broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, str]]]]:
+        """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
+        what was dropped (``(workflow_id, why)``)."""
+        return self._write(
+            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)
+        )
 
     def procedure_finished(
         self, key: str, *, result: bytes | None, error: str | None, attempts: int

@@ -250,12 +250,26 @@ class Store(abc.ABC):
         """Insert many workflows in one transaction; for each, False if its id existed."""
 
     @abc.abstractmethod
-    def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
+        """``create_workflows``, queued: the future resolves after COMMIT."""
 
-        ``help=True`` tells the store that the caller would only wait for the future (it blocks
-        on it, or pauses until it is set), so it may run the commit on the caller's thread.
-        """
+    @abc.abstractmethod
+    def submit_append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Promise[Delivered]:
+        """``append_inbox``, queued: the future resolves after COMMIT."""
+
+    @abc.abstractmethod
+    def submit_broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, str]]]]:
+        """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
+        what was dropped (``(workflow_id, why)``)."""
+
+    @abc.abstractmethod
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
 
     @abc.abstractmethod
     def barrier(self, timeout: float | None = None) -> None:
@@ -263,7 +277,7 @@ class Store(abc.ABC):
 
     def commit_step(self, step: StepWrite, timeout: float | None = None) -> StepAck:
         """``submit_step`` and wait for the commit."""
-        return self.submit_step(step, help=True).result(timeout)
+        return self.submit_step(step).result(timeout)
 
     @abc.abstractmethod
     def append_inbox(

@@ -7,10 +7,8 @@ again with each write in its own savepoint, so that one fails alone), takes in o
 queued meanwhile, commits once, and only then resolves the futures. One fsync (with durability
 "full") thus covers every caller waiting at that moment.
 
-One batch runs at a time, in queue order. The writer's thread runs them, except that a caller that
-would only wait for its own write (``submit(..., help=True)``: it blocks on it, or pauses until it
-is set) runs the batch itself when none is running: a caller that commits one write at a time then
-pays no thread hand-off.
+One batch runs at a time, in queue order, on the writer's own thread: no caller's thread ever runs
+a transaction, so an interruption of a caller (Ctrl-C) interrupts only its wait.
 """
 
 from __future__ import annotations
@@ -68,24 +66,16 @@ class Writer:
         self.waits: dict[str, tuple[str, ...]] = {}
         self.staged_waits: dict[str, tuple[str, ...]] = {}
         self._gate = gate if gate is not None else contextlib.nullcontext()
-        # The queue, and who runs a batch: the writer's thread, or a caller that would only wait
-        # for its own write anyway (``submit(..., help=True)``), and so runs the batch itself.
+        # The queue of writes, taken batch by batch by the writer's thread.
         self._lock = threading.Lock()  # taken directly (a C context manager) where none waits
         self._cond = threading.Condition(self._lock)
         self._ops: collections.deque[_Op] = collections.deque()
-        self._busy = False  # a batch is running, on whichever thread
         self._closed = False  # no new writes; the thread ends once the queue is empty
         self._thread = threading.Thread(target=self._run, name="actorflow-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[Writer], Any], *, help: bool = False) -> Promise[Any]:
-        """Queue ``fn(writer)`` to run in the next group transaction; return its future.
-
-        With ``help=True`` (for a caller that would only wait for the future: it blocks on it, or
-        pauses until it is set) the calling thread runs the batch itself when no batch is running:
-        queued writes, its own last, then COMMIT. That spares two thread hand-offs per write to a
-        caller that commits one write at a time; while a batch runs, the write is only queued.
-        """
+    def submit(self, fn: Callable[[Writer], Any]) -> Promise[Any]:
+        """Queue ``fn(writer)`` to run in the next group transaction; return its future."""
         future: Promise[Any] = Promise()
         with self._lock:
             if self._closed:
@@ -93,14 +83,7 @@ class Writer:
                     f"the store on {self.path} is closed; open it again to write.", path=self.path
                 )
             self._ops.append(_Op(fn, future))
-            if self._busy:
-                return future  # whoever runs the batch takes it, late or next
-            if not help:
-                self._cond.notify()
-                return future
-            self._busy = True
-            batch = self._take(MAX_BATCH)
-        self._run_batch(batch, helping=True)
+            self._cond.notify()
         return future
 
     def close(self, timeout: float | None = 30.0) -> None:
@@ -117,11 +100,10 @@ class Writer:
         try:
             while True:
                 with self._cond:
-                    while self._busy or not (self._ops or self._closed):
+                    while not (self._ops or self._closed):
                         self._cond.wait()
                     if not self._ops:
                         break  # closed, and everything queued before is committed
-                    self._busy = True
                     batch = self._take(MAX_BATCH)
                 self._run_batch(batch)
         finally:
@@ -136,33 +118,16 @@ class Writer:
             return taken
         return [ops.popleft() for _ in range(room)]
 
-    def _run_batch(self, batch: list[_Op], *, helping: bool = False) -> None:
-        """Commit ``batch`` on this thread (``_busy`` is ours), then let the next runner go.
-
-        ``helping``: this is a caller's thread. If it is interrupted (KeyboardInterrupt, or
-        SystemExit from a signal handler, in the main thread) the interruption goes on to the
-        caller, and nothing is lost: a batch that committed is settled first; one that did not
-        was rolled back, and what of it is unsettled goes back to the front of the queue, for the
-        writer's thread.
-        """
-        requeue: list[_Op] = []
+    def _run_batch(self, batch: list[_Op]) -> None:
+        """Commit ``batch``; a failure of the batch as a whole fails each write not settled."""
         try:
-            self._commit_batch(batch, helping)
-        except BaseException as exc:
-            if helping and not isinstance(exc, Exception):
-                requeue = [op for op in batch if not op.future.done()]
-                raise
+            self._commit_batch(batch)
+        except BaseException as exc:  # the writer's thread outlives any batch
             log.exception("actorflow writer: batch failed unexpectedly")
             err = translate_error(exc, self.path)
             for op in batch:
                 if not op.future.done():
                     op.future.set_exception(err)
-        finally:
-            with self._lock:
-                self._ops.extendleft(reversed(requeue))
-                self._busy = False
-                if self._ops or self._closed:
-                    self._cond.notify()
 
     def _take_more(self, batch: list[_Op]) -> list[_Op]:
         """Move what is queued now into ``batch`` (up to ``MAX_BATCH``); return what was taken."""
@@ -192,7 +157,7 @@ class Writer:
             pass
         self.conn.close()
 
-    def _commit_batch(self, batch: list[_Op], helping: bool = False) -> None:
+    def _commit_batch(self, batch: list[_Op]) -> None:
         pending = [op for op in batch if not op.future.done()]
         conn = self.conn
         # Optimistic first: no savepoints (two statements per write saved). If a write fails, the
@@ -209,7 +174,6 @@ class Writer:
             redo: int | None = None
             early: int | None = None
             batch_waits: dict[str, tuple[str, ...]] = {}
-            committing = False
             try:
                 with self._gate:
                     conn.execute("BEGIN IMMEDIATE")
@@ -230,9 +194,7 @@ class Writer:
                             conn.execute("SAVEPOINT op")
                         try:
                             value = op.fn(self)
-                        except BaseException as exc:
-                            if helping and not isinstance(exc, Exception):
-                                raise  # the caller's thread was interrupted: see below
+                        except BaseException as exc:  # a reducer may raise anything
                             if careful and conn.in_transaction:
                                 conn.execute("ROLLBACK TO op")
                                 conn.execute("RELEASE op")
@@ -257,20 +219,8 @@ class Writer:
                         if careful:
                             conn.execute("RELEASE op")
                     if redo is None and early is None:
-                        committing = True
                         conn.execute("COMMIT")
             except BaseException as exc:
-                if helping and not isinstance(exc, Exception):
-                    # An interruption of the caller's thread is not the batch's failure. Raised
-                    # once COMMIT had returned (no transaction left), the batch is durable: settle
-                    # it. Otherwise roll it back; ``_run_batch`` queues it again.
-                    if committing and not conn.in_transaction:
-                        self._settle(done, failed, batch_waits)
-                    else:
-                        with contextlib.suppress(sqlite3.Error):
-                            if conn.in_transaction:
-                                conn.execute("ROLLBACK")
-                    raise
                 # BEGIN, a savepoint statement or COMMIT failed: nothing of the batch is durable.
                 with contextlib.suppress(sqlite3.Error):
                     if conn.in_transaction:

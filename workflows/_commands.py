@@ -46,9 +46,6 @@ class RetryPolicy:
         return float(min(d, self.maximum_interval))
 
 
-NO_RETRY = RetryPolicy(maximum_attempts=1)
-
-
 class Command:
     """Base of every awaitable workflow command."""
 

@@ -308,12 +308,15 @@ class WorkflowInstance:
         return self.step_seq > 0
 
     # -- deciding ------------------------------------------------------------------------------
-    def decide(self, arrivals: Iterable[Arrival] = (), *, cancel: Any = None, cancelled: bool = False) -> Decision | None:
+    def decide(self, arrivals: Iterable[Arrival] = (), *, cancel: Any = None, cancelled: bool = False,
+               load: Callable[[Any], Any] | None = None) -> Decision | None:
         """What happens next, given what has arrived; None: nothing (wait on).
 
-        ``cancelled`` with its ``reason`` in ``cancel``: a cancel was requested, and it comes
-        before everything else. Arrivals are resolved earliest first (by ``at``, then ``order``,
-        then as given); the decision does not change the instance.
+        ``cancelled`` with its reason in ``cancel``: a cancel was requested, and it comes before
+        everything else. Arrivals are resolved earliest first (by ``at``, then ``order``, then as
+        given); the decision does not change the instance. ``load`` turns the ``value`` of an
+        arrival that is taken into the value the workflow receives (a caller that keeps payloads
+        encoded decodes only those).
         """
         pending = self.wait.pending() if self.wait is not None else []
         if cancelled:
@@ -322,9 +325,9 @@ class WorkflowInstance:
             return Decision(True, first=True)
         if self.wait is None:
             return None
-        return self._resolve(self.wait, sorted(arrivals, key=lambda a: (a.at, a.order)))
+        return self._resolve(self.wait, sorted(arrivals, key=_when), load)
 
-    def _resolve(self, wait: Wait, arrivals: Sequence[Arrival]) -> Decision | None:
+    def _resolve(self, wait: Wait, arrivals: Sequence[Arrival], load: Callable[[Any], Any] | None) -> Decision | None:
         # The pending arms by what resolves them (a gather of n children must not cost n * n).
         by_signal: dict[str, list[Arm]] = {}
         by_key: dict[tuple[str, Any], Arm] = {}
@@ -356,12 +359,13 @@ class WorkflowInstance:
             taken.append(arrival)
             done.add(arm.index)
             error = None if arrival.ok else _failure(arrival, arm)
+            value = arrival.value if load is None or error is not None else load(arrival.value)
             if wait.mode == "one" or (wait.mode == "select" and error is None):
-                value = arrival.value if wait.mode == "one" else Event(arm.name, arrival.value, arm.kind)
-                return self._resumed(wait, done, arrival, arm, taken, dropped, send=value, throw=error)
+                send = value if wait.mode == "one" else Event(arm.name, value, arm.kind)
+                return self._resumed(wait, done, arrival, arm, taken, dropped, send=send, throw=error)
             if error is not None:  # a select's or a gather's arm failed: the others lose
                 return self._resumed(wait, done, arrival, arm, taken, dropped, throw=error)
-            results[arm.index] = arrival.value
+            results[arm.index] = value
             if len(wait.results) + len(results) == len(wait.arms):
                 every = {**wait.results, **results}
                 return self._resumed(wait, done, arrival, arm, taken, dropped, send=[every[a.index] for a in wait.arms])
@@ -471,6 +475,10 @@ class WorkflowInstance:
             self.wait = outcome.wait
         elif not outcome.keep_continuation:
             self.wait = None
+
+
+def _when(a: Arrival) -> tuple[float, int]:
+    return (a.at, a.order)
 
 
 def _arm_commands(command: Command) -> tuple[Command, ...]:

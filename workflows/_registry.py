@@ -103,8 +103,3 @@ def resolve(kind: str, key: str) -> Any:
             kind=kind,
         )
     return obj
-
-
-def registered(kind: str) -> dict[str, Any]:
-    """A copy of the registry for ``kind``."""
-    return dict(_REGISTRY[kind])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import sys
@@ -334,19 +333,22 @@ def test_a_start_after_a_message_to_its_id_still_runs(system):
 
 
 def test_two_starts_of_one_id_at_once_start_it_once(db, clock, held_commits):
-    """A start whose first step is still uncommitted, and a second start of the same id: the
-    second writes the record; the first step then finds the id taken, writes nothing, and both
-    return the same workflow, which runs its first step once (on the second start's seed)."""
+    """A start whose first step is still uncommitted, and a second start of the same id: both
+    return the same workflow, which runs its first step once."""
     with ActorSystem(db, clock=clock) as s:
         held = held_commits(s, only="twin")
         first: list = []
+        second: list = []
         t = threading.Thread(target=lambda: first.append(s.start(flows.counter, 2, id="twin")))
         t.start()
         _wait_until(lambda: len(held) == 1, "the first start's step reached the writer")
-        second = s.start(flows.counter, 2, id="twin")
+        u = threading.Thread(target=lambda: second.append(s.start(flows.counter, 2, id="twin")))
+        u.start()
         held_commits.let_go(s)
         t.join(T)
-        assert first == [second]
+        u.join(T)
+        assert first == second and len(first) == 1
+        second = second[0]
         s.idle(timeout=T)
         assert s._rt.store.load_workflow("twin").step_seq == 1
         second.signal("inc", 1)
@@ -592,200 +594,47 @@ def test_a_procedure_outcome_survives_a_failed_step_without_running_again(system
     assert app_events(db, "frag") == ["reduced"]
 
 
-def test_a_signal_to_an_idle_actor_is_handled_on_the_senders_thread(system):
-    """signal() waits for the step that consumes it anyway: an idle live actor runs that step on
-    the sender's thread (no hand-off), one message at a time as on its own threads."""
+def test_a_signal_is_stepped_on_an_engine_thread_never_the_senders(system):
+    """signal() hands the signal to the engine and waits: the step that consumes it runs on an
+    actor thread of the runtime, whichever thread sent it."""
     import threading
 
     ref = system.start(flows.reports_its_thread)
     system.idle(timeout=T)
     ref.signal("go")
-    got: list = []
-    sender = threading.Thread(target=lambda: got.append(ref.signal("go")), name="a-sender")
+    sender = threading.Thread(target=lambda: ref.signal("go"), name="a-sender")
     sender.start()
     sender.join(T)
     names = ref.result(timeout=T)
-    assert names == [threading.current_thread().name, "a-sender"]
+    assert len(names) == 2 and all(n.startswith("actorflow-actor-") for n in names), names
 
 
-class _InterruptAtCommit:
-    """The writer's connection, raising KeyboardInterrupt at its next COMMIT (once), before or
-    after running it; ``fired`` lists what it interrupted."""
+def test_an_interrupt_in_the_callers_wait_leaves_the_signal_durable_or_unacknowledged(db, clock, held_commits):
+    """Ctrl-C while ``signal()`` waits for the commit of the step that takes it: the interrupt
+    reaches the caller only; the engine goes on, and the signal is consumed exactly once."""
+    import os
+    import signal as os_signal
+    import threading
 
-    def __init__(self, writer, *, after_commit: bool, fired: list | None = None) -> None:
-        self._writer, self._real, self._after = writer, writer.conn, after_commit
-        self.fired = fired if fired is not None else []
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(flows.collect, 3)
+        s.idle(timeout=T)
+        ref.signal("item", "a")
+        held = held_commits(s, only=ref.id)
 
-    def __getattr__(self, name):
-        return getattr(self._real, name)
+        def interrupt() -> None:
+            _wait_until(lambda: len(held) == 1, "the step taking the signal reached the writer")
+            os.kill(os.getpid(), os_signal.SIGINT)  # what Ctrl-C sends
 
-    def execute(self, sql, *args):
-        if sql != "COMMIT" or self.fired:
-            return self._real.execute(sql, *args)
-        self.fired.append(sql)
-        if self._after:
-            self._real.execute(sql, *args)
-        raise KeyboardInterrupt
-
-    def __enter__(self):
-        self._writer.conn = self
-        return self
-
-    def __exit__(self, *exc):
-        self._writer.conn = self._real
-
-
-@pytest.mark.parametrize("after_commit", [False, True])
-def test_a_sender_interrupted_while_committing_loses_and_duplicates_nothing(system, after_commit):
-    """KeyboardInterrupt on the sender's thread while it commits the step that takes its signal
-    (before or after COMMIT): it reaches the sender; the signal is consumed once either way, and
-    the workflow goes on."""
-    ref = system.start(flows.collect, 3)
-    system.idle(timeout=T)
-    ref.signal("item", "a")
-    with _InterruptAtCommit(system._rt.store._writer, after_commit=after_commit) as conn:
+        t = threading.Thread(target=interrupt)
+        t.start()
         with pytest.raises(KeyboardInterrupt):
             ref.signal("item", "b")
-    assert conn.fired
-    system.idle(timeout=T)
-    ref.signal("item", "c")
-    assert ref.result(timeout=T) == ["a", "b", "c"]
-
-
-@pytest.mark.parametrize("where", ["before COMMIT", "after COMMIT", "before its effects", "after its effects"])
-def test_what_an_interrupted_step_asked_for_is_carried_out(system, clock, where):
-    """KeyboardInterrupt on the sender's thread in the step that takes its signal, at any point of
-    its commit: the step commits once, and what it asked for is carried out in this process (its
-    signal out, broadcast, timer, procedure call and child), once."""
-    writer = system._rt.store._writer
-    rt = system._rt
-    real_after = rt.after_commit
-    fired: list = []
-
-    def interrupt_effects(workflow_id, *args, **kwargs):
-        if workflow_id != ref.id or fired:
-            return real_after(workflow_id, *args, **kwargs)
-        fired.append(workflow_id)
-        if where == "after its effects":
-            real_after(workflow_id, *args, **kwargs)
-        raise KeyboardInterrupt
-
-    target = system.start(flows.collect, 1)
-    listener = system.start(flows.subscriber, "g")
-    ref = system.start(flows.acts_on_go, target.id, "g")
-    system.idle(timeout=T)
-    if where.endswith("COMMIT"):
-        interrupting = _InterruptAtCommit(writer, after_commit=where == "after COMMIT", fired=fired)
-    else:
-        rt.after_commit = interrupt_effects
-        interrupting = contextlib.nullcontext()
-    try:
-        with interrupting, pytest.raises(KeyboardInterrupt):
-            ref.signal("go", 21)
-    finally:
-        rt.__dict__.pop("after_commit", None)
-    assert fired
-    system.idle(timeout=T)
-    clock.advance(5)
-    system.idle(timeout=T)
-    assert ref.result(timeout=T) == [None, 42, 210]
-    assert target.result(timeout=T) == [21]
-    assert listener.result(timeout=T) == 21
-    runs = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith(ref.id)]
-    assert len(runs) == 1
-
-
-def test_a_buffered_signal_is_taken_after_an_interrupted_step(system):
-    """The step that takes "a" commits and is carried out, then the sender's thread is interrupted
-    before the same handling goes on to "b", buffered earlier: the workflow still takes "b"."""
-    rt = system._rt
-    real_after = rt.after_commit
-    ref = system.start(flows.two_in_turn)
-    system.idle(timeout=T)
-    ref.signal("b", 2)
-
-    def interrupt_after(workflow_id, *args, **kwargs):
-        real_after(workflow_id, *args, **kwargs)
-        raise KeyboardInterrupt
-
-    rt.after_commit = interrupt_after
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            ref.signal("a", 1)
-    finally:
-        del rt.after_commit
-    system.idle(timeout=T)
-    assert ref.result(timeout=T) == [1, 2]
-
-
-def test_a_start_interrupted_after_its_first_step_committed_goes_on(system, clock):
-    """KeyboardInterrupt in ``start()`` once its first step (arming a timer) has committed: the
-    workflow exists, and its timer fires."""
-    rt = system._rt
-
-    def interrupt_before(workflow_id, *args, **kwargs):
-        raise KeyboardInterrupt
-
-    rt.after_commit = interrupt_before
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            system.start(flows.sleeper, 5, id="sleepy")
-    finally:
-        del rt.after_commit
-    system.idle(timeout=T)
-    clock.advance(5)
-    assert system.get("sleepy").result(timeout=T) == 5
-
-
-def test_an_interrupted_step_then_a_shutdown_is_recovered_at_the_next_open(db, clock):
-    """The usual end of a KeyboardInterrupt: the system is shut down at once. Nothing is reported
-    as failed, and the next opening carries out what the interrupted step asked for."""
-    with capture_logs() as logs:
-        with ActorSystem(db, clock=clock) as s:
-            rt = s._rt
-
-            def interrupt_before(workflow_id, *args, **kwargs):
-                raise KeyboardInterrupt
-
-            ref = s.start(flows.acts_on_go, "nobody", "g", id="interrupted")
-            s.idle(timeout=T)
-            rt.after_commit = interrupt_before
-            with pytest.raises(KeyboardInterrupt):
-                ref.signal("go", 21)
-    assert not [e for e in logs if e["log_level"] == "error"]
-    with ActorSystem(db, clock=clock) as s:
+        t.join(T)
+        held_commits.let_go(s)
         s.idle(timeout=T)
-        clock.advance(5)
-        assert s.get("interrupted").result(timeout=T) == [None, 42, 210]
-
-
-@pytest.mark.parametrize("after_commit", [False, True], ids=["before COMMIT", "after COMMIT"])
-@pytest.mark.parametrize("call", ["cancel", "broadcast", "start_many"])
-def test_a_call_interrupted_in_its_write_is_carried_out(system, call, after_commit):
-    """KeyboardInterrupt on the caller's thread while it commits a cancel, a broadcast or a
-    ``start_many`` itself (before or after COMMIT): the write commits, once, and the workflows it
-    concerns act on it without another message."""
-    listener = system.start(flows.subscriber, "g")
-    system.idle(timeout=T)
-    with _InterruptAtCommit(system._rt.store._writer, after_commit=after_commit) as conn:
-        with pytest.raises(KeyboardInterrupt):
-            if call == "cancel":
-                listener.cancel("stop")
-            elif call == "broadcast":
-                system.broadcast("go", "g", 7)
-            else:
-                system.start_many(flows.waits_once, [(), ()], ids=["m1", "m2"])
-    assert conn.fired
-    system.idle(timeout=T)
-    if call == "cancel":
-        with pytest.raises(Cancelled):
-            listener.result(timeout=T)
-    elif call == "broadcast":
-        assert listener.result(timeout=T) == 7
-    else:
-        # Both took their first step (they wait for "go") with no message sent to them.
-        assert [system._rt.store.load_workflow(w).step_seq for w in ("m1", "m2")] == [1, 1]
-        assert system.broadcast("go", "g", 1) == 1
+        ref.signal("item", "c")
+        assert ref.result(timeout=T) == ["a", "b", "c"]
 
 
 def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
@@ -835,9 +684,9 @@ def held_commits(monkeypatch):
     def hold(system, only: str | None = None):
         real = system._rt.store.submit_step
 
-        def submit_step(sw, help=False):
+        def submit_step(sw):
             if only is not None and sw.workflow_id != only:
-                return real(sw, help=help)
+                return real(sw)
             p = Promise()
             with lock:
                 held.append((sw, p, real))
@@ -1006,7 +855,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
         calls: list = []
         held: list = []
 
-        def submit_step(sw, help=False):
+        def submit_step(sw):
             calls.append(sw)
             if len(calls) == 2:  # the commit of the first outcome: held
                 p = Promise()
@@ -1016,7 +865,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
                 p = Promise()
                 p.set_exception(OSError("the disk went away"))
                 return p
-            return real(sw, help=help)
+            return real(sw)
 
         s._rt.store.submit_step = submit_step
         ref = s.start(flows.gather_procedures, id="gp")

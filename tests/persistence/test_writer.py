@@ -249,50 +249,6 @@ def test_disk_full_real_tmpfs(tmp_path: pathlib.Path) -> None:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_a_helping_caller_commits_on_its_own_thread_when_the_writer_is_idle(file_store) -> None:
-    """``help=True`` with no batch running: the write and the commit happen before submit returns."""
-    s = file_store
-    s.create_workflow(new_wf("a"))
-    ran_on: list[threading.Thread] = []
-
-    def write(w) -> str:
-        ran_on.append(threading.current_thread())
-        return "done"
-
-    before = s._writer.commits
-    fut = s._writer.submit(write, help=True)
-    assert fut.done() and fut.result(0) == "done"
-    assert ran_on == [threading.current_thread()]
-    assert s._writer.commits == before + 1
-    # Without help the writer's thread runs it, as before.
-    fut = s._writer.submit(write)
-    assert fut.result(30) == "done"
-    assert ran_on[-1] is s._writer._thread
-
-
-def test_a_helping_caller_behind_a_running_batch_queues_in_order(file_store) -> None:
-    """While a batch runs, ``help=True`` only queues: the writes commit in submission order."""
-    s = file_store
-    order: list[str] = []
-
-    def note(tag: str):
-        def write(w) -> None:
-            w.conn.execute("CREATE TABLE IF NOT EXISTS seen (tag TEXT)")
-            w.conn.execute("INSERT INTO seen VALUES (?)", (tag,))
-            order.append(tag)
-
-        return write
-
-    with _writer_blocked(s):
-        futs = [s._writer.submit(note("plain-1")), s._writer.submit(note("helped"), help=True),
-                s._writer.submit(note("plain-2"))]
-        assert not any(f.done() for f in futs)
-    for f in futs:
-        f.result(30)
-    assert order == ["plain-1", "helped", "plain-2"]
-    assert [r["tag"] for r in s.read_table("SELECT tag FROM seen ORDER BY rowid")] == order
-
-
 def test_barrier_returns_after_what_was_queued_before_it(file_store) -> None:
     """``barrier()`` returns once every write queued before it has committed (or failed)."""
     s = file_store
@@ -308,119 +264,13 @@ def test_barrier_returns_after_what_was_queued_before_it(file_store) -> None:
     assert [f.result(30) for f in futs] == [0, 1, 2]
 
 
-def test_a_helped_batch_takes_what_was_queued_before_it(file_store) -> None:
-    """A caller that finds writes queued (the writer not yet at them) commits them first, with its own."""
+def test_every_write_runs_on_the_writers_thread(file_store) -> None:
+    """No caller's thread ever runs a transaction: an interruption of a caller (Ctrl-C) can only
+    interrupt its wait, never a commit."""
     s = file_store
     s.create_workflow(new_wf("a"))
-    s.create_workflow(new_wf("b"))
-    writer = s._writer
-    # Keep the writer's thread from taking the queue: mark a batch as running, queue a step,
-    # then let a helping caller find the queue non-empty and no batch running.
-    with writer._cond:
-        writer._busy = True
-    queued = s.submit_step(step(s, "a", continuation=b"a1"))
-    with writer._cond:
-        writer._busy = False
-    before = writer.commits
-    helped = s.submit_step(step(s, "b", continuation=b"b1"), help=True)
-    assert queued.done() and helped.done()
-    assert writer.commits == before + 1
-    assert [s.load_workflow(w).continuation for w in "ab"] == [b"a1", b"b1"]
-
-
-def test_close_waits_for_a_helped_batch(db_path: str) -> None:
-    """close() while a caller runs a batch on its own thread: that batch commits, then the store closes."""
-    s = open_store(db_path)
-    s.create_workflow(new_wf("a"))
-    entered, release = threading.Event(), threading.Event()
-
-    def slow(w) -> str:
-        entered.set()
-        assert release.wait(30)
-        return "slow"
-
-    box: dict = {}
-    helper = threading.Thread(target=lambda: box.setdefault("f", s._writer.submit(slow, help=True)))
-    helper.start()
-    assert entered.wait(30)
-    closer = threading.Thread(target=s.close)
-    closer.start()
-    closer.join(0.2)
-    assert closer.is_alive()  # it waits for the batch the caller runs
-    release.set()
-    helper.join(30)
-    closer.join(30)
-    assert not closer.is_alive()
-    assert box["f"].result(0) == "slow"
-    with pytest.raises(StoreClosed):
-        s.submit_step(StepWrite("a", 1))
-
-
-class _InterruptOnce:
-    """The writer's connection, raising KeyboardInterrupt once around one COMMIT."""
-
-    def __init__(self, conn, *, after: bool) -> None:
-        self._conn, self._after, self.fired = conn, after, False
-
-    def __getattr__(self, name):
-        return getattr(self._conn, name)
-
-    def execute(self, sql, *args):
-        if sql != "COMMIT" or self.fired:
-            return self._conn.execute(sql, *args)
-        self.fired = True
-        if not self._after:
-            raise KeyboardInterrupt
-        self._conn.execute(sql, *args)
-        raise KeyboardInterrupt
-
-
-def _counting_insert(tag: str, calls: list):
-    def write(w) -> str:
-        calls.append(threading.current_thread())
-        w.conn.execute("CREATE TABLE IF NOT EXISTS seen (tag TEXT)")
-        w.conn.execute("INSERT INTO seen VALUES (?)", (tag,))
-        return tag
-
-    return write
-
-
-@pytest.mark.parametrize("where", ["in a write", "before COMMIT", "after COMMIT"])
-def test_an_interrupted_helping_caller_loses_and_duplicates_nothing(file_store, where) -> None:
-    """KeyboardInterrupt on a caller's thread during the batch it runs: it reaches the caller,
-    and every write of the batch commits exactly once (there, or again on the writer's thread)."""
-    s, writer = file_store, file_store._writer
-    real = writer.conn
-    calls: list = []
-    interrupted = {"done": False}
-
-    def interrupting(w) -> str:
-        if not interrupted["done"]:
-            interrupted["done"] = True
-            raise KeyboardInterrupt
-        return _counting_insert("own", calls)(w)
-
-    with writer._cond:
-        writer._busy = True  # another write waits in the queue, for the helper to take
-    other = writer.submit(_counting_insert("other", calls))
-    with writer._cond:
-        writer._busy = False
-    if where != "in a write":
-        writer.conn = _InterruptOnce(real, after=where == "after COMMIT")
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            writer.submit(interrupting if where == "in a write" else _counting_insert("own", calls),
-                          help=True)
-    finally:
-        writer.conn = real
-    # Whatever the helper did not commit, the writer's thread does; nothing twice.
-    assert other.result(30) == "other"
-    rows = sorted(r["tag"] for r in s.read_table("SELECT tag FROM seen"))
-    assert rows == ["other", "own"]
-    assert not writer.conn.in_transaction
-    if where == "after COMMIT":
-        assert all(t is threading.current_thread() for t in calls) and len(calls) == 2
-    else:
-        assert writer._thread in calls  # the batch ran again there
-    # The writer goes on.
-    assert s._write_wait(lambda w: "next") == "next"
+    ran_on: list[threading.Thread] = []
+    fut = s._writer.submit(lambda w: ran_on.append(threading.current_thread()) or "done")
+    assert fut.result(30) == "done"
+    s.commit_step(step(s, "a", continuation=b"a1"), timeout=30)
+    assert ran_on == [s._writer._thread]

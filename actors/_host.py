@@ -1,0 +1,35 @@
+"""What a workflow actor needs of the runtime around it: a narrow interface, not the runtime."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from persistence import StepAck, StepWrite, Store, TimerRow
+
+from ._clock import Clock
+from ._pool import Dispatcher
+
+
+class Host(Protocol):
+    """The services a ``WorkflowActor`` uses. ``Runtime`` is the one implementation."""
+
+    store: Store
+    clock: Clock
+    dispatcher: Dispatcher
+    commit_timeout: float
+
+    def carry_out(
+        self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool,
+        seeds: dict[str, Any] | None = None,
+    ) -> None:
+        """Do what a committed step asked for: arm and cancel timers, dispatch procedure calls,
+        start the children it created, wake the recipients of its messages."""
+
+    def fault(self, workflow_id: str, error: BaseException, workflow_type: str | None = None) -> None:
+        """A runtime fault in the workflow's actor: restart it with backoff, or escalate."""
+
+    def finished(self, workflow_id: str) -> None:
+        """The workflow has ended: wake those waiting for its result."""
+
+    def message_done(self, workflow_id: str) -> None:
+        """The actor has handled one message (for passivation and ``idle()``)."""
