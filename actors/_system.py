@@ -519,6 +519,14 @@ class ActorSystem:
         storage fault (disk full, an I/O error) stays the same way, and is tried again with
         backoff until storage recovers.
         """
+        # Counted as work while it runs: a request whose row is gone is not yet woken.
+        self._rt.work.inc()
+        try:
+            self._carry_out_external()
+        finally:
+            self._rt.work.dec()
+
+    def _carry_out_external(self) -> None:
         rows = self._rt.store.take_external(0)
         done: list[int] = []
         waiting: set[int] = set()
