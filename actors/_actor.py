@@ -38,6 +38,7 @@ from persistence import (
     Promise,
     StepAck,
     StepWrite,
+    StorageUnavailable,
     TimerRow,
     WorkflowExists,
     WorkflowRecord,
@@ -193,6 +194,8 @@ class WorkflowActor(PooledActor):
         # `wf fire-timer` requests carried out by a committed step (their seqs, the newest few):
         # the request may be read again before that commit, and must not fire the next timer.
         self.fire_requests_done: collections.deque[int] = collections.deque(maxlen=64)
+        # Procedure outcomes not written yet when a write failed for a reason of the storage.
+        self.held: dict[str, ProcedureDone] = {}
         self._reset()
 
     def _reset(self) -> None:
@@ -258,11 +261,17 @@ class WorkflowActor(PooledActor):
         if isinstance(message, FireTimer) and not message.reply.done():
             message.reply.set_exception(e)
         if isinstance(message, DirectSignal) and not message.reply.done():
-            self._append_signal(message)
-        # Outcomes held only in memory go to their rows: the restart then finds them in the store.
-        held = dict(self.done_procs)
-        if isinstance(message, ProcedureDone):
+            self._append_signal(message)  # or its sender learns it was not taken
+        held = {k: d for k, d in self.done_procs.items() if not d.durable}
+        if isinstance(message, ProcedureDone) and not message.durable:
             held[message.key] = message
+        if _storage_fault(e):
+            # Not the workflow's fault: everything it was sent is in the store, or held here
+            # (outcomes not written yet, kept for the next load). Try again after a backoff.
+            self.held = held
+            self.host.storage_fault(self.id, e, message if isinstance(message, Escalate) else Kick())
+            return
+        # Outcomes held only in memory go to their rows: the restart then finds them in the store.
         for done in held.values():
             if not done.durable:
                 self._record_outcome(done)
@@ -388,6 +397,9 @@ class WorkflowActor(PooledActor):
                 self.done_procs[p.key] = ProcedureDone(p.key, True, loads(p.result), None, p.attempts)
             elif p.status == "failed":
                 self.done_procs[p.key] = ProcedureDone(p.key, False, None, json.loads(p.error or "{}"), p.attempts)
+            elif p.key in self.held:
+                self.done_procs[p.key] = self.held[p.key]
+        self.held = {}
         return rec
 
     def _record_blocked(self, rec: WorkflowRecord, why: str, event: str) -> None:
@@ -813,6 +825,7 @@ class WorkflowActor(PooledActor):
             raise RuntimeFault(f"step {sw.step_seq} of workflow {self.id!r} did not commit: {e!r}") from e
         if sw.create is not None:
             self._settle_start(True)
+        self.host.storage_ok(self.id)
         log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:
             if self.recent_count < RECENT_STEPS:
@@ -882,6 +895,18 @@ def _blocked_reason(rec: WorkflowRecord) -> str | None:
         return None
     reason: str | None = json.loads(rec.waiting_on).get("blocked")
     return reason
+
+
+def _storage_fault(e: BaseException) -> bool:
+    """``e`` (or what caused it) is a failure of the storage that may pass, not of the workflow."""
+    cur: BaseException | None = e
+    for _ in range(8):
+        if cur is None:
+            return False
+        if isinstance(cur, StorageUnavailable):
+            return True
+        cur = cur.__cause__
+    return False
 
 
 def _missing_code(e: BaseException) -> str | None:

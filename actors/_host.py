@@ -33,3 +33,11 @@ class Host(Protocol):
 
     def message_done(self, workflow_id: str) -> None:
         """The actor has handled one message (for passivation and ``idle()``)."""
+
+    def storage_fault(self, workflow_id: str, error: BaseException, retry: Any) -> None:
+        """A write of the workflow failed for a reason of the storage (a full disk, an I/O
+        error, a busy database): not a fault of the workflow. ``retry`` is delivered to its actor
+        again after a backoff."""
+
+    def storage_ok(self, workflow_id: str) -> None:
+        """A write of the workflow committed: a storage episode, if one was under way, is over."""

@@ -26,6 +26,7 @@ from persistence import (
     Promise,
     StepAck,
     StepWrite,
+    StorageUnavailable,
     Store,
     TimerRow,
     UnknownWorkflowId,
@@ -54,6 +55,7 @@ from ._actor import (
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
+from ._later import Later
 from ._log import Log
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
@@ -65,6 +67,10 @@ log = Log("system")
 
 RESTART_INTENSITY = 5  # restarts ...
 RESTART_PERIOD = 60.0  # ... within this many seconds, then the workflow fails (OTP's MaxR/MaxT)
+# A workflow whose write failed for a reason of the storage is tried again after this many seconds,
+# doubling at each failure up to the maximum (with jitter), for as long as the episode lasts.
+STORAGE_BACKOFF = 0.02
+STORAGE_BACKOFF_MAX = 2.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,12 @@ class Runtime:
         self._finish_lock = threading.Lock()
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
+        self.later = Later(self.work)
+        # A storage episode (writes failing for a reason of the storage): when it began, how many
+        # writes failed, and each waiting workflow's count of attempts (its backoff).
+        self._storage_since: float | None = None
+        self._storage_faults = 0
+        self._storage_attempts: dict[str, int] = {}
 
     # -- called by actors ------------------------------------------------------------------------
     def _fire_timer(self, row: TimerRow) -> None:
@@ -240,17 +252,39 @@ class Runtime:
         delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
         log.warning("actor_restarted", workflow_id=workflow_id, workflow_type=workflow_type, attempt=n,
                     backoff=round(delay, 4), error=repr(error))
-        self.work.inc()
+        self.later.call_later(delay, lambda: self.activator.deliver(workflow_id, Kick()))
 
-        def restart() -> None:
-            try:
-                self.activator.deliver(workflow_id, Kick())
-            finally:
-                self.work.dec()
+    def storage_fault(self, workflow_id: str, error: BaseException, retry: Any) -> None:
+        """A write failed for a reason of the storage: try the workflow again after a backoff.
 
-        t = threading.Timer(delay, restart)
-        t.daemon = True
-        t.start()
+        Not counted in the restart intensity, and logged once per episode (``storage_unavailable``
+        at its first failed write, ``storage_recovered`` at the first write that commits after).
+        """
+        cause: BaseException | None = error
+        while cause is not None and not isinstance(cause, StorageUnavailable):
+            cause = cause.__cause__
+        with self._restart_lock:
+            first = self._storage_since is None
+            if first:
+                self._storage_since = time.monotonic()
+            self._storage_faults += 1
+            n = self._storage_attempts.get(workflow_id, 0) + 1
+            self._storage_attempts[workflow_id] = n
+        if first:
+            log.warning("storage_unavailable", workflow_id=workflow_id, error=str(cause or error),
+                        retrying="with backoff, until a write commits")
+        delay = min(STORAGE_BACKOFF * (2 ** (n - 1)), STORAGE_BACKOFF_MAX) * (0.5 + random.random() / 2)
+        self.later.call_later(delay, lambda: self.activator.deliver(workflow_id, retry))
+
+    def storage_ok(self, workflow_id: str) -> None:
+        if self._storage_since is None and not self._storage_attempts:
+            return
+        with self._restart_lock:
+            self._storage_attempts.pop(workflow_id, None)
+            since, self._storage_since = self._storage_since, None
+            faults, self._storage_faults = self._storage_faults, 0
+        if since is not None:
+            log.warning("storage_recovered", failed_writes=faults, seconds=round(time.monotonic() - since, 3))
 
 # The first and the longest wait before kept `wf` requests are tried again (seconds).
 _EXTERNAL_BACKOFF = (0.05, 2.0)
@@ -452,6 +486,7 @@ class ActorSystem:
         self._stop.set()
         self._house.join(timeout=5)
         rt = self._rt
+        rt.later.stop()
         rt.timers.stop()
         rt.procedures.shutdown()
         rt.activator.close()

@@ -6,6 +6,7 @@ Layer rule: this package imports the standard library, sqlite-utils and cloudpic
 
 from persistence._errors import (
     CorruptDatabase,
+    DatabaseBusy,
     DatabaseLocked,
     DiskFull,
     ForeignDatabase,
@@ -16,6 +17,8 @@ from persistence._errors import (
     ReducerFailed,
     SchemaTooNew,
     StaleStep,
+    StorageIOError,
+    StorageUnavailable,
     StoreClosed,
     UnknownWorkflowId,
     WorkflowExists,
@@ -70,6 +73,9 @@ __all__ = [
     "DatabaseLocked",
     "Delivered",
     "DiskFull",
+    "StorageUnavailable",
+    "DatabaseBusy",
+    "StorageIOError",
     "ExternalRow",
     "ForeignDatabase",
     "HistoryRow",

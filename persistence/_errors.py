@@ -72,8 +72,22 @@ class ReadOnlyDatabase(PersistenceError):
     """The file, or the directory that holds it, cannot be written."""
 
 
-class DiskFull(PersistenceError):
+class StorageUnavailable(PersistenceError):
+    """A write failed for a reason of the storage that may pass: a full disk, an I/O error, a
+    database busy past its timeout. Nothing of the write was committed; the same write may
+    succeed later, and the runtime retries it (these are not faults of a workflow)."""
+
+
+class DiskFull(StorageUnavailable):
     """A write failed because the disk (or the database's page limit) is full."""
+
+
+class DatabaseBusy(StorageUnavailable):
+    """The database stayed locked by another connection past the busy timeout."""
+
+
+class StorageIOError(StorageUnavailable):
+    """The operating system reported an I/O error reading or writing the database."""
 
 
 class StaleStep(PersistenceError):

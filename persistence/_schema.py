@@ -15,11 +15,13 @@ import sqlite_utils
 
 from persistence._errors import (
     CorruptDatabase,
+    DatabaseBusy,
     DiskFull,
     ForeignDatabase,
     PersistenceError,
     ReadOnlyDatabase,
     SchemaTooNew,
+    StorageIOError,
 )
 
 # "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
@@ -178,6 +180,7 @@ def _is_sqlite_error(exc: BaseException, *codes: int) -> bool:
 
 
 SQLITE_BUSY = 5
+SQLITE_LOCKED = 6
 SQLITE_READONLY = 8
 SQLITE_IOERR = 10
 SQLITE_CORRUPT = 11
@@ -299,10 +302,16 @@ def translate_error(exc: BaseException, path: str) -> BaseException:
             f"{path} is damaged ({exc}); restore it from a backup.",
             path=path,
         )
-    elif _is_sqlite_error(exc, SQLITE_BUSY):
-        err = PersistenceError(
+    elif _is_sqlite_error(exc, SQLITE_BUSY, SQLITE_LOCKED):
+        err = DatabaseBusy(
             f"{path} stayed locked by another connection past the busy timeout ({exc}); "
             f"retry, and check that no other program holds a long write transaction on it.",
+            path=path,
+        )
+    elif _is_sqlite_error(exc, SQLITE_IOERR):
+        err = StorageIOError(
+            f"an I/O error on {path} ({exc}); nothing of the failed write was committed. Check "
+            f"the disk and the file system it is on, then retry.",
             path=path,
         )
     else:

@@ -11,7 +11,7 @@ def test_all_names_exist() -> None:
     wanted = {
         "open_store", "SqliteStore", "Store", "dumps", "loads", "PersistenceError",
         "DatabaseLocked", "ForeignDatabase", "SchemaTooNew", "CorruptDatabase",
-        "ReadOnlyDatabase", "DiskFull", "StaleStep", "ReducerFailed", "UnknownWorkflowId",
+        "ReadOnlyDatabase", "DiskFull", "StorageUnavailable", "DatabaseBusy", "StorageIOError", "StaleStep", "ReducerFailed", "UnknownWorkflowId",
         "WorkflowFinished", "InboxFull", "NewWorkflow", "NewTimer", "NewProcedure", "OutSignal",
         "OutBroadcast", "StepWrite", "Delivered", "StepAck", "WorkflowRecord", "InboxRow",
         "TimerRow", "ProcedureRow", "ExternalRow", "HistoryRow",

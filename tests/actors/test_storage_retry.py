@@ -1,0 +1,110 @@
+"""Storage faults are not workflow faults: on a real full disk (a tiny tmpfs) the engine keeps
+what it acknowledged, retries with backoff, says so once, and resumes by itself once there is room
+again, timer-driven workflows included, with no restart of the process."""
+
+from __future__ import annotations
+
+import errno
+import os
+import pathlib
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import ActorSystem
+from actors.testing import VirtualClock
+from persistence import StorageUnavailable
+from workflows import Status
+
+from . import flows
+
+T = 30  # every wait in these tests is bounded
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A 4 MB tmpfs, unmounted afterwards."""
+    mnt = tmp_path / f"tiny-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (mounting needs root): {out.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(mnt: pathlib.Path) -> pathlib.Path:
+    """Take every free block of the file system; the file returned gives them back."""
+    filler = mnt / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1 << 9, 1):
+            try:
+                while os.write(fd, b"\0" * size):
+                    pass
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+def _failed_commits(system: ActorSystem, workflow_id: str) -> list[int]:
+    """Count the steps of ``workflow_id`` whose commit failed for a reason of the storage."""
+    store = system._rt.store
+    real = store.submit_step
+    failed: list[int] = []
+
+    def submit_step(sw):
+        p = real(sw)
+        if sw.workflow_id == workflow_id:
+            p.add_done_callback(lambda p: isinstance(p.exception(0), StorageUnavailable) and failed.append(sw.step_seq))
+        return p
+
+    store.submit_step = submit_step  # type: ignore[method-assign]
+    return failed
+
+
+def _wait_until(cond, what: str, timeout: float = T) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_full_disk_is_waited_out_and_every_acknowledged_signal_and_timer_goes_on(tiny_disk) -> None:
+    clock = VirtualClock(1_700_000_000.0)
+    with capture_logs() as logs, ActorSystem(str(tiny_disk / "wf.db"), clock=clock) as s:
+        sleeper = s.start(flows.sleeper, 10, id="sleeper")
+        items = s.start(flows.collect, 40, id="items")
+        s.idle(timeout=T)
+        failed = _failed_commits(s, "sleeper")
+        filler = _fill(tiny_disk)
+        acknowledged, refused = [], 0
+        for i in range(40):  # every signal is made durable, or its sender is told it was not
+            try:
+                items.signal("item", i)
+                acknowledged.append(i)
+            except StorageUnavailable:
+                refused += 1
+        assert refused, "the disk never filled up"
+        clock.advance(10)  # the sleeper's timer falls due while nothing can be written
+        # Far more failed attempts than the restart intensity allows a faulting workflow.
+        _wait_until(lambda: len(failed) >= 9, "the sleeper's step kept being retried")
+        assert sleeper.status() is Status.RUNNING
+        filler.unlink()
+        s.idle(timeout=T)
+        assert sleeper.result(timeout=T) == 10  # its timer fired once there was room
+        for i in range(40 - len(acknowledged)):
+            items.signal("item", 100 + i)
+        got = items.result(timeout=T)
+        assert got[: len(acknowledged)] == acknowledged and len(got) == 40
+    events = [e["event"] for e in logs]
+    assert events.count("storage_unavailable") == 1 and events.count("storage_recovered") == 1
+    assert "actor_restarted" not in events and "workflow_restart_intensity_exceeded" not in events
