@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pykka
-from pykka.messages import _ActorStop
 
 from ._log import Log
 from ._work import WorkCounter
@@ -149,8 +148,5 @@ class Activator:
 
 
 def _stop_ref(ref: pykka.ActorRef[Any]) -> None:
-    # A plain tell of pykka's stop message (as Actor.stop() does): no reply future to build.
-    try:
-        ref.tell(_ActorStop())
-    except pykka.ActorDeadError:
-        pass
+    # Not awaited: the actor has only its stop message left to handle.
+    ref.stop(block=False)

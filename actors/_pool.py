@@ -28,8 +28,6 @@ from typing import Any
 
 import pykka
 from pykka import ThreadingFuture
-from pykka._envelope import Envelope
-from pykka.messages import _ActorStop
 
 logger = logging.getLogger("actorflow.pool")
 
@@ -45,7 +43,7 @@ class _Inbox:
         # actor (and all it holds) would wait for the cyclic garbage collector, whose full
         # collections stall every thread.
         self._actor_ref = weakref.ref(actor)
-        self._items: collections.deque[Envelope[Any]] = collections.deque()
+        self._items: collections.deque[Any] = collections.deque()
 
     @property
     def _actor(self) -> PooledActor:
@@ -54,7 +52,7 @@ class _Inbox:
             raise pykka.ActorDeadError("the actor of this inbox is gone")
         return actor
 
-    def put(self, envelope: Envelope[Any], /) -> None:
+    def put(self, envelope: Any, /) -> None:
         actor = self._actor
         with actor._sched_lock:
             self._items.append(envelope)
@@ -62,7 +60,7 @@ class _Inbox:
                 actor._scheduled = True
                 actor._dispatcher.submit(actor)
 
-    def get(self) -> Envelope[Any]:
+    def get(self) -> Any:
         return self._items.popleft()
 
     def peek(self) -> Any:
@@ -212,7 +210,7 @@ class PooledActor(pykka.Actor):
             else:
                 self._dispatcher.submit(self)
 
-    def _handle_envelope(self, envelope: Envelope[Any]) -> None:
+    def _handle_envelope(self, envelope: Any) -> None:
         try:
             response = self._handle_receive(envelope.message)
             if envelope.reply_to is not None:
@@ -250,19 +248,4 @@ class PooledActor(pykka.Actor):
     def _actor_loop_teardown(self) -> None:
         self._dispatcher.live.discard(self)
         with self._sched_lock:
-            leftovers = []
-            while not self.actor_inbox.empty():
-                leftovers.append(self.actor_inbox.get())
-        for envelope in leftovers:
-            if envelope.reply_to is None:
-                continue
-            if isinstance(envelope.message, _ActorStop):
-                envelope.reply_to.set(None)
-            else:
-                envelope.reply_to.set_exception(
-                    exc_info=(
-                        pykka.ActorDeadError,
-                        pykka.ActorDeadError(f"{self.actor_ref} stopped before handling the message"),
-                        None,
-                    )
-                )
+            super()._actor_loop_teardown()  # pykka's: answers what is left in the mailbox

@@ -84,3 +84,52 @@ def test_workflows_package_exports_spec_names() -> None:
     assert spec <= set(workflows.__all__)
     for name in workflows.__all__:
         assert hasattr(workflows, name), name
+
+
+def _names_imported(path: pathlib.Path) -> set[str]:
+    """Every module and ``module.name`` imported by ``path``, relative imports made absolute."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def test_actors_import_no_private_part_of_pykka() -> None:
+    """pykka is used through its public modules (docs/design.md says which Actor methods)."""
+    bad = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in (ROOT / "actors").rglob("*.py")
+        for name in _names_imported(path)
+        if name.startswith("pykka.") and any(part.startswith("_") for part in name.split(".")[1:])
+    )
+    assert not bad, "\n".join(bad)
+
+
+def test_the_modules_of_actors_import_no_circle() -> None:
+    """No module of actors/ imports, directly or not, a module that imports it."""
+    modules = {f"actors.{p.stem}": p for p in (ROOT / "actors").glob("*.py") if p.stem != "__init__"}
+    graph = {m: {n for n in _names_imported(p) if n in modules and n != m} for m, p in modules.items()}
+
+    def reaches(start: str, goal: str) -> bool:
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            if m == goal:
+                return True
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
+        return False
+
+    circles = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if reaches(b, a))
+    assert not circles, "import circles in actors/:\n" + "\n".join(circles)
