@@ -463,7 +463,7 @@ class ActorSystem:
             # file is released for the next ActorSystem of this process.
             self._closed = True
             if rt is not None:
-                for stop in (rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
+                for stop in (rt.later.stop, rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
                     try:
                         stop()
                     except Exception as e:
