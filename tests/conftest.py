@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.pgserver import FAST, PgServer, PgUnavailable
+from tests.pgserver import DURABLE, FAST, PgServer, PgUnavailable
 
 
 def pytest_configure(config: Any) -> None:
@@ -55,6 +55,28 @@ def pg_server() -> Iterator[PgServer]:
     else:
         try:
             server = PgServer.start(FAST)
+        except PgUnavailable as exc:
+            pg_unavailable(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_durable_server() -> Iterator[PgServer]:
+    """A second server with production settings (fsync on), for kill tests and benchmarks;
+    ``AF_TEST_PG_DSN``'s server when it is set (its settings are its own)."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pg_unavailable("psycopg is not installed (pip install -e '.[test]' installs it)")
+    external = os.environ.get("AF_TEST_PG_DSN")
+    if external:
+        server = PgServer.external(external)
+    else:
+        try:
+            server = PgServer.start(DURABLE)
         except PgUnavailable as exc:
             pg_unavailable(str(exc))
     try:
