@@ -2,7 +2,8 @@
 
 Every error here pickles and unpickles with its data intact: errors travel inside continuations
 (a pending exception while a ``finally`` awaits), across the procedure pool and between parent and
-child workflows.
+child workflows. That includes what user code added to one it caught: ``__notes__`` from
+``add_note`` and any other attribute (``e.extra = 5``).
 """
 
 from __future__ import annotations
@@ -36,18 +37,16 @@ class CompileError(SyntaxError, WorkflowError):
         self.problems: list[CompileError] = problems if problems is not None else [self]
 
     def __reduce__(self) -> Any:
-        return (
-            CompileError,
-            (
-                self.msg,
-                self.filename,
-                self.lineno,
-                self.offset,
-                self.text,
-                self.end_lineno,
-                self.end_offset,
-            ),
+        args = (
+            self.msg,
+            self.filename,
+            self.lineno,
+            self.offset,
+            self.text,
+            self.end_lineno,
+            self.end_offset,
         )
+        return _with_added(CompileError, args, self, ("problems",))
 
 
 class CompileWarning(UserWarning):
@@ -71,7 +70,8 @@ class _DataError(WorkflowError):
             setattr(self, name, data.get(name))
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.message, {n: getattr(self, n) for n in self._fields}))
+        fields = {n: getattr(self, n) for n in self._fields}
+        return _with_added(_rebuild, (type(self), self.message, fields), self, ("message", *self._fields))
 
     def __str__(self) -> str:
         return self.message
@@ -79,6 +79,14 @@ class _DataError(WorkflowError):
 
 def _rebuild(cls: type[_DataError], message: str, data: dict[str, Any]) -> _DataError:
     return cls(message, **data)
+
+
+def _with_added(func: Any, args: tuple[Any, ...], e: BaseException, own: tuple[str, ...]) -> Any:
+    """A reduce value that also carries the attributes user code added (notes, ``e.extra``)."""
+    added = {k: v for k, v in e.__dict__.items() if k not in own}
+    if added:
+        return (func, args, added)  # BaseException.__setstate__ sets them back
+    return (func, args)
 
 
 class WorkflowFailed(_DataError):
@@ -155,7 +163,7 @@ class Cancelled(BaseException):
         self.reason = reason
 
     def __reduce__(self) -> Any:
-        return (Cancelled, (self.reason,))
+        return _with_added(Cancelled, (self.reason,), self, ("reason",))
 
     def __str__(self) -> str:
         return self.reason or "cancelled"

@@ -13,11 +13,13 @@ from typing import Any
 from workflows import procedure, reducer, timer, workflow
 
 LOG: list[Any] = []
+MISSING = object()  # a module-level sentinel (identity must survive a restore)
 
 
 def reset_log() -> None:
     """Empty the side-effect log (every run starts from an empty log)."""
     LOG.clear()
+    Fragile.broken = False
 
 
 def take_log() -> list[Any]:
@@ -81,6 +83,20 @@ class Recorder:
     def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
         log(("exit", self.tag, None if et is None else et.__name__))
         return self.swallow
+
+
+class Fragile:
+    """A value that cannot be pickled while ``Fragile.broken`` is set (the runs reset it)."""
+
+    broken = False
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __reduce__(self) -> Any:
+        if Fragile.broken:
+            raise TypeError("a Fragile cannot be pickled now")
+        return (Fragile, (self.n,))
 
 
 @dataclass

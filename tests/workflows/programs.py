@@ -11,6 +11,7 @@ errors still happen (a raised ``ValueError``, a failing command) and are part of
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,9 @@ def namespace() -> dict[str, Any]:
         "ProcedureFailed": ProcedureFailed,
         "Cancelled": Cancelled,
         "nargs": nargs,
+        "MISSING": probes.MISSING,
+        "traceback": traceback,
+        "GV": 0,
     }
 
 
@@ -508,7 +512,8 @@ class Try(Stmt):
                 out += _block(b, i2)
             elif named:
                 out.append(f"{ind}except {typ} as {named}:")
-                out += [f"{i2}log(type({named}).__name__)"] + _block(b, i2)
+                out += [f"{i2}log(type({named}).__name__)", f"{i2}{named}.add_note('caught')"]
+                out += [f"{i2}kept = {named}"] + _block(b, i2)
             else:
                 out.append(f"{ind}except {typ}:")
                 out += _block(b, i2)
@@ -575,8 +580,26 @@ class Program:
             "        nonlocal c",
             "        c += v",
             "        return c",
+            # Module state read and written by closures, a sentinel, containers iterated
+            # across awaits, an exception kept in a local (what a restore must keep meaning).
+            "    global GV",
+            "    GV = 0",
+            "    gv = lambda: GV",
+            "    def setgv(v):",
+            "        global GV",
+            "        GV = v",
+            "        return v",
+            "    sent = MISSING",
+            "    dd = {0: 0, 1: 1, 2: 2}",
+            "    ss = {1, 2, 3}",
+            "    kept = KeyError('none yet')",
         ]
-        tail = ["    return (a, b, c, out, box.n, arr, kw, globals().get('G'))"]
+        tail = [
+            "    return (a, b, c, out, box.n, arr, kw, globals().get('G'), GV, gv(), sent is MISSING,",
+            "            list(dd.items()),",
+            "            sorted(ss), repr(kept), repr(kept.__cause__), repr(kept.__context__),",
+            "            kept.__suppress_context__, getattr(kept, '__notes__', None))",
+        ]
         return "\n".join(head + _block(self.body, "    ") + tail) + "\n"
 
 
@@ -603,6 +626,26 @@ _ITERABLES = st.sampled_from(
         ("enumerate([{}, {}])", 2),
         ("zip(range(2), [{}, {}])", 2),
         ("dict.fromkeys([1, 2])", 0),
+        ("dd", 0),
+        ("dd.items()", 0),
+        ("dd.values()", 0),
+        ("ss", 0),
+    ]
+)
+
+# Exceptions kept in ``kept``: with a traceback and a note, a cause, an implicit context, a
+# suppressed context (each is raised again, logged or returned later, after awaits).
+_KEEP = st.sampled_from(
+    [
+        ("try:", "    raise ValueError({})", "except ValueError as ke:", "    ke.add_note('kept')",
+         "    kept = ke"),
+        ("try:", "    try:", "        raise ValueError({})", "    except ValueError as ke:",
+         "        raise KeyError({}) from ke", "except KeyError as ke2:", "    ke2.extra = {}",
+         "    kept = ke2"),
+        ("try:", "    try:", "        raise CustomErr({}, 0)", "    except CustomErr:",
+         "        {{}}[{}]", "except KeyError as ke:", "    kept = ke"),
+        ("try:", "    try:", "        raise ValueError({})", "    except ValueError:",
+         "        raise CustomErr({}, 1) from None", "except CustomErr as ke:", "    kept = ke"),
     ]
 )
 
@@ -632,6 +675,14 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         "shadow",
         "assert",
         "dunder",
+        "keep",
+        "raisekept",
+        "logkept",
+        "global",
+        "sentinel",
+        "dwrite",
+        "dgrow",
+        "sgrow",
     ]
     if in_loop:
         choices.append("leap")
@@ -697,6 +748,33 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         return Line(f"assert {{}} > {draw(st.integers(0, 8))}, {{}}", (draw(e), draw(e)))
     if kind == "dunder":
         return Lines(("__v = {}", "log(__v)"), (draw(e),))
+    if kind == "keep":
+        templates = draw(_KEEP)
+        n = sum(t.count("{}") for t in templates)
+        return Lines(templates, tuple(draw(e) for _ in range(n)))
+    if kind == "raisekept":
+        return Line(f"if {{}} > {draw(st.integers(0, 8))}: raise kept", (draw(e),))
+    if kind == "logkept":
+        return Line(
+            "log((repr(kept), repr(kept.__cause__), repr(kept.__context__), "
+            "kept.__suppress_context__, getattr(kept, '__notes__', None), "
+            "[f.lineno for f in traceback.extract_tb(kept.__traceback__)]))"
+        )
+    if kind == "global":
+        which = draw(st.sampled_from(["GV = {}", "setgv({})", "log(gv())", "log(GV)"]))
+        return Line(which, (draw(e),) if "{}" in which else ())
+    if kind == "sentinel":
+        which = draw(st.sampled_from(["sent = {{}}.get({}, MISSING)", "log(sent is MISSING)"]))
+        return Line(which, (draw(e),) if "{}" in which else ())
+    if kind == "dwrite":
+        return Line("dd[{} % 3] = {}", (draw(e), draw(e)))
+    if kind == "dgrow":
+        # Only growth: removing and adding keys at the same size while a loop iterates the dict
+        # is refused at the checkpoint (natively it raises later, by a count of items).
+        return Line("dd[{}] = 0", (draw(e),))
+    if kind == "sgrow":
+        which = draw(st.sampled_from(["ss.add({} % 4)", "ss.discard({} % 4)"]))
+        return Line(which, (draw(e),))
     leap = draw(st.sampled_from(["break", "continue"]))
     return Line(f"if {{}} > {draw(st.integers(0, 8))}: {leap}", (draw(e),))
 

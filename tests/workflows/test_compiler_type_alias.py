@@ -36,7 +36,7 @@ def assert_matches_native(wf: Any, *args: Any) -> Any:
     assert native.failure is None, native.failure
     for roundtrip in (False, True):
         compiled = run_compiled(wf, args, Oracle(), roundtrip=roundtrip)
-        diffs = compare(native, compiled, with_chain=not roundtrip)
+        diffs = compare(native, compiled, with_chain=True)
         assert not diffs, "\n".join(diffs)
     return native
 

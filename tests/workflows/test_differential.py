@@ -30,6 +30,7 @@ CORPUS_MODULES = [
     "corpus_seed",
     "corpus_tricky",
     "corpus_fidelity",
+    "corpus_restore",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).
@@ -80,10 +81,11 @@ def test_compiled_matches_native(entry, case):
 
 @pytest.mark.parametrize(("entry", "case"), _params("roundtrip"))
 def test_compiled_with_checkpoint_roundtrip_matches_native(entry, case):
-    """Compiled with restore(checkpoint()) at every suspension: same commands, log, effects, outcome."""
+    """Compiled with restore(checkpoint()) at every suspension: same commands, log, effects, outcome
+    and exception chain (attributes, notes and traceback lines included)."""
     native = run_native(entry.wf, case.args, case.oracle)
     compiled = run_compiled(entry.wf, case.args, case.oracle, roundtrip=True)
-    diffs = compare(native, compiled, with_chain=False, label="restored")
+    diffs = compare(native, compiled, with_chain=True, label="restored")
     assert not diffs, "\n".join(diffs)
 
 
@@ -118,6 +120,6 @@ def test_injected_cancellation_and_errors_match_native(entry):
             native = run_native(entry.wf, case.args, oracle)
             for roundtrip in (False, True):
                 compiled = run_compiled(entry.wf, case.args, oracle, roundtrip=roundtrip)
-                d = compare(native, compiled, with_chain=not roundtrip)
+                d = compare(native, compiled, with_chain=True)
                 diffs += [f"case {i} {label} roundtrip={roundtrip}: {x}" for x in d]
     assert not diffs, "\n".join(diffs[:10])

@@ -978,7 +978,16 @@ class Emitter:
         stmts = [ast.Assign([ast.Name(res, ast.Store())], init), inner]
         for s in stmts:
             fill_locations(s, e)
+        # The loop variables and the result live on the frame only while the comprehension
+        # runs, as in its own scope natively: they go when it ends, or when it raises.
+        gone = tuple((1, v) for v in ren.values()) + ((1, res),)
+        saved_region = self.region
+        if saved_region[0] is not None:
+            self.region = _add(saved_region, gone)
         self.body(stmts)
+        self.region = saved_region
+        for var in ren.values():
+            self.emit(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(var))))
         return rt_call("take", frame_name(), ast.Constant(res))
 
     ex_ListComp = ex_SetComp = ex_DictComp = _comp

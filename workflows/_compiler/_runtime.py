@@ -8,15 +8,12 @@ returned) or a ``Reraise`` (propagate a pending exception without adding traceba
 from __future__ import annotations
 
 import builtins
-import io
 import json
 import os
 import pickle
 import struct
 import sys
-import typing
 import warnings
-from collections import ChainMap
 from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
     iadd,
     iand,
@@ -42,9 +39,11 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, Wor
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 from ._scope import FRAME, LOCAL, RT, user_name
+from ._pickler import LiveIter, ResourceRefused, dumps, live_iter
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
-iter = builtins.iter
+# A for-loop's iterator over a dict, dict view or set checkpoints as the container and a position.
+iter = live_iter
 next = builtins.next
 newset = builtins.set
 NameError = builtins.NameError
@@ -565,6 +564,8 @@ def step(cont: Continuation, send: Any = None, throw: BaseException | None = Non
         active = _own_exc(f)
         if active is not None and active is not throw and throw.__context__ is None:
             throw.__context__ = active
+        # Raised at the await, as natively: its traceback starts at the user's await line.
+        _through_caller(throw, f._af_code.stubs.get(f._af_pc))
     return _drive(cont, frames, f, pending, len(frames) if throw is not None else 0)
 
 
@@ -639,7 +640,9 @@ def _drive(
                 try:
                     child = _new_child(value, seen)
                 except BaseException as e:
+                    # Binding the helper's arguments fails at the caller's await line.
                     _trim(e)
+                    _through_caller(e, code.stubs.get(f._af_pc))
                     pending = e
                     continue
                 inherited = seen
@@ -713,7 +716,7 @@ def checkpoint(cont: Continuation) -> bytes:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", DeprecationWarning)
-            payload = _dumps(frames)
+            payload = _dumps(frames, _spaces(frames))
     except Exception as e:
         raise _explain_pickle_failure(cont, e) from e
     return prefix + payload
@@ -757,64 +760,38 @@ def _plain_frames(frames: list[Frame]) -> bool:
     return True
 
 
-_TypeAliasType = getattr(typing, "TypeAliasType", None)  # 3.12+
+def _spaces(frames: list[Frame]) -> dict[int, tuple[str, dict[str, Any]]]:
+    """The module namespaces the frames' code runs in, by id (for the checkpoint pickler)."""
+    out = {}
+    for f in frames:
+        code = f._af_code
+        g = code.globals
+        out[id(g)] = (code.key, g)
+    return out
 
 
-def _rebuild_type_alias(name: str, value: Any, type_params: tuple[Any, ...]) -> Any:
-    return _TypeAliasType(name, value, type_params=type_params)  # type: ignore[misc]
-
-
-def _reduce_type_alias(alias: Any) -> Any:
-    # A ``type X = ...`` alias pickles by reference to ``module.X``, which does not exist for
-    # one made in a workflow (a workflow local). Checkpoint it by value: its value is evaluated
-    # now, so after a restore it no longer follows later rebindings of the names it uses.
-    try:
-        value = alias.__value__
-    except Exception as e:
-        raise TypeError(
-            f"the value of type alias {alias.__name__} cannot be evaluated "
-            f"({type(e).__name__}: {e}), so the alias cannot be checkpointed"
-        ) from e
-    return (_rebuild_type_alias, (alias.__name__, value, alias.__type_params__))
-
-
-class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
-    dispatch_table = ChainMap(
-        {_TypeAliasType: _reduce_type_alias} if _TypeAliasType is not None else {},
-        cloudpickle.CloudPickler.dispatch_table,
-    )
-
-
-    def _dynamic_function_reduce(self, func: Any) -> Any:
-        # cloudpickle drops a generic function's ``__type_params__`` (def f[T](...), 3.12+):
-        # carry them in the attribute state it restores with setattr.
-        r = super()._dynamic_function_reduce(func)
-        params = getattr(func, "__type_params__", ())
-        state = r[2] if isinstance(r, tuple) and len(r) > 2 else None
-        if params and isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
-            state[1]["__type_params__"] = params
-        return r
-
-
-def _dumps(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    _Pickler(buf).dump(obj)
-    return buf.getvalue()
+def _dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]] | None = None) -> bytes:
+    if spaces is None:
+        spaces = _spaces(obj) if isinstance(obj, list) else {}
+    return dumps(obj, spaces)
 
 
 def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
+    spaces = _spaces(cont._frames)
     for f in reversed(cont._frames):
         code = f._af_code
         for name, value in f.__dict__.items():
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("error", DeprecationWarning)
-                    _dumps(value)
+                    _dumps(value, spaces)
             except Exception as e:
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)
                 tname = type(value).__qualname__
                 mod = type(value).__module__
+                if type(value) is LiveIter:
+                    tname, mod = f"{type(value._c).__name__} iterator", None
                 if mod not in ("builtins", None):
                     tname = f"{mod}.{tname}"
                 if isinstance(e, DeprecationWarning) or mod == "itertools":
@@ -830,6 +807,18 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                     )
                 elif tname in ("generator", "coroutine", "async_generator") or "generator" in str(e):
                     hint = "a generator cannot be checkpointed; wrap it in list(...)"
+                elif isinstance(e, ResourceRefused):
+                    hint = (
+                        "close it before the await (a 'with open(...)' block that does not span "
+                        "it), or move the I/O into a procedure"
+                    )
+                elif isinstance(value, BaseException) or "cannot be rebuilt at restore" in str(e):
+                    hint = "or del the variable before the await"
+                elif "iterates" in str(e) and "changed" in str(e):
+                    hint = (
+                        "do not add or remove keys of a dict or set that a loop iterates across "
+                        "an await; iterate over a copy (for k, v in list(d.items()): ...)"
+                    )
                 else:
                     hint = (
                         "make it picklable, del it before the await, or move the work that "

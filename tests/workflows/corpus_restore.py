@@ -1,0 +1,486 @@
+"""Corpus: state that must mean the same after a checkpoint and restore at every suspension.
+
+Exception state kept across awaits (cause, context, suppressed context, traceback, notes and
+attributes, of a local, of a pending exception while a ``finally`` awaits, through an inline
+helper); dict, dict-view and set iterators of loops that await (values written later are seen,
+a change of size still raises); closures made in the workflow and the module's real globals; a
+module-level sentinel; a comprehension's loop variable that must not outlive it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import OrderedDict
+
+from workflows import Cancelled, ProcedureFailed, procedure, signal, timer, workflow
+
+from .diffharness import C, add
+from .probes import Boom, Fragile, Oops, double, explode, ident, log
+
+F0 = frozenset({0})
+F1 = frozenset({1})
+
+
+def _lines(e):
+    """The (function, line) of each traceback entry of ``e`` in this file (what the code sees)."""
+    return [(f.name, f.lineno) for f in traceback.extract_tb(e.__traceback__) if f.filename == __file__]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exception state
+
+
+@workflow
+async def caught_chain_kept_in_a_local(x):
+    """A caught exception with a cause and a context, kept in a local across awaits."""
+    try:
+        try:
+            await procedure(ident, x)
+            raise KeyError(x)
+        except KeyError as k:
+            raise ValueError("outer") from k
+    except ValueError as e:
+        saved = e
+    await timer("t", 1)
+    log((type(saved.__cause__).__name__, type(saved.__context__).__name__))
+    log(saved.__suppress_context__)
+    log(_lines(saved))
+    await procedure(ident, 2)
+    raise saved
+
+
+add(
+    caught_chain_kept_in_a_local,
+    C(1, raises=ValueError),
+    C(2, cancel_at=1, raises=Cancelled),
+    C(3, fail_at=F0, raises=ProcedureFailed),
+)
+
+
+@workflow
+async def implicit_context_kept(x):
+    """An implicit __context__ (an error raised in a handler), kept and re-raised later."""
+    try:
+        try:
+            raise Oops(x)
+        except Oops:
+            {}["missing"]
+    except KeyError as e:
+        saved = e
+    await timer("t", 1)
+    log(repr(saved.__context__))
+    await timer("t", 2)
+    try:
+        raise saved
+    except KeyError as again:
+        log(_lines(again))
+        raise
+
+
+add(
+    implicit_context_kept,
+    C(1, raises=KeyError),
+    C(3, fail_at=F1, raises=Boom),
+    C(2, cancel_at=0, raises=Cancelled),
+)
+
+
+@workflow
+async def suppressed_context_kept(x):
+    """``raise ... from None`` sets __suppress_context__; it survives the restore."""
+    try:
+        try:
+            raise Oops(x)
+        except Oops:
+            raise KeyError("clean") from None
+    except KeyError as e:
+        saved = e
+    await procedure(ident, x)
+    log((saved.__suppress_context__, saved.__cause__, type(saved.__context__).__name__))
+    raise saved
+
+
+add(
+    suppressed_context_kept,
+    C(1, raises=KeyError),
+    C(2, fail_at=F0, raises=ProcedureFailed),
+    C(3, cancel_at=0, raises=Cancelled),
+)
+
+
+@workflow
+async def pending_while_finally_awaits(x):
+    """The pending exception (with its context) while a finally awaits twice."""
+    try:
+        try:
+            await procedure(explode, x)
+        except ProcedureFailed:
+            raise Boom(x, "in handler")
+    finally:
+        await timer("f1", 1)
+        log("finally")
+        await timer("f2", 1)
+
+
+add(
+    pending_while_finally_awaits,
+    C(1, raises=Boom),
+    C(2, cancel_at=1, raises=Cancelled),
+    C(3, cancel_at=2, raises=Cancelled),
+)
+
+
+@workflow
+async def helper_raises_with_cause(x):
+    """An inline helper: raises a chained error from inside an awaiting handler."""
+    try:
+        await procedure(explode, x)
+    except ProcedureFailed as pf:
+        await timer("h", 1)
+        raise Boom(x, "helper") from pf
+
+
+@workflow
+async def chain_through_inline_helper(x):
+    """A chain raised in an inline helper, caught, kept, awaited across and re-raised."""
+    try:
+        await helper_raises_with_cause(x)
+    except Boom as b:
+        kept = b
+    await timer("t", 1)
+    log((type(kept.__cause__).__name__, getattr(kept.__cause__, "error_type", None)))
+    log(_lines(kept))
+    await timer("t", 2)
+    raise kept
+
+
+add(
+    chain_through_inline_helper,
+    C(1, raises=Boom),
+    C(2, cancel_at=1, raises=Cancelled),
+    C(3, fail_at=F1, raises=Boom),
+)
+
+
+@workflow
+async def notes_and_attributes_on_project_errors(x):
+    """ProcedureFailed and Cancelled keep add_note() notes and attributes set by user code."""
+    try:
+        await procedure(explode, x)
+    except ProcedureFailed as e:
+        e.add_note(f"while handling order {x}")
+        e.extra = x * 5
+        saved = e
+    await timer("t", 1)
+    log((saved.__notes__, saved.extra, saved.error_type))
+    try:
+        await signal("go")
+    except Cancelled as c:
+        c.add_note("cancelled while waiting")
+        c.seen = True
+        await timer("cleanup", 1)
+        log((c.__notes__, c.seen))
+        raise
+    raise saved
+
+
+add(
+    notes_and_attributes_on_project_errors,
+    C(1, raises=ProcedureFailed),
+    C(2, cancel_at=1, raises=Cancelled),
+    C(3, cancel_at=2, raises=Cancelled),
+)
+
+
+@workflow
+async def uncaught_failed_command(x):
+    """A failed command nobody catches: its traceback points at the await, through a finally."""
+    await timer("t", x)
+    try:
+        return await procedure(double, x)
+    finally:
+        await timer("after", 1)
+
+
+add(
+    uncaught_failed_command,
+    C(1, fail_at=F1, raises=ProcedureFailed),
+    C(2, cancel_at=1, raises=Cancelled),
+    C(3, cancel_at=0, raises=Cancelled),
+    C(4, returns=8),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dict and set iterators
+
+
+@workflow
+async def dict_items_see_later_writes(n):
+    """Values written to later keys during ``for k, v in d.items()`` are seen after a restore."""
+    d = {i: i for i in range(n)}
+    out = []
+    for k, v in d.items():
+        out.append((k, v))
+        await timer("t", 1)
+        for j in d:
+            if j > k:
+                d[j] = d[j] * 10
+    return out, d
+
+
+add(dict_items_see_later_writes, C(3), C(4), C(1))
+
+
+@workflow
+async def dict_grows_before_await(n):
+    """Adding a key during the iteration raises RuntimeError at the next turn, restored or not."""
+    d = {"a": 1, "b": 2}
+    seen = []
+    try:
+        for k in d:
+            seen.append(k)
+            d[f"{k}{n}"] = n
+            await timer("t", 1)
+    except RuntimeError as e:
+        return seen, str(e)
+    return seen, None
+
+
+add(dict_grows_before_await, C(1), C(2, cancel_at=0, raises=Cancelled), C(3))
+
+
+@workflow
+async def dict_grows_after_await(n):
+    """Growing after the await (the checkpoint sees the old size) raises as well."""
+    d = {"a": 1, "b": 2, "c": 3}
+    seen = []
+    try:
+        for k, v in d.items():
+            await timer("t", 1)
+            seen.append((k, v))
+            if k == "b":
+                d["new"] = n
+    except RuntimeError as e:
+        log(str(e))
+    return seen, d
+
+
+add(dict_grows_after_await, C(1), C(7), C(2, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def dict_size_restored_across_await(n):
+    """A key added before an await and removed after it: the loop goes on where it was."""
+    d = {i: str(i) for i in range(n)}
+    seen = []
+    for k in d:
+        d["tmp"] = None
+        await timer("t", 1)
+        del d["tmp"]
+        seen.append((k, d[k]))
+        d[k] = d[k] + "!"
+    return seen, d
+
+
+add(dict_size_restored_across_await, C(3), C(1), C(4, cancel_at=2, raises=Cancelled))
+
+
+@workflow
+async def dict_values_and_shrinking(n):
+    """``for v in d.values()`` sees later writes; deleting a key raises at the next turn."""
+    d = {"x": 1, "y": 2, "z": 3}
+    got = []
+    try:
+        for v in d.values():
+            got.append(v)
+            d["z"] = v * 100
+            await procedure(ident, v)
+            if v == n:
+                del d["x"]
+    except RuntimeError as e:
+        got.append(str(e))
+    return got
+
+
+add(dict_values_and_shrinking, C(2), C(9), C(1, fail_at=F0, raises=ProcedureFailed))
+
+
+@workflow
+async def set_changes_size(n):
+    """A set iterated across awaits: adding an element raises RuntimeError at the next turn."""
+    s = {1, 2, 3}
+    count = 0
+    try:
+        for x in s:
+            count += 1
+            await timer("t", x)
+            if count == n:
+                s.add(100 + x)
+    except RuntimeError as e:
+        return count, str(e)
+    return count, sorted(s)
+
+
+add(set_changes_size, C(1), C(2), C(5))
+
+
+@workflow
+async def ordered_dict_across_awaits(n):
+    """An OrderedDict (reordered first) iterated across awaits; growing it raises as natively."""
+    od = OrderedDict(a=1, b=2, c=3)
+    od.move_to_end("a")
+    out = []
+    try:
+        for k, v in od.items():
+            if k == "c":
+                od["z"] = n
+            await timer("t", 1)
+            od["c"] = n
+            out.append((k, v, od[k]))
+    except RuntimeError as e:
+        out.append(str(e))
+    for v in od.values():
+        await timer("t", 1)
+        out.append(v)
+    return out
+
+
+add(ordered_dict_across_awaits, C(1), C(5), C(2, cancel_at=2, raises=Cancelled))
+
+
+@workflow
+async def iterator_held_in_a_variable(n):
+    """A dict iterator kept in a local (next() by hand): its position and later values survive."""
+    d = {"a": 0, "b": 0, "c": 0}
+    it = iter(d.items())
+    first = next(it)
+    await timer("t", 1)
+    d["c"] = n
+    rest = []
+    for item in it:
+        rest.append(item)
+        await timer("t", 2)
+    return first, rest
+
+
+add(iterator_held_in_a_variable, C(1), C(5), C(2, cancel_at=1, raises=Cancelled))
+
+
+# ---------------------------------------------------------------------------------------------
+# Closures, module globals and sentinels
+
+LIMIT = 0
+HITS = 0
+_MISSING = object()
+
+
+def set_limit(v):
+    """A plain helper that rebinds a module global (outside the workflow)."""
+    global LIMIT
+    LIMIT = v
+
+
+@workflow
+async def lambda_reads_module_global(x):
+    """A lambda made in the workflow reads the module's current global after a restore."""
+    set_limit(1)
+    limit = lambda: LIMIT  # noqa: E731 - a lambda on purpose
+    log(limit())
+    await timer("t", 1)
+    set_limit(x * 10)
+    log(limit())
+    await timer("t", 2)
+    set_limit(x + 1)
+    return limit(), LIMIT
+
+
+add(lambda_reads_module_global, C(1), C(4), C(2, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def nested_def_writes_global(x):
+    """A nested def that writes a ``global`` writes the module's, seen by the workflow."""
+    global HITS
+    HITS = 0
+
+    def bump(by):
+        global HITS
+        HITS += by
+        return HITS
+
+    bump(1)
+    await timer("t", 1)
+    HITS = 10
+    log(bump(x))
+    await timer("t", 2)
+    HITS = 100
+    bump(x)
+    return HITS
+
+
+add(nested_def_writes_global, C(1), C(3), C(2, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def module_sentinel_identity(key):
+    """A module-level sentinel held in a local is the same object after a restore."""
+    d = {"present": 1}
+    v = d.get(key, _MISSING)
+    marker = _MISSING
+    await timer("t", 1)
+    log(v is _MISSING)
+    log(marker is _MISSING)
+    check = lambda value: value is _MISSING  # noqa: E731 - a lambda on purpose
+    await timer("t", 2)
+    return check(v), check(marker)
+
+
+add(
+    module_sentinel_identity,
+    C("present"),
+    C("absent"),
+    C("absent", cancel_at=1, raises=Cancelled),
+)
+
+
+@workflow
+async def comprehension_variable_does_not_outlive_it(n):
+    """A lowered comprehension's loop variable is gone after it: nothing stale is checkpointed."""
+    items = [Fragile(i) for i in range(n)]
+    doubled = [await procedure(double, f.n) for f in items]
+    del items
+    Fragile.broken = True
+    try:
+        await timer("t", 1)
+        return doubled
+    finally:
+        Fragile.broken = False
+
+
+add(
+    comprehension_variable_does_not_outlive_it,
+    C(2),
+    C(3, cancel_at=2, raises=Cancelled),
+    C(1),
+)
+
+
+@workflow
+async def comprehension_variable_after_error(n):
+    """The same when the comprehension raises and the error is caught."""
+    items = [Fragile(i) for i in range(n)]
+    try:
+        got = [await procedure(explode if f.n == 1 else double, f.n) for f in items]
+    except ProcedureFailed:
+        got = None
+    del items
+    Fragile.broken = True
+    try:
+        await timer("t", 1)
+        return got
+    finally:
+        Fragile.broken = False
+
+
+add(comprehension_variable_after_error, C(3), C(1), C(2))

@@ -1,0 +1,230 @@
+"""What a checkpoint keeps, and what it refuses, naming the variable, instead of changing it.
+
+The differential corpus (``corpus_restore``) checks the kept state against native runs; these
+tests pin the refusals (checked when checkpointing, not at the restore) and the details a
+comparison of outcomes does not show: the traceback of a restored exception printed with the
+user's lines, and the reduce of the project's own errors outside checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import textwrap
+import traceback
+
+import pytest
+
+from workflows import Cancelled, CheckpointError, ChildFailed, CompileError, ProcedureFailed
+from workflows._compiler import checkpoint, compile_workflow_source, restore, step
+from workflows._context import StepContext
+from workflows._step import Raised, Suspended
+
+
+def _compile(src: str, filename: str, name: str, **extra):
+    import workflows
+
+    g = {n: getattr(workflows, n) for n in workflows.__all__}
+    g.update(extra)
+    return compile_workflow_source(textwrap.dedent(src), filename, name, g)
+
+
+def _suspend(wf, *args):
+    cont = wf.start(*args)
+    with StepContext().active():
+        r = step(cont)
+    assert isinstance(r, Suspended)
+    return cont
+
+
+class Mismatched(Exception):
+    """An exception whose __init__ does not take its own args (it formats them into one)."""
+
+    def __init__(self, a, b):
+        super().__init__(f"{a}-{b}")
+
+
+def test_exception_that_cannot_be_rebuilt_is_refused_at_checkpoint_naming_the_variable():
+    """The error comes from checkpoint(), naming the local, not later from restore()."""
+    wf = _compile(
+        """
+        async def keeps_mismatched(x):
+            try:
+                raise Mismatched(x, 2)
+            except Mismatched as e:
+                kept = e
+            await timer("t", 1)
+            return kept
+        """,
+        "mismatched_flow.py",
+        "keeps_mismatched",
+        Mismatched=Mismatched,
+    )
+    cont = _suspend(wf, 1)
+    with pytest.raises(CheckpointError) as info:
+        checkpoint(cont)
+    err = info.value
+    assert err.variable == "kept"
+    msg = str(err)
+    assert "local 'kept'" in msg and "Mismatched" in msg and "__reduce__" in msg
+    assert "mismatched_flow.py:7" in msg
+
+
+def test_pending_exception_that_cannot_be_rebuilt_names_the_finally():
+    """A pending exception of that kind while a finally awaits names the finally's slot."""
+    wf = _compile(
+        """
+        async def pending_mismatched(x):
+            try:
+                raise Mismatched(x, 2)
+            finally:
+                await timer("t", 1)
+        """,
+        "pending_mismatched.py",
+        "pending_mismatched",
+        Mismatched=Mismatched,
+    )
+    cont = _suspend(wf, 1)
+    with pytest.raises(CheckpointError) as info:
+        checkpoint(cont)
+    assert "the pending completion of the finally at line 3" in str(info.value)
+
+
+def test_file_opened_for_reading_is_refused_naming_the_variable():
+    """An open file is a process resource: refused, never turned into a StringIO."""
+    fd, path = tempfile.mkstemp(suffix=".txt")
+    os.write(fd, b"hello")
+    os.close(fd)
+    try:
+        wf = _compile(
+            """
+            async def reads_file(path):
+                fh = open(path)
+                first = fh.read(2)
+                await timer("t", 1)
+                return first + fh.read()
+            """,
+            "reads_file.py",
+            "reads_file",
+        )
+        cont = _suspend(wf, path)
+        with pytest.raises(CheckpointError) as info:
+            checkpoint(cont)
+        err = info.value
+        assert err.variable == "fh"
+        assert "TextIOWrapper" in str(err.value_type)
+        assert "open file" in str(err) and "procedure" in str(err)
+        cont._frames[0].__dict__["fh"].close()
+    finally:
+        os.unlink(path)
+
+
+def test_dict_keys_changed_at_same_size_is_refused():
+    """Keys removed and others added while a loop iterates (same size): refused, with a hint."""
+    wf = _compile(
+        """
+        async def swaps_keys(d):
+            for k in d:
+                del d[k]
+                d[k + "!"] = 1
+                await timer("t", 1)
+        """,
+        "swaps_keys.py",
+        "swaps_keys",
+    )
+    cont = _suspend(wf, {"a": 1, "b": 2})
+    with pytest.raises(CheckpointError) as info:
+        checkpoint(cont)
+    msg = str(info.value)
+    assert "the iterator of the for-loop at line 3" in msg
+    assert "RuntimeError" in msg and "list(d.items())" in msg
+
+
+def test_dict_iterator_in_a_variable_after_a_size_change_is_refused():
+    """A dict iterator held in a local whose dict changed size cannot be kept: refused."""
+    wf = _compile(
+        """
+        async def holds_iterator(d):
+            it = iter(d)
+            next(it)
+            d["new"] = 1
+            await timer("t", 1)
+            return list(it)
+        """,
+        "holds_iterator.py",
+        "holds_iterator",
+    )
+    cont = _suspend(wf, {"a": 1, "b": 2})
+    with pytest.raises(CheckpointError) as info:
+        checkpoint(cont)
+    assert info.value.variable == "it"
+    assert "changed size" in str(info.value)
+
+
+def test_restored_pending_exception_prints_the_users_lines():
+    """After a restore, a pending exception's traceback prints the user's file, line and code."""
+    wf = _compile(
+        """
+        async def fails_then_cleans(x):
+            try:
+                {}[x]
+            finally:
+                await timer("cleanup", 1)
+        """,
+        "fails_then_cleans.py",
+        "fails_then_cleans",
+    )
+    cont = restore(checkpoint(_suspend(wf, "k")))
+    with StepContext().active():
+        r = step(cont, None)
+    assert isinstance(r, Raised)
+    text = "".join(traceback.format_exception(r.exception))
+    assert 'File "fails_then_cleans.py", line 4, in fails_then_cleans' in text
+    assert "{}[x]" in text
+
+
+def test_uncaught_failed_command_points_at_the_await():
+    """A failed command nobody catches ends with a traceback whose last line is the await."""
+    wf = _compile(
+        """
+        async def awaits_procedure(x):
+            y = 1
+            return await timer("t", x) or y
+        """,
+        "awaits_procedure.py",
+        "awaits_procedure",
+    )
+    for roundtrip in (False, True):
+        cont = _suspend(wf, 1)
+        if roundtrip:
+            cont = restore(checkpoint(cont))
+        with StepContext().active():
+            r = step(cont, throw=Cancelled("stop"))
+        assert isinstance(r, Raised)
+        last = traceback.extract_tb(r.exception.__traceback__)[-1]
+        assert (last.filename, last.lineno, last.name) == (
+            "awaits_procedure.py",
+            4,
+            "awaits_procedure",
+        )
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        ProcedureFailed("p failed", procedure="m:p", attempts=2, error_type="E"),
+        ChildFailed("c failed", child_id="c1"),
+        Cancelled("stop"),
+        CompileError("bad", "f.py", 3, 1, "x\n"),
+    ],
+    ids=["ProcedureFailed", "ChildFailed", "Cancelled", "CompileError"],
+)
+def test_project_errors_keep_notes_and_added_attributes_when_pickled(err):
+    """The project's errors pickle with their notes and the attributes user code set."""
+    err.add_note("while handling order 7")
+    err.extra = 5
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err) and str(back) == str(err)
+    assert back.__notes__ == ["while handling order 7"]
+    assert back.extra == 5

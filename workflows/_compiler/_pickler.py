@@ -1,0 +1,653 @@
+"""The checkpoint pickler: what a continuation's state becomes in its bytes, and back.
+
+cloudpickle alone would change the meaning of some live values across a restore. This pickler
+keeps them, or refuses them with an error that names what cannot be kept:
+
+* exceptions keep ``__cause__``, ``__context__``, ``__suppress_context__``, every attribute set
+  on them (``__notes__``, ``e.extra = 5``) and their traceback (rebuilt from its file, line,
+  function and column positions, so it prints the user's own lines); an exception that its own
+  reduce cannot rebuild (an ``__init__`` that does not take its ``args``) is refused here, at
+  checkpoint, not at the restore;
+* dict, dict-view and set iterators checkpoint as the container (pickled with the other locals,
+  so shared) and a position, not as a snapshot of the remaining items: values written after the
+  restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
+  step of the loop;
+* functions made inside a workflow keep the workflow module's real namespace as their globals
+  (cloudpickle gives them a copy), and objects bound to a name of that namespace (a module-level
+  sentinel such as ``_MISSING = object()``) are checkpointed by reference to that name;
+* an open file is refused (cloudpickle would turn one opened for reading into a ``StringIO``).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import gc
+import inspect
+import io
+import itertools
+import pickle
+import sys
+import types
+import typing
+from collections import ChainMap, OrderedDict
+from typing import Any
+
+import cloudpickle  # type: ignore[import-untyped]  # ships no type information
+
+from .._registry import resolve
+
+_PY311 = sys.version_info >= (3, 11)
+_PY312 = sys.version_info >= (3, 12)
+
+# --------------------------------------------------------------------------------------------
+# Type aliases (``type X = ...`` in a workflow, 3.12+)
+
+_TypeAliasType = getattr(typing, "TypeAliasType", None)  # 3.12+
+
+
+def _rebuild_type_alias(name: str, value: Any, type_params: tuple[Any, ...]) -> Any:
+    return _TypeAliasType(name, value, type_params=type_params)  # type: ignore[misc]
+
+
+def _reduce_type_alias(alias: Any) -> Any:
+    # A ``type X = ...`` alias pickles by reference to ``module.X``, which does not exist for
+    # one made in a workflow (a workflow local). Checkpoint it by value: its value is evaluated
+    # now, so after a restore it no longer follows later rebindings of the names it uses.
+    try:
+        value = alias.__value__
+    except Exception as e:
+        raise TypeError(
+            f"the value of type alias {alias.__name__} cannot be evaluated "
+            f"({type(e).__name__}: {e}), so the alias cannot be checkpointed"
+        ) from e
+    return (_rebuild_type_alias, (alias.__name__, value, alias.__type_params__))
+
+
+# --------------------------------------------------------------------------------------------
+# Open files
+
+
+class ResourceRefused(TypeError):
+    """A live value that stands for a process resource; raised while checkpointing it."""
+
+
+def _refuse_file(f: Any) -> Any:
+    if f is sys.stdout or f is sys.stderr or f is sys.stdin:
+        return (getattr, (sys, _STD_NAMES[id(f)]))
+    name = getattr(f, "name", None)
+    raise ResourceRefused(
+        f"an open file ({name!r}, mode {getattr(f, 'mode', '?')!r}) is a process resource and "
+        "cannot be checkpointed"
+    )
+
+
+_STD_NAMES: dict[int, str] = {}
+_FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.FileIO)
+
+
+def _refresh_std_names() -> None:
+    _STD_NAMES.clear()
+    for n in ("stdout", "stderr", "stdin"):
+        _STD_NAMES[id(getattr(sys, n))] = n
+
+
+# --------------------------------------------------------------------------------------------
+# Exceptions
+
+
+def _check_rebuildable(e: BaseException, func: Any, args: Any) -> None:
+    """Raise TypeError now if ``func(*args)`` (the exception's own reduce) cannot rebuild ``e``."""
+    if not isinstance(func, type) or not isinstance(args, tuple):
+        return
+    problem = _signature_problem(func, len(args))
+    if problem is not None:
+        raise TypeError(
+            f"{e!r} cannot be rebuilt at restore: its class is called "
+            f"with its args {args!r} and {problem}; pass every argument of __init__ on to "
+            "super().__init__(...), or give the class a __reduce__"
+        )
+
+
+_SIG_PROBLEMS: dict[tuple[type, int], str | None] = {}
+
+
+def _signature_problem(cls: type, nargs: int) -> str | None:
+    key = (cls, nargs)
+    try:
+        return _SIG_PROBLEMS[key]
+    except KeyError:
+        pass
+    problem = None
+    for meth_name in ("__new__", "__init__"):
+        meth = None
+        for klass in cls.__mro__:
+            if meth_name in klass.__dict__:
+                meth = klass.__dict__[meth_name]
+                break
+        if isinstance(meth, staticmethod):
+            meth = meth.__func__
+        if not isinstance(meth, types.FunctionType):
+            continue  # the builtin exception constructors take any args
+        try:
+            sig = inspect.signature(meth)
+            sig.bind(cls, *range(nargs))
+        except TypeError as err:
+            problem = f"{cls.__qualname__}.{meth_name} refuses them ({err})"
+            break
+        except ValueError:
+            continue
+    if len(_SIG_PROBLEMS) > 1024:
+        _SIG_PROBLEMS.clear()
+    _SIG_PROBLEMS[key] = problem
+    return problem
+
+
+def _tb_entries(tb: types.TracebackType | None) -> tuple[tuple[Any, ...], ...] | None:
+    """A traceback as data: per entry its file, line, function names and column positions."""
+    if tb is None:
+        return None
+    out = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        pos: tuple[Any, ...] = (None, None, None, None)
+        if _PY311 and tb.tb_lasti >= 0:
+            pos = next(itertools.islice(code.co_positions(), tb.tb_lasti // 2, None), pos)
+        out.append(
+            (
+                code.co_filename,
+                tb.tb_lineno,
+                code.co_name,
+                getattr(code, "co_qualname", code.co_name),
+                pos,
+            )
+        )
+        tb = tb.tb_next
+    return tuple(out)
+
+
+_TB_FRAMES: dict[tuple[Any, ...], tuple[types.FrameType, int]] = {}
+
+
+def _tb_frame(entry: tuple[Any, ...]) -> tuple[types.FrameType, int]:
+    """A finished frame of a stub in ``entry``'s file and function, raising at its position."""
+    try:
+        return _TB_FRAMES[entry]
+    except KeyError:
+        pass
+    filename, lineno, name, qualname, pos = entry
+    ln = pos[0] if pos[0] is not None else (lineno if lineno is not None else 1)
+    eln = pos[1] if pos[1] is not None else ln
+    col = pos[2] if pos[2] is not None else 0
+    ecol = pos[3] if pos[3] is not None else col
+    ident = name if name.isidentifier() else "_af_stub"
+    raise_ = ast.Raise(ast.Name("_af_e", ast.Load()), None)
+    raise_.lineno, raise_.end_lineno, raise_.col_offset, raise_.end_col_offset = ln, eln, col, ecol
+    args = ast.arguments(
+        posonlyargs=[], args=[ast.arg("_af_e")], vararg=None, kwonlyargs=[], kw_defaults=[],
+        kwarg=None, defaults=[],
+    )
+    kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+    fdef = ast.FunctionDef(ident, args, [raise_], [], None, None, **kw)
+    ast.fix_missing_locations(ast.copy_location(fdef, raise_))
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name):
+            n.lineno, n.end_lineno, n.col_offset, n.end_col_offset = ln, eln, col, ecol
+    co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
+    fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+    fcode = fcode.replace(co_name=name)
+    if hasattr(fcode, "co_qualname"):
+        fcode = fcode.replace(co_qualname=qualname)
+    stub = types.FunctionType(fcode, {"__builtins__": builtins})
+    try:
+        stub(_Marker())
+    except _Marker as m:
+        t = m.__traceback__
+        assert t is not None and t.tb_next is not None
+        frame, lasti = t.tb_next.tb_frame, t.tb_next.tb_lasti
+        t = None
+    frame.clear()
+    if len(_TB_FRAMES) > 4096:
+        _TB_FRAMES.clear()
+    _TB_FRAMES[entry] = (frame, lasti)
+    return frame, lasti
+
+
+class _Marker(Exception):
+    pass
+
+
+def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackType | None:
+    tb = None
+    if not entries:
+        return None
+    for entry in reversed(entries):
+        frame, lasti = _tb_frame(entry)
+        lineno = entry[1] if entry[1] is not None else frame.f_lineno
+        tb = types.TracebackType(tb, frame, lasti, lineno)
+    return tb
+
+
+def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
+    state, attrs, cause, context, suppress, tb = st
+    if state is not None:
+        setstate = getattr(e, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+        elif isinstance(state, dict):
+            e.__dict__.update(state)
+    if attrs:
+        e.__dict__.update(attrs)
+    e.__cause__ = cause
+    e.__context__ = context
+    e.__suppress_context__ = suppress
+    e.__traceback__ = _rebuild_tb(tb)
+
+
+def _reduce_exception(e: BaseException, proto: int) -> Any:
+    rv = e.__reduce_ex__(proto)
+    if isinstance(rv, str):
+        return NotImplemented
+    func, args = rv[0], rv[1]
+    state = rv[2] if len(rv) > 2 else None
+    _check_rebuildable(e, func, args)
+    d = getattr(e, "__dict__", None)
+    attrs = dict(d) if d and d is not state else None
+    st = (state, attrs, e.__cause__, e.__context__, e.__suppress_context__, _tb_entries(e.__traceback__))
+    listitems = rv[3] if len(rv) > 3 else None
+    dictitems = rv[4] if len(rv) > 4 else None
+    return (func, args, st, listitems, dictitems, _set_exc_state)
+
+
+# --------------------------------------------------------------------------------------------
+# Dict, dict-view and set iterators
+
+
+_DictKeyIter: type = type(iter({}))
+_DictValueIter: type = type(iter({}.values()))
+_DictItemIter: type = type(iter({}.items()))
+_DictRevKeyIter: type = type(reversed({}))
+_DictRevValueIter: type = type(reversed({}.values()))
+_DictRevItemIter: type = type(reversed({}.items()))
+_SetIter: type = type(iter(set()))
+_ODictIter: type = type(iter(OrderedDict()))
+_ODICT_VIEWS = {
+    OrderedDict: "keys",
+    type(OrderedDict().keys()): "keys",
+    type(OrderedDict().values()): "values",
+    type(OrderedDict().items()): "items",
+}
+
+# iterator type -> (kind, how to make a fresh one from the container)
+_DICT_KINDS: dict[type, tuple[str, Any]] = {
+    _DictKeyIter: ("keys", lambda c: builtins.iter(dict.keys(c))),
+    _DictValueIter: ("values", lambda c: builtins.iter(dict.values(c))),
+    _DictItemIter: ("items", lambda c: builtins.iter(dict.items(c))),
+    _DictRevKeyIter: ("reversed keys", lambda c: reversed(dict.keys(c))),
+    _DictRevValueIter: ("reversed values", lambda c: reversed(dict.values(c))),
+    _DictRevItemIter: ("reversed items", lambda c: reversed(dict.items(c))),
+}
+_FRESH = dict(_DICT_KINDS.values())
+_NATIVE_ITERS = frozenset(_DICT_KINDS) | {_SetIter, _ODictIter}
+_ODICT_FRESH = {
+    "keys": lambda c: builtins.iter(OrderedDict.keys(c)),
+    "values": lambda c: builtins.iter(OrderedDict.values(c)),
+    "items": lambda c: builtins.iter(OrderedDict.items(c)),
+}
+
+
+def _container_of(it: Any) -> Any:
+    """The dict or set a native iterator iterates (None once it is exhausted)."""
+    for r in gc.get_referents(it):
+        if isinstance(r, (dict, set, frozenset)):
+            return r
+    return None
+
+
+def _remaining(it: Any) -> list[Any] | None:
+    """What ``it`` yields from here on, without advancing it; None if its container changed."""
+    try:
+        rv = it.__reduce__()
+    except RuntimeError:
+        return None
+    return list(rv[1][0])
+
+
+def _advanced(kind: str, c: Any, pos: int) -> tuple[Any, Any]:
+    it = (_ODICT_FRESH if isinstance(c, OrderedDict) else _FRESH)[kind](c)
+    last = _NONE
+    for _ in range(pos):
+        last = builtins.next(it)
+    if kind in ("items", "reversed items") and last is not _NONE:
+        last = last[0]
+    return it, last
+
+
+_NONE: Any = object()
+
+
+def _exhausted(kind: str) -> Any:
+    it = _FRESH[kind]({}) if kind != "set" else builtins.iter(set())
+    builtins.next(it, None)
+    return it
+
+
+def _restore_native_dict_iter(kind: str, c: Any, pos: int) -> Any:
+    return _advanced(kind, c, pos)[0]
+
+
+class LiveIter:
+    """The iterator of a compiled ``for`` loop over a dict, a dict view or a set.
+
+    While the workflow runs it delegates to the native iterator (native order, native errors).
+    It remembers the container's size when the loop started and the last key it yielded, so that
+    a checkpoint records the container and a position, even after the container changed size.
+    """
+
+    __slots__ = ("_it", "_c", "_kind", "_used", "_last", "_pos", "_rest")
+
+    def __init__(self, it: Any, c: Any, kind: str, used: int) -> None:
+        self._it = it  # the native iterator; None after a restore until the next step
+        self._c = c
+        self._kind = kind  # "keys", "values", "items" or "set"
+        self._used = used  # the container's size when the loop started (-1: it raised)
+        self._last: Any = _NONE  # the last key (or set element) yielded
+        self._pos = 0  # after a restore: dict entries to skip when resuming
+        self._rest: list[Any] | None = None  # after a restore: the set elements still to come
+
+    def __iter__(self) -> LiveIter:
+        return self
+
+    def __next__(self) -> Any:
+        it = self._it
+        if it is None:
+            it = self._resume()
+            if self._rest is not None:  # a restored set: the size is checked at every step
+                return self._next_rest()
+        x = builtins.next(it)
+        kind = self._kind
+        if kind == "items":
+            self._last = x[0]
+        elif kind == "values":
+            self._last = x[0]  # values are taken from an items iterator: the key is known
+            return x[1]
+        else:
+            self._last = x
+        return x
+
+    def _size_changed(self) -> RuntimeError:
+        self._used = -1  # sticky, as the native iterator makes it
+        self._it = None
+        self._rest = None
+        if self._kind == "set":
+            return RuntimeError("Set changed size during iteration")
+        if isinstance(self._c, OrderedDict):
+            return RuntimeError("OrderedDict mutated during iteration")
+        return RuntimeError("dictionary changed size during iteration")
+
+    def _resume(self) -> Any:
+        if len(self._c) != self._used:
+            raise self._size_changed()
+        if self._rest is not None:
+            return None
+        it, last = _advanced(_internal_kind(self._kind), self._c, self._pos)
+        if last is not _NONE:
+            self._last = last
+        self._it = it
+        return it
+
+    def _next_rest(self) -> Any:
+        rest = self._rest
+        assert rest is not None
+        if len(self._c) != self._used:
+            raise self._size_changed()
+        if not rest:
+            self._rest = []
+            raise StopIteration
+        x = rest.pop(0)
+        self._last = x
+        return x
+
+    def state(self) -> tuple[Any, ...]:
+        """``(container, kind, size at the start, dict position, set elements to come)``."""
+        c, kind, used = self._c, self._kind, self._used
+        it = self._it
+        if it is None:  # restored and not resumed, a restored set, or already raised
+            return (c, kind, used, self._pos, None if self._rest is None else list(self._rest))
+        rest = _remaining(it)
+        if rest is not None:
+            if kind == "set":
+                return (c, kind, len(c), 0, rest)
+            return (c, kind, len(c), len(c) - len(rest), None)
+        if len(c) == used:
+            raise RuntimeError(
+                f"the {type(c).__name__} a for-loop iterates had keys removed and others added "
+                "during the iteration (its size is unchanged); native code raises RuntimeError "
+                "later in that loop, which a restore cannot reproduce"
+            )
+        # The container changed size: the next step raises, unless it is put back to its size
+        # first; then the loop goes on after the last key it yielded.
+        last = self._last
+        pos = 0
+        if last is not _NONE:
+            keys = list(c)
+            pos = -1
+            for i, k in enumerate(keys):
+                if k is last:
+                    pos = i + 1
+                    break
+            if pos < 0:
+                raise RuntimeError(
+                    f"the {type(c).__name__} a for-loop iterates changed size and lost the last "
+                    "key the loop visited; the loop's position cannot be checkpointed"
+                )
+        if kind == "set":
+            return (c, kind, used, 0, list(c)[pos:])
+        return (c, kind, used, pos, None)
+
+
+def _internal_kind(kind: str) -> str:
+    return "items" if kind == "values" else kind
+
+
+def _restore_live_iter(c: Any, kind: str, used: int, pos: int, rest: Any) -> LiveIter:
+    li = LiveIter(None, c, kind, used)
+    li._pos = pos
+    li._rest = rest
+    if kind != "set" and used == len(c):
+        li._resume()  # as native: a live iterator that checks the size it now sees
+    return li
+
+
+def live_iter(v: Any) -> Any:
+    """``iter(v)`` for a compiled ``for`` loop: a dict, dict view or set gets a LiveIter."""
+    it = builtins.iter(v)
+    t = type(it)
+    if t not in _LIVE_TYPES or it is v:
+        return it
+    c = _container_of(it)
+    if c is None or type(c) is frozenset:
+        return it
+    if t is _ODictIter:
+        kind = _ODICT_VIEWS.get(type(v))
+        if kind is None:
+            return it
+    else:
+        kind = _LIVE_TYPES[t]
+    if kind == "values":
+        it = _advanced("items", c, 0)[0]
+    return LiveIter(it, c, kind, len(c))
+
+
+_LIVE_TYPES = {
+    _DictKeyIter: "keys",
+    _DictValueIter: "values",
+    _DictItemIter: "items",
+    _SetIter: "set",
+    _ODictIter: "",
+}
+
+
+def _reduce_native_iter(it: Any) -> Any:
+    t = type(it)
+    if t is _ODictIter:
+        raise RuntimeError(
+            "an OrderedDict iterator held in a variable cannot be checkpointed with its position "
+            "(which of keys, values or items it yields is not visible); iterate over "
+            "list(od.items()), or loop over the OrderedDict itself"
+        )
+    c = _container_of(it)
+    kind = "set" if t is _SetIter else _DICT_KINDS[t][0]
+    if c is None:
+        return (_exhausted, (kind,))
+    rest = _remaining(it)
+    if rest is None:
+        raise RuntimeError(
+            f"the {type(c).__name__} it iterates changed size or keys during the iteration (its "
+            "next step raises RuntimeError natively); a restore cannot reproduce that from an "
+            "iterator held in a variable"
+        )
+    if kind == "set":
+        return (builtins.iter, (rest,))
+    return (_restore_native_dict_iter, (kind, c, len(c) - len(rest)))
+
+
+# --------------------------------------------------------------------------------------------
+# Module globals
+
+
+class _GlobalsRef:
+    """Pickles as the real globals of a registered workflow's module."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __reduce__(self) -> Any:
+        return (workflow_globals, (self.key,))
+
+
+def workflow_globals(key: str) -> dict[str, Any]:
+    """The module namespace the workflow ``key`` runs in (through the registry)."""
+    g: dict[str, Any] = resolve("workflow", key).__wrapped__.__globals__
+    return g
+
+
+def workflow_global(key: str, name: str) -> Any:
+    """The value bound to ``name`` in the namespace of the workflow ``key``."""
+    g = workflow_globals(key)
+    try:
+        return g[name]
+    except KeyError:
+        raise AttributeError(
+            f"module {g.get('__name__')!r} of workflow {key} has no global {name!r} (a local held "
+            "it when the workflow was checkpointed)"
+        ) from None
+
+
+def _function_setstate(obj: Any, state: Any) -> None:
+    # cloudpickle's _function_setstate, except that the globals are left alone: they are the
+    # module's real namespace, which must not be overwritten with checkpoint-time values.
+    state, slotstate = state
+    obj.__dict__.update(state)
+    slotstate.pop("__globals__", None)
+    closure = slotstate.pop("__closure__", None)
+    slotstate.pop("_cloudpickle_submodules", None)
+    if closure is not None:
+        for i, cell in enumerate(closure):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            obj.__closure__[i].cell_contents = value
+    for k, v in slotstate.items():
+        setattr(obj, k, v)
+
+
+_PLAIN_TYPES = frozenset(
+    {type(None), bool, int, float, complex, str, bytes, dict, list, tuple, set, frozenset}
+)
+
+
+# Per module namespace: (the namespace, its size, id of each non-plain value -> its name). Built
+# once and rebuilt when the namespace's size changes or a name turned out to be rebound; a value
+# bound after that is only missed (pickled by value), never mistaken for another.
+_NAMES: dict[int, tuple[dict[str, Any], int, dict[int, str]]] = {}
+
+
+def _names_of(g: dict[str, Any]) -> dict[int, str]:
+    entry = _NAMES.get(id(g))
+    if entry is not None and entry[0] is g and entry[1] == len(g):
+        return entry[2]
+    names: dict[int, str] = {}
+    for name, v in list(g.items()):
+        if type(v) not in _PLAIN_TYPES and not name.startswith("__"):
+            names.setdefault(id(v), name)
+    if len(_NAMES) >= 256:
+        _NAMES.clear()
+    _NAMES[id(g)] = (g, len(g), names)
+    return names
+
+
+class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
+    """cloudpickle with the checkpoint's rules (see the module docstring).
+
+    ``spaces`` maps ``id(globals dict)`` to the key of a workflow running in it: the frames'.
+    """
+
+    dispatch_table = ChainMap(
+        {_TypeAliasType: _reduce_type_alias} if _TypeAliasType is not None else {},
+        {t: _refuse_file for t in _FILE_TYPES},
+        cloudpickle.CloudPickler.dispatch_table,
+    )
+
+    def __init__(self, file: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._spaces = spaces
+
+    def reducer_override(self, obj: Any) -> Any:
+        t = type(obj)
+        if t is LiveIter:
+            return (_restore_live_iter, obj.state())
+        if t in _NATIVE_ITERS:
+            return _reduce_native_iter(obj)
+        for key, g in self._spaces.values():
+            name = _names_of(g).get(id(obj))
+            if name is not None:
+                if g.get(name, _NONE) is obj:
+                    return (workflow_global, (key, name))
+                _NAMES.pop(id(g), None)  # rebound since: rebuilt next time
+        if isinstance(obj, BaseException):
+            return _reduce_exception(obj, self.proto)
+        return super().reducer_override(obj)
+
+    def _dynamic_function_reduce(self, func: Any) -> Any:
+        r = super()._dynamic_function_reduce(func)
+        # cloudpickle drops a generic function's ``__type_params__`` (def f[T](...), 3.12+):
+        # carry them in the attribute state it restores with setattr.
+        params = getattr(func, "__type_params__", ())
+        state = r[2] if isinstance(r, tuple) and len(r) > 2 else None
+        if params and isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            state[1]["__type_params__"] = params
+        space = self._spaces.get(id(func.__globals__))
+        if space is not None and isinstance(state, tuple) and len(state) == 2:
+            # A function made in a workflow: its globals are the module's, resolved at restore.
+            code, _base, name, argdefs, closure = r[1]
+            state[1]["__globals__"] = {}
+            state[1]["_cloudpickle_submodules"] = []
+            r = (r[0], (code, _GlobalsRef(space[0]), name, argdefs, closure), state, None, None,
+                 _function_setstate)
+        return r
+
+
+def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
+    """Pickle ``obj`` with the checkpoint's rules."""
+    if not _STD_NAMES:
+        _refresh_std_names()
+    buf = io.BytesIO()
+    CheckpointPickler(buf, spaces).dump(obj)
+    return buf.getvalue()
+
+
+__all__ = ["CheckpointPickler", "LiveIter", "ResourceRefused", "dumps", "live_iter"]
