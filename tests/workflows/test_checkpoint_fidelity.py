@@ -115,7 +115,7 @@ def test_file_opened_for_reading_is_refused_naming_the_variable():
         assert err.variable == "fh"
         assert "TextIOWrapper" in str(err.value_type)
         assert "open file" in str(err) and "procedure" in str(err)
-        cont._frames[0].__dict__["fh"].close()
+        cont._frames[0].__dict__["v_fh"].close()
     finally:
         os.unlink(path)
 
