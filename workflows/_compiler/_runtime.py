@@ -38,8 +38,8 @@ from .._commands import Command
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
-from ._scope import FRAME, LOCAL, RT, user_name
 from ._pickler import LiveIter, ResourceRefused, dumps, live_iter
+from ._scope import FRAME, LOCAL, RT, user_name
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
 # A for-loop's iterator over a dict, dict view or set checkpoints as the container and a position.
@@ -789,7 +789,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)
                 tname = type(value).__qualname__
-                mod = type(value).__module__
+                mod: str | None = type(value).__module__
                 if type(value) is LiveIter:
                     tname, mod = f"{type(value._c).__name__} iterator", None
                 if mod not in ("builtins", None):
