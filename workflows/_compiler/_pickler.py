@@ -30,7 +30,7 @@ import pickle
 import sys
 import types
 import typing
-from collections import ChainMap, OrderedDict
+from collections import OrderedDict
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
@@ -570,6 +570,32 @@ _PLAIN_TYPES = frozenset(
 )
 
 
+# The reducers by type, in one flat dict: ours, then cloudpickle's, then copyreg's (a ChainMap of
+# ChainMaps costs a Python call and a KeyError per map for every object the pickler looks up).
+# Refreshed when cloudpickle's or copyreg's table grows (registrations only add).
+_OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
+if _TypeAliasType is not None:
+    _OWN_REDUCERS[_TypeAliasType] = _reduce_type_alias
+_CLOUD_TABLES = tuple(getattr(cloudpickle.CloudPickler.dispatch_table, "maps", ()))
+_DISPATCH: dict[type, Any] = {}
+_DISPATCH_SIZES: list[int] = []
+
+
+def _refresh_dispatch() -> None:
+    sizes = [len(m) for m in _CLOUD_TABLES]
+    if sizes == _DISPATCH_SIZES:
+        return
+    merged: dict[type, Any] = {}
+    for m in reversed(_CLOUD_TABLES):
+        merged.update(m)
+    if not _CLOUD_TABLES:
+        merged.update(cloudpickle.CloudPickler.dispatch_table)
+    merged.update(_OWN_REDUCERS)
+    _DISPATCH.clear()
+    _DISPATCH.update(merged)
+    _DISPATCH_SIZES[:] = sizes
+
+
 # Per module namespace: (the namespace, its size, id of each non-plain value -> its name). Built
 # once and rebuilt when the namespace's size changes or a name turned out to be rebound; a value
 # bound after that is only missed (pickled by value), never mistaken for another.
@@ -596,15 +622,13 @@ class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # clou
     ``spaces`` maps ``id(globals dict)`` to the key of a workflow running in it: the frames'.
     """
 
-    dispatch_table = ChainMap(
-        {_TypeAliasType: _reduce_type_alias} if _TypeAliasType is not None else {},
-        {t: _refuse_file for t in _FILE_TYPES},
-        cloudpickle.CloudPickler.dispatch_table,
-    )
+    dispatch_table = _DISPATCH
 
     def __init__(self, file: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._spaces = spaces
+        # (key, namespace, id of value -> name) per namespace the frames' code runs in.
+        self._named = [(key, g, _names_of(g)) for key, g in spaces.values()]
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -612,15 +636,18 @@ class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # clou
             return (_restore_live_iter, obj.state())
         if t in _NATIVE_ITERS:
             return _reduce_native_iter(obj)
-        for key, g in self._spaces.values():
-            name = _names_of(g).get(id(obj))
+        i = id(obj)
+        for key, g, names in self._named:
+            name = names.get(i)
             if name is not None:
                 if g.get(name, _NONE) is obj:
                     return (workflow_global, (key, name))
                 _NAMES.pop(id(g), None)  # rebound since: rebuilt next time
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
-        return super().reducer_override(obj)
+        if isinstance(obj, (type, types.FunctionType)):
+            return super().reducer_override(obj)  # cloudpickle's: classes and functions only
+        return NotImplemented
 
     def _dynamic_function_reduce(self, func: Any) -> Any:
         r = super()._dynamic_function_reduce(func)
@@ -645,6 +672,7 @@ def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
     """Pickle ``obj`` with the checkpoint's rules."""
     if not _STD_NAMES:
         _refresh_std_names()
+    _refresh_dispatch()
     buf = io.BytesIO()
     CheckpointPickler(buf, spaces).dump(obj)
     return buf.getvalue()
