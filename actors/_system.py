@@ -200,9 +200,12 @@ class Runtime:
 
     def wake(self, delivered: Iterable[Delivered]) -> None:
         """Hand each new inbox row to its workflow's actor (the row itself: a parent woken by a
-        hundred children must not read its inbox back a hundred times)."""
+        hundred children must not read its inbox back a hundred times). A row for a workflow this
+        store does not own is its backend's to announce to the owner."""
+        owns = self.store.owns
         for d in delivered:
-            self.activator.deliver(d.workflow_id, Wake(d.row()))
+            if owns(d.workflow_id):
+                self.activator.deliver(d.workflow_id, Wake(d.row()))
 
     def message_done(self, workflow_id: str) -> None:
         self.activator.done(workflow_id)
@@ -511,10 +514,7 @@ class ActorSystem:
         # one had not carried out) takes it first: its cancel disarms the procedures it awaits,
         # which must not run again meanwhile (one that kills the process would never let the
         # cancel land).
-        cancelling = {
-            r["workflow_id"]
-            for r in rt.store.read_table("SELECT DISTINCT workflow_id FROM inbox WHERE kind = ?", (CANCEL,))
-        } if pending else set()
+        cancelling = rt.store.workflows_cancelling() if pending else set()
         for row in pending:
             if row.workflow_id not in cancelling:
                 rt.procedures.dispatch(row, recovered=True)

@@ -32,6 +32,7 @@ from persistence._schema import (
     translate_error,
 )
 from persistence._types import (
+    CANCEL,
     RUNNING,
     Delivered,
     ExternalRow,
@@ -725,6 +726,10 @@ class SqliteStore(Store):
     def workflows_with_work(self) -> Iterator[str]:
         """Ids of running workflows that have work now (by index, see ``_WITH_WORK``)."""
         return iter([r[0] for r in self._rows(_WITH_WORK)])
+
+    def workflows_cancelling(self) -> set[str]:
+        """Ids of the workflows with a cancel waiting in their inbox."""
+        return {r[0] for r in self._rows("SELECT DISTINCT workflow_id FROM inbox WHERE kind = ?", (CANCEL,))}
 
     def list_workflows(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from persistence._promise import Promise
 
@@ -233,8 +233,26 @@ class HistoryRow:
     detail: str  # JSON text
 
 
-class Store(abc.ABC):
-    """The interface the runtime uses. All methods are thread-safe."""
+@runtime_checkable
+class Store(Protocol):
+    """The interface the runtime talks to, whatever the backend. All methods are thread-safe.
+
+    Everything specific to a backend (its SQL dialect, how it keeps a second owner out, how it
+    learns of other writers) stays inside it. What the runtime would otherwise assume about being
+    the only process is part of this interface, scoped to what this store **owns**: an owning store
+    holds some (SQLite: all) of the workflows in the database, ``owns(id)`` says which, and the
+    reads the runtime runs over "everything" (``timers_due``, ``procedures_to_run``,
+    ``workflows_with_work``, ``workflows_cancelling``, ``take_external``) return only what belongs
+    to owned workflows. A message a step delivers to a workflow owned elsewhere is the backend's to
+    announce to its owner; ``changed()`` tells this owner that another writer may have left it
+    work. SQLite owns the whole file (``owns`` is always true) and polls ``PRAGMA data_version``.
+    """
+
+    # -- ownership --------------------------------------------------------------------------
+    def owns(self, workflow_id: str) -> bool:
+        """True if this store's owner runs ``workflow_id`` (a backend that owns everything it
+        opened, as SQLite does, keeps this default)."""
+        return True
 
     # -- lifecycle --------------------------------------------------------------------------
     @abc.abstractmethod
@@ -354,7 +372,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def changed(self) -> bool:
-        """True if another connection committed since the last call (cheap: PRAGMA data_version)."""
+        """True if another writer may have left this owner work since the last call (a `wf`
+        request, say): cheap, called every 50 ms (SQLite: ``PRAGMA data_version``)."""
 
     # -- reads --------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -398,6 +417,15 @@ class Store(abc.ABC):
         """Ids of running workflows that have work now: an inbox message they can take (a signal
         they await, a cancel, a child outcome), a finished procedure, or a never-stepped start
         (step_seq 0). By index: cheap with millions of idle workflows."""
+
+    def workflows_cancelling(self) -> set[str]:
+        """Ids of the workflows with a cancel waiting in their inbox (recovery carries these out
+        before it runs their procedures again). This default reads each inbox of
+        ``workflows_with_work()``; a backend answers it with one query."""
+        return {
+            wid for wid in self.workflows_with_work()
+            if any(r.kind == CANCEL for r in self.inbox(wid))
+        }
 
     @abc.abstractmethod
     def list_workflows(
