@@ -36,7 +36,7 @@ from ._scope import (
 )
 from ._signals import awaited_signals
 from ._signals import scan as scan_signals
-from ._validate import Validator, compile_warnings
+from ._validate import Validator, compile_warnings, unawaited_commands
 
 COMPILER_VERSION = "actorflow-compiler-2"  # 2: locals are frame attributes v_<name>
 _PY312 = sys.version_info >= (3, 12)
@@ -188,9 +188,10 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
         return deco
     if isinstance(fn, WorkflowFunction):
         return fn
+    if inspect.isasyncgenfunction(fn):
+        _reject_async_generator(fn)
     if not inspect.iscoroutinefunction(fn):
-        what = "an async generator" if inspect.isasyncgenfunction(fn) else repr(fn)
-        raise TypeError(f"@workflow decorates an 'async def' function, got {what}")
+        raise TypeError(f"@workflow decorates an 'async def' function, got {fn!r}")
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"@workflow(name=...) must be a non-empty string, got {name!r}")
     filename = fn.__code__.co_filename
@@ -218,6 +219,22 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
     wf = _compile(fn, node, filename, lines, key, enclosing)
     register("workflow", wf, key)
     return wf
+
+
+def _reject_async_generator(fn: Any) -> None:
+    """An ``async def`` with ``yield``: a CompileError at its yield (file, line, what instead)."""
+    filename = fn.__code__.co_filename
+    lines = linecache.getlines(filename, fn.__globals__)
+    node = _find(_parse("".join(lines), filename), fn) if lines else None
+    if node is not None:
+        _validate(node, filename, lines, fn.__code__.co_freevars, None)  # raises at the yield
+    raise CompileError(
+        f"@workflow {fn.__qualname__} is an async generator ('async def' with 'yield'), which "
+        "cannot be checkpointed; a workflow returns one value: collect results in a list and "
+        "return it, or report progress with send()/reducer()",
+        filename,
+        fn.__code__.co_firstlineno,
+    )
 
 
 _PARSED: dict[tuple[str, int], ast.Module] = {}
@@ -261,7 +278,7 @@ def compile_workflow_source(
         g = {n: getattr(workflows, n) for n in workflows.__all__}
     else:
         g = globals
-    g.setdefault("__name__", f"_af_source_{next(_counter)}")
+    g.setdefault("__name__", f"workflow_source_{next(_counter)}")
     g.setdefault("__builtins__", builtins)
     lines = src.splitlines(True)
     linecache.cache[filename] = (len(src), None, lines, filename)
@@ -316,7 +333,7 @@ def _compile(
     b = Bindings().scan(node.body)
     params = arg_names(node.args)
     locals_ = (set(params) | b.bound) - b.globals
-    _validate(node, filename, lines, fn.__code__.co_freevars, enclosing)
+    _validate(node, filename, lines, fn.__code__.co_freevars, enclosing, fn.__globals__)
 
     # Names captured by nested scopes (or bound by except clauses) stay on the frame always.
     probe = Rewriter(locals_)
@@ -380,11 +397,18 @@ def _validate(
     lines: list[str],
     freevars: tuple[str, ...],
     enclosing: str | None,
+    globals_: dict[str, Any] | None = None,
 ) -> None:
-    """Raise one CompileError listing every problem of the workflow ``node``."""
+    """Raise one CompileError listing every problem of the workflow ``node``.
+
+    With the workflow module's ``globals_``, commands built and dropped are problems too.
+    """
     b = Bindings().scan(node.body)
     locals_ = (set(arg_names(node.args)) | b.bound) - b.globals
     problems = Validator(node, locals_, freevars, enclosing).run()
+    if globals_ is not None:
+        problems += unawaited_commands(node, locals_, globals_, WorkflowFunction)
+        problems.sort(key=lambda p: (getattr(p[0], "lineno", 0), getattr(p[0], "col_offset", 0)))
     if problems:
         errs = [_problem(m, n, filename, lines) for n, m in problems]
         first = errs[0]

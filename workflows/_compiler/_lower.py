@@ -428,7 +428,8 @@ class Emitter:
     def st_For(self, s: ast.For) -> None:
         k = self.uid()
         it = f"_af_it{k}"
-        self.slots[it] = f"the iterator of the for-loop at line {s.lineno}"
+        what = getattr(s, "_af_comp", None) or "for-loop"
+        self.slots[it] = f"the iterator of the {what} at line {s.lineno}"
         v = self.expr(s.iter)
         self.emit(ast.Assign([frame_attr(it, ast.Store())], rt_call("iter", v)))
         outer_region = self.region
@@ -733,7 +734,9 @@ class Emitter:
         self.src = e
         self.emit(ast.Return(rt_call("suspend", frame_name(), v, ast.Constant(resume))))
         self.src = saved
-        self.points[resume] = (e.lineno, self.source_of(e))
+        # The user's text of the await (a lowered comprehension renames its variables).
+        text = getattr(e, "_af_text", None) or self.source_of(e)
+        self.points[resume] = (e.lineno, text)
         self.point_nodes[resume] = e
         self.start_at(resume)
         return frame_attr("_af_sent")
@@ -951,7 +954,14 @@ class Emitter:
             for n in ast.walk(g.target):
                 if isinstance(n, ast.Name):
                     ren[n.id] = f"{SYNTH}{k}_{n.id}"
+        what = _COMP_NAMES[type(e)]
+        for name, slot in ren.items():
+            self.slots[slot] = f"the variable {name!r} of the {what} at line {e.lineno}"
+        self.slots[res] = f"the result being built by the {what} at line {e.lineno}"
         e = copy.deepcopy(e)
+        for n in ast.walk(e):
+            if isinstance(n, ast.Await) and not hasattr(n, "_af_text"):
+                n._af_text = self.source_of(n)  # type: ignore[attr-defined]
         first_iter = e.generators[0].iter
         for g in e.generators:
             _rename(g.target, ren)
@@ -975,6 +985,7 @@ class Emitter:
             for c in reversed(g.ifs):
                 inner = ast.If(c, [inner], [])
             inner = ast.For(g.target, g.iter if g is not e.generators[0] else first_iter, [inner], [])
+            inner._af_comp = what  # type: ignore[attr-defined]  # how messages name its loop
         stmts = [ast.Assign([ast.Name(res, ast.Store())], init), inner]
         for s in stmts:
             fill_locations(s, e)
@@ -994,6 +1005,14 @@ class Emitter:
 
 
 RT_NAME = "_af_rt"
+
+
+_COMP_NAMES = {
+    ast.ListComp: "list comprehension",
+    ast.SetComp: "set comprehension",
+    ast.DictComp: "dict comprehension",
+    ast.GeneratorExp: "generator expression",
+}
 
 
 def _awaits_only_in_outer_iterable(e: Any) -> bool:

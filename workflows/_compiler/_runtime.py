@@ -39,7 +39,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, Wor
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 from ._pickler import LiveIter, ResourceRefused, dumps, live_iter
-from ._scope import FRAME, LOCAL, RT, user_name
+from ._scope import FRAME, LOCAL, RT, user_name, variable_of
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
 # A for-loop's iterator over a dict, dict view or set checkpoints as the container and a position.
@@ -805,7 +805,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                         "with its value, which must evaluate and must not refer back to the "
                         "alias; define the alias at module level, or del it before the await"
                     )
-                elif tname in ("generator", "coroutine", "async_generator") or "generator" in str(e):
+                elif tname in ("generator", "async_generator"):
                     hint = "a generator cannot be checkpointed; wrap it in list(...)"
                 elif isinstance(e, ResourceRefused):
                     hint = (
@@ -819,6 +819,23 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                         "do not add or remove keys of a dict or set that a loop iterates across "
                         "an await; iterate over a copy (for k, v in list(d.items()): ...)"
                     )
+                elif tname == "coroutine":
+                    hint = (
+                        "a coroutine cannot be checkpointed; await it at once (workflows await "
+                        "commands and @workflow calls only) instead of keeping it across an await"
+                    )
+                elif hasattr(type(value), "__enter__") and hasattr(type(value), "__exit__"):
+                    hint = (
+                        "a context manager open across an await is checkpointed with the "
+                        "workflow and must pickle (one made by @contextmanager holds a generator, "
+                        "which does not); keep the awaits out of its 'with' body, or write it as "
+                        "a class with __enter__/__exit__ whose state pickles"
+                    )
+                elif "generator" in str(e):
+                    hint = (
+                        "it holds a generator, which cannot be checkpointed; keep a list(...) "
+                        "of the generator's items instead, or del it before the await"
+                    )
                 else:
                     hint = (
                         "make it picklable, del it before the await, or move the work that "
@@ -827,7 +844,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                 return CheckpointError(
                     f"cannot checkpoint workflow {code.key}: {what} ({tname}) is live at the "
                     f"await at {where}: {type(e).__name__}: {e}; {hint}",
-                    variable=user_name(name),
+                    variable=variable_of(name),
                     value_type=tname,
                     location=where,
                 )

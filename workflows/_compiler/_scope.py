@@ -11,6 +11,7 @@ cell, which keeps late binding native and the closure picklable.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -32,6 +33,18 @@ def lkey(name: str) -> str:
 def user_name(key: str) -> str:
     """The workflow-scope name held by the frame attribute ``key`` (inverse of ``lkey``)."""
     return key[len(LOCAL):] if key.startswith(LOCAL) else key
+
+
+_COMP_VAR = re.compile(r"_af_s\d+_(.+)")
+
+
+def variable_of(key: str) -> str | None:
+    """The user's variable a frame attribute holds (a local, or a lowered comprehension's
+    variable), or None for the compiler's own slots."""
+    if key.startswith(LOCAL):
+        return key[len(LOCAL):]
+    m = _COMP_VAR.fullmatch(key)
+    return m.group(1) if m else None
 
 COMPS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import builtins
+import types
 from typing import Any
 
 from ._lower import _awaits_only_in_outer_iterable, has_await
@@ -187,6 +189,56 @@ class Validator(ast.NodeVisitor):
         if isinstance(f, ast.Attribute) and f.attr == "_getframe":
             self.add(n, "sys._getframe() cannot be used in a workflow: workflow code does not run in one Python frame; pass what you need as values")
         self.generic_visit(n)
+
+
+def unawaited_commands(
+    fn_node: ast.AsyncFunctionDef, locals_: set[str], globals_: dict[str, Any], workflow_type: type
+) -> list[Problem]:
+    """Expression statements that build a workflow command (or a @workflow call) and drop it.
+
+    ``timer("t", 1)`` on its own line does nothing: a command runs only when awaited. The callee
+    is resolved in the workflow's module (a name bound in the workflow is not resolved).
+    """
+    from .. import _commands
+
+    makers = {id(getattr(_commands, n)): n for n in ("timer", "signal", "procedure", "spawn", "select", "gather")}
+    out: list[Problem] = []
+    for n in _own_scope(fn_node.body):
+        if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)):
+            continue
+        obj = _resolve_global(n.value.func, locals_, globals_)
+        if obj is None:
+            continue
+        text = ast.unparse(n.value)
+        if id(obj) in makers:
+            out.append((n, (
+                f"'{text}' builds a workflow command and drops it: a command runs only when it "
+                f"is awaited, so this line does nothing; write 'await {text}'"
+            )))
+        elif isinstance(obj, workflow_type):
+            wname = getattr(obj, "__name__", "it")
+            out.append((n, (
+                f"'{text}' calls the workflow {wname} without running it: calling a @workflow "
+                f"only builds the call; write 'await {text}' to run it inline, or "
+                f"'await spawn({wname}, ...)' to run it as a child workflow"
+            )))
+    return out
+
+
+def _resolve_global(f: ast.expr, locals_: set[str], globals_: dict[str, Any]) -> Any:
+    """The object a callee names through module globals (``name`` or ``module.name``), or None."""
+    if isinstance(f, ast.Name):
+        if f.id in locals_:
+            return None
+        if f.id in globals_:
+            return globals_[f.id]
+        b = globals_.get("__builtins__", builtins)
+        return (b if isinstance(b, dict) else vars(b)).get(f.id)
+    if isinstance(f, ast.Attribute):
+        base = _resolve_global(f.value, locals_, globals_)
+        if isinstance(base, types.ModuleType):
+            return vars(base).get(f.attr)
+    return None
 
 
 def compile_warnings(fn_node: ast.AsyncFunctionDef, b: Bindings) -> list[Problem]:
