@@ -12,7 +12,6 @@ import argparse
 import collections
 import datetime as _dt
 import importlib
-import importlib.util
 import json
 import logging
 import os
@@ -282,19 +281,31 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         store.close()
 
 
+def _module_file(module: str) -> Path | None:
+    """The source file of ``module``, found on disk without importing anything: in the current
+    directory (an application's checkout, where wf is usually run), on ``sys.path``, or in the
+    checkout wf itself comes from (the examples of ``wf demo``)."""
+    parts = module.split(".")
+    for base in (os.getcwd(), *sys.path, str(Path(__file__).resolve().parent.parent)):
+        root = Path(base or ".").joinpath(*parts)
+        for candidate in (root.parent / f"{parts[-1]}.py", root / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
 def _signal_names_of(key: str) -> frozenset[str] | None:
     """The signal names the workflow stored as ``key`` awaits, read from its module's source file:
     wf runs none of the application's code. None when the file cannot be found or does not tell."""
     module, _, qualname = key.partition(":")
     if not module or not qualname or "." in qualname:
         return None
+    path = _module_file(module)
+    if path is None:
+        return None
     try:
-        spec = importlib.util.find_spec(module)
-        origin = spec.origin if spec is not None else None
-        if origin is None or not origin.endswith(".py"):
-            return None
-        source = Path(origin).read_text(encoding="utf-8")
-    except (ImportError, ValueError, OSError, UnicodeDecodeError):
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return None
     return names_in_source(source, qualname)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from structlog.testing import capture_logs
@@ -157,3 +158,29 @@ def test_a_queued_request_says_who_carries_it_out(db, capsys):
     assert code == 0
     assert f"no system has {db} open: the request waits in the file for the next one to start" in out
     assert "within a second" not in out
+
+
+def test_the_installed_wf_reads_the_names_from_the_application_in_its_directory(tmp_path, monkeypatch):
+    """Run as the console script from an application's directory (which is not on its
+    sys.path), wf finds the workflow's module file there and warns, without importing it."""
+    import importlib
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "shopapp.py").write_text(
+        "from workflows import signal, workflow\n\n\n"
+        "@workflow\nasync def checkout(order: str) -> str:\n    return await signal('paid')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shop = importlib.import_module("shopapp")
+    db = str(tmp_path / "shop.db")
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(shop.checkout, "o-1", id="o-1")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("wf")), "signal", "o-1", "payed", "{}", "--db", db],
+        cwd=tmp_path, capture_output=True, text=True, timeout=T,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "never awaits a signal named 'payed'; the signals it awaits: 'paid'" in done.stderr
