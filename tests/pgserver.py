@@ -100,6 +100,7 @@ class PgServer:
         self.tcp_port = tcp_port
         self._names = itertools.count(1)
         self._admin: Any = None
+        self._options = ""
 
     # -- starting and stopping -------------------------------------------------------------------
     @classmethod
@@ -142,18 +143,15 @@ class PgServer:
             port = free_port()
             options = [f"-p {port}", f"-k {directory}", "-c listen_addresses=127.0.0.1"]
             options += [f"-c {k}={v}" for k, v in settings.items()]
-            _run_as_owner(
-                [os.path.join(bindir, "pg_ctl"), "-D", data, "-o", " ".join(options),
-                 "-l", os.path.join(directory, "server.log"), "-w", "-t", "60", "start"],
-                as_root, what="pg_ctl start", log=os.path.join(directory, "server.log"),
+            server = cls(
+                url(host=directory, port=port, dbname="postgres"), directory=directory,
+                bindir=bindir, socket_dir=directory, port=port, tcp_port=port,
             )
+            server._options = " ".join(options)
+            server.resume()
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
-        server = cls(
-            url(host=directory, port=port, dbname="postgres"), directory=directory,
-            bindir=bindir, socket_dir=directory, port=port, tcp_port=port,
-        )
         try:
             server.admin().execute(
                 f"CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{PASSWORD}' CREATEDB"
@@ -162,6 +160,29 @@ class PgServer:
             server.stop()
             raise
         return server
+
+    def pause(self) -> None:
+        """Stop the server (its data kept): clients see it go away. ``resume`` starts it again."""
+        assert self.directory is not None and self.bindir is not None, "a server started here"
+        if self._admin is not None:
+            with contextlib.suppress(Exception):
+                self._admin.close()
+            self._admin = None
+        _run_as_owner(
+            [os.path.join(self.bindir, "pg_ctl"), "-D", os.path.join(self.directory, "data"),
+             "-m", "fast", "-w", "-t", "60", "stop"],
+            os.geteuid() == 0, what="pg_ctl stop",
+        )
+
+    def resume(self) -> None:
+        """Start the server on its data directory, at the same port and socket."""
+        assert self.directory is not None and self.bindir is not None, "a server started here"
+        log = os.path.join(self.directory, "server.log")
+        _run_as_owner(
+            [os.path.join(self.bindir, "pg_ctl"), "-D", os.path.join(self.directory, "data"),
+             "-o", self._options, "-l", log, "-w", "-t", "60", "start"],
+            os.geteuid() == 0, what="pg_ctl start", log=log,
+        )
 
     @classmethod
     def external(cls, admin_url: str) -> PgServer:

@@ -13,13 +13,21 @@ import psycopg
 
 from persistence._errors import (
     CorruptDatabase,
+    DatabaseBusy,
     DiskFull,
     PersistenceError,
     ReadOnlyDatabase,
+    StorageIOError,
+    StorageUnavailable,
 )
 
 
-class ConnectionLost(PersistenceError):
+class ServerUnreachable(StorageUnavailable):
+    """No connection to the server could be made (down, restarting, unreachable, full): it may
+    pass, so the runtime tries again after a backoff."""
+
+
+class ConnectionLost(StorageUnavailable):
     """The connection to the server broke (server restarted, session terminated, network).
 
     Nothing of the transaction that was open on it committed, unless ``maybe_committed`` (the
@@ -32,9 +40,9 @@ class ConnectionLost(PersistenceError):
         self.maybe_committed = maybe_committed
 
 
-class Retryable(PersistenceError):
+class Retryable(DatabaseBusy):
     """A serialization failure (40001) or deadlock (40P01): the transaction was rolled back and
-    running it again is expected to succeed."""
+    running it again is expected to succeed (the writer does, a few times, before giving up)."""
 
 
 def display_url(url: str) -> str:
@@ -121,14 +129,14 @@ def connect_error(exc: BaseException, where: str) -> BaseException:
             path=where,
         )
     elif state in ("53300", "57P03") or "too many clients" in low or "starting up" in low:
-        err = PersistenceError(
+        err = ServerUnreachable(
             f"the PostgreSQL server at {where} took no new connection ({detail}); it is "
             f"starting up, shutting down or at max_connections. Retry later, or raise "
             f"max_connections.",
             path=where,
         )
     else:
-        err = PersistenceError(
+        err = ServerUnreachable(
             f"cannot reach the PostgreSQL server at {where} ({detail}). Check that the server "
             f"runs and that the host, port (or socket directory) in the URL are right.",
             path=where,
@@ -174,6 +182,13 @@ def translate_error(exc: BaseException, where: str, conn: Any = None, *,
         err = DiskFull(
             f"the PostgreSQL server at {where} is out of disk space ({detail}). Nothing of the "
             f"failed write was committed; free space on the server and retry.",
+            path=where,
+        )
+    elif state.startswith("58"):
+        err = StorageIOError(
+            f"the PostgreSQL server at {where} reports a system error ({detail}), an I/O error "
+            f"of its disk most likely; nothing of the failed write was committed. Check the "
+            f"server's log and disk.",
             path=where,
         )
     elif state in ("25006",):

@@ -62,8 +62,8 @@ T = TypeVar("T")
 
 SYNCHRONOUS_COMMIT = {"normal": "off", "full": "on"}
 READER_POOL = 8
-# Readers and the CLI's writes wait this long for a connection of the pool.
-POOL_TIMEOUT = 30.0
+# Readers wait this long for a connection of the pool, then connect on their own.
+POOL_TIMEOUT = 5.0
 # changed() says True at least this often (seconds), whatever it was told.
 CHANGED_EVERY = 1.0
 
@@ -323,24 +323,27 @@ class PgStore(Store):
     def _read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         self._check_open()
         assert self._pool is not None
-        for attempt in (1, 2):
-            try:
-                with self._pool.connection() as conn:
-                    try:
-                        return fn(conn)
-                    except psycopg.Error as exc:
-                        err = translate_error(exc, self.path, conn)
-                        if isinstance(err, ConnectionLost) and attempt == 1:
-                            continue  # the pool drops the broken connection; try a new one
+        try:
+            with self._pool.connection(timeout=POOL_TIMEOUT) as conn:
+                try:
+                    return fn(conn)
+                except psycopg.Error as exc:
+                    err = translate_error(exc, self.path, conn)
+                    if not isinstance(err, ConnectionLost):
                         raise err from exc
-            except psycopg_pool.PoolTimeout as exc:
-                raise PersistenceError(
-                    f"no connection to the PostgreSQL server at {self.path} within "
-                    f"{POOL_TIMEOUT:.0f} s ({exc}); check that the server runs and accepts "
-                    f"connections.",
-                    path=self.path,
-                ) from exc
-        raise AssertionError("unreachable")
+        except psycopg_pool.PoolTimeout:
+            pass
+        # The pooled connection was lost, or the pool has none to give (the server went away and
+        # the pool is between two attempts): a connection of its own for this read, so that a
+        # server that is back answers at once. It says why, if it cannot connect either.
+        conn = connect(self._conninfo, self.path, autocommit=True,
+                       default_transaction_read_only="on")
+        try:
+            return fn(conn)
+        except psycopg.Error as exc:
+            raise translate_error(exc, self.path, conn) from exc
+        finally:
+            conn.close()
 
     def _rows(self, template: str, params: Any = ()) -> list[tuple[Any, ...]]:
         sql = _writes.sql_for(template, self.schema)
@@ -361,11 +364,8 @@ class PgStore(Store):
         wfs = list(wfs)
         return self._write(lambda w: _writes.insert_workflows(w, wfs))
 
-    def submit_step(self, step: StepWrite, *, help: bool = False) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
-
-        ``help`` is accepted for the interface's sake: the writer's own thread runs every batch.
-        """
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
         return self._write(
             functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit)
         )

@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 import psycopg.pq
 
-from persistence._errors import PersistenceError, StoreClosed
+from persistence._errors import PersistenceError, StorageUnavailable, StoreClosed
 from persistence._pg._errors import ConnectionLost, Retryable, translate_error
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._writes import Deferred, sql_for
@@ -214,7 +214,7 @@ class PgWriter:
                 self.conn = self._connect()
             except PersistenceError as exc:
                 last = exc
-                if not isinstance(exc, ConnectionLost) and "cannot reach" not in str(exc):
+                if not isinstance(exc, StorageUnavailable):
                     raise  # refused for good (owner lock taken, authentication): say so
                 continue
             self.db = PgDatabase(self.conn, self.sync)

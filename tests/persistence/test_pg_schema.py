@@ -11,7 +11,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from persistence import ForeignDatabase, PersistenceError, ReadOnlyDatabase, SchemaTooNew
+from persistence import (
+    ForeignDatabase,
+    PersistenceError,
+    ReadOnlyDatabase,
+    SchemaTooNew,
+    StorageUnavailable,
+)
 from persistence._pg import _schema, _writes
 from persistence._pg._errors import (
     ConnectionLost,
@@ -202,7 +208,7 @@ def test_passwords_never_reach_a_message() -> None:
 
 def test_a_server_that_does_not_answer(tmp_path: Any) -> None:
     dead = url(host="127.0.0.1", port=free_port(), dbname="game")
-    with pytest.raises(PersistenceError, match=r"cannot reach the PostgreSQL server at postgresql://postgres@127\.0\.0\.1:\d+/game .*host, port"):
+    with pytest.raises(StorageUnavailable, match=r"cannot reach the PostgreSQL server at postgresql://postgres@127\.0\.0\.1:\d+/game .*host, port"):
         _schema.connect(dead, display_url(dead))
     nosocket = url(host=str(tmp_path), port=5432, dbname="game")
     with pytest.raises(PersistenceError, match="cannot reach.*socket directory"):
@@ -235,6 +241,7 @@ def test_a_connection_lost_mid_transaction(pg_server: PgServer, pg_url: str) -> 
             conn.execute("SELECT 1")
         err = translate_error(info.value, "here", conn)
         assert isinstance(err, ConnectionLost)
+        assert isinstance(err, StorageUnavailable)  # the runtime retries it after a backoff
         assert not err.maybe_committed
         assert "connection to the PostgreSQL server at here was lost" in str(err)
         assert "nothing of it was written" in str(err)
@@ -255,6 +262,7 @@ def test_a_serialization_failure_is_retryable(pg_url: str, conn: psycopg.Connect
             a.execute("UPDATE c SET n = 2 WHERE id = 1")
         err = translate_error(info.value, "here", a)
         assert isinstance(err, Retryable)
+        assert isinstance(err, StorageUnavailable)
         assert "running it again is safe" in str(err)
 
 

@@ -207,3 +207,38 @@ def test_a_batch_with_a_stale_step_commits_the_others(pg_store_url: str) -> None
         assert good.result(30).created == []
         assert s.load_workflow("b").step_seq == 1  # type: ignore[union-attr]
         assert s.inbox("b") == []
+
+
+def test_a_server_that_goes_away_and_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server stops under a running store: writes fail as a storage fault that may pass (the
+    runtime retries those), reads too; once it is back, the same store writes and reads again."""
+    from persistence import StorageUnavailable
+    from persistence._pg import _store, _writer
+    from tests.pgserver import FAST, PgUnavailable
+
+    monkeypatch.setattr(_writer, "RECONNECTS", (0.0, 0.05))
+    monkeypatch.setattr(_store, "POOL_TIMEOUT", 1.0)
+    try:
+        server = PgServer.start(FAST)
+    except PgUnavailable as exc:
+        from tests.conftest import pg_unavailable
+
+        pg_unavailable(str(exc))
+    try:
+        with server.schema() as url:
+            store = open_store(f"{url}&schema={schema_of(url)}")
+            try:
+                store.create_workflow(new_wf("a"))
+                server.pause()
+                with pytest.raises(StorageUnavailable, match="cannot reach|was lost"):
+                    store.commit_step(StepWrite("a", 1, updated_at=1.0, continuation=b"one"), timeout=60)
+                with pytest.raises(StorageUnavailable):
+                    store.load_workflow("a")
+                server.resume()
+                store.commit_step(StepWrite("a", 1, updated_at=1.0, continuation=b"one"), timeout=60)
+                rec = store.load_workflow("a")
+                assert rec is not None and (rec.step_seq, rec.continuation) == (1, b"one")
+            finally:
+                store.close()
+    finally:
+        server.stop()
