@@ -45,6 +45,7 @@ from persistence._pg._writer import PgWriter
 from persistence._promise import Promise
 from persistence._store import recent_steps
 from persistence._types import (
+    CANCEL,
     Delivered,
     ExternalRow,
     HistoryRow,
@@ -631,6 +632,17 @@ class PgStore(Store):
     def workflows_with_work(self) -> Iterator[str]:
         """Ids of running workflows that have work now (by index, see ``_WITH_WORK``)."""
         return iter([r[0] for r in self._rows(_WITH_WORK)])
+
+    def owns(self, workflow_id: str) -> bool:
+        """True: an owning PgStore owns every workflow of its schema (one node per schema; a
+        cluster's shard leases come with several nodes)."""
+        return True
+
+    def workflows_cancelling(self) -> set[str]:
+        """Ids of the workflows with a cancel waiting in their inbox (one query, by index)."""
+        return {r[0] for r in self._rows(
+            "SELECT DISTINCT workflow_id FROM {s}.inbox WHERE kind = %s", (CANCEL,)
+        )}
 
     def list_workflows(
         self,

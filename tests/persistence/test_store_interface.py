@@ -9,17 +9,21 @@ from persistence import CANCEL, SIGNAL, SqliteStore, Store, dumps
 from .conftest import new_wf
 
 
-def test_store_is_a_protocol_the_sqlite_backend_implements() -> None:
+def test_store_is_a_protocol_both_backends_implement() -> None:
+    from persistence._pg._store import PgStore
+
     assert Protocol in Store.__mro__ and issubclass(SqliteStore, Store)
+    assert issubclass(PgStore, Store)
 
 
-def test_a_sqlite_store_owns_every_workflow_of_its_file(file_store) -> None:
-    file_store.create_workflow(new_wf("a"))
-    assert file_store.owns("a") and file_store.owns("not-created-yet")
+def test_an_owning_store_owns_every_workflow_of_its_database(store) -> None:
+    """SQLite: the whole file; PostgreSQL: the whole schema (one node)."""
+    store.create_workflow(new_wf("a"))
+    assert store.owns("a") and store.owns("not-created-yet")
 
 
-def test_the_sqlite_query_for_cancels_waiting_agrees_with_the_interfaces_definition(file_store) -> None:
-    s = file_store
+def test_the_query_for_cancels_waiting_agrees_with_the_interfaces_definition(store) -> None:
+    s = store
     for wid in ("quiet", "signalled", "cancelled", "both"):
         s.create_workflow(new_wf(wid))
     s.append_inbox("signalled", SIGNAL, "go", dumps(1), at=1.0)
