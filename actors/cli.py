@@ -46,11 +46,12 @@ def _ts(t: float | None) -> str:
 
 
 def _open(db: str) -> Store:
-    if db != ":memory:" and not Path(db).exists():
+    url = db.startswith(("postgresql://", "postgres://"))
+    if db != ":memory:" and not url and not Path(db).exists():
         raise CliError(f"database {db!r} does not exist (give --db PATH; the default is workflows.db)")
     try:
         return open_store(db, owner=False)
-    except PersistenceError as e:
+    except (PersistenceError, ValueError) as e:  # ValueError: a URL that cannot be read
         raise CliError(str(e)) from e
 
 

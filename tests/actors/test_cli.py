@@ -25,8 +25,11 @@ def wf(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def db(tmp_path) -> str:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path) -> str:
+    """The database the system and the wf command share: a SQLite file, or a PostgreSQL URL."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_store_url"))
     return str(tmp_path / "cli.db")
 
 
@@ -107,8 +110,14 @@ def test_bad_input_is_a_clear_error(db, capsys):
         assert code == 1 and "no workflow with id 'nope'" in err
         code, _, err = wf(capsys, "fire-timer", "s", "nope", "--db", db)
         assert code == 1 and "no armed timer named 'nope'; armed timers: 'wake'" in err
-    code, _, err = wf(capsys, "list", "--db", db + ".missing")
-    assert code == 1 and "does not exist" in err
+    if db.startswith("postgresql://"):
+        code, _, err = wf(capsys, "list", "--db", db.replace("&schema=", "&schema=missing_"))
+        assert code == 1 and "holds no actorflow data yet" in err
+        code, _, err = wf(capsys, "list", "--db", db + ".bad")
+        assert code == 1 and "not a plain identifier" in err
+    else:
+        code, _, err = wf(capsys, "list", "--db", db + ".missing")
+        assert code == 1 and "does not exist" in err
 
 
 def test_signal_to_a_finished_workflow_is_refused(db, capsys):
