@@ -632,6 +632,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
     args.quick = args.quick or args.smoke
     info = machine(argv)
+    # A run stopped by SIGTERM still removes what it made (the --against worktree, the scratch).
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="actorflow-bench-", dir=args.dir) as tmp:
         rn = Runner(tmp, args.timeout, not args.quiet)

@@ -71,6 +71,37 @@ def test_against_runs_another_revision_beside_this_code(tmp_path):
     assert str(tmp_path) not in worktrees
 
 
+def test_against_stopped_by_sigterm_removes_its_worktree(tmp_path):
+    """A run with --against stopped by SIGTERM while it measures removes its git worktree (it was
+    left behind, registered in the repository)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, str(RUN), "--smoke", "--no-dbos", "--only", "steps", "--against", "HEAD",
+         "--json", str(tmp_path / "r.json"), "--dir", str(tmp_path), "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "@" in line and "workloads_actorflow" in line:  # the other revision is running
+                break
+        else:
+            raise AssertionError("the run ended before it measured the other revision")
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=RUN.parent, capture_output=True,
+                               text=True, check=True).stdout
+    assert str(tmp_path) not in worktrees
+    assert not list(tmp_path.glob("actorflow-bench-*"))
+
+
 def test_against_an_unknown_revision_is_refused(tmp_path):
     """--against a revision git does not know stops before anything runs, naming it."""
     proc = subprocess.run(
