@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,20 @@ def _ts(t: float | None) -> str:
     if t is None:
         return "-"
     return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _shown(db: str) -> str:
+    """``db`` for a message: a PostgreSQL URL without its password."""
+    if not db.startswith(("postgresql://", "postgres://")):
+        return db
+    parts = urllib.parse.urlsplit(db)
+    netloc = parts.netloc
+    if "@" in netloc:
+        auth, host = netloc.rsplit("@", 1)
+        netloc = f"{auth.split(':', 1)[0]}@{host}"
+    query = [(k, "***" if k == "password" else v)
+             for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=urllib.parse.urlencode(query)))
 
 
 def _open(db: str) -> Store:
@@ -119,7 +134,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     store = _open(args.db)
     try:
         counts = store.count_workflows()
-        wtype = _resolve_type(counts, args.type, args.db) if args.type is not None else None
+        wtype = _resolve_type(counts, args.type, _shown(args.db)) if args.type is not None else None
         total = sum(n for (t, st), n in counts.items() if wtype in (None, t) and args.status in (None, st))
         recs = store.list_workflows(status=args.status, type=wtype, limit=limit)
         more = total - len(recs)
@@ -146,7 +161,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             return 0
         if not recs:
             what = " ".join(x for x in (args.status, f"of type {wtype}" if wtype else None) if x)
-            print(f"no {what + ' ' if what else ''}workflows in {args.db}")
+            print(f"no {what + ' ' if what else ''}workflows in {_shown(args.db)}")
             return 0
         w_id = max(len("ID"), *(len(r.id) for r in recs))
         w_ty = max(len("TYPE"), *(len(_short(r.type)) for r in recs))
@@ -164,7 +179,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     store = _open(args.db)
     try:
-        rec = _record_or_fail(store, args.id, args.db)
+        rec = _record_or_fail(store, args.id, _shown(args.db))
         info = info_from_record(rec)
         timers = store.timers(rec.id)
         inbox = store.inbox(rec.id)
@@ -258,7 +273,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | None) -> int:
     store = _open(args.db)
     try:
-        rec = _record_or_fail(store, args.id, args.db)
+        rec = _record_or_fail(store, args.id, _shown(args.db))
         if rec.status in FINISHED:
             raise CliError(f"workflow {rec.id!r} has already finished ({rec.status}); nothing to {kind.replace('_', ' ')}")
         if kind == "fire_timer":
@@ -273,7 +288,7 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         if owner is not None:
             when = f"the system running on it (pid {owner.get('pid')}) carries it out within a second"
         elif isinstance(store, SqliteStore):
-            when = f"no system has {args.db} open: the request waits in the file for the next one to start"
+            when = f"no system has {_shown(args.db)} open: the request waits in the file for the next one to start"
         else:
             when = "a system running on it carries it out within a second, or the next one to start"
         print(f"queued {kind.replace('_', ' ')} #{seq} for {rec.id}: {when}")

@@ -220,3 +220,21 @@ def test_errors_of_the_file_are_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(persistence._store.SqliteStore, "post_external", read_only)
     code, out, err = wf(capsys, "signal", "--db", db, "c", "item", "1")
     assert code == 1 and err == f"wf: error: {db} cannot be written (test); make the file writable\n"
+
+
+def test_a_password_in_the_url_is_never_shown(db, capsys):
+    """wf's messages name a PostgreSQL database without the password its URL carries."""
+    if not db.startswith("postgresql://"):
+        pytest.skip("a URL's password: PostgreSQL only")
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.sleeper, 5, id="s", test_mode=True)
+        s.idle(timeout=T)
+    secret = db.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    for argv in (["show", "nope"], ["list", "--type", "nope"], ["signal", "nope", "x"],
+                 ["list", "--status", "failed"]):
+        code, out, err = wf(capsys, *argv, "--db", secret)
+        assert "s3cret-pw" not in out + err, (argv, out, err)
+    code, _, err = wf(capsys, "show", "nope", "--db", secret)
+    assert code == 1 and "no workflow with id 'nope'" in err and "postgres@" in err
+    code, _, err = wf(capsys, "list", "--db", secret.replace("&schema=", "&schema=missing_"))
+    assert code == 1 and "s3cret-pw" not in err and "holds no actorflow data yet" in err

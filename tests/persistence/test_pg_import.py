@@ -31,3 +31,19 @@ def test_opening_sqlite_does_not_import_psycopg(tmp_path: pathlib.Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_a_postgresql_url_without_psycopg_says_what_to_install(tmp_path: pathlib.Path) -> None:
+    program = (
+        "import sys\n"
+        "sys.modules['psycopg'] = None  # as if the extra were not installed\n"
+        "from persistence import PersistenceError, open_store\n"
+        "try:\n"
+        "    open_store('postgresql://game@localhost/game')\n"
+        "except PersistenceError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'actorflow[postgres]'" in out.stdout, out.stdout
