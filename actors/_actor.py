@@ -437,7 +437,9 @@ class WorkflowActor(PooledActor):
             return
         if isinstance(message, Kick) and message.seed is not None:
             if message.created is not None:  # a start: its first step creates the record
-                if self.loaded and not self.absent:  # holds a workflow of this id already
+                # Holds a running workflow of this id already. One that it holds finished may
+                # have been deleted by retention since: the INSERT of the first step tells.
+                if self.loaded and not self.absent and not self.finished:
                     message.created.set_result(False)
                     return
                 self.creating = message
@@ -446,8 +448,10 @@ class WorkflowActor(PooledActor):
             elif not self.ever_loaded:
                 self._load_seed(message.seed)
                 fresh = True
-            elif not self.loaded or self.absent:
-                self._load()  # an earlier look found nothing: that look is stale
+            elif not self.loaded or self.absent or self.finished:
+                # An earlier look found nothing, or found the finished workflow that had the id
+                # before retention deleted it: that look is stale.
+                self._load()
                 fresh = True
             else:
                 fresh = False

@@ -59,6 +59,7 @@ from ._later import Later
 from ._log import Log
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
+from ._retention import Retention, check_seconds
 from ._timers import TimerService
 from ._work import WorkCounter
 from ._writes import new_workflow_record
@@ -210,6 +211,15 @@ class Runtime:
     def message_done(self, workflow_id: str) -> None:
         self.activator.done(workflow_id)
 
+    def forget_pruned(self, workflow_ids: list[str]) -> None:
+        """Workflows just deleted by retention: wake whoever waits on their result (it reads them
+        gone), forget their restart history. (A live actor still holding one of them reloads when
+        a new workflow takes its id: its Kick carries a seed.)"""
+        for wid in workflow_ids:
+            self.finished(wid)
+            with self._restart_lock:
+                self._restarts.pop(wid, None)
+
     def finished(self, workflow_id: str) -> None:
         with self._finish_lock:
             waiters = self._finish_waiters.pop(workflow_id, ())
@@ -337,7 +347,7 @@ class WorkflowRef:
         sysm._check_open()
         rec = sysm._rt.store.load_workflow(self.id)
         if rec is None:
-            raise UnknownWorkflow(self.id, sysm.db)
+            raise sysm._unknown(self.id)
         if rec.status != RUNNING:
             raise WorkflowNotRunning(self.id, rec.status, f"fire timer {name!r}")
         sysm._fire_timer(self.id, name, timeout)
@@ -388,7 +398,7 @@ class WorkflowRef:
         self._system._check_open()  # SystemClosed, as documented, not the store's own error
         rec = self._system._rt.store.load_workflow(self.id)
         if rec is None:
-            raise UnknownWorkflow(self.id, self._system.db)
+            raise self._system._unknown(self.id)
         return rec
 
 
@@ -440,10 +450,13 @@ class ActorSystem:
         max_live: int = 1_000,
         durability: str = "normal",
         inbox_limit: int = 10_000,
+        retention: float | None = 7 * 86400,
     ) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self._closed = False
+        # Seconds a finished workflow is kept (then deleted, see ``_retention``); None: forever.
+        self.retention = check_seconds(retention, "retention", allow_none=True)
         self._stop = threading.Event()
         # Requests of the `wf` CLI waiting for room in their workflow's inbox (retried).
         self._external_waiting: set[int] = set()
@@ -455,6 +468,7 @@ class ActorSystem:
         rt: Runtime | None = None
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
+            self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
             # Requests the `wf` CLI left while no system owned the file, before recovery runs
             # anything: a cancel among them lands before the procedures it disarms run again.
             self._take_external()
@@ -526,8 +540,13 @@ class ActorSystem:
 
     def _housekeeping(self) -> None:
         last_passivate = time.monotonic()
-        while not self._stop.wait(0.05):
+        pause = 0.05
+        while not self._stop.wait(pause):
+            pause = 0.05
             try:
+                # Retention: one short batch per round, the next soon after while more is due.
+                if self._retention.tick():
+                    pause = self._retention.pace()
                 if self._rt.activator.has_waiting():
                     self._rt.activator.passivate_idle(0.0)
                 if time.monotonic() - last_passivate >= min(1.0, self._rt.passivate_after):
@@ -570,6 +589,10 @@ class ActorSystem:
         for r in rows:
             if r.workflow_id in held:
                 waiting.add(r.seq)
+                continue
+            if r.kind == "prune":
+                # Carried out by retention, batch by batch; it deletes the request when done.
+                self._retention.request(r.seq, r.payload)
                 continue
             try:
                 payload = json.loads(r.payload) if r.payload is not None else None
@@ -633,7 +656,7 @@ class ActorSystem:
             check_text(name, "timer name")
         rec = self._rt.store.load_workflow(workflow_id)
         if rec is None:
-            raise UnknownWorkflow(workflow_id, self.db)
+            raise self._unknown(workflow_id)
         if rec.status != RUNNING:
             raise WorkflowNotRunning(workflow_id, rec.status, f"fire timer {name!r}")
         msg = FireTimer(name, external_seq=external_seq)
@@ -725,8 +748,30 @@ class ActorSystem:
         if isinstance(workflow_id, str):
             check_text(workflow_id, "workflow id")
         if self._rt.store.load_workflow(workflow_id) is None:
-            raise UnknownWorkflow(workflow_id, self.db)
+            raise self._unknown(workflow_id)
         return WorkflowRef(self, workflow_id, _token=_REF_TOKEN)
+
+    def prune(self, older_than: float) -> int:
+        """Delete now every workflow that finished more than ``older_than`` seconds ago (on the
+        system's clock), with every row it left; return how many.
+
+        Deletes in short batches, each one write among the running workflows' steps, so they go
+        on meanwhile. Running workflows are never touched.
+        """
+        self._check_open()
+        seconds = check_seconds(older_than, "prune(older_than=...)", allow_none=False)
+        assert seconds is not None
+        n = self._retention.prune(seconds)
+        log.info("workflows_pruned", count=n, older_than=seconds)
+        return n
+
+    def _unknown(self, workflow_id: str) -> UnknownWorkflow:
+        """The error for an id the file does not hold, saying whether it may have been pruned."""
+        try:
+            pruned: int | None = self._rt.store.pruned_total()
+        except Exception:
+            pruned = None  # the file cannot say: the message allows for both
+        return UnknownWorkflow(workflow_id, self.db, pruned=pruned, retention=self.retention)
 
     def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
@@ -769,6 +814,7 @@ class ActorSystem:
             # lets go of it, so work handed on between the checks is still seen.
             if (
                 not self._external_pending()
+                and not self._retention.due()
                 and not rt.timers.has_due()
                 and not rt.activator.has_waiting()
                 and rt.work.count == 0
@@ -811,7 +857,7 @@ class ActorSystem:
             written.add_done_callback(self._wake_after)
             written.result(self._rt.commit_timeout)
         except UnknownWorkflowId:
-            raise UnknownWorkflow(workflow_id, self.db) from None
+            raise self._unknown(workflow_id) from None
         except WorkflowFinished as e:
             raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
 

@@ -3,7 +3,8 @@
 Reads go straight to the file. Actions (signal, cancel, fire-timer) are appended as requests that the
 system running on the file carries out within a second; with none running, they wait in the file
 for the next system to open it.
-Payloads from the command line are JSON, never pickle.
+``prune`` deletes finished workflows: itself when no system owns the file, else by a request to the
+owner, whose answer it waits for. Payloads from the command line are JSON, never pickle.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -24,6 +26,7 @@ from typing import Any
 from persistence import (
     FINISHED,
     RECENT_STEPS,
+    DatabaseLocked,
     PersistenceError,
     SqliteStore,
     Store,
@@ -32,7 +35,7 @@ from persistence import (
 )
 from workflows._compiler._signals import names_in_source
 
-from ._errors import ActorSystemError
+from ._errors import ActorSystemError, span
 from ._system import _waiting_text, info_from_record
 
 
@@ -90,7 +93,13 @@ def _jsonable(v: Any) -> Any:
 def _record_or_fail(store: Store, wid: str, db: str) -> Any:
     rec = store.load_workflow(wid)
     if rec is None:
-        raise CliError(f"no workflow with id {wid!r} in {db}; list them with `wf list --db {db}`")
+        pruned = store.pruned_total()
+        why = (
+            f"it never existed, or it finished and was pruned after its retention ({_count(pruned)} "
+            f"pruned from this file so far)" if pruned else
+            "it never existed (no finished workflow was ever pruned from this file); check the id"
+        )
+        raise CliError(f"no workflow with id {wid!r} in {db}: {why}. List them with `wf list --db {db}`")
     return rec
 
 
@@ -356,6 +365,84 @@ def cmd_fire_timer(args: argparse.Namespace) -> int:
     return _post(args, "fire_timer", args.name, None)
 
 
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# Workflows deleted per transaction by `wf prune` on a file no system owns.
+PRUNE_BATCH = 1000
+
+
+def duration(text: str) -> float:
+    """``--older-than``: a number and a unit (s, m, h, d), as seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if m is None:
+        raise argparse.ArgumentTypeError(
+            f"takes a number and a unit (s, m, h or d), e.g. 90s, 30m, 1h or 7d; got {text!r}"
+        )
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def _count(n: int) -> str:
+    return f"{n:,} finished workflow{'' if n == 1 else 's'}"
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    url = args.db.startswith(("postgresql://", "postgres://"))
+    if args.db == ":memory:" or (not url and not Path(args.db).exists()):
+        raise CliError(f"database {_shown(args.db)!r} does not exist (give --db PATH; the default is workflows.db)")
+    try:
+        store = open_store(args.db, owner=True)  # a PostgreSQL schema is owned the same way
+    except DatabaseLocked as e:
+        return _prune_through_owner(args, e.pid)
+    except (PersistenceError, ValueError) as e:  # ValueError: a URL that cannot be read
+        raise CliError(str(e)) from e
+    # No system owns the file: prune here, batch by batch (no system can open it meanwhile).
+    # Ages are measured from the later of this machine's clock and the file's newest finish: a
+    # system on an accelerated clock (the demo's) stamps its workflows ahead of the wall clock.
+    try:
+        wall = time.time()
+        newest = store.newest_finished()
+        now = max(wall, newest or wall)
+        cutoff = now - args.older_than
+        total = 0
+        while True:
+            n = len(store.prune_finished(cutoff, PRUNE_BATCH))
+            total += n
+            if n < PRUNE_BATCH:
+                break
+    finally:
+        store.close()
+    ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)} UTC)" if now > wall else ""
+    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}")
+    return 0
+
+
+def _prune_through_owner(args: argparse.Namespace, pid: int | None) -> int:
+    """A system owns the file: ask it (a request it carries out batch by batch between its
+    workflows' steps, on its own clock) and wait for its answer."""
+    store = _open(args.db)
+    try:
+        who = f"the running system (pid {pid})" if pid else "the running system"
+        seq = store.post_external("prune", "", None, json.dumps({"older_than": args.older_than}), at=time.time())
+        deadline = time.monotonic() + args.timeout
+        while True:
+            answer = store.take_external_result(seq)
+            if answer is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise CliError(
+                    f"{who} has not finished prune request #{seq} within {args.timeout:g}s; it goes "
+                    f"on by itself (or at the system's next start). Check with `wf list --db {_shown(args.db)}`."
+                )
+            time.sleep(0.1)
+    finally:
+        store.close()
+    result = json.loads(answer)
+    if "error" in result:
+        raise CliError(f"{who} refused the prune request: {result['error']}")
+    print(f"pruned {_count(int(result['pruned']))} that finished more than {span(args.older_than)} ago, "
+          f"through {who}, on its clock")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     root = Path(__file__).resolve().parent.parent
     if not (root / "examples" / "demo.py").exists():
@@ -414,6 +501,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("id")
     sp.add_argument("name")
     sp.set_defaults(func=cmd_fire_timer)
+
+    sp = add("prune", "delete the finished workflows older than --older-than, with all their rows")
+    sp.add_argument("--older-than", dest="older_than", type=duration, required=True, metavar="AGE",
+                    help="how long ago they finished: a number and a unit, s m h or d (e.g. 1h, 7d)")
+    sp.add_argument("--timeout", type=float, default=600.0,
+                    help="seconds to wait for a running system to finish the request (default 600)")
+    sp.set_defaults(func=cmd_prune)
 
     # The demo parses its own options (--duration, --speed, ...); its --help lists them all.
     # Never $WF_DB: the demo writes its world into the file, which must not be the application's.

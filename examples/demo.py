@@ -37,6 +37,9 @@ from actors.testing import VirtualClock
 from . import simulation, world
 
 TICK = 0.05  # real seconds between clock advances
+# Finished workflows are kept one world hour (a real minute at the default speed), then deleted:
+# the file stays bounded however long the world runs.
+RETENTION = 3600.0
 WORLD_TABLES = ("world_effects", "world_announcements", "world_notifications", "world_log")
 
 
@@ -300,7 +303,7 @@ def run_demo(
     lease = speed * 1.0
     saved = clock.now() + lease
     _save_time(db_path, saved)
-    with ActorSystem(db_path, clock=clock) as system:
+    with ActorSystem(db_path, clock=clock, retention=RETENTION) as system:
         recovered = dict(system.recovered)
         print(
             f"actorflow demo on {db_path}: recovered {recovered['running']} running workflows "

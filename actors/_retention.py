@@ -1,0 +1,178 @@
+"""Retention: finished workflows are deleted once they are older than the system's retention.
+
+A finished workflow keeps its record (result or error, history) for ``retention`` seconds of the
+system's clock after the step that ended it; then it and every row it left are deleted by the
+running system, a short batch at a time, each batch one write among the steps of the running
+workflows (so none of them waits long). ``prune`` and the ``wf prune`` requests use the same
+batches.
+
+Children: a finished child is deleted by the same rule whether or not its parent still runs. Its
+outcome was written into its parent's inbox by the step that ended it, a row of the parent's that
+stays until the parent consumes it; nothing else of a running parent refers to a child's row. Once
+it is gone, its id is free: a later ``spawn(..., id=...)`` or ``start(..., id=...)`` of that id
+starts a new workflow instead of finding the old one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from persistence import Store
+
+from ._clock import Clock
+from ._log import Log
+
+log = Log("system")  # retention is part of the system's housekeeping
+
+# One batch aims at this long a write (what a step queued behind it may wait), and is sized to it.
+TARGET_BATCH_SECONDS = 0.01
+MIN_BATCH, MAX_BATCH, FIRST_BATCH = 20, 2_000, 200
+# Between two batches the writer is left to the running workflows for as long as the last batch
+# took (at most PACE_MAX): a sweep or prune takes at most about half of the writer's time.
+PACE_MAX = 0.05
+# After a failed batch (a storage fault), the next try waits this long (doubling up to the max).
+RETRY_FIRST, RETRY_MAX = 0.5, 30.0
+
+
+def check_seconds(value: Any, what: str, *, allow_none: bool) -> float | None:
+    """``value`` as seconds (a finite number >= 0), or a TypeError/ValueError saying what is wrong."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        extra = " or None (keep every finished workflow)" if allow_none else ""
+        raise TypeError(f"{what} must be a number of seconds{extra}, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class Retention:
+    """Deletes finished workflows past the retention; carries out ``prune`` and ``wf prune``.
+
+    Args:
+        store: The system's store.
+        clock: The system's clock: a workflow's age is measured on it, as its end was.
+        retention: Seconds a finished workflow is kept; None keeps every one.
+        on_pruned: Called with the ids of each batch deleted (the runtime forgets them).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        retention: float | None,
+        on_pruned: Callable[[list[str]], None],
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.retention = retention
+        self._on_pruned = on_pruned
+        self.batch = FIRST_BATCH
+        self._lock = threading.Lock()  # one batch at a time (its size adapts to the last one)
+        # Requests of `wf prune` being carried out: seq -> [cutoff, pruned so far].
+        self._requests: dict[int, list[float]] = {}
+        self._retry_at = 0.0
+        self._retry_delay = RETRY_FIRST
+        self.pruned = 0  # by this system, since it started
+        self.last_took = 0.0  # seconds the last batch's write took
+
+    # -- the sweep ----------------------------------------------------------------------------
+    def due(self) -> bool:
+        """True if a finished workflow is past the retention, or a `wf prune` request is open."""
+        return bool(self._requests) or self._sweep_due()
+
+    def _sweep_due(self) -> bool:
+        # A read of the index's first entry: no write transaction while nothing is due.
+        if self.retention is None:
+            return False
+        oldest = self.store.oldest_finished()
+        return oldest is not None and oldest < self.clock.now() - self.retention
+
+    def pace(self) -> float:
+        """Seconds to leave the writer to the running workflows before the next batch."""
+        return min(self.last_took, PACE_MAX)
+
+    def tick(self) -> bool:
+        """Run one batch of what is due (requests first); True if more is due (after ``pace()``).
+
+        Called by the system's housekeeping loop; a failure is logged and retried later (with
+        backoff), never raised.
+        """
+        now = time.monotonic()
+        if now < self._retry_at:
+            return False
+        try:
+            if self._requests:
+                seq, (cutoff, _so_far) = next(iter(self._requests.items()))
+                n, full = self._batch(cutoff)
+                self._requests[seq][1] += n
+                if not full:
+                    total = int(self._requests[seq][1])
+                    self.store.external_done(seq, json.dumps({"pruned": total}))
+                    del self._requests[seq]  # after its answer is written: a fault retries it
+                    log.info("prune_request_done", request=seq, pruned=total)
+                more = bool(self._requests)
+            elif not self._sweep_due():
+                return False
+            else:
+                assert self.retention is not None
+                n, more = self._batch(self.clock.now() - self.retention)
+            if self._retry_delay != RETRY_FIRST:
+                log.info("retention_resumed")
+            self._retry_delay = RETRY_FIRST
+            return more
+        except Exception as e:
+            log.warning("retention_failed", error=repr(e), retry_in=self._retry_delay)
+            self._retry_at = now + self._retry_delay
+            self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
+            return False
+
+    def request(self, seq: int, payload: str | None) -> None:
+        """Take on the `wf prune` request ``seq`` (payload ``{"older_than": seconds}``), once.
+
+        A payload that is not one is answered at once with an error, not carried out.
+        """
+        if seq in self._requests:
+            return
+        try:
+            older_than = check_seconds(
+                json.loads(payload or "{}").get("older_than"), "older_than", allow_none=False
+            )
+        except (ValueError, TypeError, AttributeError) as e:
+            self.store.external_done(seq, json.dumps({"error": f"bad prune request: {e}"}))
+            return
+        assert older_than is not None
+        self._requests[seq] = [self.clock.now() - older_than, 0]
+
+    def prune(self, older_than: float) -> int:
+        """Delete every workflow that finished more than ``older_than`` seconds ago; how many."""
+        cutoff = self.clock.now() - older_than
+        total = 0
+        while True:
+            n, full = self._batch(cutoff)
+            total += n
+            if not full:
+                return total
+            time.sleep(self.pace())
+
+    def _batch(self, cutoff: float) -> tuple[int, bool]:
+        """One transaction of deletes; (how many, whether the batch was full so more may be due)."""
+        with self._lock:
+            size = self.batch
+            t0 = time.perf_counter()
+            ids = self.store.prune_finished(cutoff, size)
+            took = self.last_took = time.perf_counter() - t0
+            if len(ids) == size:  # only a full batch says how long a full one takes
+                if took < TARGET_BATCH_SECONDS / 2:
+                    self.batch = min(MAX_BATCH, size * 2)
+                elif took > TARGET_BATCH_SECONDS * 2:
+                    self.batch = max(MIN_BATCH, size // 2)
+        if ids:
+            self.pruned += len(ids)
+            self._on_pruned(ids)
+        return len(ids), len(ids) == size

@@ -1,0 +1,405 @@
+"""Retention (SPEC §10): a finished workflow is kept for ``retention`` seconds of the system's
+clock, then deleted with every row it left by the running system; ``prune`` deletes now; a pruned
+id is unknown, and the error says it may have been pruned."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from actors import ActorSystem, Status, UnknownWorkflow
+from actors.testing import VirtualClock
+from persistence._writes import WORKFLOW_TABLES
+from workflows import gather, procedure, select, signal, spawn, subscribe, timer, workflow
+
+T = 30  # every wait in these tests is bounded
+MINUTE = 60.0
+
+
+@procedure
+def triple(x: int) -> int:
+    return 3 * x
+
+
+@workflow
+async def quick(x: int) -> int:
+    return x
+
+
+@workflow
+async def busy(group: str) -> int:
+    """Leaves a row in every table while it runs: a subscription, a procedure, a child, a timer,
+    a wait, history."""
+    subscribe("news", group)
+    n = await procedure(triple, 2)
+    kid = await spawn(quick, n)
+    await timer("nap", 5)
+    return kid + await signal("go")
+
+
+@workflow
+async def waits_for_kid_later(x: int) -> int:
+    """Spawns a child that ends at once, and takes its outcome only once told to go."""
+    go, kid = await gather(signal("go"), spawn(quick, x, id="the-kid"))
+    return go + kid
+
+
+@workflow
+async def spawns_named(x: int) -> int:
+    return await spawn(quick, x, id="named-kid")
+
+
+@workflow
+async def idles() -> str:
+    """Runs forever, holding a timer, a wait and a subscription."""
+    subscribe("news", "idle")
+    await select(timer("far", 10 * 365 * 86400), signal("never"))
+    return "woke"
+
+
+@workflow
+async def counts(n: int) -> int:
+    total = 0
+    for _ in range(n):
+        total += await signal("inc")
+    return total
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return str(tmp_path / "wf.db")
+
+
+def rows_of(db: str, wid: str) -> dict[str, int]:
+    """Rows in the file that belong to ``wid``: its record, and its rows in every keyed table."""
+    con = sqlite3.connect(db)
+    try:
+        counts = {"workflows": con.execute("SELECT count(*) FROM workflows WHERE id = ?", (wid,)).fetchone()[0]}
+        for table in WORKFLOW_TABLES:
+            counts[table] = con.execute(
+                f"SELECT count(*) FROM {table} WHERE workflow_id = ?", (wid,)
+            ).fetchone()[0]
+        return counts
+    finally:
+        con.close()
+
+
+def test_a_finished_workflow_goes_after_its_retention_with_every_row(db, clock) -> None:
+    """Kept (record and history) until its retention has passed on the system's clock, then the
+    running system deletes it and every row it left in every table, its child too; a workflow
+    still running keeps every row of its own."""
+    with ActorSystem(db, clock=clock, retention=MINUTE) as system:
+        bystander = system.start(idles, id="bystander")
+        ref = system.start(busy, "red", id="busy")
+        system.idle(timeout=T)
+        clock.advance(5)
+        system.idle(timeout=T)
+        (kid,) = [w.id for w in system.workflows() if w.parent_id == "busy"]
+        running_rows = rows_of(db, "busy")
+        assert running_rows["subscriptions"] and running_rows["waits"]
+        ref.signal("go", 1)
+        assert ref.result(timeout=T) == 7
+        assert rows_of(db, "busy")["history"]  # the record is kept, with its history
+        before = rows_of(db, "bystander")
+        assert before["timers"] and before["waits"] and before["subscriptions"]
+
+        # The child ended 5 s before its parent: 64 s ago for it, 59 s for the parent.
+        clock.advance(MINUTE - 1)
+        system.idle(timeout=T)
+        assert system.get("busy").info().result == 7
+        assert set(rows_of(db, kid).values()) == {0}
+
+        clock.advance(2)
+        system.idle(timeout=T)
+        assert set(rows_of(db, "busy").values()) == {0}
+        assert rows_of(db, "bystander") == before
+        assert bystander.status() is Status.RUNNING
+        assert [w.id for w in system.workflows()] == ["bystander"]
+
+
+def test_a_finished_child_of_a_running_parent_is_pruned_and_the_parent_still_gets_its_outcome(db, clock) -> None:
+    """The child's outcome is its parent's row (written by the child's last step), so deleting
+    the child after its retention takes nothing the parent still needs."""
+    with ActorSystem(db, clock=clock, retention=MINUTE) as system:
+        ref = system.start(waits_for_kid_later, 5, id="parent")
+        system.idle(timeout=T)
+        assert system.get("the-kid").status() is Status.COMPLETED
+        clock.advance(MINUTE + 1)
+        system.idle(timeout=T)
+        with pytest.raises(UnknownWorkflow):
+            system.get("the-kid")
+        assert ref.status() is Status.RUNNING
+        ref.signal("go", 10)
+        assert ref.result(timeout=T) == 15
+
+
+def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clock) -> None:
+    """UnknownWorkflow names the id and says it never existed or was pruned after its retention
+    (this system's, and how many were pruned); before anything was pruned, it says it never
+    existed."""
+    with ActorSystem(db, clock=clock) as system:
+        with pytest.raises(UnknownWorkflow) as never:
+            system.get("nope")
+        assert "'nope'" in str(never.value)
+        assert "it never existed (no finished workflow was ever pruned from this file)" in str(never.value)
+        ref = system.start(quick, 1, id="q")
+        assert ref.result(timeout=T) == 1
+        clock.advance(7 * 86400 + 1)  # the default retention: a week
+        system.idle(timeout=T)
+        for call in (lambda: ref.result(timeout=T), lambda: system.get("q"), ref.status, ref.info,
+                     lambda: ref.signal("x")):
+            with pytest.raises(UnknownWorkflow) as info:
+                call()
+            msg = str(info.value)
+            assert "no workflow with id 'q'" in msg
+            assert "it never existed, or it finished and was pruned after its retention" in msg
+            assert "keeps finished workflows for 7d; 1 finished workflows pruned" in msg
+            assert info.value.workflow_id == "q"
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        with pytest.raises(UnknownWorkflow, match=r"until pruned: retention=None; 1 finished"):
+            system.get("q")
+
+
+def test_retention_none_keeps_everything(db, clock) -> None:
+    """retention=None: nothing is ever deleted by the system, however old."""
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        refs = [system.start(quick, i) for i in range(5)]
+        assert [r.result(timeout=T) for r in refs] == list(range(5))
+        clock.advance(10 * 365 * 86400)
+        system.idle(timeout=T)
+        assert len(system.workflows(status="completed")) == 5
+        assert all(rows_of(db, r.id)["history"] for r in refs)
+
+
+def test_prune_counts_what_it_deleted(db, clock) -> None:
+    """prune(older_than) deletes the workflows that finished more than older_than seconds ago,
+    now, and returns how many; the others (running, or more recent) stay."""
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        old = [system.start(quick, i) for i in range(30)]
+        system.idle(timeout=T)
+        clock.advance(3600)
+        recent = [system.start(quick, i) for i in range(4)]
+        running = system.start(idles)
+        system.idle(timeout=T)
+        clock.advance(60)
+        assert system.prune(older_than=3600) == 30
+        assert system.prune(older_than=3600) == 0
+        assert sorted(w.id for w in system.workflows()) == sorted([r.id for r in recent] + [running.id])
+        for r in old:
+            assert set(rows_of(db, r.id).values()) == {0}
+        assert system.prune(older_than=0) == 4
+        assert [w.id for w in system.workflows()] == [running.id]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"retention": -1}, ValueError, r"retention must be a finite number of seconds >= 0, got -1"),
+        ({"retention": "7d"}, TypeError, r"retention must be a number of seconds or None .*'7d'"),
+        ({"retention": float("inf")}, ValueError, r"finite"),
+        ({"retention": True}, TypeError, r"got True"),
+    ],
+)
+def test_bad_retention_is_refused(db, kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        ActorSystem(db, **kwargs)
+
+
+def test_bad_older_than_is_refused(db, clock) -> None:
+    with ActorSystem(db, clock=clock) as system:
+        with pytest.raises(ValueError, match=r"prune\(older_than=...\) must be a finite number of seconds >= 0"):
+            system.prune(older_than=-5)
+        with pytest.raises(TypeError, match=r"must be a number of seconds, got '1h'"):
+            system.prune(older_than="1h")
+
+
+def test_an_id_pruned_while_its_actor_is_live_starts_a_new_workflow(db, clock) -> None:
+    """A workflow pruned right after it ended (its actor still loaded): starting its id again
+    runs a new workflow under it, not the finished one's memory."""
+    with ActorSystem(db, clock=clock) as system:
+        assert system.start(counts, 1, id="again").signal("inc", 4) is None
+        assert system.get("again").result(timeout=T) == 4
+        clock.advance(1)
+        assert system.prune(older_than=0) == 1
+        ref = system.start(counts, 2, id="again")
+        assert ref.status() is Status.RUNNING
+        ref.signal("inc", 1)
+        ref.signal("inc", 2)
+        assert ref.result(timeout=T) == 3
+
+
+def test_a_child_id_pruned_while_its_actor_is_live_is_spawned_anew(db, clock) -> None:
+    """A child spawned under a fixed id that was pruned (its actor still loaded, holding it
+    finished): a later spawn of that id runs a new child, and its parent gets its result."""
+    with ActorSystem(db, clock=clock) as system:
+        assert system.start(spawns_named, 1).result(timeout=T) == 1
+        clock.advance(1)
+        assert system.prune(older_than=0) == 2
+        assert system.start(spawns_named, 2).result(timeout=T) == 2
+        assert system.get("named-kid").info().result == 2
+
+
+def test_pruning_while_other_workflows_run(db, clock) -> None:
+    """A prune of many finished workflows, while running ones take signals on another thread:
+    every running workflow ends with the right result, and exactly the old ones are deleted."""
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        system.start_many(quick, [(i,) for i in range(600)])
+        system.idle(timeout=T)
+        clock.advance(10)
+        workers = [system.start(counts, 40, id=f"c{i}") for i in range(8)]
+        system._retention.batch = 25  # many small batches, each between the running steps
+        errors: list[BaseException] = []
+
+        def drive() -> None:
+            try:
+                for _ in range(40):
+                    for w in workers:
+                        w.signal("inc", 1)
+            except BaseException as e:  # reported by the main thread
+                errors.append(e)
+
+        t = threading.Thread(target=drive)
+        t.start()
+        pruned = system.prune(older_than=5)
+        t.join(T)
+        assert not t.is_alive() and errors == []
+        assert pruned == 600
+        assert [w.result(timeout=T) for w in workers] == [40] * 8
+        assert sorted(w.id for w in system.workflows()) == sorted(w.id for w in workers)
+
+
+# -- wf prune --------------------------------------------------------------------------------------
+def wf(capsys, *argv: str) -> tuple[int, str, str]:
+    from actors.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("1h", 3600), ("7d", 604800),
+                                               ("1.5h", 5400), ("0s", 0)])
+def test_wf_prune_ages_take_units(text, seconds) -> None:
+    from actors.cli import duration
+
+    assert duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1x", "10", "-1h", "h", "1 hour", "", "1h30m"])
+def test_wf_prune_refuses_an_age_without_a_unit(db, capsys, text) -> None:
+    with ActorSystem(db):
+        pass
+    with pytest.raises(SystemExit) as info:
+        wf(capsys, "prune", "--db", db, f"--older-than={text}")
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --older-than: takes a number and a unit (s, m, h or d), e.g. 90s, 30m, 1h or 7d" in err
+    assert repr(text) in err
+
+
+def test_wf_prune_needs_older_than_and_an_existing_file(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        wf(capsys, "prune", "--db", str(tmp_path / "x.db"))
+    assert "--older-than" in capsys.readouterr().err
+    code, _, err = wf(capsys, "prune", "--db", str(tmp_path / "x.db"), "--older-than", "1h")
+    assert code == 1 and "does not exist" in err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_wf_prune_on_a_file_no_system_owns(db, capsys) -> None:
+    """With no system running, wf prune deletes itself (real clock here) and says how many."""
+    with ActorSystem(db) as system:
+        refs = [system.start(quick, i) for i in range(3)]
+        assert [r.result(timeout=T) for r in refs] == [0, 1, 2]
+        running = system.start(idles, id="keeps-running")
+        system.idle(timeout=T)
+    code, out, _ = wf(capsys, "prune", "--db", db, "--older-than", "1h")
+    assert code == 0 and out.startswith("pruned 0 finished workflows that finished before ")
+    code, out, _ = wf(capsys, "prune", "--db", db, "--older-than", "0s")
+    assert code == 0 and out.startswith("pruned 3 finished workflows that finished before ")
+    with ActorSystem(db) as system:
+        assert [w.id for w in system.workflows()] == [running.id]
+    code, _, err = wf(capsys, "show", refs[0].id, "--db", db)
+    assert code == 1 and "pruned after its retention (3 finished workflows pruned from this file so far)" in err
+
+
+def test_wf_prune_measures_a_file_ahead_of_the_wall_clock_from_its_newest_finish(db, capsys) -> None:
+    """A file written on an accelerated clock (the demo's) is ahead of this machine's: ages are
+    measured from its newest finish, so only what is old on the file's own clock goes."""
+    import time as _time
+
+    clock = VirtualClock(start=_time.time() + 30 * 86400)
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        old = system.start(quick, 1)
+        system.idle(timeout=T)
+        clock.advance(2 * 86400)
+        new = system.start(quick, 2)
+        system.idle(timeout=T)
+    code, out, _ = wf(capsys, "prune", "--db", db, "--older-than", "1d")
+    assert code == 0 and out.startswith("pruned 1 finished workflow that finished before ")
+    assert "the file's clock is ahead of this machine's" in out
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        assert [w.id for w in system.workflows()] == [new.id]
+        with pytest.raises(UnknownWorkflow):
+            system.get(old.id)
+
+
+def test_wf_prune_through_a_running_system_on_its_clock(db, clock, capsys) -> None:
+    """While a system owns the file, wf prune asks it; it prunes on its own (virtual) clock and
+    the command prints its count."""
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        system.start_many(quick, [(i,) for i in range(5)])
+        running = system.start(idles)
+        system.idle(timeout=T)
+        clock.advance(7200)
+        later = system.start(quick, 9)
+        system.idle(timeout=T)
+        code, out, err = wf(capsys, "prune", "--db", db, "--older-than", "1h")
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-1].startswith(
+            "pruned 5 finished workflows that finished more than 1h ago, through the running system (pid ")
+        assert sorted(w.id for w in system.workflows()) == sorted([running.id, later.id])
+        system.idle(timeout=T)
+        assert system._rt.store.take_external(0) == []
+        assert system._rt.store.read_table("SELECT key FROM meta WHERE key LIKE 'external_result_%'") == []
+
+
+def test_a_malformed_prune_request_is_answered_with_an_error(db, clock) -> None:
+    """A request whose payload is not {"older_than": seconds} is answered with an error, and
+    nothing is pruned."""
+    from persistence import open_store
+
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        system.start(quick, 1)
+        system.idle(timeout=T)
+        clock.advance(10)
+        with open_store(db, owner=False) as reader:
+            seq = reader.post_external("prune", "", None, '{"older_than": -3}', at=0.0)
+            system.idle(timeout=T)
+            answer = reader.take_external_result(seq)
+        assert answer is not None and "bad prune request: older_than must be a finite number" in answer
+        assert len(system.workflows()) == 1
+
+
+def test_the_sweep_writes_nothing_while_nothing_is_due(db, clock) -> None:
+    """A housekeeping round with no finished workflow past the retention reads one index entry
+    and commits nothing (running workflows' commits are not joined by empty deletes)."""
+    with ActorSystem(db, clock=clock, retention=MINUTE) as system:
+        system.start(quick, 1).result(timeout=T)
+        system.idle(timeout=T)
+        writer = system._rt.store._writer
+        before = writer.commits
+        for _ in range(5):
+            assert system._retention.tick() is False
+        assert writer.commits == before
+        clock.advance(MINUTE + 1)  # now it is due, and the sweep deletes it
+        system.idle(timeout=T)
+        assert system.workflows() == []
+        assert writer.commits > before
