@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from persistence import (
     CANCEL,
@@ -36,7 +36,7 @@ from persistence import (
     loads,
     open_store,
 )
-from workflows import Cancelled, Status, WorkflowFailed
+from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
 
@@ -65,6 +65,15 @@ from ._work import WorkCounter
 from ._writes import new_workflow_record
 
 log = Log("system")
+
+R = TypeVar("R")
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
+A4 = TypeVar("A4")
+A5 = TypeVar("A5")
+A6 = TypeVar("A6")
+P = ParamSpec("P")
 
 RESTART_INTENSITY = 5  # restarts ...
 RESTART_PERIOD = 60.0  # ... within this many seconds, then the workflow fails (OTP's MaxR/MaxT)
@@ -309,8 +318,12 @@ _PENDING_STEP = Exception("a fire-timer request waits for its step")
 
 
 
-class WorkflowRef:
-    """A handle on one workflow. Made by the runtime (``system.start``/``system.get``)."""
+class WorkflowRef(Generic[R]):
+    """A handle on one workflow. Made by the runtime (``system.start``/``system.get``).
+
+    Generic in the workflow's return type: ``system.start(wf, ...)`` gives a ``WorkflowRef[R]``
+    whose ``result()`` is ``R``; ``system.get(id)`` a ``WorkflowRef[Any]``.
+    """
 
     def __init__(self, system: ActorSystem, workflow_id: str, *, _token: object = None) -> None:
         if _token is not _REF_TOKEN:
@@ -358,7 +371,7 @@ class WorkflowRef:
     def info(self) -> WorkflowInfo:
         return info_from_record(self._record())
 
-    def result(self, timeout: float | None = None) -> Any:
+    def result(self, timeout: float | None = None) -> R:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
         rt = self._system._rt
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -382,7 +395,8 @@ class WorkflowRef:
             finally:
                 rt.forget_finish(self.id, woken)
         if rec.status == "completed":
-            return loads(rec.result) if rec.result is not None else None
+            # What this workflow returned (its R), or None when it returned nothing.
+            return cast(R, loads(rec.result) if rec.result is not None else None)
         err = json.loads(rec.error or "{}")
         if rec.status == "cancelled":
             raise Cancelled(err.get("message") or None)
@@ -664,7 +678,51 @@ class ActorSystem:
         msg.reply.result(timeout)
 
     # -- API -----------------------------------------------------------------------------------
-    def start(self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False) -> WorkflowRef:
+    # The overloads check the workflow's arguments for a type checker, with one overload per
+    # arity up to six. (A ParamSpec cannot be used, because ``id=`` and ``test_mode=`` follow
+    # ``*args``; a TypeVarTuple could, but then mypy words its errors worse.) More arguments go
+    # through a ParamSpec, without the options.
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[], R], /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[A1], R], a1: A1, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(
+        self, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    def start(self, wf: WorkflowFunction[P, R], /, *args: P.args, **kwargs: P.kwargs) -> WorkflowRef[R]: ...
+
+    def start(  # type: ignore[misc]  # ``wf`` may also be named in ``**kwargs``
+        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False
+    ) -> WorkflowRef[Any]:
         """Start ``wf(*args)`` durably and return its ref; an existing ``id`` starts nothing new."""
         self._check_open()
         key = getattr(wf, "__workflow_key__", None)
@@ -690,12 +748,12 @@ class ActorSystem:
 
     def start_many(
         self,
-        wf: Any,
+        wf: WorkflowFunction[..., R],
         args: list[tuple[Any, ...]],
         *,
         ids: list[str] | None = None,
         test_mode: bool = False,
-    ) -> list[WorkflowRef]:
+    ) -> list[WorkflowRef[R]]:
         """Start ``wf(*a)`` for each tuple in ``args``, durably, in one transaction.
 
         Like ``start`` for each (an existing id starts nothing new), at a fraction of the cost:
@@ -742,7 +800,7 @@ class ActorSystem:
         written.add_done_callback(kick)
         return written.result(self._rt.commit_timeout)
 
-    def get(self, workflow_id: str) -> WorkflowRef:
+    def get(self, workflow_id: str) -> WorkflowRef[Any]:
         """A ref to an existing workflow; an unknown id raises ``UnknownWorkflow``."""
         self._check_open()
         if isinstance(workflow_id, str):

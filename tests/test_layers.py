@@ -79,7 +79,7 @@ def test_workflows_package_exports_spec_names() -> None:
         "workflow", "procedure", "reducer", "timer", "signal", "select", "spawn", "gather",
         "subscribe", "unsubscribe", "send", "broadcast", "now", "workflow_id", "info", "Event",
         "Status", "WorkflowError", "CompileError", "WorkflowFailed", "ProcedureFailed",
-        "ChildFailed", "Cancelled",
+        "ChildFailed", "Cancelled", "WorkflowFunction",
     }
     assert spec <= set(workflows.__all__)
     for name in workflows.__all__:

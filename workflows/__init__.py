@@ -15,7 +15,7 @@ from ._commands import (
     spawn,
     timer,
 )
-from ._compiler import workflow
+from ._compiler import WorkflowFunction, workflow
 from ._context import broadcast, info, now, send, subscribe, unsubscribe, workflow_id
 from ._effects import procedure, reducer
 from ._errors import (
@@ -48,6 +48,7 @@ __all__ = [
     "VersionMismatch",
     "WorkflowError",
     "WorkflowFailed",
+    "WorkflowFunction",
     "broadcast",
     "gather",
     "idempotency_key",

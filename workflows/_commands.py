@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    overload,
+)
 
 from ._errors import check_text
 from ._registry import function_key, lookup_options
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
+A4 = TypeVar("A4")
+A5 = TypeVar("A5")
+A6 = TypeVar("A6")
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,9 @@ class Timer(Command):
     at: float | None = None
     kind: ClassVar[str] = "timer"
 
+    if TYPE_CHECKING:
+        def __await__(self) -> Generator[Command, Any, None]: ...
+
     @property
     def arm_name(self) -> str:
         return self.name
@@ -99,14 +121,21 @@ class Signal(Command):
     name: str
     kind: ClassVar[str] = "signal"
 
+    if TYPE_CHECKING:
+        # A signal's payload is whatever its sender passed: Any, for the receiver to check.
+        def __await__(self) -> Generator[Command, Any, Any]: ...
+
     @property
     def arm_name(self) -> str:
         return self.name
 
 
 @dataclass(frozen=True)
-class Procedure(Command):
-    """Call a procedure (a side effect that returns a value) and suspend until it replies."""
+class Procedure(Command, Generic[R]):
+    """Call a procedure (a side effect that returns a value) and suspend until it replies.
+
+    Generic in the procedure's return type ``R``, which ``await`` gives (for type checkers only).
+    """
 
     function: str
     args: tuple[Any, ...] = ()
@@ -116,14 +145,17 @@ class Procedure(Command):
     name: str | None = None
     kind: ClassVar[str] = "procedure"
 
+    if TYPE_CHECKING:
+        def __await__(self) -> Generator[Command, Any, R]: ...
+
     @property
     def arm_name(self) -> str:
         return self.name or self.function.rpartition(":")[2].rpartition(".")[2]
 
 
 @dataclass(frozen=True)
-class Spawn(Command):
-    """Start a child workflow and suspend until it returns."""
+class Spawn(Command, Generic[R]):
+    """Start a child workflow and suspend until it returns (``await`` gives the child's ``R``)."""
 
     workflow: str
     args: tuple[Any, ...] = ()
@@ -131,6 +163,9 @@ class Spawn(Command):
     detached: bool = False
     name: str | None = None
     kind: ClassVar[str] = "child"
+
+    if TYPE_CHECKING:
+        def __await__(self) -> Generator[Command, Any, R]: ...
 
     @property
     def arm_name(self) -> str:
@@ -144,6 +179,9 @@ class Select(Command):
     commands: tuple[Command, ...]
     kind: ClassVar[str] = "select"
 
+    if TYPE_CHECKING:
+        def __await__(self) -> Generator[Command, Any, Event]: ...
+
 
 @dataclass(frozen=True)
 class Gather(Command):
@@ -151,6 +189,28 @@ class Gather(Command):
 
     commands: tuple[Command, ...]
     kind: ClassVar[str] = "gather"
+
+    if TYPE_CHECKING:
+        def __await__(self) -> Generator[Command, Any, list[Any]]: ...
+
+
+class ProcedureFunction(Protocol[P, R_co]):
+    """The type of ``procedure(fn)`` with ``fn`` alone, for a type checker.
+
+    That one call is both the decorator (``@procedure`` gives back ``fn`` itself) and, inside a
+    workflow, the command that calls a procedure with no arguments (``await procedure(ping)``).
+    So its type is both: callable as ``fn`` is, with ``fn``'s parameters and return type, and
+    awaitable, giving ``fn``'s return type. At run time it is ``fn`` (outside a workflow) or a
+    ``Procedure`` command (inside one).
+    """
+
+    __name__: str
+    __qualname__: str
+    __module__: str
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    def __await__(self) -> Generator[Any, Any, R_co]: ...
 
 
 _ARM_TYPES = (Timer, Signal, Procedure, Spawn)
@@ -191,7 +251,7 @@ def procedure(
     retry: RetryPolicy | None = None,
     name: str | None = None,
     **kwargs: Any,
-) -> Procedure:
+) -> Procedure[Any]:
     """Call ``fn(*args, **kwargs)`` outside the workflow; ``await`` gives its return value.
 
     ``fn`` must be importable by ``module:qualname`` (a ``@procedure`` function, or any
@@ -215,9 +275,49 @@ def procedure(
     )
 
 
+# ``spawn`` checks the child's arguments for a type checker, with one overload per arity up to six
+# (a ParamSpec cannot be used, because ``id=``/``detached=``/``name=`` follow ``*args``; a
+# TypeVarTuple could, but then mypy words its errors worse). Pass more as one dataclass.
+@overload
+def spawn(
+    child: Callable[[], Awaitable[R]], /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+@overload
+def spawn(
+    child: Callable[[A1], Awaitable[R]], a1: A1, /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+@overload
+def spawn(
+    child: Callable[[A1, A2], Awaitable[R]], a1: A1, a2: A2, /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+@overload
+def spawn(
+    child: Callable[[A1, A2, A3], Awaitable[R]], a1: A1, a2: A2, a3: A3, /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+@overload
+def spawn(
+    child: Callable[[A1, A2, A3, A4], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+@overload
+def spawn(
+    child: Callable[[A1, A2, A3, A4, A5], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+@overload
+def spawn(
+    child: Callable[[A1, A2, A3, A4, A5, A6], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+    id: str | None = None, detached: bool = False, name: str | None = None,
+) -> Spawn[R]: ...
+
+
 def spawn(
     child: Any, *args: Any, id: str | None = None, detached: bool = False, name: str | None = None
-) -> Spawn:
+) -> Spawn[Any]:
     """Start ``child`` (a ``@workflow``) as a child workflow; ``await`` gives its return value.
 
     A child is cancelled when its parent ends, unless ``detached=True``.
@@ -243,7 +343,7 @@ def _check_arms(what: str, commands: tuple[Any, ...]) -> tuple[Command, ...]:
     return tuple(commands)
 
 
-def select(*commands: Command) -> Select:
+def select(*commands: Command | ProcedureFunction[..., Any]) -> Select:
     """Wait for the first of ``commands``; ``await`` gives an ``Event`` naming the winner.
 
     The losers are disarmed: timers cancelled, children cancelled, procedure results discarded.
@@ -261,7 +361,7 @@ def select(*commands: Command) -> Select:
     return Select(arms)
 
 
-def gather(*commands: Command) -> Gather:
+def gather(*commands: Command | ProcedureFunction[..., Any]) -> Gather:
     """Wait for all ``commands``; ``await`` gives their results in order.
 
     The first failure is raised and the rest are cancelled.

@@ -11,13 +11,22 @@ from __future__ import annotations
 import datetime as _dt
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from . import _commands, _context
-from ._commands import RetryPolicy
+from ._commands import Procedure, ProcedureFunction, RetryPolicy
 from ._registry import register
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+A1 = TypeVar("A1")
+A2 = TypeVar("A2")
+A3 = TypeVar("A3")
+A4 = TypeVar("A4")
+A5 = TypeVar("A5")
+A6 = TypeVar("A6")
+_Seconds = float | _dt.timedelta
 
 
 def _in_step() -> bool:
@@ -32,17 +41,59 @@ def _in_step() -> bool:
     return sys._getframe(2).f_code.co_name != "<module>"
 
 
+# The overloads give a type checker the function's own types: ``await procedure(f, *args)`` is
+# ``f``'s return type, and the arguments are checked against ``f``'s parameters. A ParamSpec alone
+# cannot do it, because ``timeout=``/``retry=``/``name=`` follow ``*args`` (PEP 612 allows no
+# parameter there), so positional arguments get one overload per arity, up to six (a TypeVarTuple
+# would do any number, but then mypy words its errors worse: "Too many arguments"); keyword
+# arguments for ``f``, or more than six positional ones, go through a ParamSpec, without the
+# options (set those on ``@procedure(...)``, or pass ``f``'s arguments positionally).
 @overload
-def procedure(fn: F) -> F: ...
+def procedure(fn: Callable[P, R], /) -> ProcedureFunction[P, R]: ...  # type: ignore[overload-overlap]  # it is a command too
 @overload
 def procedure(
-    fn: None = None, *, retry: RetryPolicy | None = ..., timeout: float | None = ...
+    fn: None = None, /, *, retry: RetryPolicy | None = None, timeout: _Seconds | None = None
 ) -> Callable[[F], F]: ...
 @overload
-def procedure(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> _commands.Procedure: ...
-
-
 def procedure(
+    fn: Callable[[], R], /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(
+    fn: Callable[[A1], R], a1: A1, /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(
+    fn: Callable[[A1, A2], R], a1: A1, a2: A2, /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(
+    fn: Callable[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(
+    fn: Callable[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(
+    fn: Callable[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(
+    fn: Callable[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+    timeout: _Seconds | None = None, retry: RetryPolicy | None = None, name: str | None = None,
+) -> Procedure[R]: ...
+@overload
+def procedure(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Procedure[R]: ...
+
+
+def procedure(  # type: ignore[misc]  # ``fn`` may also be named in ``**kwargs``
     fn: Any = None,
     *args: Any,
     timeout: float | _dt.timedelta | None = None,
@@ -85,7 +136,13 @@ def _register_procedure(fn: F, timeout: Any, retry: RetryPolicy | None) -> F:
     return fn
 
 
-def reducer(fn: Any, *args: Any, **kwargs: Any) -> Any:
+@overload
+def reducer(fn: F, /) -> F: ...
+@overload
+def reducer(fn: Callable[Concatenate[Any, P], object], /, *args: P.args, **kwargs: P.kwargs) -> None: ...
+
+
+def reducer(fn: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]  # ``fn`` may also be named in ``**kwargs``
     """Mark ``fn`` as a reducer (decorator), or, inside a workflow, record ``fn(db, *args)``.
 
     A reducer runs exactly once, in call order, inside the step's own SQLite transaction; ``db`` is

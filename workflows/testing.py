@@ -50,7 +50,7 @@ class WorkflowHarness:
 
     def __init__(
         self,
-        wf: WorkflowFunction,
+        wf: WorkflowFunction[..., Any],
         *args: Any,
         workflow_id: str = "test",
         workflow_type: str | None = None,

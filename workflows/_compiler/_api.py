@@ -14,8 +14,8 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from .._errors import CompileError, CompileWarning
 from .._registry import register, resolve
@@ -46,6 +46,8 @@ _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 _counter = itertools.count(1)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class CompiledCode:
@@ -119,10 +121,18 @@ class CompiledCode:
         return "an internal value of the compiled workflow"
 
 
-class WorkflowFunction:
-    """A compiled ``@workflow``: call it to await it inline, ``start`` it to get a continuation."""
+class WorkflowFunction(Generic[P, R]):
+    """A compiled ``@workflow``: call it to await it inline, ``start`` it to get a continuation.
 
-    def __init__(self, fn: Callable[..., Any], code: CompiledCode, binder: Callable[..., Any]) -> None:
+    Generic over the function's parameters ``P`` and return type ``R``, so a type checker checks
+    ``await wf(x)``, ``spawn(wf, x)`` and ``system.start(wf, x)`` against them.
+    """
+
+    __workflow_key__: str
+
+    def __init__(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], code: CompiledCode, binder: Callable[..., Any]
+    ) -> None:
         self.__wrapped__ = fn
         self._code = code
         self._binder = binder
@@ -135,11 +145,11 @@ class WorkflowFunction:
         self.__signature__ = inspect.signature(fn)
         self._signal_scan: tuple[frozenset[str] | None, tuple[str, ...]] = (None, ())
 
-    def __call__(self, *args: Any, **kwargs: Any) -> SubCall:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> SubCall[R]:
         """An awaitable call: ``await wf(x)`` inside a workflow runs ``wf`` inline."""
         return SubCall(self, args, kwargs)
 
-    def start(self, *args: Any, **kwargs: Any) -> Continuation:
+    def start(self, *args: P.args, **kwargs: P.kwargs) -> Continuation:
         """A new continuation with the arguments bound (like the native call); runs nothing."""
         return Continuation([self._new_frame(args, kwargs)], self.__workflow_key__, self.fingerprint)
 
@@ -175,6 +185,16 @@ class WorkflowFunction:
 # --------------------------------------------------------------------------------------------
 
 
+@overload
+def workflow(
+    fn: Callable[P, Coroutine[Any, Any, R]], /, *, name: str | None = None
+) -> WorkflowFunction[P, R]: ...
+@overload
+def workflow(
+    fn: None = None, /, *, name: str | None = None
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowFunction[P, R]]: ...
+
+
 def workflow(fn: Any = None, *, name: str | None = None) -> Any:
     """Compile an ``async def`` into a checkpointable workflow and register it.
 
@@ -182,8 +202,8 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
     ``CompileError`` (a ``SyntaxError``) at decoration time, listing every problem.
     """
     if fn is None:
-        def deco(f: Any) -> WorkflowFunction:
-            compiled: WorkflowFunction = workflow(f, name=name)
+        def deco(f: Any) -> WorkflowFunction[Any, Any]:
+            compiled: WorkflowFunction[Any, Any] = workflow(f, name=name)
             return compiled
         return deco
     if isinstance(fn, WorkflowFunction):
@@ -263,7 +283,7 @@ def _find(tree: ast.Module, fn: Any) -> ast.AsyncFunctionDef | None:
 
 def compile_workflow_source(
     src: str, filename: str, name: str, globals: dict[str, Any] | None = None
-) -> WorkflowFunction:
+) -> WorkflowFunction[Any, Any]:
     """Compile the ``async def name`` defined in ``src`` (for tests and program generators).
 
     The whole source is executed in ``globals`` (by default a fresh namespace holding the public
@@ -299,7 +319,8 @@ def compile_workflow_source(
     obj = g.get(target.name)
     if isinstance(obj, WorkflowFunction):
         return obj
-    return workflow(obj, name=None if named else name)  # type: ignore[no-any-return]
+    fn: Callable[..., Coroutine[Any, Any, Any]] = cast(Any, obj)  # an async def: workflow() checks
+    return workflow(fn, name=None if named else name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,7 +350,7 @@ def _compile(
     lines: list[str],
     key: str,
     enclosing: str | None,
-) -> WorkflowFunction:
+) -> WorkflowFunction[Any, Any]:
     b = Bindings().scan(node.body)
     params = arg_names(node.args)
     locals_ = (set(params) | b.bound) - b.globals

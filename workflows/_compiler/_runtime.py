@@ -14,6 +14,7 @@ import pickle
 import struct
 import sys
 import warnings
+from collections.abc import Generator
 from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
     iadd,
     iand,
@@ -30,7 +31,7 @@ from operator import (  # noqa: F401  (augmented assignment across an await: _af
     ixor,
 )
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
@@ -40,6 +41,8 @@ from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 from ._pickler import LiveIter, ResourceRefused, dumps, live_iter
 from ._scope import FRAME, LOCAL, RT, user_name, variable_of
+
+R = TypeVar("R")  # a sub-workflow call's return type (SubCall)
 
 # Builtins used by generated code through ``_af_rt`` (user code may shadow the real names).
 # A for-loop's iterator over a dict, dict view or set checkpoints as the container and a position.
@@ -129,8 +132,8 @@ class Reraise:
         self.exc = exc
 
 
-class SubCall:
-    """``wf(*args)`` of a ``@workflow``: awaited in a workflow, it runs ``wf`` inline."""
+class SubCall(Generic[R]):
+    """``wf(*args)`` of a ``@workflow``: awaited in a workflow, it runs ``wf`` inline (giving its ``R``)."""
 
     __slots__ = ("wf", "args", "kwargs")
 
@@ -139,9 +142,10 @@ class SubCall:
         self.args = args
         self.kwargs = kwargs
 
-    def __await__(self) -> Any:
+    def __await__(self) -> Generator[Any, Any, R]:
         # Native execution (the differential tests, plain asyncio use): delegate to the coroutine.
-        return (yield from self.wf.__wrapped__(*self.args, **self.kwargs).__await__())
+        result: R = yield from self.wf.__wrapped__(*self.args, **self.kwargs).__await__()
+        return result
 
     def __reduce__(self) -> Any:
         return (SubCall, (self.wf, self.args, self.kwargs))
@@ -479,7 +483,7 @@ def _stop_iteration_error(e: StopIteration) -> RuntimeError:
         return err
 
 
-def _new_child(call: SubCall, active: BaseException | None) -> Frame:
+def _new_child(call: SubCall[Any], active: BaseException | None) -> Frame:
     # Binding the helper's arguments happens inside the caller's handler natively (a TypeError
     # there chains to the handled exception).
     if active is None:

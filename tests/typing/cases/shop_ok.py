@@ -1,0 +1,97 @@
+"""A user's program with right uses of the API: `mypy --strict` must accept it as it is.
+
+`assert_type` fails type checking if a type is not exactly the one named (`Any` included), so
+this file also pins that nothing the API gives back has fallen to `Any`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, assert_type
+
+from actors import ActorSystem, WorkflowRef
+from workflows import (
+    Event,
+    RetryPolicy,
+    WorkflowFunction,
+    gather,
+    procedure,
+    reducer,
+    select,
+    signal,
+    spawn,
+    timer,
+    workflow,
+)
+
+
+@procedure
+def charge(order: str, cents: int) -> bool:
+    return cents > 0
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=5), timeout=10)
+def ship(order: str, *, express: bool = False) -> str:
+    return f"{order}:{express}"
+
+
+@procedure
+def roll() -> int:
+    return 4
+
+
+def five(a: int, b: int, c: int, d: int, e: str) -> float:
+    return float(a + b + c + d)
+
+
+@reducer
+def record(db: Any, order: str, cents: int) -> None:
+    db["orders"].insert({"order": order, "cents": cents})
+
+
+@workflow
+async def pack(n: int, label: str = "box") -> list[int]:
+    return [n] * 2
+
+
+@workflow
+async def checkout(order: str, cents: int) -> str:
+    assert_type(await procedure(charge, order, cents), bool)
+    assert_type(
+        await procedure(charge, order, cents, timeout=5, retry=RetryPolicy(), name="pay"), bool
+    )
+    assert_type(await procedure(ship, order, express=True), str)
+    assert_type(await procedure(roll), int)
+    assert_type(await procedure(roll, timeout=datetime.timedelta(seconds=3)), int)
+    assert_type(await procedure(five, 1, 2, 3, 4, "e", name="five"), float)
+    assert_type(await timer("cool", 5), None)
+    assert_type(await timer("dawn", at=1_000.0), None)
+    assert_type(await signal("go"), Any)
+    ev = await select(signal("bid"), timer("end", datetime.timedelta(minutes=1)), procedure(roll))
+    assert_type(ev, Event)
+    match ev:
+        case Event("bid", value):
+            assert_type(value, Any)
+    assert_type(await gather(spawn(pack, 1), procedure(charge, order, 1)), list[Any])
+    assert_type(await spawn(pack, 3, "crate", id="c", detached=True, name="p"), list[int])
+    assert_type(await spawn(pack, 3), list[int])
+    assert_type(await pack(2), list[int])
+    reducer(record, order, cents)
+    return await procedure(ship, order)
+
+
+# Outside a workflow the decorated functions are still what they were.
+assert_type(charge("o", 1), bool)
+assert_type(roll(), int)
+assert_type(ship("o", express=True), str)
+plain: WorkflowFunction[[str, int], str] = checkout
+
+
+def main() -> None:
+    with ActorSystem(":memory:") as system:
+        ref = system.start(checkout, "o", 5)
+        assert_type(ref, WorkflowRef[str])
+        assert_type(ref.result(timeout=5), str)
+        assert_type(system.start(pack, 1, "tin", id="p1", test_mode=True), WorkflowRef[list[int]])
+        assert_type(system.get("p1"), WorkflowRef[Any])
+        assert_type(system.start_many(pack, [(1,), (2, "bag")]), list[WorkflowRef[list[int]]])

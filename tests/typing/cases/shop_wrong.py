@@ -1,0 +1,52 @@
+"""A user's program with wrong uses of the API: `mypy --strict` must report each one.
+
+A line that must be reported ends with a comment ``E: [code] text`` (more than one may follow):
+the error's code and a part of its message. The test checks that these, and no others, are reported.
+"""
+
+# ruff: noqa: F841  (the variables exist for the types they are declared with)
+from __future__ import annotations
+
+from actors import ActorSystem
+from workflows import procedure, signal, spawn, timer, workflow
+
+
+@procedure
+def charge(order: str, cents: int) -> bool:
+    return cents > 0
+
+
+def refund(order: str, *, cents: int) -> None:
+    return None
+
+
+@workflow
+async def pack(n: int) -> list[int]:
+    return [n]
+
+
+@workflow
+async def checkout(order: str, cents: int) -> str:
+    await procedure(charge, "o", "not-an-int")  # E: [arg-type] "ProcedureFunction[[str, int], bool]"; expected "Callable[[str, str], bool]"
+    await procedure(charge, "o", "x", timeout=3)  # E: [arg-type] expected "Callable[[str, str], bool]"
+    await procedure(charge, "o")  # E: [arg-type] expected "Callable[[str], bool]"
+    await procedure(refund, "o", cents="3")  # E: [arg-type] Argument "cents" to "procedure" has incompatible type "str"; expected "int"
+    await procedure(charge, "o", 5, retry=3)  # E: [call-arg] Unexpected keyword argument "retry" for "procedure"
+    paid: str = await procedure(charge, "o", 5)  # E: [arg-type] expected "Callable[[str, int], str]"
+    tick: int = await timer("t", 5)  # E: [func-returns-value] does not return a value  # E: [assignment] expression has type "None", variable has type "int"
+    kids: list[str] = await spawn(pack, 1)  # E: [arg-type] expected "Callable[[int], Awaitable[list[str]]]"
+    await spawn(pack, "one")  # E: [arg-type] expected "Callable[[str], Awaitable[list[int]]]"
+    await spawn(pack, 1, detached="yes")  # E: [call-overload] No overload variant of "spawn" matches argument types "WorkflowFunction[[int], list[int]]", "int", "str"
+    count: int = await pack(1)  # E: [assignment] expression has type "list[int]", variable has type "int"
+    await pack("one")  # E: [arg-type] Argument 1 to "__call__" of "WorkflowFunction" has incompatible type "str"; expected "int"
+    await signal(3)  # E: [arg-type] Argument 1 to "signal" has incompatible type "int"; expected "str"
+    return 7  # E: [return-value] got "int", expected "str"
+
+
+def main() -> None:
+    with ActorSystem(":memory:") as system:
+        system.start(checkout, "o", "five")  # E: [arg-type] expected "WorkflowFunction[[str, str], str]"
+        system.start(checkout, "o")  # E: [arg-type] expected "WorkflowFunction[[str], str]"
+        ref = system.start(checkout, "o", 5)
+        total: int = ref.result(timeout=5)  # E: [assignment] expression has type "str", variable has type "int"
+        system.start(checkout, "o", 5, test_mode="no")  # E: [call-arg] Unexpected keyword argument "test_mode" for "start" of "ActorSystem"
