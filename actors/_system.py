@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -52,6 +53,7 @@ from ._actor import (
     WorkflowActor,
     filter_key,
 )
+from ._aio import AsyncBridge
 from ._clock import Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
@@ -354,6 +356,22 @@ class WorkflowRef(Generic[R]):
         """Raise ``Cancelled`` at the workflow's current await; ``finally`` blocks run."""
         self._system._append(self.id, CANCEL, "cancel", reason, "cancel")
 
+    async def signal_async(self, name: str, payload: Any = None) -> None:
+        """``signal`` for asyncio code: returns once the signal is durable, without blocking the loop.
+
+        The send waits for its commit (and may run the step that consumes the signal), so it runs
+        on the system's own executor (at most ``ASYNC_WORKERS`` threads), never on the loop's.
+        """
+        await self._system._aio.run(self._system._closed_error, self.signal, name, payload)
+
+    async def cancel_async(self, reason: str | None = None) -> None:
+        """``cancel`` for asyncio code: returns once the request is durable, without blocking the loop.
+
+        The write waits for its commit, so it runs on the system's own executor (at most
+        ``ASYNC_WORKERS`` threads), never on the loop's.
+        """
+        await self._system._aio.run(self._system._closed_error, self.cancel, reason)
+
     def debug_fire_timer(self, name: str, timeout: float = 30.0) -> None:
         """Fire the armed timer ``name`` now; an unknown name raises ``TimerNotArmed``."""
         sysm = self._system
@@ -384,16 +402,57 @@ class WorkflowRef(Generic[R]):
                     break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise TimeoutError(
-                        f"workflow {self.id!r} did not finish within {timeout}s "
-                        f"(status {rec.status}, waiting on {_waiting_text(rec.waiting_on)})"
-                    )
+                    raise self._not_finished(timeout, rec)
                 # The half-second bound rereads the status even if no wake-up comes (a finish
                 # made by another process, or while this system was closing).
                 with contextlib.suppress(TimeoutError):
                     woken.result(0.5 if remaining is None else min(remaining, 0.5))
             finally:
                 rt.forget_finish(self.id, woken)
+        return self._outcome(rec)
+
+    async def result_async(self, timeout: float | None = None) -> R:
+        """``result`` for asyncio code: the return value, awaited without blocking the loop.
+
+        No thread waits for the workflow: the step that finishes it completes an asyncio future
+        on this loop (``call_soon_threadsafe``), so any number of these may be pending at once.
+        Only the short reads of the workflow's row run on the system's executor. The row is read
+        again now and then even without a wake-up (after 0.5 s, doubling up to 5 s), and at once
+        when the system shuts down (``SystemClosed``). Raises as ``result`` does.
+        """
+        sysm = self._system
+        sysm._check_open()
+        rt = sysm._rt
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        recheck = 0.5
+        while True:
+            woken, wake = sysm._aio.waiter()
+            finish = rt.await_finish(self.id)  # registered before the read, as in result()
+            finish.add_done_callback(wake)
+            try:
+                rec = await sysm._aio.run(sysm._closed_error, self._record)
+                if rec.status in FINISHED:
+                    break
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    raise self._not_finished(timeout, rec)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken, recheck if remaining is None else min(remaining, recheck))
+                recheck = min(recheck * 2, 5.0)
+            finally:
+                rt.forget_finish(self.id, finish)
+                woken.cancel()
+        return self._outcome(rec)
+
+    def _not_finished(self, timeout: float | None, rec: WorkflowRecord) -> TimeoutError:
+        return TimeoutError(
+            f"workflow {self.id!r} did not finish within {timeout}s "
+            f"(status {rec.status}, waiting on {_waiting_text(rec.waiting_on)})"
+        )
+
+    def _outcome(self, rec: WorkflowRecord) -> R:
+        """The result of a finished workflow's record, or the error it ended with, raised."""
         if rec.status == "completed":
             # What this workflow returned (its R), or None when it returned nothing.
             return cast(R, loads(rec.result) if rec.result is not None else None)
@@ -417,6 +476,7 @@ class WorkflowRef(Generic[R]):
 
 
 _REF_TOKEN = object()
+_IDLE_POLL = 0.005  # seconds between the checks of idle_async
 
 
 def _id_bits() -> str:
@@ -471,6 +531,7 @@ class ActorSystem:
         self._closed = False
         # Seconds a finished workflow is kept (then deleted, see ``_retention``); None: forever.
         self.retention = check_seconds(retention, "retention", allow_none=True)
+        self._aio = AsyncBridge()
         self._stop = threading.Event()
         # Requests of the `wf` CLI waiting for room in their workflow's inbox (retried).
         self._external_waiting: set[int] = set()
@@ -514,6 +575,7 @@ class ActorSystem:
         if self._closed:
             return
         self._closed = True
+        self._aio.close()  # wakes every result_async, lets the async calls under way finish
         self._stop.set()
         self._house.join(timeout=5)
         rt = self._rt
@@ -527,7 +589,10 @@ class ActorSystem:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SystemClosed(f"the ActorSystem on {self.db!r} was shut down")
+            raise self._closed_error()
+
+    def _closed_error(self) -> SystemClosed:
+        return SystemClosed(f"the ActorSystem on {self.db!r} was shut down")
 
     def _recover(self) -> dict[str, int]:
         rt = self._rt
@@ -746,6 +811,60 @@ class ActorSystem:
             # A generated id already taken (48 random bits: rare, not impossible in a file that
             # keeps millions of workflows): that workflow is someone else's, so draw another.
 
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[], R], /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[A1], R], a1: A1, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+        id: str | None = None, test_mode: bool = False,
+    ) -> WorkflowRef[R]: ...
+    @overload
+    async def start_async(
+        self, wf: WorkflowFunction[P, R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> WorkflowRef[R]: ...
+
+    async def start_async(  # type: ignore[misc]  # ``wf`` may also be named in ``**kwargs``
+        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False
+    ) -> WorkflowRef[Any]:
+        """``start`` for asyncio code: the ref, once the start is durable, without blocking the loop.
+
+        A start runs the workflow's first step and waits for its commit, so it runs on the
+        system's own executor (at most ``ASYNC_WORKERS`` threads), never on the loop's. Cancelling
+        the awaiting task does not undo a start already under way. Typed as ``start``.
+        """
+        ref: WorkflowRef[Any] = await self._aio.run(
+            self._closed_error, lambda: self.start(wf, *args, id=id, test_mode=test_mode)
+        )
+        return ref
+
     def start_many(
         self,
         wf: WorkflowFunction[..., R],
@@ -853,6 +972,14 @@ class ActorSystem:
         written.add_done_callback(wake)
         return len(written.result(self._rt.commit_timeout)[0])
 
+    async def broadcast_async(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
+        """``broadcast`` for asyncio code: how many got it, once durable, without blocking the loop.
+
+        The write waits for its commit, so it runs on the system's own executor (at most
+        ``ASYNC_WORKERS`` threads), never on the loop's.
+        """
+        return await self._aio.run(self._closed_error, self.broadcast, name, filter_value, payload)
+
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
         """Snapshots of the workflows in the file, optionally by status and type."""
         self._check_open()
@@ -867,26 +994,53 @@ class ActorSystem:
         rt = self._rt
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            # No lock is held while checking (the timer service takes its lock, then the
-            # counter's). The count is read last: every source below counts its work before it
-            # lets go of it, so work handed on between the checks is still seen.
-            if (
-                not self._external_pending()
-                and not self._retention.due()
-                and not rt.timers.has_due()
-                and not rt.activator.has_waiting()
-                and rt.work.count == 0
-            ):
+            if self._idle_now():
                 return
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise TimeoutError(
-                    f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
-                    f"procedures in flight, timers due: {rt.timers.has_due()}"
-                )
+                raise self._idle_timed_out(timeout)
             rt.work.wait(0.01 if remaining is None else min(remaining, 0.01))
             if rt.work.count == 0:
                 time.sleep(0.001)  # something else is pending (a due timer): let it be picked up
+
+    async def idle_async(self, timeout: float | None = None) -> None:
+        """``idle`` for asyncio code: returns once nothing is left to do now, without blocking the loop.
+
+        Checks every 5 ms, each check (a short read of the file) on the system's executor; between
+        checks nothing waits on a thread. Raises ``TimeoutError`` after ``timeout`` seconds.
+        """
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            if await self._aio.run(self._closed_error, self._idle_now):
+                return
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                raise self._idle_timed_out(timeout)
+            await asyncio.sleep(_IDLE_POLL if remaining is None else min(remaining, _IDLE_POLL))
+
+    def _idle_now(self) -> bool:
+        """Nothing is left to do now (what ``idle`` waits for)."""
+        self._check_open()
+        rt = self._rt
+        # No lock is held while checking (the timer service takes its lock, then the
+        # counter's). The count is read last: every source below counts its work before it
+        # lets go of it, so work handed on between the checks is still seen.
+        return (
+            not self._external_pending()
+            and not self._retention.due()
+            and not rt.timers.has_due()
+            and not rt.activator.has_waiting()
+            and rt.work.count == 0
+        )
+
+    def _idle_timed_out(self, timeout: float | None) -> TimeoutError:
+        rt = self._rt
+        return TimeoutError(
+            f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
+            f"procedures in flight, timers due: {rt.timers.has_due()}"
+        )
 
     # -- internals -----------------------------------------------------------------------------
     def _external_pending(self) -> bool:

@@ -121,7 +121,9 @@ def _shown_outputs() -> dict[str, tuple[Path, str]]:
     return found
 
 
-@pytest.mark.parametrize("program", ["failures", "persistence", "porting", "versioning"])
+@pytest.mark.parametrize(
+    "program", ["asyncio_server", "failures", "persistence", "porting", "versioning"]
+)
 def test_program_prints_what_the_docs_show(program):
     """Each guide's program runs (virtual clock or pure harness, temporary file) and prints
     exactly the output its page shows."""

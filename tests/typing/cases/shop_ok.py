@@ -95,3 +95,14 @@ def main() -> None:
         assert_type(system.start(pack, 1, "tin", id="p1", test_mode=True), WorkflowRef[list[int]])
         assert_type(system.get("p1"), WorkflowRef[Any])
         assert_type(system.start_many(pack, [(1,), (2, "bag")]), list[WorkflowRef[list[int]]])
+
+
+async def serve(system: ActorSystem) -> None:
+    ref = await system.start_async(checkout, "o", 5, id="a1")
+    assert_type(ref, WorkflowRef[str])
+    assert_type(await ref.result_async(timeout=5), str)
+    assert_type(await ref.signal_async("go", {"x": 1}), None)
+    assert_type(await ref.cancel_async("bye"), None)
+    assert_type(await system.broadcast_async("weather", "north", "rain"), int)
+    assert_type(await system.idle_async(timeout=5), None)
+    assert_type(await system.start_async(pack, 2), WorkflowRef[list[int]])

@@ -50,3 +50,11 @@ def main() -> None:
         ref = system.start(checkout, "o", 5)
         total: int = ref.result(timeout=5)  # E: [assignment] expression has type "str", variable has type "int"
         system.start(checkout, "o", 5, test_mode="no")  # E: [call-arg] Unexpected keyword argument "test_mode" for "start" of "ActorSystem"
+
+
+async def serve(system: ActorSystem) -> None:
+    await system.start_async(checkout, "o", "five")  # E: [arg-type] expected "WorkflowFunction[[str, str], str]"
+    ref = await system.start_async(checkout, "o", 5)
+    total: int = await ref.result_async()  # E: [assignment] expression has type "str", variable has type "int"
+    await ref.signal_async(5)  # E: [arg-type] Argument 1 to "signal_async" of "WorkflowRef" has incompatible type "int"; expected "str"
+    ref.result_async()  # E: [unused-coroutine] Value of type "Coroutine[Any, Any, str]" must be used

@@ -1,0 +1,292 @@
+"""The asyncio client API (SPEC §8): the async twins never block the running event loop.
+
+Each test runs an asyncio program with a task ticking every 10 ms beside the calls, as a game
+server's would. The check is deterministic, not a timing: a call is made to stay pending (a
+workflow driven by a VirtualClock that has not moved, or a commit held back by a reducer waiting
+on a gate), and the ticker must go on ticking while it is pending. A call that blocked the loop
+would stop the ticker until the call was over, and so be done by the time the ticker moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors import ActorSystem, SystemClosed, WorkflowNotRunning
+from actors._aio import ASYNC_WORKERS
+from actors.testing import VirtualClock
+from workflows import (
+    Cancelled,
+    WorkflowFailed,
+    reducer,
+    signal,
+    subscribe,
+    timer,
+    workflow,
+)
+
+T = 30.0  # every wait is bounded
+GATE = threading.Event()  # a commit whose step calls hold() waits for it
+HELD = threading.Event()  # set once a commit is held at the gate
+
+
+@reducer
+def hold(db: Any) -> None:
+    """Keep the step's commit (and so every commit behind it) from finishing until GATE opens."""
+    HELD.set()
+    assert GATE.wait(T), "the gate was never opened"
+
+
+async def held() -> None:
+    """Wait, on the loop, until a commit is held at the gate."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + T
+    while not HELD.is_set():
+        assert loop.time() < deadline, "no commit reached the gate"
+        await asyncio.sleep(0.005)
+
+
+@workflow
+async def sleeper(seconds: float, answer: int) -> int:
+    await timer("nap", seconds)
+    return answer
+
+
+@workflow
+async def gated_listener() -> object:
+    payload = await signal("go")
+    reducer(hold)  # the step that takes the signal commits only once the gate opens
+    return payload
+
+
+@workflow
+async def gated_start(answer: int) -> int:
+    reducer(hold)  # in the first step, which commits with the start
+    await timer("t", 1)
+    return answer
+
+
+@workflow
+async def listener() -> object:
+    return await signal("go")
+
+
+@workflow
+async def weather(zone: str) -> object:
+    subscribe("weather", zone)
+    return await signal("weather")
+
+
+@workflow
+async def failing() -> None:
+    await timer("t", 1)
+    raise ValueError("boom")
+
+
+class Ticker:
+    """A task that ticks every 10 ms and counts its ticks."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.longest_gap = 0.0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(0.01)
+            now = loop.time()
+            self.longest_gap = max(self.longest_gap, now - last)
+            last = now
+            self.ticks += 1
+
+    async def tick_while_pending(self, pending: list[asyncio.Task[Any]], ticks: int = 10) -> None:
+        """Wait until the ticker has ticked ``ticks`` more times; every call must still be pending."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + T
+        start = self.ticks
+        while self.ticks < start + ticks:
+            assert loop.time() < deadline, "the ticker stopped ticking"
+            await asyncio.sleep(0.01)
+        done = [t for t in pending if t.done()]
+        assert not done, f"{len(done)} calls finished before the ticker could tick: they held the loop"
+
+
+class NoDefaultExecutor(ThreadPoolExecutor):
+    """The loop's default executor, made to fail: the async calls must use the system's own."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an async call used the event loop's default executor")
+
+
+def serve(main: Callable[[Ticker], Awaitable[None]]) -> Ticker:
+    """Run ``main`` in a fresh event loop beside a ticker; returns the ticker once ``main`` is done."""
+    ticker = Ticker()
+
+    async def program() -> None:
+        asyncio.get_running_loop().set_default_executor(NoDefaultExecutor())
+        tick = asyncio.create_task(ticker.run())
+        try:
+            await asyncio.wait_for(main(ticker), T * 2)
+        finally:
+            tick.cancel()
+
+    asyncio.run(program())
+    assert ticker.longest_gap < 5.0  # generous: the checks that matter are above
+    return ticker
+
+
+def task(coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+    return asyncio.ensure_future(coro)
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def system(tmp_path: Path, clock: VirtualClock) -> Any:
+    GATE.clear()
+    HELD.clear()
+    with ActorSystem(str(tmp_path / "aio.db"), clock=clock) as s:
+        yield s
+    GATE.set()
+
+
+def test_result_async_waits_for_a_virtual_clock_without_holding_the_loop(
+    system: ActorSystem, clock: VirtualClock
+) -> None:
+    """result_async of a workflow sleeping on a VirtualClock stays pending, with the ticker
+    ticking, until the clock moves; then it gives the workflow's return value."""
+
+    async def main(ticker: Ticker) -> None:
+        ref = await system.start_async(sleeper, 60.0, 42)
+        waiting = task(ref.result_async(timeout=T))
+        await ticker.tick_while_pending([waiting])
+        clock.advance(60)
+        assert await waiting == 42
+
+    serve(main)
+
+
+def test_many_result_async_wait_at_once_on_no_thread_each(system: ActorSystem, clock: VirtualClock) -> None:
+    """500 result_async pending at once cost no thread each (the system's executor has at most
+    ASYNC_WORKERS), hold nothing up, and each gets its own workflow's answer."""
+    refs = system.start_many(sleeper, [(60.0, i) for i in range(500)])
+    system.idle(timeout=T)
+
+    async def main(ticker: Ticker) -> None:
+        threads_before = threading.active_count()
+        waiting = [task(ref.result_async(timeout=T)) for ref in refs]
+        await ticker.tick_while_pending(waiting, ticks=20)
+        assert threading.active_count() <= threads_before + ASYNC_WORKERS
+        clock.advance(60)
+        assert await asyncio.gather(*waiting) == list(range(500))
+
+    serve(main)
+
+
+def test_signal_async_and_idle_async_pending_on_a_held_commit(system: ActorSystem) -> None:
+    """signal_async returns once the step that takes the signal has committed, and idle_async
+    once nothing is left to do; while that commit is held back, both stay pending and the ticker
+    ticks."""
+    ref = system.start(gated_listener)
+    system.idle(timeout=T)
+
+    async def main(ticker: Ticker) -> None:
+        sending = task(ref.signal_async("go", {"x": 1}))
+        await held()
+        idling = task(system.idle_async(timeout=T))
+        await ticker.tick_while_pending([sending, idling])
+        GATE.set()
+        await sending
+        await idling
+        assert await ref.result_async(timeout=T) == {"x": 1}
+
+    serve(main)
+
+
+def test_start_async_cancel_async_broadcast_async_pending_on_a_held_commit(system: ActorSystem) -> None:
+    """start_async (whose first step commits with the start), cancel_async and broadcast_async
+    wait for their commits off the loop: all pending while the writer is held, each done after."""
+    other = system.start(listener)
+    subscriber = system.start(weather, "north")
+    system.idle(timeout=T)
+
+    async def main(ticker: Ticker) -> None:
+        starting = task(system.start_async(gated_start, 7, id="held"))
+        await held()  # the start's first step holds the commit from here on
+        cancelling = task(other.cancel_async("no longer needed"))
+        broadcasting = task(system.broadcast_async("weather", "north", "rain"))
+        await ticker.tick_while_pending([starting, cancelling, broadcasting])
+        GATE.set()
+        ref = await starting
+        assert ref.id == "held"
+        await cancelling
+        assert await broadcasting == 1
+        with pytest.raises(Cancelled, match="no longer needed"):
+            await other.result_async(timeout=T)
+        assert await subscriber.result_async(timeout=T) == "rain"
+
+    serve(main)
+
+
+def test_async_calls_raise_as_their_blocking_twins(system: ActorSystem, clock: VirtualClock) -> None:
+    """result_async raises WorkflowFailed, Cancelled and TimeoutError as result() does, and
+    signal_async to a finished workflow WorkflowNotRunning; idle_async times out with TimeoutError."""
+
+    async def main(ticker: Ticker) -> None:
+        bad = await system.start_async(failing)
+        sleepy = await system.start_async(sleeper, 60.0, 1)
+        gone = await system.start_async(listener)
+        with pytest.raises(TimeoutError, match="did not finish within 0.2s"):
+            await bad.result_async(timeout=0.2)
+        clock.advance(1)
+        with pytest.raises(WorkflowFailed, match="ValueError: boom"):
+            await bad.result_async(timeout=T)
+        await sleepy.cancel_async("stop")
+        with pytest.raises(Cancelled, match="stop"):
+            await sleepy.result_async(timeout=T)
+        await gone.signal_async("go", None)
+        assert await gone.result_async(timeout=T) is None
+        with pytest.raises(WorkflowNotRunning):
+            await gone.signal_async("go", 2)
+        GATE.clear()
+        HELD.clear()
+        stuck = await system.start_async(gated_listener)
+        sending = task(stuck.signal_async("go", 1))
+        await held()
+        with pytest.raises(TimeoutError, match=r"system.idle\(\) timed out after 0.2s"):
+            await system.idle_async(timeout=0.2)
+        GATE.set()
+        await sending
+
+    serve(main)
+
+
+def test_shutdown_wakes_a_pending_result_async(tmp_path: Path, clock: VirtualClock) -> None:
+    """A result_async pending when the system shuts down raises SystemClosed at once, and any
+    async call after that raises SystemClosed too."""
+    s = ActorSystem(str(tmp_path / "closing.db"), clock=clock)
+
+    async def main(ticker: Ticker) -> None:
+        ref = await s.start_async(sleeper, 60.0, 1)
+        waiting = task(ref.result_async())
+        await ticker.tick_while_pending([waiting])
+        await asyncio.get_running_loop().run_in_executor(closer, s.shutdown)
+        with pytest.raises(SystemClosed):
+            await asyncio.wait_for(waiting, T)
+        with pytest.raises(SystemClosed):
+            await s.start_async(sleeper, 1.0, 2)
+        with pytest.raises(SystemClosed):
+            await ref.signal_async("go")
+
+    with ThreadPoolExecutor(1) as closer:
+        serve(main)
