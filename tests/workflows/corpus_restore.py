@@ -367,6 +367,26 @@ async def iterator_held_in_a_variable(n):
 add(iterator_held_in_a_variable, C(1), C(5), C(2, cancel_at=1, raises=Cancelled))
 
 
+@workflow
+async def set_iterator_held_in_a_variable(n):
+    """A set iterator kept in a local: the rest comes after a restore; growing the set raises."""
+    s = {1, 2, 3}
+    it = iter(s)
+    first = next(it)
+    await timer("t", 1)
+    if n > 1:
+        s.add(10 + n)
+    try:
+        rest = list(it)
+    except RuntimeError as e:
+        rest = str(e)
+    await timer("t", 2)
+    return first, rest
+
+
+add(set_iterator_held_in_a_variable, C(1), C(2), C(3, cancel_at=1, raises=Cancelled))
+
+
 # ---------------------------------------------------------------------------------------------
 # Closures, module globals and sentinels
 

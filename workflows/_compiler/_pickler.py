@@ -508,7 +508,9 @@ def _reduce_native_iter(it: Any) -> Any:
             "iterator held in a variable"
         )
     if kind == "set":
-        return (builtins.iter, (rest,))
+        # A rebuilt set may order its elements otherwise: the elements still to come are kept,
+        # with the size the native iterator checks.
+        return (_restore_live_iter, (c, "set", len(c), 0, rest))
     return (_restore_native_dict_iter, (kind, c, len(c) - len(rest)))
 
 
