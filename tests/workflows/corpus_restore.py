@@ -270,6 +270,21 @@ add(dict_grows_after_await, C(1), C(7), C(2, cancel_at=1, raises=Cancelled))
 
 
 @workflow
+async def dict_grows_uncaught(n):
+    """The RuntimeError of a loop over a grown dict escapes: its traceback shows the for line."""
+    d = {"a": 1}
+    for k in d:
+        d[k * n] = await procedure(
+            ident,
+            n,
+        )
+    return d
+
+
+add(dict_grows_uncaught, C(2, raises=RuntimeError), C(1), C(3, cancel_at=0, raises=Cancelled))
+
+
+@workflow
 async def dict_size_restored_across_await(n):
     """A key added before an await and removed after it: the loop goes on where it was."""
     d = {i: str(i) for i in range(n)}

@@ -178,8 +178,8 @@ def _tb_frame(entry: tuple[Any, ...]) -> tuple[types.FrameType, int]:
     filename, lineno, name, qualname, pos = entry
     ln = pos[0] if pos[0] is not None else (lineno if lineno is not None else 1)
     eln = pos[1] if pos[1] is not None else ln
-    col = pos[2] if pos[2] is not None else 0
-    ecol = pos[3] if pos[3] is not None else col
+    col = pos[2] if pos[2] is not None else -1  # no columns: printed without carets
+    ecol = pos[3] if pos[3] is not None else -1
     ident = name if name.isidentifier() else "_af_stub"
     raise_ = ast.Raise(ast.Name("_af_e", ast.Load()), None)
     raise_.lineno, raise_.end_lineno, raise_.col_offset, raise_.end_col_offset = ln, eln, col, ecol

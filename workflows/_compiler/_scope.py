@@ -665,6 +665,11 @@ def fill_locations(node: Any, src: ast.AST) -> Any:
     col = getattr(src, "col_offset", 0)
     end_lineno = getattr(src, "end_lineno", lineno) or lineno
     end_col = getattr(src, "end_col_offset", col) or col
+    if end_lineno != lineno:
+        # Generated code stands for its statement's first line, without columns. Spanning the
+        # statement's lines, an attribute load would be reported at the last one (the
+        # interpreter's rule for multi-line attributes since 3.11), unlike the native code.
+        col, end_lineno, end_col = -1, lineno, -1
 
     def walk(n: Any, ln: int, c: int, el: int, ec: int) -> None:
         if "lineno" in n._attributes:
