@@ -84,6 +84,7 @@ async def checkout(order: str, cents: int) -> str:
 assert_type(charge("o", 1), bool)
 assert_type(roll(), int)
 assert_type(ship("o", express=True), str)
+assert_type(record(None, "o", 1), None)
 plain: WorkflowFunction[[str, int], str] = checkout
 
 

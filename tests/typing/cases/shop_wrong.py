@@ -7,8 +7,10 @@ the error's code and a part of its message. The test checks that these, and no o
 # ruff: noqa: F841  (the variables exist for the types they are declared with)
 from __future__ import annotations
 
+from typing import Any
+
 from actors import ActorSystem
-from workflows import procedure, signal, spawn, timer, workflow
+from workflows import procedure, reducer, signal, spawn, timer, workflow
 
 
 @procedure
@@ -18,6 +20,11 @@ def charge(order: str, cents: int) -> bool:
 
 def refund(order: str, *, cents: int) -> None:
     return None
+
+
+@reducer
+def record(db: Any, order: str, cents: int) -> None:
+    db["orders"].insert({"order": order, "cents": cents})
 
 
 @workflow
@@ -39,6 +46,7 @@ async def checkout(order: str, cents: int) -> str:
     await spawn(pack, 1, detached="yes")  # E: [call-overload] No overload variant of "spawn" matches argument types "WorkflowFunction[[int], list[int]]", "int", "str"
     count: int = await pack(1)  # E: [assignment] expression has type "list[int]", variable has type "int"
     await pack("one")  # E: [arg-type] Argument 1 to "__call__" of "WorkflowFunction" has incompatible type "str"; expected "int"
+    reducer(record, "o", "five")  # E: [call-overload] No overload variant of "reducer" matches argument types "Callable[[Any, str, int], None]", "str", "str"
     await signal(3)  # E: [arg-type] Argument 1 to "signal" has incompatible type "int"; expected "str"
     return 7  # E: [return-value] got "int", expected "str"
 
