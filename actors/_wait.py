@@ -1,21 +1,15 @@
-"""What a suspended workflow waits for, and how arriving events resolve it.
-
-A ``Wait`` is built from the command a step suspended on. Its arms are the timers, signals,
-procedures and children it waits for; ``select`` resolves on the first arm, ``gather`` on all of them
-(or the first failure), a single command on its one arm. The wait is stored next to the
-continuation, so it survives a restart.
-"""
+"""How a step stores what its workflow waits for: the ``Wait`` (``workflows/_instance.py``, where
+the rules of resolving it live) packed next to the checkpoint, its readable description, and the
+signal names it awaits."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from persistence import dumps, loads, register_plain
-from workflows import Event
 from workflows._instance import Arm, Wait, build_wait
 
-__all__ = ["Arm", "Resolution", "Wait", "build_wait", "envelope", "envelope_wait", "resolve", "stored_forms"]
+__all__ = ["Arm", "Wait", "build_wait", "envelope", "envelope_wait", "stored_forms"]
 
 
 # Stored inside a step's envelope: plain data for the serializer's fast path. (Files written
@@ -57,37 +51,3 @@ def envelope_wait(env: dict[str, Any]) -> Wait | None:
     """The wait of a stored envelope (files written before ``wait_p`` hold the Wait itself)."""
     packed = env.get("wait_p")
     return loads(packed) if packed is not None else env.get("wait")
-
-
-@dataclass
-class Resolution:
-    """What resolving an arm means for the workflow."""
-
-    resume: bool  # run workflow code now
-    value: Any = None
-    error: BaseException | None = None
-    losers: list[Arm] = field(default_factory=list)
-
-
-def resolve(wait: Wait, arm: Arm, *, ok: bool, value: Any = None, error: BaseException | None = None) -> Resolution:
-    """Mark ``arm`` done with its outcome and say whether the workflow resumes, and with what."""
-    arm.done = True
-    if wait.mode == "one":
-        return Resolution(True, value, None if ok else error)
-    if wait.mode == "select":
-        losers = [a for a in wait.arms if not a.done]
-        for a in losers:
-            a.done = True
-        if ok:
-            return Resolution(True, Event(arm.name, value, arm.kind), None, losers)
-        return Resolution(True, None, error, losers)
-    # gather
-    if not ok:
-        losers = [a for a in wait.arms if not a.done]
-        for a in losers:
-            a.done = True
-        return Resolution(True, None, error, losers)
-    wait.results[arm.index] = value
-    if len(wait.results) == len(wait.arms):  # every arm has its result (a failure ends above)
-        return Resolution(True, [wait.results[a.index] for a in wait.arms])
-    return Resolution(False)

@@ -19,7 +19,7 @@ every event that has arrived, and gets back decisions and step outcomes as data.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -371,11 +371,9 @@ class WorkflowInstance:
                 return self._resumed(wait, done, arrival, arm, taken, dropped, send=[every[a.index] for a in wait.arms])
         if not taken and not dropped:
             return None
-        after = copy.deepcopy(wait)
-        for a in after.arms:
-            if a.index in done:
-                a.done = True
-        after.results.update(results)
+        # The wait after: the arms taken done, the others shared (nothing changes them).
+        after = Wait(wait.mode, [dataclasses.replace(a, done=True) if a.index in done else a for a in wait.arms],
+                     {**wait.results, **results}, wait.location)
         return Decision(False, taken=taken, dropped=dropped, wait=after)
 
     def _resumed(self, wait: Wait, done: set[int], winner: Arrival, arm: Arm, taken: list[Arrival],
