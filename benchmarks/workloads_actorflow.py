@@ -1,7 +1,7 @@
 """The benchmark workloads on actorflow, one per process.
 
 Run by ``benchmarks/run.py``; by hand: ``python benchmarks/workloads_actorflow.py WORKLOAD --dir D
-[--n N] [--durability full|normal]``. Prints one ``RESULT {json}`` line.
+[--n N] [--durability full|normal] [--db postgresql://...]``. Prints one ``RESULT {json}`` line.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ async def looper(n: int) -> int:
 
 
 def _system(args: argparse.Namespace, db: str | None = None, **kw: object) -> ActorSystem:
-    return ActorSystem(db or os.path.join(args.dir, "af.db"), durability=args.durability, **kw)
+    return ActorSystem(db or args.db or os.path.join(args.dir, "af.db"), durability=args.durability, **kw)
 
 
 def _wait_all(refs: list) -> list:
@@ -367,6 +367,9 @@ def main() -> None:
     p.add_argument("workload", choices=sorted(WORKLOADS))
     p.add_argument("--dir", required=True, help="an empty scratch directory")
     p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--db", default=None,
+                   help="a postgresql:// URL to run on instead of a SQLite file in --dir "
+                        "(workloads 1-4)")
     p.add_argument("--durability", choices=("full", "normal"), default="full")
     p.add_argument("--phase", default="run", help="prepare/recover, build/run")
     p.add_argument("--rep", type=int, default=0)

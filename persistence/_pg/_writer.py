@@ -281,6 +281,7 @@ class PgWriter:
         done: list[tuple[_Op, Any]] = []
         waits: dict[str, tuple[str, ...]] = {}
         index: int | None = None
+        committing = False
         try:
             with self.conn.pipeline() as pipeline:
                 self._pipeline = pipeline
@@ -307,9 +308,13 @@ class PgWriter:
                         index = k
                         done[k] = (op, value.finish())
                 index = None
-                pipeline.sync()
+                # COMMIT goes with what the writes' finish sent: one round trip, at the exit of
+                # the pipeline, which raises if any of it failed (the COMMIT then rolled back).
+                committing = True
+                self.conn.execute("COMMIT")
         except BaseException as exc:
             self._pipeline = None
+            self._commit_failed(exc, committing)
             err = self._error(exc)
             self._rollback()
             if not isinstance(exc, Exception):
@@ -318,7 +323,7 @@ class PgWriter:
             # careful pass (a sync per write) can tell whose it is.
             raise _Redo(None if isinstance(exc, psycopg.Error) else index, err) from exc
         self._pipeline = None
-        self._commit(done, [], waits)
+        self._settle(done, [], waits)
         return joined
 
     def _careful(self, pending: list[_Op]) -> None:
@@ -326,6 +331,7 @@ class PgWriter:
         done: list[tuple[_Op, Any]] = []
         failed: list[tuple[_Op, BaseException]] = []
         waits: dict[str, tuple[str, ...]] = {}
+        committing = False
         try:
             with self.conn.pipeline() as pipeline:
                 self._pipeline = pipeline
@@ -359,36 +365,35 @@ class PgWriter:
                         done.append((op, value))
                         waits.update(self.staged_waits)
                         break
-                pipeline.sync()
+                committing = True
+                self.conn.execute("COMMIT")
         except BaseException as exc:
             self._pipeline = None
+            self._commit_failed(exc, committing)
             err = self._error(exc)
             self._rollback()
             if not isinstance(exc, Exception):
                 raise
             raise _Redo(None, err) from exc
         self._pipeline = None
-        self._commit(done, failed, waits)
+        self._settle(done, failed, waits)
 
-    def _commit(
+    def _commit_failed(self, exc: BaseException, committing: bool) -> None:
+        """A connection lost once COMMIT was sent: its outcome is unknown, nothing may run again
+        (raised to ``_commit_batch``, which fails the batch as of unknown outcome)."""
+        if committing and isinstance(exc, psycopg.Error):
+            err = translate_error(exc, self.path, self.conn, committing=True)
+            if isinstance(err, ConnectionLost):
+                self.db.forget()
+                raise err from exc
+
+    def _settle(
         self,
         done: list[tuple[_Op, Any]],
         failed: list[tuple[_Op, BaseException]],
         waits: dict[str, tuple[str, ...]],
     ) -> None:
-        """COMMIT, then settle: a failed COMMIT fails every write of the batch."""
-        try:
-            self.conn.execute("COMMIT")
-        except psycopg.Error as exc:
-            err = translate_error(exc, self.path, self.conn, committing=True)
-            self._rollback()
-            if isinstance(err, ConnectionLost):
-                raise err from exc
-            for op, _ in done:
-                op.future.set_exception(err)
-            for op, e in failed:
-                op.future.set_exception(e)
-            return
+        """After COMMIT: count it, remember the wait sets, resolve the futures."""
         self.commits += 1
         if len(self.waits) + len(waits) > WAITS_CACHE:
             self.waits.clear()
