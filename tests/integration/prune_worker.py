@@ -50,9 +50,9 @@ def populate(db: str, old: int, keep: int) -> None:
 
 def main(db: str) -> int:
     # Small batches, kept small: many transactions for a kill to land between or inside.
-    _retention.MAX_BATCH = 20
+    _retention.MIN_BATCH = _retention.MAX_BATCH = 5
     with ActorSystem(db, clock=VirtualClock(start=KEEP_AT + 1), retention=None) as system:
-        system._retention.batch = 20
+        system._retention.batch = 5
         stop = threading.Event()
 
         def drive() -> None:
