@@ -123,6 +123,10 @@ def _owner_key(schema: str) -> str:
     return f"actorflow-owner:{schema}"
 
 
+# Seconds a new owner waits for the owner lock of a session that is ending.
+OWNER_LOCK_GRACE = 1.0
+
+
 class PgStore(Store):
     """The store on a PostgreSQL database. Build it with ``open_store("postgresql://...")``.
 
@@ -212,11 +216,19 @@ class PgStore(Store):
         try:
             if self._first_connect:
                 migrate(conn, self.schema, self.path)
-            got = self._translated(lambda: conn.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (_owner_key(self.schema),)
-            ).fetchone(), conn)
-            if not got or not got[0]:
-                raise self._locked(conn)
+            # A session that just ended (an owner closed or killed a moment ago) keeps its lock
+            # until its server process has exited: give it a second before calling it an owner.
+            deadline = time.monotonic() + OWNER_LOCK_GRACE
+            while True:
+                got = self._translated(lambda: conn.execute(
+                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
+                    (_owner_key(self.schema),),
+                ).fetchone(), conn)
+                if got and got[0]:
+                    break
+                if time.monotonic() >= deadline:
+                    raise self._locked(conn)
+                time.sleep(0.05)
             facts = [("owner_pid", str(os.getpid())), ("owner_host", socket.gethostname()),
                      ("owner_since", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
                      ("owner_backend_pid", str(conn.info.backend_pid))]

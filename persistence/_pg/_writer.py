@@ -186,6 +186,13 @@ class PgWriter:
             if not op.future.done():
                 op.future.set_exception(closed)
         with contextlib.suppress(Exception):
+            if self._in_transaction():
+                self.conn.rollback()
+            # The server frees a closed session's locks when its backend exits, a moment after
+            # close() returns: an owner opened next in this process could still find the
+            # schema locked. Giving the owner lock up first makes close() the end of ownership.
+            self.conn.execute("SELECT pg_advisory_unlock_all()")
+        with contextlib.suppress(Exception):
             self.conn.close()
 
     # -- a batch ------------------------------------------------------------------------------

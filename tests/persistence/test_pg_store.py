@@ -48,6 +48,13 @@ def test_one_owner_per_schema(pg_store_url: str, pg_server: PgServer) -> None:
         second.close()
 
 
+def test_a_closed_owner_frees_the_schema_at_once(pg_store_url: str) -> None:
+    """close() ends ownership before it returns: an owner opened right after, in the same
+    process, never finds the schema still locked by the closed one's exiting session."""
+    for _ in range(40):
+        open_store(pg_store_url).close()
+
+
 def test_an_owner_that_dies_frees_the_schema(pg_store_url: str, pg_server: PgServer) -> None:
     first = open_store(pg_store_url)
     try:
