@@ -26,7 +26,7 @@ from persistence._errors import (
 
 # "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
 APPLICATION_ID = 0x41465731
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # How many history rows to keep per workflow, and every how many steps to trim (by index).
 HISTORY_KEEP = 200
@@ -169,8 +169,22 @@ def _v3(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v4(db: sqlite_utils.Database) -> None:
+    """Listing by creation time (``browse_workflows``, the web view), by index at any size.
+
+    Workflows of one status (and of one type and status) in creation order, with the id to break
+    ties and to match an id prefix on the index alone: a page is a short range of one index per
+    status, never a sort of the table. Steps leave all three columns alone (status changes once,
+    at the end), so a step touches neither index. The type index gains the two columns (its
+    prefix, which counts by type and status read, stays as it was).
+    """
+    db.execute("CREATE INDEX workflows_listed ON workflows(status, created_at, id)")
+    db.execute("DROP INDEX workflows_type")
+    db.execute("CREATE INDEX workflows_type ON workflows(type, status, created_at, id)")
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

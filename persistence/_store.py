@@ -45,6 +45,8 @@ from persistence._types import (
     Store,
     TimerRow,
     WorkflowRecord,
+    browse_check,
+    merge_pages,
 )
 from persistence._writer import Writer
 
@@ -753,6 +755,61 @@ class SqliteStore(Store):
             sql += " LIMIT ?"
             params.append(limit)
         return [_record(r) for r in self._rows(sql, tuple(params))]
+
+    def browse_workflows(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        id_prefix: str | None = None,
+        newest_first: bool = True,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[WorkflowRecord]:
+        """A page of workflows in creation order, after the ``(created_at, id)`` ``after``.
+
+        One range of ``workflows_listed`` (or ``workflows_type``, given a type) per status, each
+        at most ``limit`` long, merged: the id prefix is matched on the index's own id, so no row
+        is read that is not shown.
+        """
+        statuses = browse_check(status, id_prefix, after, limit)
+        where = ["status = ?"]
+        params: list[Any] = []
+        if type is not None:
+            where.append("type = ?")
+            params.append(type)
+        if id_prefix:
+            where.append("substr(id, 1, ?) = ?")
+            params += [len(id_prefix), id_prefix]
+        if after is not None:
+            where.append("(created_at, id) < (?, ?)" if newest_first else "(created_at, id) > (?, ?)")
+            params += [float(after[0]), after[1]]
+        order = "DESC" if newest_first else "ASC"
+        sql = (
+            f"SELECT {_WORKFLOW_COLUMNS} FROM workflows WHERE {' AND '.join(where)} "
+            f"ORDER BY created_at {order}, id {order} LIMIT ?"
+        )
+
+        def run(c: sqlite3.Connection) -> list[list[WorkflowRecord]]:
+            c.execute("BEGIN")  # one snapshot for every status
+            try:
+                return [
+                    [_record(r) for r in c.execute(sql, (st, *params, limit)).fetchall()]
+                    for st in statuses
+                ]
+            finally:
+                c.execute("COMMIT")
+
+        return merge_pages(self._read(run), newest_first, limit)
+
+    def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
+        """The workflow's subscriptions, ``(name, filter_key)``, by name (by index)."""
+        rows = self._rows(
+            "SELECT name, filter_key FROM subscriptions WHERE workflow_id = ? "
+            "ORDER BY name, filter_key",
+            (workflow_id,),
+        )
+        return [(str(n), str(k)) for n, k in rows]
 
     def count_workflows(self) -> dict[tuple[str, str], int]:
         """{(type, status): count}."""

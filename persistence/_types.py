@@ -20,6 +20,7 @@ COMPLETED = "completed"
 FAILED = "failed"
 CANCELLED = "cancelled"
 FINISHED = (COMPLETED, FAILED, CANCELLED)
+STATUSES = (RUNNING, *FINISHED)
 
 # Inbox kinds.
 SIGNAL = "signal"  # a signal (from start/ref.signal/send/broadcast/CLI); name = signal name
@@ -437,6 +438,28 @@ class Store(Protocol):
     ) -> list[WorkflowRecord]: ...
 
     @abc.abstractmethod
+    def browse_workflows(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        id_prefix: str | None = None,
+        newest_first: bool = True,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[WorkflowRecord]:
+        """A page of the workflows matching every given filter, in creation order (newest first
+        unless ``newest_first`` is false; ties by id), starting after the ``(created_at, id)``
+        of the last row of the page before (keyset pagination: the same cost on any page).
+
+        By index at any size: one short index range per status (see ``browse_check``).
+        """
+
+    @abc.abstractmethod
+    def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
+        """The workflow's broadcast subscriptions: ``(name, filter_key)``, by name."""
+
+    @abc.abstractmethod
     def count_workflows(self) -> dict[tuple[str, str], int]:
         """{(type, status): count}."""
 
@@ -446,3 +469,30 @@ class Store(Protocol):
     @abc.abstractmethod
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """A read-only query on the reader connection (for application tables the reducers fill)."""
+
+
+def browse_check(
+    status: str | None, id_prefix: str | None, after: tuple[float, str] | None, limit: int
+) -> tuple[str, ...]:
+    """Check ``browse_workflows``' arguments; return the statuses it reads, one index range each."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)} or None, got {status!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValueError(f"browse_workflows() limit must be a positive int, got {limit!r}")
+    if id_prefix is not None and not isinstance(id_prefix, str):
+        raise ValueError(f"id_prefix must be a str or None, got {id_prefix!r}")
+    if after is not None and not (
+        isinstance(after, tuple) and len(after) == 2 and isinstance(after[0], (int, float))
+        and isinstance(after[1], str)
+    ):
+        raise ValueError(f"after must be a (created_at, id) pair or None, got {after!r}")
+    return (status,) if status is not None else STATUSES
+
+
+def merge_pages(
+    pages: list[list[WorkflowRecord]], newest_first: bool, limit: int
+) -> list[WorkflowRecord]:
+    """One page from a page per status (each already in order): the first ``limit`` of them all."""
+    rows = [r for page in pages for r in page]
+    rows.sort(key=lambda r: (r.created_at, r.id), reverse=newest_first)
+    return rows[:limit]

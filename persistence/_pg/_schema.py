@@ -29,7 +29,7 @@ from persistence._errors import ForeignDatabase, PersistenceError, SchemaTooNew
 from persistence._pg._errors import connect_error, display_url, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
 
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)
@@ -223,8 +223,22 @@ def _v2(cur: psycopg.Cursor[Any], s: str) -> None:
         cur.execute(sql)
 
 
+def _v3(cur: psycopg.Cursor[Any], s: str) -> None:
+    """Listing by creation time (SQLite's version 4): workflows of one status, and of one type and
+    status, in creation order with the id, so that a page of ``browse_workflows`` is a short
+    range of one index per status (ids in code point order, ``COLLATE "C"``, as Python and SQLite
+    sort them). A running step names none of these columns (its UPDATE stays
+    HOT); status changes once, at the end."""
+    for sql in (
+        f'CREATE INDEX workflows_listed ON {s}.workflows (status, created_at, id COLLATE "C")',
+        f"DROP INDEX {s}.workflows_type",
+        f'CREATE INDEX workflows_type ON {s}.workflows (type, status, created_at, id COLLATE "C")',
+    ):
+        cur.execute(sql)
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 

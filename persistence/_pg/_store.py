@@ -57,6 +57,8 @@ from persistence._types import (
     Store,
     TimerRow,
     WorkflowRecord,
+    browse_check,
+    merge_pages,
 )
 
 T = TypeVar("T")
@@ -678,6 +680,58 @@ class PgStore(Store):
             sql += " LIMIT %s"
             params.append(limit)
         return [_record(r) for r in self._rows(sql, tuple(params))]
+
+    def browse_workflows(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        id_prefix: str | None = None,
+        newest_first: bool = True,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[WorkflowRecord]:
+        """A page of workflows in creation order (as ``SqliteStore``'s): one range of
+        ``workflows_listed`` (or ``workflows_type``) per status, ids compared in code point order
+        (``COLLATE "C"``, the order Python and SQLite sort them in), in one snapshot."""
+        statuses = browse_check(status, id_prefix, after, limit)
+        where = ["status = %s"]
+        params: list[Any] = []
+        if type is not None:
+            where.append("type = %s")
+            params.append(type)
+        if id_prefix:
+            where.append("left(id, %s) = %s")
+            params += [len(id_prefix), id_prefix]
+        if after is not None:
+            op = "<" if newest_first else ">"
+            where.append(f'(created_at, id COLLATE "C") {op} (%s, %s)')
+            params += [float(after[0]), after[1]]
+        order = "DESC" if newest_first else "ASC"
+        sql = _writes.sql_for(
+            f"SELECT {_WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE {' AND '.join(where)} "
+            f'ORDER BY created_at {order}, id COLLATE "C" {order} LIMIT %s',
+            self.schema,
+        )
+
+        def run(c: psycopg.Connection[Any]) -> list[list[WorkflowRecord]]:
+            with c.transaction():
+                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                return [
+                    [_record(r) for r in c.execute(sql, (st, *params, limit)).fetchall()]
+                    for st in statuses
+                ]
+
+        return merge_pages(self._read(run), newest_first, limit)
+
+    def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
+        """The workflow's subscriptions, ``(name, filter_key)``, by name (by index)."""
+        rows = self._rows(
+            'SELECT name, filter_key FROM {s}.subscriptions WHERE workflow_id = %s '
+            'ORDER BY name COLLATE "C", filter_key COLLATE "C"',
+            (workflow_id,),
+        )
+        return [(str(n), str(k)) for n, k in rows]
 
     def count_workflows(self) -> dict[tuple[str, str], int]:
         """{(type, status): count}."""

@@ -287,8 +287,8 @@ def test_version_1_file_is_migrated_by_its_owner(db_path: str) -> None:
         s.commit_step(StepWrite(workflow_id="old", step_seq=4, updated_at=3.0,
                                 recent='[3000,"signal",{"step":4,"name":"go"}]'))
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "3"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "4"
     conn.close()
     with open_store(db_path, owner=False) as r:
         assert [(h.event, h.at) for h in r.history("old")] == [("blocked", 1.5), ("signal", 3.0)]

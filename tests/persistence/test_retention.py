@@ -220,7 +220,7 @@ def test_version_2_file_is_migrated_for_retention(db_path: str) -> None:
         assert s.prune_finished(7.0) == ["ended"]
         assert s.history("ended") == []
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
     assert conn.execute(
         "SELECT count(*) FROM sqlite_master WHERE name = 'workflows_finished'").fetchone()[0] == 1
     conn.close()
