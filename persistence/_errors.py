@@ -191,3 +191,37 @@ class MalformedPayload(PersistenceError):
 
 class StoreClosed(PersistenceError):
     """The store was used after ``close()``."""
+
+
+class Fenced(PersistenceError):
+    """A write for a shard this node no longer leases: refused, nothing of it was committed.
+
+    The shard moved to another node (this one was declared dead: frozen, cut off, or its session
+    ended), whose lease now has a newer epoch. The workflow goes on there; this node drops it.
+
+    Attributes:
+        shard: The shard whose lease was lost.
+        epoch: The epoch (fencing token) this node held for it, or None if it held none.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, shard: int, epoch: int | None) -> None:
+        super().__init__(message, path=path)
+        self.shard = shard
+        self.epoch = epoch
+
+
+class NodeIdInUse(DatabaseLocked):
+    """Another live process runs a node under the same ``node_id`` on this database."""
+
+    def __init__(self, path: str, *, node_id: str, pid: int | None, host: str | None, since: str | None) -> None:
+        PersistenceError.__init__(
+            self,
+            f"node_id {node_id!r} is in use on {path} by a live node (process {pid} on host "
+            f"{host!r}, since {since}); two processes may not run under one node_id. Give this "
+            f"process another node_id (ActorSystem(url, node_id=...)), or stop the other one.",
+            path=path,
+        )
+        self.pid = pid
+        self.host = host
+        self.since = since
+        self.node_id = node_id

@@ -15,11 +15,24 @@ from persistence._errors import (
     CorruptDatabase,
     DatabaseBusy,
     DiskFull,
+    Fenced,
     PersistenceError,
     ReadOnlyDatabase,
     StorageIOError,
     StorageUnavailable,
 )
+
+# The SQLSTATE the fence raises (``_cluster``): a write for a shard whose lease this node lost.
+FENCED_SQLSTATE = "AF001"
+
+
+def _fenced_shard(detail: str) -> int:
+    """The shard number the fence's message names ("... shard 12 ..."), or -1."""
+    words = detail.split()
+    for i, w in enumerate(words[:-1]):
+        if w == "shard" and words[i + 1].isdigit():
+            return int(words[i + 1])
+    return -1
 
 
 class ServerUnreachable(StorageUnavailable):
@@ -170,6 +183,12 @@ def translate_error(exc: BaseException, where: str, conn: Any = None, *,
             "the network.",
             path=where,
             maybe_committed=committing,
+        )
+    elif state == FENCED_SQLSTATE:
+        err = Fenced(
+            f"{detail} (on {where}); the shard moved to another node, which goes on with its "
+            f"workflows from their last committed step.",
+            path=where, shard=_fenced_shard(detail), epoch=None,
         )
     elif state in ("40001", "40P01"):
         err = Retryable(

@@ -1,0 +1,516 @@
+"""A cluster of nodes on one PostgreSQL schema: membership, shard leases, fencing, wake-ups.
+
+Every workflow belongs to one of a fixed number of shards (``persistence._shards``), stored in its
+row: a root workflow's is the hash of its id, a child's its parent's unless it was spawned with
+``placement="spread"``. Nodes lease shards; what each node should hold is decided by rendezvous
+hashing over the live nodes.
+
+Tables (migration 3 of ``_schema``):
+
+- ``af_nodes``: one row per node name: its current incarnation (new at every process start, and
+  at every rejoin), the key of the session advisory lock its control connection holds, its
+  heartbeat (database clock only), its state (``up``, ``dead``, ``left``).
+- ``af_shards``: one row per shard: the incarnation that leases it (NULL: free) and its epoch,
+  the fencing token, +1 at every change of owner.
+- ``af_wakeups``: "look at your inbox" rows for another shard's owner, written by a trigger in
+  the very transaction that adds an inbox row (or a workflow) to a shard the writing session does
+  not lease. NOTIFY is only a hint that some are there (sent after the commit, never inside a
+  write transaction); the owner also polls every second, so a lost notification costs a second
+  and nothing else.
+
+Liveness: a node that dies (SIGKILL, a crash, a session the server terminated) frees its session
+advisory lock within milliseconds, and the survivors, probing that lock every round, declare it
+dead at once; a node that is frozen or cut off keeps its session (its host still answers TCP
+keepalives) and is declared dead when its heartbeat is older than ``ttl``. Node sessions run
+with ``idle_in_transaction_session_timeout``, so a frozen node's open transaction (and its lock on
+a lease row) cannot hold up a takeover for longer than that.
+
+Fencing: every write transaction of a step calls ``af_fence(shard, epoch, incarnation)`` first,
+which share-locks the shard's lease row if, and only if, it is still leased by this incarnation
+at this epoch, and otherwise raises SQLSTATE ``AF001`` (``Fenced``): nothing of the transaction
+commits. A takeover (``UPDATE ... SET owner = ..., epoch = epoch + 1``) waits for the share lock,
+so it can never interleave with a step, and once it committed no later step of the old owner
+commits, however long that one was frozen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+
+from persistence._errors import Fenced, NodeIdInUse, PersistenceError, StorageUnavailable
+from persistence._pg._errors import FENCED_SQLSTATE, translate_error
+from persistence._pg._schema import QUEUE, connect, quote
+from persistence._shards import DEFAULT_SHARDS, assignment
+
+# Seconds between heartbeats, and how old a heartbeat may get before its node is declared dead.
+HEARTBEAT = 1.0
+TTL = 10.0
+# A node session's open transaction is ended by the server after this long idle (a frozen node's
+# share lock on a lease row goes with it).
+IDLE_IN_TRANSACTION = "5s"
+# A claim or release waits this long for a lease row's lock, then tries again next round.
+LOCK_TIMEOUT = "2s"
+STATEMENT_TIMEOUT = "30s"
+# A new node waits this long for the lock of a session that is ending (the previous process of the
+# same node name, killed a moment ago).
+JOIN_GRACE = 2.0
+# NOTIFY payloads stay below the server's 8000 bytes.
+NOTIFY_BYTES = 7_900
+
+NODE_SETTINGS = {
+    "idle_in_transaction_session_timeout": IDLE_IN_TRANSACTION,
+    "statement_timeout": STATEMENT_TIMEOUT,
+}
+
+
+def channel(schema: str) -> str:
+    """The NOTIFY channel of a schema's wake-ups."""
+    return f"af_wake_{schema}"[:63]
+
+
+def shard_sql(column: str, shards: int) -> str:
+    """SQL of the shard of the id in ``column`` (``md5``, as ``persistence._shards.shard_of``)."""
+    return f"(('x' || substr(md5({column}), 1, 8))::bit(32)::bigint % {shards})::integer"
+
+
+def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
+    """The statements of migration 3 for the (quoted) schema ``s``."""
+    me = "nullif(current_setting('actorflow.incarnation', true), '')::uuid"
+    own_hash = shard_sql("NEW.id", shards)
+    return [
+        # The shard of every workflow, in its row; the rows there are before this migration get
+        # their own id's shard (children included: they were all one node's anyway).
+        f"ALTER TABLE {s}.workflows ADD COLUMN shard integer",
+        f"UPDATE {s}.workflows SET shard = {shard_sql('id', shards)}",
+        f"ALTER TABLE {s}.workflows ALTER COLUMN shard SET NOT NULL",
+        # A partial index on columns a running step leaves alone: the step's UPDATE stays HOT.
+        f"CREATE INDEX workflows_shard ON {s}.workflows (shard) WHERE status = 'running'",
+        f"""CREATE TABLE {s}.af_nodes (
+            node_id text PRIMARY KEY,
+            incarnation uuid NOT NULL,
+            lock_key bigint NOT NULL,
+            state text NOT NULL,
+            heartbeat_at timestamptz NOT NULL,
+            started_at timestamptz NOT NULL,
+            pid integer,
+            host text
+        )""",
+        f"""CREATE TABLE {s}.af_shards (
+            shard integer PRIMARY KEY,
+            owner uuid,
+            epoch bigint NOT NULL DEFAULT 0,
+            since timestamptz
+        )""",
+        f"INSERT INTO {s}.af_shards (shard) SELECT generate_series(0, {shards - 1})",
+        f"""CREATE TABLE {s}.af_wakeups (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            shard integer NOT NULL,
+            workflow_id text NOT NULL
+        ) WITH ({QUEUE})""",
+        f"CREATE INDEX af_wakeups_shard ON {s}.af_wakeups (shard)",
+        f"INSERT INTO {s}.meta (key, value) VALUES ('shards', '{shards}')",
+        # The fence: the first statement of a step's transaction.
+        f"""CREATE FUNCTION {s}.af_fence(sh integer, ep bigint, inc uuid) RETURNS void
+            LANGUAGE plpgsql AS $$
+            BEGIN
+              PERFORM set_config('actorflow.incarnation', inc::text, true);
+              PERFORM 1 FROM {s}.af_shards WHERE shard = sh AND owner = inc AND epoch = ep
+                FOR SHARE;
+              IF NOT FOUND THEN
+                RAISE EXCEPTION 'fenced: shard % (epoch %) is no longer leased by this node, '
+                  'nothing of this transaction was committed', sh, ep
+                  USING ERRCODE = '{FENCED_SQLSTATE}';
+              END IF;
+            END $$""",
+        # A child spawned without a placement of its own goes to its parent's shard; any other
+        # workflow to its own id's.
+        f"""CREATE FUNCTION {s}.af_place() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+              IF NEW.shard IS NULL AND NEW.parent_id IS NOT NULL THEN
+                SELECT w.shard INTO NEW.shard FROM {s}.workflows w WHERE w.id = NEW.parent_id;
+              END IF;
+              IF NEW.shard IS NULL THEN
+                NEW.shard := {own_hash};
+              END IF;
+              RETURN NEW;
+            END $$""",
+        f"CREATE TRIGGER af_place BEFORE INSERT ON {s}.workflows FOR EACH ROW "
+        f"EXECUTE FUNCTION {s}.af_place()",
+        # Routing: a new inbox row (or a new workflow) in a shard the writing session does not
+        # lease gets a wake-up row for its owner, in the same transaction. One in a shard it
+        # leases share-locks the lease row, so a takeover waits for this commit and then finds
+        # the row (its recovery reads the shard's workflows with work).
+        f"""CREATE FUNCTION {s}.af_route() RETURNS trigger LANGUAGE plpgsql AS $$
+            DECLARE
+              sh integer;
+              wid text;
+            BEGIN
+              IF TG_TABLE_NAME = 'workflows' THEN
+                sh := NEW.shard;
+                wid := NEW.id;
+              ELSE
+                wid := NEW.workflow_id;
+                SELECT w.shard INTO sh FROM {s}.workflows w WHERE w.id = wid;
+                IF sh IS NULL THEN
+                  RETURN NULL;
+                END IF;
+              END IF;
+              PERFORM 1 FROM {s}.af_shards WHERE shard = sh AND owner = {me} FOR SHARE;
+              IF NOT FOUND THEN
+                INSERT INTO {s}.af_wakeups (shard, workflow_id) VALUES (sh, wid);
+              END IF;
+              RETURN NULL;
+            END $$""",
+        f"CREATE TRIGGER af_route AFTER INSERT ON {s}.inbox FOR EACH ROW "
+        f"EXECUTE FUNCTION {s}.af_route()",
+        f"CREATE TRIGGER af_route AFTER INSERT ON {s}.workflows FOR EACH ROW "
+        f"WHEN (NEW.status = 'running') EXECUTE FUNCTION {s}.af_route()",
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRow:
+    """A node as the database knows it."""
+
+    node_id: str
+    incarnation: str
+    state: str
+    heartbeat_age: float
+    started_at: float
+    pid: int | None
+    host: str | None
+    shards: int
+
+
+@dataclasses.dataclass
+class Round:
+    """What one membership round changed for this node."""
+
+    gained: dict[int, int] = dataclasses.field(default_factory=dict)  # shard -> epoch
+    lost: set[int] = dataclasses.field(default_factory=set)  # leases found gone (fenced)
+    release: set[int] = dataclasses.field(default_factory=set)  # leases to hand off
+    dead: list[str] = dataclasses.field(default_factory=list)  # nodes declared dead
+    rejoined: bool = False  # this node was declared dead or lost its session: new incarnation
+
+
+class Membership:
+    """One node's membership of the cluster on a schema, on a control connection of its own.
+
+    The control connection holds the node's session advisory lock for as long as the node is a
+    member; it runs the heartbeats, the probes of other nodes, the claims and the releases. Every
+    method is called from one thread (the store's cluster thread) except ``owned``, ``epoch`` and
+    ``owns_shard``, which any thread may call.
+    """
+
+    def __init__(
+        self, conninfo: str, schema: str, path: str, node_id: str, *,
+        heartbeat: float = HEARTBEAT, ttl: float = TTL,
+    ) -> None:
+        if not isinstance(node_id, str) or not node_id or len(node_id) > 200:
+            raise ValueError(f"node_id must be a non-empty string of at most 200 characters, got {node_id!r}")
+        if not ttl > 2 * heartbeat > 0:
+            raise ValueError(f"the heartbeat ttl ({ttl}s) must be more than twice the heartbeat ({heartbeat}s)")
+        self.conninfo = conninfo
+        self.schema = schema
+        self.path = path
+        self.node_id = node_id
+        self.heartbeat_every = heartbeat
+        self.ttl = ttl
+        self._s = quote(schema)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+        self._owned: dict[int, int] = {}
+        # Shards handed off here whose lease row could not be given back yet (a lock timeout):
+        # not written for, given back by the next round.
+        self._releasing: set[int] = set()
+        self.incarnation = ""
+        self.shards = 0
+        self.lock_key = 0
+        # Database clock minus this process's (seconds), measured at every heartbeat.
+        self.offset = 0.0
+        self.last_heartbeat = 0.0  # monotonic time of the last heartbeat that succeeded
+
+    # -- what any thread may ask ----------------------------------------------------------------
+    def owned(self) -> dict[int, int]:
+        """The shards leased now, with their epochs."""
+        with self._lock:
+            return dict(self._owned)
+
+    def epoch(self, shard: int) -> int | None:
+        """The epoch of this node's lease of ``shard``, or None if it holds none."""
+        with self._lock:
+            return self._owned.get(shard)
+
+    def owns_shard(self, shard: int) -> bool:
+        with self._lock:
+            return shard in self._owned
+
+    def fenced(self, shard: int) -> Fenced:
+        """The error of a write for ``shard`` this node holds no lease of (refused before SQL)."""
+        return Fenced(
+            f"fenced: shard {shard} is not leased by node {self.node_id!r} (incarnation "
+            f"{self.incarnation}); nothing was written. The shard's owner goes on with its "
+            f"workflows.", path=self.path, shard=shard, epoch=None,
+        )
+
+    # -- joining and leaving ------------------------------------------------------------------
+    def _sql(self, template: str) -> str:
+        return template.replace("{s}", self._s)
+
+    def _exec(self, template: str, params: Any = None) -> list[tuple[Any, ...]]:
+        conn = self._conn
+        if conn is None or conn.closed:
+            raise StorageUnavailable(f"node {self.node_id!r} has no connection to {self.path}", path=self.path)
+        try:
+            cur = conn.execute(self._sql(template), params)
+            return list(cur.fetchall()) if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise translate_error(exc, self.path, conn) from exc
+
+    def join(self) -> None:
+        """Take the node's lock and register a new incarnation (raises ``NodeIdInUse`` if a live
+        process runs this node name)."""
+        self.close()
+        self._conn = connect(self.conninfo, self.path, autocommit=True, lock_timeout=LOCK_TIMEOUT,
+                             **NODE_SETTINGS)
+        try:
+            self.shards = int(self._exec("SELECT value FROM {s}.meta WHERE key = 'shards'")[0][0])
+            key = self._exec("SELECT hashtextextended(%s, 0)", (f"actorflow-node:{self.schema}:{self.node_id}",))
+            self.lock_key = int(key[0][0])
+            deadline = time.monotonic() + JOIN_GRACE
+            while not self._exec("SELECT pg_try_advisory_lock(%s)", (self.lock_key,))[0][0]:
+                if time.monotonic() >= deadline:
+                    raise self._in_use()
+                time.sleep(0.05)
+            self.incarnation = str(uuid.uuid4())
+            self._exec(
+                "INSERT INTO {s}.af_nodes (node_id, incarnation, lock_key, state, heartbeat_at, "
+                "started_at, pid, host) VALUES (%s, %s, %s, 'up', now(), now(), %s, %s) "
+                "ON CONFLICT (node_id) DO UPDATE SET incarnation = EXCLUDED.incarnation, "
+                "lock_key = EXCLUDED.lock_key, state = 'up', heartbeat_at = now(), "
+                "started_at = now(), pid = EXCLUDED.pid, host = EXCLUDED.host",
+                (self.node_id, self.incarnation, self.lock_key, os.getpid(), socket.gethostname()),
+            )
+            self._measure_offset()
+            self.last_heartbeat = time.monotonic()
+        except BaseException:
+            self.close()
+            raise
+
+    def _in_use(self) -> NodeIdInUse:
+        rows = self._exec(
+            "SELECT pid, host, started_at::text FROM {s}.af_nodes WHERE node_id = %s", (self.node_id,)
+        )
+        pid, host, since = rows[0] if rows else (None, None, None)
+        return NodeIdInUse(self.path, node_id=self.node_id, pid=pid, host=host, since=since)
+
+    def _measure_offset(self) -> None:
+        t0 = time.time()
+        db_now = float(self._exec("SELECT extract(epoch FROM clock_timestamp())")[0][0])
+        t1 = time.time()
+        self.offset = db_now - (t0 + t1) / 2
+
+    def drop_all(self) -> set[int]:
+        """Forget every lease locally (self-fencing); return the shards that were held."""
+        with self._lock:
+            lost = set(self._owned)
+            self._owned.clear()
+            self._releasing.clear()
+        return lost
+
+    def leave(self) -> None:
+        """Give every lease back (the others claim them at once) and leave the cluster."""
+        held = self.drop_all()
+        try:
+            if held:
+                self._release(held)
+            self._exec("UPDATE {s}.af_nodes SET state = 'left' WHERE node_id = %s AND incarnation = %s",
+                       (self.node_id, self.incarnation))
+            self._exec("SELECT pg_notify(%s, 'rebalance')", (channel(self.schema),))
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            try:
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            except psycopg.Error:
+                pass
+            conn.close()
+
+    # -- a round ------------------------------------------------------------------------------
+    def heartbeat(self) -> bool:
+        """Renew this node's heartbeat; False if it was declared dead meanwhile."""
+        rows = self._exec(
+            "UPDATE {s}.af_nodes SET heartbeat_at = now() WHERE node_id = %s AND incarnation = %s "
+            "AND state = 'up' RETURNING 1", (self.node_id, self.incarnation),
+        )
+        if not rows:
+            return False
+        self._measure_offset()
+        self.last_heartbeat = time.monotonic()
+        return True
+
+    def detect_dead(self) -> list[str]:
+        """Declare dead every other node whose session is gone (its lock is free) or whose
+        heartbeat is older than the ttl; return their names."""
+        rows = self._exec(
+            "SELECT node_id, incarnation::text, lock_key, heartbeat_at < now() - make_interval(secs => %s) "
+            "FROM {s}.af_nodes WHERE state = 'up' AND node_id != %s",
+            (self.ttl, self.node_id),
+        )
+        if not rows:
+            return []
+        keys = [int(r[2]) for r in rows]
+        free = {int(k) for k, got in self._exec(
+            "SELECT k, pg_try_advisory_lock(k) FROM unnest(%s::bigint[]) AS k", (keys,)
+        ) if got}
+        if free:
+            self._exec("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS k", (list(free),))
+        dead = []
+        for node_id, inc, key, stale in rows:
+            if int(key) in free or stale:
+                if self._exec(
+                    "UPDATE {s}.af_nodes SET state = 'dead' WHERE node_id = %s AND incarnation = %s "
+                    "AND state = 'up' RETURNING 1", (node_id, inc),
+                ):
+                    dead.append(node_id)
+        return dead
+
+    def live_nodes(self) -> list[str]:
+        return [r[0] for r in self._exec(
+            "SELECT node_id FROM {s}.af_nodes WHERE state = 'up' AND heartbeat_at >= now() - "
+            "make_interval(secs => %s)", (self.ttl,),
+        )]
+
+    def rebalance(self) -> Round:
+        """Claim the shards this node should hold that no live node leases; say which of those
+        it holds it should hand off, and which leases it found gone."""
+        result = Round()
+        if self._releasing:
+            self._release(set(self._releasing))
+        live = self.live_nodes()
+        if self.node_id not in live:
+            live.append(self.node_id)
+        want = sorted(assignment(self.shards, live)[self.node_id])
+        if want:
+            try:
+                self._exec(
+                    "UPDATE {s}.af_shards AS s SET owner = %s, epoch = s.epoch + 1, since = now() "
+                    "WHERE s.shard IN (SELECT shard FROM {s}.af_shards WHERE shard = ANY(%s) "
+                    "AND (owner IS NULL OR owner NOT IN (SELECT incarnation FROM {s}.af_nodes "
+                    "WHERE state = 'up')) ORDER BY shard FOR UPDATE) "
+                    "AND (s.owner IS NULL OR s.owner NOT IN (SELECT incarnation FROM {s}.af_nodes "
+                    "WHERE state = 'up'))",
+                    (self.incarnation, want),
+                )
+            except PersistenceError as exc:
+                if isinstance(exc, StorageUnavailable):
+                    raise
+                # A lock timeout (a frozen owner's transaction, until the server ends it):
+                # the next round tries again.
+        held = {int(s): int(e) for s, e in self._exec(
+            "SELECT shard, epoch FROM {s}.af_shards WHERE owner = %s", (self.incarnation,)
+        ) if int(s) not in self._releasing}
+        with self._lock:
+            for shard, epoch in held.items():
+                if self._owned.get(shard) != epoch:
+                    result.gained[shard] = epoch
+            result.lost = {s for s in self._owned if held.get(s) != self._owned[s]}
+            for s in result.lost:
+                del self._owned[s]
+            self._owned.update(result.gained)
+            result.release = set(self._owned) - set(want)
+        return result
+
+    def stop_using(self, shards: Iterable[int]) -> None:
+        """Take ``shards`` out of the leases this node writes for (the first half of a handoff:
+        a write for them is refused from now on)."""
+        with self._lock:
+            for s in shards:
+                self._owned.pop(s, None)
+
+    def release(self, shards: Iterable[int]) -> None:
+        """Hand ``shards`` off: they are no longer written for here (``stop_using``), and their
+        leases go back, epoch + 1, for their new owner to claim. Waits for a step of this node
+        still committing for one of them."""
+        shards = set(shards)
+        self.stop_using(shards)
+        self._release(shards)
+
+    def _release(self, shards: set[int]) -> None:
+        with self._lock:
+            self._releasing |= shards
+        try:
+            self._exec(
+                "UPDATE {s}.af_shards SET owner = NULL, epoch = epoch + 1, since = now() "
+                "WHERE shard = ANY(%s) AND owner = %s",
+                (sorted(shards), self.incarnation),
+            )
+        except PersistenceError as exc:
+            if isinstance(exc, StorageUnavailable):
+                raise
+            return  # a lock timeout (a step still committing): the next round gives them back
+        with self._lock:
+            self._releasing -= shards
+        self._exec("SELECT pg_notify(%s, 'rebalance')", (channel(self.schema),))
+
+    # -- wake-ups -----------------------------------------------------------------------------
+    def take_wakeups(self) -> list[str]:
+        """Delete the wake-up rows of the shards leased here; return their workflow ids."""
+        owned = sorted(self.owned())
+        if not owned:
+            return []
+        rows = self._exec(
+            "DELETE FROM {s}.af_wakeups WHERE shard = ANY(%s) RETURNING workflow_id", (owned,)
+        )
+        return list(dict.fromkeys(r[0] for r in rows))
+
+    def notify(self, shards: Iterable[int]) -> None:
+        """Tell the owners of ``shards`` that wake-ups are waiting (after the commit that wrote
+        them; never inside a write transaction)."""
+        payloads: list[str] = []
+        text = ""
+        for s in sorted(set(shards)):
+            part = str(s)
+            if text and len(text) + len(part) + 1 > NOTIFY_BYTES:
+                payloads.append(text)
+                text = ""
+            text = f"{text},{part}" if text else part
+        if text:
+            payloads.append(text)
+        if payloads:
+            self._exec("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                       (channel(self.schema), payloads))
+
+    # -- reads --------------------------------------------------------------------------------
+    def nodes(self) -> list[NodeRow]:
+        rows = self._exec(
+            "SELECT n.node_id, n.incarnation::text, n.state, "
+            "extract(epoch FROM now() - n.heartbeat_at), extract(epoch FROM n.started_at), n.pid, "
+            "n.host, (SELECT count(*) FROM {s}.af_shards s WHERE s.owner = n.incarnation) "
+            "FROM {s}.af_nodes n ORDER BY n.node_id"
+        )
+        return [NodeRow(r[0], r[1], r[2], float(r[3]), float(r[4]), r[5], r[6], int(r[7])) for r in rows]
+
+
+def read_nodes(conn: psycopg.Connection[Any], schema: str) -> list[NodeRow]:
+    """The nodes of ``schema`` on any connection (``wf nodes``, ``system.nodes()``)."""
+    s = quote(schema)
+    rows = conn.execute(
+        f"SELECT n.node_id, n.incarnation::text, n.state, "
+        f"extract(epoch FROM now() - n.heartbeat_at), extract(epoch FROM n.started_at), n.pid, "
+        f"n.host, (SELECT count(*) FROM {s}.af_shards s WHERE s.owner = n.incarnation) "
+        f"FROM {s}.af_nodes n ORDER BY n.node_id"
+    ).fetchall()
+    return [NodeRow(r[0], r[1], r[2], float(r[3]), float(r[4]), r[5], r[6], int(r[7])) for r in rows]

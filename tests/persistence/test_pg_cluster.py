@@ -1,0 +1,311 @@
+"""A cluster's membership on PostgreSQL, against the real server: shards by a stable hash stored
+in the row, leases by rendezvous hashing (a join or a leave moves only a fair share), dead nodes
+found by their free session lock or their old heartbeat, and the fence: a write for a shard whose
+lease moved commits nothing, even from a node frozen in the middle of its transaction."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from persistence import Fenced, NodeIdInUse
+from persistence._pg import _schema
+from persistence._pg._cluster import Membership, channel, cluster_ddl
+from persistence._pg._errors import translate_error
+from persistence._shards import DEFAULT_SHARDS, assignment, owner_of, shard_of
+from tests.conftest import schema_of
+
+
+@pytest.fixture
+def schema(pg_url: str) -> Iterator[str]:
+    s = schema_of(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _schema.migrate(conn, s, "here")
+        if not conn.execute("SELECT to_regclass(%s)", (f"{s}.af_shards",)).fetchone()[0]:  # type: ignore[index]
+            with conn.transaction():
+                for sql in cluster_ddl(_schema.quote(s)):
+                    conn.execute(sql)
+    yield s
+
+
+def member(pg_url: str, schema: str, node_id: str, **kw: Any) -> Membership:
+    m = Membership(pg_url, schema, "here", node_id, heartbeat=kw.pop("heartbeat", 0.1),
+                   ttl=kw.pop("ttl", 1.0), **kw)
+    m.join()
+    return m
+
+
+def settle(*members: Membership) -> None:
+    """Rounds until every shard is leased by the node that should hold it."""
+    for _ in range(10):
+        for m in members:
+            m.heartbeat()
+            m.detect_dead()
+            r = m.rebalance()
+            if r.release:
+                m.release(r.release)
+    for m in members:
+        m.rebalance()
+
+
+def test_the_shard_is_a_stable_hash_the_server_computes_the_same(pg_url: str, schema: str) -> None:
+    ids = ["a", "order-17", "ünïcode-✓", "x" * 300, "", *(f"w{i}" for i in range(50))]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        got = [conn.execute(
+            "SELECT ((('x' || substr(md5(%s), 1, 8))::bit(32)::bigint) %% %s)::integer",
+            (i, DEFAULT_SHARDS),
+        ).fetchone()[0] for i in ids]  # type: ignore[index]
+    assert got == [shard_of(i, DEFAULT_SHARDS) for i in ids]
+    assert shard_of("a", 256) == 185  # the same value in every process, every run (md5 0cc175b9...)
+
+
+def test_the_row_holds_the_shard_a_child_shares_its_parents(pg_url: str, schema: str) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for wid, parent in (("root-1", None), ("child-1", "root-1")):
+            conn.execute(
+                f"INSERT INTO {schema}.workflows (id, type, status, parent_id, created_at, "
+                f"updated_at) VALUES (%s, 't', 'running', %s, 0, 0)", (wid, parent),
+            )
+        shards = dict(conn.execute(f"SELECT id, shard FROM {schema}.workflows").fetchall())
+    assert shards["root-1"] == shard_of("root-1", DEFAULT_SHARDS)
+    assert shards["child-1"] == shards["root-1"] != shard_of("child-1", DEFAULT_SHARDS)
+
+
+def test_rendezvous_moves_only_a_fair_share_on_join_and_leave() -> None:
+    two = assignment(256, ["n1", "n2"])
+    three = assignment(256, ["n1", "n2", "n3"])
+    assert sorted(s for v in three.values() for s in v) == list(range(256))
+    moved = {s for n in ("n1", "n2") for s in two[n] - three[n]}
+    assert moved == three["n3"]  # only shards that the newcomer takes move
+    assert 50 < len(three["n3"]) < 120  # about a third
+    assert {s: owner_of(s, ["n2", "n1"]) for s in range(256)} == {
+        s: owner_of(s, ["n1", "n2"]) for s in range(256)}  # the order of the list is irrelevant
+
+
+def test_a_second_live_process_with_the_same_node_id_is_refused_naming_it(pg_url: str, schema: str) -> None:
+    a = member(pg_url, schema, "game-1")
+    try:
+        with pytest.raises(NodeIdInUse, match="node_id 'game-1' is in use") as info:
+            member(pg_url, schema, "game-1")
+        assert info.value.node_id == "game-1"
+        assert "another node_id" in str(info.value)
+    finally:
+        a.close()
+    b = member(pg_url, schema, "game-1")  # once the first is gone, the name is free again
+    assert b.incarnation != a.incarnation
+    b.close()
+
+
+def test_nodes_share_the_shards_and_a_killed_node_is_taken_over_at_once(pg_url: str, schema: str) -> None:
+    a, b = member(pg_url, schema, "a"), member(pg_url, schema, "b")
+    try:
+        settle(a, b)
+        share = assignment(DEFAULT_SHARDS, ["a", "b"])
+        assert set(a.owned()) == share["a"] and set(b.owned()) == share["b"]
+        epochs = b.owned()
+        # b's session ends without a word (as when its process is killed): its lock is free.
+        assert b._conn is not None
+        b._conn.close()
+        dead = a.detect_dead()
+        assert dead == ["b"]
+        r = a.rebalance()
+        assert set(r.gained) == share["b"]
+        assert all(r.gained[s] == epochs[s] + 1 for s in share["b"])  # every lease: a new epoch
+        assert len(a.owned()) == DEFAULT_SHARDS
+        assert {n.node_id: (n.state, n.shards) for n in a.nodes()} == {
+            "a": ("up", DEFAULT_SHARDS), "b": ("dead", 0)}
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_frozen_node_is_declared_dead_by_its_heartbeat_and_rejoins_as_a_new_incarnation(
+    pg_url: str, schema: str
+) -> None:
+    a, b = member(pg_url, schema, "a"), member(pg_url, schema, "b")
+    try:
+        settle(a, b)
+        time.sleep(1.2)  # b is frozen: no heartbeat past the ttl, its session still open
+        a.heartbeat()
+        assert a.detect_dead() == ["b"]
+        a.rebalance()
+        assert len(a.owned()) == DEFAULT_SHARDS
+        assert b.heartbeat() is False  # b wakes up: it learns it was declared dead
+        old = b.incarnation
+        b.join()
+        assert b.incarnation != old
+        settle(a, b)
+        assert set(b.owned()) == assignment(DEFAULT_SHARDS, ["a", "b"])["b"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_joining_node_takes_its_share_and_a_leaving_one_hands_its_share_off(
+    pg_url: str, schema: str
+) -> None:
+    a = member(pg_url, schema, "a")
+    b: Membership | None = None
+    try:
+        settle(a)
+        assert len(a.owned()) == DEFAULT_SHARDS
+        before = a.owned()
+        b = member(pg_url, schema, "b")
+        settle(a, b)
+        share = assignment(DEFAULT_SHARDS, ["a", "b"])
+        assert set(b.owned()) == share["b"]
+        assert {s: e for s, e in a.owned().items()} == {s: before[s] for s in share["a"]}  # kept
+        b.leave()
+        settle(a)
+        assert len(a.owned()) == DEFAULT_SHARDS
+        assert [(n.node_id, n.state) for n in a.nodes()] == [("a", "up"), ("b", "left")]
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def _fence(conn: psycopg.Connection[Any], schema: str, m: Membership, shard: int, epoch: int) -> None:
+    conn.execute(f"SELECT {schema}.af_fence(%s, %s, %s)", (shard, epoch, m.incarnation))
+
+
+def test_the_fence_refuses_a_write_of_a_node_whose_lease_moved_even_frozen_mid_transaction(
+    pg_url: str, schema: str
+) -> None:
+    a, b = member(pg_url, schema, "a"), member(pg_url, schema, "b")
+    zombie = psycopg.connect(pg_url, autocommit=False,
+                             options="-c idle_in_transaction_session_timeout=1500ms")
+    try:
+        settle(a, b)
+        shard, epoch = sorted(b.owned().items())[0]
+        # b's writer is in the middle of a step for the shard (fence taken), then b freezes.
+        _fence(zombie, schema, b, shard, epoch)
+        zombie.execute(f"INSERT INTO {schema}.history (workflow_id, at, event) VALUES ('w', 0, 'z')")
+        time.sleep(1.2)
+        a.heartbeat()
+        assert a.detect_dead() == ["b"]
+        started = time.monotonic()
+        claimed = threading.Event()
+
+        def claim() -> None:
+            while shard not in a.owned():  # the claim waits for the zombie's share lock
+                a.rebalance()
+            claimed.set()
+
+        t = threading.Thread(target=claim)
+        t.start()
+        t.join(10)
+        assert claimed.is_set()
+        # The server ended the zombie's open transaction (idle_in_transaction_session_timeout):
+        # its write never committed, and the takeover went through after it.
+        assert time.monotonic() - started >= 0.2
+        assert a.owned()[shard] == epoch + 1
+        with pytest.raises(psycopg.Error):
+            zombie.commit()
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            assert c.execute(f"SELECT count(*) FROM {schema}.history").fetchone() == (0,)
+        # b, woken, tries its next step with its old lease: refused, nothing written.
+        late = psycopg.connect(pg_url)
+        try:
+            with pytest.raises(psycopg.Error) as info:
+                _fence(late, schema, b, shard, epoch)
+            err = translate_error(info.value, "here", late)
+            assert isinstance(err, Fenced) and err.shard == shard
+            assert f"shard {shard} (epoch {epoch}) is no longer leased" in str(err)
+        finally:
+            late.close()
+    finally:
+        zombie.close()
+        a.close()
+        b.close()
+
+
+def _handoff(pg_url: str, schema: str) -> tuple[Membership, Membership, int, int]:
+    """b holds a shard that c, joining, should take: (b, c, that shard, b's epoch of it)."""
+    b = member(pg_url, schema, "b")
+    settle(b)
+    c = member(pg_url, schema, "c")
+    r = b.rebalance()
+    assert r.release == assignment(DEFAULT_SHARDS, ["b", "c"])["c"]
+    shard = min(r.release)
+    return b, c, shard, b.owned()[shard]
+
+
+def test_a_handoff_waits_for_a_step_in_flight_and_the_next_step_is_fenced(pg_url: str, schema: str) -> None:
+    b, c, shard, epoch = _handoff(pg_url, schema)
+    step = psycopg.connect(pg_url)
+    try:
+        _fence(step, schema, b, shard, epoch)
+        committer = threading.Timer(0.3, step.commit)
+        committer.start()
+        b.release({shard})  # waits until the step commits (a thread commits it in 0.3 s)
+        committer.join()
+        assert shard not in b.owned()
+        with pytest.raises(psycopg.Error):
+            _fence(step, schema, b, shard, epoch)
+        step.rollback()
+        c.rebalance()
+        assert c.owned()[shard] == epoch + 2  # released (+1), then claimed (+1)
+    finally:
+        step.close()
+        b.close()
+        c.close()
+
+
+def test_a_release_that_times_out_waiting_is_given_back_by_a_later_round(pg_url: str, schema: str) -> None:
+    b, c, shard, epoch = _handoff(pg_url, schema)
+    step = psycopg.connect(pg_url)
+    try:
+        _fence(step, schema, b, shard, epoch)
+        b.release({shard})  # the step holds on past the lock timeout: not given back yet
+        assert shard not in b.owned()  # ... but never written for again
+        c.rebalance()
+        assert shard not in c.owned()
+        step.commit()
+        c.heartbeat()  # (the lock timeout took longer than c's ttl)
+        r = b.rebalance()
+        assert shard not in r.gained and shard not in b.owned()
+        c.rebalance()
+        assert c.owned()[shard] == epoch + 2
+    finally:
+        step.close()
+        b.close()
+        c.close()
+
+
+def test_an_inbox_row_for_another_nodes_shard_leaves_a_wakeup_for_its_owner(pg_url: str, schema: str) -> None:
+    a, b = member(pg_url, schema, "a"), member(pg_url, schema, "b")
+    listener = psycopg.connect(pg_url, autocommit=True)
+    try:
+        settle(a, b)
+        listener.execute(f"LISTEN {channel(schema)}")
+        wid = next(f"w{i}" for i in range(1000) if shard_of(f"w{i}", DEFAULT_SHARDS) in b.owned())
+        mine = next(f"m{i}" for i in range(1000) if shard_of(f"m{i}", DEFAULT_SHARDS) in a.owned())
+        with psycopg.connect(pg_url) as conn:
+            for w in (wid, mine):
+                conn.execute(f"INSERT INTO {schema}.workflows (id, type, status, created_at, "
+                             f"updated_at) VALUES (%s, 't', 'running', 0, 0)", (w,))
+            conn.commit()
+            assert sorted(b.take_wakeups()) == [wid]  # a start handed to its owner
+            assert sorted(a.take_wakeups()) == [mine]
+            # a's writer (its fence names its incarnation) signals both: only b gets a wake-up.
+            _fence(conn, schema, a, shard_of(mine, DEFAULT_SHARDS), a.owned()[shard_of(mine, DEFAULT_SHARDS)])
+            for w in (wid, mine):
+                conn.execute(f"INSERT INTO {schema}.inbox (workflow_id, kind, name, payload, "
+                             f"created_at) VALUES (%s, 'signal', 'go', ''::bytea, 0)", (w,))
+            conn.commit()
+        assert a.take_wakeups() == []
+        assert b.take_wakeups() == [wid]
+        assert b.take_wakeups() == []  # taken once
+        a.notify([shard_of(wid, DEFAULT_SHARDS)])
+        got = [n.payload for n in listener.notifies(timeout=2.0, stop_after=1)]
+        assert got == [str(shard_of(wid, DEFAULT_SHARDS))]
+    finally:
+        listener.close()
+        a.close()
+        b.close()
