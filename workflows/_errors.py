@@ -126,12 +126,14 @@ class ChildFailed(_DataError):
 
 
 class VersionMismatch(_DataError):
-    """A continuation was made by other code (or another Python) than the one loaded now."""
+    """A continuation was made by other code (or another Python) than the one loaded now, and
+    cannot be moved onto it; ``reasons`` says, per frame, what did not match."""
 
-    _fields = ("workflow_type", "stored", "loaded")
+    _fields = ("workflow_type", "stored", "loaded", "reasons")
     workflow_type: str | None
     stored: str | None
     loaded: str | None
+    reasons: tuple[str, ...] | None
 
 
 class CheckpointError(_DataError):

@@ -36,6 +36,7 @@ from ._scope import (
 )
 from ._signals import awaited_signals
 from ._signals import scan as scan_signals
+from ._upgrade import PointTable, describe_points, start_point
 from ._validate import Validator, compile_warnings, unawaited_commands
 
 COMPILER_VERSION = "actorflow-compiler-2"  # 2: locals are frame attributes v_<name>
@@ -48,6 +49,9 @@ for _feature in __future__.all_feature_names:
 _counter = itertools.count(1)
 P = ParamSpec("P")
 R = TypeVar("R")
+# An upgrade function: (old point, old locals) -> (new point, new locals), or None.
+UpgradeFunction = Callable[[str, dict[str, Any]], "tuple[str, dict[str, Any]] | None"]
+U = TypeVar("U", bound=UpgradeFunction)
 
 
 class CompiledCode:
@@ -76,6 +80,7 @@ class CompiledCode:
         self.block_asts: list[Any] = []
         self.stubs: dict[int, Any] = {}
         self._point_text: dict[int, str] = {}  # describe_point's answers: asked at every step
+        self.table: PointTable | None = None  # the points' identities, for upgrades (_upgrade)
 
     def dump(self) -> str:
         """The generated block functions as Python source (for debugging the compiler)."""
@@ -144,6 +149,7 @@ class WorkflowFunction(Generic[P, R]):
         self.__doc__ = fn.__doc__
         self.__signature__ = inspect.signature(fn)
         self._signal_scan: tuple[frozenset[str] | None, tuple[str, ...]] = (None, ())
+        self._upgraders: list[tuple[str, UpgradeFunction]] = []
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> SubCall[R]:
         """An awaitable call: ``await wf(x)`` inside a workflow runs ``wf`` inline."""
@@ -174,6 +180,44 @@ class WorkflowFunction(Generic[P, R]):
             self._signal_names = awaited_signals(own, inline, g.get)
         names: frozenset[str] | None = self._signal_names
         return names
+
+    def upgrade(self, from_version: str) -> Callable[[U], U]:
+        """Register a function that moves continuations made by an older version of this code.
+
+        ``from_version`` is the old code's fingerprint, or a prefix of it of at least 8 hex digits
+        (as ``wf show`` and the ``VersionMismatch`` message print it). The function is called as
+        ``fn(point, locals)`` with the old point's identity (``"timer 'walk' #1"``) and a dict of
+        the old frame's locals, and returns ``(new_point, new_locals)``: the identity of an await
+        of the new code and the locals to resume there with (every local live there must be
+        given). It may return None to leave that point to the automatic rules. Its answer is
+        checked before anything is stored; a wrong answer (or an exception) keeps the workflow
+        held, with the reason.
+        """
+        if not isinstance(from_version, str) or len(from_version) < 8 or not all(
+                c in "0123456789abcdef" for c in from_version):
+            raise ValueError(
+                f"{self.__workflow_key__}.upgrade(from_version={from_version!r}): give the old "
+                "code's fingerprint, or its first 8 or more hex digits (lower case)"
+            )
+        if self.fingerprint.startswith(from_version):
+            raise ValueError(
+                f"{self.__workflow_key__}.upgrade(from_version={from_version!r}): that is this "
+                "code's own fingerprint; give the fingerprint of the old code the stored "
+                "continuations were made by"
+            )
+
+        def register_upgrade(fn: U) -> U:
+            if not callable(fn):
+                raise TypeError(f"@{self.__name__}.upgrade(...) decorates a function, got {fn!r}")
+            self._upgraders.append((from_version, fn))
+            return fn
+
+        return register_upgrade
+
+    def upgrader_for(self, fingerprint: str) -> UpgradeFunction | None:
+        """The upgrade function registered for continuations made by code ``fingerprint``."""
+        found = [fn for v, fn in self._upgraders if fingerprint.startswith(v)]
+        return found[-1] if found else None
 
     def __reduce__(self) -> Any:
         return (resolve, ("workflow", self.__workflow_key__))
@@ -384,6 +428,12 @@ def _compile(
     code.block_asts = asts
     code.globals = fn.__globals__
     code.stubs = _stubs(em, fn, filename)
+    code.table = PointTable(
+        describe_points(node, em.point_nodes, em.shapes, locals_, COMPILER_VERSION),
+        start_point(params, COMPILER_VERSION),
+        locals_,
+        code.describe_slot,
+    )
     _warn(fn, node, b, filename, key)
     wf = WorkflowFunction(fn, code, _binder(fn, node))
     wf._signal_scan = scan_signals(node)

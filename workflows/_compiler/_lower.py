@@ -105,6 +105,12 @@ class Emitter:
         self.uid_n = 0
         self.src: ast.AST = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
         self.peeks: set[int] = set()
+        # For upgrading a suspended workflow onto new code (``_upgrade``): the constructs around
+        # the statement being lowered, ``(kind, detail, uid)``, the statements being lowered with
+        # the uid counter when each began, and per resume point the snapshot of both.
+        self.structure: list[tuple[str, str, int]] = []
+        self.owners: list[tuple[ast.AST, int]] = []
+        self.shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], ast.AST | None, int]] = {}
 
     # -- labels and blocks
 
@@ -290,7 +296,9 @@ class Emitter:
             self.flush()
             saved = self.src
             self.src = s
+            self.owners.append((s, self.uid_n))
             getattr(self, "st_" + type(s).__name__)(s)
+            self.owners.pop()
             self.src = saved
         self.flush()
 
@@ -416,7 +424,9 @@ class Emitter:
         if not (isinstance(s.test, ast.Constant) and s.test.value):
             self.branch(s.test, other, False)
         self.leaps.append(("loop", after, head))
+        self.structure.append(("while", "", -1))
         self.body(s.body)
+        self.structure.pop()
         self.leaps.pop()
         if not self.ended:
             self.jump(head)
@@ -455,7 +465,9 @@ class Emitter:
         )
         self.emit(ast.Assign([self.rw(s.target)], ast.Name("_af_v", ast.Load())))
         self.leaps.append(("loop", brk, head))
+        self.structure.append(("for", f"{ast.unparse(s.target)} in {ast.unparse(s.iter)}", k))
         self.body(s.body)
+        self.structure.pop()
         self.leaps.pop()
         if not self.ended:
             self.jump(head)
@@ -486,10 +498,17 @@ class Emitter:
             covered = outer_region
         body_region: Region = (disp, exc, EXC, ()) if disp is not None else covered
         self.goto_new(body_region, outer_hctx)
+        clauses = [f"except {ast.unparse(h.type)}" if h.type else "except" for h in s.handlers]
+        clauses += ["else"] * bool(s.orelse) + ["finally"] * bool(s.finalbody)
+        shape = ", ".join(clauses)
+        self.structure.append(("try", shape, k))
         self.body(s.body)
+        self.structure.pop()
         if s.orelse:
             self.goto_new(covered, outer_hctx)
+            self.structure.append(("try-else", shape, k))
             self.body(s.orelse)
+            self.structure.pop()
 
         def exit_try() -> None:
             self.flush()
@@ -532,7 +551,9 @@ class Emitter:
                 self.src = h.body[0]
                 self.start_at(hl, _add(covered, clears), hctx)
                 self.leaps.append(("clear", clears))
+                self.structure.append(("except", f"{clauses[labels.index(hl)]} of {shape}", k))
                 self.body(h.body)
+                self.structure.pop()
                 self.leaps.pop()
                 self.flush()
                 if not self.ended:
@@ -548,7 +569,9 @@ class Emitter:
             self.src = s.finalbody[0]
             self.start_at(fin_l, _add(outer_region, ((0, fin),)), ((fin, FIN),) + outer_hctx)
             self.leaps.append(("clear", ((0, fin),)))
+            self.structure.append(("finally", shape, k))
             self.body(s.finalbody)
+            self.structure.pop()
             self.leaps.pop()
             self.flush()
             if not self.ended:
@@ -604,7 +627,12 @@ class Emitter:
             ],
         )
         out = [fill_locations(x, s) for x in pre + [tr]]
+        what = ast.unparse(item.context_expr)
+        if item.optional_vars is not None:
+            what += f" as {ast.unparse(item.optional_vars)}"
+        self.structure.append(("with", what, k))
         self.body(out)
+        self.structure.pop()
 
     def st_Match(self, s: ast.Match) -> None:
         k = self.uid()
@@ -638,7 +666,9 @@ class Emitter:
             self.jump(nxt)
             if guard_l is not None:
                 self.start_at(guard_l)
+                self.structure.append(("match", ast.unparse(s.subject), k))
                 self.branch(case.guard, body_l, True)  # type: ignore[arg-type]
+                self.structure.pop()
                 self.jump(nxt)
             self.src = case.body[0]
             self.start_at(body_l)
@@ -738,6 +768,8 @@ class Emitter:
         text = getattr(e, "_af_text", None) or self.source_of(e)
         self.points[resume] = (e.lineno, text)
         self.point_nodes[resume] = e
+        owner, uid0 = self.owners[-1] if self.owners else (None, 0)
+        self.shapes[resume] = (tuple(self.structure), owner, uid0)
         self.start_at(resume)
         return frame_attr("_af_sent")
 
@@ -995,7 +1027,9 @@ class Emitter:
         saved_region = self.region
         if saved_region[0] is not None:
             self.region = _add(saved_region, gone)
+        self.structure.append(("comprehension", what, k))
         self.body(stmts)
+        self.structure.pop()
         self.region = saved_region
         for var in ren.values():
             self.emit(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(var))))

@@ -41,6 +41,7 @@ from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 from ._pickler import LiveIter, ResourceRefused, dumps, live_iter
 from ._scope import FRAME, LOCAL, RT, user_name, variable_of
+from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
 
 R = TypeVar("R")  # a sub-workflow call's return type (SubCall)
 
@@ -698,15 +699,24 @@ def checkpoint(cont: Continuation) -> bytes:
             location=None,
         )
     frames = cont._frames
-    hkey = (cont._key, cont._fingerprint, cont._state, *[f._af_code for f in frames])
+    hkey = (cont._key, cont._fingerprint, cont._state,
+            *[(f._af_code, f.__dict__.get("_af_pc")) for f in frames])
     prefix = _HEADERS.get(hkey)
     if prefix is None:
+        started = cont._state != 0
         header = {
             "format": FORMAT,
             "key": cont._key,
             "fingerprint": cont._fingerprint,
             "state": cont._state,
-            "frames": [[f._af_code.key, f._af_code.fingerprint] for f in frames],
+            # Per frame: its code, and the point it is suspended at (identity, enclosing
+            # constructs, live locals), so that newer code can tell whether it may move there.
+            "frames": [
+                [f._af_code.key, f._af_code.fingerprint,
+                 f._af_code.table.record(f.__dict__.get("_af_pc"), started)
+                 if f._af_code.table is not None else None]
+                for f in frames
+            ],
             "python": PY,
         }
         hb = json.dumps(header, separators=(",", ":")).encode()
@@ -860,16 +870,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
     )
 
 
-def restore(blob: bytes) -> Continuation:
-    """Rebuild a continuation from ``checkpoint`` bytes, resolving its code through the registry.
-
-    Raises:
-        VersionMismatch: the loaded code (or Python minor version) differs from the one that made
-            the checkpoint; the continuation is never resumed silently.
-        CheckpointError: the bytes are not a checkpoint, or cannot be unpickled.
-        UnknownWorkflowType: a workflow key is not registered and its module cannot be imported,
-            or its state refers to a class or function that cannot be found.
-    """
+def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise TypeError(f"restore() takes the bytes made by checkpoint(), got {type(blob).__name__}")
     blob = bytes(blob)
@@ -904,20 +905,12 @@ def restore(blob: bytes) -> Continuation:
             stored=header["python"],
             loaded=PY,
         )
-    for fkey, fp in header["frames"]:
-        wf = resolve("workflow", fkey)
-        if wf.fingerprint != fp:
-            raise VersionMismatch(
-                f"continuation of workflow {fkey} was made by code {fp[:12]}, loaded code is "
-                f"{wf.fingerprint[:12]} (stored fingerprint {fp}, loaded {wf.fingerprint}); the "
-                "workflow's code changed since it was checkpointed, so it is not resumed: "
-                "deploy the old code to finish in-flight instances, or cancel them",
-                workflow_type=fkey,
-                stored=fp,
-                loaded=wf.fingerprint,
-            )
+    return header, payload
+
+
+def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
     try:
-        frames = cloudpickle.loads(payload)
+        frames: list[Frame] = cloudpickle.loads(payload)
     except (ImportError, AttributeError) as e:
         # A class (or function) its locals hold cannot be found: code missing in this process,
         # as for the workflow's own, not damaged bytes.
@@ -935,6 +928,114 @@ def restore(blob: bytes) -> Continuation:
             value_type=None,
             location=None,
         ) from e
+    return frames
+
+
+def _plan(header: dict[str, Any], payload: bytes) -> tuple[Upgrade, list[Frame] | None]:
+    """How each frame of a checkpoint moves onto the loaded code; the restored frames too if
+    some frame's code changed (restored with the loaded code, not yet rewritten)."""
+    key = header["key"]
+    plans = []
+    for entry in header["frames"]:
+        fkey, fp = entry[0], entry[1]
+        rec = entry[2] if len(entry) > 2 else None
+        wf = resolve("workflow", fkey)
+        old = Point.from_record(rec) if isinstance(rec, dict) else None
+        plans.append(FramePlan(fkey, fp, wf.fingerprint, old, how="unchanged" if wf.fingerprint == fp else "held"))
+    up = Upgrade(key, plans)
+    if all(p.how == "unchanged" for p in plans):
+        return up, None
+    frames = _unpickle_frames(key, payload)
+    for p, f in zip(plans, frames, strict=True):
+        if p.how == "unchanged":
+            continue
+        wf = resolve("workflow", p.key)
+        table = wf._code.table
+        if table is None:  # pragma: no cover  (every compiled workflow has one)
+            p.reasons.append("the loaded code has no table of its points")
+            continue
+        plan_frame(p, f.__dict__, table, wf.upgrader_for(p.stored))
+    return up, frames
+
+
+def _mismatch(up: Upgrade) -> VersionMismatch:
+    held = [p for p in up.frames if p.how == "held"]
+    first = held[0]
+    why = "; ".join(p.summary() for p in held)
+    return VersionMismatch(
+        f"continuation of workflow {first.key} was made by code {first.stored[:12]}, loaded code "
+        f"is {first.loaded[:12]} (stored fingerprint {first.stored}, loaded {first.loaded}); the "
+        f"workflow's code changed since it was checkpointed and it cannot be moved onto the new "
+        f"code automatically: {why}. Deploy the old code to finish in-flight instances, register "
+        f"an upgrade function (@{first.key.rpartition(':')[2] or first.key}.upgrade(from_version="
+        f"\"{first.stored[:8]}\")), or cancel them",
+        workflow_type=first.key,
+        stored=first.stored,
+        loaded=first.loaded,
+        reasons=tuple(p.summary() for p in held),
+    )
+
+
+def check_upgrade(blob: bytes) -> Upgrade:
+    """Whether (and how) the continuation in ``blob`` would move onto the code loaded now.
+
+    Changes nothing. ``Upgrade.needed`` says if some frame's code changed, ``possible`` if every
+    such frame can move; ``frames`` says how each does, or why not.
+
+    Raises:
+        VersionMismatch: the checkpoint was made by another Python minor version.
+        CheckpointError, UnknownWorkflowType: as ``restore``.
+    """
+    header, payload = _read_header(blob)
+    return _plan(header, payload)[0]
+
+
+def restore_upgrading(blob: bytes) -> tuple[Continuation, Upgrade | None]:
+    """``restore``, moving the continuation onto the loaded code if its code changed and that
+    is safe (or an upgrade function says how); the Upgrade done, or None.
+
+    Raises:
+        VersionMismatch: some frame cannot move; its ``reasons`` say which point and which
+            locals did not match. Nothing is changed: ``blob`` restores as before.
+        CheckpointError, UnknownWorkflowType: as ``restore``.
+    """
+    header, payload = _read_header(blob)
+    up, frames = _plan(header, payload)
+    if frames is None:
+        return restore(blob), None
+    if not up.possible:
+        raise _mismatch(up)
+    for p, f in zip(up.frames, frames, strict=True):
+        if p.how != "unchanged":
+            apply_frame(p, f, resolve("workflow", p.key)._code)
+    return Continuation(frames, header["key"], up.loaded, header["state"]), up
+
+
+def restore(blob: bytes) -> Continuation:
+    """Rebuild a continuation from ``checkpoint`` bytes, resolving its code through the registry.
+
+    Raises:
+        VersionMismatch: the loaded code (or Python minor version) differs from the one that made
+            the checkpoint; the continuation is never resumed silently.
+        CheckpointError: the bytes are not a checkpoint, or cannot be unpickled.
+        UnknownWorkflowType: a workflow key is not registered and its module cannot be imported,
+            or its state refers to a class or function that cannot be found.
+    """
+    header, payload = _read_header(blob)
+    key = header["key"]
+    for fkey, fp, *_ in header["frames"]:
+        wf = resolve("workflow", fkey)
+        if wf.fingerprint != fp:
+            raise VersionMismatch(
+                f"continuation of workflow {fkey} was made by code {fp[:12]}, loaded code is "
+                f"{wf.fingerprint[:12]} (stored fingerprint {fp}, loaded {wf.fingerprint}); the "
+                "workflow's code changed since it was checkpointed, so it is not resumed: "
+                "deploy the old code to finish in-flight instances, or cancel them",
+                workflow_type=fkey,
+                stored=fp,
+                loaded=wf.fingerprint,
+            )
+    frames = _unpickle_frames(key, payload)
     return Continuation(frames, key, header["fingerprint"], header["state"])
 
 
@@ -944,4 +1045,5 @@ def traceback_of(e: BaseException) -> TracebackType | None:
     return e.__traceback__
 
 
-__all__ = ["Continuation", "Frame", "SubCall", "checkpoint", "restore", "step"]
+__all__ = ["Continuation", "Frame", "SubCall", "check_upgrade", "checkpoint", "restore",
+           "restore_upgrading", "step"]

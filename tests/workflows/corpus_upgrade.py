@@ -1,0 +1,486 @@
+"""The differential corpus of upgrades: old/new pairs of the same workflow.
+
+Each pair is run to a suspension under the old code (``before``: the values its awaits get),
+checkpointed, then the new code is loaded under the same key and the checkpoint is upgraded.
+A pair marked ``moves`` must move, and the upgraded run, given ``after``, must do exactly what the
+new code does when run from the start with ``new_before + after`` (the equivalent state): the
+same commands awaited, the same result or error. A pair marked held must stay held, with a reason
+that contains ``reason``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Pair:
+    name: str
+    what: str  # the kind of edit
+    old: str
+    new: str
+    before: list[Any]  # sent to the old code's awaits (after the first step) up to the suspension
+    after: list[Any]  # sent after the upgrade
+    moves: bool = True
+    reason: str = ""  # held: a part of the message
+    new_before: list[Any] | None = None  # the new code's sends to reach the same point
+    upgrader: str | None = None  # source of an upgrade function ``up(point, locals)``
+    args: tuple[Any, ...] = ("north",)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+PATROL = '''
+async def patrol(name):
+    laps = 0
+    tmp = name.upper()
+    log(tmp)
+    while True:
+        await timer("walk", after=5)
+        laps += 1
+        if laps >= 3:
+            return {"laps": laps, "name": name}
+'''
+
+PAIRS: list[Pair] = [
+    Pair(
+        "renamed_dead_local", "a renamed local that is not live",
+        PATROL,
+        PATROL.replace("tmp", "shout"),
+        [None], [None, None],
+    ),
+    Pair(
+        "statement_before", "a statement added before the await",
+        PATROL,
+        PATROL.replace('        await timer("walk"', '        log("about to walk")\n        await timer("walk"'),
+        [None], [None, None],
+    ),
+    Pair(
+        "statement_after", "a statement added after the await",
+        PATROL,
+        PATROL.replace("        laps += 1\n", "        laps += 1\n        log(f'lap {laps}')\n"),
+        [None], [None, None],
+    ),
+    Pair(
+        "new_branch", "a new branch",
+        PATROL,
+        PATROL.replace("        if laps >= 3:", "        if laps == 2:\n            log('halfway')\n"
+                       "        elif laps > 99:\n            return None\n        if laps >= 3:"),
+        [None], [None, None],
+    ),
+    Pair(
+        "changed_constant", "a changed constant (the timer's wait, the number of laps)",
+        PATROL,
+        PATROL.replace("after=5", "after=2").replace(">= 3", ">= 4"),
+        [None], [None, None, None],
+    ),
+    Pair(
+        "removed_local", "a removed local (not used by the new code)",
+        '''
+async def patrol(name):
+    seen = []
+    laps = 0
+    while True:
+        await timer("walk", after=5)
+        laps += 1
+        seen.append(laps)
+        if laps >= 3:
+            return {"laps": laps, "seen": seen}
+''',
+        '''
+async def patrol(name):
+    laps = 0
+    while True:
+        await timer("walk", after=5)
+        laps += 1
+        if laps >= 3:
+            return {"laps": laps}
+''',
+        [None], [None, None],
+    ),
+    Pair(
+        "moved_await_across_unrelated", "an await moved across a statement that touches no live local",
+        '''
+async def order(name):
+    item = await signal("item")
+    await timer("pack", after=1)
+    log("packed")
+    return {"item": item}
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    log("packed")
+    await timer("pack", after=1)
+    return {"item": item, "v": 2}
+''',
+        ["sword"], [None],
+    ),
+    Pair(
+        "new_await_later", "a new await added after the point",
+        '''
+async def order(name):
+    item = await signal("item")
+    paid = await signal("pay")
+    return {"item": item, "paid": paid}
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    paid = await signal("pay")
+    await timer("ship", after=60)
+    return {"item": item, "paid": paid, "shipped": True}
+''',
+        ["sword"], [30, None],
+    ),
+    Pair(
+        "new_await_before_shifts_uids", "an await added earlier in the function, inside a try (the compiler's numbering shifts)",
+        '''
+async def route(name):
+    total = 0
+    for stop in ["a", "b", "c"]:
+        try:
+            total += await procedure(visit, stop)
+        finally:
+            log(f"left {stop}")
+    return total
+''',
+        '''
+async def route(name):
+    try:
+        greeting = await signal("hello")
+    except ValueError:
+        greeting = None
+    total = 0
+    for stop in ["a", "b", "c"]:
+        try:
+            total += await procedure(visit, stop)
+        finally:
+            log(f"left {stop}")
+    return total
+''',
+        [1], [2, 3],
+        new_before=["hi", 1],
+    ),
+    Pair(
+        "half_evaluated_statement_kept", "an edit elsewhere while an expression is half evaluated across the await",
+        '''
+async def tally(name):
+    total = 0
+    for i in range(3):
+        total = total + 10 * await signal("n")
+    return total
+''',
+        '''
+async def tally(name):
+    log("tallying")
+    total = 0
+    for i in range(3):
+        total = total + 10 * await signal("n")
+    log("done")
+    return {"total": total}
+''',
+        [1], [2, 3],
+    ),
+    Pair(
+        "with_block_kept", "an edit elsewhere while a with block is open across the await",
+        '''
+async def guarded(name):
+    with Guard(name) as g:
+        first = await signal("a")
+        second = await signal("b")
+    return [first, second, g.name]
+''',
+        '''
+async def guarded(name):
+    log("guarding")
+    with Guard(name) as g:
+        first = await signal("a")
+        second = await signal("b")
+    return {"got": [first, second, g.name]}
+''',
+        [1], [2],
+    ),
+    Pair(
+        "select_in_loop", "the seed's auction loop: a new case, a changed constant",
+        '''
+async def auction(name):
+    price = 10
+    high = None
+    while True:
+        match await select(timer("end", after=60), signal("bid"), signal("cancel")):
+            case Event("end"):
+                return {"winner": high, "price": price}
+            case Event("bid", bid):
+                if bid["amount"] > price:
+                    high, price = bid["bidder"], bid["amount"]
+            case Event("cancel"):
+                return {"cancelled": True}
+''',
+        '''
+async def auction(name):
+    price = 10
+    high = None
+    while True:
+        match await select(timer("end", after=30), signal("bid"), signal("cancel")):
+            case Event("end"):
+                return {"winner": high, "price": price, "v": 2}
+            case Event("bid", bid) if bid["amount"] > price * 2:
+                high, price = bid["bidder"], bid["amount"]
+                log("big bid")
+            case Event("bid", bid):
+                if bid["amount"] > price:
+                    high, price = bid["bidder"], bid["amount"]
+            case Event("cancel"):
+                return {"cancelled": True}
+''',
+        [("bid", {"bidder": "al", "amount": 12})],
+        [("bid", {"bidder": "bo", "amount": 50}), ("end", None)],
+    ),
+    Pair(
+        "inline_helper_changed", "an inline sub-workflow on the stack changed",
+        '''
+@workflow
+async def leg(stop):
+    await timer("leg", after=5)
+    return stop.upper()
+
+async def trip(name):
+    a = await leg("a")
+    b = await leg("b")
+    return [a, b]
+''',
+        '''
+@workflow
+async def leg(stop):
+    log(f"walking to {stop}")
+    await timer("leg", after=2)
+    return stop.upper() + "!"
+
+async def trip(name):
+    a = await leg("a")
+    b = await leg("b")
+    return [a, b]
+''',
+        [], [None, None],
+    ),
+    Pair(
+        "explicit_rename", "a renamed live local, moved by an upgrade function",
+        PATROL,
+        PATROL.replace("laps", "rounds"),
+        [None], [None, None],
+        upgrader='''
+def up(point, old):
+    if point == "timer 'walk' #1":
+        return point, {"name": old["name"], "rounds": old["laps"]}
+    return None
+''',
+    ),
+    # ---- unsafe: held, saying what did not match
+    Pair(
+        "renamed_live_local", "a renamed local that is live",
+        PATROL, PATROL.replace("laps", "rounds"),
+        [None], [], moves=False,
+        reason="local rounds is live there in the new code but was not in the old (live in the old code: laps)",
+    ),
+    Pair(
+        "new_live_local_before", "a statement added before the await that assigns a local read after it",
+        PATROL,
+        PATROL.replace("    laps = 0\n", "    laps = 0\n    limit = 3\n").replace(">= 3", ">= limit"),
+        [None], [], moves=False,
+        reason="local limit is live there in the new code but was not in the old",
+    ),
+    Pair(
+        "moved_await_live", "an await moved below a statement whose inputs it then needs",
+        '''
+async def order(name):
+    item = await signal("item")
+    label = item.upper()
+    await timer("pack", after=1)
+    return label
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    await timer("pack", after=1)
+    label = item.upper()
+    return label
+''',
+        ["sword"], [], moves=False,
+        reason="local item is live there in the new code but was not in the old (live in the old code: label)",
+    ),
+    Pair(
+        "wrapped_in_try", "the await moved into a new try/finally",
+        PATROL,
+        PATROL.replace('        await timer("walk", after=5)\n',
+                       '        try:\n            await timer("walk", after=5)\n        finally:\n'
+                       '            log("step")\n'),
+        [None], [], moves=False,
+        reason="the constructs around it changed: while loop in the old code, while loop > try finally in the new",
+    ),
+    Pair(
+        "select_arms_changed", "a select given a new arm",
+        '''
+async def duel(name):
+    match await select(timer("end", after=60), signal("hit")):
+        case Event("hit", v):
+            return v
+        case _:
+            return None
+''',
+        '''
+async def duel(name):
+    match await select(timer("end", after=60), signal("hit"), signal("yield")):
+        case Event("hit", v):
+            return v
+        case _:
+            return None
+''',
+        [], [], moves=False,
+        reason="the new code has no await select(timer 'end', signal 'hit') #1",
+    ),
+    Pair(
+        "await_removed", "the await it waits at removed",
+        '''
+async def order(name):
+    item = await signal("item")
+    await signal("confirm")
+    return item
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    return item
+''',
+        ["sword"], [], moves=False,
+        reason="the new code has no await signal 'confirm' #1",
+    ),
+    Pair(
+        "second_of_two_removed", "the first of two awaits with the same command removed (ranks shift)",
+        '''
+async def order(name):
+    a = await signal("step")
+    b = await signal("step")
+    return [a, b]
+''',
+        '''
+async def order(name):
+    b = await signal("step")
+    return [b]
+''',
+        [1], [], moves=False,
+        reason="the new code has no await signal 'step' #2 (it has: signal 'step' #1)",
+    ),
+    Pair(
+        "loop_iterable_changed", "the for loop around the await iterates something else",
+        '''
+async def route(name):
+    for stop in ["a", "b", "c"]:
+        await procedure(visit, stop)
+    return "done"
+''',
+        '''
+async def route(name):
+    for stop in ["a", "b"]:
+        await procedure(visit, stop)
+    return "done"
+''',
+        [1], [], moves=False,
+        reason="the constructs around it changed: for stop in ['a', 'b', 'c'] in the old code, for stop in ['a', 'b'] in the new",
+    ),
+    Pair(
+        "half_evaluated_statement_changed", "the statement half evaluated across the await changed",
+        '''
+async def tally(name):
+    total = 0
+    for i in range(3):
+        total = total + 10 * await signal("n")
+    return total
+''',
+        '''
+async def tally(name):
+    total = 0
+    for i in range(3):
+        total = total + 20 * await signal("n")
+    return total
+''',
+        [1], [], moves=False,
+        reason="is half evaluated across the await",
+    ),
+    Pair(
+        "finally_running_return", "suspended in a finally that a return is running",
+        '''
+async def closing(name):
+    try:
+        return "done"
+    finally:
+        await timer("cleanup", after=1)
+''',
+        '''
+async def closing(name):
+    log("v2")
+    try:
+        return "done"
+    finally:
+        await timer("cleanup", after=1)
+''',
+        [], [], moves=False,
+        reason="inside a finally block run by a return",
+    ),
+    Pair(
+        "inline_helper_unsafe", "an inline sub-workflow on the stack changed unsafely",
+        '''
+@workflow
+async def leg(stop):
+    await timer("leg", after=5)
+    return stop.upper()
+
+async def trip(name):
+    a = await leg("a")
+    return [a]
+''',
+        '''
+@workflow
+async def leg(stop):
+    where = stop.upper()
+    await timer("leg", after=5)
+    return where
+
+async def trip(name):
+    a = await leg("a")
+    return [a]
+''',
+        [], [], moves=False,
+        reason="local where is live there in the new code but was not in the old (live in the old code: stop)",
+    ),
+    Pair(
+        "explicit_missing_local", "an upgrade function that leaves out a live local",
+        PATROL, PATROL.replace("laps", "rounds"),
+        [None], [], moves=False,
+        reason="its upgrade function gave no value for rounds",
+        upgrader='''
+def up(point, old):
+    return point, {"name": old["name"]}
+''',
+    ),
+    Pair(
+        "explicit_raises", "an upgrade function that raises",
+        PATROL, PATROL.replace("laps", "rounds"),
+        [None], [], moves=False,
+        reason="its upgrade function raised KeyError: 'rounds'",
+        upgrader='''
+def up(point, old):
+    return point, {"name": old["name"], "rounds": old["rounds"]}
+''',
+    ),
+    Pair(
+        "explicit_unknown_point", "an upgrade function that names a point the new code lacks",
+        PATROL, PATROL.replace("laps", "rounds"),
+        [None], [], moves=False,
+        reason="its upgrade function chose point \"timer 'run' #1\", which the new code does not have",
+        upgrader='''
+def up(point, old):
+    return "timer 'run' #1", {"name": old["name"], "rounds": old["laps"]}
+''',
+    ),
+]

@@ -1,0 +1,260 @@
+"""Upgrading a suspended continuation onto new code: the differential corpus and the rules.
+
+Every pair of ``corpus_upgrade`` is run to a suspension under its old code and checkpointed;
+then its new code is loaded under the same key. A pair that moves must behave exactly as the new
+code run from the start to the same point (the same commands afterwards, the same result, the
+same log lines); a pair that is held must raise ``VersionMismatch`` naming what did not match,
+and its checkpoint must still resume on the old code as if nothing had happened.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import warnings
+from typing import Any
+
+import pytest
+
+import workflows
+from workflows import Event, VersionMismatch
+from workflows._commands import Select
+from workflows._compiler import checkpoint, compile_workflow_source, restore, step
+from workflows._compiler._runtime import check_upgrade, restore_upgrading
+from workflows._context import StepContext
+from workflows._effects import procedure
+from workflows._step import Finished, Raised, Suspended
+
+from .corpus_upgrade import PAIRS, Pair
+
+
+@procedure
+def visit(stop: str) -> int:
+    return len(stop)
+
+
+class Guard:
+    """A picklable context manager (a with block open across awaits is checkpointed)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.open = False
+
+    def __enter__(self) -> Guard:
+        self.open = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.open = False
+
+
+LOG: list[str] = []
+
+
+def log(text: str) -> None:
+    LOG.append(text)
+
+
+def _compile(pair: Pair, src: str, tag: str) -> Any:
+    g: dict[str, Any] = {n: getattr(workflows, n) for n in workflows.__all__}
+    g.update(log=log, Guard=Guard, visit=visit, __name__=f"corpus_upgrade_{pair.name}")
+    g.update(pair.extra)
+    src = textwrap.dedent(src)
+    name = [line.split("(")[0].split()[-1] for line in src.splitlines()
+            if line.startswith("async def")][-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", workflows.CompileWarning)
+        return compile_workflow_source(src, f"<corpus {pair.name} {tag}>", name, g)
+
+
+def _value(cmd: Any, v: Any) -> Any:
+    if isinstance(cmd, Select) and isinstance(v, tuple):
+        name, value = v
+        kind = next((c.kind for c in cmd.commands if getattr(c, "name", None) == name), "signal")
+        return Event(name, value, kind)
+    return v
+
+
+def _advance(cont: Any, r: Any, sends: list[Any]) -> tuple[list[Any], Any]:
+    """Feed ``sends`` to the awaits from result ``r`` on: the commands awaited, the outcome."""
+    seen = []
+    for v in sends:
+        assert isinstance(r, Suspended), f"the workflow ended early: {r!r}"
+        with StepContext().active():
+            r = step(cont, send=_value(r.command, v))
+        if isinstance(r, Suspended):
+            seen.append(r.command)
+    return seen, r
+
+
+def _kind(cmd: Any) -> Any:
+    if isinstance(cmd, Select):
+        return ("select", tuple(_kind(c) for c in cmd.commands))
+    return (type(cmd).__name__, getattr(cmd, "name", None))
+
+
+def _outcome(r: Any) -> Any:
+    if isinstance(r, Finished):
+        return ("finished", r.value)
+    if isinstance(r, Raised):
+        return ("raised", type(r.exception).__name__, str(r.exception))
+    return ("suspended", r.command)
+
+
+def _to_point(wf: Any, pair: Pair, sends: list[Any]) -> tuple[Any, Any]:
+    cont = wf.start(*pair.args)
+    with StepContext().active():
+        r = step(cont)
+    _, r = _advance(cont, r, sends)
+    assert isinstance(r, Suspended), f"{pair.name}: not suspended: {r!r}"
+    return cont, r
+
+
+def _register_upgrader(pair: Pair, new: Any, old_fp: str) -> None:
+    if pair.upgrader is None:
+        return
+    ns: dict[str, Any] = {}
+    exec(textwrap.dedent(pair.upgrader), ns)  # noqa: S102  (the corpus's own source)
+    new.upgrade(from_version=old_fp[:12])(ns["up"])
+
+
+def run_pair(pair: Pair) -> dict[str, Any]:
+    """Run one pair; what happened (checked by the caller)."""
+    LOG.clear()
+    old = _compile(pair, pair.old, "old")
+    cont, r = _to_point(old, pair, pair.before)
+    blob = checkpoint(cont)
+    pending = r.command
+    old_fp = old.fingerprint
+    new = _compile(pair, pair.new, "new")
+    _register_upgrader(pair, new, old_fp)
+    plan = check_upgrade(blob)
+    out: dict[str, Any] = {"plan": plan, "blob": blob, "old": old, "new": new}
+    try:
+        moved, up = restore_upgrading(blob)
+    except VersionMismatch as e:
+        out["held"] = e
+        return out
+    assert up is not None and up.needed and up.possible
+    LOG.clear()
+    seen, end = _advance(moved, Suspended(pending), pair.after)
+    out["upgraded"] = (seen, _outcome(end), list(LOG))
+    out["upgrade"] = up
+    # The reference: the new code from the start, to the same point, then the same values.
+    LOG.clear()
+    ref, r = _to_point(new, pair, pair.new_before if pair.new_before is not None else pair.before)
+    # The same await (a changed constant may change its arguments, not what it waits for).
+    assert _kind(r.command) == _kind(pending), f"{pair.name}: the new code waits on {r.command!r}"
+    LOG.clear()
+    seen, end = _advance(ref, r, pair.after)
+    out["reference"] = (seen, _outcome(end), list(LOG))
+    return out
+
+
+@pytest.mark.parametrize("pair", [p for p in PAIRS if p.moves], ids=lambda p: p.name)
+def test_safe_pair_moves_and_runs_as_the_new_code(pair: Pair) -> None:
+    out = run_pair(pair)
+    assert "held" not in out, f"{pair.name} ({pair.what}) was held: {out.get('held')}"
+    assert out["plan"].possible and out["plan"].needed
+    assert out["upgraded"] == out["reference"]
+    assert out["upgraded"][1][0] == "finished"  # ran on to its end
+    how = {f.how for f in out["upgrade"].frames} - {"unchanged"}
+    assert how == ({"explicit"} if pair.upgrader else {"automatic"})
+
+
+@pytest.mark.parametrize("pair", [p for p in PAIRS if not p.moves], ids=lambda p: p.name)
+def test_unsafe_pair_is_held_with_the_reason_and_left_as_it_was(pair: Pair) -> None:
+    out = run_pair(pair)
+    assert "held" in out, f"{pair.name} ({pair.what}) moved"
+    e = out["held"]
+    assert pair.reason in str(e), str(e)
+    assert e.reasons and any(pair.reason in r for r in e.reasons)
+    assert not out["plan"].possible
+    assert any(pair.reason in r for r in out["plan"].reasons())
+    # Nothing changed: with the old code back, the checkpoint resumes as if never looked at.
+    old = _compile(pair, pair.old, "old again")
+    assert old.fingerprint == out["old"].fingerprint
+    again = restore(out["blob"])
+    assert again.fingerprint == old.fingerprint
+
+
+def test_corpus_figures() -> None:
+    """The figures the versioning guide quotes."""
+    moves = [p for p in PAIRS if p.moves]
+    held = [p for p in PAIRS if not p.moves]
+    explicit = [p for p in PAIRS if p.upgrader]
+    assert (len(PAIRS), len(moves), len(held), len(explicit)) == (28, 14, 14, 4)
+
+
+def test_the_point_identity_survives_edits_elsewhere() -> None:
+    pair = PAIRS[0]
+    old = _compile(pair, pair.old, "old")
+    new = _compile(pair, pair.new, "new")
+    assert sorted(old._code.table.point_by_ident) == sorted(new._code.table.point_by_ident) == [
+        "start", "timer 'walk' #1"]
+    p = old._code.table.point_by_ident["timer 'walk' #1"]
+    assert p.live == {"laps", "name"}  # tmp is dead there: it is never read after the await
+    assert p.path == (("while", ""),)
+
+
+def test_select_identity_and_ranks() -> None:
+    src = '''
+async def w(x):
+    a = await signal("s")
+    match await select(timer("end", after=1), signal("bid"), signal("cancel")):
+        case _:
+            pass
+    b = await signal("s")
+    await procedure(visit, "a", name="v")
+    return a, b
+'''
+    pair = Pair("ids", "", src, src, [], [])
+    wf = _compile(pair, src, "x")
+    assert sorted(wf._code.table.point_by_ident) == [
+        "procedure visit name='v' #1",
+        "select(timer 'end', signal 'bid', signal 'cancel') #1",
+        "signal 's' #1",
+        "signal 's' #2",
+        "start",
+    ]
+    t = wf._code.table.point_by_ident
+    assert t["signal 's' #1"].live == set()  # a is assigned by that await
+    assert t["signal 's' #2"].live == {"a"}
+
+
+def test_a_not_started_continuation_moves_when_the_parameters_match() -> None:
+    pair = Pair("start", "", PATROL_START_OLD, PATROL_START_NEW, [], [])
+    old = _compile(pair, pair.old, "old")
+    blob = checkpoint(old.start("n"))
+    _compile(pair, pair.new, "new")
+    moved, up = restore_upgrading(blob)
+    assert up is not None and up.frames[0].how == "automatic"
+    with StepContext().active():
+        assert step(moved) == Finished("N!")
+    pair2 = Pair("start2", "", PATROL_START_OLD, PATROL_START_NEW.replace("(name)", "(who)")
+                 .replace("name.upper", "who.upper"), [], [])
+    old = _compile(pair2, pair2.old, "old")
+    blob = checkpoint(old.start("n"))
+    _compile(pair2, pair2.new, "new")
+    with pytest.raises(VersionMismatch, match="local who is live there in the new code"):
+        restore_upgrading(blob)
+
+
+PATROL_START_OLD = '''
+async def w(name):
+    return name.upper()
+'''
+PATROL_START_NEW = '''
+async def w(name):
+    return name.upper() + "!"
+'''
+
+
+def test_upgrade_registration_is_checked() -> None:
+    pair = PAIRS[0]
+    wf = _compile(pair, pair.old, "old")
+    with pytest.raises(ValueError, match="first 8 or more hex digits"):
+        wf.upgrade(from_version="abc")
+    with pytest.raises(ValueError, match="this code's own fingerprint"):
+        wf.upgrade(from_version=wf.fingerprint[:10])
+    with pytest.raises(TypeError, match="decorates a function"):
+        wf.upgrade(from_version="0123456789")(42)

@@ -1,0 +1,736 @@
+"""Upgrading a suspended continuation onto new code of its workflow.
+
+The compiler gives every await of a workflow a *stable identity* that survives edits elsewhere in
+the function: its command with its literal names (``select(timer 'end', signal 'bid')``), its rank
+among the awaits of the function with that same command (``#1``, ``#2`` in source order), the
+constructs that hold state around it (loops, ``try`` clauses, ``with`` blocks, comprehensions) and
+the workflow locals live there (read, on some path after the await resumes, before being
+assigned). Each checkpoint carries, per frame, the record of the point it is suspended at, so a
+later process can compare the old point with the new code's without the old code.
+
+``plan`` decides, frame by frame, whether a stored continuation can move onto the code loaded
+now, and how (automatically, or by an upgrade function the developer registered for the old
+fingerprint); ``apply`` then rewrites the frames. Nothing is changed unless every frame can move.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._scope import LOCAL, SYNTH
+
+POINT_FORMAT = 1  # the layout of a point record and of the internal slots it maps
+
+# Internal frame slots that belong to a construct: the construct's uid is the digits.
+_CONSTRUCT_SLOT = re.compile(r"^(_af_it|_af_exc|_af_fin|_af_m|" + SYNTH + r")(\d+)(\D.*)?$")
+_TEMP_SLOT = re.compile(r"^_af_t(\d+)$")
+# The constructs a point's structure lists (an if or a match case body holds no state, and a
+# loop's condition may change); those whose state an upgrade function cannot make up.
+_STRUCTURAL = {"while", "for", "try", "try-else", "except", "finally", "with", "match", "comprehension"}
+_STATEFUL = _STRUCTURAL - {"while"}
+
+
+# --------------------------------------------------------------------------------------------
+# Compile time: the identity, structure and live locals of each await
+
+
+@dataclass(frozen=True)
+class Point:
+    """One suspension point of a workflow's code, as stored with a checkpoint."""
+
+    ident: str  # "select(timer 'end', signal 'bid') #1", or "start" before the first step
+    line: int
+    path: tuple[tuple[str, str], ...]  # (kind, detail) of the enclosing stateful constructs
+    uids: tuple[int, ...]  # the compiler's uid of each construct in ``path``
+    live: frozenset[str] | None  # None: not known (never moved automatically)
+    owner: str  # digest of the statement holding the await (for half-evaluated expressions)
+    uid0: int  # the uid counter when that statement's lowering began
+    compiler: str
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "id": self.ident,
+            "line": self.line,
+            "path": [list(p) for p in self.path],
+            "uids": list(self.uids),
+            "live": sorted(self.live) if self.live is not None else None,
+            "own": self.owner,
+            "u0": self.uid0,
+            "cv": self.compiler,
+            "pf": POINT_FORMAT,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> Point:
+        live = r.get("live")
+        return cls(
+            ident=r["id"],
+            line=int(r.get("line", 0)),
+            path=tuple((str(k), str(d)) for k, d in r.get("path", [])),
+            uids=tuple(int(u) for u in r.get("uids", [])),
+            live=frozenset(live) if live is not None else None,
+            owner=str(r.get("own", "")),
+            uid0=int(r.get("u0", 0)),
+            compiler=str(r.get("cv", "")),
+        )
+
+    def where(self) -> str:
+        if self.ident == "start":
+            return "its start (before its first step)"
+        return f"await {self.ident} (line {self.line})"
+
+    def structure(self) -> str:
+        if not self.path:
+            return "the function body"
+        return " > ".join(f"{k} {d}".strip() if k != "while" else "while loop" for k, d in self.path)
+
+
+def command_of(v: ast.expr) -> str:
+    """The stable text of an awaited expression: its command and literal names."""
+    if isinstance(v, ast.Call):
+        name = _dotted(v.func)
+        short = name.rsplit(".", 1)[-1] if name else "?"
+        if short in ("timer", "signal"):
+            lit = _first_arg(v, "name")
+            return f"{short} {lit!r}" if isinstance(lit, str) else f"{short} ?"
+        if short in ("procedure", "spawn"):
+            target = _dotted(v.args[0]) if v.args else None
+            label = _kw_literal(v, "name")
+            out = f"{short} {target or '?'}"
+            return out + (f" name={label!r}" if isinstance(label, str) else "")
+        if short in ("select", "gather"):
+            arms = ["*" + command_of(a.value) if isinstance(a, ast.Starred) else command_of(a)
+                    for a in v.args]
+            return f"{short}({', '.join(arms)})"
+        return f"{name or '?'}(...)"
+    if isinstance(v, (ast.Name, ast.Attribute)):
+        return _dotted(v) or "?"
+    return type(v).__name__
+
+
+def _dotted(e: ast.expr) -> str | None:
+    if isinstance(e, ast.Name):
+        return e.id
+    if isinstance(e, ast.Attribute):
+        base = _dotted(e.value)
+        return f"{base}.{e.attr}" if base else None
+    return None
+
+
+def _first_arg(c: ast.Call, kw: str) -> Any:
+    if c.args and isinstance(c.args[0], ast.Constant):
+        return c.args[0].value
+    return _kw_literal(c, kw)
+
+
+def _kw_literal(c: ast.Call, kw: str) -> Any:
+    for k in c.keywords:
+        if k.arg == kw and isinstance(k.value, ast.Constant):
+            return k.value.value
+    return None
+
+
+def _pos(n: ast.AST) -> tuple[int, int, int, int]:
+    return (
+        getattr(n, "lineno", 0),
+        getattr(n, "col_offset", 0),
+        getattr(n, "end_lineno", 0) or 0,
+        getattr(n, "end_col_offset", 0) or 0,
+    )
+
+
+def describe_points(
+    node: ast.AsyncFunctionDef,
+    point_nodes: dict[int, ast.Await],
+    shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], ast.AST | None, int]],
+    locals_: set[str],
+    compiler: str,
+) -> dict[int, Point]:
+    """The ``Point`` of each resume label of a compiled workflow."""
+    live = Liveness(locals_).run(node)
+    order = sorted(point_nodes, key=lambda lbl: _pos(point_nodes[lbl]))
+    ranks: dict[str, int] = {}
+    seen: dict[tuple[int, int, int, int], int] = {}
+    out: dict[int, Point] = {}
+    for label in order:
+        e = point_nodes[label]
+        cmd = command_of(e.value)
+        ranks[cmd] = ranks.get(cmd, 0) + 1
+        structure, owner, uid0 = shapes.get(label, ((), None, 0))
+        stateful = [(k, d, u) for k, d, u in structure if k in _STRUCTURAL]
+        pos = _pos(e)
+        # An await lowered twice (never, today) would have two labels for one place: neither
+        # can be told apart from the other, so neither moves automatically.
+        twice = pos in seen
+        seen[pos] = label
+        digest = hashlib.sha256(
+            ast.dump(owner, include_attributes=False).encode() if owner is not None else b""
+        ).hexdigest()[:16]
+        out[label] = Point(
+            ident=f"{cmd} #{ranks[cmd]}",
+            line=e.lineno,
+            path=tuple((k, d) for k, d, _ in stateful),
+            uids=tuple(u for _, _, u in stateful),
+            live=None if twice else live.get(pos),
+            owner=digest,
+            uid0=uid0,
+            compiler=compiler,
+        )
+        if twice:
+            out[seen[pos]] = _replace_live(out[seen[pos]], None)
+    return out
+
+
+def _replace_live(p: Point, live: frozenset[str] | None) -> Point:
+    return Point(p.ident, p.line, p.path, p.uids, live, p.owner, p.uid0, p.compiler)
+
+
+def start_point(params: Iterable[str], compiler: str) -> Point:
+    """The point of a continuation that has not run its first step: its parameters are live."""
+    return Point("start", 0, (), (), frozenset(params), "", 0, compiler)
+
+
+# --------------------------------------------------------------------------------------------
+# Liveness: which workflow locals may be read after an await resumes, before being assigned
+
+
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+@dataclass
+class _Ctx:
+    brk: frozenset[str] = frozenset()
+    cont: frozenset[str] = frozenset()
+    ret: frozenset[str] = frozenset()
+    exc: frozenset[str] = frozenset()
+
+
+class Liveness:
+    """Backward dataflow over the workflow's own statements (conservative: a name that may be
+    read is live; only plain assignments, ``del`` and bindings by ``for``/``with``/``except``/
+    ``import``/``def`` kill). Names read by nested functions or lambdas are live everywhere."""
+
+    def __init__(self, locals_: set[str]) -> None:
+        self.locals = locals_
+        self.always: frozenset[str] = frozenset()
+        self.at: dict[tuple[int, int, int, int], frozenset[str]] = {}
+
+    def run(self, node: ast.AsyncFunctionDef) -> dict[tuple[int, int, int, int], frozenset[str]]:
+        captured: set[str] = set()
+        for s in node.body:
+            for n in _walk_own(s):
+                if isinstance(n, _NESTED):
+                    for m in ast.walk(n):
+                        if isinstance(m, ast.Name) and m.id in self.locals:
+                            captured.add(m.id)
+        self.always = frozenset(captured)
+        self.block(node.body, frozenset(), _Ctx())
+        return self.at
+
+    # -- helpers
+
+    def uses(self, n: ast.AST | None) -> frozenset[str]:
+        if n is None:
+            return frozenset()
+        out = set()
+        for m in _walk_own(n):
+            if isinstance(m, ast.Name) and isinstance(m.ctx, (ast.Load, ast.Del)) and m.id in self.locals:
+                out.add(m.id)
+            elif isinstance(m, ast.AugAssign) and isinstance(m.target, ast.Name):
+                if m.target.id in self.locals:
+                    out.add(m.target.id)
+        return frozenset(out)
+
+    def kills(self, targets: Iterable[ast.AST]) -> frozenset[str]:
+        out = set()
+        for t in targets:
+            for m in _walk_own(t):
+                if isinstance(m, ast.Name) and isinstance(m.ctx, (ast.Store, ast.Del)):
+                    out.add(m.id)
+        return frozenset(out)
+
+    def mark(self, n: ast.AST | None, live: frozenset[str], ctx: _Ctx) -> None:
+        """Record ``live`` (plus what an exception thrown in there reaches) at the awaits in ``n``."""
+        if n is None:
+            return
+        for m in _walk_own(n):
+            if isinstance(m, ast.Await):
+                k = _pos(m)
+                self.at[k] = self.at.get(k, frozenset()) | live | ctx.exc | self.always
+
+    # -- statements
+
+    def block(self, stmts: list[ast.stmt], out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
+        live = out
+        for s in reversed(stmts):
+            live = self.stmt(s, live, ctx)
+        return live
+
+    def stmt(self, s: ast.stmt, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
+        if isinstance(s, ast.If):
+            body = self.block(s.body, out, ctx) | self.block(s.orelse, out, ctx)
+            live = self.uses(s.test) | body
+            self.mark(s.test, live, ctx)
+            return live
+        if isinstance(s, ast.While):
+            return self._while(s, out, ctx)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            return self._for(s, out, ctx)
+        if isinstance(s, (ast.Try, ast.TryStar)):
+            return self._try(s, out, ctx)
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            inner = _Ctx(ctx.brk, ctx.cont, ctx.ret, ctx.exc | out)  # __exit__ may swallow it
+            body = self.block(s.body, out, inner)
+            targets = [i.optional_vars for i in s.items if i.optional_vars is not None]
+            live = (body - self.kills(targets)) | self.uses_all(targets)
+            for item in reversed(s.items):
+                live = live | self.uses(item.context_expr)
+                self.mark(item.context_expr, live, ctx)
+            return live
+        if isinstance(s, ast.Match):
+            live = out
+            for case in s.cases:
+                caps = frozenset(_captures(case.pattern))
+                body = self.block(case.body, out, ctx)
+                guard = self.uses(case.guard)
+                self.mark(case.guard, body | guard, ctx)
+                live = live | ((body | guard) - caps) | self.uses(case.pattern)
+            live = live | self.uses(s.subject)
+            self.mark(s.subject, live, ctx)
+            return live
+        if isinstance(s, ast.Return):
+            live = self.uses(s.value) | ctx.ret
+        elif isinstance(s, ast.Raise):
+            live = self.uses(s) | ctx.exc
+        elif isinstance(s, ast.Break):
+            live = ctx.brk
+        elif isinstance(s, ast.Continue):
+            live = ctx.cont
+        elif isinstance(s, ast.Assign):
+            live = (out - self.kills(s.targets)) | self.uses(s)
+        elif isinstance(s, ast.AnnAssign):
+            kill = self.kills([s.target]) if s.value is not None else frozenset()
+            live = (out - kill) | self.uses(s.value) | self.uses_target(s.target)
+        elif isinstance(s, ast.Delete):
+            live = (out - self.kills(s.targets)) | self.uses(s)
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            names = {(a.asname or a.name).split(".")[0] for a in s.names}
+            live = out - names
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            live = (out - {s.name}) | self.uses(s)
+        else:  # Expr, AugAssign, Assert, Pass, Global, Nonlocal, TypeAlias, ...
+            live = out | self.uses(s)
+        self.mark(s, out - _assigned_after(s) | self.uses(s) | _ret_ctx(s, ctx), ctx)
+        return live
+
+    def uses_all(self, nodes: Iterable[ast.AST]) -> frozenset[str]:
+        out: frozenset[str] = frozenset()
+        for n in nodes:
+            out = out | self.uses_target(n)
+        return out
+
+    def uses_target(self, t: ast.AST) -> frozenset[str]:
+        """Names read by an assignment target (``d[k] = ...`` reads d and k)."""
+        return self.uses(t)
+
+    def _fixpoint(self, f: Callable[[frozenset[str]], frozenset[str]]) -> frozenset[str]:
+        head: frozenset[str] = frozenset()
+        for _ in range(50):
+            new = f(head)
+            if new == head:
+                return head
+            head = new
+        return head  # pragma: no cover  (monotone over a finite set: it converges)
+
+    def _while(self, s: ast.While, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
+        orelse = self.block(s.orelse, out, ctx)
+
+        def head_of(head: frozenset[str]) -> frozenset[str]:
+            inner = _Ctx(out, head, ctx.ret, ctx.exc)
+            body = self.block(s.body, head, inner)
+            live = self.uses(s.test) | body | orelse
+            self.mark(s.test, live, ctx)
+            return live
+
+        return self._fixpoint(head_of)
+
+    def _for(self, s: ast.For | ast.AsyncFor, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
+        orelse = self.block(s.orelse, out, ctx)
+        kill = self.kills([s.target])
+
+        def head_of(head: frozenset[str]) -> frozenset[str]:
+            inner = _Ctx(out, head, ctx.ret, ctx.exc)
+            body = self.block(s.body, head, inner)
+            return (body - kill) | self.uses_target(s.target) | orelse
+
+        head = self._fixpoint(head_of)
+        live = head | self.uses(s.iter)
+        self.mark(s.iter, live, ctx)
+        return live
+
+    def _try(self, s: ast.Try | ast.TryStar, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
+        if s.finalbody:
+            # After the finally: wherever the completion that entered it goes.
+            fin = self.block(s.finalbody, out | ctx.exc | ctx.brk | ctx.cont | ctx.ret, ctx)
+            inner = _Ctx(ctx.brk | fin, ctx.cont | fin, ctx.ret | fin, ctx.exc | fin)
+            after = fin
+        else:
+            inner = ctx
+            after = out
+        handlers: frozenset[str] = inner.exc  # an exception no clause matches goes on
+        for h in s.handlers:
+            body = self.block(h.body, after, inner)
+            if h.name:
+                body = body - {h.name}
+            handlers = handlers | body | self.uses(h.type)
+        orelse = self.block(s.orelse, after, inner)
+        body_ctx = _Ctx(inner.brk, inner.cont, inner.ret, handlers if s.handlers else inner.exc)
+        return self.block(s.body, orelse if s.orelse else after, body_ctx)
+
+
+def _ret_ctx(s: ast.stmt, ctx: _Ctx) -> frozenset[str]:
+    return ctx.ret if isinstance(s, ast.Return) else frozenset()
+
+
+def _assigned_after(s: ast.stmt) -> frozenset[str]:
+    """Names a simple statement assigns after its value is computed (after any await in it)."""
+    if isinstance(s, ast.Assign):
+        targets: list[ast.AST] = list(s.targets)
+    elif isinstance(s, ast.AnnAssign) and s.value is not None:
+        targets = [s.target]
+    else:
+        return frozenset()
+    return frozenset(
+        m.id for t in targets for m in _walk_own(t)
+        if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)
+    )
+
+
+def _captures(p: ast.AST) -> list[str]:
+    out = []
+    for n in ast.walk(p):
+        if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            out.append(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            out.append(n.rest)
+    return out
+
+
+def _walk_own(n: ast.AST) -> Iterable[ast.AST]:
+    """``ast.walk`` that yields nested function/lambda/class nodes but not their bodies."""
+    stack = [n]
+    while stack:
+        m = stack.pop()
+        yield m
+        if isinstance(m, _NESTED) and m is not n:
+            continue
+        stack.extend(ast.iter_child_nodes(m))
+
+
+# --------------------------------------------------------------------------------------------
+# Run time: can a stored frame move onto the new code, and how
+
+
+@dataclass
+class FramePlan:
+    """How one frame of a stored continuation moves onto the loaded code (or why it cannot)."""
+
+    key: str
+    stored: str  # fingerprint of the code that made the frame
+    loaded: str  # fingerprint of the code loaded now
+    old: Point | None
+    new: Point | None = None
+    how: str = "unchanged"  # "unchanged", "automatic", "explicit", or "held"
+    reasons: list[str] = field(default_factory=list)
+    renames: dict[str, str | None] = field(default_factory=dict)  # old slot -> new (None: drop)
+    values: dict[str, Any] | None = None  # explicit: the new locals
+    label: int = 0  # the new resume label
+
+    def summary(self) -> str:
+        if self.how == "unchanged":
+            return f"{self.key}: unchanged"
+        at = self.old.where() if self.old is not None else "its suspension point"
+        if self.how == "held":
+            return f"{self.key} at {at}: " + "; ".join(self.reasons)
+        to = f" -> {self.new.where()}" if self.new is not None and self.old is not None and (
+            self.new.ident != self.old.ident) else ""
+        return f"{self.key} at {at}{to}: {self.how}"
+
+
+class Upgrade:
+    """The outcome of moving (or trying to move) a stored continuation onto the loaded code."""
+
+    def __init__(self, workflow_type: str, frames: list[FramePlan]) -> None:
+        self.workflow_type = workflow_type
+        self.frames = frames
+
+    @property
+    def needed(self) -> bool:
+        """Whether some frame's code changed."""
+        return any(f.how != "unchanged" for f in self.frames)
+
+    @property
+    def possible(self) -> bool:
+        """Whether every changed frame can move."""
+        return all(f.how != "held" for f in self.frames)
+
+    @property
+    def stored(self) -> str:
+        return self.frames[0].stored if self.frames else ""
+
+    @property
+    def loaded(self) -> str:
+        return self.frames[0].loaded if self.frames else ""
+
+    def reasons(self) -> list[str]:
+        return [f.summary() for f in self.frames if f.how == "held"]
+
+    def detail(self) -> dict[str, Any]:
+        """The history/log detail of an upgrade."""
+        return {
+            "old_fingerprint": self.stored,
+            "new_fingerprint": self.loaded,
+            "frames": [
+                {
+                    "key": f.key,
+                    "how": f.how,
+                    "old_fingerprint": f.stored,
+                    "new_fingerprint": f.loaded,
+                    "point": f.old.ident if f.old else None,
+                    "new_point": f.new.ident if f.new else None,
+                    "dropped": sorted(k[len(LOCAL):] for k, v in f.renames.items()
+                                      if v is None and k.startswith(LOCAL)),
+                }
+                for f in self.frames
+            ],
+        }
+
+
+class PointTable:
+    """The points of one compiled workflow, by resume label and by identity."""
+
+    def __init__(
+        self,
+        points: dict[int, Point],
+        start: Point,
+        local_names: set[str],
+        describe_slot: Callable[[str], str],
+    ) -> None:
+        self.by_label = points
+        self.start = start
+        self.point_by_ident = {p.ident: p for p in points.values()}
+        self.point_by_ident.setdefault(start.ident, start)
+        self.label_of_point = {p.ident: lbl for lbl, p in points.items()}
+        self.label_of_point[start.ident] = 0
+        self.local_names = frozenset(local_names)
+        self.describe_slot = describe_slot
+        self._records: dict[int, dict[str, Any]] = {}
+
+    def record(self, pc: int | None, started: bool) -> dict[str, Any] | None:
+        """The stored record of the point a frame at ``pc`` is suspended at."""
+        if not started:
+            pc = 0
+        if pc is None:
+            return None
+        r = self._records.get(pc)
+        if r is None:
+            p = self.start if pc == 0 else self.by_label.get(pc)
+            if p is None:
+                return None
+            r = self._records[pc] = p.record()
+        return r
+
+
+def plan_frame(
+    fp: FramePlan,
+    d: dict[str, Any],
+    code: PointTable,
+    upgrader: Callable[[str, dict[str, Any]], Any] | None,
+) -> None:
+    """Fill ``fp`` for the frame dict ``d`` (old layout) against the loaded ``code``."""
+    old = fp.old
+    if old is None:
+        fp.how = "held"
+        fp.reasons.append(
+            "its checkpoint records no suspension point (it was written by a version of "
+            "actorflow before upgrades), so it cannot be moved"
+        )
+        return
+    if upgrader is not None:
+        try:
+            answer = upgrader(old.ident, {k[len(LOCAL):]: v for k, v in d.items() if k.startswith(LOCAL)})
+        except Exception as e:
+            fp.how = "held"
+            tb = "".join(traceback.format_exception_only(type(e), e)).strip()
+            fp.reasons.append(f"its upgrade function raised {tb}")
+            return
+        if answer is not None:
+            _plan_explicit(fp, d, code, answer)
+            return
+    _plan_automatic(fp, d, code)
+
+
+def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
+    old = fp.old
+    assert old is not None
+    new = code.point_by_ident.get(old.ident)
+    if new is None:
+        same = sorted(p.ident for p in code.point_by_ident.values()
+                      if p.ident.rsplit(" #", 1)[0] == old.ident.rsplit(" #", 1)[0])
+        hint = f" (it has: {'; '.join(same)})" if same else ""
+        fp.how = "held"
+        fp.reasons.append(f"the new code has no await {old.ident}{hint}")
+        return
+    fp.new = new
+    reasons = fp.reasons
+    if old.path != new.path:
+        reasons.append(
+            f"the constructs around it changed: {old.structure()} in the old code, "
+            f"{new.structure()} in the new"
+        )
+    if new.live is None or old.live is None:
+        reasons.append("which locals are live there is not known")
+    else:
+        missing = sorted(new.live - old.live)
+        if missing:
+            gone = sorted(old.live - new.live)
+            was = f" (live in the old code: {', '.join(gone)})" if gone else ""
+            reasons.append(
+                f"local{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                f"{'are' if len(missing) > 1 else 'is'} live there in the new code but "
+                f"{'were' if len(missing) > 1 else 'was'} not in the old{was}"
+            )
+    if reasons:
+        fp.how = "held"
+        return
+    _map_slots(fp, d, code, old, new, keep_locals=True)
+    fp.how = "held" if fp.reasons else "automatic"
+    fp.label = code.label_of_point[new.ident]
+
+
+def _plan_explicit(fp: FramePlan, d: dict[str, Any], code: PointTable, answer: Any) -> None:
+    old = fp.old
+    assert old is not None
+    fp.how = "held"
+    if (not isinstance(answer, tuple) or len(answer) != 2 or not isinstance(answer[0], str)
+            or not isinstance(answer[1], dict)):
+        fp.reasons.append(
+            f"its upgrade function returned {answer!r}; it must return (point, locals): the "
+            "new point's identity (a str) and a dict of the locals there, or None"
+        )
+        return
+    ident, values = answer
+    new = code.point_by_ident.get(ident)
+    if new is None:
+        known = ", ".join(repr(p) for p in sorted(code.point_by_ident))
+        fp.reasons.append(f"its upgrade function chose point {ident!r}, which the new code does not have "
+                          f"(its points: {known})")
+        return
+    fp.new = new
+    bad = sorted(n for n in values if not isinstance(n, str) or n not in code.local_names)
+    if bad:
+        fp.reasons.append(f"its upgrade function returned names that are not locals of the new "
+                          f"code: {', '.join(map(str, bad))}")
+    if new.live is not None:
+        missing = sorted(new.live - set(values))
+        if missing:
+            fp.reasons.append(f"its upgrade function gave no value for {', '.join(missing)}, "
+                              f"live at {new.where()}")
+    if old.path != new.path and any(k in _STATEFUL for k, _ in new.path):
+        fp.reasons.append(
+            f"the new point is inside {new.structure()}, whose state an upgrade function cannot "
+            f"give (the old point was inside {old.structure()})"
+        )
+    if fp.reasons:
+        return
+    same_place = old.path == new.path and old.ident == new.ident
+    _map_slots(fp, d, code, old, new, keep_locals=False, temps_ok=same_place)
+    if fp.reasons:
+        return
+    fp.values = dict(values)
+    fp.how = "explicit"
+    fp.label = code.label_of_point[new.ident]
+
+
+def _map_slots(
+    fp: FramePlan, d: dict[str, Any], code: PointTable, old: Point, new: Point, *, keep_locals: bool,
+    temps_ok: bool = True,
+) -> None:
+    """The renaming of the old frame's attributes into the new code's (``fp.renames``)."""
+    by_uid = dict(zip(old.uids, new.uids, strict=True)) if old.path == new.path else {}
+    for k, v in d.items():
+        if k == "_af_pc":
+            continue
+        if k == "_af_sent":
+            fp.renames[k] = k  # replaced by the awaited result when it resumes
+            continue
+        if k.startswith(LOCAL):
+            keep = keep_locals and k[len(LOCAL):] in code.local_names
+            fp.renames[k] = k if keep else None
+            continue
+        m = _CONSTRUCT_SLOT.match(k)
+        if m is not None:
+            uid = int(m.group(2))
+            if uid in by_uid:
+                fp.renames[k] = f"{m.group(1)}{by_uid[uid]}{m.group(3) or ''}"
+                if m.group(1) == "_af_fin" and v is not None and not (
+                        isinstance(v, tuple) and v and v[0] == "exc"):
+                    fp.reasons.append(
+                        f"it is inside a finally block run by a {_completion(v)}, whose "
+                        "destination in the old code cannot be carried over"
+                    )
+                continue
+            if v is None:
+                fp.renames[k] = None  # a construct already left: its slot is cleared
+                continue
+            fp.reasons.append(f"{code.describe_slot(k)} of the old code has no counterpart there")
+            continue
+        t = _TEMP_SLOT.match(k)
+        if t is not None:
+            if temps_ok and old.owner == new.owner and old.compiler == new.compiler:
+                fp.renames[k] = f"_af_t{int(t.group(1)) - old.uid0 + new.uid0}"
+            else:
+                fp.reasons.append(
+                    f"the statement at line {old.line} is half evaluated across the await (a value "
+                    "computed before it is kept for after it), and that statement changed"
+                )
+                return
+            continue
+        if v is None:
+            fp.renames[k] = None
+            continue
+        fp.reasons.append(f"internal state {k!r} of the old code cannot be mapped")
+
+
+def _completion(v: Any) -> str:
+    if isinstance(v, tuple) and v:
+        return {"ret": "return", "jump": "break or continue"}.get(str(v[0]), str(v[0]))
+    return "pending completion"
+
+
+def apply_frame(fp: FramePlan, f: Any, code: Any) -> None:
+    """Rewrite frame ``f`` (restored with ``code``) as ``fp`` says. Cannot fail."""
+    if fp.how == "unchanged":
+        return
+    old = dict(f.__dict__)
+    d = f.__dict__
+    d.clear()
+    for k, v in old.items():
+        nk = fp.renames.get(k, k if k == "_af_pc" else None)
+        if nk is not None:
+            d[nk] = v
+    if fp.values is not None:
+        for n, v in fp.values.items():
+            d[LOCAL + n] = v
+    d["_af_pc"] = fp.label
+    f._af_code = code
+
+
+__all__ = ["POINT_FORMAT", "FramePlan", "Point", "PointTable", "Upgrade", "apply_frame", "describe_points",
+           "plan_frame", "start_point"]
