@@ -47,9 +47,10 @@ from persistence import (
 )
 from workflows import Cancelled
 from workflows._commands import Procedure
-from workflows._compiler import restore
+from workflows._compiler import checkpoint, restore_upgrading
+from workflows._compiler._upgrade import Upgrade
 from workflows._context import Broadcast, ReducerCall, Send, Subscribe, Unsubscribe
-from workflows._errors import UnknownWorkflowType, VersionMismatch
+from workflows._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from workflows._instance import Arrival, Decision, StepOutcome, Wait, WorkflowInstance
 from workflows._registry import resolve
 from workflows._step import Finished, Raised
@@ -365,7 +366,11 @@ class WorkflowActor(PooledActor):
         self.cont_blob = env["cont"]
         self.inbox = inbox
         try:
-            cont = restore(self.cont_blob)
+            # A continuation made by older code moves onto the loaded code when that is safe
+            # (the same await, the same constructs around it, no local live there that was not
+            # live in the old code) or an upgrade function says how; else it is held below.
+            cont, upgrade = restore_upgrading(self.cont_blob)
+            new_blob = _upgraded_checkpoint(cont, upgrade) if upgrade is not None else None
         except (VersionMismatch, UnknownWorkflowType) as e:
             # Never resume a stale continuation, and never fail a workflow because this process
             # lacks its code (a script run from the wrong directory, a module renamed in a
@@ -382,7 +387,10 @@ class WorkflowActor(PooledActor):
             cont, wait, step_seq=rec.step_seq, workflow_id=self.id, workflow_type=rec.type,
             parent_id=rec.parent_id, test_mode=rec.test_mode,
         )
-        if wait is not None and _blocked_reason(rec) is not None:
+        if upgrade is not None:
+            assert new_blob is not None
+            self._record_upgraded(rec, env, new_blob, upgrade)
+        elif wait is not None and _blocked_reason(rec) is not None:
             self._record_unblocked(rec)
         if wait is not None:
             # Timer ids are the store's: matched to the wait's timer arms in arming order.
@@ -401,6 +409,34 @@ class WorkflowActor(PooledActor):
                 self.done_procs[p.key] = self.held[p.key]
         self.held = {}
         return rec
+
+    def _record_upgraded(self, rec: WorkflowRecord, env: dict[str, Any], blob: bytes, up: Upgrade) -> None:
+        """Store the continuation moved onto the loaded code, with an ``upgraded`` history event,
+        in one commit (killed before it, the next load does the same upgrade again)."""
+        detail = up.detail()
+        waiting = self.wait.describe() if self.wait is not None else rec.waiting_on
+        sw = StepWrite(
+            workflow_id=self.id,
+            step_seq=rec.step_seq + 1,
+            continuation=dumps({**env, "cont": blob}),
+            fingerprint=up.loaded,
+            waiting_on=waiting,
+            wait_signals=self.wait.signal_names() if self.wait else (),
+            updated_at=self.host.clock.now(),
+            history=[("upgraded", json.dumps(detail))],
+        )
+        self.host.store.commit_step(sw, timeout=self.host.commit_timeout)
+        assert self.instance is not None
+        self.instance.step_seq = rec.step_seq + 1
+        self.cont_blob = blob
+        moved = [f for f in up.frames if f.how != "unchanged"]
+        self.log.info(
+            "workflow_upgraded",
+            old_fingerprint=up.stored,
+            new_fingerprint=up.loaded,
+            point=moved[0].old.ident if moved and moved[0].old else None,
+            how=",".join(sorted({f.how for f in moved})),
+        )
 
     def _record_blocked(self, rec: WorkflowRecord, why: str, event: str) -> None:
         """Show why the workflow cannot run (a version mismatch, its code missing) in waiting_on
@@ -891,6 +927,19 @@ def _cause(decision: Decision) -> tuple[str, str]:
     if consumed > 1:  # a gather took others in this step, before the one that resumed it
         cause = (cause[0], cause[1] + f',"taken":{consumed}')
     return cause
+
+
+def _upgraded_checkpoint(cont: Any, up: Upgrade) -> bytes:
+    """The checkpoint of a continuation just moved onto new code (held if it cannot be made)."""
+    try:
+        blob: bytes = checkpoint(cont)
+    except CheckpointError as e:
+        raise VersionMismatch(
+            f"continuation of workflow {up.workflow_type} could be moved onto the loaded code "
+            f"{up.loaded[:12]} but not checkpointed there ({e}); it is kept as it was",
+            workflow_type=up.workflow_type, stored=up.stored, loaded=up.loaded, reasons=(str(e),),
+        ) from e
+    return blob
 
 
 def _blocked_reason(rec: WorkflowRecord) -> str | None:

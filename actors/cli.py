@@ -443,6 +443,75 @@ def _prune_through_owner(args: argparse.Namespace, pid: int | None) -> int:
     return 0
 
 
+def _upgrade_row(rec: Any) -> dict[str, Any]:
+    """What would happen to running workflow ``rec`` if a system with the loaded code loaded it."""
+    from workflows._compiler import check_upgrade
+    from workflows._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
+
+    row: dict[str, Any] = {"id": rec.id, "type": rec.type, "stored": rec.fingerprint}
+    try:
+        env = loads(rec.continuation)
+        up = check_upgrade(env["cont"])
+    except (UnknownWorkflowType, VersionMismatch, CheckpointError) as e:
+        row.update(outcome="held" if isinstance(e, VersionMismatch) else "unknown",
+                   reasons=[str(e)])
+        return row
+    row["loaded"] = up.loaded
+    if not up.needed:
+        row["outcome"] = "unchanged"
+        return row
+    row["frames"] = up.detail()["frames"]
+    if up.possible:
+        row["outcome"] = "moves"
+        row["how"] = ",".join(sorted({f.how for f in up.frames if f.how != "unchanged"}))
+        moved = [f for f in up.frames if f.how != "unchanged"]
+        row["at"] = "; ".join(f.summary() for f in moved)
+    else:
+        row["outcome"] = "held"
+        row["reasons"] = up.reasons()
+    return row
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    if not args.dry_run:
+        raise CliError(
+            "wf upgrade only reports what would happen (give --dry-run): a running workflow whose "
+            "code changed moves onto the new code when a system with that code loads it (when the "
+            "system starts, or at its next message), before its next step"
+        )
+    # The application's code is what decides: import it as the application would.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in args.imports or []:
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise CliError(f"--import {module}: importing it failed: {type(e).__name__}: {e}") from e
+    store = _open(args.db)
+    try:
+        counts = store.count_workflows()
+        wtype = _resolve_type(counts, args.type, _shown(args.db)) if args.type is not None else None
+        rows = [_upgrade_row(r) for r in store.list_workflows(status="running", type=wtype)]
+    finally:
+        store.close()
+    tally = collections.Counter(r["outcome"] for r in rows)
+    if args.json:
+        print(json.dumps({"workflows": rows, "counts": dict(tally)}, indent=2))
+        return 0
+    for r in rows:
+        if r["outcome"] == "moves":
+            print(f"would move ({r['how']}): {r['id']} ({_short(r['type'])}) {r['stored'][:12]} -> "
+                  f"{r['loaded'][:12]}: {r['at']}")
+    for r in rows:
+        if r["outcome"] in ("held", "unknown"):
+            what = "held" if r["outcome"] == "held" else "code missing"
+            print(f"{what}: {r['id']} ({_short(r['type'])}): {' | '.join(r['reasons'])}")
+    print(f"{tally['moves']} would move, {tally['held']} would stay held, {tally['unchanged']} run the "
+          f"loaded code already, {tally['unknown']} whose code cannot be found "
+          f"(nothing was changed in {_shown(args.db)})")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     root = Path(__file__).resolve().parent.parent
     if not (root / "examples" / "demo.py").exists():
@@ -508,6 +577,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--timeout", type=float, default=600.0,
                     help="seconds to wait for a running system to finish the request (default 600)")
     sp.set_defaults(func=cmd_prune)
+
+    sp = add("upgrade", "with --dry-run: which running workflows would move onto the code loaded here, "
+             "which would stay held, and why")
+    sp.add_argument("--dry-run", dest="dry_run", action="store_true",
+                    help="report only (required: workflows move when a system with the new code loads them)")
+    sp.add_argument("--type", help="only workflows of this type (as in wf list --type)")
+    sp.add_argument("--import", dest="imports", action="append", metavar="MODULE",
+                    help="import MODULE first (one that registers workflows under a name=); repeatable")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_upgrade)
 
     # The demo parses its own options (--duration, --speed, ...); its --help lists them all.
     # Never $WF_DB: the demo writes its world into the file, which must not be the application's.

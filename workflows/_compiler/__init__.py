@@ -7,16 +7,26 @@ Pure like the rest of ``workflows``: standard library and cloudpickle only. The 
 """
 
 from ._api import CompiledCode, WorkflowFunction, compile_workflow_source, workflow
-from ._runtime import Continuation, SubCall, checkpoint, restore, step
+from ._runtime import (
+    Continuation,
+    SubCall,
+    check_upgrade,
+    checkpoint,
+    restore,
+    restore_upgrading,
+    step,
+)
 
 __all__ = [
     "CompiledCode",
     "Continuation",
     "SubCall",
     "WorkflowFunction",
+    "check_upgrade",
     "checkpoint",
     "compile_workflow_source",
     "restore",
+    "restore_upgrading",
     "step",
     "workflow",
 ]
