@@ -13,6 +13,7 @@ import argparse
 import collections
 import datetime as _dt
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -279,17 +280,30 @@ def cmd_show(args: argparse.Namespace) -> int:
         store.close()
 
 
+def check_request(store: Store, rec: Any, kind: str, name: str | None) -> None:
+    """Refuse a request that cannot be carried out (CliError saying why): the workflow has
+    finished, or a fire-timer names no armed timer. Shared by ``wf`` and ``wf ui``."""
+    if rec.status in FINISHED:
+        raise CliError(f"workflow {rec.id!r} has already finished ({rec.status}); nothing to {kind.replace('_', ' ')}")
+    if kind == "fire_timer":
+        armed = [t.name for t in store.timers(rec.id)]
+        if name not in armed:
+            listing = ", ".join(repr(a) for a in armed) or "none"
+            raise CliError(f"workflow {rec.id!r} has no armed timer named {name!r}; armed timers: {listing}")
+
+
+def owner_of(store: Store) -> dict[str, object] | None:
+    """The system running on the store's database (pid, host, since), or None if none runs."""
+    info = getattr(store, "owner_info", None)
+    owner: dict[str, object] | None = info() if callable(info) else None
+    return owner
+
+
 def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | None) -> int:
     store = _open(args.db)
     try:
         rec = _record_or_fail(store, args.id, _shown(args.db))
-        if rec.status in FINISHED:
-            raise CliError(f"workflow {rec.id!r} has already finished ({rec.status}); nothing to {kind.replace('_', ' ')}")
-        if kind == "fire_timer":
-            armed = [t.name for t in store.timers(rec.id)]
-            if name not in armed:
-                listing = ", ".join(repr(a) for a in armed) or "none"
-                raise CliError(f"workflow {rec.id!r} has no armed timer named {name!r}; armed timers: {listing}")
+        check_request(store, rec, kind, name)
         if kind == "signal" and name is not None:
             _warn_if_never_awaited(rec, name)
         seq = store.post_external(kind, rec.id, name, payload, at=time.time())
@@ -509,6 +523,25 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     print(f"{tally['moves']} would move, {tally['held']} would stay held, {tally['unchanged']} run the "
           f"loaded code already, {tally['unknown']} whose code cannot be found "
           f"(nothing was changed in {_shown(args.db)})")
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    if not 0 < args.port < 65536:
+        raise CliError(f"--port must be 1 to 65535, got {args.port}")
+    missing = [m for m in ("starlette", "uvicorn", "jinja2", "multipart") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliError(
+            f"wf ui needs the ui extra, which is not installed (no {', '.join(missing)}); install "
+            f"it with pip install 'actorflow[ui]'"
+        )
+    from actors._ui import serve
+
+    try:
+        serve(args.db, host=args.host, port=args.port, read_only=args.read_only)
+    except KeyboardInterrupt:
+        pass
+    except OSError as e:  # the port is taken, the address is not this machine's
+        raise CliError(f"cannot serve on {args.host}:{args.port}: {e}; give another --port or --host") from e
     return 0
 
 
@@ -587,6 +620,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="import MODULE first (one that registers workflows under a name=); repeatable")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_upgrade)
+
+
+    sp = add("ui", "serve a web view of the workflows, with actions (needs the ui extra)")
+    sp.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only)")
+    sp.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
+    sp.add_argument("--read-only", dest="read_only", action="store_true",
+                    help="serve no action: no signal, cancel or fire-timer, every POST refused")
+    sp.set_defaults(func=cmd_ui)
 
     # The demo parses its own options (--duration, --speed, ...); its --help lists them all.
     # Never $WF_DB: the demo writes its world into the file, which must not be the application's.

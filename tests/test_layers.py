@@ -10,7 +10,8 @@ STDLIB = set(__import__("sys").stdlib_module_names)
 ALLOWED = {
     "workflows": {"workflows", "cloudpickle"},
     "persistence": {"persistence", "sqlite_utils", "cloudpickle", "psycopg", "psycopg_pool"},
-    "actors": {"actors", "workflows", "persistence", "pykka", "structlog", "rich", "sqlite_utils", "cloudpickle", "pytest"},
+    "actors": {"actors", "workflows", "persistence", "pykka", "structlog", "rich", "sqlite_utils", "cloudpickle", "pytest",
+               "starlette", "uvicorn", "jinja2"},
 }
 
 
@@ -68,6 +69,26 @@ def test_psycopg_is_loaded_only_with_the_postgresql_backend() -> None:
                     bad.append(f"{rel} imports {mod} at module level")
             for mod in _imports(path) & OPTIONAL:
                 bad.append(f"{rel} imports {mod} (only persistence/_pg/ may)")
+    assert not bad, "\n".join(bad)
+
+
+UI = {"starlette", "uvicorn", "jinja2", "multipart", "python_multipart"}  # the extra actorflow[ui]
+
+
+def test_the_web_view_is_loaded_only_by_wf_ui() -> None:
+    """The ui extra's libraries are imported by actors/_ui/ only, and that package is imported
+    nowhere at module level: the runtime and the other wf commands never need the extra."""
+    bad = []
+    for package in ALLOWED:
+        for path in (ROOT / package).rglob("*.py"):
+            rel = path.relative_to(ROOT)
+            if rel.parts[:2] == ("actors", "_ui"):
+                continue
+            for mod in _top_level_imports(path):
+                if mod.split(".")[0] in UI or mod.startswith("actors._ui"):
+                    bad.append(f"{rel} imports {mod} at module level")
+            for mod in _imports(path) & UI:
+                bad.append(f"{rel} imports {mod} (only actors/_ui/ may)")
     assert not bad, "\n".join(bad)
 
 

@@ -1,0 +1,372 @@
+"""The web application of ``wf ui``: Starlette routes over one read-only store.
+
+Reads go to the database through a store opened with ``owner=False`` (it never takes the file or
+the schema from a running system). Actions are requests appended the way ``wf`` appends them,
+carried out by the system that owns the database; the answer says what happened to each.
+
+Safety: every page is rendered by Jinja2 with autoescaping, and the Content-Security-Policy
+allows no inline script, so a workflow id or a payload holding markup shows as text. Actions are
+POSTs that carry the page's anti-forgery token (a random secret of this server, compared in
+constant time), and a request whose Host header is not this server's (a DNS rebinding page) or
+whose Origin is another site's is refused. ``read_only`` serves no action at all. Nothing the
+browser sends is unpickled: payloads are JSON.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as _dt
+import hmac
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from persistence import STATUSES, PersistenceError, Store
+
+from .. import cli
+from .._system import _waiting_text
+from . import data
+
+HERE = Path(__file__).resolve().parent
+# How long an action waits for the running system to carry out its request before it answers.
+ACTION_WAIT = 5.0
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+OUTCOMES_KEPT = 200
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+
+SECURITY_HEADERS = [
+    (b"content-security-policy",
+     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+     b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+]
+
+
+def _host_of(value: str) -> str:
+    """The host of a Host header or an Origin's netloc, without its port (IPv6 unbracketed)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    return value.rpartition(":")[0] if value.count(":") == 1 else value
+
+
+class Guard:
+    """ASGI middleware: refuse requests for another host name, and add the security headers."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: frozenset[str] | None) -> None:
+        self.app = app
+        self.allowed_hosts = allowed_hosts  # None: any (the server was bound to a public address)
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = _host_of(headers.get("host", ""))
+        if self.allowed_hosts is not None and host not in self.allowed_hosts:
+            await PlainTextResponse(
+                f"refused: this server answers for {', '.join(sorted(self.allowed_hosts))}, not "
+                f"for the host {host!r} (a page of another site that points its name here)",
+                status_code=421,
+            )(scope, receive, send)
+            return
+        origin = headers.get("origin")
+        if scope["method"] == "POST" and origin not in (None, "null"):
+            if _host_of(urllib.parse.urlsplit(origin).netloc) != host:
+                await PlainTextResponse(
+                    f"refused: a form of another site ({origin}) posted to this one", status_code=403,
+                )(scope, receive, send)
+                return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + SECURITY_HEADERS
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def _ts(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _ago(t: float | None, now: float) -> str:
+    if t is None:
+        return "-"
+    d = now - t
+    ahead = d < 0
+    d = abs(d)
+    if d < 60:
+        text = f"{d:.0f}s"
+    elif d < 3600:
+        text = f"{d // 60:.0f}m {d % 60:02.0f}s"
+    elif d < 86400:
+        text = f"{d // 3600:.0f}h {d % 3600 // 60:02.0f}m"
+    else:
+        text = f"{d // 86400:.0f}d {d % 86400 // 3600:.0f}h"
+    return f"in {text}" if ahead else f"{text} ago"
+
+
+def _quote(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+class UI:
+    """The state of one ``wf ui`` server: its store, its token, the answers to its actions."""
+
+    def __init__(self, store: Store, db: str, *, read_only: bool) -> None:
+        self.store = store
+        self.db = db
+        self.shown_db = cli._shown(db)
+        self.read_only = read_only
+        self.token = secrets.token_urlsafe(32)
+        self._outcomes: collections.OrderedDict[str, dict[str, str]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # every template, whatever its name
+            undefined=jinja2.StrictUndefined,
+        )
+        env.filters.update(ts=_ts, short=data.short, q=_quote,
+                           qs=lambda d: urllib.parse.urlencode(d))
+        env.globals.update(statuses=STATUSES, ago=_ago)
+        self.env = env
+
+    # -- rendering ------------------------------------------------------------------------------
+    def page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        context.update(db=self.shown_db, read_only=self.read_only, token=self.token,
+                       now=context.get("now", time.time()))
+        context.setdefault("owner", self.owner())
+        context.setdefault("nodes_shown", bool(data.nodes(self.store)))
+        return HTMLResponse(self.env.get_template(name).render(**context), status_code=status_code)
+
+    def owner(self) -> dict[str, object] | None:
+        try:
+            return cli.owner_of(self.store)
+        except PersistenceError:
+            return None
+
+    def error(self, status_code: int, title: str, message: str) -> HTMLResponse:
+        return self.page("error.html", status_code, title=title, message=message)
+
+    def keep_outcome(self, outcome: dict[str, str]) -> str:
+        key = secrets.token_urlsafe(12)
+        with self._lock:
+            self._outcomes[key] = outcome
+            while len(self._outcomes) > OUTCOMES_KEPT:
+                self._outcomes.popitem(last=False)
+        return key
+
+    def outcome(self, key: str | None) -> dict[str, str] | None:
+        if not key:
+            return None
+        with self._lock:
+            return self._outcomes.get(key)
+
+    # -- actions --------------------------------------------------------------------------------
+    def act(self, kind: str, wid: str, name: str | None, payload_text: str | None) -> dict[str, str]:
+        """Queue a request as ``wf`` does, wait a little for the owner to carry it out, and say
+        what happened ({"level": "ok"|"waiting"|"refused", "text": ...})."""
+        what = kind.replace("_", " ")
+        rec = self.store.load_workflow(wid)
+        if rec is None:
+            return {"level": "refused", "text": f"refused: no workflow with id {wid!r} (finished and pruned, or never there)"}
+        if kind in ("signal", "fire_timer") and not name:
+            return {"level": "refused", "text": f"refused: a {what} needs a name"}
+        try:
+            cli.check_request(self.store, rec, kind, name)
+        except cli.CliError as e:
+            return {"level": "refused", "text": f"refused: {e}"}
+        note = ""
+        if kind == "signal":
+            try:
+                value = json.loads(payload_text) if payload_text and payload_text.strip() else None
+            except json.JSONDecodeError as e:
+                return {"level": "refused",
+                        "text": f"refused: the payload is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                                f'e.g. {{"amount": 100}}, [1, 2], "text" or empty for null'}
+            payload: str | None = json.dumps(value)
+            names = cli._signal_names_of(rec.type)
+            if names is not None and name not in names:
+                awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
+                note = (f" Note: the code of {rec.type} never awaits a signal named {name!r} (it awaits "
+                        f"{awaited}); it stays in the workflow's inbox.")
+        elif kind == "cancel":
+            payload = json.dumps(payload_text.strip() or None if payload_text else None)
+        else:
+            payload = None
+        label = f"{what} {name!r}" if name else what
+        seq = self.store.post_external(kind, rec.id, name, payload, at=time.time())
+        owner = self.owner()
+        if owner is None:
+            return {"level": "waiting",
+                    "text": f"queued {label} #{seq}: no system has {self.shown_db} open, so the request waits "
+                            f"in the database for the next one to start, which carries it out first.{note}"}
+        who = f"the running system (pid {owner.get('pid')})"
+        deadline = time.monotonic() + ACTION_WAIT
+        while any(x.seq == seq for x in self.store.take_external(seq - 1)[:1]):
+            if time.monotonic() >= deadline:
+                return {"level": "waiting",
+                        "text": f"queued {label} #{seq}: {who} has not taken it within {ACTION_WAIT:g}s (it is "
+                                f"busy, or the workflow's inbox is full); it stays queued, and is listed "
+                                f"below until it is carried out.{note}"}
+            time.sleep(0.05)
+        # Taken: give the workflow a moment to take the step it wakes.
+        after = self.store.load_workflow(rec.id)
+        while after is not None and after.step_seq == rec.step_seq and time.monotonic() < deadline:
+            if kind == "signal" and not self._awaits(after, name):
+                break
+            time.sleep(0.05)
+            after = self.store.load_workflow(rec.id)
+        if after is None:
+            now = "it is gone (finished and pruned)"
+        elif after.step_seq == rec.step_seq:
+            now = (f"buffered: the workflow does not await {name!r} now, and takes it when it does"
+                   if kind == "signal" else f"it has not stepped yet (still {after.status})")
+        elif after.status == "running":
+            now = f"it is running, waiting on {_waiting_text(after.waiting_on) or 'nothing'}"
+        else:
+            now = f"it has {after.status}"
+        return {"level": "ok", "text": f"{label} carried out by {who}: {now}.{note}"}
+
+    @staticmethod
+    def _awaits(rec: Any, name: str | None) -> bool:
+        w = data.waiting(rec) or {}
+        return any(a.get("kind") == "signal" and a.get("name") == name for a in w.get("arms", []))
+
+
+def create_app(store: Store, db: str, *, read_only: bool = False,
+               allowed_hosts: frozenset[str] | None = frozenset(LOOPBACK_NAMES),
+               close_store: bool = True) -> Starlette:
+    """The ASGI application over ``store`` (opened with owner=False); ``db`` names it on pages."""
+    ui = UI(store, db, read_only=read_only)
+
+    async def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        return await run_in_threadpool(fn, *args, **kw)
+
+    async def index(request: Request) -> Response:
+        try:
+            f = data.Filters.parse(dict(request.query_params))
+        except ValueError as e:
+            return ui.error(400, "A filter of this page is not right", str(e))
+        if f.type is not None and ":" not in f.type:
+            # A short name, as the list shows types: the full key when one type alone has it.
+            c = await in_thread(ui.store.count_workflows)
+            try:
+                f = data.Filters(**{**f.__dict__, "type": cli._resolve_type(c, f.type, ui.shown_db)})
+            except cli.CliError as e:
+                return ui.error(400, "No such type", str(e))
+        page = await in_thread(data.list_page, ui.store, f)
+        nodes = await in_thread(data.nodes, ui.store)
+        return ui.page("list.html", page=page, f=f, nodes=nodes, nodes_shown=bool(nodes))
+
+    async def counts(request: Request) -> Response:
+        c = await in_thread(data.counts, ui.store)
+        return JSONResponse({"total": c["total"], "by_status": c["by_status"]})
+
+    async def workflow(request: Request) -> Response:
+        wid = request.path_params["wid"]
+        page = await in_thread(data.workflow_page, ui.store, wid)
+        if page is None:
+            pruned = await in_thread(ui.store.pruned_total)
+            why = (f"it never existed, or it finished and was pruned after its retention ({pruned:,} pruned so far)"
+                   if pruned else "it never existed (nothing was ever pruned from this database); check the id")
+            return ui.error(404, "No such workflow", f"no workflow with id {wid!r} in {ui.shown_db}: {why}.")
+        names = await in_thread(cli._signal_names_of, page["type"])
+        return ui.page("workflow.html", w=page, now=page["now"],
+                       outcome=ui.outcome(request.query_params.get("outcome")),
+                       signal_names=sorted(names or ()))
+
+    async def state(request: Request) -> Response:
+        wid = request.query_params.get("id", "")
+        rec = await in_thread(ui.store.load_workflow, wid)
+        if rec is None:
+            return JSONResponse({"id": wid, "gone": True}, status_code=404)
+        pending = await in_thread(ui.store.take_external, 0)
+        return JSONResponse({"id": rec.id, "status": rec.status, "steps": rec.step_seq,
+                             "updated_at": rec.updated_at,
+                             "pending": sum(1 for x in pending if x.workflow_id == rec.id)})
+
+    async def value(request: Request) -> Response:
+        wid, what = request.query_params.get("id", ""), request.query_params.get("what", "")
+        text = await in_thread(data.whole_value, ui.store, wid, what)
+        if text is None:
+            return PlainTextResponse(f"no value {what!r} of workflow {wid!r}", status_code=404)
+        return PlainTextResponse(text)
+
+    async def nodes_page(request: Request) -> Response:
+        nodes = await in_thread(data.nodes, ui.store)
+        return ui.page("nodes.html", nodes=nodes, nodes_shown=bool(nodes))
+
+    async def action(request: Request) -> Response:
+        if ui.read_only:
+            return PlainTextResponse("refused: this server was started with --read-only; it takes no actions",
+                                     status_code=403)
+        form = await request.form()
+        token = form.get("csrf")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), ui.token.encode()):
+            return PlainTextResponse(
+                "refused: the form's anti-forgery token is missing or wrong (a page of this server "
+                "sends it; reload the page and try again)", status_code=403)
+        kind = {"/signal": "signal", "/cancel": "cancel", "/fire-timer": "fire_timer"}[request.url.path]
+        fields = {k: v for k, v in form.items() if isinstance(v, str)}
+        wid = fields.get("id", "")
+        outcome = await in_thread(ui.act, kind, wid, fields.get("name") or None,
+                                  fields.get("payload") if kind == "signal" else fields.get("reason"))
+        key = ui.keep_outcome(outcome)
+        return RedirectResponse(f"/w/{_quote(wid)}?outcome={key}", status_code=303)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if close_store:
+                ui.store.close()
+
+    routes = [
+        Route("/", index),
+        Route("/api/counts", counts),
+        Route("/api/state", state),
+        Route("/value", value),
+        Route("/nodes", nodes_page),
+        Route("/w/{wid:path}", workflow),
+        Route("/signal", action, methods=["POST"]),
+        Route("/cancel", action, methods=["POST"]),
+        Route("/fire-timer", action, methods=["POST"]),
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.ui = ui
+    app.add_middleware(Guard, allowed_hosts=allowed_hosts)
+    return app
