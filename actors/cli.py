@@ -523,6 +523,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     print(f"{tally['moves']} would move, {tally['held']} would stay held, {tally['unchanged']} run the "
           f"loaded code already, {tally['unknown']} whose code cannot be found "
           f"(nothing was changed in {_shown(args.db)})")
+    return 0
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
