@@ -1,14 +1,20 @@
-"""The writer: group commit of queued writes, one batch at a time.
+"""The writer: group commit of queued writes, one batch at a time, for both backends.
 
-Every write of an owning store (steps and single writes alike) is a function of the writer's
-connection, queued here. A batch takes what is queued, opens one ``BEGIN IMMEDIATE`` transaction
-for all of it, runs the writes (if one raises, the transaction is rolled back and the batch runs
-again with each write in its own savepoint, so that one fails alone), takes in once more what was
-queued meanwhile, commits once, and only then resolves the futures. One fsync (with durability
-"full") thus covers every caller waiting at that moment.
+Every write of an owning store (steps and single writes alike) is a function of the writer,
+queued here. A batch takes what is queued, opens one transaction for all of it, runs the writes
+(if one raises, the transaction is rolled back and the batch runs again with each write in its
+own savepoint, so that one fails alone), takes in once more what was queued meanwhile, commits
+once, and only then resolves the futures. One fsync (with durability "full") thus covers every
+caller waiting at that moment.
 
 One batch runs at a time, in queue order, on the writer's own thread: no caller's thread ever runs
 a transaction, so an interruption of a caller (Ctrl-C) interrupts only its wait.
+
+The loop is written once here; each backend implements the small transaction protocol it runs
+on (``SqliteWriter`` below, ``persistence._pg._writer.PgWriter``): how a statement is sent
+(``execute``: at once, or pipelined until ``sync``), BEGIN / COMMIT / savepoints, how an error is
+told (its own error classes), which errors are worth running the batch again for (PostgreSQL's
+deadlocks and serialization failures, a connection lost before COMMIT) and how to reconnect.
 """
 
 from __future__ import annotations
@@ -18,63 +24,179 @@ import contextlib
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import sqlite_utils
 
-from persistence._errors import PersistenceError, StoreClosed
+from persistence._errors import StoreClosed
 from persistence._promise import Promise
 from persistence._schema import translate_error
+from persistence._sql import SQLITE, Dialect
 
 log = logging.getLogger("actorflow.store")
+
+T = TypeVar("T")
 
 # Upper bound on writes per transaction, so one commit's latency stays bounded under load.
 MAX_BATCH = 512
 # Workflows whose wait set the writer remembers (dropped wholesale past this size).
 WAITS_CACHE = 100_000
+# Errors worth running a batch again for (deadlocks, serialization failures): runs of a batch
+# before it goes write by write, and of a write in a savepoint before it fails.
+RETRIES = 3
+# Runs of a batch again after a lost connection (each after a reconnect).
+RECONNECT_RUNS = 6
+
+
+class Deferred(Generic[T]):
+    """A write whose statements are sent; ``finish()`` reads their results (and may raise)."""
+
+    __slots__ = ("finish",)
+
+    def __init__(self, finish: Callable[[], T]) -> None:
+        self.finish = finish
 
 
 class _Op:
     __slots__ = ("fn", "future")
 
-    def __init__(self, fn: Callable[[Writer], Any], future: Promise[Any]) -> None:
+    def __init__(self, fn: Callable[[Any], Any], future: Promise[Any]) -> None:
         self.fn = fn
         self.future = future
+
+
+class _Redo(Exception):
+    """A pass of the batch failed: at write ``index``, or (None) outside any write or at a write
+    it cannot name (``unattributed``: a pipelined error, that only the careful pass can place)."""
+
+    def __init__(self, index: int | None, error: BaseException, unattributed: bool) -> None:
+        super().__init__(repr(error))
+        self.index = index
+        self.error = error
+        self.unattributed = unattributed
+
+
+class _CommitUnknown(Exception):
+    """The connection was lost once COMMIT was sent: the batch may or may not be written."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 class Writer:
     """Own the write connection and serialize every write, batch by batch.
 
-    Args:
-        conn: The write connection (``isolation_level=None``); the writer closes it.
-        path: The database path, for error messages.
-        gate: A lock held across each transaction, when readers must not overlap writes (the
-            shared-cache in-memory database has table locks, not WAL snapshots).
+    A backend subclasses it: it sets ``conn`` and ``db`` (what reducers receive, on the
+    transaction), then calls this ``__init__``, which starts the thread.
     """
 
-    def __init__(
-        self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None
-    ) -> None:
-        self.conn = conn
+    # The backend sends statements without waiting for their answers (until ``sync``).
+    pipelined = False
+    conn: Any
+    db: Any
+
+    def __init__(self, path: str, dialect: Dialect, *, name: str) -> None:
         self.path = path
-        # What reducers receive: sqlite-utils on this very connection, inside the transaction.
-        self.db = sqlite_utils.Database(conn, execute_plugins=False)
+        self.dialect = dialect
         self.commits = 0
         # The committed wait set of recently stepped workflows (this thread is the only writer,
         # so it is exact): a step awaiting the same signals as before skips rewriting them.
         self.waits: dict[str, tuple[str, ...]] = {}
         self.staged_waits: dict[str, tuple[str, ...]] = {}
-        self._gate = gate if gate is not None else contextlib.nullcontext()
         # The queue of writes, taken batch by batch by the writer's thread.
         self._lock = threading.Lock()  # taken directly (a C context manager) where none waits
         self._cond = threading.Condition(self._lock)
         self._ops: collections.deque[_Op] = collections.deque()
         self._closed = False  # no new writes; the thread ends once the queue is empty
-        self._thread = threading.Thread(target=self._run, name="actorflow-writer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[[Writer], Any]) -> Promise[Any]:
+    # -- the transaction protocol: what writes call, and what the loop runs on ---------------------
+    def execute(self, template: str, params: Any = (), *, wait: bool = False) -> Any:
+        """Send one statement (a ``persistence._sql`` template); return its cursor, whose results
+        (row count included) are there at once, after a ``sync``, or (``wait``) on return."""
+        raise NotImplementedError
+
+    def insert_id(self, template: str, column: str, params: Any, *, wait: bool = False) -> Any:
+        """Send an INSERT; its cursor's ``fetchone()`` is ``(key,)``, the integer key ``column``
+        of the row it inserted, or None if it inserted none (when its answers are there)."""
+        raise NotImplementedError
+
+    def executemany(self, template: str, rows: list[tuple[Any, ...]]) -> None:
+        """Send one statement for each of ``rows``; nothing to read back."""
+        raise NotImplementedError
+
+    def query_one(self, template: str, params: Any = ()) -> tuple[Any, ...] | None:
+        """Run a statement and wait for its first row."""
+        raise NotImplementedError
+
+    def query_all(self, template: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        """Run a statement and wait for its rows."""
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        """Wait for the answers of every statement sent so far (raising the first error)."""
+
+    def transient(self, exc: BaseException) -> bool:
+        """True if ``exc`` (raised in a write) is not the write's fault, and the batch runs again."""
+        return False
+
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """Held across each transaction."""
+        return contextlib.nullcontext()
+
+    def _begin(self) -> None:
+        raise NotImplementedError
+
+    def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _rollback(self) -> None:
+        """Roll the open transaction back, if any (never raises)."""
+        raise NotImplementedError
+
+    def _savepoint(self) -> None:
+        raise NotImplementedError
+
+    def _release_savepoint(self) -> None:
+        raise NotImplementedError
+
+    def _undo_savepoint(self) -> bool:
+        """Roll back to the savepoint of the write that failed; False if the transaction is gone."""
+        raise NotImplementedError
+
+    def _ended(self) -> bool:
+        """True if the last write ended the transaction itself (committed it)."""
+        return False
+
+    def _error(self, exc: BaseException, committing: bool = False) -> BaseException:
+        """The store's error for ``exc`` (``committing``: raised by COMMIT)."""
+        raise NotImplementedError
+
+    def _unattributed(self, exc: BaseException) -> bool:
+        """True if ``exc`` may belong to a write sent earlier than the one running."""
+        return False
+
+    def _retryable(self, err: BaseException) -> bool:
+        """True if the transaction was rolled back by a conflict that running again resolves."""
+        return False
+
+    def _lost(self, err: BaseException) -> bool:
+        """True if ``err`` means the connection was lost."""
+        return False
+
+    def _reconnect(self, cause: BaseException) -> None:
+        """Replace a lost connection; raise (the store's error) if it cannot."""
+        raise cause
+
+    def _close_connection(self) -> None:
+        raise NotImplementedError
+
+    # -- the queue ----------------------------------------------------------------------------
+    def submit(self, fn: Callable[[Any], Any]) -> Promise[Any]:
         """Queue ``fn(writer)`` to run in the next group transaction; return its future."""
         future: Promise[Any] = Promise()
         with self._lock:
@@ -95,7 +217,6 @@ class Writer:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
-    # -- the thread -----------------------------------------------------------------------------
     def _run(self) -> None:
         try:
             while True:
@@ -105,7 +226,11 @@ class Writer:
                     if not self._ops:
                         break  # closed, and everything queued before is committed
                     batch = self._take(MAX_BATCH)
-                self._run_batch(batch)
+                try:
+                    self._commit_batch(batch)
+                except BaseException as exc:  # the writer's thread outlives any batch
+                    log.exception("actorflow writer: batch failed unexpectedly")
+                    self._fail(batch, exc)
         finally:
             self._shutdown()
 
@@ -117,17 +242,6 @@ class Writer:
             ops.clear()
             return taken
         return [ops.popleft() for _ in range(room)]
-
-    def _run_batch(self, batch: list[_Op]) -> None:
-        """Commit ``batch``; a failure of the batch as a whole fails each write not settled."""
-        try:
-            self._commit_batch(batch)
-        except BaseException as exc:  # the writer's thread outlives any batch
-            log.exception("actorflow writer: batch failed unexpectedly")
-            err = translate_error(exc, self.path)
-            for op in batch:
-                if not op.future.done():
-                    op.future.set_exception(err)
 
     def _take_more(self, batch: list[_Op]) -> list[_Op]:
         """Move what is queued now into ``batch`` (up to ``MAX_BATCH``); return what was taken."""
@@ -150,113 +264,303 @@ class Writer:
         for op in left:
             if not op.future.done():
                 op.future.set_exception(closed)
-        try:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-        self.conn.close()
+        self._close_connection()
 
+    def _fail(self, ops: list[_Op], exc: BaseException) -> None:
+        err = self._error(exc)
+        for op in ops:
+            if not op.future.done():
+                op.future.set_exception(err)
+
+    # -- a batch ------------------------------------------------------------------------------
     def _commit_batch(self, batch: list[_Op]) -> None:
         pending = [op for op in batch if not op.future.done()]
-        conn = self.conn
         # Optimistic first: no savepoints (two statements per write saved). If a write fails, the
         # whole transaction is rolled back and the others run again, each in its own savepoint.
         careful = False
         # Writes queued while the batch's statements run join it before its COMMIT, once: a
         # write that arrives then (a start behind a batch of steps, say) is durable with that
-        # fsync instead of waiting for the whole next batch. Not in the careful pass: what it
+        # commit instead of waiting for the whole next batch. Not in the careful pass: what it
         # runs again is only what was there.
         joined = False
+        conflicts = reconnects = 0
         while pending:
-            done: list[tuple[_Op, Any]] = []
-            failed: list[tuple[_Op, BaseException]] = []
-            redo: int | None = None
-            early: int | None = None
-            batch_waits: dict[str, tuple[str, ...]] = {}
             try:
-                with self._gate:
-                    conn.execute("BEGIN IMMEDIATE")
-                    i = 0
-                    while True:
-                        if i == len(pending):
-                            if careful or joined:
-                                break
-                            joined = True
-                            late = self._take_more(batch)
-                            if not late:
-                                break
-                            pending.extend(late)
-                        here, op = i, pending[i]
-                        i += 1
+                if careful:
+                    pending = self._careful(pending)
+                else:
+                    pending, joined = self._optimistic(pending, batch, joined)
+            except _Redo as redo:
+                err = redo.error
+                if self._retryable(err) and conflicts < RETRIES:
+                    conflicts += 1
+                    time.sleep(0.005 * 4**conflicts)
+                    continue
+                if self._lost(err) and reconnects < RECONNECT_RUNS:
+                    # Before COMMIT: nothing of the batch was written; run it again.
+                    reconnects += 1
+                    try:
+                        self._reconnect(err)
+                    except BaseException as exc:
+                        self._fail(pending, exc)
+                        return
+                    continue
+                if redo.index is not None:
+                    # The write that raised fails alone; the others run again, each in its own
+                    # savepoint.
+                    pending[redo.index].future.set_exception(err)
+                    del pending[redo.index]
+                    careful = True
+                elif redo.unattributed and not careful:
+                    careful = True  # only the careful pass can tell whose error it is
+                else:
+                    self._fail(pending, err)  # BEGIN or COMMIT failed: nothing is written
+                    return
+            except _CommitUnknown as unknown:
+                # Its outcome is unknown, so nothing is run again; the next batch starts on a new
+                # connection.
+                self._fail(pending, unknown.error)
+                with contextlib.suppress(BaseException):
+                    self._reconnect(unknown.error)
+                return
+
+    def _failed_pass(
+        self, exc: BaseException, committing: bool, index: int | None
+    ) -> BaseException:
+        """What a pass raises when ``exc`` ended it (the transaction is rolled back)."""
+        err = self._error(exc, committing)
+        self._rollback()
+        if committing and self._lost(err):
+            return _CommitUnknown(err)
+        if not isinstance(exc, Exception):
+            return exc  # KeyboardInterrupt, SystemExit: not the batch's
+        unattributed = self._unattributed(exc)
+        return _Redo(None if unattributed else index, err, unattributed)
+
+    def _optimistic(
+        self, pending: list[_Op], batch: list[_Op], joined: bool
+    ) -> tuple[list[_Op], bool]:
+        """Run ``pending`` in one transaction, no savepoints; raise ``_Redo`` on a failure.
+
+        Returns what is left to run (the writes after one that ended the transaction itself)
+        and whether the late writes were taken in.
+        """
+        done: list[tuple[_Op, Any]] = []
+        waits: dict[str, tuple[str, ...]] = {}
+        index: int | None = None
+        committing = False
+        early: int | None = None
+        try:
+            with self._transaction():
+                self._begin()
+                i = 0
+                while True:
+                    if i == len(pending):
+                        if joined:
+                            break
+                        joined = True
+                        late = self._take_more(batch)
+                        if not late:
+                            break
+                        pending.extend(late)
+                    index, op = i, pending[i]
+                    i += 1
+                    self.staged_waits = {}
+                    value = op.fn(self)
+                    if not self.pipelined and isinstance(value, Deferred):
+                        value = value.finish()
+                    done.append((op, value))
+                    waits.update(self.staged_waits)
+                    if self._ended():
+                        early = i
+                        break
+                index = None
+                if self.pipelined:
+                    self.sync()
+                    for k, (op, value) in enumerate(done):
+                        if isinstance(value, Deferred):
+                            index = k
+                            done[k] = (op, value.finish())
+                    index = None
+                if early is None:
+                    # Pipelined, COMMIT goes with what the writes' finish sent: one round trip,
+                    # at the end of the transaction block, which raises if any of it failed.
+                    committing = True
+                    self._commit()
+        except BaseException as exc:
+            raise self._failed_pass(exc, committing, index) from exc
+        if early is not None:
+            # The write committed the transaction itself (a reducer called commit(), or
+            # sqlite3's executescript()): what ran so far is durable; the rest of the batch goes
+            # in a new transaction.
+            log.warning("actorflow writer: a write ended the transaction")
+        self._settle(done, [], waits)
+        return pending[early:] if early is not None else [], joined
+
+    def _careful(self, pending: list[_Op]) -> list[_Op]:
+        """Run ``pending`` in one transaction, each write in a savepoint of its own; return what
+        is left to run (after a write that ended the transaction itself)."""
+        done: list[tuple[_Op, Any]] = []
+        failed: list[tuple[_Op, BaseException]] = []
+        waits: dict[str, tuple[str, ...]] = {}
+        index: int | None = None
+        committing = False
+        early: int | None = None
+        try:
+            with self._transaction():
+                self._begin()
+                for k, op in enumerate(pending):
+                    for attempt in range(RETRIES + 1):
                         self.staged_waits = {}
-                        if careful:
-                            conn.execute("SAVEPOINT op")
+                        self._savepoint()
                         try:
                             value = op.fn(self)
-                        except BaseException as exc:  # a reducer may raise anything
-                            if careful and conn.in_transaction:
-                                conn.execute("ROLLBACK TO op")
-                                conn.execute("RELEASE op")
-                                failed.append((op, exc))
+                            self.sync()
+                            if isinstance(value, Deferred):
+                                value = value.finish()
+                                self.sync()
+                        except Exception as exc:
+                            err = self._error(exc)
+                            if self._lost(err):
+                                raise  # the batch runs again on a new connection
+                            if not self._undo_savepoint():
+                                index = k  # an error that ended the transaction: it fails alone
+                                raise
+                            if self._retryable(err) and attempt < RETRIES:
+                                time.sleep(0.005 * 4 ** (attempt + 1))
                                 continue
-                            # Optimistic pass, or an error (disk full, I/O) that ended the
-                            # transaction: undo everything and run the others again.
-                            if conn.in_transaction:
-                                conn.execute("ROLLBACK")
-                            op.future.set_exception(self._error(exc))
-                            redo = here
+                            failed.append((op, err))
                             break
                         done.append((op, value))
-                        batch_waits.update(self.staged_waits)
-                        if not conn.in_transaction:
-                            # The write committed the transaction itself (a reducer called
-                            # commit() or sqlite3's executescript()): what ran so far is
-                            # durable; the rest of the batch goes in a new transaction.
-                            log.warning("actorflow writer: a write ended the transaction")
-                            early = here
-                            break
-                        if careful:
-                            conn.execute("RELEASE op")
-                    if redo is None and early is None:
-                        conn.execute("COMMIT")
-            except BaseException as exc:
-                # BEGIN, a savepoint statement or COMMIT failed: nothing of the batch is durable.
-                with contextlib.suppress(sqlite3.Error):
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                err = translate_error(exc, self.path)
-                for op in pending:
-                    if not op.future.done():
-                        op.future.set_exception(err)
-                return
-            if redo is not None:
-                pending = pending[:redo] + pending[redo + 1 :]
-                careful = True
-                continue
-            self._settle(done, failed, batch_waits)
-            if early is None:
-                return
-            pending = pending[early + 1 :]
+                        waits.update(self.staged_waits)
+                        if self._ended():
+                            early = k + 1
+                        else:
+                            self._release_savepoint()
+                        break
+                    if early is not None:
+                        break
+                if early is None:
+                    committing = True
+                    self._commit()
+        except BaseException as exc:
+            failure = self._failed_pass(exc, committing, index)
+            if isinstance(failure, _Redo):
+                failure.unattributed = False
+            raise failure from exc
+        if early is not None:
+            log.warning("actorflow writer: a write ended the transaction")
+        self._settle(done, failed, waits)
+        return pending[early:] if early is not None else []
 
     def _settle(
         self,
         done: list[tuple[_Op, Any]],
         failed: list[tuple[_Op, BaseException]],
-        batch_waits: dict[str, tuple[str, ...]],
+        waits: dict[str, tuple[str, ...]],
     ) -> None:
         """After a COMMIT: count it, remember the wait sets, resolve the futures."""
         self.commits += 1
-        self._remember_waits(batch_waits)
+        if len(self.waits) + len(waits) > WAITS_CACHE:
+            self.waits.clear()
+        self.waits.update(waits)
         for op, value in done:
             op.future.set_result(value)
         for op, exc in failed:
-            op.future.set_exception(self._error(exc))
+            op.future.set_exception(exc)
 
-    def _error(self, exc: BaseException) -> BaseException:
-        return exc if isinstance(exc, PersistenceError) else translate_error(exc, self.path)
 
-    def _remember_waits(self, committed: dict[str, tuple[str, ...]]) -> None:
-        if len(self.waits) + len(committed) > WAITS_CACHE:
-            self.waits.clear()
-        self.waits.update(committed)
+class _Answer:
+    """The rows of a statement that returned rows, read at once (a SQLite statement left with
+    rows unread would stay in progress, and COMMIT would refuse to run)."""
+
+    __slots__ = ("_rows", "rowcount")
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows, self._rows = self._rows, []
+        return rows
+
+
+class SqliteWriter(Writer):
+    """The writer on a SQLite connection: ``BEGIN IMMEDIATE``, statements answered at once.
+
+    Args:
+        conn: The write connection (``isolation_level=None``); the writer closes it.
+        path: The database path, for error messages.
+        gate: A lock held across each transaction, when readers must not overlap writes (the
+            shared-cache in-memory database has table locks, not WAL snapshots).
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None
+    ) -> None:
+        self.conn = conn
+        # What reducers receive: sqlite-utils on this very connection, inside the transaction.
+        self.db = sqlite_utils.Database(conn, execute_plugins=False)
+        self._gate = gate
+        super().__init__(path, SQLITE, name="actorflow-writer")
+
+    def execute(self, template: str, params: Any = (), *, wait: bool = False) -> Any:
+        cur = self.conn.execute(SQLITE.sql(template), params)
+        if cur.description is not None:
+            return _Answer(cur.fetchall(), cur.rowcount)
+        return cur
+
+    def insert_id(self, template: str, column: str, params: Any, *, wait: bool = False) -> Any:
+        cur = self.conn.execute(SQLITE.sql(template), params)
+        return _Answer([(cur.lastrowid,)] if cur.rowcount == 1 else [], cur.rowcount)
+
+    def executemany(self, template: str, rows: list[tuple[Any, ...]]) -> None:
+        self.conn.executemany(SQLITE.sql(template), rows)
+
+    def query_one(self, template: str, params: Any = ()) -> tuple[Any, ...] | None:
+        rows = self.conn.execute(SQLITE.sql(template), params).fetchall()
+        return rows[0] if rows else None
+
+    def query_all(self, template: str, params: Any = ()) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self.conn.execute(SQLITE.sql(template), params).fetchall()
+        return rows
+
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
+        return self._gate if self._gate is not None else contextlib.nullcontext()
+
+    def _begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+
+    def _savepoint(self) -> None:
+        self.conn.execute("SAVEPOINT op")
+
+    def _release_savepoint(self) -> None:
+        self.conn.execute("RELEASE op")
+
+    def _undo_savepoint(self) -> bool:
+        if not self.conn.in_transaction:
+            return False  # an error (disk full, I/O) that ended the transaction
+        self.conn.execute("ROLLBACK TO op")
+        self.conn.execute("RELEASE op")
+        return True
+
+    def _ended(self) -> bool:
+        return not self.conn.in_transaction
+
+    def _error(self, exc: BaseException, committing: bool = False) -> BaseException:
+        return translate_error(exc, self.path)
+
+    def _close_connection(self) -> None:
+        self._rollback()
+        self.conn.close()

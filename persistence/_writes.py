@@ -1,16 +1,27 @@
-"""The writes, each a function of the writer's connection, run inside the writer's savepoint.
+"""The writes, each a function of the writer, run inside the writer's group transaction.
 
-Nothing here commits: the writer wraps each call in a savepoint of its group transaction, so a
-write that raises leaves no trace.
+Written once for both backends: the statements are ``persistence._sql``'s templates, sent
+through the writer (``w.execute``), which fits them to its dialect. Nothing here commits: the
+writer wraps the calls in its transaction (and, when one fails, each in a savepoint), so a write
+that raises leaves no trace.
+
+One thing in their shape comes from PostgreSQL: a writer may pipeline statements, sending them
+without waiting for each answer. So ``apply_step`` sends every statement of a step and returns a
+``Deferred`` whose ``finish()`` (run by the writer once the statements are answered, before
+COMMIT) reads their results: the guard's row count, the rows consumed, the ids handed out, what
+was delivered. On SQLite every answer is there at once and ``finish()`` runs right after the
+write. A step's statements are written so that none fails in the ordinary course (``ON CONFLICT
+DO NOTHING``, guards in WHERE clauses, read back); a stale step raises from ``finish()``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import sqlite3
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from persistence import _sql
 from persistence._errors import (
     InboxFull,
     PersistenceError,
@@ -32,85 +43,91 @@ from persistence._types import (
     StepAck,
     StepWrite,
 )
-from persistence._writer import Writer
+from persistence._writer import Deferred
+
+if TYPE_CHECKING:
+    from persistence._writer import Writer
 
 INBOX_KINDS = (SIGNAL, CANCEL, CHILD)
 EXTERNAL_KINDS = ("signal", "cancel", "fire_timer", "prune")
 STATUSES = (RUNNING, *FINISHED)
+# Rows consumed by one DELETE: a gather of a hundred children consumes their hundred outcomes in
+# one statement, not a hundred. (SQLite binds at most 32766 parameters; a few hundred keep each
+# statement short.)
+CONSUME_CHUNK = 500
+PRUNE_CHUNK = 500
+# Every table of the schema whose rows belong to one workflow, by its ``workflow_id`` column
+# (besides the workflow's own row): pruning a workflow deletes its rows in each. Application
+# tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
+# that this names every such table of the schema.
+WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external")
 
 
-def insert_workflow(conn: sqlite3.Connection, wf: NewWorkflow, step: StepWrite | None = None) -> bool:
-    """Insert ``wf``; False if the id is taken.
-
-    As a running, never-stepped workflow; or, with ``step`` (its step 1), as that step leaves it.
-    """
-    stepped: tuple[Any, ...]
+def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tuple[Any, ...]:
+    values: tuple[Any, ...]
     if step is None:
-        stepped = ("running", wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, 0,
-                   wf.created_at, None)
+        values = (wf.id, wf.type, RUNNING, wf.parent_id, wf.detached, wf.test_mode,
+                  wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, 0, wf.created_at,
+                  wf.created_at, None, None)
     else:
-        stepped = (
-            step.status,
-            step.continuation if step.continuation is not None else wf.continuation,
+        # A workflow that ends in its first step keeps no continuation, and its end is its step's.
+        ended = step.status in FINISHED
+        continuation = step.continuation if step.continuation is not None else wf.continuation
+        values = (
+            wf.id, wf.type, step.status, wf.parent_id, wf.detached, wf.test_mode,
+            None if ended else continuation,
             step.fingerprint if step.fingerprint is not None else wf.fingerprint,
-            step.waiting_on,
-            step.result,
-            step.error,
-            step.step_seq,
-            step.restarts if step.restarts is not None else 0,
-            step.updated_at,
-            step.recent,
+            step.waiting_on, step.result, step.error, step.step_seq,
+            step.restarts if step.restarts is not None else 0, wf.created_at, step.updated_at,
+            step.recent, step.updated_at if ended else None,
         )
-    status, continuation, fingerprint, waiting_on, result, error, seq, restarts, updated, recent = stepped
-    # A workflow that ends in its first step keeps no continuation, and its end is its step's.
-    kept: bytes | None = continuation
-    finished_at = None
-    if status in FINISHED:
-        kept, finished_at = None, updated
-    cur = conn.execute(
-        "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
-        "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
-        "updated_at, recent_steps, finished_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (wf.id, wf.type, status, wf.parent_id, int(wf.detached), int(wf.test_mode), kept,
-         fingerprint, waiting_on, result, error, seq, restarts, wf.created_at, updated, recent,
-         finished_at),
-    )
-    return cur.rowcount == 1
+    if w.dialect.fresh:
+        values += (step is None,)
+    return values
 
 
-def _inbox_count(conn: sqlite3.Connection, workflow_id: str, limit: int) -> int:
-    # Counting stops at the limit, by index, so a full inbox costs at most `limit` index steps.
-    count: int = conn.execute(
-        "SELECT count(*) FROM (SELECT 1 FROM inbox WHERE workflow_id = ? LIMIT ?)",
-        (workflow_id, limit),
-    ).fetchone()[0]
-    return count
+def insert_workflow(w: Writer, wf: NewWorkflow, step: StepWrite | None = None) -> Callable[[], bool]:
+    """Send the insert of ``wf`` (never stepped, or as its step 1 leaves it); the returned
+    function says, once answered, whether it went in (False: the id is taken)."""
+    cur = w.execute(w.dialect.insert_workflow, _workflow_values(w, wf, step))
+    return lambda: bool(cur.rowcount == 1)
 
 
-def deliver(
-    w: Writer,
-    workflow_id: str,
-    kind: str,
-    name: str,
-    payload: bytes,
-    at: float,
-    limit: int,
-) -> Delivered | str:
-    """Append one inbox row; return it, or why it was not delivered (for a step's ``dropped``)."""
-    row = w.conn.execute("SELECT status FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
-    if row is None:
-        return "unknown workflow"
-    if row[0] != RUNNING:
-        return f"workflow {row[0]}"
-    # Only signals count against the bound: a cancel or a child's outcome must always get through.
-    if kind == SIGNAL and _inbox_count(w.conn, workflow_id, limit) >= limit:
+def insert_workflows(w: Writer, wfs: list[NewWorkflow]) -> Deferred[list[bool]]:
+    """Insert many never-stepped workflows; for each, whether it went in."""
+    done = [insert_workflow(w, wf) for wf in wfs]
+    return Deferred(lambda: [d() for d in done])
+
+
+def _deliver(
+    w: Writer, workflow_id: str, kind: str, name: str, payload: bytes, at: float, limit: int
+) -> Callable[[], Delivered | str]:
+    """Send one inbox append; the returned function gives the row, or why it did not go in.
+
+    Only signals count against the bound: a cancel or a child's outcome must always get through.
+    """
+    values = (workflow_id, kind, name, payload, at, workflow_id)
+    if kind != SIGNAL:
+        cur = w.insert_id(_sql.DELIVER, "seq", values)
+    elif w.pipelined:
+        cur = w.insert_id(_sql.DELIVER_BOUNDED, "seq", (*values, workflow_id, limit, limit))
+    else:
+        row = w.query_one(_sql.COUNT_INBOX, (workflow_id, limit))
+        full = row is not None and row[0] >= limit
+        cur = None if full else w.insert_id(_sql.DELIVER, "seq", values)
+
+    def result() -> Delivered | str:
+        row = cur.fetchone() if cur is not None else None
+        if row is not None:
+            return Delivered(workflow_id, int(row[0]), kind, name, payload, at)
+        status = w.query_one(_sql.STATUS, (workflow_id,))
+        if status is None:
+            return "unknown workflow"
+        if status[0] != RUNNING:
+            return f"workflow {status[0]}"
         return f"inbox full ({limit} buffered signals)"
-    cur = w.conn.execute(
-        "INSERT INTO inbox (workflow_id, kind, name, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-        (workflow_id, kind, name, payload, at),
-    )
-    return Delivered(workflow_id, cur.lastrowid, kind, name, payload, at)  # type: ignore[arg-type]
+
+    return result
 
 
 def append_inbox(
@@ -127,39 +144,37 @@ def append_inbox(
             f"{', '.join(INBOX_KINDS)}.",
             path=w.path,
         )
-    result = deliver(w, workflow_id, kind, name, payload, at, limit)
+    result = _deliver(w, workflow_id, kind, name, payload, at, limit)()
     if isinstance(result, Delivered):
         if external_seq is not None:
-            w.conn.execute("DELETE FROM external WHERE seq = ?", (external_seq,))
+            w.execute(_sql.DELETE_EXTERNAL, (external_seq,))
         return result
     if result == "unknown workflow":
         raise UnknownWorkflowId(workflow_id, path=w.path)
     if result.startswith("inbox full"):
         raise InboxFull(workflow_id, limit=limit, path=w.path)
-    status = w.conn.execute("SELECT status FROM workflows WHERE id = ?", (workflow_id,)).fetchone()
-    raise WorkflowFinished(workflow_id, status[0], path=w.path)
+    raise WorkflowFinished(workflow_id, result.removeprefix("workflow "), path=w.path)
+
+
+def _send_broadcast(
+    w: Writer, name: str, filter_key: str, payload: bytes, at: float, limit: int
+) -> list[tuple[str, Callable[[], Delivered | str]]]:
+    subscribers = [r[0] for r in w.query_all(_sql.BROADCAST_TO, (name, filter_key))]
+    return [(wid, _deliver(w, wid, SIGNAL, name, payload, at, limit)) for wid in subscribers]
 
 
 def broadcast(
     w: Writer, name: str, filter_key: str, payload: bytes, at: float, limit: int
 ) -> tuple[list[Delivered], list[tuple[str, str]]]:
     """Append a signal to every running subscriber of ``(name, filter_key)``."""
-    subscribers = [
-        r[0]
-        for r in w.conn.execute(
-            "SELECT workflow_id FROM subscriptions WHERE name = ? AND filter_key = ? "
-            "ORDER BY workflow_id",
-            (name, filter_key),
-        )
-    ]
     delivered: list[Delivered] = []
     dropped: list[tuple[str, str]] = []
-    for workflow_id in subscribers:
-        result = deliver(w, workflow_id, SIGNAL, name, payload, at, limit)
-        if isinstance(result, Delivered):
-            delivered.append(result)
+    for wid, result in _send_broadcast(w, name, filter_key, payload, at, limit):
+        got = result()
+        if isinstance(got, Delivered):
+            delivered.append(got)
         else:
-            dropped.append((workflow_id, result))
+            dropped.append((wid, got))
     return delivered, dropped
 
 
@@ -181,60 +196,58 @@ def _stale(w: Writer, step: StepWrite, why: str) -> StaleStep:
     )
 
 
-# Rows consumed by one DELETE: a gather of a hundred children consumes their hundred outcomes in
-# one statement, not a hundred (each statement is a round trip through the interpreter's lock).
-CONSUME_CHUNK = 500
-
-
-def _consume(w: Writer, step: StepWrite, table: str, column: str, ids: list[Any], what: str) -> None:
-    for start in range(0, len(ids), CONSUME_CHUNK):
-        chunk = ids[start : start + CONSUME_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        cur = w.conn.execute(
-            f"DELETE FROM {table} WHERE workflow_id = ? AND {column} IN ({marks})",
-            (step.workflow_id, *chunk),
-        )
-        if cur.rowcount != len(chunk):
-            missing = len(chunk) - max(cur.rowcount, 0)
-            which = f"{what} {chunk[0]!r}" if len(chunk) == 1 else (
-                f"{missing} of the {len(chunk)} {what}s {_ids(chunk)}"
-            )
-            raise _stale(w, step, f"{which} it consumes {'is' if len(chunk) == 1 else 'are'} gone")
-
-
 def _ids(ids: list[Any]) -> str:
     shown = ", ".join(repr(i) for i in ids[:5])
     return f"[{shown}{', ...' if len(ids) > 5 else ''}]"
 
 
-_STEP_SET = (
-    "fingerprint = coalesce(?, fingerprint), "
-    "waiting_on = ?, result = ?, error = ?, step_seq = ?, updated_at = ?, "
-    "restarts = coalesce(?, restarts), recent_steps = coalesce(?, recent_steps) WHERE id = ? AND step_seq = ? AND status = 'running'"
-)
-_STEP_RUNNING = "UPDATE workflows SET continuation = coalesce(?, continuation), " + _STEP_SET
-# A step that ends the workflow drops its continuation (nothing resumes a finished workflow: its
-# record keeps the result or error and the history) and stamps its end, for retention.
-_STEP_ENDING = "UPDATE workflows SET status = ?, finished_at = ?, continuation = NULL, " + _STEP_SET
+def _consume(
+    w: Writer, step: StepWrite, table: str, column: str, kind: str, ids: list[Any], what: str
+) -> list[Callable[[], None]]:
+    checks: list[Callable[[], None]] = []
+    for start in range(0, len(ids), CONSUME_CHUNK):
+        chunk = ids[start : start + CONSUME_CHUNK]
+        cond, params = w.dialect.any_of(column, chunk, kind)
+        cur = w.execute(
+            f"DELETE FROM {{s}}.{table} WHERE workflow_id = ? AND {cond}", (step.workflow_id, *params)
+        )
+
+        def check(cur: Any = cur, chunk: list[Any] = chunk) -> None:
+            if cur.rowcount != len(chunk):
+                missing = len(chunk) - max(cur.rowcount, 0)
+                which = f"{what} {chunk[0]!r}" if len(chunk) == 1 else (
+                    f"{missing} of the {len(chunk)} {what}s {_ids(chunk)}"
+                )
+                raise _stale(w, step, f"{which} it consumes {'is' if len(chunk) == 1 else 'are'} gone")
+
+        checks.append(functools.partial(check, cur, chunk))
+    return checks
 
 
-def _step_refused(w: Writer, step: StepWrite) -> None:
-    """Raise why the guarded UPDATE of ``step`` matched no row."""
+def _delete_of(w: Writer, table: str, column: str, kind: str, ids: list[Any], wid: str | None) -> None:
+    """Delete the rows of ``table`` whose ``column`` is one of ``ids`` (of workflow ``wid``)."""
+    for start in range(0, len(ids), CONSUME_CHUNK):
+        cond, params = w.dialect.any_of(column, ids[start : start + CONSUME_CHUNK], kind)
+        if wid is None:
+            w.execute(f"DELETE FROM {{s}}.{table} WHERE {cond}", params)
+        else:
+            w.execute(f"DELETE FROM {{s}}.{table} WHERE workflow_id = ? AND {cond}", (wid, *params))
+
+
+def _step_refused(w: Writer, step: StepWrite) -> BaseException:
+    """Why the guarded UPDATE of ``step`` matched no row."""
     wid = step.workflow_id
-    row = w.conn.execute("SELECT status, step_seq FROM workflows WHERE id = ?", (wid,)).fetchone()
+    row = w.query_one(_sql.STATUS_AND_SEQ, (wid,))
     if row is None:
-        raise UnknownWorkflowId(wid, path=w.path)
+        return UnknownWorkflowId(wid, path=w.path)
     status, stored_seq = row
     if status != RUNNING:
-        raise WorkflowFinished(wid, status, path=w.path)
-    raise _stale(
-        w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}"
-    )
+        return WorkflowFinished(wid, status, path=w.path)
+    return _stale(w, step, f"the stored step counter is {stored_seq}, so the next step is {stored_seq + 1}")
 
 
-def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
-    """Write everything of one step; raise (and leave the rollback to the writer) on any failure."""
-    conn = w.conn
+def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
+    """Send everything of one step; the result's ``finish()`` checks it and builds its ack."""
     wid = step.workflow_id
     if step.status not in STATUSES:
         raise PersistenceError(
@@ -242,7 +255,15 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             f"of {', '.join(STATUSES)}.",
             path=w.path,
         )
+    for sig in step.signals:
+        if sig.kind not in INBOX_KINDS:
+            raise PersistenceError(
+                f"step {step.step_seq} of workflow {wid!r} sends a message of unknown kind "
+                f"{sig.kind!r}; use one of {', '.join(INBOX_KINDS)}.",
+                path=w.path,
+            )
     at = step.updated_at
+    checks: list[Callable[[], None]] = []
     if step.create is not None:
         if step.step_seq != 1 or step.create.id != wid:
             raise PersistenceError(
@@ -251,93 +272,86 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
                 path=w.path,
             )
         # The record and its first step in one row write: the never-stepped state (and its entry
-        # in the index of workflows to start) never reaches the file.
-        if not insert_workflow(conn, step.create, step):
-            raise WorkflowExists(step.create.id, parent_id=step.create.parent_id, path=w.path)
+        # in the index of workflows to start) never reaches the database.
+        created_self = insert_workflow(w, step.create, step)
+        create = step.create
+
+        def check_created() -> None:
+            if not created_self():
+                raise WorkflowExists(create.id, parent_id=create.parent_id, path=w.path)
+
+        checks.append(check_created)
     else:
-        # The guard is the UPDATE's own WHERE clause; only when it matches nothing do we look
-        # why. A step that leaves the workflow running does not name the status column: SQLite
-        # then leaves the indexes on it alone, and the commit writes one page instead of three.
-        cur = conn.execute(
-            _STEP_RUNNING if step.status == RUNNING else _STEP_ENDING,
+        running = step.status == RUNNING
+        guard = w.execute(
+            w.dialect.step_running if running else w.dialect.step_ending,
             (
-                *((step.continuation,) if step.status == RUNNING else (step.status, at)),
-                step.fingerprint,
-                step.waiting_on,
-                step.result,
-                step.error,
-                step.step_seq,
-                at,
-                step.restarts,
-                step.recent,
-                wid,
-                step.step_seq - 1,
+                *((step.continuation,) if running else (step.status, at)),
+                step.fingerprint, step.waiting_on, step.result, step.error,
+                step.step_seq, at, step.restarts, step.recent, wid, step.step_seq - 1,
             ),
         )
-        if cur.rowcount != 1:
-            _step_refused(w, step)
+
+        def check_guard() -> None:
+            if guard.rowcount != 1:
+                raise _step_refused(w, step)
+
+        checks.append(check_guard)
     if step.consume_inbox:
-        _consume(w, step, "inbox", "seq", step.consume_inbox, "inbox message")
+        checks += _consume(w, step, "inbox", "seq", "bigint", step.consume_inbox, "inbox message")
     if step.consume_timers:
-        _consume(w, step, "timers", "id", step.consume_timers, "timer")
+        checks += _consume(w, step, "timers", "id", "bigint", step.consume_timers, "timer")
     if step.consume_procedures:
-        _consume(w, step, "procedures", "key", step.consume_procedures, "procedure")
+        checks += _consume(w, step, "procedures", "key", "text", step.consume_procedures, "procedure")
 
     if step.consume_external:
-        conn.executemany("DELETE FROM external WHERE seq = ?", [(s,) for s in step.consume_external])
-    for timer_id in step.cancel_timers:
-        conn.execute("DELETE FROM timers WHERE id = ? AND workflow_id = ?", (timer_id, wid))
-    for key in step.cancel_procedures:
-        conn.execute("DELETE FROM procedures WHERE key = ? AND workflow_id = ?", (key, wid))
-    timer_ids: list[int] = []
-    for timer in step.new_timers:
-        cur = conn.execute(
-            "INSERT INTO timers (workflow_id, name, due_at) VALUES (?, ?, ?)",
-            (wid, timer.name, timer.due_at),
-        )
-        timer_ids.append(cur.lastrowid)  # type: ignore[arg-type]  # an INSERT's, never None
+        _delete_of(w, "external", "seq", "bigint", list(step.consume_external), None)
+    if step.cancel_timers:
+        _delete_of(w, "timers", "id", "bigint", list(step.cancel_timers), wid)
+    if step.cancel_procedures:
+        _delete_of(w, "procedures", "key", "text", list(step.cancel_procedures), wid)
+    timer_curs = [
+        w.insert_id(_sql.INSERT_TIMER, "id", (wid, t.name, t.due_at)) for t in step.new_timers
+    ]
     for proc in step.new_procedures:
-        try:
-            conn.execute(
-                "INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
-                "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)",
-                (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at),
-            )
-        except sqlite3.IntegrityError as exc:
-            raise PersistenceError(
-                f"step {step.step_seq} of workflow {wid!r} dispatches procedure key "
-                f"{proc.key!r}, but a procedure with that idempotency key already exists in "
-                f"{w.path}; the step was rolled back. Idempotency keys must be unique.",
-                path=w.path,
-            ) from exc
+        cur = w.execute(
+            _sql.INSERT_PROCEDURE,
+            (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at),
+        )
 
-    # The waits table is the set of signal names awaited now, replaced when it changes.
+        def check_procedure(cur: Any = cur, key: str = proc.key) -> None:
+            if cur.rowcount != 1:
+                raise PersistenceError(
+                    f"step {step.step_seq} of workflow {wid!r} dispatches procedure key "
+                    f"{key!r}, but a procedure with that idempotency key already exists in "
+                    f"{w.path}; the step was rolled back. Idempotency keys must be unique.",
+                    path=w.path,
+                )
+
+        checks.append(functools.partial(check_procedure, cur, proc.key))
+
+    # The waits table is the set of signal names awaited now, replaced when it changes (the
+    # writer remembers the committed sets). A workflow created by this step has no rows there.
     waits = tuple(sorted(set(step.wait_signals))) if step.status == RUNNING else ()
-    # A workflow created by this step has no rows there yet.
     if (() if step.create is not None else w.waits.get(wid)) != waits:
-        conn.execute("DELETE FROM waits WHERE workflow_id = ?", (wid,))
+        w.execute(_sql.DELETE_WAITS, (wid,))
         if waits:
-            conn.executemany(
-                "INSERT INTO waits (workflow_id, name) VALUES (?, ?)",
-                [(wid, name) for name in waits],
-            )
+            w.executemany(_sql.INSERT_WAIT, [(wid, name) for name in waits])
     w.staged_waits[wid] = waits
     for name, filter_key in step.subscribe:
-        conn.execute(
-            "INSERT OR IGNORE INTO subscriptions (name, filter_key, workflow_id) VALUES (?, ?, ?)",
-            (name, filter_key, wid),
-        )
+        w.execute(_sql.SUBSCRIBE, (name, filter_key, wid))
     for name, filter_key in step.unsubscribe:
-        conn.execute(
-            "DELETE FROM subscriptions WHERE name = ? AND filter_key = ? AND workflow_id = ?",
-            (name, filter_key, wid),
-        )
+        w.execute(_sql.UNSUBSCRIBE, (name, filter_key, wid))
 
-    created = []
-    for child in step.new_workflows:
-        if not insert_workflow(conn, child):
-            raise WorkflowExists(child.id, parent_id=wid, path=w.path)
-        created.append(child.id)
+    children = [(child, insert_workflow(w, child)) for child in step.new_workflows]
+    if children:
+
+        def check_children() -> None:
+            for child, went_in in children:
+                if not went_in():
+                    raise WorkflowExists(child.id, parent_id=wid, path=w.path)
+
+        checks.append(check_children)
 
     if step.status in FINISHED:
         # A finished workflow takes nothing more: drop what it still held, before its own
@@ -348,64 +362,82 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> StepAck:
             "subscriptions", "inbox"
         )
         for table in tables:
-            conn.execute(f"DELETE FROM {table} WHERE workflow_id = ?", (wid,))
+            w.execute(f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?", (wid,))
 
-    delivered: list[Delivered] = []
-    dropped: list[tuple[str, str]] = []
-    lost_here: list[tuple[str, str, str]] = []  # (target, name, why) of signals lost by mistake
-    for sig in step.signals:
-        if sig.kind not in INBOX_KINDS:
-            raise PersistenceError(
-                f"step {step.step_seq} of workflow {wid!r} sends a message of unknown kind "
-                f"{sig.kind!r}; use one of {', '.join(INBOX_KINDS)}.",
-                path=w.path,
-            )
-        result = deliver(w, sig.workflow_id, sig.kind, sig.name, sig.payload, at, limit)
-        if isinstance(result, Delivered):
-            delivered.append(result)
-        else:
-            if result == "unknown workflow" and sig.kind != SIGNAL:
-                # A child's outcome for its parent, or a parent's cancel for its child: that
-                # workflow existed (the runtime made the link), so it ended and was pruned.
-                result = "workflow pruned"
-            dropped.append((sig.workflow_id, result))
-            if sig.kind == SIGNAL and not result.startswith("workflow "):
-                lost_here.append((sig.workflow_id, sig.name, result))
-    for b in step.broadcasts:
-        got, lost = broadcast(w, b.name, b.filter_key, b.payload, at, limit)
-        delivered.extend(got)
-        dropped.extend(lost)
-        lost_here.extend((target, b.name, why) for target, why in lost if not why.startswith("workflow "))
+    sends = [
+        (sig.workflow_id, sig.name, sig.kind,
+         _deliver(w, sig.workflow_id, sig.kind, sig.name, sig.payload, at, limit))
+        for sig in step.signals
+    ]
+    casts = [(b.name, _send_broadcast(w, b.name, b.filter_key, b.payload, at, limit))
+             for b in step.broadcasts]
+    if step.reducers:
+        # Reducers read what the step wrote: check the step first (its guard above all), so a
+        # stale step is reported as stale, not as whatever its reducer then made of it.
+        w.sync()
+        for check in checks:
+            check()
+        checks = []
+        for reducer in step.reducers:
+            try:
+                reducer(w.db)
+            except Exception as exc:
+                if w.transient(exc):
+                    raise  # not the reducer's fault: the writer runs the batch again
+                raise ReducerFailed(
+                    path=w.path, workflow_id=wid, reducer=_reducer_name(reducer), original=exc
+                ) from exc
 
-    history = step.history
-    if lost_here:
+    def finish() -> StepAck:
+        for check in checks:
+            check()
+        delivered: list[Delivered] = []
+        dropped: list[tuple[str, str]] = []
+        lost_here: list[tuple[str, str, str]] = []  # (target, name, why) of signals lost by mistake
+        for target, name, kind, result in sends:
+            got = result()
+            if isinstance(got, Delivered):
+                delivered.append(got)
+            else:
+                if got == "unknown workflow" and kind != SIGNAL:
+                    # A child's outcome for its parent, or a parent's cancel for its child: that
+                    # workflow existed (the runtime made the link), so it ended and was pruned.
+                    got = "workflow pruned"
+                dropped.append((target, got))
+                if kind == SIGNAL and not got.startswith("workflow "):
+                    lost_here.append((target, name, got))
+        for name, results in casts:
+            for target, result in results:
+                got = result()
+                if isinstance(got, Delivered):
+                    delivered.append(got)
+                else:
+                    dropped.append((target, got))
+                    if not got.startswith("workflow "):
+                        lost_here.append((target, name, got))
         # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
-        # shows (`wf show`), not only the log; one that finds its target ended is expected.
+        # shows (`wf show`), before the step's events; one that finds its target ended is
+        # expected.
         history = [*(
-            ("signal_dropped", json.dumps({"to": target, "name": name, "reason": why}))
-            for target, name, why in lost_here
-        ), *history]
-    if history:
-        conn.executemany(
-            "INSERT INTO history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)",
-            [(wid, at, event, detail) for event, detail in history],
-        )
-    if step.step_seq % HISTORY_TRIM_EVERY == 0:
-        conn.execute(
-            "DELETE FROM history WHERE workflow_id = ? AND seq < (SELECT seq FROM history "
-            "WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)",
-            (wid, wid, HISTORY_KEEP - 1),
+            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": why}))
+            for t, n, why in lost_here
+        ), *step.history]
+        if history:
+            w.executemany(_sql.INSERT_HISTORY, [(wid, at, event, detail) for event, detail in history])
+        if step.step_seq % HISTORY_TRIM_EVERY == 0:
+            w.execute(_sql.TRIM_HISTORY, (wid, wid, HISTORY_KEEP - 1))
+        return StepAck(
+            timer_ids=[_first(c) for c in timer_curs],
+            delivered=delivered, created=[child.id for child, _ in children], dropped=dropped,
         )
 
-    for reducer in step.reducers:
-        try:
-            reducer(w.db)
-        except Exception as exc:
-            raise ReducerFailed(
-                path=w.path, workflow_id=wid, reducer=_reducer_name(reducer), original=exc
-            ) from exc
+    return Deferred(finish)
 
-    return StepAck(timer_ids=timer_ids, delivered=delivered, created=created, dropped=dropped)
+
+def _first(cur: Any) -> int:
+    row = cur.fetchone()
+    assert row is not None  # an insert that did not fail gives its key
+    return int(row[0])
 
 
 def procedure_finished(
@@ -413,105 +445,79 @@ def procedure_finished(
 ) -> bool:
     """Record a procedure's outcome once; True while its row exists."""
     status = "failed" if error is not None else "done"
-    cur = w.conn.execute(
-        "UPDATE procedures SET status = ?, result = ?, error = ?, attempts = ? "
-        "WHERE key = ? AND status = 'pending'",
-        (status, result, error, attempts, key),
-    )
+    cur = w.execute(_sql.PROCEDURE_FINISHED, (status, result, error, attempts, key), wait=True)
     if cur.rowcount:
         return True
     # At least once: a second run's outcome for an already-finished call is ignored.
-    return conn_has(w.conn, "SELECT 1 FROM procedures WHERE key = ?", (key,))
+    return w.query_one(_sql.PROCEDURE_EXISTS, (key,)) is not None
 
 
 def procedure_retry(w: Writer, key: str, attempts: int, next_attempt_at: float) -> bool:
     """Record a failed attempt and the time of the next one; False if the row is gone."""
-    cur = w.conn.execute(
-        "UPDATE procedures SET attempts = ?, next_attempt_at = ? "
-        "WHERE key = ? AND status = 'pending'",
-        (attempts, next_attempt_at, key),
-    )
-    return cur.rowcount == 1
+    cur = w.execute(_sql.PROCEDURE_RETRY, (attempts, next_attempt_at, key), wait=True)
+    return bool(cur.rowcount == 1)
 
 
-def conn_has(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> bool:
-    """Return True if ``sql`` yields a row."""
-    return conn.execute(sql, params).fetchone() is not None
-
-
-def insert_external(
-    conn: sqlite3.Connection,
-    path: str,
-    kind: str,
-    workflow_id: str,
-    name: str | None,
-    payload: str | None,
-    at: float,
-) -> int:
-    """Append a request for the owner; return its seq."""
+def check_external(path: str, kind: str, workflow_id: str) -> None:
+    """Raise if ``kind`` is not a kind of external request."""
     if kind not in EXTERNAL_KINDS:
         raise PersistenceError(
             f"unknown external request kind {kind!r} for workflow {workflow_id!r} in {path}; use "
             f"one of {', '.join(EXTERNAL_KINDS)}.",
             path=path,
         )
-    cur = conn.execute(
-        "INSERT INTO external (kind, workflow_id, name, payload, created_at) VALUES (?, ?, ?, ?, ?)",
-        (kind, workflow_id, name, payload, at),
-    )
-    return cur.lastrowid  # type: ignore[return-value]
 
 
-# Every table of the schema whose rows belong to one workflow, by its ``workflow_id`` column
-# (besides the workflow's own row): pruning a workflow deletes its rows in each. Application
-# tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
-# that this names every such table of the schema.
-WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external")
-# Ids per DELETE statement (SQLite binds at most 32766 parameters; a few hundred keep each
-# statement short).
-PRUNE_CHUNK = 500
+def insert_external(w: Writer, values: tuple[Any, ...]) -> int:
+    """Append a request (kind, workflow_id, name, payload, created_at) for the owner; its seq."""
+    return _first(w.insert_id(_sql.INSERT_EXTERNAL, "seq", values, wait=True))
+
+
+def take_meta(w: Writer, key: str) -> str | None:
+    """Delete the meta row ``key``; its value, or None if there was none."""
+    row = w.query_one(_sql.TAKE_META, (key,))
+    return None if row is None else str(row[0])
 
 
 def prune_finished(w: Writer, before: float, limit: int) -> list[str]:
     """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with every
     row they left; return their ids.
 
-    Selected inside the write transaction, so a workflow is deleted once, whoever else prunes.
-    A finished workflow holds no timer, procedure, wait or subscription (its last step dropped
-    them) and takes no message, but its rows are deleted in each table all the same: a file
-    written by an older version, or edited by hand, may hold some.
+    Selected inside the write transaction (on PostgreSQL, locked, skipping rows another prune
+    holds), so a workflow is deleted once, whoever else prunes. A finished workflow holds no
+    timer, procedure, wait or subscription (its last step dropped them) and takes no message,
+    but its rows are deleted in each table all the same: a database written by an older version,
+    or edited by hand, may hold some.
     """
-    conn = w.conn
+    d = w.dialect
     ids = [
         r[0]
-        for r in conn.execute(
-            "SELECT id FROM workflows INDEXED BY workflows_finished "
-            "WHERE finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?",
+        for r in w.query_all(
+            f"SELECT id FROM {{s}}.workflows{d.indexed('workflows_finished')} "
+            f"WHERE finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?"
+            f"{' FOR UPDATE SKIP LOCKED' if d.skip_locked else ''}",
             (before, limit),
         )
     ]
     for start in range(0, len(ids), PRUNE_CHUNK):
         chunk = ids[start : start + PRUNE_CHUNK]
-        marks = ",".join("?" * len(chunk))
         for table in WORKFLOW_TABLES:
-            conn.execute(f"DELETE FROM {table} WHERE workflow_id IN ({marks})", chunk)
-        conn.execute(
-            f"DELETE FROM workflows WHERE id IN ({marks}) AND finished_at IS NOT NULL", chunk
-        )
+            _delete_of(w, table, "workflow_id", "text", chunk, None)
+        cond, params = d.any_of("id", chunk, "text")
+        w.execute(f"DELETE FROM {{s}}.workflows WHERE {cond} AND finished_at IS NOT NULL", params)
     if ids:
         for wid in ids:
             w.waits.pop(wid, None)  # a finished workflow's, remembered as awaiting nothing
-        conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('pruned_total', ?) ON CONFLICT (key) "
-            "DO UPDATE SET value = CAST(value AS INTEGER) + excluded.value",
-            (str(len(ids)),),
-        )
+        w.execute(_sql.ADD_PRUNED, (str(len(ids)),))
     return ids
 
 
 def external_done(w: Writer, seq: int, result: str) -> None:
     """Delete request ``seq`` and keep its result for the process that posted it."""
-    w.conn.execute("DELETE FROM external WHERE seq = ?", (seq,))
-    w.conn.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"external_result_{seq}", result)
-    )
+    w.execute(_sql.DELETE_EXTERNAL, (seq,))
+    w.execute(_sql.SET_META, (f"external_result_{seq}", result))
+
+
+def delete_external(w: Writer, seqs: list[int]) -> None:
+    """Delete handled requests."""
+    _delete_of(w, "external", "seq", "bigint", seqs, None)

@@ -15,20 +15,18 @@ either mode, and the database stays consistent in both.
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg.conninfo
 import psycopg_pool
 
-from persistence._errors import DatabaseLocked, PersistenceError, StoreClosed
-from persistence._pg import _writes
+from persistence._errors import DatabaseLocked, PersistenceError
 from persistence._pg._errors import ConnectionLost, display_url, translate_error
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._schema import (
@@ -42,24 +40,8 @@ from persistence._pg._schema import (
     quote,
 )
 from persistence._pg._writer import PgWriter
-from persistence._promise import Promise
-from persistence._store import recent_steps
-from persistence._types import (
-    CANCEL,
-    Delivered,
-    ExternalRow,
-    HistoryRow,
-    InboxRow,
-    NewWorkflow,
-    ProcedureRow,
-    StepAck,
-    StepWrite,
-    Store,
-    TimerRow,
-    WorkflowRecord,
-    browse_check,
-    merge_pages,
-)
+from persistence._sql import postgresql
+from persistence._sqlstore import Query, SqlStore
 
 T = TypeVar("T")
 
@@ -70,56 +52,6 @@ POOL_TIMEOUT = 5.0
 # changed() says True at least this often (seconds), whatever it was told.
 CHANGED_EVERY = 1.0
 
-_WORKFLOW_COLUMNS = (
-    "id, type, status, parent_id, detached, test_mode, continuation, fingerprint, waiting_on, "
-    "result, error, step_seq, restarts, created_at, updated_at, recent_steps, finished_at"
-)
-_PROCEDURE_COLUMNS = (
-    "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
-)
-_SQL_WORKFLOW = f"SELECT {_WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE id = %s"
-_SQL_INBOX = (
-    "SELECT seq, workflow_id, kind, name, payload, created_at FROM {s}.inbox "
-    "WHERE workflow_id = %s ORDER BY seq"
-)
-_SQL_TIMERS = (
-    "SELECT id, workflow_id, name, due_at FROM {s}.timers WHERE workflow_id = %s "
-    "ORDER BY due_at, id"
-)
-_SQL_PROCEDURES = (
-    f"SELECT {_PROCEDURE_COLUMNS} FROM {{s}}.procedures WHERE workflow_id = %s "
-    f"ORDER BY created_at, key"
-)
-# Running workflows with something to do now; each arm starts from a small set (a partial index)
-# and reaches the workflow by its key.
-_WITH_WORK = """
-SELECT id FROM {s}.workflows WHERE status = 'running' AND fresh
-UNION
-SELECT i.workflow_id FROM {s}.inbox AS i JOIN {s}.workflows AS w ON w.id = i.workflow_id
-  WHERE i.kind != 'signal' AND w.status = 'running'
-UNION
-SELECT i.workflow_id FROM {s}.inbox AS i
-  JOIN {s}.waits AS a ON a.workflow_id = i.workflow_id AND a.name = i.name
-  JOIN {s}.workflows AS w ON w.id = i.workflow_id
-  WHERE i.kind = 'signal' AND w.status = 'running'
-UNION
-SELECT p.workflow_id FROM {s}.procedures AS p JOIN {s}.workflows AS w ON w.id = p.workflow_id
-  WHERE p.status != 'pending' AND w.status = 'running'
-"""
-
-
-def _record(row: tuple[Any, ...]) -> WorkflowRecord:
-    return WorkflowRecord(
-        id=row[0], type=row[1], status=row[2], parent_id=row[3], detached=bool(row[4]),
-        test_mode=bool(row[5]), continuation=row[6], fingerprint=row[7], waiting_on=row[8],
-        result=row[9], error=row[10], step_seq=int(row[11]), restarts=int(row[12]),
-        created_at=row[13], updated_at=row[14], recent_steps=row[15], finished_at=row[16],
-    )
-
-
-def _procedure(row: tuple[Any, ...]) -> ProcedureRow:
-    return ProcedureRow(row[0], row[1], row[2], row[3], row[4], int(row[5]), row[6], row[7], row[8])
-
 
 def _owner_key(schema: str) -> str:
     return f"actorflow-owner:{schema}"
@@ -129,7 +61,7 @@ def _owner_key(schema: str) -> str:
 OWNER_LOCK_GRACE = 1.0
 
 
-class PgStore(Store):
+class PgStore(SqlStore):
     """The store on a PostgreSQL database. Build it with ``open_store("postgresql://...")``.
 
     With ``owner=True`` it owns the URL's schema (one running system per schema) and every write
@@ -159,6 +91,7 @@ class PgStore(Store):
         self.owner = owner
         self.inbox_limit = inbox_limit
         self._s = quote(self.schema)
+        self.dialect = postgresql(self._s)
         self._channel = f"af_external_{self.schema}"[:63]
         self._closed = False
         self._close_lock = threading.Lock()
@@ -264,14 +197,6 @@ class PgStore(Store):
         ))
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def close(self) -> None:
-        """Finish queued writes, close every connection and give up ownership (idempotent)."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._close_connections()
-
     def _close_connections(self) -> None:
         try:
             if self._writer is not None:
@@ -282,12 +207,6 @@ class PgStore(Store):
                     conn.close()
             if self._pool is not None:
                 self._pool.close()
-
-    def __enter__(self) -> PgStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         role = "owner" if self.owner else "reader"
@@ -314,27 +233,6 @@ class PgStore(Store):
         return self._read(run)
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosed(
-                f"the store on {self.path} is closed; open it again with open_store().",
-                path=self.path,
-            )
-
-    def _write(self, fn: Callable[[PgWriter], Any]) -> Promise[Any]:
-        self._check_open()
-        if self._writer is None:
-            raise PersistenceError(
-                f"the store on {self.path} was opened with owner=False: it only reads (and may "
-                f"post_external requests for the owner). Open it with owner=True to write.",
-                path=self.path,
-            )
-        return self._writer.submit(fn)
-
-    def _write_wait(self, fn: Callable[[PgWriter], T]) -> T:
-        value: T = self._write(fn).result()
-        return value
-
     def _read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         self._check_open()
         assert self._pool is not None
@@ -360,107 +258,16 @@ class PgStore(Store):
         finally:
             conn.close()
 
-    def _rows(self, template: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        sql = _writes.sql_for(template, self.schema)
-        return self._read(lambda c: list(c.execute(sql, params).fetchall()))
+    def _snapshot(self, fn: Callable[[Query], T]) -> T:
+        def run(c: psycopg.Connection[Any]) -> T:
+            with c.transaction():
+                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                return fn(lambda template, params: c.execute(self.dialect.sql(template), params).fetchall())
 
-    # -- writes -------------------------------------------------------------------------------
-    def create_workflow(self, wf: NewWorkflow) -> bool:
-        """Insert ``wf``; False (and nothing written) if the id exists."""
-        return self.create_workflows([wf])[0]
+        return self._read(run)
 
-    def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
-        """Insert many workflows in one transaction; for each, False if its id existed."""
-        created: list[bool] = self.submit_create_workflows(wfs).result()
-        return created
-
-    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
-        """``create_workflows``, queued: the future resolves after COMMIT."""
-        wfs = list(wfs)
-        return self._write(lambda w: _writes.insert_workflows(w, wfs))
-
-    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
-        return self._write(
-            functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit)
-        )
-
-    def barrier(self, timeout: float | None = None) -> None:
-        """Return once every write queued before this call has committed or failed."""
-        self._write(lambda w: None).result(timeout)
-
-    def append_inbox(
-        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
-        external_seq: int | None = None,
-    ) -> Delivered:
-        """Append a message to a running workflow's inbox (signal, cancel, child outcome)."""
-        delivered: Delivered = self.submit_append_inbox(
-            workflow_id, kind, name, payload, at=at, external_seq=external_seq
-        ).result()
-        return delivered
-
-    def submit_append_inbox(
-        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
-        external_seq: int | None = None,
-    ) -> Promise[Delivered]:
-        """``append_inbox``, queued: the future resolves after COMMIT."""
-        return self._write(
-            lambda w: _writes.append_inbox(
-                w, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq
-            )
-        )
-
-    def broadcast(
-        self, name: str, filter_key: str, payload: bytes, *, at: float,
-        dropped: list[tuple[str, str]] | None = None,
-    ) -> list[Delivered]:
-        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
-        got, lost = self.submit_broadcast(name, filter_key, payload, at=at).result()
-        if dropped is not None:
-            dropped.extend(lost)
-        return list(got)
-
-    def submit_broadcast(
-        self, name: str, filter_key: str, payload: bytes, *, at: float
-    ) -> Promise[tuple[list[Delivered], list[tuple[str, str]]]]:
-        """``broadcast``, queued: the future resolves after COMMIT."""
-        return self._write(
-            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)
-        )
-
-    def procedure_finished(
-        self, key: str, *, result: bytes | None, error: str | None, attempts: int
-    ) -> bool:
-        """Record a procedure's outcome (status done or failed); False if the row is gone."""
-        return self._write_wait(
-            lambda w: _writes.procedure_finished(w, key, result, error, attempts)
-        )
-
-    def procedure_retry(self, key: str, *, attempts: int, next_attempt_at: float) -> bool:
-        """Record a failed attempt and when to try again; False if the row is gone."""
-        return self._write_wait(lambda w: _writes.procedure_retry(w, key, attempts, next_attempt_at))
-
-    def post_external(
-        self, kind: str, workflow_id: str, name: str | None, payload: str | None, *, at: float
-    ) -> int:
-        """Append a request for the owner (works without owning the schema). Returns its seq."""
-        self._check_open()
-        _writes.check_external(self.path, kind, workflow_id)
-        values = (kind, workflow_id, name, payload, at)
-        if self._writer is not None:
-            row = self._write_wait(lambda w: w.query_one(_writes.INSERT_EXTERNAL, values))
-            assert row is not None
-            return int(row[0])
-        # Not the owner: a short transaction of its own, then a notification for the owner.
-        sql = _writes.sql_for(_writes.INSERT_EXTERNAL, self.schema)
-
-        def insert(conn: psycopg.Connection[Any]) -> int:
-            got = conn.execute(sql, values).fetchone()
-            assert got is not None
-            conn.execute("SELECT pg_notify(%s, %s)", (self._channel, str(got[0])))
-            return int(got[0])
-
-        return self._external(insert)
+    def _notify_owner(self, conn: Any, seq: int) -> None:
+        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, str(seq)))
 
     def _external(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run ``fn`` on this (not owning) store's own autocommit connection; reconnect once if
@@ -479,67 +286,6 @@ class PgStore(Store):
                         continue
                     raise err from exc
         raise AssertionError("unreachable")
-
-    def external_done(self, seq: int, result: str) -> None:
-        """Delete the handled request ``seq`` and keep ``result`` (text) for the process that
-        posted it, in one transaction (``take_external_result`` reads it back)."""
-        self._write_wait(lambda w: _writes.external_done(w, seq, result))
-
-    def take_external_result(self, seq: int) -> str | None:
-        """The result the owner left for request ``seq``, removed as it is read; None while the
-        request is not done. Works without owning the schema."""
-        self._check_open()
-        sql = _writes.sql_for(
-            "DELETE FROM {s}.meta WHERE key = %s RETURNING value", self.schema
-        )
-        key = (f"external_result_{seq}",)
-        if not self._rows("SELECT 1 FROM {s}.meta WHERE key = %s", key):
-            return None  # not done yet: a read, no write
-        if self._writer is not None:
-            row = self._write_wait(lambda w: w.query_one(sql, key))
-        else:
-            row = self._external(lambda conn: conn.execute(sql, key).fetchone())
-        return None if row is None else str(row[0])
-
-    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
-        """Delete up to ``limit`` workflows that finished before ``before`` (oldest first), with
-        every row they left in any table, in one transaction; return their ids."""
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ValueError(f"prune_finished() limit must be a positive int, got {limit!r}")
-        return self._write_wait(lambda w: _writes.prune_finished(w, float(before), limit))
-
-    def oldest_finished(self) -> float | None:
-        """When the workflow that finished first (of those still kept) ended, or None (by index)."""
-        at: float | None = self._rows(
-            "SELECT min(finished_at) FROM {s}.workflows WHERE finished_at IS NOT NULL"
-        )[0][0]
-        return at
-
-    def newest_finished(self) -> float | None:
-        """When the workflow that finished last ended, or None (by index)."""
-        at: float | None = self._rows(
-            "SELECT max(finished_at) FROM {s}.workflows WHERE finished_at IS NOT NULL"
-        )[0][0]
-        return at
-
-    def pruned_total(self) -> int:
-        """How many finished workflows were ever pruned from this schema."""
-        rows = self._rows("SELECT value FROM {s}.meta WHERE key = 'pruned_total'")
-        return int(rows[0][0]) if rows else 0
-
-    def take_external(self, after_seq: int) -> list[ExternalRow]:
-        """Requests with seq > after_seq, oldest first (the owner deletes them when done)."""
-        rows = self._rows(
-            "SELECT seq, kind, workflow_id, name, payload, created_at FROM {s}.external "
-            "WHERE seq > %s ORDER BY seq",
-            (after_seq,),
-        )
-        return [ExternalRow(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
-
-    def delete_external(self, seqs: list[int]) -> None:
-        """Delete handled requests."""
-        seqs = list(seqs)
-        self._write_wait(lambda w: w.execute("DELETE FROM {s}.external WHERE seq = ANY(%s)", (seqs,)))
 
     def changed(self) -> bool:
         """True if a request may have come in since the last call: this store committed, a
@@ -568,194 +314,12 @@ class PgStore(Store):
                 self._changed_at = now
             return seen
 
-    # -- reads --------------------------------------------------------------------------------
-    def load_workflow(self, workflow_id: str) -> WorkflowRecord | None:
-        """Return the workflow's row, or None if there is no such workflow."""
-        rows = self._rows(_SQL_WORKFLOW, (workflow_id,))
-        return _record(rows[0]) if rows else None
-
-    def load_state(
-        self, workflow_id: str
-    ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
-        """The workflow's row, inbox, timers and procedures, read in one snapshot."""
-
-        def q(template: str) -> str:
-            return _writes.sql_for(template, self.schema)
-
-        def run(c: psycopg.Connection[Any]) -> tuple[Any, ...]:
-            with c.transaction():
-                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                row = c.execute(q(_SQL_WORKFLOW), (workflow_id,)).fetchone()
-                if row is None:
-                    return None, [], [], []
-                inbox = c.execute(q(_SQL_INBOX), (workflow_id,)).fetchall()
-                timers = c.execute(q(_SQL_TIMERS), (workflow_id,)).fetchall()
-                procs = c.execute(q(_SQL_PROCEDURES), (workflow_id,)).fetchall()
-            return (
-                _record(row),
-                [InboxRow(int(r[0]), *r[1:]) for r in inbox],
-                [TimerRow(int(r[0]), *r[1:]) for r in timers],
-                [_procedure(r) for r in procs],
-            )
-
-        result: tuple[Any, ...] = self._read(run)
-        return result
-
-    def inbox(self, workflow_id: str) -> list[InboxRow]:
-        """The workflow's buffered messages, in arrival order."""
-        return [InboxRow(int(r[0]), *r[1:]) for r in self._rows(_SQL_INBOX, (workflow_id,))]
-
-    def timers(self, workflow_id: str) -> list[TimerRow]:
-        """The workflow's armed timers, soonest first."""
-        return [TimerRow(int(r[0]), *r[1:]) for r in self._rows(_SQL_TIMERS, (workflow_id,))]
-
-    def procedures(self, workflow_id: str) -> list[ProcedureRow]:
-        """The workflow's procedure calls (pending or finished, not yet consumed)."""
-        return [_procedure(r) for r in self._rows(_SQL_PROCEDURES, (workflow_id,))]
-
-    def subscribers(self, name: str, filter_key: str) -> list[str]:
-        """Ids of the workflows subscribed to ``(name, filter_key)``."""
-        rows = self._rows(
-            "SELECT workflow_id FROM {s}.subscriptions WHERE name = %s AND filter_key = %s",
-            (name, filter_key),
-        )
-        return [r[0] for r in rows]
-
-    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
-        """Timers due before ``before``, soonest first (by index)."""
-        rows = self._rows(
-            "SELECT id, workflow_id, name, due_at FROM {s}.timers WHERE due_at < %s "
-            "ORDER BY due_at, id LIMIT %s",
-            (before, limit),
-        )
-        return [TimerRow(int(r[0]), *r[1:]) for r in rows]
-
-    def next_timer_due(self) -> float | None:
-        """Return the due time of the soonest armed timer, or None (by index)."""
-        due: float | None = self._rows("SELECT min(due_at) FROM {s}.timers")[0][0]
-        return due
-
-    def procedures_to_run(self) -> Iterator[ProcedureRow]:
-        """Every pending (not finished) procedure, soonest attempt first."""
-        rows = self._rows(
-            f"SELECT {_PROCEDURE_COLUMNS} FROM {{s}}.procedures WHERE status = 'pending' "
-            f"ORDER BY next_attempt_at"
-        )
-        return iter([_procedure(r) for r in rows])
-
-    def workflows_with_work(self) -> Iterator[str]:
-        """Ids of running workflows that have work now (by index, see ``_WITH_WORK``)."""
-        return iter([r[0] for r in self._rows(_WITH_WORK)])
-
     def owns(self, workflow_id: str) -> bool:
         """True: an owning PgStore owns every workflow of its schema (one node per schema; a
         cluster's shard leases come with several nodes)."""
         return True
 
-    def workflows_cancelling(self) -> set[str]:
-        """Ids of the workflows with a cancel waiting in their inbox (one query, by index)."""
-        return {r[0] for r in self._rows(
-            "SELECT DISTINCT workflow_id FROM {s}.inbox WHERE kind = %s", (CANCEL,)
-        )}
-
-    def list_workflows(
-        self,
-        status: str | None = None,
-        type: str | None = None,
-        parent_id: str | None = None,
-        limit: int | None = None,
-    ) -> list[WorkflowRecord]:
-        """Workflows matching every given filter, oldest first."""
-        where: list[str] = []
-        params: list[Any] = []
-        for column, value in (("status", status), ("type", type), ("parent_id", parent_id)):
-            if value is not None:
-                where.append(f"{column} = %s")
-                params.append(value)
-        sql = f"SELECT {_WORKFLOW_COLUMNS} FROM {{s}}.workflows"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at, id"
-        if limit is not None:
-            sql += " LIMIT %s"
-            params.append(limit)
-        return [_record(r) for r in self._rows(sql, tuple(params))]
-
-    def browse_workflows(
-        self,
-        *,
-        status: str | None = None,
-        type: str | None = None,
-        id_prefix: str | None = None,
-        newest_first: bool = True,
-        after: tuple[float, str] | None = None,
-        limit: int = 50,
-    ) -> list[WorkflowRecord]:
-        """A page of workflows in creation order (as ``SqliteStore``'s): one range of
-        ``workflows_listed`` (or ``workflows_type``) per status, ids compared in code point order
-        (``COLLATE "C"``, the order Python and SQLite sort them in), in one snapshot."""
-        statuses = browse_check(status, id_prefix, after, limit)
-        where = ["status = %s"]
-        params: list[Any] = []
-        if type is not None:
-            where.append("type = %s")
-            params.append(type)
-        if id_prefix:
-            where.append("left(id, %s) = %s")
-            params += [len(id_prefix), id_prefix]
-        if after is not None:
-            op = "<" if newest_first else ">"
-            where.append(f'(created_at, id COLLATE "C") {op} (%s, %s)')
-            params += [float(after[0]), after[1]]
-        order = "DESC" if newest_first else "ASC"
-        sql = _writes.sql_for(
-            f"SELECT {_WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE {' AND '.join(where)} "
-            f'ORDER BY created_at {order}, id COLLATE "C" {order} LIMIT %s',
-            self.schema,
-        )
-
-        def run(c: psycopg.Connection[Any]) -> list[list[WorkflowRecord]]:
-            with c.transaction():
-                c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                return [
-                    [_record(r) for r in c.execute(sql, (st, *params, limit)).fetchall()]
-                    for st in statuses
-                ]
-
-        return merge_pages(self._read(run), newest_first, limit)
-
-    def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
-        """The workflow's subscriptions, ``(name, filter_key)``, by name (by index)."""
-        rows = self._rows(
-            'SELECT name, filter_key FROM {s}.subscriptions WHERE workflow_id = %s '
-            'ORDER BY name COLLATE "C", filter_key COLLATE "C"',
-            (workflow_id,),
-        )
-        return [(str(n), str(k)) for n, k in rows]
-
-    def count_workflows(self) -> dict[tuple[str, str], int]:
-        """{(type, status): count}."""
-        rows = self._rows("SELECT type, status, count(*) FROM {s}.workflows GROUP BY type, status")
-        return {(t, s): int(n) for t, s, n in rows}
-
-    def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]:
-        """The workflow's newest ``limit`` history events, oldest first (as ``SqliteStore``)."""
-        rows = self._rows(
-            "SELECT seq, workflow_id, at, event, detail FROM (SELECT * FROM {s}.history "
-            "WHERE workflow_id = %s ORDER BY seq DESC LIMIT %s) AS h ORDER BY seq",
-            (workflow_id, limit),
-        )
-        recent = self._rows("SELECT recent_steps FROM {s}.workflows WHERE id = %s", (workflow_id,))
-        steps = recent_steps(workflow_id, recent[0][0] if recent else None)
-        events = [(round(h.at * 1000), 0, i, h) for i, h in enumerate(steps)]
-        events += [(int(r[2] * 1000), 1, i, HistoryRow(int(r[0]), *r[1:])) for i, r in enumerate(rows)]
-        events.sort(key=lambda e: e[:3])
-        return [e[3] for e in events[-limit:]] if limit > 0 else []
-
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Run a read-only query (``?`` placeholders, as for reducers); rows as dicts."""
         return self._read(lambda conn: list(PgDatabase(conn).query(sql, params)))
 
-    def running_count(self) -> int:
-        """Return how many workflows are running (by the partial index)."""
-        return int(self._rows("SELECT count(*) FROM {s}.workflows WHERE status = 'running'")[0][0])

@@ -17,8 +17,9 @@ from persistence import (
     ReadOnlyDatabase,
     SchemaTooNew,
     StorageUnavailable,
+    _sql,
 )
-from persistence._pg import _schema, _writes
+from persistence._pg import _schema
 from persistence._pg._errors import (
     ConnectionLost,
     Retryable,
@@ -129,7 +130,8 @@ def _hot_updates(url: str, schema: str, n: int, *, fresh: bool = False) -> tuple
 
     A new session each time: a session's counts of earlier transactions may not be flushed yet.
     """
-    step = _writes.sql_for(_writes.STEP_RUNNING, schema)
+    d = _sql.postgresql(_schema.quote(schema))
+    step = d.sql(d.step_running)
     seq = 0 if fresh else 1
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         for i in range(n):

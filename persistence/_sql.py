@@ -1,0 +1,256 @@
+"""The SQL both stores run, written once, and the dialect that fits it to each backend.
+
+Every statement here is written with ``?`` placeholders and names the store's tables as
+``{s}.table``. A ``Dialect`` turns a template into its backend's text (cached): SQLite drops the
+``{s}.`` prefix and keeps ``?``; PostgreSQL puts the schema in and uses ``%s``. What truly
+differs between the two (a list of ids, the planner hints, the queue query's shape, a column
+only one schema has) is a field or method of the dialect, not a second copy of a statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+WORKFLOW_COLUMNS = (
+    "id, type, status, parent_id, detached, test_mode, continuation, fingerprint, waiting_on, "
+    "result, error, step_seq, restarts, created_at, updated_at, recent_steps, finished_at"
+)
+PROCEDURE_COLUMNS = (
+    "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
+)
+
+# -- reads ---------------------------------------------------------------------------------------
+# One workflow's rows, by index (each read is shared by its method and by load_state).
+WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE id = ?"
+INBOX = (
+    "SELECT seq, workflow_id, kind, name, payload, created_at FROM {s}.inbox "
+    "WHERE workflow_id = ? ORDER BY seq"
+)
+TIMERS = (
+    "SELECT id, workflow_id, name, due_at FROM {s}.timers WHERE workflow_id = ? "
+    "ORDER BY due_at, id"
+)
+PROCEDURES = (
+    f"SELECT {PROCEDURE_COLUMNS} FROM {{s}}.procedures WHERE workflow_id = ? "
+    f"ORDER BY created_at, key"
+)
+SUBSCRIBERS = "SELECT workflow_id FROM {s}.subscriptions WHERE name = ? AND filter_key = ?"
+TIMERS_DUE = (
+    "SELECT id, workflow_id, name, due_at FROM {s}.timers WHERE due_at < ? "
+    "ORDER BY due_at, id LIMIT ?"
+)
+NEXT_TIMER = "SELECT min(due_at) FROM {s}.timers"
+CANCELLING = "SELECT DISTINCT workflow_id FROM {s}.inbox WHERE kind = ?"
+COUNT_WORKFLOWS = "SELECT type, status, count(*) FROM {s}.workflows GROUP BY type, status"
+HISTORY = (
+    "SELECT seq, workflow_id, at, event, detail FROM (SELECT * FROM {s}.history "
+    "WHERE workflow_id = ? ORDER BY seq DESC LIMIT ?) AS h ORDER BY seq"
+)
+RECENT_STEPS = "SELECT recent_steps FROM {s}.workflows WHERE id = ?"
+EXTERNAL_AFTER = (
+    "SELECT seq, kind, workflow_id, name, payload, created_at FROM {s}.external "
+    "WHERE seq > ? ORDER BY seq"
+)
+PRUNED_TOTAL = "SELECT value FROM {s}.meta WHERE key = 'pruned_total'"
+META_VALUE = "SELECT value FROM {s}.meta WHERE key = ?"
+
+# -- writes ----
+# The inserts whose new row's key is wanted back (an inbox message's seq, a timer's id, a
+# request's seq) are sent with ``Writer.insert_id``: PostgreSQL adds ``RETURNING``, SQLite reads
+# the connection's last rowid (a RETURNING clause costs SQLite about as much as the insert).----------------------------------------------------------------------------------
+_STEP_SET = (
+    "fingerprint = coalesce(?, fingerprint), "
+    "waiting_on = ?, result = ?, error = ?, step_seq = ?, updated_at = ?, "
+    "restarts = coalesce(?, restarts), recent_steps = coalesce(?, recent_steps){fresh} "
+    "WHERE id = ? AND step_seq = ? AND status = 'running'"
+)
+# The guard of a step is its UPDATE's own WHERE clause. A step that leaves the workflow running
+# does not name the status column (nor, on PostgreSQL, any indexed column whose value it
+# changes): SQLite then leaves the indexes on it alone, and PostgreSQL can update in place (HOT).
+STEP_RUNNING = "UPDATE {s}.workflows SET continuation = coalesce(?, continuation), " + _STEP_SET
+# A step that ends the workflow drops its continuation (nothing resumes a finished workflow: its
+# record keeps the result or error and the history) and stamps its end, for retention.
+STEP_ENDING = (
+    "UPDATE {s}.workflows SET status = ?, finished_at = ?, continuation = NULL, " + _STEP_SET
+)
+_INSERT_WORKFLOW = (
+    "INSERT INTO {s}.workflows (id, type, status, parent_id, detached, test_mode, continuation, "
+    "fingerprint, waiting_on, result, error, step_seq, restarts, created_at, updated_at, "
+    "recent_steps, finished_at{fresh}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "?{fresh_value}) ON CONFLICT (id) DO NOTHING"
+)
+STATUS = "SELECT status FROM {s}.workflows WHERE id = ?"
+STATUS_AND_SEQ = "SELECT status, step_seq FROM {s}.workflows WHERE id = ?"
+# One inbox row, if its target is running: the check and the insert in one statement, so that it
+# needs no answer before the next statement goes.
+DELIVER = (
+    "INSERT INTO {s}.inbox (workflow_id, kind, name, payload, created_at) "
+    "SELECT ?, ?, ?, ?, ? FROM {s}.workflows AS w WHERE w.id = ? AND w.status = 'running'"
+)
+# A signal counts against the inbox's bound. Counting stops at the limit, by index, so a full
+# inbox costs at most ``limit`` index steps.
+COUNT_INBOX = "SELECT count(*) FROM (SELECT 1 FROM {s}.inbox WHERE workflow_id = ? LIMIT ?) AS x"
+# A pipelined writer counts in the insert itself; a writer answered at once counts first (SQLite
+# would copy the SELECT of an insert that reads its own table aside before inserting).
+DELIVER_BOUNDED = DELIVER + f" AND ({COUNT_INBOX}) < ?"
+BROADCAST_TO = (
+    "SELECT workflow_id FROM {s}.subscriptions WHERE name = ? AND filter_key = ? "
+    "ORDER BY workflow_id"
+)
+DELETE_EXTERNAL = "DELETE FROM {s}.external WHERE seq = ?"
+INSERT_TIMER = "INSERT INTO {s}.timers (workflow_id, name, due_at) VALUES (?, ?, ?)"
+INSERT_PROCEDURE = (
+    "INSERT INTO {s}.procedures (key, workflow_id, function, args, status, attempts, "
+    "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) "
+    "ON CONFLICT (key) DO NOTHING"
+)
+DELETE_WAITS = "DELETE FROM {s}.waits WHERE workflow_id = ?"
+INSERT_WAIT = "INSERT INTO {s}.waits (workflow_id, name) VALUES (?, ?)"
+SUBSCRIBE = (
+    "INSERT INTO {s}.subscriptions (name, filter_key, workflow_id) VALUES (?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+UNSUBSCRIBE = (
+    "DELETE FROM {s}.subscriptions WHERE name = ? AND filter_key = ? AND workflow_id = ?"
+)
+INSERT_HISTORY = "INSERT INTO {s}.history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)"
+TRIM_HISTORY = (
+    "DELETE FROM {s}.history WHERE workflow_id = ? AND seq < (SELECT seq FROM {s}.history "
+    "WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)"
+)
+PROCEDURE_FINISHED = (
+    "UPDATE {s}.procedures SET status = ?, result = ?, error = ?, attempts = ? "
+    "WHERE key = ? AND status = 'pending'"
+)
+PROCEDURE_EXISTS = "SELECT 1 FROM {s}.procedures WHERE key = ?"
+PROCEDURE_RETRY = (
+    "UPDATE {s}.procedures SET attempts = ?, next_attempt_at = ? "
+    "WHERE key = ? AND status = 'pending'"
+)
+INSERT_EXTERNAL = (
+    "INSERT INTO {s}.external (kind, workflow_id, name, payload, created_at) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+SET_META = (
+    "INSERT INTO {s}.meta (key, value) VALUES (?, ?) ON CONFLICT (key) "
+    "DO UPDATE SET value = excluded.value"
+)
+TAKE_META = "DELETE FROM {s}.meta WHERE key = ? RETURNING value"
+ADD_PRUNED = (
+    "INSERT INTO {s}.meta (key, value) VALUES ('pruned_total', ?) ON CONFLICT (key) "
+    "DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) "
+    "AS TEXT)"
+)
+
+
+class Dialect:
+    """How one backend spells the shared SQL.
+
+    Args:
+        name: ``"sqlite"`` or ``"postgresql"``, for messages.
+        prefix: What ``{s}.`` becomes: ``""``, or the quoted schema and a dot.
+        placeholder: ``"?"`` or ``"%s"``.
+        fresh: The schema keeps a ``fresh`` column (PostgreSQL: true until the first step, so
+            the index of workflows to start names no column a step changes).
+        hints: SQLite's ``INDEXED BY`` hints are written (PostgreSQL's planner takes none).
+        skip_locked: A prune locks the rows it selects and skips those locked by another.
+        arrays: A list of ids goes as one array parameter (``= ANY(?)``), not as ``IN (?, ...)``.
+        with_work: The query of running workflows with work now (its plan is the backend's).
+        binary: What makes a text comparison go by code point (SQLite's default; PostgreSQL's
+            ``COLLATE "C"``).
+    """
+
+    def __init__(
+        self, *, name: str, prefix: str, placeholder: str, fresh: bool, hints: bool,
+        skip_locked: bool, arrays: bool, with_work: str, binary: str,
+    ) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.placeholder = placeholder
+        self.fresh = fresh
+        self.hints = hints
+        self.skip_locked = skip_locked
+        self.arrays = arrays
+        self.with_work = with_work
+        self.binary = binary
+        self._texts: dict[str, str] = {}
+        # The statements with a part only one schema has, as templates.
+        self.step_running = STEP_RUNNING.replace("{fresh}", ", fresh = false" if fresh else "")
+        self.step_ending = STEP_ENDING.replace("{fresh}", ", fresh = false" if fresh else "")
+        self.insert_workflow = _INSERT_WORKFLOW.replace(
+            "{fresh}", ", fresh" if fresh else ""
+        ).replace("{fresh_value}", ", ?" if fresh else "")
+
+    def sql(self, template: str) -> str:
+        """``template`` in this dialect (cached: the templates are a finite set)."""
+        text = self._texts.get(template)
+        if text is None:
+            text = template.replace("{s}.", self.prefix)
+            if self.placeholder != "?":
+                # psycopg reads % as the start of a placeholder: the shared SQL has no other %.
+                assert "%" not in text, text
+                text = text.replace("?", self.placeholder)
+            self._texts[template] = text
+        return text
+
+    def indexed(self, index: str) -> str:
+        """A hint to read a table through ``index`` (SQLite), or nothing."""
+        return f" INDEXED BY {index}" if self.hints else ""
+
+    def any_of(self, column: str, values: Sequence[Any], kind: str) -> tuple[str, tuple[Any, ...]]:
+        """A condition ``column`` is one of ``values`` (of SQL type ``kind``), and its params."""
+        if self.arrays:
+            items = [str(v) for v in values] if kind == "text" else list(values)
+            return f"{column} = ANY(?::{kind}[])", (items,)
+        return f"{column} IN ({','.join('?' * len(values))})", tuple(values)
+
+
+# Running workflows with something to do now. Every arm starts from a small set (never-stepped
+# workflows by their partial index, control messages by their partial index, buffered signals,
+# finished procedures by their partial index) and reaches the workflows table by primary key;
+# on SQLite, CROSS JOIN pins that order so the planner never walks the (huge) set of idle
+# workflows.
+SQLITE_WITH_WORK = """
+SELECT id FROM workflows INDEXED BY workflows_fresh WHERE status = 'running' AND step_seq = 0
+UNION
+SELECT i.workflow_id FROM inbox AS i INDEXED BY inbox_control
+  CROSS JOIN workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind != 'signal' AND w.status = 'running'
+UNION
+SELECT i.workflow_id FROM inbox AS i
+  CROSS JOIN waits AS s ON s.workflow_id = i.workflow_id AND s.name = i.name
+  CROSS JOIN workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind = 'signal' AND w.status = 'running'
+UNION
+SELECT p.workflow_id FROM procedures AS p INDEXED BY procedures_finished
+  CROSS JOIN workflows AS w ON w.id = p.workflow_id
+  WHERE p.status != 'pending' AND w.status = 'running'
+"""
+PG_WITH_WORK = """
+SELECT id FROM {s}.workflows WHERE status = 'running' AND fresh
+UNION
+SELECT i.workflow_id FROM {s}.inbox AS i JOIN {s}.workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind != 'signal' AND w.status = 'running'
+UNION
+SELECT i.workflow_id FROM {s}.inbox AS i
+  JOIN {s}.waits AS a ON a.workflow_id = i.workflow_id AND a.name = i.name
+  JOIN {s}.workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind = 'signal' AND w.status = 'running'
+UNION
+SELECT p.workflow_id FROM {s}.procedures AS p JOIN {s}.workflows AS w ON w.id = p.workflow_id
+  WHERE p.status != 'pending' AND w.status = 'running'
+"""
+
+SQLITE = Dialect(
+    name="sqlite", prefix="", placeholder="?", fresh=False, hints=True, skip_locked=False,
+    arrays=False, with_work=SQLITE_WITH_WORK, binary="",
+)
+
+
+def postgresql(quoted_schema: str) -> Dialect:
+    """The dialect of a PostgreSQL store whose tables are in ``quoted_schema``."""
+    return Dialect(
+        name="postgresql", prefix=f"{quoted_schema}.", placeholder="%s", fresh=True, hints=False,
+        skip_locked=True, arrays=True, with_work=PG_WITH_WORK, binary=' COLLATE "C"',
+    )

@@ -1,0 +1,488 @@
+"""``SqlStore``: the ``Store`` methods both backends share, written once over the shared SQL.
+
+A backend (``SqliteStore``, ``PgStore``) subclasses it and supplies how it is opened and closed,
+its ``dialect``, its writer (``_writer``, a ``persistence._writer.Writer``), and a few
+primitives: ``_read`` (a function of a read connection), ``_snapshot`` (several reads seen at
+one instant), ``_external`` (a short write of a store that does not own the database),
+``changed``, ``owner_info`` and ``read_table``. Everything else (every read the runtime and the
+tools run, every write they queue) is here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Self, TypeVar
+
+from persistence import _sql, _writes
+from persistence._errors import PersistenceError, StoreClosed
+from persistence._promise import Promise
+from persistence._sql import Dialect
+from persistence._types import (
+    CANCEL,
+    RUNNING,
+    Delivered,
+    ExternalRow,
+    HistoryRow,
+    InboxRow,
+    NewWorkflow,
+    ProcedureRow,
+    StepAck,
+    StepWrite,
+    Store,
+    TimerRow,
+    WorkflowRecord,
+    browse_check,
+    merge_pages,
+)
+from persistence._writer import Writer
+
+T = TypeVar("T")
+
+# What ``_snapshot`` gives its function: run a template with params, get its rows.
+Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def _record(row: tuple[Any, ...]) -> WorkflowRecord:
+    return WorkflowRecord(
+        id=row[0], type=row[1], status=row[2], parent_id=row[3], detached=bool(row[4]),
+        test_mode=bool(row[5]), continuation=row[6], fingerprint=row[7], waiting_on=row[8],
+        result=row[9], error=row[10], step_seq=int(row[11]), restarts=int(row[12]),
+        created_at=row[13], updated_at=row[14], recent_steps=row[15], finished_at=row[16],
+    )
+
+
+def _procedure(row: tuple[Any, ...]) -> ProcedureRow:
+    return ProcedureRow(row[0], row[1], row[2], row[3], row[4], int(row[5]), row[6], row[7], row[8])
+
+
+def _inbox(row: tuple[Any, ...]) -> InboxRow:
+    return InboxRow(int(row[0]), row[1], row[2], row[3], row[4], row[5])
+
+
+def _timer(row: tuple[Any, ...]) -> TimerRow:
+    return TimerRow(int(row[0]), row[1], row[2], row[3])
+
+
+def recent_steps(workflow_id: str, text: str | None) -> list[HistoryRow]:
+    """The steps a workflow's row describes (its ``recent_steps``), as history events.
+
+    Each line is ``[at, event, detail]`` JSON, ``at`` in milliseconds. A line that is not (the
+    row was edited by hand) is kept as an ``unreadable_step`` event holding the line, not
+    dropped.
+    """
+    events = []
+    for line in text.split("\n") if text else ():
+        try:
+            at_ms, event, detail = json.loads(line)
+            events.append(HistoryRow(None, workflow_id, at_ms / 1000, str(event), json.dumps(detail)))
+        except (ValueError, TypeError):
+            events.append(HistoryRow(None, workflow_id, 0.0, "unreadable_step", json.dumps({"line": line})))
+    return events
+
+
+class SqlStore(Store):
+    """The shared part of the SQL stores (see the module's docstring for what a backend adds)."""
+
+    dialect: Dialect
+    path: str
+    inbox_limit: int
+    _closed: bool
+    _close_lock: threading.Lock
+    _writer: Writer | None
+
+    # -- what a backend supplies ------------------------------------------------------------------
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        """``fn(connection)`` on a read-only connection, errors as the store's."""
+        raise NotImplementedError
+
+    def _snapshot(self, fn: Callable[[Query], T]) -> T:
+        """``fn(query)``, every query seeing the database at one instant."""
+        raise NotImplementedError
+
+    def _external(self, fn: Callable[[Any], T]) -> T:
+        """``fn(connection)`` as a short write transaction of its own (a store that does not own
+        the database writes only its requests for the owner, and takes their results)."""
+        raise NotImplementedError
+
+    def _notify_owner(self, conn: Any, seq: int) -> None:
+        """Tell the owner that request ``seq`` is there (a backend whose owner polls: nothing)."""
+
+    def _close_connections(self) -> None:
+        """Finish queued writes and close every connection (once)."""
+        raise NotImplementedError
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Finish queued writes, close every connection and give up ownership (idempotent)."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._close_connections()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(
+                f"the store on {self.path} is closed; open it again with open_store().",
+                path=self.path,
+            )
+
+    def _write(self, fn: Callable[[Writer], Any]) -> Promise[Any]:
+        self._check_open()
+        if self._writer is None:
+            raise PersistenceError(
+                f"the store on {self.path} was opened with owner=False: it only reads (and may "
+                f"post_external requests for the owner). Open it with owner=True to write.",
+                path=self.path,
+            )
+        return self._writer.submit(fn)
+
+    def _write_wait(self, fn: Callable[[Writer], Any]) -> Any:
+        return self._write(fn).result()
+
+    def _rows(self, template: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        sql = self.dialect.sql(template)
+        return self._read(lambda c: list(c.execute(sql, params).fetchall()))
+
+    # -- writes -------------------------------------------------------------------------------
+    def create_workflow(self, wf: NewWorkflow) -> bool:
+        """Insert ``wf``; False (and nothing written) if the id exists."""
+        return self.create_workflows([wf])[0]
+
+    def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
+        """Insert many workflows in one transaction; for each, False if its id existed."""
+        created: list[bool] = self.submit_create_workflows(wfs).result()
+        return created
+
+    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
+        """``create_workflows``, queued: the future resolves after COMMIT."""
+        wfs = list(wfs)
+        return self._write(lambda w: _writes.insert_workflows(w, wfs))
+
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
+        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))
+
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once every write queued before this call has committed or failed.
+
+        Writes run in queue order, so an empty write queued now settles after all of them.
+        """
+        self._write(lambda w: None).result(timeout)
+
+    def append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Delivered:
+        """Append a message to a running workflow's inbox (signal, cancel, child outcome)."""
+        delivered: Delivered = self.submit_append_inbox(
+            workflow_id, kind, name, payload, at=at, external_seq=external_seq
+        ).result()
+        return delivered
+
+    def submit_append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Promise[Delivered]:
+        """``append_inbox``, queued: the future resolves after COMMIT."""
+        return self._write(
+            lambda w: _writes.append_inbox(
+                w, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq
+            )
+        )
+
+    def broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float,
+        dropped: list[tuple[str, str]] | None = None,
+    ) -> list[Delivered]:
+        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
+        got, lost = self.submit_broadcast(name, filter_key, payload, at=at).result()
+        if dropped is not None:
+            dropped.extend(lost)
+        return list(got)
+
+    def submit_broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, str]]]]:
+        """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
+        what was dropped (``(workflow_id, why)``)."""
+        return self._write(
+            lambda w: _writes.broadcast(w, name, filter_key, payload, at, self.inbox_limit)
+        )
+
+    def procedure_finished(
+        self, key: str, *, result: bytes | None, error: str | None, attempts: int
+    ) -> bool:
+        """Record a procedure's outcome (status done or failed); False if the row is gone."""
+        return bool(self._write_wait(
+            lambda w: _writes.procedure_finished(w, key, result, error, attempts)
+        ))
+
+    def procedure_retry(self, key: str, *, attempts: int, next_attempt_at: float) -> bool:
+        """Record a failed attempt and when to try again; False if the row is gone."""
+        return bool(self._write_wait(
+            lambda w: _writes.procedure_retry(w, key, attempts, next_attempt_at)
+        ))
+
+    def post_external(
+        self, kind: str, workflow_id: str, name: str | None, payload: str | None, *, at: float
+    ) -> int:
+        """Append a request for the owner (works without owning the database). Returns its seq."""
+        self._check_open()
+        _writes.check_external(self.path, kind, workflow_id)
+        values = (kind, workflow_id, name, payload, at)
+        if self._writer is not None:
+            return int(self._write_wait(lambda w: _writes.insert_external(w, values)))
+        sql = self.dialect.sql(_sql.INSERT_EXTERNAL + " RETURNING seq")
+
+        def insert(conn: Any) -> int:
+            seq = int(conn.execute(sql, values).fetchall()[0][0])
+            self._notify_owner(conn, seq)
+            return seq
+
+        return self._external(insert)
+
+    def external_done(self, seq: int, result: str) -> None:
+        """Delete the handled request ``seq`` and keep ``result`` (text) for the process that
+        posted it, in one transaction (``take_external_result`` reads it back)."""
+        self._write_wait(lambda w: _writes.external_done(w, seq, result))
+
+    def take_external_result(self, seq: int) -> str | None:
+        """The result the owner left for request ``seq``, removed as it is read; None while the
+        request is not done. Works without owning the database."""
+        self._check_open()
+        key = f"external_result_{seq}"
+        if not self._rows(_sql.META_VALUE, (key,)):
+            return None  # not done yet: a read, no write transaction
+        if self._writer is not None:
+            value: str | None = self._write_wait(lambda w: _writes.take_meta(w, key))
+            return value
+        sql = self.dialect.sql(_sql.TAKE_META)
+
+        def take(conn: Any) -> str | None:
+            rows = conn.execute(sql, (key,)).fetchall()
+            return str(rows[0][0]) if rows else None
+
+        return self._external(take)
+
+    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+        """Delete up to ``limit`` workflows that finished before ``before`` (oldest first), with
+        every row they left in any table, in one transaction; return their ids.
+
+        Call it again until it returns fewer than ``limit``: each call is one short write, so
+        the steps of running workflows queued meanwhile commit between two calls.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"prune_finished() limit must be a positive int, got {limit!r}")
+        ids: list[str] = self._write_wait(lambda w: _writes.prune_finished(w, float(before), limit))
+        return ids
+
+    def delete_external(self, seqs: list[int]) -> None:
+        """Delete handled requests."""
+        seqs = list(seqs)
+        self._write_wait(lambda w: _writes.delete_external(w, seqs))
+
+    # -- reads --------------------------------------------------------------------------------
+    def _finished_at(self, fn: str) -> float | None:
+        at: float | None = self._rows(
+            f"SELECT {fn}(finished_at) FROM {{s}}.workflows"
+            f"{self.dialect.indexed('workflows_finished')} WHERE finished_at IS NOT NULL"
+        )[0][0]
+        return at
+
+    def oldest_finished(self) -> float | None:
+        """When the workflow that finished first (of those still kept) ended, or None (by index)."""
+        return self._finished_at("min")
+
+    def newest_finished(self) -> float | None:
+        """When the workflow that finished last ended, or None (by index)."""
+        return self._finished_at("max")
+
+    def pruned_total(self) -> int:
+        """How many finished workflows were ever pruned from this database."""
+        rows = self._rows(_sql.PRUNED_TOTAL)
+        return int(rows[0][0]) if rows else 0
+
+    def take_external(self, after_seq: int) -> list[ExternalRow]:
+        """Requests with seq > after_seq, oldest first (the owner deletes them when done)."""
+        rows = self._rows(_sql.EXTERNAL_AFTER, (after_seq,))
+        return [ExternalRow(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def load_workflow(self, workflow_id: str) -> WorkflowRecord | None:
+        """Return the workflow's row, or None if there is no such workflow."""
+        rows = self._rows(_sql.WORKFLOW, (workflow_id,))
+        return _record(rows[0]) if rows else None
+
+    def load_state(
+        self, workflow_id: str
+    ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
+        """The workflow's row, inbox, timers and procedures, read in one snapshot."""
+
+        def run(q: Query) -> tuple[Any, ...]:
+            rows = q(_sql.WORKFLOW, (workflow_id,))
+            if not rows:
+                return None, [], [], []
+            return (
+                _record(rows[0]),
+                [_inbox(r) for r in q(_sql.INBOX, (workflow_id,))],
+                [_timer(r) for r in q(_sql.TIMERS, (workflow_id,))],
+                [_procedure(r) for r in q(_sql.PROCEDURES, (workflow_id,))],
+            )
+
+        state: tuple[Any, ...] = self._snapshot(run)
+        return state
+
+    def inbox(self, workflow_id: str) -> list[InboxRow]:
+        """The workflow's buffered messages, in arrival order."""
+        return [_inbox(r) for r in self._rows(_sql.INBOX, (workflow_id,))]
+
+    def timers(self, workflow_id: str) -> list[TimerRow]:
+        """The workflow's armed timers, soonest first."""
+        return [_timer(r) for r in self._rows(_sql.TIMERS, (workflow_id,))]
+
+    def procedures(self, workflow_id: str) -> list[ProcedureRow]:
+        """The workflow's procedure calls (pending or finished, not yet consumed)."""
+        return [_procedure(r) for r in self._rows(_sql.PROCEDURES, (workflow_id,))]
+
+    def subscribers(self, name: str, filter_key: str) -> list[str]:
+        """Ids of the workflows subscribed to ``(name, filter_key)``."""
+        return [r[0] for r in self._rows(_sql.SUBSCRIBERS, (name, filter_key))]
+
+    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
+        """Timers due before ``before``, soonest first (by index)."""
+        return [_timer(r) for r in self._rows(_sql.TIMERS_DUE, (before, limit))]
+
+    def next_timer_due(self) -> float | None:
+        """Return the due time of the soonest armed timer, or None (by index)."""
+        due: float | None = self._rows(_sql.NEXT_TIMER)[0][0]
+        return due
+
+    def procedures_to_run(self) -> Iterator[ProcedureRow]:
+        """Every pending (not finished) procedure, soonest attempt first."""
+        rows = self._rows(
+            f"SELECT {_sql.PROCEDURE_COLUMNS} FROM {{s}}.procedures"
+            f"{self.dialect.indexed('procedures_pending')} WHERE status = 'pending' "
+            f"ORDER BY next_attempt_at"
+        )
+        return iter([_procedure(r) for r in rows])
+
+    def workflows_with_work(self) -> Iterator[str]:
+        """Ids of running workflows that have work now (by index, see ``_sql``'s queries)."""
+        return iter([r[0] for r in self._rows(self.dialect.with_work)])
+
+    def workflows_cancelling(self) -> set[str]:
+        """Ids of the workflows with a cancel waiting in their inbox (one query, by index)."""
+        return {r[0] for r in self._rows(_sql.CANCELLING, (CANCEL,))}
+
+    def list_workflows(
+        self,
+        status: str | None = None,
+        type: str | None = None,
+        parent_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[WorkflowRecord]:
+        """Workflows matching every given filter, oldest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (("status", status), ("type", type), ("parent_id", parent_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = f"SELECT {_sql.WORKFLOW_COLUMNS} FROM {{s}}.workflows"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at, id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_record(r) for r in self._rows(sql, tuple(params))]
+
+    def browse_workflows(
+        self,
+        *,
+        status: str | None = None,
+        type: str | None = None,
+        id_prefix: str | None = None,
+        newest_first: bool = True,
+        after: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[WorkflowRecord]:
+        """A page of workflows in creation order, after the ``(created_at, id)`` ``after``.
+
+        One range of ``workflows_listed`` (or ``workflows_type``, given a type) per status, each
+        at most ``limit`` long, merged, in one snapshot: the id prefix is matched on the index's
+        own id, so no row is read that is not shown. Ids compare in code point order (the order
+        Python sorts them in) on both backends.
+        """
+        statuses = browse_check(status, id_prefix, after, limit)
+        by_code_point = self.dialect.binary
+        where = ["status = ?"]
+        params: list[Any] = []
+        if type is not None:
+            where.append("type = ?")
+            params.append(type)
+        if id_prefix:
+            where.append("substr(id, 1, ?) = ?")
+            params += [len(id_prefix), id_prefix]
+        if after is not None:
+            where.append(f"(created_at, id{by_code_point}) {'<' if newest_first else '>'} (?, ?)")
+            params += [float(after[0]), after[1]]
+        order = "DESC" if newest_first else "ASC"
+        sql = (
+            f"SELECT {_sql.WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE {' AND '.join(where)} "
+            f"ORDER BY created_at {order}, id{by_code_point} {order} LIMIT ?"
+        )
+        pages = self._snapshot(
+            lambda q: [[_record(r) for r in q(sql, (st, *params, limit))] for st in statuses]
+        )
+        return merge_pages(pages, newest_first, limit)
+
+    def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
+        """The workflow's subscriptions, ``(name, filter_key)``, by name (by index)."""
+        b = self.dialect.binary
+        rows = self._rows(
+            f"SELECT name, filter_key FROM {{s}}.subscriptions WHERE workflow_id = ? "
+            f"ORDER BY name{b}, filter_key{b}",
+            (workflow_id,),
+        )
+        return [(str(n), str(k)) for n, k in rows]
+
+    def count_workflows(self) -> dict[tuple[str, str], int]:
+        """{(type, status): count}."""
+        return {(t, s): int(n) for t, s, n in self._rows(_sql.COUNT_WORKFLOWS)}
+
+    def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]:
+        """The workflow's newest ``limit`` history events, oldest first.
+
+        The events of the history table (ends, blocks and resumes, dropped signals) and the
+        newest steps its row describes (``seq`` None; what woke each step), in time order; in
+        one millisecond, steps come before the table's events (an end is written by its last
+        step).
+        """
+        rows = self._rows(_sql.HISTORY, (workflow_id, limit))
+        recent = self._rows(_sql.RECENT_STEPS, (workflow_id,))
+        steps = recent_steps(workflow_id, recent[0][0] if recent else None)
+        # By millisecond, the precision the steps are kept at.
+        events = [(round(h.at * 1000), 0, i, h) for i, h in enumerate(steps)]
+        events += [
+            (int(r[2] * 1000), 1, i, HistoryRow(int(r[0]), *r[1:])) for i, r in enumerate(rows)
+        ]
+        events.sort(key=lambda e: e[:3])
+        return [e[3] for e in events[-limit:]] if limit > 0 else []
+
+    def running_count(self) -> int:
+        """Return how many workflows are running (by the partial index)."""
+        return int(self._rows(
+            f"SELECT count(*) FROM {{s}}.workflows{self.dialect.indexed('workflows_running')} "
+            f"WHERE status = '{RUNNING}'"
+        )[0][0])
