@@ -111,6 +111,10 @@ class WorldWatch:
         self._last_events: int | None = None
         self._last_t = time.monotonic()
         self.world: dict[str, Any] = {}
+        # Workflows moved onto new code (a restart after an edit of their workflow, see the
+        # versioning guide): the file's history table says so, with the old and new fingerprints.
+        self.upgraded = 0
+        self._upgrade_seq = 0
 
     def refresh(self) -> None:
         infos = self.system.workflows(status=Status.RUNNING)
@@ -126,6 +130,28 @@ class WorldWatch:
             self.recent.appendleft(self.new[-1])
         self.running = now_running
         self._read_world()
+        self._read_upgrades()
+
+    def _read_upgrades(self) -> None:
+        con = sqlite3.connect(self.db_path, timeout=5)
+        try:
+            rows = con.execute(
+                "SELECT seq, workflow_id, detail FROM history WHERE event = 'upgraded' AND seq > ? ORDER BY seq",
+                (self._upgrade_seq,),
+            ).fetchall()
+        except sqlite3.OperationalError:
+            return
+        finally:
+            con.close()
+        for seq, wid, detail in rows:
+            self._upgrade_seq = seq
+            self.upgraded += 1
+            d = json.loads(detail)
+            moved = [f for f in d.get("frames", []) if f.get("how") != "unchanged"]
+            at = f" at {moved[0]['point']}" if moved and moved[0].get("point") else ""
+            text = f"code {d['old_fingerprint'][:12]} -> {d['new_fingerprint'][:12]}{at}"
+            self.new.append((wid, _short_type(self.running.get(wid, "?")), "upgraded", text))
+            self.recent.appendleft(self.new[-1])
 
     def take_new(self) -> list[tuple[str, str, str, str]]:
         """The workflows seen finishing since the last call, oldest first."""
@@ -193,7 +219,9 @@ class WorldWatch:
             f"[b]actorflow demo[/b] {self.db_path}  world {time.strftime('%Y-%m-%d %H:%M', time.gmtime(clock.now()))}"
             f" x{speed:g}  {self.events_per_sec:.0f} events/s\n"
             f"recovered at start: {recovered.get('running', 0)} running, {recovered.get('timers', 0)} timers, "
-            f"{recovered.get('procedures', 0)} procedures  (kill -9 me, rerun)",
+            f"{recovered.get('procedures', 0)} procedures"
+            + (f", {self.upgraded} moved onto new code" if self.upgraded else "")
+            + "  (kill -9 me, rerun)",
             overflow="ellipsis",
         )
         header.no_wrap = True
@@ -364,8 +392,10 @@ def run_demo(
             "started": started,
             "running": len(watch.running),
             "finished": sum(watch.finished.values()),
+            "upgraded": watch.upgraded,
         }
-        print(f"stopping: {summary['running']} workflows still running, all saved in {db_path}", flush=True)
+        moved = f" ({watch.upgraded} moved onto new code)" if watch.upgraded else ""
+        print(f"stopping: {summary['running']} workflows still running{moved}, all saved in {db_path}", flush=True)
     # Closed: nothing uses a later time now, so the next run continues from exactly here.
     _save_time(db_path, clock.now())
     return summary
