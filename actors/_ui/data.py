@@ -279,7 +279,14 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
                          "whole": whole, "at": m.created_at})
     children, more, by_status = _children(store, rec.id, TREE_DEPTH, [CHILDREN_SHOWN])
     history = store.history(rec.id, limit=HISTORY_SHOWN)
-    kept = len(rec.recent_steps.split("\n")) if rec.recent_steps else 0
+    # The first step the row still describes: the ones before it are no longer kept.
+    kept_steps = []
+    for h in history:
+        if h.seq is None:
+            try:
+                kept_steps.append(int(json.loads(h.detail).get("step")))
+            except (ValueError, TypeError, AttributeError):
+                pass
     result = error = None
     if rec.status == "completed":
         text, whole = clip(shown_value(rec.result))
@@ -325,7 +332,7 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         "children_more": more,
         "children_by_status": by_status,
         "history": timeline(history),
-        "steps_not_kept": max(0, rec.step_seq - kept) if kept else 0,
+        "steps_not_kept": min(kept_steps) - 1 if kept_steps else 0,
         "recent_steps_kept": RECENT_STEPS,
         "result": result,
         "error": error,
