@@ -7,7 +7,7 @@ define are stored under keys like ``examples.docs.failures:quest`` that a restar
 import importlib
 import sys
 
-PROGRAMS = ("asyncio_server", "failures", "persistence", "porting", "versioning")
+PROGRAMS = ("asyncio_server", "failures", "persistence", "porting", "upgrade", "versioning")
 
 if len(sys.argv) < 2 or sys.argv[1] not in PROGRAMS:
     sys.exit(f"usage: python -m examples.docs {{{','.join(PROGRAMS)}}} [ARGS...]")

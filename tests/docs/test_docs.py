@@ -122,7 +122,7 @@ def _shown_outputs() -> dict[str, tuple[Path, str]]:
 
 
 @pytest.mark.parametrize(
-    "program", ["asyncio_server", "failures", "persistence", "porting", "versioning"]
+    "program", ["asyncio_server", "failures", "persistence", "porting", "upgrade", "versioning"]
 )
 def test_program_prints_what_the_docs_show(program):
     """Each guide's program runs (virtual clock or pure harness, temporary file) and prints
@@ -260,6 +260,27 @@ def test_changed_code_is_never_resumed_and_old_code_resumes(tmp_path):
     compile_workflow_source(v1, "greeter_v1.py", key)  # the old code is back under its key
     with ActorSystem(db, clock=clock) as system:
         assert system.get("g").result(timeout=10) == "hi bob"
+
+
+def test_the_upgrade_corpus_table_is_the_corpus():
+    """The versioning guide's table of the differential corpus lists every pair, with its
+    outcome and reason, and its figures count them."""
+    from tests.workflows.corpus_upgrade import PAIRS
+
+    text = (DOCS / "guides" / "versioning.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| (.*?) \| (.*?) \|$", text, re.M)
+    want = [
+        (p.name, p.what, ("moves" + (" (upgrade function)" if p.upgrader else "")) if p.moves else f"held: {p.reason}")
+        for p in PAIRS
+    ]
+    assert rows == want
+    moves = [p for p in PAIRS if p.moves]
+    held = [p for p in PAIRS if not p.moves]
+    assert f"holds {len(PAIRS)} pairs" in text
+    assert f"**{len(moves)} move** ({len([p for p in moves if not p.upgrader])} automatically, " \
+        f"{len([p for p in moves if p.upgrader])} by an upgrade function)" in text
+    assert f"**{len(held)} are held** ({len([p for p in held if not p.upgrader])} by\nthe automatic " \
+        f"rules, {len([p for p in held if p.upgrader])} by an upgrade function's wrong answer)" in text
 
 
 def test_relative_links_resolve():

@@ -276,6 +276,63 @@ def up(point, old):
     return None
 ''',
     ),
+    Pair(
+        "comprehension_kept", "an edit elsewhere while a comprehension's loop is suspended (the numbering shifts)",
+        '''
+async def survey(name):
+    seen = [await procedure(visit, s) for s in ["ab", "cde", "f"]]
+    return seen
+''',
+        '''
+async def survey(name):
+    hello = name.upper() + await signal("hello")
+    log(hello)
+    seen = [await procedure(visit, s) for s in ["ab", "cde", "f"]]
+    return {"seen": seen}
+''',
+        [2], [3, 1],
+        new_before=["!", 2],
+    ),
+    Pair(
+        "except_handler_kept", "an edit elsewhere while an except clause is handling an exception across the await",
+        '''
+async def careful(name):
+    try:
+        raise ValueError(name)
+    except ValueError as e:
+        await timer("cool", after=1)
+        return f"recovered from {e!r}"
+''',
+        '''
+async def careful(name):
+    try:
+        extra = await signal("extra")
+    except KeyError:
+        extra = None
+    try:
+        raise ValueError(name)
+    except ValueError as e:
+        await timer("cool", after=1)
+        return f"recovered from {e!r} (v2)"
+''',
+        [], [None],
+        new_before=["x"],
+    ),
+    Pair(
+        "gather_kept", "an edit after a gather",
+        '''
+async def both(name):
+    a, b = await gather(procedure(visit, "abc"), timer("t", after=1))
+    return a
+''',
+        '''
+async def both(name):
+    a, b = await gather(procedure(visit, "abc"), timer("t", after=1))
+    log(f"got {a}")
+    return {"a": a, "b": b}
+''',
+        [], [[3, None]],
+    ),
     # ---- unsafe: held, saying what did not match
     Pair(
         "renamed_live_local", "a renamed local that is live",
@@ -317,6 +374,25 @@ async def order(name):
                        '            log("step")\n'),
         [None], [], moves=False,
         reason="the constructs around it changed: while loop in the old code, while loop > try finally in the new",
+    ),
+    Pair(
+        "await_moved_into_loop", "an await moved into a loop",
+        '''
+async def drill(name):
+    await signal("go")
+    for i in range(2):
+        await timer("step", after=1)
+    return "done"
+''',
+        '''
+async def drill(name):
+    for i in range(2):
+        await signal("go")
+        await timer("step", after=1)
+    return "done"
+''',
+        [], [], moves=False,
+        reason="the constructs around it changed: the function body in the old code, for i in range(2) in the new",
     ),
     Pair(
         "select_arms_changed", "a select given a new arm",
@@ -405,7 +481,7 @@ async def tally(name):
     return total
 ''',
         [1], [], moves=False,
-        reason="is half evaluated across the await",
+        reason="the statement at line 5 is half evaluated across the await (a value computed before it is kept for after it), and that statement changed",
     ),
     Pair(
         "finally_running_return", "suspended in a finally that a return is running",
@@ -425,7 +501,7 @@ async def closing(name):
         await timer("cleanup", after=1)
 ''',
         [], [], moves=False,
-        reason="inside a finally block run by a return",
+        reason="it is inside a finally block run by a return, whose destination in the old code cannot be carried over",
     ),
     Pair(
         "inline_helper_unsafe", "an inline sub-workflow on the stack changed unsafely",

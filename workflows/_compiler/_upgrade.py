@@ -30,6 +30,8 @@ POINT_FORMAT = 1  # the layout of a point record and of the internal slots it ma
 # Internal frame slots that belong to a construct: the construct's uid is the digits.
 _CONSTRUCT_SLOT = re.compile(r"^(_af_it|_af_exc|_af_fin|_af_m|" + SYNTH + r")(\d+)(\D.*)?$")
 _TEMP_SLOT = re.compile(r"^_af_t(\d+)$")
+_COMP_VAR = re.compile(SYNTH + r"\d+_")
+_UIDS = re.compile(r"(_af_[a-z]+)\d+")
 # The constructs a point's structure lists (an if or a match case body holds no state, and a
 # loop's condition may change); those whose state an upgrade function cannot make up.
 _STRUCTURAL = {"while", "for", "try", "try-else", "except", "finally", "with", "match", "comprehension"}
@@ -169,13 +171,14 @@ def describe_points(
         # can be told apart from the other, so neither moves automatically.
         twice = pos in seen
         seen[pos] = label
-        digest = hashlib.sha256(
-            ast.dump(owner, include_attributes=False).encode() if owner is not None else b""
-        ).hexdigest()[:16]
+        # The compiler's own names carry uids, which shift with edits elsewhere: not compared.
+        dump = _UIDS.sub(r"\1", ast.dump(owner, include_attributes=False)) if owner is not None else ""
+        digest = hashlib.sha256(dump.encode()).hexdigest()[:16]
         out[label] = Point(
             ident=f"{cmd} #{ranks[cmd]}",
             line=e.lineno,
-            path=tuple((k, d) for k, d, _ in stateful),
+            # A lowered comprehension's variables are named after its uid: shown as the user's.
+            path=tuple((k, _COMP_VAR.sub("", d)) for k, d, _ in stateful),
             uids=tuple(u for _, _, u in stateful),
             live=None if twice else live.get(pos),
             owner=digest,
