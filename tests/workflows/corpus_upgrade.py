@@ -333,6 +333,27 @@ async def both(name):
 ''',
         [], [[3, None]],
     ),
+    Pair(
+        "explicit_out_of_loop", "an await moved out of a loop, by an upgrade function",
+        '''
+async def route(name):
+    total = 0
+    for stop in ["a", "bb", "ccc"]:
+        total += await procedure(visit, stop)
+    return total
+''',
+        '''
+async def route(name):
+    total = await procedure(visit, "abbccc")
+    return {"total": total}
+''',
+        [1], [6],
+        new_before=[],
+        upgrader='''
+def up(point, old):
+    return "procedure visit #1", {"name": old["name"]}
+''',
+    ),
     # ---- unsafe: held, saying what did not match
     Pair(
         "renamed_live_local", "a renamed local that is live",
@@ -393,6 +414,25 @@ async def drill(name):
 ''',
         [], [], moves=False,
         reason="the constructs around it changed: the function body in the old code, for i in range(2) in the new",
+    ),
+    Pair(
+        "live_but_never_assigned", "a local the old code only read in a lambda, assigned before the await by the new",
+        '''
+async def show(name):
+    get = lambda: x
+    await signal("go")
+    x = 1
+    return get()
+''',
+        '''
+async def show(name):
+    get = lambda: x
+    x = 2
+    await signal("go")
+    return get() + x
+''',
+        [], [], moves=False,
+        reason="local x is live there in the new code but has no value in this instance (the old code had not assigned it)",
     ),
     Pair(
         "select_arms_changed", "a select given a new arm",

@@ -182,7 +182,7 @@ def test_corpus_figures() -> None:
     moves = [p for p in PAIRS if p.moves]
     held = [p for p in PAIRS if not p.moves]
     explicit = [p for p in PAIRS if p.upgrader]
-    assert (len(PAIRS), len(moves), len(held), len(explicit)) == (32, 17, 15, 4)
+    assert (len(PAIRS), len(moves), len(held), len(explicit)) == (34, 18, 16, 5)
 
 
 def test_the_point_identity_survives_edits_elsewhere() -> None:
@@ -258,3 +258,62 @@ def test_upgrade_registration_is_checked() -> None:
         wf.upgrade(from_version=wf.fingerprint[:10])
     with pytest.raises(TypeError, match="decorates a function"):
         wf.upgrade(from_version="0123456789")(42)
+
+
+def _live(src: str) -> dict[str, set[str]]:
+    pair = Pair("live", "", src, src, [], [])
+    wf = _compile(pair, src, "live")
+    return {i: set(p.live or ()) for i, p in wf._code.table.point_by_ident.items() if i != "start"}
+
+
+def test_liveness_follows_kills_branches_loops_and_handlers() -> None:
+    live = _live('''
+async def w(a, b):
+    x = 1
+    await signal("s1")
+    x = 2
+    y = x
+    await signal("s2")
+    if y:
+        z = a
+    else:
+        z = b
+    await signal("s3")
+    try:
+        x = 3
+        await signal("s4")
+        x = 4
+    except ValueError:
+        return x + z
+    for i in range(3):
+        await signal("s5")
+        w2 = i
+    del z
+    get = lambda: b
+    await signal("s6")
+    return y, w2, get()
+''')
+    # w2 is read at the end and assigned only in the loop, which may not run: live until then.
+    assert live["signal 's1' #1"] == {"a", "b", "w2"}  # x is assigned again before it is read
+    # x: the try's first statement might raise before assigning it, and the handler reads it.
+    assert live["signal 's2' #1"] == {"a", "b", "x", "y", "w2"}
+    assert live["signal 's3' #1"] == {"b", "x", "y", "z", "w2"}
+    # In the try: the handler reads x and z; after it, x is assigned before any read.
+    assert live["signal 's4' #1"] == {"b", "x", "y", "z", "w2"}
+    assert live["signal 's5' #1"] == {"b", "i", "y", "z"}  # w2 is assigned before any read; z: the del
+    # b is read by a lambda: live everywhere.
+    assert live["signal 's6' #1"] == {"b", "get", "y", "w2"}
+
+
+def test_a_statement_that_may_raise_before_assigning_keeps_what_its_handler_reads() -> None:
+    live = _live('''
+async def w(n):
+    x = 0
+    while True:
+        await signal("tick")
+        try:
+            x = compute(n)
+        except ValueError:
+            return x
+''')
+    assert live["signal 'tick' #1"] == {"n", "x"}

@@ -54,6 +54,9 @@ class Point:
     owner: str  # digest of the statement holding the await (for half-evaluated expressions)
     uid0: int  # the uid counter when that statement's lowering began
     compiler: str
+    # Locals that may hold a value there in a run of this code (assigned before it on some path);
+    # not stored: only the loaded code's is used.
+    bound: frozenset[str] | None = None
 
     def record(self) -> dict[str, Any]:
         return {
@@ -156,6 +159,7 @@ def describe_points(
 ) -> dict[int, Point]:
     """The ``Point`` of each resume label of a compiled workflow."""
     live = Liveness(locals_).run(node)
+    bound = may_be_bound(node, locals_)
     order = sorted(point_nodes, key=lambda lbl: _pos(point_nodes[lbl]))
     ranks: dict[str, int] = {}
     seen: dict[tuple[int, int, int, int], int] = {}
@@ -184,6 +188,7 @@ def describe_points(
             owner=digest,
             uid0=uid0,
             compiler=compiler,
+            bound=bound.get(pos),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -191,12 +196,104 @@ def describe_points(
 
 
 def _replace_live(p: Point, live: frozenset[str] | None) -> Point:
-    return Point(p.ident, p.line, p.path, p.uids, live, p.owner, p.uid0, p.compiler)
+    return Point(p.ident, p.line, p.path, p.uids, live, p.owner, p.uid0, p.compiler, p.bound)
 
 
 def start_point(params: Iterable[str], compiler: str) -> Point:
     """The point of a continuation that has not run its first step: its parameters are live."""
-    return Point("start", 0, (), (), frozenset(params), "", 0, compiler)
+    ps = frozenset(params)
+    return Point("start", 0, (), (), ps, "", 0, compiler, ps)
+
+
+def may_be_bound(node: ast.AsyncFunctionDef, locals_: set[str]) -> dict[tuple[int, int, int, int], frozenset[str]]:
+    """Per await, the locals that may have a value when it is reached (errs towards more): the
+    parameters, the names bound by statements that end before it, and those bound anywhere in
+    a loop around it (an earlier turn may have bound them)."""
+    params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+    params |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
+    sites: list[tuple[str, tuple[int, int], tuple[int, ...]]] = []
+    awaits: list[tuple[tuple[int, int, int, int], tuple[int, ...]]] = []
+
+    def names_bound(s: ast.AST) -> set[str]:
+        out = set()
+        for m in _walk_own(s):
+            if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store):
+                out.add(m.id)
+            elif isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and m is not s:
+                out.add(m.name)
+            elif isinstance(m, ast.ExceptHandler) and m.name:
+                out.add(m.name)
+            elif isinstance(m, (ast.Import, ast.ImportFrom)):
+                out |= {(a.asname or a.name).split(".")[0] for a in m.names}
+            elif isinstance(m, (ast.MatchAs, ast.MatchStar)) and m.name:
+                out.add(m.name)
+            elif isinstance(m, ast.MatchMapping) and m.rest:
+                out.add(m.rest)
+        return out & locals_
+
+    # A simple recursive pass: every statement of the workflow's own scope, with its loops.
+    def walk(stmts: list[ast.stmt], loops: tuple[int, ...]) -> None:
+        for s in stmts:
+            end = (getattr(s, "end_lineno", 0) or 0, getattr(s, "end_col_offset", 0) or 0)
+            looping = isinstance(s, (ast.For, ast.AsyncFor, ast.While))
+            inner = loops + (id(s),) if looping else loops
+            children: list[list[ast.stmt]] = []
+            for field_ in ("body", "orelse", "finalbody"):
+                children.append(getattr(s, field_, None) or [])
+            for h in getattr(s, "handlers", None) or []:
+                children.append(h.body)
+            for c in getattr(s, "cases", None) or []:
+                children.append(c.body)
+            if any(children) and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                # A compound statement: its header binds (a for target, a with's as, an except
+                # name, match captures) for its bodies; its bodies are walked on their own.
+                header = set()
+                if isinstance(s, (ast.For, ast.AsyncFor)):
+                    header |= names_bound(s.target)
+                if isinstance(s, (ast.With, ast.AsyncWith)):
+                    for item in s.items:
+                        if item.optional_vars is not None:
+                            header |= names_bound(item.optional_vars)
+                for h in getattr(s, "handlers", None) or []:
+                    if h.name and h.name in locals_:
+                        header.add(h.name)
+                for c in getattr(s, "cases", None) or []:
+                    header |= names_bound(c.pattern)
+                start = (s.lineno, s.col_offset)
+                for n in header:
+                    sites.append((n, start, inner))
+                heads: list[ast.AST] = []
+                for attr in ("test", "iter", "subject"):
+                    if getattr(s, attr, None) is not None:
+                        heads.append(getattr(s, attr))
+                for item in getattr(s, "items", None) or []:
+                    heads.append(item.context_expr)
+                for c in getattr(s, "cases", None) or []:
+                    if c.guard is not None:
+                        heads.append(c.guard)
+                for h in heads:
+                    for m in _walk_own(h):
+                        if isinstance(m, ast.Await):
+                            # A loop's test or iterable runs again at each turn.
+                            awaits.append((_pos(m), inner if isinstance(s, ast.While) else loops))
+                for body in children:
+                    walk(body, inner)
+                continue
+            for n in names_bound(s):
+                sites.append((n, end, inner))
+            for m in _walk_own(s):
+                if isinstance(m, ast.Await):
+                    awaits.append((_pos(m), inner))
+
+    walk(node.body, ())
+    out = {}
+    for pos, loops in awaits:
+        here = set(params)
+        for name, end, site_loops in sites:
+            if end <= (pos[0], pos[1]) or (set(loops) & set(site_loops)):
+                here.add(name)
+        out[pos] = frozenset(here & (locals_ | params))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,7 +369,8 @@ class Liveness:
     def block(self, stmts: list[ast.stmt], out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
         live = out
         for s in reversed(stmts):
-            live = self.stmt(s, live, ctx)
+            # Any statement may raise before it completes: what the handler reads is live too.
+            live = self.stmt(s, live, ctx) | ctx.exc
         return live
 
     def stmt(self, s: ast.stmt, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
@@ -609,6 +707,18 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
                 f"{'are' if len(missing) > 1 else 'is'} live there in the new code but "
                 f"{'were' if len(missing) > 1 else 'was'} not in the old{was}"
             )
+        else:
+            # The analysis errs towards live: a name the old code only may read (in a handler,
+            # or in a lambda) may never have been assigned in this instance. The frame tells.
+            maybe = new.bound if new.bound is not None else new.live
+            unbound = sorted(n for n in new.live & maybe if LOCAL + n not in d)
+            if unbound:
+                reasons.append(
+                    f"local{'s' if len(unbound) > 1 else ''} {', '.join(unbound)} "
+                    f"{'are' if len(unbound) > 1 else 'is'} live there in the new code but "
+                    f"{'have' if len(unbound) > 1 else 'has'} no value in this instance (the old "
+                    "code had not assigned it)"
+                )
     if reasons:
         fp.how = "held"
         return
@@ -653,7 +763,9 @@ def _plan_explicit(fp: FramePlan, d: dict[str, Any], code: PointTable, answer: A
     if fp.reasons:
         return
     same_place = old.path == new.path and old.ident == new.ident
-    _map_slots(fp, d, code, old, new, keep_locals=False, temps_ok=same_place)
+    # The function gave the locals; the old code's own state around a point the new code has
+    # no counterpart for (a loop's iterator, say) goes with it.
+    _map_slots(fp, d, code, old, new, keep_locals=False, temps_ok=same_place, drop_unmapped=True)
     if fp.reasons:
         return
     fp.values = dict(values)
@@ -663,7 +775,7 @@ def _plan_explicit(fp: FramePlan, d: dict[str, Any], code: PointTable, answer: A
 
 def _map_slots(
     fp: FramePlan, d: dict[str, Any], code: PointTable, old: Point, new: Point, *, keep_locals: bool,
-    temps_ok: bool = True,
+    temps_ok: bool = True, drop_unmapped: bool = False,
 ) -> None:
     """The renaming of the old frame's attributes into the new code's (``fp.renames``)."""
     by_uid = dict(zip(old.uids, new.uids, strict=True)) if old.path == new.path else {}
@@ -689,7 +801,7 @@ def _map_slots(
                         "destination in the old code cannot be carried over"
                     )
                 continue
-            if v is None:
+            if v is None or drop_unmapped:
                 fp.renames[k] = None  # a construct already left: its slot is cleared
                 continue
             fp.reasons.append(f"{code.describe_slot(k)} of the old code has no counterpart there")
@@ -698,6 +810,8 @@ def _map_slots(
         if t is not None:
             if temps_ok and old.owner == new.owner and old.compiler == new.compiler:
                 fp.renames[k] = f"_af_t{int(t.group(1)) - old.uid0 + new.uid0}"
+            elif drop_unmapped and not temps_ok:
+                fp.renames[k] = None
             else:
                 fp.reasons.append(
                     f"the statement at line {old.line} is half evaluated across the await (a value "
