@@ -174,3 +174,54 @@ def test_dry_run_reports_workflows_whose_code_is_missing(tmp_path, capsys):
     rows = json.loads(out[: out.rindex("}") + 1])["workflows"]
     assert [(r["id"], r["outcome"]) for r in rows] == [("m1", "unknown")]
     assert "cannot be found" in rows[0]["reasons"][0]
+
+
+FAMILY_V1 = '''
+@workflow
+async def kid(n):
+    await signal("go")
+    return n * 2
+
+@workflow
+async def leg(stop):
+    await timer("leg", after=5)
+    return stop
+
+async def boss(name):
+    b = await spawn(kid, 3, id="kid-1")
+    a = await leg("a")
+    return [a, b]
+'''
+FAMILY_V2 = (FAMILY_V1.replace("return n * 2", "return n * 3")
+             .replace("after=5", "after=2").replace("return [a, b]", "return {'a': a, 'b': b}"))
+
+
+def _family(src: str):
+    import workflows
+
+    g = {n: getattr(workflows, n) for n in workflows.__all__}
+    g["__name__"] = "upgrade_family"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CompileWarning)
+        return compile_workflow_source(src, "family.py", "boss", g)
+
+
+def test_a_parent_and_its_child_each_move_when_they_are_loaded(db):
+    clock = VirtualClock()
+    boss = _family(FAMILY_V1)
+    with ActorSystem(db, clock=clock) as system:
+        system.start(boss, "x", id="boss-1")
+        system.idle(timeout=T)
+        assert system.get("kid-1").status() is Status.RUNNING
+    _family(FAMILY_V2)  # the deploy: the child, the helper and the parent changed
+    with capture_logs() as logs, ActorSystem(db, clock=clock) as system:
+        system.get("kid-1").signal("go")
+        system.idle(timeout=T)
+        clock.advance(2)
+        system.idle(timeout=T)
+        assert system.get("boss-1").result(timeout=T) == {"a": "a", "b": 9}
+    moved = sorted((e["workflow_id"], e["point"]) for e in logs if e["event"] == "workflow_upgraded")
+    assert moved == [("boss-1", "spawn kid #1"), ("kid-1", "signal 'go' #1")]
+    for wid in ("boss-1", "kid-1"):
+        _, history = _stored(db, wid)
+        assert [e for e, _ in history].count("upgraded") == 1

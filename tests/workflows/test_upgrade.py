@@ -317,3 +317,68 @@ async def w(n):
             return x
 ''')
     assert live["signal 'tick' #1"] == {"n", "x"}
+
+
+def _edit_header(blob: bytes, edit: Any) -> bytes:
+    import json
+    import struct
+
+    (n,) = struct.unpack(">I", blob[4:8])
+    header = json.loads(blob[8 : 8 + n])
+    edit(header)
+    hb = json.dumps(header).encode()
+    return blob[:4] + struct.pack(">I", len(hb)) + hb + blob[8 + n :]
+
+
+LOOP_OLD = '''
+async def route(name):
+    for stop in ["a", "b"]:
+        await procedure(visit, stop)
+    return "done"
+'''
+
+
+def _held_or_moved(pair: Pair, edit: Any) -> Any:
+    old = _compile(pair, pair.old, "old")
+    cont, _ = _to_point(old, pair, pair.before)
+    blob = _edit_header(checkpoint(cont), edit)
+    _compile(pair, pair.new, "new")
+    try:
+        return restore_upgrading(blob)
+    except VersionMismatch as e:
+        return e
+
+
+def test_a_checkpoint_without_point_records_is_held() -> None:
+    pair = Pair("no_record", "", PAIRS[0].old, PAIRS[0].new, [None], [])
+
+    def strip(h: dict[str, Any]) -> None:
+        h["frames"] = [f[:2] for f in h["frames"]]
+
+    e = _held_or_moved(pair, strip)
+    assert isinstance(e, VersionMismatch)
+    assert "records no suspension point" in str(e)
+
+
+def test_a_point_record_of_another_format_is_held() -> None:
+    pair = Pair("other_format", "", PAIRS[0].old, PAIRS[0].new, [None], [])
+
+    def bump(h: dict[str, Any]) -> None:
+        h["frames"][0][2]["pf"] = 99
+
+    e = _held_or_moved(pair, bump)
+    assert isinstance(e, VersionMismatch)
+    assert "in format 99, this version of actorflow reads format 1" in str(e)
+
+
+def test_across_compiler_versions_only_frames_without_the_compilers_own_state_move() -> None:
+    def other_compiler(h: dict[str, Any]) -> None:
+        h["frames"][0][2]["cv"] = "actorflow-compiler-0"
+
+    plain = Pair("cross_plain", "", PAIRS[0].old, PAIRS[0].new, [None], [])
+    moved = _held_or_moved(plain, other_compiler)
+    assert not isinstance(moved, VersionMismatch), moved
+    looping = Pair("cross_loop", "", LOOP_OLD, LOOP_OLD.replace('"done"', '"done!"'), [], [])
+    e = _held_or_moved(looping, other_compiler)
+    assert isinstance(e, VersionMismatch)
+    assert "the iterator of the for-loop at line 3 is state of the compiler that made it (actorflow-compiler-0)" in str(e)

@@ -940,14 +940,21 @@ def _plan(header: dict[str, Any], payload: bytes) -> tuple[Upgrade, list[Frame] 
         fkey, fp = entry[0], entry[1]
         rec = entry[2] if len(entry) > 2 else None
         wf = resolve("workflow", fkey)
-        old = Point.from_record(rec) if isinstance(rec, dict) else None
-        plans.append(FramePlan(fkey, fp, wf.fingerprint, old, how="unchanged" if wf.fingerprint == fp else "held"))
+        unreadable = None
+        try:
+            old = Point.from_record(rec) if isinstance(rec, dict) else None
+        except (ValueError, KeyError, TypeError) as e:
+            old, unreadable = None, str(e) if isinstance(e, ValueError) else f"its point record is damaged ({e!r})"
+        plan = FramePlan(fkey, fp, wf.fingerprint, old, how="unchanged" if wf.fingerprint == fp else "held")
+        if unreadable is not None and plan.how == "held":
+            plan.reasons.append(unreadable)
+        plans.append(plan)
     up = Upgrade(key, plans)
     if all(p.how == "unchanged" for p in plans):
         return up, None
     frames = _unpickle_frames(key, payload)
     for p, f in zip(plans, frames, strict=True):
-        if p.how == "unchanged":
+        if p.how == "unchanged" or p.reasons:
             continue
         wf = resolve("workflow", p.key)
         table = wf._code.table

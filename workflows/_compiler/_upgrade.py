@@ -73,6 +73,12 @@ class Point:
 
     @classmethod
     def from_record(cls, r: dict[str, Any]) -> Point:
+        """The point a checkpoint records (ValueError: a record this version cannot read)."""
+        if r.get("pf") != POINT_FORMAT:
+            raise ValueError(
+                f"its checkpoint records its suspension point in format {r.get('pf')!r}, this "
+                f"version of actorflow reads format {POINT_FORMAT}"
+            )
         live = r.get("live")
         return cls(
             ident=r["id"],
@@ -779,6 +785,8 @@ def _map_slots(
 ) -> None:
     """The renaming of the old frame's attributes into the new code's (``fp.renames``)."""
     by_uid = dict(zip(old.uids, new.uids, strict=True)) if old.path == new.path else {}
+    # Another compiler may name or use its own slots otherwise: only plain frames cross over.
+    cross = old.compiler != new.compiler and not drop_unmapped
     for k, v in d.items():
         if k == "_af_pc":
             continue
@@ -790,6 +798,12 @@ def _map_slots(
             fp.renames[k] = k if keep else None
             continue
         m = _CONSTRUCT_SLOT.match(k)
+        if m is not None and cross and v is not None:
+            fp.reasons.append(
+                f"{code.describe_slot(k)} is state of the compiler that made it ({old.compiler}), "
+                f"which is not carried over to another ({new.compiler})"
+            )
+            continue
         if m is not None:
             uid = int(m.group(2))
             if uid in by_uid:
