@@ -519,3 +519,150 @@ async def comprehension_variable_after_error(n):
 
 
 add(comprehension_variable_after_error, C(3), C(1), C(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sets restored with their order; module-level containers held in locals
+
+
+@workflow
+async def restored_set_keeps_its_order(n):
+    """A set whose order a plain rebuild changes (collisions, elements removed): a loop that
+    starts after the restore, list() and pop() see the order the set had."""
+    s = {7, 15, 23}
+    t = set(range(40))
+    for i in range(3, 40):
+        t.discard(i)
+    t.add(1000)
+    t.add(77)
+    log((list(s), list(t)))
+    await timer("t", 1)
+    out = [x for x in s]
+    for x in t:
+        out.append(x)
+        await timer("t", n)
+    log(list(t))
+    return out, s.pop(), t.pop()
+
+
+add(restored_set_keeps_its_order, C(1), C(2, cancel_at=2, raises=Cancelled), C(3))
+
+
+ORDERED = frozenset({23, 7, 15, 31})
+
+
+@workflow
+async def restored_frozenset_and_shared_set(n):
+    """A module-level frozenset keeps its order (it is the module's); one set held twice is still
+    one set after a restore."""
+    f = ORDERED
+    a = {39, 7, 15, 31}
+    b = a
+    pair = (a, [a])
+    b.add(n)
+    await timer("t", 1)
+    log((list(f), list(a), b is a, pair[0] is a, pair[1][0] is a))
+    await timer("t", 2)
+    return [x for x in f], [x for x in a]
+
+
+add(restored_frozenset_and_shared_set, C(1), C(63), C(2, cancel_at=1, raises=Cancelled))
+
+
+REGISTRY: list = []
+COUNTS: dict = {}
+SEEN: set = set()
+
+
+@workflow
+async def module_containers_held_in_locals(x):
+    """A module-level list, dict and set held in locals stay the module's objects: what the
+    workflow adds after a restore is seen through the module's names."""
+    REGISTRY.clear()
+    COUNTS.clear()
+    SEEN.clear()
+    reg, counts, seen = REGISTRY, COUNTS, SEEN
+    both = [reg, counts]
+    await timer("t", 1)
+    reg.append(x)
+    counts["k"] = x
+    seen.add(x)
+    log((REGISTRY[-1], COUNTS.get("k"), x in SEEN, reg is REGISTRY, both[0] is REGISTRY))
+    await procedure(ident, x)
+    both[1]["j"] = 2
+    return reg is REGISTRY, counts is COUNTS, seen is SEEN, sorted(COUNTS), REGISTRY[-1:]
+
+
+add(module_containers_held_in_locals, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))
+
+
+class FragileNum(Fragile):
+    """A Fragile that compares by its number."""
+
+    def __lt__(self, other):
+        return self.n < other
+
+    def __gt__(self, other):
+        return self.n > other
+
+    def __le__(self, other):
+        return self.n <= other
+
+    def __reduce__(self):
+        if Fragile.broken:
+            raise TypeError("a Fragile cannot be pickled now")
+        return (FragileNum, (self.n,))
+
+
+@workflow
+async def comparison_chain_leaves_nothing_behind(x):
+    """The values of a comparison chain that stopped early do not outlive it (a later checkpoint
+    would otherwise try to keep them), as an expression and as a condition."""
+    f = FragileNum(5)
+    got = x < f < await procedure(ident, 10)
+    if x < f <= await procedure(ident, 7):
+        got = (got, "in")
+    del f
+    Fragile.broken = True
+    try:
+        await timer("t", 1)
+        return got
+    finally:
+        Fragile.broken = False
+
+
+add(comparison_chain_leaves_nothing_behind, C(1), C(9), C(5), C(1, cancel_at=2, raises=Cancelled))
+
+
+@workflow
+async def nonlocal_deleted_then_used(x):
+    """A nested function deletes a workflow local through ``nonlocal``: reading it afterwards,
+    and deleting it again, fail with CPython's own errors and messages."""
+    y = x
+
+    def drop():
+        nonlocal y
+        del y
+
+    def read():
+        return y
+
+    drop()
+    await timer("t", 1)
+    out = []
+    for f in (read, drop):
+        try:
+            f()
+        except NameError as e:
+            out.append((type(e).__name__, str(e)))
+    try:
+        y  # noqa: B018 - read on purpose
+    except NameError as e:
+        out.append((type(e).__name__, str(e)))
+    await timer("t", 2)
+    y = x + 1
+    out.append(read())
+    return out
+
+
+add(nonlocal_deleted_then_used, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))

@@ -739,12 +739,19 @@ class Emitter:
                 first = right
             test = ast.Compare(left, [op], [first])
             if i < n - 1 or not when:
-                self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [ast.Return(ast.Constant(false_l))], []))
+                self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [*self._drop(right, i < n - 1), ast.Return(ast.Constant(false_l))], []))
             else:
                 self.emit(ast.If(test, [ast.Return(ast.Constant(label))], []))
             left = right
         if when:
             self.start_at(false_l)
+
+    def _drop(self, right: ast.expr, kept: bool = True) -> list[ast.stmt]:
+        """When a chain stops at a false link: consume the temporary kept for the next link, so
+        that it does not stay on the frame (and in later checkpoints) after the chain."""
+        if not kept or not isinstance(right, ast.Name) or not right.id.startswith("_af_t"):
+            return []
+        return [ast.Expr(ast.Name(right.id, ast.Load()))]
 
     def expr(self, e: ast.expr) -> ast.expr:
         """Lower ``e``; returns an expression valid after the statements emitted so far."""
@@ -964,7 +971,7 @@ class Emitter:
             if i < n - 1:
                 test = ast.Name(name, ast.Load())
                 self.peeks.add(id(test))
-                self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [ast.Return(ast.Constant(end))], []))
+                self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [*self._drop(right), ast.Return(ast.Constant(end))], []))
             left = right
         self.start_at(end)
         return ast.Name(name, ast.Load())

@@ -14,7 +14,11 @@ keeps them, or refuses them with an error that names what cannot be kept:
   step of the loop;
 * functions made inside a workflow keep the workflow module's real namespace as their globals
   (cloudpickle gives them a copy), and objects bound to a name of that namespace (a module-level
-  sentinel such as ``_MISSING = object()``) are checkpointed by reference to that name;
+  sentinel such as ``_MISSING = object()``, a module-level list, dict or set) are checkpointed by
+  reference to that name, so a local holding one is the module's object after a restore;
+* a set is rebuilt with the iteration order it had (a plain rebuild inserts its elements into a
+  fresh table, whose order can differ); a frozenset, which cannot be laid out that way, is
+  refused when its rebuilt order would differ;
 * an open file is refused (cloudpickle would turn one opened for reading into a ``StringIO``).
 """
 
@@ -31,6 +35,7 @@ import sys
 import types
 import typing
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
@@ -567,9 +572,12 @@ def _function_setstate(obj: Any, state: Any) -> None:
         setattr(obj, k, v)
 
 
-_PLAIN_TYPES = frozenset(
-    {type(None), bool, int, float, complex, str, bytes, dict, list, tuple, set, frozenset}
-)
+# Immutable values are never checkpointed by reference to a module-level name: equal ones are
+# shared (small ints, interned strings, ``()``), so a local's value would be mistaken for the name's.
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset})
+# Mutable builtin containers the C pickler writes without asking reducer_override: a module-level
+# one held in a local is found by persistent_id instead.
+_MUTABLE_CONTAINERS = frozenset({list, dict, set})
 
 
 # The reducers by type, in one flat dict: ours, then cloudpickle's, then copyreg's (a ChainMap of
@@ -598,24 +606,226 @@ def _refresh_dispatch() -> None:
     _DISPATCH_SIZES[:] = sizes
 
 
-# Per module namespace: (the namespace, its size, id of each non-plain value -> its name). Built
-# once and rebuilt when the namespace's size changes or a name turned out to be rebound; a value
-# bound after that is only missed (pickled by value), never mistaken for another.
-_NAMES: dict[int, tuple[dict[str, Any], int, dict[int, str]]] = {}
+# Per module namespace: (the namespace, its size, id of each non-plain value -> its name, the
+# module-level list, dict and set values by id -> their name). Built once and rebuilt when the
+# namespace's size changes or a name turned out to be rebound; a value bound after that is only
+# missed (pickled by value), never mistaken for another.
+_NAMES: dict[int, tuple[dict[str, Any], int, dict[int, str], dict[int, str]]] = {}
+
+
+def _names_entry(g: dict[str, Any]) -> tuple[dict[str, Any], int, dict[int, str], dict[int, str]]:
+    entry = _NAMES.get(id(g))
+    if entry is not None and entry[0] is g and entry[1] == len(g):
+        return entry
+    names: dict[int, str] = {}
+    containers: dict[int, str] = {}
+    for name, v in list(g.items()):
+        if name.startswith("__"):
+            continue
+        t = type(v)
+        if t not in _PLAIN_TYPES:
+            names.setdefault(id(v), name)
+            if t in _MUTABLE_CONTAINERS:
+                containers.setdefault(id(v), name)
+        elif t is frozenset and len(v) > 1:  # never shared by accident, as an empty one is
+            containers.setdefault(id(v), name)
+    if len(_NAMES) >= 256:
+        _NAMES.clear()
+    entry = (g, len(g), names, containers)
+    _NAMES[id(g)] = entry
+    return entry
 
 
 def _names_of(g: dict[str, Any]) -> dict[int, str]:
-    entry = _NAMES.get(id(g))
-    if entry is not None and entry[0] is g and entry[1] == len(g):
-        return entry[2]
-    names: dict[int, str] = {}
-    for name, v in list(g.items()):
-        if type(v) not in _PLAIN_TYPES and not name.startswith("__"):
-            names.setdefault(id(v), name)
-    if len(_NAMES) >= 256:
-        _NAMES.clear()
-    _NAMES[id(g)] = (g, len(g), names)
-    return names
+    return _names_entry(g)[2]
+
+
+def module_containers(g: dict[str, Any]) -> dict[int, str]:
+    """The module-level list, dict, set and frozenset values of namespace ``g``, by id, with
+    their names."""
+    entry = _names_entry(g)
+    containers = entry[3]
+    for i, name in containers.items():
+        if id(g.get(name, _NONE)) != i:  # rebound since: rebuilt
+            _NAMES.pop(id(g), None)
+            return _names_entry(g)[3]
+    return containers
+
+
+# --------------------------------------------------------------------------------------------
+# Sets, rebuilt in the order they had
+#
+# A set iterates in the order of its hash table's slots, which depends on the table's size and on
+# the history of insertions and removals. Pickle rebuilds a set by adding its elements, in that
+# order, to a fresh table: a set that had collisions or removals can come back in another order,
+# and a loop that starts after the restore would see it. So a set is rebuilt by laying its
+# elements out in a table (the size it had, or larger) at slots in the order they had: each
+# element goes to the first free slot of its probe sequence that comes after the previous
+# element's, with placeholder entries on the free slots its probe sequence passes before that;
+# the placeholders are then removed (they stay as deleted entries, which iteration skips).
+
+_SET_BASE_SIZE = sys.getsizeof(set())
+_MASK64 = (1 << 64) - 1
+_LINEAR_PROBES = 9  # CPython's setobject.c (3.11-3.13)
+_PERTURB_SHIFT = 5
+
+
+class _Placeholder:
+    """An entry of a set being laid out, with the hash of the slot it must take."""
+
+    __slots__ = ("h",)
+
+    def __init__(self, h: int) -> None:
+        self.h = h
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+def _table_size(s: set[Any] | frozenset[Any]) -> int:
+    extra = sys.getsizeof(s) - _SET_BASE_SIZE
+    return 8 if extra <= 0 else extra // 16
+
+
+def _probe_groups(h: int, mask: int) -> Iterator[range]:
+    """The slots a set of ``mask + 1`` slots looks at for hash ``h``, group by group."""
+    perturb = h & _MASK64
+    i = h & mask
+    while True:
+        yield range(i, i + (_LINEAR_PROBES if i + _LINEAR_PROBES <= mask else 0) + 1)
+        perturb >>= _PERTURB_SHIFT
+        i = (i * 5 + 1 + perturb) & mask
+
+
+def _layout(order: list[Any], size: int) -> list[Any] | None:
+    """The insertion sequence (placeholders, then the elements) that lays ``order`` out in a
+    table of ``size`` slots in that order, or None if this size does not allow it.
+
+    Each element gets the first free slot of its probe sequence between the previous element's
+    slot and the next element's own; the slots its probe sequence passes before that must be
+    taken when it is inserted: by elements inserted before it, or else by placeholders.
+    """
+    mask = size - 1
+    hashes = [hash(e) for e in order]
+    target: dict[int, int] = {}  # slot -> index of the element laid out there
+    passed: list[list[int]] = []  # per element: the slots it must find taken
+    prev = -1
+    bound = 4 * size + 64
+    for n, h in enumerate(hashes):
+        # The first usable slot of its probe sequence, after the previous element's and not
+        # after the next element's own slot (where that element most likely sits); else the
+        # first usable one.
+        limit = mask
+        if n + 1 < len(hashes):
+            nxt = hashes[n + 1] & mask
+            if nxt > prev:
+                limit = nxt
+        slot = -1
+        for bounded in (True, False):
+            before = []
+            for steps, group in enumerate(_probe_groups(h, mask)):
+                for j in group:
+                    if j not in target and j > prev and (not bounded or j <= limit):
+                        slot = j
+                        break
+                    before.append(j)
+                if slot >= 0 or steps > bound:
+                    break
+            if slot >= 0:
+                break
+        if slot < 0:
+            return None
+        target[slot] = n
+        passed.append(before)
+        prev = slot
+    placeholders = sorted({j for before in passed for j in before if j not in target})
+    # The elements in an order where each finds the slots it passes taken: Kahn's algorithm.
+    waits = [0] * len(order)
+    unblocks: dict[int, list[int]] = {}
+    for n, before in enumerate(passed):
+        for k in {target[j] for j in before if j in target}:
+            waits[n] += 1
+            unblocks.setdefault(k, []).append(n)
+    ready = [n for n, w in enumerate(waits) if w == 0]
+    seq: list[Any] = [_Placeholder(j) for j in placeholders]
+    while ready:
+        n = ready.pop()
+        seq.append(order[n])
+        for m in unblocks.get(n, ()):
+            waits[m] -= 1
+            if waits[m] == 0:
+                ready.append(m)
+    if len(seq) != len(order) + len(placeholders):
+        return None  # elements that wait for each other
+    # The table is made by one resize to the smallest power of two above twice the entries (a
+    # set updated from a dict presizes so, from five entries on): pad the entries to get ``size``.
+    m = len(seq)
+    if size == 8:
+        return seq if m <= 4 else None
+    if 2 * m >= size:
+        return None
+    pad = max(size // 4, 5) - m
+    taken = set(target) | set(placeholders)
+    j = 0
+    while pad > 0:
+        if j not in taken:
+            seq.insert(0, _Placeholder(j))
+            pad -= 1
+        j += 1
+    return seq
+
+
+def _same_order(s: set[Any], order: list[Any]) -> bool:
+    return len(s) == len(order) and all(a is b for a, b in zip(s, order, strict=True))
+
+
+def fill_set(s: set[Any], order: list[Any], size: int) -> bool:
+    """Add ``order``'s elements to the empty set ``s`` so that it iterates in that order (laid
+    out in a table of ``size`` slots, the size the set had, or a larger one). False if no layout
+    was found: ``s`` then holds the elements in its own order."""
+    s.update(order)  # the common case: the plain rebuild keeps the order
+    if len(order) < 2 or _same_order(s, order):
+        return True
+    size = max(size, 8)
+    for _ in range(4):
+        seq = _layout(order, size)
+        if seq is not None:
+            s.clear()
+            s.update(dict.fromkeys(seq))
+            for p in seq:
+                if type(p) is _Placeholder:
+                    s.discard(p)
+            if _same_order(s, order):
+                return True
+        size *= 2
+    s.clear()
+    s.update(order)
+    return False
+
+
+def _set_problem(s: set[Any]) -> str | None:
+    """Why a restore in this process could not give ``s`` back in its order, or None."""
+    if fill_set(set(), list(s), _table_size(s)):
+        return None
+    return (
+        f"a set of {len(s)} elements whose iteration order a restore cannot reproduce (its "
+        "elements collided or were removed in a way the rebuilt table cannot lay out again); "
+        "hold sorted(...) or a dict.fromkeys(...) of its elements across the await"
+    )
+
+
+def _frozenset_problem(f: frozenset[Any]) -> str | None:
+    order = list(f)
+    if _same_order(frozenset(order), order):  # type: ignore[arg-type]
+        return None
+    return (
+        f"a frozenset of {len(f)} elements whose iteration order a restore cannot reproduce (a "
+        "rebuilt frozenset lays its elements out anew); hold a set, or a tuple(sorted(...)), "
+        "across the await"
+    )
 
 
 class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
@@ -631,6 +841,42 @@ class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # clou
         self._spaces = spaces
         # (key, namespace, id of value -> name) per namespace the frames' code runs in.
         self._named = [(key, g, _names_of(g)) for key, g in spaces.values()]
+        self._containers = [(key, g, module_containers(g)) for key, g in spaces.values()]
+        self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
+        self._set_pids: dict[int, tuple[str, int]] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        t = type(obj)
+        if t is set or t is list or t is dict or t is frozenset:
+            i = id(obj)
+            for key, g, containers in self._containers:
+                name = containers.get(i)
+                if name is not None and g.get(name, _NONE) is obj:
+                    return ("g", key, name)
+            if t is set and len(obj) > 1:
+                pid = self._set_pids.get(i)
+                if pid is None:
+                    problem = _set_problem(obj)
+                    if problem is not None:
+                        raise TypeError(problem)
+                    pid = self._set_pids[i] = ("s", len(self._sets))
+                    self._sets.append(obj)
+                return pid
+            if t is frozenset and len(obj) > 1:
+                problem = _frozenset_problem(obj)
+                if problem is not None:
+                    raise TypeError(problem)
+        return None
+
+    def dump(self, obj: Any) -> None:
+        """Pickle ``obj``, then the elements of the sets it holds, in their order, as further
+        pickles in the same stream (memo shared), until no new set is met."""
+        super().dump(obj)
+        done = 0
+        while done < len(self._sets):
+            batch = self._sets[done:]
+            done = len(self._sets)
+            super().dump([(_table_size(x), list(x)) for x in batch])
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -670,6 +916,40 @@ class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # clou
         return r
 
 
+class CheckpointUnpickler(pickle.Unpickler):
+    """Reads what CheckpointPickler writes: module-level containers by name, sets in order."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file)
+        self._sets: list[set[Any]] = []
+
+    def persistent_load(self, pid: Any) -> Any:
+        tag = pid[0]
+        if tag == "g":
+            return workflow_global(pid[1], pid[2])
+        if tag == "s":
+            index = pid[1]
+            while len(self._sets) <= index:
+                self._sets.append(set())
+            return self._sets[index]
+        raise pickle.UnpicklingError(f"unknown reference {pid!r} in a checkpoint")
+
+    def load_all(self) -> Any:
+        obj = self.load()
+        done = 0
+        while done < len(self._sets):
+            orders = self.load()
+            for s, (size, order) in zip(self._sets[done:], orders, strict=False):
+                fill_set(s, order, size)
+            done += len(orders)
+        return obj
+
+
+def loads(payload: bytes) -> Any:
+    """Unpickle what ``dumps`` wrote."""
+    return CheckpointUnpickler(io.BytesIO(payload)).load_all()
+
+
 def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
     """Pickle ``obj`` with the checkpoint's rules."""
     if not _STD_NAMES:
@@ -680,4 +960,13 @@ def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["CheckpointPickler", "LiveIter", "ResourceRefused", "dumps", "live_iter"]
+__all__ = [
+    "CheckpointPickler",
+    "CheckpointUnpickler",
+    "LiveIter",
+    "ResourceRefused",
+    "dumps",
+    "live_iter",
+    "loads",
+    "module_containers",
+]

@@ -33,13 +33,11 @@ from operator import (  # noqa: F401  (augmented assignment across an await: _af
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-import cloudpickle  # type: ignore[import-untyped]  # ships no type information
-
 from .._commands import Command
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
-from ._pickler import LiveIter, ResourceRefused, dumps, live_iter
+from ._pickler import LiveIter, ResourceRefused, dumps, live_iter, loads, module_containers
 from ._scope import FRAME, LOCAL, RT, user_name, variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
 
@@ -91,6 +89,19 @@ class Frame:
             f"cannot access free variable {user!r} where it is not associated with a value in "
             "enclosing scope"
         )
+
+    def __delattr__(self, name: str) -> None:
+        # ``del x`` of a workflow local from a nested function (``nonlocal x``; the workflow's
+        # own scope deletes through ``delete``): unbound, it is a free variable's NameError.
+        try:
+            del self.__dict__[name]
+        except KeyError:
+            if not name.startswith(LOCAL):
+                raise AttributeError(name) from None
+            raise NameError(
+                f"cannot access free variable {name[len(LOCAL):]!r} where it is not associated "
+                "with a value in enclosing scope"
+            ) from None
 
     def __reduce__(self) -> Any:
         return (_blank_frame, (self._af_code.key,), self.__dict__)
@@ -746,12 +757,18 @@ _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to clou
 
 
 def _plain_frames(frames: list[Frame]) -> bool:
-    """True if every frame holds only plain data (scalars, builtin containers of them)."""
+    """True if every frame holds only plain data (scalars, builtin containers of them) that the C
+    pickler writes as the checkpoint pickler would: no set or frozenset of several elements (their
+    order is kept by the checkpoint pickler) and no module-level list, dict or set (kept by name)."""
     stack: list[Any] = []
+    module_level: dict[int, str] = {}
     for f in frames:
         if type(f) is not Frame:
             return False
         stack.extend(f.__dict__.values())
+        containers = module_containers(f._af_code.globals)
+        if containers:
+            module_level = {**module_level, **containers} if module_level else containers
     budget = _PLAIN_BUDGET
     while stack:
         o = stack.pop()
@@ -762,8 +779,14 @@ def _plain_frames(frames: list[Frame]) -> bool:
         if budget < 0:
             return False
         if t in _SEQUENCES:
+            if t is not list and t is not tuple and len(o) > 1:
+                return False
+            if id(o) in module_level:
+                return False
             stack.extend(o)
         elif t is dict:
+            if id(o) in module_level:
+                return False
             stack.extend(o.keys())
             stack.extend(o.values())
         elif t is _BuiltinMethod and type(o.__self__) in _CONTAINERS:
@@ -910,7 +933,7 @@ def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
 
 def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
     try:
-        frames: list[Frame] = cloudpickle.loads(payload)
+        frames: list[Frame] = loads(payload)
     except (ImportError, AttributeError) as e:
         # A class (or function) its locals hold cannot be found: code missing in this process,
         # as for the workflow's own, not damaged bytes.
