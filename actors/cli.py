@@ -20,7 +20,6 @@ import os
 import re
 import sys
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from persistence import (
     loads,
     open_store,
 )
+from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
 
 from ._errors import ActorSystemError, span
@@ -52,16 +52,7 @@ def _ts(t: float | None) -> str:
 
 def _shown(db: str) -> str:
     """``db`` for a message: a PostgreSQL URL without its password."""
-    if not db.startswith(("postgresql://", "postgres://")):
-        return db
-    parts = urllib.parse.urlsplit(db)
-    netloc = parts.netloc
-    if "@" in netloc:
-        auth, host = netloc.rsplit("@", 1)
-        netloc = f"{auth.split(':', 1)[0]}@{host}"
-    query = [(k, "***" if k == "password" else v)
-             for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=urllib.parse.urlencode(query)))
+    return display_url(db)
 
 
 def _open(db: str) -> Store:

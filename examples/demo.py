@@ -1,9 +1,11 @@
-"""``wf demo``: a living game world on one SQLite file. Kill it, start it again, watch it recover.
+"""``wf demo``: a living game world on one SQLite file (or a PostgreSQL database). Kill it, start it
+again, watch it recover.
 
 Run it with ``wf demo`` (or ``python -m examples.demo``)::
 
     wf demo --db demo.db                   # live view; Ctrl-C to stop
     wf demo --db demo.db --duration 30 --no-view
+    wf demo --db postgresql://me@localhost/game   # the same world on PostgreSQL
 
 The world runs on an accelerated clock (``--speed 60``: a virtual minute per real second), so a
 34-minute day passes in half a minute. On start the demo prints how many unfinished workflows it
@@ -15,24 +17,29 @@ of real time, ``speed * 0.05`` seconds of virtual time). Next to the database (`
 it keeps a reading the world has not reached yet: before the clock passes the saved reading, the
 next second's worth is saved. Whenever the process dies, even by ``kill -9``, the saved reading is
 ahead of every time the world has used, and the next run starts there: world time never goes
-back (it may skip ahead by up to a second of real time after a kill).
+back (it may skip ahead by up to a second of real time after a kill). On PostgreSQL the reading is
+kept in the current directory, in ``demo-<schema>-<digest of the URL>.clock`` (``--clock-file``
+names another).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
-import sqlite3
 import sys
 import time
+import urllib.parse
 from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
 from actors import ActorSystem, Status, UnknownWorkflow
 from actors.testing import VirtualClock
+from persistence import PersistenceError, open_store
+from persistence._urls import display_url, is_url
 
 from . import simulation, world
 
@@ -43,52 +50,61 @@ RETENTION = 3600.0
 WORLD_TABLES = ("world_effects", "world_announcements", "world_notifications", "world_log")
 
 
-def _clock_file(db_path: str) -> Path:
-    return Path(f"{db_path}.clock")
+def clock_file(db: str) -> Path:
+    """Where the world's clock reading is kept: next to a SQLite file, or for a PostgreSQL URL in
+    the current directory, named after the URL's schema and a digest of the URL (no password)."""
+    if not is_url(db):
+        return Path(f"{db}.clock")
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(db).query))
+    digest = hashlib.sha256(display_url(db).encode()).hexdigest()[:12]
+    return Path(f"demo-{query.get('schema', 'actorflow')}-{digest}.clock")
 
 
-def _resume_time(db_path: str) -> float:
+def _resume_time(path: Path) -> float:
     """The virtual time the world had reached when it last ran (or now, for a new world)."""
     try:
-        return float(json.loads(_clock_file(db_path).read_text())["now"])
+        return float(json.loads(path.read_text())["now"])
     except (OSError, ValueError, KeyError):
         return time.time()
 
 
-def _save_time(db_path: str, now: float) -> None:
-    path = _clock_file(db_path)
+def _save_time(path: Path, now: float) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"now": now}))
     os.replace(tmp, path)  # atomic: a kill mid-write leaves the previous reading
 
 
 class DemoError(Exception):
-    """The demo cannot run on this file: printed as one line, exit status 1."""
+    """The demo cannot run on this database: printed as one line, exit status 1."""
 
 
-def check_demo_file(db_path: str) -> None:
-    """Refuse a file that holds another application's workflows: the demo would add its world."""
-    path = Path(db_path)
-    if not path.exists() or path.stat().st_size == 0:
+def check_demo_file(db: str) -> None:
+    """Refuse a database that holds another application's workflows: the demo would add its world.
+
+    Read through a read-only store, before any system opens it (a system would run that
+    application's workflows). A new database, or one that is no actorflow database at all, passes
+    here: opening the system creates it, or says what it is.
+    """
+    try:
+        store = open_store(db, owner=False)
+    except (PersistenceError, ValueError):
         return
     try:
-        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
-        return  # not a SQLite file: opening the system says so
-    try:
-        names = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "workflows" not in names or "world_state" in names:
-            return  # a new actorflow file, a demo world, or no actorflow file (the system refuses it)
-        others = con.execute("SELECT count(*) FROM workflows").fetchone()[0]
-    except sqlite3.Error:
-        return
+        others = sum(n for (_, status), n in store.count_workflows().items())
+        if not others:
+            return
+        try:
+            store.read_table("SELECT count(*) AS n FROM world_state")
+            return  # a demo world
+        except PersistenceError:
+            pass
     finally:
-        con.close()
-    if others:
-        raise DemoError(
-            f"{db_path} holds {others} workflows of another application and no demo world; the demo "
-            "would write its world into it. Run it on a file of its own: wf demo --db demo.db"
-        )
+        store.close()
+    where = "a database (or schema) of its own" if is_url(db) else "a file of its own: wf demo --db demo.db"
+    raise DemoError(
+        f"{display_url(db)} holds {others} workflows of another application and no demo world; the "
+        f"demo would write its world into it. Run it on {where}"
+    )
 
 
 def _short_type(key: str) -> str:
@@ -133,16 +149,21 @@ class WorldWatch:
         self._read_upgrades()
 
     def _read_upgrades(self) -> None:
-        con = sqlite3.connect(self.db_path, timeout=5)
+        store = world.reader()
+        # The runtime's own history table: on PostgreSQL in the URL's schema (``?schema=``).
+        schema = getattr(store, "schema", None)
+        table = f'"{schema}".history' if schema else "history"
         try:
-            rows = con.execute(
-                "SELECT seq, workflow_id, detail FROM history WHERE event = 'upgraded' AND seq > ? ORDER BY seq",
-                (self._upgrade_seq,),
-            ).fetchall()
-        except sqlite3.OperationalError:
+            rows = [
+                (r["seq"], r["workflow_id"], r["detail"])
+                for r in store.read_table(
+                    f"SELECT seq, workflow_id, detail FROM {table} WHERE event = 'upgraded' AND seq > ? "
+                    "ORDER BY seq",
+                    (self._upgrade_seq,),
+                )
+            ]
+        except PersistenceError:
             return
-        finally:
-            con.close()
         for seq, wid, detail in rows:
             self._upgrade_seq = seq
             self.upgraded += 1
@@ -159,29 +180,30 @@ class WorldWatch:
         return new
 
     def _read_world(self) -> None:
-        con = sqlite3.connect(self.db_path, timeout=5)
+        """The world's tables and the workflows' counts, read as any application could (a
+        read-only store; on SQLite and PostgreSQL alike)."""
+        store = world.reader()
+
+        def value(sql: str) -> Any:
+            rows = store.read_table(sql)
+            return next(iter(rows[0].values())) if rows else None
+
         try:
-            total = 0
-            for t in WORLD_TABLES:
-                total += con.execute(f"SELECT COALESCE(MAX(id), 0) FROM {t}").fetchone()[0]
-            purses = con.execute("SELECT COALESCE(SUM(gold), 0) FROM world_characters").fetchone()[0]
-            held = con.execute("SELECT COALESCE(SUM(amount), 0) FROM world_holds").fetchone()[0]
-            minted = con.execute("SELECT COALESCE(SUM(amount), 0) FROM world_mint").fetchone()[0]
-            state = dict(con.execute("SELECT key, value FROM world_state").fetchall())
-            boss = con.execute("SELECT hp, max_hp, phase FROM world_characters WHERE id = 'dragon'").fetchone()
-            open_auctions = con.execute("SELECT COUNT(*) FROM world_auctions WHERE status = 'open'").fetchone()[0]
-            sold = con.execute("SELECT COUNT(*) FROM world_auctions WHERE status = 'sold'").fetchone()[0]
-            locked = con.execute("SELECT COUNT(*) FROM world_items WHERE locked_by IS NOT NULL").fetchone()[0]
-            last = con.execute("SELECT text FROM world_announcements ORDER BY id DESC LIMIT 1").fetchone()
-            # The finished workflows the file holds (its workflows table, see the persistence
-            # guide): counted in the file, not by this run, so a restart does not reset them.
-            finished = con.execute(
-                "SELECT type, status, count(*) FROM workflows WHERE status != 'running' GROUP BY type, status"
-            ).fetchall()
-        except sqlite3.OperationalError:
+            total = sum(value(f"SELECT COALESCE(MAX(id), 0) AS n FROM {t}") for t in WORLD_TABLES)
+            purses = value("SELECT COALESCE(SUM(gold), 0) AS n FROM world_characters")
+            held = value("SELECT COALESCE(SUM(amount), 0) AS n FROM world_holds")
+            minted = value("SELECT COALESCE(SUM(amount), 0) AS n FROM world_mint")
+            state = {r["key"]: r["value"] for r in store.read_table("SELECT key, value FROM world_state")}
+            boss = store.read_table("SELECT hp, max_hp, phase FROM world_characters WHERE id = 'dragon'")
+            open_auctions = value("SELECT COUNT(*) AS n FROM world_auctions WHERE status = 'open'")
+            sold = value("SELECT COUNT(*) AS n FROM world_auctions WHERE status = 'sold'")
+            locked = value("SELECT COUNT(*) AS n FROM world_items WHERE locked_by IS NOT NULL")
+            last = value("SELECT text FROM world_announcements ORDER BY id DESC LIMIT 1")
+            # The finished workflows the database holds: counted there, not by this run, so a
+            # restart does not reset them.
+            finished = [(t, st, n) for (t, st), n in store.count_workflows().items() if st != "running"]
+        except PersistenceError:
             return  # the world is not set up yet
-        finally:
-            con.close()
         t = time.monotonic()
         if self._last_events is not None and t > self._last_t:
             self.events_per_sec = (total - self._last_events) / (t - self._last_t)
@@ -195,8 +217,8 @@ class WorldWatch:
             "gold": f"{purses} + {held} escrow / {minted}",
             "auctions": f"{open_auctions} open, {sold} sold",
             "items locked": locked,
-            "dragon": f"{boss[0]}/{boss[1]} hp, phase {boss[2]}" if boss else "-",
-            "last announcement": last[0] if last else "",
+            "dragon": f"{boss[0]['hp']}/{boss[0]['max_hp']} hp, phase {boss[0]['phase']}" if boss else "-",
+            "last announcement": last or "",
         }
 
     def status_line(self, clock: VirtualClock) -> str:
@@ -216,7 +238,7 @@ class WorldWatch:
         from rich.text import Text
 
         header = Text.from_markup(
-            f"[b]actorflow demo[/b] {self.db_path}  world {time.strftime('%Y-%m-%d %H:%M', time.gmtime(clock.now()))}"
+            f"[b]actorflow demo[/b] {display_url(self.db_path)}  world {time.strftime('%Y-%m-%d %H:%M', time.gmtime(clock.now()))}"
             f" x{speed:g}  {self.events_per_sec:.0f} events/s\n"
             f"recovered at start: {recovered.get('running', 0)} running, {recovered.get('timers', 0)} timers, "
             f"{recovered.get('procedures', 0)} procedures"
@@ -310,13 +332,16 @@ def start_world(system: ActorSystem, seed: int, scale: float) -> int:
 def run_demo(
     db_path: str = "demo.db",
     *,
+    clock_path: str | Path | None = None,
     duration: float | None = None,
     speed: float = 60.0,
     view: bool = True,
     seed: int = 7,
     scale: float = 1.0,
 ) -> dict[str, Any]:
-    """Run the world on ``db_path`` for ``duration`` real seconds (None: until Ctrl-C).
+    """Run the world on ``db_path`` (a SQLite file or a PostgreSQL URL) for ``duration`` real
+    seconds (None: until Ctrl-C); the clock's reading is kept in ``clock_path`` (default:
+    ``clock_file(db_path)``).
 
     Returns a summary: what was recovered at start, how many directors were started, and how many
     workflows were running and finished at the end.
@@ -326,15 +351,17 @@ def run_demo(
     check_demo_file(db_path)
     # Procedures may run as soon as the system opens (recovery), so point them at the file first.
     world.use_database(db_path)
-    clock = VirtualClock(start=_resume_time(db_path))
+    clock_at = Path(clock_path) if clock_path is not None else clock_file(db_path)
+    clock = VirtualClock(start=_resume_time(clock_at))
     # Saved ahead of the clock before it gets there (see the module's docstring).
     lease = speed * 1.0
     saved = clock.now() + lease
-    _save_time(db_path, saved)
+    _save_time(clock_at, saved)
+    shown = display_url(db_path)
     with ActorSystem(db_path, clock=clock, retention=RETENTION) as system:
         recovered = dict(system.recovered)
         print(
-            f"actorflow demo on {db_path}: recovered {recovered['running']} running workflows "
+            f"actorflow demo on {shown}: recovered {recovered['running']} running workflows "
             f"({recovered['activated']} activated, {recovered['timers']} timers, "
             f"{recovered['procedures']} procedures)",
             flush=True,
@@ -363,7 +390,7 @@ def run_demo(
             while end is None or time.monotonic() < end:
                 if clock.now() + speed * TICK > saved:
                     saved = clock.now() + speed * TICK + lease
-                    _save_time(db_path, saved)
+                    _save_time(clock_at, saved)
                 clock.advance(speed * TICK)
                 now = time.monotonic()
                 if now >= next_refresh:
@@ -395,9 +422,10 @@ def run_demo(
             "upgraded": watch.upgraded,
         }
         moved = f" ({watch.upgraded} moved onto new code)" if watch.upgraded else ""
-        print(f"stopping: {summary['running']} workflows still running{moved}, all saved in {db_path}", flush=True)
+        print(f"stopping: {summary['running']} workflows still running{moved}, all saved in {shown}", flush=True)
+    world.close_database()
     # Closed: nothing uses a later time now, so the next run continues from exactly here.
-    _save_time(db_path, clock.now())
+    _save_time(clock_at, clock.now())
     return summary
 
 
@@ -405,13 +433,17 @@ def main(argv: list[str] | None = None) -> int:
     """Command line: ``--db``, ``--duration SECONDS``, ``--speed``, ``--no-view``, ``--seed``, ``--scale``."""
     p = argparse.ArgumentParser(
         prog="wf demo",
-        description="A living game world of workflows on one SQLite file: buffs, patrols, fights, "
+        description="A living game world of workflows on one SQLite file (or a PostgreSQL database): buffs, patrols, fights, "
         "auctions, trades, quests, a boss raid and a day/night cycle. Kill it (Ctrl-C or kill -9) "
         "and run it again: it recovers every unfinished workflow and the world goes on.",
         epilog="Piped (not a terminal), it prints plain lines instead of the live view. Inspect the "
         "world while it runs: wf list --db demo.db --type patrol; wf show ID --db demo.db.",
     )
-    p.add_argument("--db", default="demo.db", help="SQLite file of the world (default demo.db)")
+    p.add_argument("--db", default="demo.db",
+                   help="SQLite file of the world (default demo.db), or a postgresql:// URL")
+    p.add_argument("--clock-file", default=None,
+                   help="where the world's clock is kept (default: DB.clock next to a SQLite file; "
+                   "demo-SCHEMA-DIGEST.clock in the current directory for a URL)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many real seconds (default: until Ctrl-C)")
     p.add_argument("--speed", type=float, default=60.0, help="virtual seconds per real second (default 60)")
     p.add_argument("--no-view", action="store_true",
@@ -440,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     runtime.setLevel(logging.WARNING if args.verbose else logging.ERROR)
     runtime.propagate = False
     try:
-        run_demo(args.db, duration=args.duration, speed=args.speed, view=not args.no_view and sys.stdout.isatty(),
+        run_demo(args.db, clock_path=args.clock_file, duration=args.duration, speed=args.speed, view=not args.no_view and sys.stdout.isatty(),
                  seed=args.seed, scale=args.scale)
     except DemoError as e:
         print(f"wf demo: error: {e}", file=sys.stderr)

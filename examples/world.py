@@ -1,4 +1,4 @@
-"""A small game world that lives in the workflows' own SQLite file.
+"""A small game world that lives in the workflows' own database (a SQLite file or PostgreSQL).
 
 Three kinds of code touch the world, and the split is the point of the example:
 
@@ -15,20 +15,24 @@ A reducer cannot return a value (it runs during the commit). When a workflow nee
 reducer decided (did the bidder have the gold? was the item free to lock?) it asks a procedure
 afterwards: ``reducer(hold_gold, hold, bidder, amount)`` then ``await procedure(gold_held, hold)``.
 
-Every table is prefixed ``world_`` so it never collides with the runtime's own tables.
+Every table is prefixed ``world_`` so it never collides with the runtime's own tables. The SQL is
+what SQLite and PostgreSQL both run (``?`` placeholders; ``INSERT ... ON CONFLICT``, ``CASE``
+rather than SQLite's two-argument ``MAX``), so the same reducers run on either backend. A reducer
+that reads a row and writes it back does both in one statement (``UPDATE ... SET gold = gold +
+?``, ``DELETE ... RETURNING``): on PostgreSQL other steps may run at the same time, and a
+separate read could be stale by the time its write lands (see the PostgreSQL guide).
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from persistence import Store, open_store
 from workflows import procedure, reducer, workflow
 
 # --- static content -------------------------------------------------------------------------------
@@ -110,47 +114,57 @@ DAY_PHASES: list[tuple[str, float]] = [
 
 # --- where procedures read the world --------------------------------------------------------------
 
-_db_path: str | None = None
+_db: str | None = None
+_reader: Store | None = None
 _db_lock = threading.Lock()
 
 
-def use_database(path: str | Path) -> None:
-    """Tell the world's procedures which SQLite file to read.
+def use_database(db: str | Path) -> None:
+    """Tell the world's procedures which database to read: a SQLite file's path, or a
+    ``postgresql://`` URL.
 
-    Call it before opening the ``ActorSystem`` on that file: recovery may run pending procedures
-    as soon as the system opens.
+    Call it before opening the ``ActorSystem`` on it: recovery may run pending procedures as soon
+    as the system opens.
     """
-    global _db_path
+    global _db, _reader
     with _db_lock:
-        _db_path = str(path)
+        old, _reader = _reader, None
+        _db = db if isinstance(db, str) and "://" in db else str(db)
+    if old is not None:
+        old.close()
 
 
-@contextmanager
-def _read() -> Iterator[sqlite3.Connection]:
-    """A short-lived read-only connection to the world file (procedures never write)."""
-    path = _db_path
-    if path is None:
-        raise RuntimeError(
-            "the world's procedures do not know which database to read: call "
-            "examples.world.use_database(path) before opening the ActorSystem"
-        )
-    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=30)
-    conn.row_factory = sqlite3.Row
-    try:
-        yield conn
-    finally:
-        conn.close()
+def close_database() -> None:
+    """Close the procedures' read-only connections (they open again on the next read)."""
+    global _reader
+    with _db_lock:
+        old, _reader = _reader, None
+    if old is not None:
+        old.close()
+
+
+def reader() -> Store:
+    """A read-only store on the world's database (opened on first use, then shared): the
+    procedures read through it, as any application could (``read_table``, ``?`` placeholders)."""
+    global _reader
+    with _db_lock:
+        if _reader is None:
+            if _db is None:
+                raise RuntimeError(
+                    "the world's procedures do not know which database to read: call "
+                    "examples.world.use_database(path_or_url) before opening the ActorSystem"
+                )
+            _reader = open_store(_db, owner=False)
+        return _reader
 
 
 def _one(sql: str, *params: Any) -> dict[str, Any] | None:
-    with _read() as conn:
-        row = conn.execute(sql, params).fetchone()
-    return dict(row) if row is not None else None
+    rows = reader().read_table(sql, params)
+    return rows[0] if rows else None
 
 
 def _all(sql: str, *params: Any) -> list[dict[str, Any]]:
-    with _read() as conn:
-        return [dict(r) for r in conn.execute(sql, params).fetchall()]
+    return reader().read_table(sql, params)
 
 
 # --- setup ----------------------------------------------------------------------------------------
@@ -224,17 +238,16 @@ def create_world(db) -> None:
 @reducer
 def add_character(db, char_id: str, template: str, room: str = "village", gold: int = 0) -> None:
     """Add a character from a template (no-op if it exists); its gold is minted."""
-    if db.execute("SELECT 1 FROM world_characters WHERE id = ?", [char_id]).fetchone():
-        return
     t = TEMPLATES[template]
-    db["world_characters"].insert(
-        {
-            "id": char_id, "name": char_id, "kind": t["kind"], "template": template,
-            "hp": t["hp"], "max_hp": t["hp"], "attack": t["attack"], "defense": t["defense"],
-            "gold": 0, "room": room, "status": "alive",
-        }
+    # Inserted unless there, in one statement: the character's gold is minted once, whoever
+    # else adds it at the same time.
+    cur = db.execute(
+        "INSERT INTO world_characters (id, name, kind, template, hp, max_hp, attack, defense, "
+        "gold, room, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 'alive') "
+        "ON CONFLICT (id) DO NOTHING",
+        [char_id, char_id, t["kind"], template, t["hp"], t["hp"], t["attack"], t["defense"], room],
     )
-    if gold:
+    if cur.rowcount == 1 and gold:
         mint_gold(db, char_id, gold, "starting purse")
 
 
@@ -249,7 +262,8 @@ def mint_gold(db, player: str, amount: int, reason: str) -> None:
 def give_item(db, item_id: str, name: str, owner: str) -> None:
     """Create an item owned by ``owner`` (no-op if the id exists)."""
     db.execute(
-        "INSERT OR IGNORE INTO world_items (id, name, owner, locked_by) VALUES (?, ?, ?, NULL)",
+        "INSERT INTO world_items (id, name, owner, locked_by) VALUES (?, ?, ?, NULL) "
+        "ON CONFLICT (id) DO NOTHING",
         [item_id, name, owner],
     )
 
@@ -259,7 +273,7 @@ def give_resource(db, owner: str, resource: str, qty: int) -> None:
     """Add ``qty`` of a stackable resource to ``owner``'s stock."""
     db.execute(
         "INSERT INTO world_resources (owner, resource, qty) VALUES (?, ?, ?) "
-        "ON CONFLICT(owner, resource) DO UPDATE SET qty = qty + excluded.qty",
+        "ON CONFLICT (owner, resource) DO UPDATE SET qty = world_resources.qty + excluded.qty",
         [owner, resource, qty],
     )
 
@@ -347,10 +361,10 @@ def set_world_state(db, key: str, value: Any) -> None:
 def apply_damage(db, target: str, damage: int) -> None:
     """Take ``damage`` hit points from ``target`` (never below 0; immune targets take none)."""
     db.execute(
-        "UPDATE world_characters SET hp = MAX(0, hp - ?), "
+        "UPDATE world_characters SET hp = CASE WHEN hp > ? THEN hp - ? ELSE 0 END, "
         "status = CASE WHEN hp - ? <= 0 THEN 'dead' ELSE status END "
         "WHERE id = ? AND immune = 0",
-        [damage, damage, target],
+        [damage, damage, damage, target],
     )
 
 
@@ -509,21 +523,18 @@ def hold_gold(db, hold_id: str, player: str, amount: int) -> None:
 @reducer
 def release_hold(db, hold_id: str) -> None:
     """Give the gold held in escrow back to its owner."""
-    row = db.execute("SELECT player, amount FROM world_holds WHERE id = ?", [hold_id]).fetchone()
-    if row is None:
-        return
-    db.execute("UPDATE world_characters SET gold = gold + ? WHERE id = ?", [row[1], row[0]])
-    db.execute("DELETE FROM world_holds WHERE id = ?", [hold_id])
+    # Taken and paid in one go: a hold released (or paid) by two steps at once pays out once.
+    rows = db.execute("DELETE FROM world_holds WHERE id = ? RETURNING player, amount", [hold_id]).fetchall()
+    for player, amount in rows:
+        db.execute("UPDATE world_characters SET gold = gold + ? WHERE id = ?", [amount, player])
 
 
 @reducer
 def pay_hold(db, hold_id: str, payee: str) -> None:
     """Pay the gold held in escrow to ``payee``."""
-    row = db.execute("SELECT amount FROM world_holds WHERE id = ?", [hold_id]).fetchone()
-    if row is None:
-        return
-    db.execute("UPDATE world_characters SET gold = gold + ? WHERE id = ?", [row[0], payee])
-    db.execute("DELETE FROM world_holds WHERE id = ?", [hold_id])
+    rows = db.execute("DELETE FROM world_holds WHERE id = ? RETURNING amount", [hold_id]).fetchall()
+    for (amount,) in rows:
+        db.execute("UPDATE world_characters SET gold = gold + ? WHERE id = ?", [amount, payee])
 
 
 @procedure
@@ -589,7 +600,8 @@ def get_quest_rewards(quest_id: str) -> dict[str, Any]:
 def assign_quest(db, player: str, quest_id: str) -> None:
     """Put a quest in the player's journal (no-op if it is already there)."""
     db.execute(
-        "INSERT OR IGNORE INTO world_quests (player, quest, status, progress) VALUES (?, ?, 'assigned', '{}')",
+        "INSERT INTO world_quests (player, quest, status, progress) VALUES (?, ?, 'assigned', '{}') "
+        "ON CONFLICT (player, quest) DO NOTHING",
         [player, quest_id],
     )
 

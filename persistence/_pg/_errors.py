@@ -58,21 +58,6 @@ class Retryable(DatabaseBusy):
     running it again is expected to succeed (the writer does, a few times, before giving up)."""
 
 
-def display_url(url: str) -> str:
-    """``url`` with any password removed (from the netloc and from a ``password`` parameter)."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        auth, host = netloc.rsplit("@", 1)
-        user = auth.split(":", 1)[0]
-        netloc = f"{user}@{host}"
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    query = [(k, "***" if k == "password" else v) for k, v in query]
-    return urllib.parse.urlunsplit(
-        parts._replace(netloc=netloc, query=urllib.parse.urlencode(query, safe="/:,=-"))
-    )
-
-
 def _message(exc: BaseException) -> str:
     text = str(exc).strip()
     return " ".join(text.split()) or type(exc).__name__

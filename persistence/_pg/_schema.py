@@ -26,8 +26,9 @@ import psycopg
 import psycopg.conninfo
 
 from persistence._errors import ForeignDatabase, PersistenceError, SchemaTooNew
-from persistence._pg._errors import connect_error, display_url, is_lost, translate_error
+from persistence._pg._errors import connect_error, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
+from persistence._urls import display_url
 
 PG_SCHEMA_VERSION = 3
 DEFAULT_SCHEMA = "actorflow"

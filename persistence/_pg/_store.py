@@ -27,7 +27,7 @@ import psycopg.conninfo
 import psycopg_pool
 
 from persistence._errors import DatabaseLocked, PersistenceError
-from persistence._pg._errors import ConnectionLost, display_url, translate_error
+from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._schema import (
     CONNECT_DEFAULTS,
@@ -42,6 +42,7 @@ from persistence._pg._schema import (
 from persistence._pg._writer import PgWriter
 from persistence._sql import postgresql
 from persistence._sqlstore import Query, SqlStore
+from persistence._urls import display_url
 
 T = TypeVar("T")
 

@@ -4,7 +4,6 @@ id is unknown, and the error says it may have been pruned."""
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 
 import pytest
@@ -72,23 +71,28 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
-@pytest.fixture
-def db(tmp_path) -> str:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path) -> str:
+    """The database: a SQLite file, or a PostgreSQL URL (a schema of the test's own)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_store_url"))
     return str(tmp_path / "wf.db")
 
 
 def rows_of(db: str, wid: str) -> dict[str, int]:
-    """Rows in the file that belong to ``wid``: its record, and its rows in every keyed table."""
-    con = sqlite3.connect(db)
-    try:
-        counts = {"workflows": con.execute("SELECT count(*) FROM workflows WHERE id = ?", (wid,)).fetchone()[0]}
+    """Rows in the database that belong to ``wid``: its record, and its rows in every keyed
+    table (read through a read-only store; on PostgreSQL its connections' search_path is the
+    store's schema)."""
+    from persistence import open_store
+
+    with open_store(db, owner=False) as store:
+        def count(sql: str) -> int:
+            return int(store.read_table(sql, (wid,))[0]["n"])
+
+        counts = {"workflows": count("SELECT count(*) AS n FROM workflows WHERE id = ?")}
         for table in WORKFLOW_TABLES:
-            counts[table] = con.execute(
-                f"SELECT count(*) FROM {table} WHERE workflow_id = ?", (wid,)
-            ).fetchone()[0]
+            counts[table] = count(f"SELECT count(*) AS n FROM {table} WHERE workflow_id = ?")
         return counts
-    finally:
-        con.close()
 
 
 def test_a_finished_workflow_goes_after_its_retention_with_every_row(db, clock) -> None:

@@ -1,4 +1,5 @@
-"""Fixtures for the example tests: a fresh game world on a temporary SQLite file per test."""
+"""Fixtures for the example tests: a fresh game world per test, on each backend: a temporary
+SQLite file, and a PostgreSQL schema of the test's own."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
-@pytest.fixture
-def db_path(tmp_path) -> str:
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_path(request: pytest.FixtureRequest, tmp_path) -> str:
+    """Where the world lives: a SQLite file, or a PostgreSQL URL (the store's tables and the
+    world's in the test's own schema)."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("pg_store_url"))
     return str(tmp_path / "world.db")
 
 
@@ -32,8 +37,9 @@ def system(db_path: str, clock: VirtualClock) -> Iterator[ActorSystem]:
         yield s
     finally:
         s.shutdown()
+        world.close_database()
 
 
 @pytest.fixture
 def view(db_path: str, system: ActorSystem) -> WorldView:
-    return WorldView(db_path)
+    return WorldView()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from actors import ActorSystem, Status
+from examples import world
 
 T = 30  # every blocking wait in these tests is bounded by this many seconds
 
@@ -29,17 +29,11 @@ RESOURCES = [{"owner": "smelter-1", "resource": "ore", "qty": 5}]
 
 
 class WorldView:
-    """Read the world straight from the SQLite file, as any application could."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
+    """Read the world straight from its database, as any application could (a read-only store:
+    on SQLite and on PostgreSQL alike)."""
 
     def rows(self, sql: str, *params: Any) -> list[tuple]:
-        con = sqlite3.connect(self.path, timeout=T)
-        try:
-            return con.execute(sql, params).fetchall()
-        finally:
-            con.close()
+        return [tuple(r.values()) for r in world.reader().read_table(sql, params)]
 
     def value(self, sql: str, *params: Any) -> Any:
         rows = self.rows(sql, *params)

@@ -1,4 +1,5 @@
-"""The demo survives kill -9: run it, SIGKILL it mid-run, run it again, and audit the file."""
+"""The demo survives kill -9: run it, SIGKILL it mid-run, run it again, and audit the database (a
+SQLite file, and PostgreSQL on a durable server left running)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import os
 import queue
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from examples import simulation
+from tests.integration.conftest import DemoDb
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 7
@@ -67,40 +68,30 @@ class Demo:
         return rc
 
 
-def snapshot(db: str) -> dict[str, tuple[str, str | None]]:
-    """{workflow id: (status, parent id)}, read from the file like any SQLite client would."""
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        return {wid: (st, parent) for wid, st, parent in con.execute("SELECT id, status, parent_id FROM workflows")}
-    finally:
-        con.close()
-
-
-def query(db: str, sql: str) -> list[tuple]:
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+def snapshot(demo_db: DemoDb) -> dict[str, tuple[str, str | None]]:
+    """{workflow id: (status, parent id)}, read through a read-only store."""
+    return {wid: (r.status, r.parent_id) for wid, r in demo_db.workflows().items()}
 
 
 @pytest.mark.slow
-def test_demo_recovers_everything_after_sigkill(tmp_path):
+def test_demo_recovers_everything_after_sigkill(durable_demo_db: DemoDb):
     """After a SIGKILL mid-run, a restart recovers every workflow, duplicates none, and the world adds up."""
-    db = str(tmp_path / "demo.db")
+    demo_db = durable_demo_db
+    db, clock = demo_db.db, ("--clock-file", str(demo_db.clock))
+    query = demo_db.rows
 
-    first = Demo(db, duration=120)
+    first = Demo(db, duration=120, extra=clock)
     first.wait_for(r"^world running: \d+ directors started", timeout=90)
     for _ in range(3):  # let the world run for a few seconds of real time (minutes of world time)
         first.wait_for(r"^world \d\d:\d\d:\d\d \| running", timeout=30)
     first.proc.send_signal(signal.SIGKILL)
     assert first.finish(timeout=30) == -signal.SIGKILL
 
-    before = snapshot(db)
+    before = snapshot(demo_db)
     running_before = {w for w, (st, _) in before.items() if st == "running"}
     assert len(running_before) >= 100, f"the demo should run hundreds of workflows, got {len(running_before)}"
 
-    second = Demo(db, duration=6)
+    second = Demo(db, duration=6, extra=clock)
     recovered = second.wait_for(r"recovered \d+ running workflows", timeout=90)
     # Not compared with len(running_before) exactly: the runtime counts after it has begun to
     # activate the recovered workflows, whose first steps may already have spawned children.
@@ -109,7 +100,7 @@ def test_demo_recovers_everything_after_sigkill(tmp_path):
     assert second.finish(timeout=90) == 0, "\n".join(second.seen[-40:])
     assert not [ln for ln in second.seen if "Traceback" in ln or "[error" in ln], "\n".join(second.seen)
 
-    after = snapshot(db)
+    after = snapshot(demo_db)
     # No workflow was lost, and none that had finished came back to life or changed its ending.
     assert set(before) <= set(after)
     for wid, (status, _) in before.items():
@@ -125,23 +116,23 @@ def test_demo_recovers_everything_after_sigkill(tmp_path):
 
     # The world adds up: every coin minted is in a purse or in escrow, and no purse is negative.
     (purses, held, minted, negative) = query(
-        db,
-        "SELECT (SELECT SUM(gold) FROM world_characters), (SELECT COALESCE(SUM(amount), 0) FROM world_holds), "
-        "(SELECT SUM(amount) FROM world_mint), (SELECT COUNT(*) FROM world_characters WHERE gold < 0)",
+        "SELECT (SELECT SUM(gold) FROM world_characters) AS purses, "
+        "(SELECT COALESCE(SUM(amount), 0) FROM world_holds) AS held, "
+        "(SELECT SUM(amount) FROM world_mint) AS minted, "
+        "(SELECT COUNT(*) FROM world_characters WHERE gold < 0) AS negative",
     )[0]
     assert purses + held == minted and negative == 0
     running_after = {w for w, (st, _) in after.items() if st == "running"}
     # Escrow is only held by auctions still running (a finished auction paid or refunded it).
-    for (hold,) in query(db, "SELECT id FROM world_holds"):
+    for (hold,) in query("SELECT id FROM world_holds"):
         assert hold.rpartition(":bid-")[0] in running_after, hold
     # An item is locked only by a running trade or auction, and an auctioned item is the seller's.
-    for item, lock in query(db, "SELECT id, locked_by FROM world_items WHERE locked_by IS NOT NULL"):
+    for item, lock in query("SELECT id, locked_by FROM world_items WHERE locked_by IS NOT NULL"):
         assert lock in running_after, (item, lock)
     for item, owner, seller in query(
-        db,
         "SELECT i.id, i.owner, a.seller FROM world_items i JOIN world_auctions a ON i.locked_by = a.id",
     ):
         assert owner == seller, item
     # The auction board shows open only the auctions still running.
-    for (auction_id,) in query(db, "SELECT id FROM world_auctions WHERE status = 'open'"):
+    for (auction_id,) in query("SELECT id FROM world_auctions WHERE status = 'open'"):
         assert auction_id in running_after, auction_id

@@ -1,5 +1,6 @@
 """The demo as a user meets it: its clock across kill -9, what it prints on restart, piped and at
-80x24, counters kept in the file, another application's file refused, its help."""
+80x24, counters kept in the database, another application's database refused, its help; on a
+SQLite file and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,19 +20,17 @@ from actors import ActorSystem
 from actors.testing import VirtualClock
 from examples import simulation, world
 from examples.demo import WorldWatch, _resume_time, run_demo
+from persistence import PersistenceError
+from tests.integration.conftest import DemoDb
 from tests.integration.test_demo_kill import Demo
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE = 0.2  # a small world: these tests check behaviour, not load
 
 
-def _step_times(db: str) -> dict[str, list[tuple[int, int]]]:
+def _step_times(demo_db: DemoDb) -> dict[str, list[tuple[int, int]]]:
     """{workflow id: [(step number, at in ms)]} from the steps each row keeps."""
-    con = sqlite3.connect(db, timeout=30)
-    try:
-        rows = con.execute("SELECT id, recent_steps FROM workflows WHERE recent_steps IS NOT NULL").fetchall()
-    finally:
-        con.close()
+    rows = [(r.id, r.recent_steps) for r in demo_db.workflows().values() if r.recent_steps]
     out = {}
     for wid, text in rows:
         steps = [json.loads(line) for line in text.split("\n")]
@@ -41,11 +39,12 @@ def _step_times(db: str) -> dict[str, list[tuple[int, int]]]:
 
 
 @pytest.mark.slow
-def test_world_time_never_goes_back_after_sigkill(tmp_path):
+def test_world_time_never_goes_back_after_sigkill(durable_demo_db: DemoDb):
     """Killed with SIGKILL at full speed (x600), the demo has saved a clock reading ahead of every
     time it used; the next run starts there, so no workflow's steps go back in time."""
-    db = str(tmp_path / "demo.db")
-    first = Demo(db, duration=120, extra=("--speed", "600", "--scale", str(SCALE)))
+    demo_db = durable_demo_db
+    db, options = demo_db.db, ("--clock-file", str(demo_db.clock), "--speed", "600", "--scale", str(SCALE))
+    first = Demo(db, duration=120, extra=options)
     first.wait_for(r"^world running: ", timeout=90)
     for _ in range(3):
         first.wait_for(r"^world \d\d:\d\d:\d\d \| running", timeout=30)
@@ -55,18 +54,17 @@ def test_world_time_never_goes_back_after_sigkill(tmp_path):
     first.proc.send_signal(signal.SIGKILL)
     assert first.finish(timeout=30) == -signal.SIGKILL
 
-    con = sqlite3.connect(db, timeout=30)
-    (used,) = con.execute("SELECT max(updated_at) FROM workflows").fetchone()
-    known = {w for (w,) in con.execute("SELECT id FROM workflows")}
-    con.close()
-    saved = _resume_time(db)
+    records = demo_db.workflows()
+    used = max(r.updated_at for r in records.values())
+    known = set(records)
+    saved = _resume_time(demo_db.clock)
     assert saved >= used, f"the saved clock {saved} is behind a time the world used, {used}"
-    before = _step_times(db)
+    before = _step_times(demo_db)
 
-    second = Demo(db, duration=4, extra=("--speed", "600", "--scale", str(SCALE)))
+    second = Demo(db, duration=4, extra=options)
     second.wait_for(r"^world running: 0 directors started", timeout=90)
     assert second.finish(timeout=90) == 0, "\n".join(second.seen[-40:])
-    after = _step_times(db)
+    after = _step_times(demo_db)
     went_on = 0
     for wid, steps in after.items():
         times = [at for _, at in sorted(steps)]
@@ -77,41 +75,40 @@ def test_world_time_never_goes_back_after_sigkill(tmp_path):
         assert all(at >= int(used * 1000) for at in later), (wid, used, steps)
         went_on += bool(later) and wid in before
     assert went_on >= 10  # recovered workflows stepped again, after the restart
-    con = sqlite3.connect(db, timeout=30)
-    created = [t for w, t in con.execute("SELECT id, created_at FROM workflows") if w not in known]
-    con.close()
+    created = [r.created_at for w, r in demo_db.workflows().items() if w not in known]
     assert created and min(created) >= used  # and so is every workflow started after it
 
 
-def test_a_restart_counts_directors_resumed_not_started(tmp_path):
+def test_a_restart_counts_directors_resumed_not_started(demo_db: DemoDb):
     """A director that has finished is not started again, and not counted as started: the
     restart says 0 started, all resumed."""
-    db = str(tmp_path / "demo.db")
-    run_demo(db, duration=1.0, view=False, scale=SCALE)
+    db, clock = demo_db.db, demo_db.clock
+    run_demo(db, clock_path=clock, duration=1.0, view=False, scale=SCALE)
     first_id = simulation.directors(7, SCALE)[0][0]
     world.use_database(db)
-    with ActorSystem(db, clock=VirtualClock(start=_resume_time(db))) as system:
+    with ActorSystem(db, clock=VirtualClock(start=_resume_time(clock))) as system:
         system.get(first_id).cancel("ended for the test")
         system.idle(timeout=30)
-    second = run_demo(db, duration=1.0, view=False, scale=SCALE)
+    world.close_database()
+    second = run_demo(db, clock_path=clock, duration=1.0, view=False, scale=SCALE)
     assert second["started"] == 0
 
 
-def test_restart_line_says_nothing_was_started(tmp_path, capsys):
+def test_restart_line_says_nothing_was_started(demo_db: DemoDb, capsys):
     """The second run's line says no director started and how many were resumed."""
-    db = str(tmp_path / "demo.db")
-    run_demo(db, duration=1.0, view=False, scale=SCALE)
+    db, clock = demo_db.db, demo_db.clock
+    run_demo(db, clock_path=clock, duration=1.0, view=False, scale=SCALE)
     capsys.readouterr()
-    run_demo(db, duration=1.0, view=False, scale=SCALE)
+    run_demo(db, clock_path=clock, duration=1.0, view=False, scale=SCALE)
     total = len(simulation.directors(7, SCALE))
     assert f"world running: 0 directors started (all {total} resumed from the file)" in capsys.readouterr().out
 
 
-def test_piped_it_prints_plain_lines_as_they_happen(tmp_path):
+def test_piped_it_prints_plain_lines_as_they_happen(demo_db: DemoDb):
     """Without --no-view but with stdout a pipe, `wf demo` prints plain lines (finished workflows,
     a status line per second) as they happen: no live view's box drawing or cursor codes."""
-    db = str(tmp_path / "demo.db")
-    demo = Demo(db, duration=30, extra=("--scale", str(SCALE)), no_view=False)
+    demo = Demo(demo_db.db, duration=30, extra=("--clock-file", str(demo_db.clock), "--scale", str(SCALE)),
+                no_view=False)
     demo.wait_for(r"^world running: ", timeout=90)
     demo.wait_for(r"^world \d\d:\d\d:\d\d \| running \d+", timeout=30)  # while it runs, not at the end
     demo.wait_for(r"^\d\d:\d\d:\d\d (completed|cancelled|failed) ", timeout=60)
@@ -121,16 +118,17 @@ def test_piped_it_prints_plain_lines_as_they_happen(tmp_path):
     assert not re.search(r"[\x1b┏━┃│╭]", text), text[-2000:]
 
 
-def test_the_live_view_fits_80_by_24(tmp_path):
+def test_the_live_view_fits_80_by_24(demo_db: DemoDb):
     """With every type of the full world and a dozen recent completions, the live view fits a
     terminal of 80 columns and 24 lines, World and Recent completions included."""
-    db = str(tmp_path / "demo.db")
-    run_demo(db, duration=1.0, view=False, scale=SCALE)
+    db = demo_db.db
+    run_demo(db, clock_path=demo_db.clock, duration=1.0, view=False, scale=SCALE)
     world.use_database(db)
-    clock = VirtualClock(start=_resume_time(db))
+    clock = VirtualClock(start=_resume_time(demo_db.clock))
     with ActorSystem(db, clock=clock) as system:
         watch = WorldWatch(system, db)
         watch.refresh()
+    world.close_database()
     # More types than the full world runs (about 22), and a full list of recent completions.
     watch.running.update({f"w{i}": f"examples.world:type_number_{i}" for i in range(24)})
     kinds = {t.rpartition(":")[2] for t in watch.running.values()} | {k for k, _ in watch.finished}
@@ -148,40 +146,40 @@ def test_the_live_view_fits_80_by_24(tmp_path):
         assert heading in text, text
 
 
-def test_finished_counts_are_read_from_the_file(tmp_path):
-    """The finished counters are the file's, not this run's: a new run starts with them."""
-    db = str(tmp_path / "demo.db")
-    run_demo(db, duration=2.0, view=False, scale=SCALE)
-    con = sqlite3.connect(db)
-    (finished,) = con.execute("SELECT count(*) FROM workflows WHERE status != 'running'").fetchone()
-    con.close()
+def test_finished_counts_are_read_from_the_file(demo_db: DemoDb):
+    """The finished counters are the database's, not this run's: a new run starts with them."""
+    db = demo_db.db
+    run_demo(db, clock_path=demo_db.clock, duration=2.0, view=False, scale=SCALE)
+    finished = sum(1 for r in demo_db.workflows().values() if r.status != "running")
     assert finished > 0
     world.use_database(db)
-    with ActorSystem(db, clock=VirtualClock(start=_resume_time(db))) as system:
+    with ActorSystem(db, clock=VirtualClock(start=_resume_time(demo_db.clock))) as system:
         watch = WorldWatch(system, db)
         watch.refresh()
         assert sum(watch.finished.values()) == finished
+    world.close_database()
 
 
-def test_another_applications_file_is_refused(tmp_path):
-    """`wf demo --db` on a file that holds another application's workflows refuses with one
-    line, and adds no world to it."""
+def test_another_applications_file_is_refused(demo_db: DemoDb):
+    """`wf demo --db` on a file (or URL) that holds another application's workflows refuses with
+    one line, runs none of them, and adds no world to it."""
     from tests.actors import flows
 
-    db = str(tmp_path / "app.db")
+    db = demo_db.db
     with ActorSystem(db, clock=VirtualClock()) as system:
         system.start(flows.waits_once, id="theirs")
     done = subprocess.run(
-        [sys.executable, "-m", "actors.cli", "demo", "--db", db, "--duration", "1", "--no-view"],
+        [sys.executable, "-m", "actors.cli", "demo", *demo_db.cli, "--duration", "1", "--no-view"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert f"wf demo: error: {db} holds 1 workflows of another application and no demo world" in done.stderr
+    shown = db if db.startswith("/") else db.split("?")[0]
+    assert f"wf demo: error: {shown}" in done.stderr
+    assert "holds 1 workflows of another application and no demo world" in done.stderr
     assert "Traceback" not in done.stderr
-    con = sqlite3.connect(db)
-    tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    con.close()
-    assert not {t for t in tables if t.startswith("world_")}
+    with pytest.raises(PersistenceError):
+        demo_db.rows("SELECT count(*) FROM world_state")
+    assert demo_db.workflows()["theirs"].step_seq == 1  # not run by the demo
 
 
 def test_help_is_plain_text():

@@ -23,9 +23,9 @@ from persistence._pg import _schema
 from persistence._pg._errors import (
     ConnectionLost,
     Retryable,
-    display_url,
     translate_error,
 )
+from persistence._urls import display_url
 from tests.conftest import schema_of
 from tests.pgserver import PgServer, free_port, url
 
