@@ -156,7 +156,8 @@ def test_finished_counts_are_read_from_the_file(demo_db: DemoDb):
     with ActorSystem(db, clock=VirtualClock(start=_resume_time(demo_db.clock))) as system:
         watch = WorldWatch(system, db)
         watch.refresh()
-        assert sum(watch.finished.values()) == finished
+        # All those the database held before this run (recovered workflows may finish meanwhile).
+        assert sum(watch.finished.values()) >= finished
     world.close_database()
 
 
