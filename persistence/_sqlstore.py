@@ -438,14 +438,48 @@ class SqlStore(Store):
             where.append(f"(created_at, id{by_code_point}) {'<' if newest_first else '>'} (?, ?)")
             params += [float(after[0]), after[1]]
         order = "DESC" if newest_first else "ASC"
-        sql = (
-            f"SELECT {_sql.WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE {' AND '.join(where)} "
-            f"ORDER BY created_at {order}, id{by_code_point} {order} LIMIT ?"
+        # Two statements in one snapshot. The page's keys first, from the index alone (every
+        # column the filters and the order name is in it: an index-only scan, which on
+        # PostgreSQL tests a prefix without reading the rows it skips), one range per status in
+        # one statement; then the rows of the page, by primary key.
+        ranges = " UNION ALL ".join(
+            f"SELECT * FROM (SELECT created_at, id FROM {{s}}.workflows WHERE {' AND '.join(where)} "
+            f"ORDER BY created_at {order}, id{by_code_point} {order} LIMIT ?) AS r{i}"
+            for i in range(len(statuses))
         )
-        pages = self._snapshot(
-            lambda q: [[_record(r) for r in q(sql, (st, *params, limit))] for st in statuses]
-        )
+        keys_params = tuple(p for st in statuses for p in (st, *params, limit))
+
+        def read(q: Query) -> list[WorkflowRecord]:
+            keys = sorted(((float(at), str(k)) for at, k in q(ranges, keys_params)),
+                          reverse=newest_first)[:limit]
+            if not keys:
+                return []
+            rows = q(f"SELECT {_sql.WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE id IN "
+                     f"({', '.join('?' for _ in keys)})", tuple(k for _, k in keys))
+            return [_record(r) for r in rows]
+
+        pages = [self._snapshot(read)]
         return merge_pages(pages, newest_first, limit)
+
+    def children_of(self, parent_ids: list[str], limit: int) -> dict[str, list[WorkflowRecord]]:
+        """The first ``limit`` children of each of ``parent_ids``, oldest first, in one query
+        (by the parent index): a tree costs a round trip per level, not one per workflow."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"children_of() limit must be a positive int, got {limit!r}")
+        ids = list(dict.fromkeys(parent_ids))
+        out: dict[str, list[WorkflowRecord]] = {p: [] for p in ids}
+        for start in range(0, len(ids), 500):  # bounded statements, whatever the fan-out
+            chunk = ids[start:start + 500]
+            sql = (
+                f"SELECT {_sql.WORKFLOW_COLUMNS} FROM (SELECT {_sql.WORKFLOW_COLUMNS}, row_number() "
+                f"OVER (PARTITION BY parent_id ORDER BY created_at, id) AS n FROM {{s}}.workflows "
+                f"WHERE parent_id IN ({', '.join('?' for _ in chunk)})) AS c WHERE n <= ? "
+                f"ORDER BY parent_id, n"
+            )
+            for r in self._rows(sql, (*chunk, limit)):
+                rec = _record(r)
+                out[str(rec.parent_id)].append(rec)
+        return out
 
     def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
         """The workflow's subscriptions, ``(name, filter_key)``, by name (by index)."""

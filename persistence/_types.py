@@ -455,6 +455,11 @@ class Store(Protocol):
         By index at any size: one short index range per status (see ``browse_check``).
         """
 
+    def children_of(self, parent_ids: list[str], limit: int) -> dict[str, list[WorkflowRecord]]:
+        """The first ``limit`` children of each of ``parent_ids`` (creation order), by parent.
+        This default asks ``list_workflows`` once per parent; a backend answers in one query."""
+        return {p: self.list_workflows(parent_id=p, limit=limit) for p in dict.fromkeys(parent_ids)}
+
     @abc.abstractmethod
     def subscriptions(self, workflow_id: str) -> list[tuple[str, str]]:
         """The workflow's broadcast subscriptions: ``(name, filter_key)``, by name."""

@@ -208,19 +208,25 @@ class Node:
     by_status: dict[str, int] = field(default_factory=dict)
 
 
-def _children(store: Store, wid: str, depth: int, budget: list[int]) -> tuple[list[Node], int, dict[str, int]]:
-    kids = store.list_workflows(parent_id=wid, limit=CHILDREN_SHOWN + 1)
-    more = max(0, len(kids) - CHILDREN_SHOWN)
-    kids = kids[:CHILDREN_SHOWN]
-    by_status = dict(sorted(collections.Counter(k.status for k in kids).items()))
-    nodes = []
-    for k in kids:
-        node = Node(k.id, short(k.type), k.status)
-        if depth > 1 and budget[0] > 0:
-            budget[0] -= 1
-            node.children, node.more, node.by_status = _children(store, k.id, depth - 1, budget)
-        nodes.append(node)
-    return nodes, more, by_status
+def _tree(store: Store, root: str) -> tuple[list[Node], int, dict[str, int]]:
+    """The root's children, theirs, and so on down ``TREE_DEPTH`` levels: one query per level
+    (``children_of``), at most ``CHILDREN_SHOWN`` children under each workflow, and at most
+    ``CHILDREN_SHOWN`` workflows of a level looked into for the next."""
+    top = Node(root, "", "")
+    level = [top]
+    for _ in range(TREE_DEPTH):
+        found = store.children_of([n.id for n in level[:CHILDREN_SHOWN]], CHILDREN_SHOWN + 1)
+        nxt = []
+        for node in level[:CHILDREN_SHOWN]:
+            kids = found.get(node.id, [])
+            node.more = max(0, len(kids) - CHILDREN_SHOWN)
+            node.children = [Node(k.id, short(k.type), k.status) for k in kids[:CHILDREN_SHOWN]]
+            node.by_status = dict(sorted(collections.Counter(c.status for c in node.children).items()))
+            nxt += node.children
+        if not nxt:
+            break
+        level = nxt
+    return top.children, top.more, top.by_status
 
 
 def _as_text(detail: str | None) -> str:
@@ -277,7 +283,7 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         text, whole = clip(shown_value(m.payload))
         buffered.append({"seq": m.seq, "kind": m.kind, "name": m.name, "payload": text,
                          "whole": whole, "at": m.created_at})
-    children, more, by_status = _children(store, rec.id, TREE_DEPTH, [CHILDREN_SHOWN])
+    children, more, by_status = _tree(store, rec.id)
     history = store.history(rec.id, limit=HISTORY_SHOWN)
     # The first step the row still describes: the ones before it are no longer kept.
     kept_steps = []

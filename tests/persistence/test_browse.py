@@ -136,3 +136,16 @@ def test_a_version_3_file_gains_the_listing_indexes(db_path: str) -> None:
             ("running", *kw.values())))
         assert index in plan and "TEMP B-TREE" not in plan, plan
     conn.close()
+
+
+def test_children_of_many_parents_in_one_call(store: Store) -> None:
+    """children_of gives each parent's first children in creation order, [] for one without."""
+    store.create_workflows([new_wf("p1"), new_wf("p2"), new_wf("lonely")])
+    store.create_workflows([new_wf(f"p1-c{i}", parent_id="p1", at=float(10 - i)) for i in range(4)]
+                           + [new_wf("p2-c", parent_id="p2", at=3.0)])
+    got = store.children_of(["p1", "p2", "lonely", "p1"], 3)
+    assert {k: [r.id for r in v] for k, v in got.items()} == {
+        "p1": ["p1-c3", "p1-c2", "p1-c1"], "p2": ["p2-c"], "lonely": []}
+    assert store.children_of([], 5) == {}
+    with pytest.raises(ValueError, match="limit must be a positive int"):
+        store.children_of(["p1"], 0)
