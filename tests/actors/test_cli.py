@@ -238,3 +238,35 @@ def test_a_password_in_the_url_is_never_shown(db, capsys):
     assert code == 1 and "no workflow with id 'nope'" in err and "postgres@" in err
     code, _, err = wf(capsys, "list", "--db", secret.replace("&schema=", "&schema=missing_"))
     assert code == 1 and "s3cret-pw" not in err and "holds no actorflow data yet" in err
+
+
+def test_reading_commands_need_only_read_rights_on_a_url(pg_store_url, pg_server, capsys):
+    """list, show and upgrade --dry-run only read: on PostgreSQL they run as a user that may only
+    SELECT the store's tables (their sessions are read-only too); a command that writes, as
+    that user, fails with one line saying which right is missing."""
+    from tests.conftest import schema_of
+
+    schema = schema_of(pg_store_url)
+    role = f"{schema}_reader"
+    with ActorSystem(pg_store_url, clock=VirtualClock()) as s:
+        s.start(flows.auction, 10, id="auction-1")
+        s.idle(timeout=T)
+    admin = pg_server.admin()
+    admin.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"')
+        url = pg_store_url.replace("postgresql://postgres@", f"postgresql://{role}@")
+        assert url != pg_store_url
+        code, out, err = wf(capsys, "list", "--db", url)
+        assert (code, err) == (0, "") and "auction-1" in out
+        code, out, err = wf(capsys, "show", "auction-1", "--db", url)
+        assert (code, err) == (0, "") and "bid" in out
+        code, out, err = wf(capsys, "upgrade", "--dry-run", "--db", url)
+        assert code == 0, err
+        code, _, err = wf(capsys, "signal", "auction-1", "bid", '{"bidder": "ann", "amount": 20}',
+                          "--db", url)
+        assert code == 1 and "privilege" in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        admin.execute(f'DROP OWNED BY "{role}"')
+        admin.execute(f'DROP ROLE "{role}"')
