@@ -79,11 +79,15 @@ class _Redo(Exception):
 
 
 class _CommitUnknown(Exception):
-    """The connection was lost once COMMIT was sent: the batch may or may not be written."""
+    """The connection was lost once COMMIT was sent: the batch may or may not be written.
 
-    def __init__(self, error: BaseException) -> None:
+    ``settled`` is what the pass would have settled had the COMMIT's answer come back.
+    """
+
+    def __init__(self, error: BaseException, settled: tuple[Any, Any, Any]) -> None:
         super().__init__(repr(error))
         self.error = error
+        self.settled = settled
 
 
 class Writer:
@@ -191,6 +195,13 @@ class Writer:
     def _reconnect(self, cause: BaseException) -> None:
         """Replace a lost connection; raise (the store's error) if it cannot."""
         raise cause
+
+    def _commit_outcome(self, cause: BaseException) -> bool | None:
+        """After the connection was lost during COMMIT: connect again and find out whether that
+        transaction committed (True), did not (False), or cannot be told (None)."""
+        with contextlib.suppress(BaseException):
+            self._reconnect(cause)
+        return None
 
     def _close_connection(self) -> None:
         raise NotImplementedError
@@ -317,21 +328,27 @@ class Writer:
                     self._fail(pending, err)  # BEGIN or COMMIT failed: nothing is written
                     return
             except _CommitUnknown as unknown:
-                # Its outcome is unknown, so nothing is run again; the next batch starts on a new
-                # connection.
-                self._fail(pending, unknown.error)
-                with contextlib.suppress(BaseException):
-                    self._reconnect(unknown.error)
+                # Whether the COMMIT happened is the server's to say: a write that did commit must
+                # not run again (a signal appended twice), and one that did not must not be
+                # reported as failed when running it again is safe.
+                committed = self._commit_outcome(unknown.error)
+                if committed:
+                    self._settle(*unknown.settled)
+                    return
+                if committed is False and reconnects < RECONNECT_RUNS:
+                    reconnects += 1
+                    continue
+                self._fail(pending, unknown.error)  # the server cannot tell: outcome unknown
                 return
 
     def _failed_pass(
-        self, exc: BaseException, committing: bool, index: int | None
+        self, exc: BaseException, committing: bool, index: int | None, settled: tuple[Any, Any, Any]
     ) -> BaseException:
         """What a pass raises when ``exc`` ended it (the transaction is rolled back)."""
         err = self._error(exc, committing)
         self._rollback()
         if committing and self._lost(err):
-            return _CommitUnknown(err)
+            return _CommitUnknown(err, settled)
         if not isinstance(exc, Exception):
             return exc  # KeyboardInterrupt, SystemExit: not the batch's
         unattributed = self._unattributed(exc)
@@ -388,7 +405,7 @@ class Writer:
                     committing = True
                     self._commit()
         except BaseException as exc:
-            raise self._failed_pass(exc, committing, index) from exc
+            raise self._failed_pass(exc, committing, index, (done, [], waits)) from exc
         if early is not None:
             # The write committed the transaction itself (a reducer called commit(), or
             # sqlite3's executescript()): what ran so far is durable; the rest of the batch goes
@@ -444,7 +461,7 @@ class Writer:
                     committing = True
                     self._commit()
         except BaseException as exc:
-            failure = self._failed_pass(exc, committing, index)
+            failure = self._failed_pass(exc, committing, index, (done, failed, waits))
             if isinstance(failure, _Redo):
                 failure.unattributed = False
             raise failure from exc

@@ -11,8 +11,12 @@ What a server changes, all of it in the transaction protocol this class implemen
 - Deadlocks and serialization failures (40P01, 40001) roll the batch back and run it again,
   after a short pause, a few times before running it write by write.
 - A lost connection before COMMIT loses nothing: the writer connects again (taking the owner's
-  lock again) and runs the batch again. One lost during COMMIT leaves its outcome unknown: its
-  writes fail with ``ConnectionLost`` (``maybe_committed``), and the next batch reconnects.
+  lock again) and runs the batch again. One lost during COMMIT leaves its outcome unknown to the
+  client, not to the server: every transaction learns its id (``txid_current()``, pipelined with
+  BEGIN), and after reconnecting the writer asks ``txid_status`` whether it committed. If it did,
+  the batch's writes are settled as committed (a signal appended is not appended again by a
+  caller's retry); if not, the batch runs again; only if the server cannot tell (it stays away)
+  do the writes fail with ``ConnectionLost`` (``maybe_committed``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ log = logging.getLogger(__name__)
 
 # Reconnecting after a lost connection: attempts, and the pause before each (seconds).
 RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+# How long a transaction whose COMMIT's answer was lost may stay "in progress" on the server (its
+# session has not ended yet) before its outcome is called unknown (seconds).
+OUTCOME_WAIT = 10.0
 
 
 class PgWriter(Writer):
@@ -57,6 +64,9 @@ class PgWriter(Writer):
         self.conn: psycopg.Connection[Any] = connect()
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
+        # The open transaction's id, once the server has answered (see ``_commit_outcome``).
+        self._xid_cur: psycopg.Cursor[Any] | None = None
+        self._xid: int | None = None
         super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer")
 
     # -- what writes call ---------------------------------------------------------------------
@@ -86,6 +96,9 @@ class PgWriter(Writer):
     def sync(self) -> None:
         if self._pipeline is not None:
             self._pipeline.sync()
+            if self._xid is None and self._xid_cur is not None:
+                row = self._xid_cur.fetchone()
+                self._xid = int(row[0]) if row else None
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(translate_error(exc, self.path, self.conn), (Retryable, ConnectionLost))
@@ -102,6 +115,8 @@ class PgWriter(Writer):
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN")
+        self._xid = None
+        self._xid_cur = self.conn.execute("SELECT txid_current()")
 
     def _commit(self) -> None:
         self.conn.execute("COMMIT")
@@ -161,6 +176,29 @@ class PgWriter(Writer):
             log.warning("actorflow writer: reconnected to %s after %s", self.path, cause)
             return
         raise last
+
+    def _commit_outcome(self, cause: BaseException) -> bool | None:
+        xid = self._xid
+        try:
+            self._reconnect(cause)
+        except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
+            return None
+        if xid is None:
+            return None
+        deadline = time.monotonic() + OUTCOME_WAIT
+        while True:
+            try:
+                row = self.conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
+            except psycopg.Error:
+                return None
+            status = row[0] if row else None
+            if status in ("committed", "aborted"):
+                log.warning("actorflow writer: the COMMIT whose answer was lost %s",
+                            "had committed" if status == "committed" else "had not committed")
+                return bool(status == "committed")
+            if status != "in progress" or time.monotonic() >= deadline:
+                return None  # too old to tell (NULL), or its session is not ending
+            time.sleep(0.02)  # its session is ending: the server has not decided yet
 
     def _close_connection(self) -> None:
         with contextlib.suppress(Exception):

@@ -249,3 +249,65 @@ def test_a_server_that_goes_away_and_comes_back(monkeypatch: pytest.MonkeyPatch)
                 store.close()
     finally:
         server.stop()
+
+
+def _lose_the_commits_answer(store: Any, admin: Any, *, committed: bool) -> list[int]:
+    """Make the writer's next COMMIT lose its connection: after the server has committed it
+    (``committed``: the answer is lost on the way back), or before it reaches the server. The
+    client's end of the socket is shut, so the writer sees the connection die at the COMMIT.
+    Returns the writer's backend pid at the time (one element once it has fired)."""
+    import os
+    import socket
+
+    writer = store._writer
+    commit = writer._commit
+    fired: list[int] = []
+    schema = store.schema
+
+    def losing_commit() -> None:
+        if fired:
+            commit()
+            return
+        fired.append(int(writer.conn.info.backend_pid))
+        pg = writer.conn.pgconn
+        if committed:
+            commit()
+            pg.pipeline_sync()  # COMMIT, and everything before it, reach the server
+            while pg.flush():
+                time.sleep(0.001)
+            deadline = time.monotonic() + 30
+            while not admin.execute(f'SELECT count(*) FROM "{schema}".inbox').fetchone()[0]:
+                assert time.monotonic() < deadline, "the COMMIT never committed"
+                time.sleep(0.01)
+        sock = socket.socket(fileno=os.dup(pg.socket))
+        sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        if not committed:
+            commit()
+
+    writer._commit = losing_commit
+    return fired
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["committed", "not-committed"])
+def test_a_signal_whose_commit_loses_its_connection_is_appended_once(
+    pg_store_url: str, pg_server: PgServer, committed: bool
+) -> None:
+    """The connection dies at the COMMIT of a signal's append. Whether the server committed it
+    or not, the append returns (no error for a caller to retry, which would append it twice)
+    and the inbox holds the signal exactly once: the writer asks the server, after reconnecting,
+    whether that transaction committed, and settles it or runs it again."""
+    admin = pg_server.admin()
+    with open_store(pg_store_url) as s:
+        s.create_workflow(new_wf("a"))
+        fired = _lose_the_commits_answer(s, admin, committed=committed)
+        delivered = s.append_inbox("a", SIGNAL, "go", b"x", at=1.0)
+        assert fired and _backend(s) != fired[0]  # it did lose that connection
+        rows = admin.execute(
+            f'SELECT seq, name FROM "{s.schema}".inbox WHERE workflow_id = %s', ("a",)
+        ).fetchall()
+        assert rows == [(delivered.seq, "go")]
+        assert [(m.seq, m.name) for m in s.inbox("a")] == rows
+        # The store goes on, on its new connection.
+        s.append_inbox("a", SIGNAL, "again", b"y", at=2.0)
+        assert [m.name for m in s.inbox("a")] == ["go", "again"]
