@@ -47,6 +47,7 @@ def namespace() -> dict[str, Any]:
         "MISSING": probes.MISSING,
         "traceback": traceback,
         "GV": 0,
+        "ML": [],
     }
 
 
@@ -592,12 +593,18 @@ class Program:
             "    sent = MISSING",
             "    dd = {0: 0, 1: 1, 2: 2}",
             "    ss = {1, 2, 3}",
+            # A set whose order a plain rebuild changes (its elements collide), and a module-level
+            # list held in a local (the module's object after a restore).
+            "    sc = {7, 15, 23, 31}",
+            "    ML.clear()",
+            "    ml = ML",
             "    kept = KeyError('none yet')",
         ]
         tail = [
             "    return (a, b, c, out, box.n, arr, kw, globals().get('G'), GV, gv(), sent is MISSING,",
             "            list(dd.items()),",
-            "            sorted(ss), repr(kept), repr(kept.__cause__), repr(kept.__context__),",
+            "            list(ss), list(sc), list(ML), ml is ML,",
+            "            repr(kept), repr(kept.__cause__), repr(kept.__context__),",
             "            kept.__suppress_context__, getattr(kept, '__notes__', None))",
         ]
         return "\n".join(head + _block(self.body, "    ") + tail) + "\n"
@@ -630,6 +637,8 @@ _ITERABLES = st.sampled_from(
         ("dd.items()", 0),
         ("dd.values()", 0),
         ("ss", 0),
+        ("sc", 0),
+        ("[v for v in sc]", 0),
     ]
 )
 
@@ -683,6 +692,10 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         "dwrite",
         "dgrow",
         "sgrow",
+        "sread",
+        "mlist",
+        "ndel",
+        "chain",
     ]
     if in_loop:
         choices.append("leap")
@@ -775,6 +788,37 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
     if kind == "sgrow":
         which = draw(st.sampled_from(["ss.add({} % 4)", "ss.discard({} % 4)"]))
         return Line(which, (draw(e),))
+    if kind == "sread":
+        return Line(draw(st.sampled_from(["log(list(sc))", "log(next(iter(sc)))", "log(repr(sc))"])))
+    if kind == "mlist":
+        which = draw(st.sampled_from(["ml.append({})", "log(len(ML))", "log(ml is ML)", "ML.append({})"]))
+        return Line(which, (draw(e),) if "{}" in which else ())
+    if kind == "ndel":
+        # A workflow local deleted from a nested function through ``nonlocal``, deleted again
+        # and read: CPython's NameError and its message.
+        return Lines(
+            (
+                "nd = {}",
+                "def dropnd():",
+                "    nonlocal nd",
+                "    del nd",
+                "def readnd():",
+                "    return nd",
+                "dropnd()",
+                "for fn in (dropnd, readnd):",
+                "    try:",
+                "        log(fn())",
+                "    except NameError as ne:",
+                "        log(str(ne))",
+            ),
+            (draw(e),),
+        )
+    if kind == "chain":
+        # A comparison chain that may stop at its first link, with an await in a later one.
+        return Line(
+            f"log({{}} < {{}} <= await get({{}}) {draw(st.sampled_from(['<', '!=', '>']))} 4)",
+            (draw(e), draw(e), draw(e)),
+        )
     leap = draw(st.sampled_from(["break", "continue"]))
     return Line(f"if {{}} > {draw(st.integers(0, 8))}: {leap}", (draw(e),))
 
