@@ -29,17 +29,17 @@ def serve(db: str, *, host: str = "127.0.0.1", port: int = 8765, read_only: bool
     except OSError:
         sock.close()
         raise
-    store = cli._open(db)
-    # Bound to a loopback address, the server answers only for loopback names (a page of another
-    # site cannot point its own name here and read it); bound elsewhere, for any name.
-    loopback = host in LOOPBACK_NAMES or host.startswith("127.")
-    allowed = frozenset((*LOOPBACK_NAMES, host)) if loopback else None
-    app = create_app(store, db, read_only=read_only, allowed_hosts=allowed)
-    shown = f"[{host}]" if ":" in host else host
-    print(f"wf ui: serving {cli._shown(db)} at http://{shown}:{port}/"
-          f"{' (read-only)' if read_only else ''}; Ctrl-C stops it", flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     try:
+        store = cli._open(db)
+        # Bound to a loopback address, the server answers only for loopback names (a page of
+        # another site cannot point its own name here and read it); bound elsewhere, for any.
+        loopback = host in LOOPBACK_NAMES or host.startswith("127.")
+        allowed = frozenset((*LOOPBACK_NAMES, host)) if loopback else None
+        app = create_app(store, db, read_only=read_only, allowed_hosts=allowed)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"wf ui: serving {cli._shown(db)} at http://{shown}:{port}/"
+              f"{' (read-only)' if read_only else ''}; Ctrl-C stops it", flush=True)
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()

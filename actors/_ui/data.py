@@ -387,11 +387,23 @@ def nodes(store: Store) -> list[dict[str, Any]]:
     out = []
     for n in found:
         if is_dataclass(n) and not isinstance(n, type):
-            out.append({str(k): v for k, v in asdict(n).items()})
+            fields = asdict(n)
         elif isinstance(n, dict):
-            out.append({str(k): v for k, v in n.items()})
+            fields = dict(n)
         elif hasattr(n, "_asdict"):
-            out.append({str(k): v for k, v in n._asdict().items()})
+            fields = n._asdict()
         else:
-            out.append({"node": n})
+            fields = {"node": n}
+        out.append({str(k): _node_field(str(k), v) for k, v in fields.items()})
     return out
+
+
+def _node_field(key: str, value: Any) -> Any:
+    """A node's field as a person reads it: times (``*_at``, epoch seconds) in UTC, ages
+    (``*_age``) in seconds; anything else as it is (escaped by the template)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key.endswith("_at"):
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value))
+        if key.endswith("_age"):
+            return f"{value:.1f}s ago"
+    return value

@@ -253,13 +253,15 @@ def test_nodes_show_only_when_the_store_reports_some(db, world) -> None:
         assert ui_data.nodes(store) == []
         with client_for(db) as c:
             assert 'href="/nodes"' not in c.get("/").text
-        reported = [{"node_id": "n1", "shards": 128, "alive": True}, {"node_id": "<b>n2</b>", "shards": 128, "alive": False}]
+        reported = [{"node_id": "n1", "shards": 128, "alive": True, "heartbeat_age": 0.25, "started_at": 1_800_000_000.0},
+                    {"node_id": "<b>n2</b>", "shards": 128, "alive": False, "heartbeat_age": 31.0, "started_at": 1_800_000_000.0}]
         app = create_app(NodesStore(store, reported), db, allowed_hosts=frozenset({"testserver"}), close_store=False)  # type: ignore[arg-type]
         with TestClient(app) as c:
             html = c.get("/").text
             assert 'href="/nodes"' in html and "Nodes of the cluster" in html
             assert "&lt;b&gt;n2&lt;/b&gt;" in html and "<b>n2</b>" not in html
-            assert "<th>shards</th>" in c.get("/nodes").text
+            nodes = c.get("/nodes").text
+            assert "<th>shards</th>" in nodes and "31.0s ago" in nodes and "2027-01-15 08:00:00" in nodes
         app = create_app(NodesStore(store, RuntimeError("no nodes table")), db,  # type: ignore[arg-type]
                          allowed_hosts=frozenset({"testserver"}), close_store=False)
         with TestClient(app) as c:
@@ -267,3 +269,27 @@ def test_nodes_show_only_when_the_store_reports_some(db, world) -> None:
             assert r.status_code == 200 and "Nodes of the cluster" not in r.text
     finally:
         store.close()
+
+
+def test_wf_ui_says_what_is_wrong_before_serving(tmp_path, capsys) -> None:
+    """A port out of range, a port in use, a database that is not there: one line each, exit 1."""
+    import socket
+
+    from actors.cli import main
+
+    db = str(tmp_path / "here.db")
+    with ActorSystem(db, clock=VirtualClock()):
+        pass
+    assert main(["ui", "--db", db, "--port", "70000"]) == 1
+    assert "--port must be 1 to 65535, got 70000" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--db", db, "--port", str(port)]) == 1
+        assert f"cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    assert main(["ui", "--db", str(tmp_path / "nothing.db"), "--port", str(port)]) == 1
+    assert "does not exist" in capsys.readouterr().err
