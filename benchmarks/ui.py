@@ -136,7 +136,7 @@ def measure(db: str, facts: dict[str, Any], reps: int) -> list[dict[str, Any]]:
         ("list, a page in the middle", "/?" + urllib.parse.urlencode({"after": facts["mid"]})),
         ("list, status=failed", "/?status=failed"),
         ("list, type=quest, status=completed", "/?type=quest&status=completed"),
-        ("list, id prefix matching 10", "/?id=quest-0123"),
+        ("list, id prefix matching 17", "/?id=quest-0123"),
         ("list, id prefix matching none", "/?id=nothing-like-it"),
         ("counts by status (JSON, every 3 s)", "/api/counts"),
         ("workflow with 50 children", "/w/" + q(facts["parent"], safe="")),
