@@ -203,20 +203,31 @@ def test_send_a_signal_and_watch_the_workflow_move_on(site, page) -> None:
     # The history shows the step the signal woke.
     assert page.locator("table.events tr >> nth=0").inner_text().split()[2:4] == ["signal", "step=3,"]
     assert steps_before.status is Status.RUNNING
-    # The system moves it on (its deadline, fired from here): the open page follows by itself.
+    # Another bid, sent by the system's own API: the open page follows by itself.
+    site["system"].get("auction-7").signal("bid", {"bidder": "hero-6", "amount": 600})
+    page.locator("table.events tr >> nth=0", has_text="step=4").wait_for()
+    assert page.locator("#outcome").count() == 0  # the answer to the last action went with it
+    # Its deadline, fired from the page.
     page.click('button.fire[data-timer="end"]')
     page.locator("h1 .status", has_text="completed").wait_for()
-    assert "hero-5" in page.locator("#result").inner_text()
-    assert site["system"].get("auction-7").result(timeout=T) == {"winner": "hero-5", "price": 500}
+    assert "hero-6" in page.locator("#result").inner_text()
+    assert site["system"].get("auction-7").result(timeout=T) == {"winner": "hero-6", "price": 600}
 
 
 def test_cancel_a_workflow(site, page) -> None:
+    listing = site["browser"].new_page()
+    listing.set_default_timeout(WAIT_MS)
+    listing.goto(site["base"] + "/")
+    cancelled = int(listing.locator('[data-count="cancelled"]').inner_text())
     page.goto(site["base"] + "/w/auction-8")
     page.fill('#cancel-form input[name="reason"]', "the seller left")
     page.click('#cancel-form button[type="submit"]')
     assert "cancel carried out" in page.locator("#outcome").inner_text()
     page.locator("h1 .status", has_text="cancelled").wait_for()
     assert site["system"].get("auction-8").status() is Status.CANCELLED
+    # The list open in another tab counts it by itself.
+    listing.locator('[data-count="cancelled"]', has_text=re.compile(rf"^{cancelled + 1}$")).wait_for()
+    listing.close()
 
 
 def test_a_script_in_an_id_is_text(site, page) -> None:
