@@ -828,8 +828,9 @@ def _frozenset_problem(f: frozenset[Any]) -> str | None:
     )
 
 
-class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
-    """cloudpickle with the checkpoint's rules (see the module docstring).
+class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
+    """cloudpickle with the checkpoint's rules, except those for the builtin containers the C
+    pickler writes without asking reducer_override (CheckpointPickler adds them).
 
     ``spaces`` maps ``id(globals dict)`` to the key of a workflow running in it: the frames'.
     """
@@ -840,43 +841,15 @@ class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # clou
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._spaces = spaces
         # (key, namespace, id of value -> name) per namespace the frames' code runs in.
-        self._named = [(key, g, _names_of(g)) for key, g in spaces.values()]
-        self._containers = [(key, g, module_containers(g)) for key, g in spaces.values()]
-        self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
-        self._set_pids: dict[int, tuple[str, int]] = {}
-
-    def persistent_id(self, obj: Any) -> Any:
-        t = type(obj)
-        if t is set or t is list or t is dict or t is frozenset:
-            i = id(obj)
-            for key, g, containers in self._containers:
-                name = containers.get(i)
-                if name is not None and g.get(name, _NONE) is obj:
-                    return ("g", key, name)
-            if t is set and len(obj) > 1:
-                pid = self._set_pids.get(i)
-                if pid is None:
-                    problem = _set_problem(obj)
-                    if problem is not None:
-                        raise TypeError(problem)
-                    pid = self._set_pids[i] = ("s", len(self._sets))
-                    self._sets.append(obj)
-                return pid
-            if t is frozenset and len(obj) > 1:
-                problem = _frozenset_problem(obj)
-                if problem is not None:
-                    raise TypeError(problem)
-        return None
-
-    def dump(self, obj: Any) -> None:
-        """Pickle ``obj``, then the elements of the sets it holds, in their order, as further
-        pickles in the same stream (memo shared), until no new set is met."""
-        super().dump(obj)
-        done = 0
-        while done < len(self._sets):
-            batch = self._sets[done:]
-            done = len(self._sets)
-            super().dump([(_table_size(x), list(x)) for x in batch])
+        self._named = []
+        self._containers = []
+        self._module_level: dict[int, str] = {}  # every namespace's module-level containers
+        for key, g in spaces.values():
+            containers = module_containers(g)  # validated: its entry is current
+            self._named.append((key, g, _NAMES[id(g)][2]))
+            self._containers.append((key, g, containers))
+            if containers:
+                self._module_level.update(containers)
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -916,6 +889,50 @@ class CheckpointPickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # clou
         return r
 
 
+class CheckpointPickler(_Pickler):
+    """cloudpickle with all the checkpoint's rules (see the module docstring): also sets (kept
+    in their order) and module-level containers (kept by name), through persistent ids. A
+    Python call for every object pickled: ``dumps`` uses it only where they occur."""
+
+    def __init__(self, file: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
+        super().__init__(file, spaces)
+        self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
+        self._set_pids: dict[int, tuple[str, int]] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        t = type(obj)
+        if t is set or t is list or t is dict or t is frozenset:
+            i = id(obj)
+            for key, g, containers in self._containers:
+                name = containers.get(i)
+                if name is not None and g.get(name, _NONE) is obj:
+                    return ("g", key, name)
+            if t is set and len(obj) > 1:
+                pid = self._set_pids.get(i)
+                if pid is None:
+                    problem = _set_problem(obj)
+                    if problem is not None:
+                        raise TypeError(problem)
+                    pid = self._set_pids[i] = ("s", len(self._sets))
+                    self._sets.append(obj)
+                return pid
+            if t is frozenset and len(obj) > 1:
+                problem = _frozenset_problem(obj)
+                if problem is not None:
+                    raise TypeError(problem)
+        return None
+
+    def dump(self, obj: Any) -> None:
+        """Pickle ``obj``, then the elements of the sets it holds, in their order, as further
+        pickles in the same stream (memo shared), until no new set is met."""
+        super().dump(obj)
+        done = 0
+        while done < len(self._sets):
+            batch = self._sets[done:]
+            done = len(self._sets)
+            super().dump([(_table_size(x), list(x)) for x in batch])
+
+
 class CheckpointUnpickler(pickle.Unpickler):
     """Reads what CheckpointPickler writes: module-level containers by name, sets in order."""
 
@@ -947,7 +964,11 @@ class CheckpointUnpickler(pickle.Unpickler):
 
 def loads(payload: bytes) -> Any:
     """Unpickle what ``dumps`` wrote."""
-    return CheckpointUnpickler(io.BytesIO(payload)).load_all()
+    if payload[:1] == _REFS:
+        f = io.BytesIO(payload)
+        f.read(1)
+        return CheckpointUnpickler(f).load_all()
+    return pickle.loads(payload)
 
 
 def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
@@ -956,8 +977,30 @@ def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
         _refresh_std_names()
     _refresh_dispatch()
     buf = io.BytesIO()
-    CheckpointPickler(buf, spaces).dump(obj)
-    return buf.getvalue()
+    p = _Pickler(buf, spaces)
+    p.dump(obj)
+    payload = buf.getvalue()
+    # A set or frozenset written (its opcode, or a byte of other data that looks like it), or a
+    # module-level container among the objects written: again with the rules for them.
+    module_level = p._module_level
+    if (
+        _EMPTY_SET in payload
+        or _FROZENSET in payload
+        or (module_level and not module_level.keys().isdisjoint(p.memo.copy()))
+    ):
+        buf = io.BytesIO()
+        buf.write(_REFS)
+        CheckpointPickler(buf, spaces).dump(obj)
+        payload = buf.getvalue()
+    return payload
+
+
+# The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
+_REFS = b"R"
+
+
+_EMPTY_SET = pickle.EMPTY_SET
+_FROZENSET = pickle.FROZENSET
 
 
 __all__ = [
