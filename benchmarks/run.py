@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import venv
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,18 +68,20 @@ class Sizes:
     resume_short: int
     resume_long: int
     dbos_resume_long: int
+    pg_resume_long: int
     scale: int
     raw_seconds: float
 
 
 FULL = Sizes(reps=3, steps=1000, signals_one=2000, signals_many=1000, fanout=100, timers=1000,
              recovery=1000, recovery_big=100_000, resume_short=10, resume_long=100_000,
-             dbos_resume_long=1000, scale=1_000_000, raw_seconds=2.0)
+             dbos_resume_long=1000, pg_resume_long=10_000, scale=1_000_000, raw_seconds=2.0)
 QUICK = Sizes(reps=1, steps=100, signals_one=200, signals_many=100, fanout=20, timers=100,
               recovery=100, recovery_big=2000, resume_short=10, resume_long=500,
-              dbos_resume_long=50, scale=5000, raw_seconds=0.5)
+              dbos_resume_long=50, pg_resume_long=500, scale=5000, raw_seconds=0.5)
 SMOKE = Sizes(reps=1, steps=5, signals_one=10, signals_many=5, fanout=3, timers=5, recovery=5,
-              recovery_big=20, resume_short=2, resume_long=5, dbos_resume_long=5, scale=50,
+              recovery_big=20, resume_short=2, resume_long=5, dbos_resume_long=5, pg_resume_long=5,
+              scale=50,
               raw_seconds=0.1)
 
 
@@ -209,6 +212,49 @@ def remove_against(src: pathlib.Path) -> None:
     subprocess.run(["git", "worktree", "prune"], cwd=HERE, capture_output=True)
 
 
+class PgTarget:
+    """A durable PostgreSQL server for the PostgreSQL columns: a fresh schema for each actorflow
+    run, a fresh database for each DBOS run (its native backend), both on the same server."""
+
+    def __init__(self, url: str | None) -> None:
+        self.server: Any = None
+        if url is None:
+            # A throwaway server from this machine's binaries, with production settings (fsync
+            # on, synchronous_commit on: full durability), as the kill tests use.
+            sys.path.insert(0, str(HERE.parent))
+            from tests.pgserver import DURABLE, PgServer
+
+            self.server = PgServer.start(DURABLE)
+            url = self.server.url("postgres")
+        self.url = url
+        self._n = 0
+
+    def _next(self) -> str:
+        self._n += 1
+        return f"bench_{os.getpid()}_{self._n}"
+
+    def schema_url(self) -> str:
+        sep = "&" if "?" in self.url else "?"
+        return f"{self.url}{sep}schema={self._next()}"
+
+    def database_url(self) -> str:
+        parts = urllib.parse.urlsplit(self.url)
+        return urllib.parse.urlunsplit(parts._replace(path="/" + self._next()))
+
+    def settings(self) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as c:
+            got = {k: c.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
+                   for k in ("server_version", "fsync", "synchronous_commit", "wal_sync_method",
+                             "shared_buffers")}
+        return ", ".join(f"{k}={v}" for k, v in got.items())
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
 def median(runs: list[dict[str, Any] | None], key: str) -> float | None:
     """Median of ``key`` over the runs that succeeded (None if none did)."""
     values = [r[key] for r in runs if r is not None and r.get(key) is not None]
@@ -243,7 +289,8 @@ def cfg_name(cfg: dict[str, str]) -> str:
     return f"{journal}, synchronous={cfg['sync'].upper()}, {threads}"
 
 
-def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner, against: Against | None = None) -> dict[str, Any]:
+def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner, against: Against | None = None,
+              pg: PgTarget | None = None) -> dict[str, Any]:
     """Run everything; return the collected figures."""
     out: dict[str, Any] = {"rows": [], "targets": [], "notes": []}
     if against is not None:
@@ -311,7 +358,8 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner, against: Again
             if not wanted(name):
                 continue
             print(f"{name} ({durability})", flush=True)
-            af, db, near, prev = [], [], [], []
+            af, db, near, prev, af_pg, db_pg = [], [], [], [], [], []
+            on_pg = pg is not None and durability == "full"
             for _ in range(reps):
                 if against is not None:
                     prev.append(old(name, n, durability))
@@ -328,9 +376,22 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner, against: Again
                 af.append(rn.run(AF, name, "--dir", rn.scratch(), "--n", str(n), "--durability", durability))
                 if use_dbos:
                     db.append(rn.run(DB, name, "--dir", rn.scratch(), "--n", str(n), *dbos_args(dcfg)))
+                if on_pg:
+                    assert pg is not None
+                    af_pg.append(rn.run(AF, name, "--dir", rn.scratch(), "--n", str(n), "--durability",
+                                        durability, "--db", pg.schema_url(), tag="pg"))
+                    if use_dbos:
+                        db_pg.append(rn.run(DB, name, "--dir", rn.scratch(), "--n", str(n), "--db",
+                                            pg.database_url(), tag="pg"))
             row = {"workload": title, "key": name, "durability": durability, "n": n, "unit": unit,
                    "actorflow": median(af, "per_s"), "dbos": median(db, "per_s"),
                    "dbos_setting": cfg_name(dcfg) if use_dbos else None}
+            if on_pg:
+                row["actorflow_pg"] = median(af_pg, "per_s")
+                row["dbos_pg"] = median(db_pg, "per_s")
+                if name == "timers":
+                    for k in ("late_p50_ms", "late_p99_ms"):
+                        row[f"actorflow_pg_{k}"] = median(af_pg, k)
             if name == "timers":
                 for k in ("late_p50_ms", "late_p99_ms"):
                     row[f"actorflow_{k}"] = median(af, k)
@@ -409,6 +470,22 @@ def run_suite(args: argparse.Namespace, sizes: Sizes, rn: Runner, against: Again
                     rows[n].append(rn.run(DB, "resume", "--dir", d, "--n", str(n), "--rep", str(rep), *dbos_args(best)))
             res["dbos"] = {str(n): {"open_ms": median(v, "open_ms"), "resume_ms": median(v, "resume_ms"),
                                     "total_ms": median(v, "total_ms")} for n, v in rows.items()}
+        if pg is not None:
+            # A schema is not copied like a file: each size's build leaves one waiting workflow
+            # per repetition, and each run resumes one of them.
+            pg_reps = max(reps, 5)
+            urls = {n: pg.schema_url() for n in (sizes.resume_short, sizes.pg_resume_long)}
+            for n, url in urls.items():
+                rn.run(AF, "resume", "--dir", rn.scratch(), "--n", str(n), "--phase", "build",
+                       "--db", url, "--reps", str(pg_reps), timeout=3600, tag="pg")
+            rows = {n: [] for n in urls}
+            for rep in range(pg_reps):
+                for n, url in urls.items():
+                    rows[n].append(rn.run(AF, "resume", "--dir", rn.scratch(), "--n", str(n), "--rep",
+                                          str(rep), "--durability", "full", "--db", url, tag="pg"))
+            res["actorflow_pg"] = {str(n): {"open_ms": median(v, "open_ms"),
+                                            "resume_ms": median(v, "resume_ms"),
+                                            "total_ms": median(v, "total_ms")} for n, v in rows.items()}
         out["resume"] = res
 
     # 7. Scale.
@@ -454,6 +531,22 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
             r2 = _ratio(row["actorflow"], row.get("raw_sqlite_commits_per_s"))
             t.append({"target": "2a. single-workflow signals >= 30% of raw SQLite commits/s", "value": r2,
                       "met": r2 is not None and r2 >= 0.30, "percent": True})
+    for row in out["rows"]:
+        if "actorflow_pg" not in row or row.get("informative"):
+            continue
+        r = _ratio(row["actorflow_pg"], row["actorflow"])
+        goal = 0.35 if row["key"] == "signals_one" else 0.6
+        t.append({"target": f"{row['workload']}: PostgreSQL >= {goal}x SQLite", "value": r,
+                  "met": r is not None and r >= goal})
+        r = _ratio(row["actorflow_pg"], row.get("dbos_pg"))
+        t.append({"target": f"{row['workload']}: PostgreSQL >= 10x DBOS on the same server",
+                  "value": r, "met": r is not None and r >= 10})
+    res_pg = out.get("resume", {}).get("actorflow_pg")
+    if res_pg:
+        short, long_ = (res_pg[k]["total_ms"] for k in sorted(res_pg, key=int))
+        r = _ratio(long_, short)
+        t.append({"target": "6. resume cost on PostgreSQL flat within 20% from short to long history",
+                  "value": r, "met": r is not None and r <= 1.2})
     ag = out.get("against")
     for row in out["rows"] if ag else []:
         r = _ratio(row["actorflow"], row.get("against"))
@@ -536,6 +629,28 @@ def markdown(out: dict[str, Any]) -> str:
     if sc:
         lines.append(f"| 7. {sc['n']:,} suspended workflows: file / start-up / RSS | full | MB / s / MB | "
                      f"{_fmt(sc['file_mb'])} / {_fmt(sc['startup_s'])} / {_fmt(sc['rss_end_mb'])} | | |")
+    pg_rows = [row for row in out["rows"] if "actorflow_pg" in row]
+    if pg_rows:
+        lines += ["", f"PostgreSQL (same run; a throwaway server on this machine, {out.get('postgres', '')}): "
+                  "actorflow on a schema of its own per run, DBOS on a database of its own per run "
+                  "(its native backend), both at full durability (synchronous_commit=on):", "",
+                  "| workload | unit | actorflow SQLite | actorflow PostgreSQL | PostgreSQL / SQLite | "
+                  "DBOS PostgreSQL | actorflow / DBOS, both PostgreSQL |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for row in pg_rows:
+            lines.append(f"| {row['workload']} | {row['unit']} | {_fmt(row['actorflow'])} | "
+                         f"{_fmt(row['actorflow_pg'])} | {_fmt(_ratio(row['actorflow_pg'], row['actorflow']), 'x')} | "
+                         f"{_fmt(row.get('dbos_pg'))} | {_fmt(_ratio(row['actorflow_pg'], row.get('dbos_pg')), 'x')} |")
+            if row["key"] == "timers" and row.get("actorflow_pg_late_p50_ms") is not None:
+                lines.append(f"| 4. lateness p50 / p99 | ms | {_fmt(row['actorflow_late_p50_ms'])} / "
+                             f"{_fmt(row['actorflow_late_p99_ms'])} | {_fmt(row['actorflow_pg_late_p50_ms'])} / "
+                             f"{_fmt(row['actorflow_pg_late_p99_ms'])} | | | |")
+        res_pg = (out.get("resume") or {}).get("actorflow_pg")
+        if res_pg:
+            ks = sorted(res_pg, key=int)
+            vals = " / ".join(f"{_fmt(res_pg[k]['total_ms'])} ({int(k):,})" for k in ks)
+            lines.append(f"| 6. resume after N iterations: open + signal + result | ms | | {vals} | "
+                         f"{_fmt(_ratio(res_pg[ks[1]]['total_ms'], res_pg[ks[0]]['total_ms']), 'x')} long/short | | |")
     floors = [row for row in out["rows"] if row.get("floor_per_s")]
     if floors:
         lines += ["", "Floors (same run): each workload's rows, written by a plain sqlite3 loop with "
@@ -627,6 +742,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="scratch directory (default: a temporary one)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per process")
     p.add_argument("--quiet", action="store_true", help="do not print every process's figures")
+    p.add_argument("--postgres", action="store_true", help="also run workloads 1-4 and 6 on "
+                   "PostgreSQL (actorflow, and DBOS on the same server): a throwaway server with "
+                   "production settings started from this machine's binaries, or --pg-url's")
+    p.add_argument("--pg-url", default=None, help="with --postgres: a superuser's URL of a durable "
+                   "server to use instead (runs get schemas and databases of their own on it)")
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     sizes = SMOKE if args.smoke else QUICK if args.quick else FULL
@@ -638,11 +758,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="actorflow-bench-", dir=args.dir) as tmp:
         rn = Runner(tmp, args.timeout, not args.quiet)
         against = prepare_against(args.against, tmp) if args.against else None
+        pg = PgTarget(args.pg_url) if args.postgres or args.pg_url else None
         try:
-            out = run_suite(args, sizes, rn, against)
+            out = run_suite(args, sizes, rn, against, pg)
+            if pg is not None:
+                out["postgres"] = pg.settings()
         finally:
             if against is not None:
                 remove_against(against.src)
+            if pg is not None:
+                pg.stop()
     info["wall_min"] = (time.monotonic() - t0) / 60
     info["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     out["machine"] = info

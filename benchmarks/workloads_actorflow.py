@@ -288,7 +288,15 @@ def recovery(args: argparse.Namespace) -> None:
 
 # -- workload 6: resume cost against history length -----------------------------------------
 def resume(args: argparse.Namespace) -> None:
-    """6: build a workflow that looped N times (phase build), or time one resume of a copy."""
+    """6: build a workflow that looped N times (phase build), or time one resume of a copy.
+
+    With ``--db`` (PostgreSQL), the build phase leaves ``--reps`` such workflows (``loop-0``,
+    ``loop-1``, ...) in the URL's schema, and run ``--rep R`` opens the schema and resumes
+    ``loop-R``: a schema cannot be copied like a file.
+    """
+    if args.db:
+        _resume_pg(args)
+        return
     base = os.path.join(args.dir, f"loop-{args.n}.db")
     if args.phase == "build":
         t0 = time.perf_counter()
@@ -307,6 +315,29 @@ def resume(args: argparse.Namespace) -> None:
     system = _system(args, copy)
     opened = time.perf_counter()
     ref = system.get("loop")
+    ref.signal("go")
+    value = ref.result(timeout=WAIT)
+    t1 = time.perf_counter()
+    system.shutdown()
+    assert value == args.n
+    report(n=args.n, open_ms=(opened - t0) * 1e3, resume_ms=(t1 - opened) * 1e3,
+           total_ms=(t1 - t0) * 1e3)
+
+
+def _resume_pg(args: argparse.Namespace) -> None:
+    if args.phase == "build":
+        t0 = time.perf_counter()
+        with ActorSystem(args.db, durability="normal") as system:
+            refs = [system.start(looper, args.n, id=f"loop-{r}") for r in range(args.reps)]
+            system.idle(timeout=WAIT * 3)
+            infos = [r.info() for r in refs]
+        assert all(i.waiting_on and "go" in i.waiting_on for i in infos), infos
+        report(n=args.n, build_s=time.perf_counter() - t0)
+        return
+    t0 = time.perf_counter()
+    system = _system(args)
+    opened = time.perf_counter()
+    ref = system.get(f"loop-{args.rep}")
     ref.signal("go")
     value = ref.result(timeout=WAIT)
     t1 = time.perf_counter()
@@ -373,6 +404,7 @@ def main() -> None:
     p.add_argument("--durability", choices=("full", "normal"), default="full")
     p.add_argument("--phase", default="run", help="prepare/recover, build/run")
     p.add_argument("--rep", type=int, default=0)
+    p.add_argument("--reps", type=int, default=3, help="resume on --db: workflows the build leaves")
     p.add_argument("--clone", action="store_true", help="recovery: build the file by cloning rows")
     p.add_argument("--broadcast", action="store_true", help="recovery: wake all by one broadcast")
     args = p.parse_args()

@@ -1,11 +1,15 @@
-"""The benchmark workloads on DBOS Transact (SQLite system database), one per process.
+"""The benchmark workloads on DBOS Transact (SQLite system database, or PostgreSQL, its native one),
+one per process.
 
 The same workloads as ``workloads_actorflow.py``, written as DBOS documents them: ``@DBOS.step``
 for procedures, ``DBOS.send``/``DBOS.recv`` for signals, ``DBOS.sleep`` for durable timers,
 ``DBOS.start_workflow`` for children. Needs ``pip install -e '.[bench]'``.
 
 Run by ``benchmarks/run.py``; by hand: ``python benchmarks/workloads_dbos.py WORKLOAD --dir D
-[--n N] [--journal delete|wal] [--sync full|normal] [--threads T]``.
+[--n N] [--journal delete|wal] [--sync full|normal] [--threads T] [--db postgresql://...]``.
+With ``--db`` (workloads 1-4) DBOS keeps its system database on that PostgreSQL server, in the
+URL's database (DBOS creates it if missing; give each run a database of its own), at the server's
+durability (``synchronous_commit=on`` by default: full).
 """
 
 from __future__ import annotations
@@ -107,7 +111,18 @@ def _engine(path: str, sync: str) -> Any:
 
 
 def launch(args: argparse.Namespace, path: str | None = None) -> str:
-    """Configure and launch DBOS on a SQLite file in ``args.dir``; return the file's path."""
+    """Configure and launch DBOS on a SQLite file in ``args.dir`` (return the file's path), or on
+    the PostgreSQL database ``args.db`` names (return the URL)."""
+    if args.db and path is None:
+        DBOS(config={  # type: ignore[arg-type]
+            "name": "actorflow-bench",
+            "system_database_url": args.db,
+            "log_level": "WARNING",
+            "run_admin_server": False,
+            **({"max_executor_threads": args.threads} if args.threads else {}),
+        })
+        DBOS.launch()
+        return str(args.db)
     path = path or os.path.join(args.dir, "dbos.sqlite")
     if args.journal == "wal" and not os.path.exists(path):
         conn = sqlite3.connect(path)
@@ -281,6 +296,9 @@ def main() -> None:
     p.add_argument("--sync", choices=("full", "normal"), default="full",
                    help="full: SQLite's default, as DBOS leaves it")
     p.add_argument("--threads", type=int, default=0, help="max_executor_threads (0: DBOS default)")
+    p.add_argument("--db", default=None,
+                   help="a postgresql:// URL of a database (created if missing) to run on instead of "
+                   "a SQLite file (workloads 1-4)")
     p.add_argument("--phase", default="run")
     p.add_argument("--rep", type=int, default=0)
     args = p.parse_args()

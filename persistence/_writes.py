@@ -133,8 +133,9 @@ def _deliver(
 def append_inbox(
     w: Writer, workflow_id: str, kind: str, name: str, payload: bytes, at: float, limit: int,
     external_seq: int | None = None,
-) -> Delivered:
-    """Append a message for a running workflow, or raise why it cannot take it.
+) -> Deferred[Delivered]:
+    """Send the append of a message for a running workflow; the result's ``finish()`` gives the
+    row, or raises why the workflow cannot take it (the writer then rolls the write back).
 
     ``external_seq``: the external request this carries out, deleted with the append.
     """
@@ -144,16 +145,21 @@ def append_inbox(
             f"{', '.join(INBOX_KINDS)}.",
             path=w.path,
         )
-    result = _deliver(w, workflow_id, kind, name, payload, at, limit)()
-    if isinstance(result, Delivered):
-        if external_seq is not None:
-            w.execute(_sql.DELETE_EXTERNAL, (external_seq,))
-        return result
-    if result == "unknown workflow":
-        raise UnknownWorkflowId(workflow_id, path=w.path)
-    if result.startswith("inbox full"):
-        raise InboxFull(workflow_id, limit=limit, path=w.path)
-    raise WorkflowFinished(workflow_id, result.removeprefix("workflow "), path=w.path)
+    sent = _deliver(w, workflow_id, kind, name, payload, at, limit)
+    if external_seq is not None:
+        w.execute(_sql.DELETE_EXTERNAL, (external_seq,))  # undone with the append, if it fails
+
+    def finish() -> Delivered:
+        result = sent()
+        if isinstance(result, Delivered):
+            return result
+        if result == "unknown workflow":
+            raise UnknownWorkflowId(workflow_id, path=w.path)
+        if result.startswith("inbox full"):
+            raise InboxFull(workflow_id, limit=limit, path=w.path)
+        raise WorkflowFinished(workflow_id, result.removeprefix("workflow "), path=w.path)
+
+    return Deferred(finish)
 
 
 def _send_broadcast(
