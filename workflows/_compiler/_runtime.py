@@ -90,19 +90,6 @@ class Frame:
             "enclosing scope"
         )
 
-    def __delattr__(self, name: str) -> None:
-        # ``del x`` of a workflow local from a nested function (``nonlocal x``; the workflow's
-        # own scope deletes through ``delete``): unbound, it is a free variable's NameError.
-        try:
-            del self.__dict__[name]
-        except KeyError:
-            if not name.startswith(LOCAL):
-                raise AttributeError(name) from None
-            raise NameError(
-                f"cannot access free variable {name[len(LOCAL):]!r} where it is not associated "
-                "with a value in enclosing scope"
-            ) from None
-
     def __reduce__(self) -> Any:
         return (_blank_frame, (self._af_code.key,), self.__dict__)
 
@@ -221,6 +208,20 @@ def delete(f: Frame, name: str) -> None:
             f"cannot access local variable {user_name(name)!r} where it is not associated with a "
             "value"
         ) from None
+
+
+def delete_free(f: Frame, name: str) -> None:
+    """``del name`` of a workflow local from a nested function (``nonlocal name``), with the
+    native error of a free variable when it is unbound. (Not a ``__delattr__`` on Frame: one
+    would route every attribute store of a frame through a Python-level slot.)"""
+    d = f.__dict__
+    if name in d:
+        del d[name]
+        return
+    raise NameError(
+        f"cannot access free variable {user_name(name)!r} where it is not associated with a "
+        "value in enclosing scope"
+    )
 
 
 def unbind(f: Frame, name: str) -> None:

@@ -518,7 +518,7 @@ class Rewriter(ast.NodeTransformer):
 
     def visit_Delete(self, n: ast.Delete) -> Any:
         if not self.in_workflow_body():
-            return self.generic_visit(n)
+            return self._delete_nested(n)
         out: list[ast.stmt] = []
         for t in n.targets:
             if isinstance(t, ast.Name):
@@ -531,6 +531,20 @@ class Rewriter(ast.NodeTransformer):
                 out.append(_loc(ast.Delete([t]), n))
             elif isinstance(t, (ast.Tuple, ast.List)):
                 out.extend(self.visit_Delete(_loc(ast.Delete(list(t.elts)), n)))
+            else:
+                out.append(_loc(ast.Delete([self.visit(t)]), n))
+        return out
+
+    def _delete_nested(self, n: ast.Delete) -> Any:
+        # ``del x`` in a nested function of a workflow local (``nonlocal x``): through the
+        # runtime, which raises a free variable's NameError when it is unbound.
+        out: list[ast.stmt] = []
+        for t in n.targets:
+            if isinstance(t, ast.Name) and self.resolve(self.mangle(t.id)) == "frame":
+                key = lkey(self.mangle(t.id))
+                out.append(_loc(ast.Expr(rt_call("delete_free", frame_name(), ast.Constant(key))), n))
+            elif isinstance(t, (ast.Tuple, ast.List)):
+                out.extend(self._delete_nested(_loc(ast.Delete(list(t.elts)), n)))
             else:
                 out.append(_loc(ast.Delete([self.visit(t)]), n))
         return out
