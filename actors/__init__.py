@@ -13,11 +13,12 @@ from ._errors import (
     UnknownWorkflow,
     WorkflowNotRunning,
 )
-from ._system import ActorSystem, WorkflowInfo, WorkflowRef
+from ._system import ActorSystem, NodeInfo, WorkflowInfo, WorkflowRef
 
 __all__ = [
     "ActorSystem",
     "ActorSystemError",
+    "NodeInfo",
     "Status",
     "SystemClosed",
     "TimerNotArmed",

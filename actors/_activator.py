@@ -44,6 +44,8 @@ class Activator:
         # Live actors with nothing to do, least recently used first: eviction takes the first.
         self._idle: OrderedDict[str, None] = OrderedDict()
         self._waiting: OrderedDict[str, list[Any]] = OrderedDict()
+        # Busy actors to stop once they are idle (their workflow's shard moved to another node).
+        self._stop_when_idle: set[str] = set()
         self._closed = False
 
     def live_count(self) -> int:
@@ -82,6 +84,10 @@ class Activator:
                 slot.last_used = time.monotonic()
                 if slot.busy == 0:
                     self._idle[workflow_id] = None
+                    if workflow_id in self._stop_when_idle:
+                        self._stop_when_idle.discard(workflow_id)
+                        # Not from its own thread (it would wait for itself): not awaited.
+                        self._stop_locked(workflow_id, slot)
             # Never stop the calling actor from its own thread: it would wait for itself.
             if self._waiting:
                 self._drain_waiting_locked(exclude=workflow_id)
@@ -99,6 +105,24 @@ class Activator:
                 self._stop_locked(wid, slot)
                 n += 1
         return n
+
+    def passivate_where(self, stop: Callable[[str], bool]) -> int:
+        """Stop the live actors whose workflow ``stop`` names (a busy one once it is idle);
+        returns how many were live. The next message for one of them starts a new actor, which
+        reads the store."""
+        with self._lock:
+            live = list(self._live)
+        ids = [wid for wid in live if stop(wid)]  # (it may read the store: not under the lock)
+        with self._lock:
+            for wid in ids:
+                slot = self._live.get(wid)
+                if slot is None:
+                    continue
+                if slot.busy == 0:
+                    self._stop_locked(wid, slot)
+                else:
+                    self._stop_when_idle.add(wid)
+        return len(ids)
 
     def close(self) -> None:
         with self._lock:

@@ -16,11 +16,12 @@ writer together.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from persistence import (
     CANCEL,
@@ -29,6 +30,7 @@ from persistence import (
     RECENT_STEPS,
     RUNNING,
     SIGNAL,
+    Fenced,
     InboxRow,
     MalformedPayload,
     NewProcedure,
@@ -63,6 +65,8 @@ from ._pool import PooledActor
 from ._procedures import ProcedureDone, pack_call, record_outcome
 from ._wait import envelope, envelope_wait, stored_forms
 
+E = TypeVar("E", bound=BaseException)
+
 log = Log("workflow")
 
 # Inbox rows consumed since the load that the actor remembers (a Wake can still be queued for one).
@@ -84,11 +88,14 @@ class Kick:
     ``seed``: the state of a workflow just created here (an actor whose first message this is
     starts from it instead of reading back what was committed a moment ago). ``created``: the
     record is not written yet; the first step inserts it, in its own commit, and then this gets
-    True (False: the id was taken meanwhile, and nothing was written).
+    True (False: the id was taken meanwhile, and nothing was written). ``reload``: read the
+    workflow from the store even if it is loaded (a cluster's node that took its shard over: what
+    it held in memory is stale).
     """
 
     seed: Seed | None = None
     created: Promise[bool] | None = None
+    reload: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,6 +273,14 @@ class WorkflowActor(PooledActor):
         held = {k: d for k, d in self.done_procs.items() if not d.durable}
         if isinstance(message, ProcedureDone) and not message.durable:
             held[message.key] = message
+        fence = _cause_of(e, Fenced)
+        if fence is not None:
+            # The shard is another node's now: what this actor held goes to the store (a
+            # procedure's outcome to its row, where the new owner finds it), and it stops.
+            for done in held.values():
+                self._record_outcome(done)
+            self.host.fenced(self.id, fence)
+            return
         if _storage_fault(e):
             # Not the workflow's fault: everything it was sent is in the store, or held here
             # (outcomes not written yet, kept for the next load). Try again after a backoff.
@@ -491,7 +506,7 @@ class WorkflowActor(PooledActor):
                 fresh = True
             else:
                 fresh = False
-        elif not self.loaded:
+        elif not self.loaded or (isinstance(message, Kick) and message.reload):
             self._load()
             fresh = True
         else:
@@ -513,6 +528,8 @@ class WorkflowActor(PooledActor):
             return
         if isinstance(message, Wake):
             self._take_row(message, fresh)
+            if not fresh and message.row is not None and message.row.kind == SIGNAL:
+                self._catch_up()
         elif isinstance(message, TimerFired):
             if message.debug or not self.test_mode:
                 self.fired[message.row.id] = message.row
@@ -549,6 +566,7 @@ class WorkflowActor(PooledActor):
             if not fresh:
                 known = {r.seq for r in self.inbox}
                 self.inbox.extend(r for r in self.host.store.inbox(self.id) if r.seq not in known and r.seq not in self.consumed)
+                self.inbox.sort(key=lambda r: r.seq)
             return
         if fresh or row.seq in self.consumed:
             return  # read by the load, or queued behind the step that consumed it
@@ -558,8 +576,23 @@ class WorkflowActor(PooledActor):
             self.inbox.append(row)
             self.inbox.sort(key=lambda r: r.seq)
 
+    def _catch_up(self) -> None:
+        """On a cluster's node that has peers: read the inbox rows other nodes appended that no
+        wake-up has brought yet, so that a signal taken now never overtakes one that was durable
+        before it was sent (arrival order)."""
+        cluster = self.host.store.cluster()
+        if cluster is None or cluster.alone() or not self.loaded:
+            return
+        known = {r.seq for r in self.inbox}
+        new = [r for r in self.host.store.inbox(self.id) if r.seq not in known and r.seq not in self.consumed]
+        if new:
+            self.inbox.extend(new)
+            self.inbox.sort(key=lambda r: r.seq)
+
     def _signal(self, message: DirectSignal) -> Steps:
         """A signal from ``ref.signal()``: consumed by the step it resumes, or kept in the inbox."""
+        if not (self.finished or self.blocked):
+            self._catch_up()
         if self.finished or self.blocked or self.deferred:
             self._append_signal(message)  # a finished workflow's store says why it cannot take it
             if not self.finished and not self.blocked and message.reply.exception() is None:
@@ -642,13 +675,18 @@ class WorkflowActor(PooledActor):
             return None
         names = wait.signal_names()
         arrivals: list[Arrival] = []
+        # Inbox rows arrived in the order of their seqs (a row durable before another was sent
+        # has the smaller seq); their times come from their senders' clocks, which on a cluster
+        # are several: a row is never placed before one with a smaller seq.
+        arrived = float("-inf")
         for r in self.inbox:
+            arrived = max(arrived, r.created_at)
             if r.kind == SIGNAL:
                 if r.name in names:  # its payload is unpickled only if a step takes it
-                    arrivals.append(Arrival(SIGNAL, r.name, r.created_at, r.seq, True, _Encoded(r.payload), None, 0, r))
+                    arrivals.append(Arrival(SIGNAL, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
             elif r.kind == CHILD:
                 ok, value = loads(r.payload)
-                arrivals.append(Arrival(CHILD, r.name, r.created_at, r.seq, ok == "ok", value if ok == "ok" else None,
+                arrivals.append(Arrival(CHILD, r.name, arrived, r.seq, ok == "ok", value if ok == "ok" else None,
                                         None if ok == "ok" else value, 0, r))
         for row in self.fired.values():
             arrivals.append(Arrival("timer", row.id, row.due_at, row.id, token=row))
@@ -656,7 +694,8 @@ class WorkflowActor(PooledActor):
             arrivals.append(Arrival("procedure", done.key, float("-inf"), 0, done.ok, done.value, done.error,
                                     done.attempts, done))
         if direct is not None:
-            arrivals.append(direct)
+            # After every stored row: it was sent after they were durable, or at the same time.
+            arrivals.append(dataclasses.replace(direct, at=max(direct.at, arrived)))
         return inst.decide(arrivals, load=_signal_value)
 
     # -- steps ----------------------------------------------------------------------------------
@@ -739,7 +778,7 @@ class WorkflowActor(PooledActor):
             assert c.arm.child_id is not None
             sw.new_workflows.append(_writes.new_workflow_record(
                 c.arm.child_id, c.workflow_type, c.checkpoint, c.fingerprint, created_at=sw.updated_at,
-                parent_id=self.id, detached=c.arm.detached, test_mode=self.test_mode,
+                parent_id=self.id, detached=c.arm.detached, test_mode=self.test_mode, spread=c.arm.spread,
             ))
         packed, sw.waiting_on, sw.wait_signals = stored_forms(wait, fresh=True)
         sw.continuation = dumps(envelope(outcome.checkpoint, packed))
@@ -948,6 +987,18 @@ def _blocked_reason(rec: WorkflowRecord) -> str | None:
         return None
     reason: str | None = json.loads(rec.waiting_on).get("blocked")
     return reason
+
+
+def _cause_of(e: BaseException, kind: type[E]) -> E | None:
+    """``e`` or the first of its causes that is a ``kind``, or None."""
+    cur: BaseException | None = e
+    for _ in range(8):
+        if cur is None:
+            return None
+        if isinstance(cur, kind):
+            return cur
+        cur = cur.__cause__
+    return None
 
 
 def _storage_fault(e: BaseException) -> bool:

@@ -40,6 +40,26 @@ class SystemClock(Clock):
     """Real time."""
 
 
+class AnchoredClock(Clock):
+    """Real time by a database server's clock: this process's time plus ``offset()``, the
+    server's clock minus this process's as a cluster's node last measured it. A node whose own
+    clock is off thus arms and fires timers by the same clock as every other node. Never goes
+    back (a new measurement a little lower than the last is absorbed)."""
+
+    def __init__(self, offset: Callable[[], float], local: Callable[[], float] | None = None) -> None:
+        super().__init__()
+        self._offset = offset
+        self._local = local or time.time
+        self._last = float("-inf")
+
+    def now(self) -> float:
+        t = self._local() + self._offset()
+        if t < self._last:
+            return self._last
+        self._last = t
+        return t
+
+
 class VirtualClock(Clock):
     """A clock that only moves when told to, so hour-long workflows are tested in milliseconds.
 

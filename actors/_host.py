@@ -39,5 +39,9 @@ class Host(Protocol):
         error, a busy database): not a fault of the workflow. ``retry`` is delivered to its actor
         again after a backoff."""
 
+    def fenced(self, workflow_id: str, error: BaseException) -> None:
+        """A write of the workflow was refused by a cluster's fence (its shard is another
+        node's now): nothing of it was written; the actor stops."""
+
     def storage_ok(self, workflow_id: str) -> None:
         """A write of the workflow committed: a storage episode, if one was under way, is over."""

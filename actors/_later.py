@@ -31,6 +31,9 @@ class Later:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
+    def threads(self) -> list[threading.Thread]:
+        return [self._thread]
+
     def call_later(self, delay: float, fn: Callable[[], object]) -> None:
         with self._cond:
             if self._stopped:

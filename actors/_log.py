@@ -15,6 +15,9 @@ for every step.
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -47,12 +50,61 @@ def _enabled(logger: logging.Logger, method_name: str) -> bool:
     return logger.isEnabledFor(_LEVELS.get(method_name, logging.INFO)) or _capturing()
 
 
+@dataclass
+class _Node:
+    node_id: str
+    shards: Callable[[], int]
+    threads: Callable[[], Iterable[threading.Thread]]
+
+
+# The cluster nodes this process runs (one in production; a test cluster runs several).
+_nodes: list[_Node] = []
+_nodes_lock = threading.Lock()
+
+
+def bind_node(node_id: str, shards: Callable[[], int],
+              threads: Callable[[], Iterable[threading.Thread]] = lambda: ()) -> object:
+    """Put ``node_id`` and the node's shard count (``shards()``) in every event of the runtime
+    from now on. With several nodes in one process, an event carries the node whose thread
+    (``threads()``) logs it, and none if no node's thread does. Returns a token for
+    ``unbind_node``."""
+    node = _Node(node_id, shards, threads)
+    with _nodes_lock:
+        _nodes.append(node)
+    return node
+
+
+def unbind_node(token: object) -> None:
+    with _nodes_lock:
+        if token in _nodes:
+            _nodes.remove(token)
+
+
+def _add_node(context: dict[str, Any]) -> None:
+    nodes = _nodes
+    if not nodes or "node_id" in context:
+        return
+    node: _Node | None = nodes[0] if len(nodes) == 1 else None
+    if node is None:
+        me = threading.current_thread()
+        node = next((n for n in list(nodes) if me in n.threads()), None)
+        if node is None:
+            return
+    context["node_id"] = node.node_id
+    try:
+        context["shards"] = node.shards()
+    except Exception:  # a node closing: its name still says where the event comes from
+        pass
+
+
 class RuntimeLogger(structlog.stdlib.BoundLogger):
     """A stdlib-bound structlog logger that skips its processors for a level ``logging`` drops."""
 
     def _proxy_to_logger(self, method_name: str, event: str | None = None, *event_args: str, **event_kw: Any) -> Any:
         if not _enabled(self._logger, method_name):
             return None
+        if _nodes and "node_id" not in self._context:
+            _add_node(event_kw)
         return super()._proxy_to_logger(method_name, event, *event_args, **event_kw)
 
 

@@ -95,6 +95,9 @@ class Dispatcher:
         for t in self._threads:
             t.start()
 
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
     @property
     def size(self) -> int:
         return len(self._threads)

@@ -116,6 +116,9 @@ class _Workers:
         self._lock = threading.Lock()
         self._closed = False
 
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
         """Queue ``fn(*args)``; RuntimeError once shut down."""
         if len(self._threads) < self._size:
@@ -181,6 +184,9 @@ class ProcedureExecutor:
         self._work = work
         self._pool = _Workers(workers, "actorflow-proc")
         self._closed = False
+
+    def threads(self) -> list[threading.Thread]:
+        return self._pool.threads()
 
     def shutdown(self) -> None:
         self._closed = True

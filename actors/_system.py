@@ -7,10 +7,11 @@ import contextlib
 import json
 import os
 import random
+import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
@@ -20,6 +21,7 @@ from persistence import (
     RUNNING,
     SIGNAL,
     Delivered,
+    ExternalRow,
     InboxFull,
     NewWorkflow,
     PersistenceError,
@@ -54,11 +56,11 @@ from ._actor import (
     filter_key,
 )
 from ._aio import AsyncBridge
-from ._clock import Clock, SystemClock
+from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
 from ._later import Later
-from ._log import Log
+from ._log import Log, bind_node, unbind_node
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds
@@ -83,6 +85,18 @@ RESTART_PERIOD = 60.0  # ... within this many seconds, then the workflow fails (
 # doubling at each failure up to the maximum (with jitter), for as long as the episode lasts.
 STORAGE_BACKOFF = 0.02
 STORAGE_BACKOFF_MAX = 2.0
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A live node of a cluster (``system.nodes()``): its name, how many shards it leases, how
+    old its last heartbeat is (seconds, by the database's clock) and when it joined (epoch
+    seconds)."""
+
+    node_id: str
+    shards: int
+    heartbeat_age: float
+    started_at: float
 
 
 @dataclass(frozen=True)
@@ -161,6 +175,9 @@ class Runtime:
         # workflow's state and the rarer writes still block one: more threads than cores.
         self.dispatcher = Dispatcher(min(actor_threads, max_live))
         host: Host = self  # what the actors see of the runtime
+        # A cluster's node (PostgreSQL): the shards it leases say which workflows run here.
+        self.cluster = store.cluster()
+        self.fenced_steps = 0  # steps refused by the fence (their shard had moved to another node)
         self.activator = Activator(lambda wid: WorkflowActor.start(host, wid), max_live, self.work)
         self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
         self.procedures = ProcedureExecutor(
@@ -178,9 +195,59 @@ class Runtime:
         self._storage_faults = 0
         self._storage_attempts: dict[str, int] = {}
 
+    def owns(self, workflow_id: str) -> bool:
+        """True if this node runs ``workflow_id`` (always, but on a cluster's node)."""
+        return self.store.owns(workflow_id)
+
+    # -- called by the cluster (its own thread) --------------------------------------------------
+    def shards_gained(self, shards: set[int]) -> None:
+        """Leases taken: recover what these shards hold (due timers, pending procedures under
+        their keys, workflows with work), as at the opening of a system."""
+        assert self.cluster is not None
+        self.work.inc()
+        try:
+            work = self.cluster.recovery_work(shards)
+            self.timers.refill()
+            for row in work.procedures:
+                if row.workflow_id not in work.cancelling:
+                    self.procedures.dispatch(row, recovered=True)
+            for wid in work.with_work:
+                self.activator.deliver(wid, Kick(reload=True))
+            log.info("shards_gained", count=len(shards), owned=len(self.cluster.owned_shards()),
+                     activated=len(work.with_work), procedures=len(work.procedures))
+        finally:
+            self.work.dec()
+
+    def shards_lost(self, shards: set[int]) -> None:
+        """Leases gone (handed off, or taken by another node): writes for them are refused from
+        now on; their idle actors stop (a busy one stops when its commit is refused)."""
+        n = self.activator.passivate_where(lambda wid: not self.owns(wid))
+        log.info("shards_lost", count=len(shards), owned=len(self.cluster.owned_shards()) if self.cluster else 0,
+                 passivated=n)
+
+    def woken(self, workflow_ids: list[str]) -> None:
+        """Another node left these workflows a message (or a start): they read their inbox."""
+        for wid in workflow_ids:
+            if self.owns(wid):
+                self.activator.deliver(wid, Wake(None))
+
+    def finished_elsewhere(self, workflow_ids: list[str]) -> None:
+        for wid in workflow_ids:
+            self._finish_wake(wid)
+
     # -- called by actors ------------------------------------------------------------------------
     def _fire_timer(self, row: TimerRow) -> None:
-        self.activator.deliver(row.workflow_id, TimerFired(row))
+        if self.owns(row.workflow_id):  # else its shard moved: the new owner fires it
+            self.activator.deliver(row.workflow_id, TimerFired(row))
+
+    def fenced(self, workflow_id: str, error: BaseException) -> None:
+        """A step of ``workflow_id`` was refused by the fence: its shard is another node's now,
+        which goes on from the last committed step. Nothing was written; the actor stops."""
+        with self._restart_lock:
+            self.fenced_steps += 1
+            self._restarts.pop(workflow_id, None)
+        log.warning("step_fenced", workflow_id=workflow_id, error=str(error))
+        self.activator.passivate_where(lambda wid: wid == workflow_id)
 
     def carry_out(
         self,
@@ -200,9 +267,18 @@ class Runtime:
             self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
         if ack.created:
             types = {w.id: w.type for w in sw.new_workflows}
+            spread = {w.id for w in sw.new_workflows if w.spread}
+            remote = False
             for child in ack.created:
                 log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
-                self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
+                if self.cluster is not None and child not in spread:
+                    self.cluster.note_child(child, workflow_id)  # in its parent's shard
+                if self.owns(child):
+                    self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
+                else:
+                    remote = True  # spread to another node's shard: its owner starts it
+            if remote and self.cluster is not None:
+                self.cluster.publish_wake()
         self.wake(ack.delivered)
         for wid, why in ack.dropped:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
@@ -214,10 +290,33 @@ class Runtime:
         """Hand each new inbox row to its workflow's actor (the row itself: a parent woken by a
         hundred children must not read its inbox back a hundred times). A row for a workflow this
         store does not own is its backend's to announce to the owner."""
-        owns = self.store.owns
+        remote = False
+        unknown: list[Delivered] = []
+        cluster = self.cluster
         for d in delivered:
-            if owns(d.workflow_id):
+            owned = self.store.owns(d.workflow_id) if cluster is None else cluster.owns_cached(d.workflow_id)
+            if owned is None:
+                unknown.append(d)  # its shard must be read: not on this (the writer's) thread
+            elif owned:
                 self.activator.deliver(d.workflow_id, Wake(d.row()))
+            else:
+                remote = True
+        if remote and cluster is not None:
+            # The commit left a wake-up row for the owner: tell it (after the commit, never in it).
+            cluster.publish_wake()
+        if unknown:
+            self.later.call_later(0.0, lambda: self.wake_read(unknown))
+
+    def wake_read(self, delivered: list[Delivered]) -> None:
+        """``wake`` for rows whose workflows' shards this node has not read yet."""
+        remote = False
+        for d in delivered:
+            if self.owns(d.workflow_id):
+                self.activator.deliver(d.workflow_id, Wake(d.row()))
+            else:
+                remote = True
+        if remote and self.cluster is not None:
+            self.cluster.publish_wake()
 
     def message_done(self, workflow_id: str) -> None:
         self.activator.done(workflow_id)
@@ -227,11 +326,17 @@ class Runtime:
         gone), forget their restart history. (A live actor still holding one of them reloads when
         a new workflow takes its id: its Kick carries a seed.)"""
         for wid in workflow_ids:
-            self.finished(wid)
+            self._finish_wake(wid)
             with self._restart_lock:
                 self._restarts.pop(wid, None)
 
     def finished(self, workflow_id: str) -> None:
+        """A step of this node finished ``workflow_id``: wake ``result()`` here and on the others."""
+        self._finish_wake(workflow_id)
+        if self.cluster is not None:
+            self.cluster.publish_done([workflow_id])
+
+    def _finish_wake(self, workflow_id: str) -> None:
         with self._finish_lock:
             waiters = self._finish_waiters.pop(workflow_id, ())
         for w in waiters:
@@ -525,9 +630,19 @@ class ActorSystem:
         durability: str = "normal",
         inbox_limit: int = 10_000,
         retention: float | None = 7 * 86400,
+        node_id: str | None = None,
+        node_ttl: float = 10.0,
+        _local_time: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
-        self.clock = clock or SystemClock()
+        if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
+            raise TypeError(f"node_id must be a non-empty string, got {node_id!r}")
+        # This process's name in a cluster (SPEC §9): host name and process id unless given.
+        self.node_id = node_id if node_id is not None else f"{socket.gethostname()}-{os.getpid()}"
+        check_text(self.node_id, "node_id")
+        ttl = check_seconds(node_ttl, "node_ttl", allow_none=False)
+        assert ttl is not None
+        self._started_at = time.time()
         self._closed = False
         # Seconds a finished workflow is kept (then deleted, see ``_retention``); None: forever.
         self.retention = check_seconds(retention, "retention", allow_none=True)
@@ -539,21 +654,35 @@ class ActorSystem:
         # (monotonic; None: none is kept), with the backoff of the next retry.
         self._external_retry_at: float | None = None
         self._external_backoff = _EXTERNAL_BACKOFF[0]
-        store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit)
+        store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
+                           node_id=self.node_id, node_ttl=ttl, local_time=_local_time)
+        cluster = store.cluster()
+        if clock is None:
+            # A cluster's timers fire by the database's clock, so that a node whose own clock is
+            # off never fires one early (or late) by the others' reckoning.
+            clock = AnchoredClock(cluster.clock_offset, _local_time) if cluster is not None else SystemClock()
+        self.clock = clock
         rt: Runtime | None = None
+        self._log_token: object = None
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
+            if cluster is not None:
+                # Every event of this node says which node it is, and how many shards it holds.
+                self._log_token = bind_node(self.node_id, lambda: len(cluster.owned_shards()), self._threads)
             self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
             # Requests the `wf` CLI left while no system owned the file, before recovery runs
             # anything: a cancel among them lands before the procedures it disarms run again.
             self._take_external()
             self.recovered = self._recover()
+            if cluster is not None:
+                cluster.start(rt)  # heartbeats, takeovers and wake-ups from now on
             self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
             self._house.start()
         except BaseException:
             # Nothing of a system that failed to open may outlive it: its threads stop, and the
             # file is released for the next ActorSystem of this process.
             self._closed = True
+            unbind_node(self._log_token)
             if rt is not None:
                 for stop in (rt.later.stop, rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
                     try:
@@ -571,7 +700,16 @@ class ActorSystem:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Stop every actor and service and release the database. Nothing durable is lost."""
+        """Stop every actor and service and release the database. Nothing durable is lost. A
+        cluster's node hands its shards off to the other nodes first."""
+        self._stop_system(handoff=True)
+
+    def _crash(self) -> None:
+        """Stop without handing anything off, as a crash would as far as the database can tell
+        (the test cluster's ``crash``): the other nodes find this one dead and take over."""
+        self._stop_system(handoff=False)
+
+    def _stop_system(self, *, handoff: bool) -> None:
         if self._closed:
             return
         self._closed = True
@@ -584,8 +722,20 @@ class ActorSystem:
         rt.procedures.shutdown()
         rt.activator.close()
         rt.dispatcher.shutdown()
-        rt.store.close()
+        crash = getattr(rt.store, "crash", None)
+        if handoff or crash is None:
+            rt.store.close()  # a cluster's node hands its shards off once its writes are in
+        else:
+            crash()
         log.info("system_shutdown", db=self.db)
+        unbind_node(self._log_token)
+
+    def _threads(self) -> list[threading.Thread]:
+        """The threads that work for this system (whose events name its node)."""
+        rt = self._rt
+        house = getattr(self, "_house", None)
+        return [*rt.dispatcher.threads(), *rt.timers.threads(), *rt.later.threads(),
+                *rt.procedures.threads(), *([house] if house is not None else [])]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -624,7 +774,7 @@ class ActorSystem:
             pause = 0.05
             try:
                 # Retention: one short batch per round, the next soon after while more is due.
-                if self._retention.tick():
+                if self._leads() and self._retention.tick():
                     pause = self._retention.pace()
                 if self._rt.activator.has_waiting():
                     self._rt.activator.passivate_idle(0.0)
@@ -639,6 +789,16 @@ class ActorSystem:
                     self._take_external()
             except Exception as e:
                 log.error("housekeeping_failed", error=repr(e))
+
+    def _leads(self) -> bool:
+        """True on the node that runs what the whole database needs once (retention and `wf
+        prune` requests): the holder of shard 0 on a cluster, the system itself otherwise."""
+        cluster = self._rt.cluster
+        return cluster is None or 0 in cluster.owned_shards()
+
+    def _mine(self, r: ExternalRow) -> bool:
+        """A `wf` request this node carries out: its workflow's (a prune: the leader's)."""
+        return self._leads() if r.kind == "prune" else self._rt.owns(r.workflow_id)
 
     def _take_external(self) -> None:
         """Carry out the requests the `wf` CLI left in the file, in order.
@@ -660,7 +820,7 @@ class ActorSystem:
             self._rt.work.dec()
 
     def _carry_out_external(self) -> None:
-        rows = self._rt.store.take_external(0)
+        rows = [r for r in self._rt.store.take_external(0) if self._mine(r)]
         done: list[int] = []
         waiting: set[int] = set()
         held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
@@ -738,9 +898,25 @@ class ActorSystem:
             raise self._unknown(workflow_id)
         if rec.status != RUNNING:
             raise WorkflowNotRunning(workflow_id, rec.status, f"fire timer {name!r}")
+        if not self._rt.owns(workflow_id):
+            if external_seq is None:  # (a request for another node's workflow is not taken here)
+                self._fire_timer_elsewhere(workflow_id, name, timeout)
+            return
         msg = FireTimer(name, external_seq=external_seq)
         self._rt.activator.deliver(workflow_id, msg)
         msg.reply.result(timeout)
+
+    def _fire_timer_elsewhere(self, workflow_id: str, name: str, timeout: float) -> None:
+        """``debug_fire_timer`` of a workflow another node runs: a request for it, as `wf
+        fire-timer` posts, carried out by that node; returns once it is."""
+        seq = self._rt.store.post_external("fire_timer", workflow_id, name, None, at=self.clock.now())
+        deadline = time.monotonic() + timeout
+        while any(r.seq == seq for r in self._rt.store.take_external(0)):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"the node that runs workflow {workflow_id!r} did not fire its timer {name!r} "
+                    f"within {timeout}s (the request stays; it fires it when it gets to it)")
+            time.sleep(0.02)
 
     # -- API -----------------------------------------------------------------------------------
     # The overloads check the workflow's arguments for a type checker, with one overload per
@@ -799,8 +975,13 @@ class ActorSystem:
             check_text(id, "workflow id")
         if id is not None and self._rt.store.load_workflow(id) is not None:
             return WorkflowRef(self, id, _token=_REF_TOKEN)
+        cluster = self._rt.cluster
+        if id is not None and cluster is not None and not cluster.owns(id):
+            # Its shard is another node's: the record goes in here, its first step runs there.
+            self._create([_seed(wf, key, id, args, test_mode, self.clock.now())])
+            return WorkflowRef(self, id, _token=_REF_TOKEN)
         while True:
-            wid = id or _new_id(wf)
+            wid = id or self._local_id(wf)
             seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
             # Its first step runs in its actor and commits the record with it (one transaction);
             # this thread only waits for that.
@@ -906,14 +1087,32 @@ class ActorSystem:
         log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
         return [WorkflowRef(self, wid, _token=_REF_TOKEN) for wid in ids]
 
+    def _local_id(self, wf: Any) -> str:
+        """A new id, of a shard this node leases if it can find one (a start then runs here)."""
+        cluster = self._rt.cluster
+        wid = _new_id(wf)
+        for _ in range(64):
+            if cluster is None or cluster.owns_new(wid):
+                break
+            wid = _new_id(wf)
+        return wid
+
     def _create(self, seeds: list[tuple[NewWorkflow, Any, bytes]]) -> list[bool]:
         """Insert the records of ``seeds`` in one transaction, and start those created: on the
-        writer's thread, after the commit, so an interruption of this wait loses none."""
+        writer's thread, after the commit, so an interruption of this wait loses none. One whose
+        shard another node leases is started by that node (the commit left it a wake-up)."""
         def kick(p: Promise[list[bool]]) -> None:
             if p.exception() is None:
+                remote = False
+                cluster = self._rt.cluster
                 for seed, ok in zip(seeds, p.result(), strict=True):
-                    if ok:
+                    # (A root workflow just created: its shard is its own id's, known unread.)
+                    if ok and (cluster is None or cluster.owns_new(seed[0].id)):
                         self._rt.activator.deliver(seed[0].id, Kick(seed))
+                    elif ok:
+                        remote = True
+                if remote and self._rt.cluster is not None:
+                    self._rt.cluster.publish_wake()
 
         written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
         written.add_done_callback(kick)
@@ -1029,7 +1228,7 @@ class ActorSystem:
         # lets go of it, so work handed on between the checks is still seen.
         return (
             not self._external_pending()
-            and not self._retention.due()
+            and not (self._leads() and self._retention.due())
             and not rt.timers.has_due()
             and not rt.activator.has_waiting()
             and rt.work.count == 0
@@ -1046,7 +1245,8 @@ class ActorSystem:
     def _external_pending(self) -> bool:
         """Requests from other processes (the wf CLI) not carried out yet, and not waiting for
         room in a full inbox (those wait for the workflow, not for the system)."""
-        return any(r.seq not in self._external_waiting for r in self._rt.store.take_external(0))
+        return any(r.seq not in self._external_waiting and self._mine(r)
+                   for r in self._rt.store.take_external(0))
 
     def _append(self, workflow_id: str, kind: str, name: str, payload: Any, what: str) -> None:
         self._check_open()
@@ -1058,7 +1258,7 @@ class ActorSystem:
         except Exception as e:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
         try:
-            if kind == SIGNAL:
+            if kind == SIGNAL and self._rt.owns(workflow_id):
                 # Handed to the workflow's actor, which makes it durable (consumed by the step it
                 # resumes, or in the inbox) and answers: this thread only waits.
                 msg = DirectSignal(name, blob, self.clock.now())
@@ -1077,6 +1277,16 @@ class ActorSystem:
         """Once an append committed (on the writer's thread): wake its workflow."""
         if written.exception() is None:
             self._rt.wake([written.result()])
+
+    def nodes(self) -> list[NodeInfo]:
+        """The live nodes of the cluster on this database (on SQLite: this process alone, which
+        holds the whole file as one shard)."""
+        self._check_open()
+        cluster = self._rt.cluster
+        if cluster is None:
+            return [NodeInfo(self.node_id, 1, 0.0, self._started_at)]
+        return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at)
+                for n in cluster.nodes() if n.state == "up"]
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

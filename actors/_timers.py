@@ -49,6 +49,9 @@ class TimerService:
         self._thread = threading.Thread(target=self._run, name="actorflow-timers", daemon=True)
         clock.on_change(self._wake)
 
+    def threads(self) -> list[threading.Thread]:
+        return [self._thread]
+
     def start(self) -> None:
         self._refill()
         self._thread.start()
@@ -115,6 +118,12 @@ class TimerService:
             _, _, _, r = heapq.heappop(self._heap)
             self._cancelled.discard(r.id)
             self._known.discard(r.id)
+
+    def refill(self) -> None:
+        """Load again the timers due within the horizon (a cluster's node took shards over: theirs
+        join the heap, the ones already known are skipped)."""
+        self._refill()
+        self._wake()
 
     def _refill(self) -> None:
         now = self._clock.now()

@@ -29,7 +29,7 @@ from ._wait import envelope
 
 def new_workflow_record(
     workflow_id: str, workflow_type: str, checkpoint: bytes, fingerprint: str, *, created_at: float,
-    parent_id: str | None = None, detached: bool = False, test_mode: bool = False,
+    parent_id: str | None = None, detached: bool = False, test_mode: bool = False, spread: bool = False,
 ) -> NewWorkflow:
     """The record of a workflow that has not run yet: its first checkpoint, waiting on nothing."""
     return NewWorkflow(
@@ -42,6 +42,7 @@ def new_workflow_record(
         test_mode=bool(test_mode),
         waiting_on=None,
         created_at=created_at,
+        spread=spread,
     )
 
 

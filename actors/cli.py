@@ -517,6 +517,36 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nodes(args: argparse.Namespace) -> int:
+    store = _open(args.db)
+    try:
+        report = getattr(store, "nodes", None)
+        if not callable(report):
+            owner = store.owner_info() if isinstance(store, SqliteStore) else None
+            who = f"process {owner['pid']} on {owner['host']}" if owner else "no process now"
+            raise CliError(f"{args.db} is a SQLite file: it has one owner ({who}), no cluster of "
+                           f"nodes. A cluster runs on a postgresql:// URL.")
+        nodes = report()
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([{"node_id": n.node_id, "state": n.state, "shards": n.shards,
+                           "heartbeat_age": round(n.heartbeat_age, 3), "started_at": n.started_at,
+                           "incarnation": n.incarnation, "pid": n.pid, "host": n.host} for n in nodes],
+                         indent=2))
+        return 0
+    if not nodes:
+        print("no node has run on this database yet")
+        return 0
+    width = max(len("NODE"), *(len(n.node_id) for n in nodes))
+    print(f"{'NODE':<{width}}  STATE  SHARDS  HEARTBEAT  STARTED               PROCESS")
+    for n in nodes:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(n.started_at)) + "Z"
+        age = f"{n.heartbeat_age:.1f}s ago"
+        print(f"{n.node_id:<{width}}  {n.state:<5}  {n.shards:>6}  {age:>9}  {started}  {n.pid} on {n.host}")
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be 1 to 65535, got {args.port}")
@@ -613,6 +643,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_upgrade)
 
+
+    sp = add("nodes", "list the nodes of the cluster on a postgresql:// URL: state, shards, heartbeat")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_nodes)
 
     sp = add("ui", "serve a web view of the workflows, with actions (needs the ui extra)")
     sp.add_argument("--host", default="127.0.0.1",

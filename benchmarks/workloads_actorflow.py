@@ -97,7 +97,17 @@ async def looper(n: int) -> int:
 
 
 def _system(args: argparse.Namespace, db: str | None = None, **kw: object) -> ActorSystem:
-    return ActorSystem(db or args.db or os.path.join(args.dir, "af.db"), durability=args.durability, **kw)
+    system = ActorSystem(db or args.db or os.path.join(args.dir, "af.db"), durability=args.durability, **kw)
+    if args.start_after:
+        # One node of several (benchmarks/cluster.py): open, say so, and start the clock only
+        # when every node is open, so that the nodes' runs overlap.
+        announce_ready()
+        deadline = time.monotonic() + WAIT
+        while not os.path.exists(args.start_after):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{args.start_after} never appeared")
+            time.sleep(0.005)
+    return system
 
 
 def _wait_all(refs: list) -> list:
@@ -406,6 +416,8 @@ def main() -> None:
     p.add_argument("--rep", type=int, default=0)
     p.add_argument("--reps", type=int, default=3, help="resume on --db: workflows the build leaves")
     p.add_argument("--clone", action="store_true", help="recovery: build the file by cloning rows")
+    p.add_argument("--start-after", dest="start_after", default=None,
+                   help="once open, wait for this file to exist before starting (several nodes)")
     p.add_argument("--broadcast", action="store_true", help="recovery: wake all by one broadcast")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)

@@ -214,13 +214,20 @@ class NodeIdInUse(DatabaseLocked):
     """Another live process runs a node under the same ``node_id`` on this database."""
 
     def __init__(self, path: str, *, node_id: str, pid: int | None, host: str | None, since: str | None) -> None:
-        PersistenceError.__init__(
-            self,
-            f"node_id {node_id!r} is in use on {path} by a live node (process {pid} on host "
-            f"{host!r}, since {since}); two processes may not run under one node_id. Give this "
-            f"process another node_id (ActorSystem(url, node_id=...)), or stop the other one.",
-            path=path,
-        )
+        if pid == os.getpid() and host == socket.gethostname():
+            what = (
+                f"node_id {node_id!r} is in use on {path}: the database is owned by another "
+                f"ActorSystem (or store) in this very process under that node_id (since {since}). "
+                f"Shut that one down first (or use it), or give this one another node_id "
+                f"(ActorSystem(url, node_id=...))."
+            )
+        else:
+            what = (
+                f"node_id {node_id!r} is in use on {path} by a live node (process {pid} on host "
+                f"{host!r}, since {since}); two processes may not run under one node_id. Give "
+                f"this process another node_id (ActorSystem(url, node_id=...)), or stop the other."
+            )
+        PersistenceError.__init__(self, what, path=path)
         self.pid = pid
         self.host = host
         self.since = since

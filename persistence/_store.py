@@ -380,6 +380,9 @@ def open_store(
     durability: str = "normal",
     owner: bool = True,
     inbox_limit: int = 10_000,
+    node_id: str | None = None,
+    node_ttl: float = 10.0,
+    local_time: Callable[[], float] | None = None,
 ) -> Store:
     """Open (creating or migrating if needed) the actorflow database at ``path``.
 
@@ -396,6 +399,11 @@ def open_store(
             be running.
         inbox_limit: The most signals a workflow may hold buffered before appends raise
             ``InboxFull``.
+        node_id: On PostgreSQL, this process's node name in the cluster on the schema (default:
+            host name and process id); a SQLite file has one owner and no cluster.
+        node_ttl: On PostgreSQL, how old a node's heartbeat may get (seconds) before the others
+            declare it dead and take its shards over.
+        local_time: The clock a node measures the database's against (tests give it a skew).
 
     Raises:
         DatabaseLocked, ForeignDatabase, SchemaTooNew, CorruptDatabase, ReadOnlyDatabase,
@@ -410,5 +418,6 @@ def open_store(
                 f"install it with pip install 'actorflow[postgres]'.",
                 path=None,
             ) from exc
-        return PgStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit)
+        return PgStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit,
+                       node_id=node_id, node_ttl=node_ttl, local_time=local_time)
     return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit)

@@ -41,6 +41,9 @@ class NewWorkflow:
     test_mode: bool = False
     waiting_on: str | None = None  # JSON text, readable
     created_at: float = 0.0
+    # A child placed by its own id's shard on a cluster (``spawn(..., placement="spread")``), not
+    # its parent's; a backend with no shards ignores it.
+    spread: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,113 @@ class HistoryRow:
     detail: str  # JSON text
 
 
+@dataclass(frozen=True)
+class NodeRow:
+    """A node of a cluster as its database knows it (``system.nodes()``, ``wf nodes``).
+
+    ``heartbeat_age`` is by the database's clock; ``started_at`` (epoch seconds) is when its
+    current incarnation joined; ``state`` is ``up``, ``dead`` (declared so by another node) or
+    ``left`` (shut down, its shards handed off).
+    """
+
+    node_id: str
+    incarnation: str
+    state: str
+    heartbeat_age: float
+    started_at: float
+    pid: int | None
+    host: str | None
+    shards: int
+
+
+@dataclass(frozen=True)
+class RecoveryWork:
+    """What recovery carries out for some shards: workflows with work, pending procedures, the
+    workflows with a cancel waiting (carried out before their procedures run again)."""
+
+    with_work: list[str]
+    procedures: list[ProcedureRow]
+    cancelling: set[str]
+
+
+class ClusterEvents(Protocol):
+    """What a cluster tells the runtime of its node, from the cluster's own thread."""
+
+    def shards_gained(self, shards: set[int]) -> None:
+        """Leases taken (a join, a handoff, a dead node's): recover the workflows of these."""
+
+    def shards_lost(self, shards: set[int]) -> None:
+        """Leases given up or found gone: writes for these are refused from now on; stop their
+        workflows' actors."""
+
+    def woken(self, workflow_ids: list[str]) -> None:
+        """Workflows owned here that another node left a message (or a start) for."""
+
+    def finished_elsewhere(self, workflow_ids: list[str]) -> None:
+        """Workflows another node finished (wakes ``result()`` waiting here)."""
+
+
+class Cluster(abc.ABC):
+    """A store's membership of a cluster of nodes on one database (``Store.cluster()``)."""
+
+    node_id: str
+    shard_count: int
+
+    @abc.abstractmethod
+    def start(self, events: ClusterEvents) -> None:
+        """Start the membership's thread (heartbeats, takeovers, wake-ups), telling ``events``."""
+
+    @abc.abstractmethod
+    def owned_shards(self) -> set[int]: ...
+
+    @abc.abstractmethod
+    def owns(self, workflow_id: str) -> bool:
+        """True if ``workflow_id``'s shard is leased here (an unknown id: by its own hash)."""
+
+    @abc.abstractmethod
+    def owns_cached(self, workflow_id: str) -> bool | None:
+        """``owns``, if the workflow's shard is known without a read (else None)."""
+
+    @abc.abstractmethod
+    def note_child(self, child_id: str, parent_id: str) -> None:
+        """A child just created in its parent's step (in the parent's shard, by default)."""
+
+    @abc.abstractmethod
+    def alone(self) -> bool:
+        """True if no other node was live at the last round (nothing else appends to inboxes)."""
+
+    @abc.abstractmethod
+    def owns_new(self, workflow_id: str) -> bool:
+        """True if a new root workflow ``workflow_id`` would be in a shard leased here."""
+
+    @abc.abstractmethod
+    def settled(self) -> bool:
+        """True if the cluster has nothing in flight between nodes: no wake-up waits to be
+        taken, and every shard is leased by a live node (``Cluster.idle`` of the test helper)."""
+
+    @abc.abstractmethod
+    def nodes(self) -> list[NodeRow]: ...
+
+    @abc.abstractmethod
+    def clock_offset(self) -> float:
+        """The database's clock minus this process's, seconds (measured at each heartbeat)."""
+
+    @abc.abstractmethod
+    def publish_wake(self) -> None:
+        """Tell the other nodes that wake-ups were committed for them (after the commit)."""
+
+    @abc.abstractmethod
+    def publish_done(self, workflow_ids: list[str]) -> None:
+        """Tell the other nodes that these workflows finished (after the commit)."""
+
+    @abc.abstractmethod
+    def recovery_work(self, shards: set[int]) -> RecoveryWork: ...
+
+    @abc.abstractmethod
+    def leave(self) -> None:
+        """Hand every lease off to the other nodes and leave the cluster (at shutdown)."""
+
+
 @runtime_checkable
 class Store(Protocol):
     """The interface the runtime talks to, whatever the backend. All methods are thread-safe.
@@ -254,6 +364,10 @@ class Store(Protocol):
         """True if this store's owner runs ``workflow_id`` (a backend that owns everything it
         opened, as SQLite does, keeps this default)."""
         return True
+
+    def cluster(self) -> Cluster | None:
+        """This store's membership of a cluster of nodes, or None (it owns all it opened)."""
+        return None
 
     # -- lifecycle --------------------------------------------------------------------------
     @abc.abstractmethod

@@ -16,6 +16,7 @@ from typing import (
     Any,
     ClassVar,
     Generic,
+    Literal,
     ParamSpec,
     Protocol,
     TypeVar,
@@ -34,6 +35,10 @@ A3 = TypeVar("A3")
 A4 = TypeVar("A4")
 A5 = TypeVar("A5")
 A6 = TypeVar("A6")
+
+# Where a child runs on a cluster of nodes: its parent's shard (and node), or its own id's.
+Placement = Literal["parent", "spread"]
+PLACEMENTS = ("parent", "spread")
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ class Spawn(Command, Generic[R]):
     id: str | None = None
     detached: bool = False
     name: str | None = None
+    placement: str = "parent"
     kind: ClassVar[str] = "child"
 
     if TYPE_CHECKING:
@@ -282,46 +288,58 @@ def procedure(
 def spawn(
     child: Callable[[], Awaitable[R]], /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
     child: Callable[[A1], Awaitable[R]], a1: A1, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
     child: Callable[[A1, A2], Awaitable[R]], a1: A1, a2: A2, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
     child: Callable[[A1, A2, A3], Awaitable[R]], a1: A1, a2: A2, a3: A3, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
     child: Callable[[A1, A2, A3, A4], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
     child: Callable[[A1, A2, A3, A4, A5], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
     child: Callable[[A1, A2, A3, A4, A5, A6], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[R]: ...
 
 
 def spawn(
-    child: Any, *args: Any, id: str | None = None, detached: bool = False, name: str | None = None
+    child: Any, *args: Any, id: str | None = None, detached: bool = False, name: str | None = None,
+    placement: Placement = "parent",
 ) -> Spawn[Any]:
     """Start ``child`` (a ``@workflow``) as a child workflow; ``await`` gives its return value.
 
-    A child is cancelled when its parent ends, unless ``detached=True``.
+    A child is cancelled when its parent ends, unless ``detached=True``. On a cluster of nodes a
+    child runs on its parent's node (``placement="parent"``, its parent's shard), or wherever its
+    own id's shard is (``placement="spread"``: children spread over the nodes).
     """
+    if placement not in PLACEMENTS:
+        raise ValueError(f"spawn() placement= must be one of {', '.join(map(repr, PLACEMENTS))}, got {placement!r}")
     key = getattr(child, "__workflow_key__", None)
     if key is None:
         raise TypeError(f"spawn() needs a @workflow function, got {child!r}")
@@ -329,7 +347,7 @@ def spawn(
         raise TypeError(f"spawn() id= must be a non-empty string, got {id!r}")
     if id is not None:
         check_text(id, "spawn() id=")
-    return Spawn(key, tuple(args), id, bool(detached), name)
+    return Spawn(key, tuple(args), id, bool(detached), name, placement)
 
 
 def _check_arms(what: str, commands: tuple[Any, ...]) -> tuple[Command, ...]:

@@ -64,6 +64,7 @@ class Arm:
     child_id: str | None = None  # children
     detached: bool = False
     done: bool = False
+    spread: bool = False  # children: placed by their own id's shard on a cluster, not the parent's
 
 
 @dataclass
@@ -142,7 +143,8 @@ def build_wait(command: Command, *, workflow_id: str, step_seq: int, now: float)
             arm = Arm(i, PROCEDURE, c.arm_name, c.function, proc_key=f"{workflow_id}#{step_seq}.{i}")
         elif isinstance(c, Spawn):
             child_id = c.id or f"{workflow_id}/{c.arm_name}-{step_seq}.{i}"
-            arm = Arm(i, CHILD, c.arm_name, c.workflow, child_id=child_id, detached=c.detached)
+            arm = Arm(i, CHILD, c.arm_name, c.workflow, child_id=child_id, detached=c.detached,
+                      spread=c.placement == "spread")
         else:  # pragma: no cover - the compiler only suspends on commands
             raise TypeError(f"cannot wait on {c!r}")
         arms.append(arm)

@@ -35,13 +35,15 @@ commits, however long that one was frozen.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -49,7 +51,10 @@ import psycopg
 from persistence._errors import Fenced, NodeIdInUse, PersistenceError, StorageUnavailable
 from persistence._pg._errors import FENCED_SQLSTATE, translate_error
 from persistence._pg._schema import QUEUE, connect, quote
-from persistence._shards import DEFAULT_SHARDS, assignment
+from persistence._shards import DEFAULT_SHARDS, assignment, shard_of
+from persistence._types import Cluster, ClusterEvents, NodeRow, ProcedureRow, RecoveryWork, TimerRow
+
+log = logging.getLogger(__name__)
 
 # Seconds between heartbeats, and how old a heartbeat may get before its node is declared dead.
 HEARTBEAT = 1.0
@@ -101,6 +106,7 @@ def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
             state text NOT NULL,
             heartbeat_at timestamptz NOT NULL,
             started_at timestamptz NOT NULL,
+            probed_at timestamptz,
             pid integer,
             host text
         )""",
@@ -145,6 +151,22 @@ def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
             END $$""",
         f"CREATE TRIGGER af_place BEFORE INSERT ON {s}.workflows FOR EACH ROW "
         f"EXECUTE FUNCTION {s}.af_place()",
+        # A child spawned with placement="spread", just inserted in its parent's shard by the
+        # parent's step: to its own id's shard, with a wake-up for that shard's owner.
+        f"""CREATE FUNCTION {s}.af_spread(wid text) RETURNS void LANGUAGE plpgsql AS $$
+            DECLARE
+              sh integer;
+            BEGIN
+              UPDATE {s}.workflows SET shard = {shard_sql("wid", shards)}
+                WHERE id = wid AND step_seq = 0 RETURNING shard INTO sh;
+              IF sh IS NULL THEN
+                RETURN;
+              END IF;
+              PERFORM 1 FROM {s}.af_shards WHERE shard = sh AND owner = {me} FOR SHARE;
+              IF NOT FOUND THEN
+                INSERT INTO {s}.af_wakeups (shard, workflow_id) VALUES (sh, wid);
+              END IF;
+            END $$""",
         # Routing: a new inbox row (or a new workflow) in a shard the writing session does not
         # lease gets a wake-up row for its owner, in the same transaction. One in a shard it
         # leases share-locks the lease row, so a takeover waits for this commit and then finds
@@ -177,20 +199,6 @@ def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
     ]
 
 
-@dataclasses.dataclass(frozen=True)
-class NodeRow:
-    """A node as the database knows it."""
-
-    node_id: str
-    incarnation: str
-    state: str
-    heartbeat_age: float
-    started_at: float
-    pid: int | None
-    host: str | None
-    shards: int
-
-
 @dataclasses.dataclass
 class Round:
     """What one membership round changed for this node."""
@@ -213,7 +221,7 @@ class Membership:
 
     def __init__(
         self, conninfo: str, schema: str, path: str, node_id: str, *,
-        heartbeat: float = HEARTBEAT, ttl: float = TTL,
+        heartbeat: float = HEARTBEAT, ttl: float = TTL, local_time: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(node_id, str) or not node_id or len(node_id) > 200:
             raise ValueError(f"node_id must be a non-empty string of at most 200 characters, got {node_id!r}")
@@ -226,6 +234,7 @@ class Membership:
         self.heartbeat_every = heartbeat
         self.ttl = ttl
         self._s = quote(schema)
+        self.local_time = local_time
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.Lock()
         self._owned: dict[int, int] = {}
@@ -238,6 +247,10 @@ class Membership:
         # Database clock minus this process's (seconds), measured at every heartbeat.
         self.offset = 0.0
         self.last_heartbeat = 0.0  # monotonic time of the last heartbeat that succeeded
+        # Other processes running a node at the last probe (the rows they append to inboxes reach
+        # this node by wake-ups), and when that probe ran (database clock).
+        self.peers = 0
+        self.probed_at: Any = None
 
     # -- what any thread may ask ----------------------------------------------------------------
     def owned(self) -> dict[int, int]:
@@ -297,7 +310,7 @@ class Membership:
                 "started_at, pid, host) VALUES (%s, %s, %s, 'up', now(), now(), %s, %s) "
                 "ON CONFLICT (node_id) DO UPDATE SET incarnation = EXCLUDED.incarnation, "
                 "lock_key = EXCLUDED.lock_key, state = 'up', heartbeat_at = now(), "
-                "started_at = now(), pid = EXCLUDED.pid, host = EXCLUDED.host",
+                "started_at = now(), probed_at = NULL, pid = EXCLUDED.pid, host = EXCLUDED.host",
                 (self.node_id, self.incarnation, self.lock_key, os.getpid(), socket.gethostname()),
             )
             self._measure_offset()
@@ -314,9 +327,9 @@ class Membership:
         return NodeIdInUse(self.path, node_id=self.node_id, pid=pid, host=host, since=since)
 
     def _measure_offset(self) -> None:
-        t0 = time.time()
+        t0 = self.local_time()
         db_now = float(self._exec("SELECT extract(epoch FROM clock_timestamp())")[0][0])
-        t1 = time.time()
+        t1 = self.local_time()
         self.offset = db_now - (t0 + t1) / 2
 
     def drop_all(self) -> set[int]:
@@ -349,11 +362,28 @@ class Membership:
             conn.close()
 
     # -- a round ------------------------------------------------------------------------------
+    def wait_seen(self) -> None:
+        """Wait (a few heartbeats at most) until every other live node has probed the others'
+        locks since this one joined: from then on they know they have a peer
+        (``ClusterNode.alone``), and take the inbox rows this one appends in their order."""
+        deadline = time.monotonic() + 4 * self.heartbeat_every
+        while time.monotonic() < deadline:
+            if not self._exec(
+                "SELECT 1 FROM {s}.af_nodes o, {s}.af_nodes me WHERE me.node_id = %s AND "
+                "o.node_id != me.node_id AND o.state = 'up' AND "
+                "(o.probed_at IS NULL OR o.probed_at <= me.started_at) "
+                "AND o.heartbeat_at >= now() - make_interval(secs => %s) LIMIT 1",
+                (self.node_id, self.ttl),
+            ):
+                return
+            time.sleep(self.heartbeat_every / 10)
+
     def heartbeat(self) -> bool:
         """Renew this node's heartbeat; False if it was declared dead meanwhile."""
         rows = self._exec(
-            "UPDATE {s}.af_nodes SET heartbeat_at = now() WHERE node_id = %s AND incarnation = %s "
-            "AND state = 'up' RETURNING 1", (self.node_id, self.incarnation),
+            "UPDATE {s}.af_nodes SET heartbeat_at = now(), probed_at = coalesce(%s, probed_at) "
+            "WHERE node_id = %s AND incarnation = %s AND state = 'up' RETURNING 1",
+            (self.probed_at, self.node_id, self.incarnation),
         )
         if not rows:
             return False
@@ -363,23 +393,28 @@ class Membership:
 
     def detect_dead(self) -> list[str]:
         """Declare dead every other node whose session is gone (its lock is free) or whose
-        heartbeat is older than the ttl; return their names."""
+        heartbeat is older than the ttl; return their names.
+
+        Also counts the peers: the other nodes whose session lock is held, whatever their state
+        (one declared dead by its heartbeat may still run, and append to inboxes, until it learns
+        it). The probe's time is recorded by the next heartbeat (``probed_at``)."""
         rows = self._exec(
-            "SELECT node_id, incarnation::text, lock_key, heartbeat_at < now() - make_interval(secs => %s) "
-            "FROM {s}.af_nodes WHERE state = 'up' AND node_id != %s",
+            "SELECT node_id, incarnation::text, lock_key, heartbeat_at < now() - make_interval(secs => %s), "
+            "state FROM {s}.af_nodes WHERE state != 'left' AND node_id != %s",
             (self.ttl, self.node_id),
         )
-        if not rows:
-            return []
+        started = self._exec("SELECT now()")[0][0]
         keys = [int(r[2]) for r in rows]
         free = {int(k) for k, got in self._exec(
             "SELECT k, pg_try_advisory_lock(k) FROM unnest(%s::bigint[]) AS k", (keys,)
-        ) if got}
+        ) if got} if keys else set()
         if free:
             self._exec("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS k", (list(free),))
+        self.peers = sum(1 for r in rows if int(r[2]) not in free)
+        self.probed_at = started
         dead = []
-        for node_id, inc, key, stale in rows:
-            if int(key) in free or stale:
+        for node_id, inc, key, stale, state in rows:
+            if state == "up" and (int(key) in free or stale):
                 if self._exec(
                     "UPDATE {s}.af_nodes SET state = 'dead' WHERE node_id = %s AND incarnation = %s "
                     "AND state = 'up' RETURNING 1", (node_id, inc),
@@ -495,13 +530,13 @@ class Membership:
 
     # -- reads --------------------------------------------------------------------------------
     def nodes(self) -> list[NodeRow]:
-        rows = self._exec(
-            "SELECT n.node_id, n.incarnation::text, n.state, "
-            "extract(epoch FROM now() - n.heartbeat_at), extract(epoch FROM n.started_at), n.pid, "
-            "n.host, (SELECT count(*) FROM {s}.af_shards s WHERE s.owner = n.incarnation) "
-            "FROM {s}.af_nodes n ORDER BY n.node_id"
-        )
-        return [NodeRow(r[0], r[1], r[2], float(r[3]), float(r[4]), r[5], r[6], int(r[7])) for r in rows]
+        conn = self._conn
+        if conn is None or conn.closed:
+            raise StorageUnavailable(f"node {self.node_id!r} has no connection to {self.path}", path=self.path)
+        try:
+            return read_nodes(conn, self.schema)
+        except psycopg.Error as exc:
+            raise translate_error(exc, self.path, conn) from exc
 
 
 def read_nodes(conn: psycopg.Connection[Any], schema: str) -> list[NodeRow]:
@@ -514,3 +549,374 @@ def read_nodes(conn: psycopg.Connection[Any], schema: str) -> list[NodeRow]:
         f"FROM {s}.af_nodes n ORDER BY n.node_id"
     ).fetchall()
     return [NodeRow(r[0], r[1], r[2], float(r[3]), float(r[4]), r[5], r[6], int(r[7])) for r in rows]
+
+
+# -- the node: its membership's thread, wake-ups, and what the store and the runtime ask ---------
+
+# Running workflows of some shards with something to do now (``_store._WITH_WORK``, by shard).
+_WITH_WORK = """
+SELECT id FROM {s}.workflows WHERE status = 'running' AND fresh AND shard = ANY(%(shards)s)
+UNION
+SELECT i.workflow_id FROM {s}.inbox AS i JOIN {s}.workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind != 'signal' AND w.status = 'running' AND w.shard = ANY(%(shards)s)
+UNION
+SELECT i.workflow_id FROM {s}.inbox AS i
+  JOIN {s}.waits AS a ON a.workflow_id = i.workflow_id AND a.name = i.name
+  JOIN {s}.workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind = 'signal' AND w.status = 'running' AND w.shard = ANY(%(shards)s)
+UNION
+SELECT p.workflow_id FROM {s}.procedures AS p JOIN {s}.workflows AS w ON w.id = p.workflow_id
+  WHERE p.status != 'pending' AND w.status = 'running' AND w.shard = ANY(%(shards)s)
+"""
+_PENDING = """
+SELECT p.key, p.workflow_id, p.function, p.args, p.status, p.attempts, p.result, p.error,
+  p.next_attempt_at FROM {s}.procedures AS p JOIN {s}.workflows AS w ON w.id = p.workflow_id
+  WHERE p.status = 'pending' AND w.shard = ANY(%(shards)s) ORDER BY p.next_attempt_at
+"""
+_CANCELLING = """
+SELECT DISTINCT i.workflow_id FROM {s}.inbox AS i JOIN {s}.workflows AS w ON w.id = i.workflow_id
+  WHERE i.kind = 'cancel' AND w.shard = ANY(%(shards)s)
+"""
+_TIMERS_DUE = """
+SELECT t.id, t.workflow_id, t.name, t.due_at FROM {s}.timers AS t
+  JOIN {s}.workflows AS w ON w.id = t.workflow_id
+  WHERE t.due_at < %s AND w.shard = ANY(%s) ORDER BY t.due_at, t.id LIMIT %s
+"""
+SHARD_CACHE = 100_000
+# The wake-up poll, for a notification that was lost (the owner also polls at every round).
+POLL = 1.0
+# Notifications are coalesced for this long before they are sent (seconds).
+COALESCE = 0.001
+
+Reader = Callable[[Callable[[psycopg.Connection[Any]], Any]], Any]
+
+
+class ClusterNode(Cluster):
+    """A ``PgStore``'s node of a cluster: its membership, run by a thread of its own (a round
+    every ``heartbeat`` seconds, and at once when another node joins or leaves), the wake-ups it
+    takes for its shards (on a notification, or at every round), and the notifications it sends
+    after commits (on a connection and thread of their own, coalesced, never inside a write).
+
+    ``read`` runs a function on one of the store's reader connections.
+    """
+
+    def __init__(
+        self, conninfo: str, schema: str, path: str, node_id: str, *, read: Reader,
+        ttl: float = TTL, local_time: Callable[[], float] = time.time,
+    ) -> None:
+        self.membership = Membership(conninfo, schema, path, node_id, heartbeat=min(HEARTBEAT, ttl / 4),
+                                     ttl=ttl, local_time=local_time)
+        self.node_id = node_id
+        self.shard_count = 0
+        self.conninfo = conninfo
+        self.schema = schema
+        self.path = path
+        self._s = quote(schema)
+        self._read = read
+        self._shards: dict[str, int] = {}
+        self._shards_lock = threading.Lock()
+        self._events: ClusterEvents | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener: psycopg.Connection[Any] | None = None
+        self._notifier: psycopg.Connection[Any] | None = None
+        self._notify_cond = threading.Condition()
+        self._want_wake = False
+        self._want_done: list[str] = []
+        self._notify_thread: threading.Thread | None = None
+        self._rejoin = False
+        self.rounds = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Join the cluster and claim this node's share of what is free (the recovery of the
+        system that opens the store covers those); raises ``NodeIdInUse``."""
+        self.membership.join()
+        self.shard_count = self.membership.shards
+        try:
+            self._listen()
+            self.membership.detect_dead()
+            self.membership.heartbeat()
+            self.membership.rebalance()
+            self.membership.wait_seen()
+        except BaseException:
+            self.membership.close()
+            raise
+
+    def _listen(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                self._listener.close()
+        self._listener = None
+        conn = connect(self.conninfo, self.path, autocommit=True)
+        try:
+            conn.execute(f"LISTEN {quote(channel(self.schema))}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate_error(exc, self.path, conn) from exc
+        self._listener = conn
+
+    def start(self, events: ClusterEvents) -> None:
+        self._events = events
+        self._thread = threading.Thread(target=self._run, name=f"actorflow-node-{self.node_id}", daemon=True)
+        self._notify_thread = threading.Thread(target=self._notify_loop, name="actorflow-notify", daemon=True)
+        self._thread.start()
+        self._notify_thread.start()
+
+    def _halt(self) -> None:
+        self._stop.set()
+        with self._notify_cond:
+            self._notify_cond.notify_all()
+        for t in (self._thread, self._notify_thread):
+            if t is not None and t is not threading.current_thread():
+                t.join(10)
+
+    def leave(self) -> None:
+        self._halt()
+        try:
+            self.membership.leave()
+        except PersistenceError as exc:
+            log.warning("actorflow node %s: could not hand its shards off (%s); the others take "
+                        "them over once its session is gone", self.node_id, exc)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop without handing off (a crash, as far as the others can tell, found at once by
+        the session lock)."""
+        self._halt()
+        self.membership.close()
+        for conn in (self._listener, self._notifier):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+    # -- what the store and the runtime ask ---------------------------------------------------
+    def owned_shards(self) -> set[int]:
+        return set(self.membership.owned())
+
+    def clock_offset(self) -> float:
+        return self.membership.offset
+
+    def nodes(self) -> list[NodeRow]:
+        rows: list[NodeRow] = self._read(lambda conn: read_nodes(conn, self.schema))
+        return rows
+
+    def shard_for(self, workflow_id: str) -> int:
+        """The shard of ``workflow_id``: from its row (cached), else its own id's."""
+        with self._shards_lock:
+            shard = self._shards.get(workflow_id)
+        if shard is not None:
+            return shard
+        rows = self._read(lambda conn: conn.execute(
+            f"SELECT shard FROM {self._s}.workflows WHERE id = %s", (workflow_id,)).fetchall())
+        if not rows:
+            return shard_of(workflow_id, self.shard_count)  # not cached: it may yet be a child
+        shard = int(rows[0][0])
+        self.note_shard(workflow_id, shard)
+        return shard
+
+    def note_shard(self, workflow_id: str, shard: int) -> None:
+        with self._shards_lock:
+            if len(self._shards) >= SHARD_CACHE:
+                self._shards.clear()
+            self._shards[workflow_id] = shard
+
+    def owns(self, workflow_id: str) -> bool:
+        return self.membership.owns_shard(self.shard_for(workflow_id))
+
+    def owns_cached(self, workflow_id: str) -> bool | None:
+        with self._shards_lock:
+            shard = self._shards.get(workflow_id)
+        return None if shard is None else self.membership.owns_shard(shard)
+
+    def note_child(self, child_id: str, parent_id: str) -> None:
+        with self._shards_lock:
+            shard = self._shards.get(parent_id)
+        if shard is not None:
+            self.note_shard(child_id, shard)
+
+    def alone(self) -> bool:
+        return self.membership.peers == 0
+
+    def owns_new(self, workflow_id: str) -> bool:
+        return self.membership.owns_shard(shard_of(workflow_id, self.shard_count))
+
+    def settled(self) -> bool:
+        def run(conn: psycopg.Connection[Any]) -> bool:
+            row = conn.execute(self.membership._sql(
+                "SELECT NOT EXISTS (SELECT 1 FROM {s}.af_wakeups) AND NOT EXISTS (SELECT 1 FROM "
+                "{s}.af_shards s WHERE s.owner IS NULL OR s.owner NOT IN (SELECT incarnation FROM "
+                "{s}.af_nodes WHERE state = 'up'))"
+            )).fetchone()
+            return bool(row and row[0])
+
+        settled: bool = self._read(run)
+        return settled
+
+    def fence(self, workflow_id: str) -> tuple[int, int, str]:
+        """(shard, epoch, incarnation) for the fence of a write of ``workflow_id``; ``Fenced``
+        if this node holds no lease of its shard."""
+        shard = self.shard_for(workflow_id)
+        epoch = self.membership.epoch(shard)
+        if epoch is None:
+            raise self.membership.fenced(shard)
+        return shard, epoch, self.membership.incarnation
+
+    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
+        shards = sorted(self.owned_shards())
+        if not shards:
+            return []
+        sql = _TIMERS_DUE.replace("{s}", self._s)
+        rows = self._read(lambda conn: conn.execute(sql, (before, shards, limit)).fetchall())
+        return [TimerRow(int(r[0]), r[1], r[2], float(r[3])) for r in rows]
+
+    def recovery_work(self, shards: set[int]) -> RecoveryWork:
+        params = {"shards": sorted(shards)}
+
+        def run(conn: psycopg.Connection[Any]) -> RecoveryWork:
+            def q(sql: str) -> list[tuple[Any, ...]]:
+                return list(conn.execute(sql.replace("{s}", self._s), params).fetchall())
+
+            return RecoveryWork(
+                with_work=[r[0] for r in q(_WITH_WORK)],
+                procedures=[ProcedureRow(r[0], r[1], r[2], r[3], r[4], int(r[5]), r[6], r[7], r[8])
+                            for r in q(_PENDING)],
+                cancelling={r[0] for r in q(_CANCELLING)},
+            )
+
+        work: RecoveryWork = self._read(run)
+        return work
+
+    # -- notifications (after commits, never inside one) --------------------------------------
+    def publish_wake(self) -> None:
+        with self._notify_cond:
+            self._want_wake = True
+            self._notify_cond.notify()
+
+    def publish_done(self, workflow_ids: list[str]) -> None:
+        with self._notify_cond:
+            self._want_done.extend(workflow_ids)
+            self._notify_cond.notify()
+
+    def _notify_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._notify_cond:
+                while not (self._want_wake or self._want_done or self._stop.is_set()):
+                    self._notify_cond.wait()
+            time.sleep(COALESCE)  # what the next commits bring goes in the same notification
+            with self._notify_cond:
+                wake, self._want_wake = self._want_wake, False
+                done, self._want_done = self._want_done, []
+            payloads = ["wake"] if wake else []
+            text = ""
+            for wid in dict.fromkeys(done):
+                if text and len(text) + len(wid) + 1 > NOTIFY_BYTES:
+                    payloads.append(text)
+                    text = ""
+                text = f"{text}\n{wid}" if text else f"done:{wid}"
+            if text:
+                payloads.append(text)
+            try:
+                if self._notifier is None or self._notifier.closed:
+                    self._notifier = connect(self.conninfo, self.path, autocommit=True)
+                self._notifier.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
+                                       (channel(self.schema), payloads))
+            except (psycopg.Error, PersistenceError):
+                # A hint only: the owners poll their wake-ups, result() rereads the row.
+                if self._notifier is not None:
+                    with contextlib.suppress(Exception):
+                        self._notifier.close()
+                self._notifier = None
+
+    # -- the membership's thread --------------------------------------------------------------
+    def _run(self) -> None:
+        next_round = 0.0
+        next_poll = 0.0
+        while not self._stop.is_set():
+            rebalance, wake, done = False, False, []
+            try:
+                timeout = max(0.0, min(next_round, next_poll) - time.monotonic())
+                for payload in self._notifications(timeout):
+                    if payload == "rebalance":
+                        rebalance = True
+                    elif payload.startswith("done:"):
+                        done.extend(payload[5:].split("\n"))
+                    else:
+                        wake = True
+                if self._stop.is_set():
+                    return
+                now = time.monotonic()
+                if rebalance or now >= next_round:
+                    self._round()
+                    next_round = time.monotonic() + self.membership.heartbeat_every
+                if wake or now >= next_poll:
+                    ids = self.membership.take_wakeups() if not self._rejoin else []
+                    next_poll = time.monotonic() + POLL
+                    if ids and self._events is not None:
+                        self._events.woken(ids)
+                if done and self._events is not None:
+                    self._events.finished_elsewhere(done)
+            except Exception as exc:  # the thread outlives any round (a server that is away)
+                log.warning("actorflow node %s: cluster round failed: %s", self.node_id, exc)
+                if isinstance(exc, StorageUnavailable) and not self._rejoin:
+                    self._self_fence("its control connection to the database was lost")
+                self._stop.wait(min(self.membership.heartbeat_every, 0.5))
+                next_round = 0.0
+
+    def _notifications(self, timeout: float) -> list[str]:
+        listener = self._listener
+        if listener is None or listener.closed:
+            try:
+                self._listen()
+            except PersistenceError:
+                self._stop.wait(timeout)
+                return []
+            return ["wake", "rebalance"]  # what was sent while it was away is lost: look now
+        try:
+            got = [n.payload for n in listener.notifies(timeout=timeout, stop_after=1)]
+            if got:
+                got += [n.payload for n in listener.notifies(timeout=0.0)]
+            return got
+        except psycopg.Error:
+            with contextlib.suppress(Exception):
+                listener.close()
+            self._listener = None
+            return []
+
+    def _round(self) -> None:
+        m = self.membership
+        events = self._events
+        if self._rejoin:
+            m.join()  # a new incarnation; raises while the server is away (the next round retries)
+            self._rejoin = False
+            log.warning("actorflow node %s: rejoined the cluster as incarnation %s", self.node_id, m.incarnation)
+        # A lost control session (a lost connection, the server away or terminating it) raises
+        # StorageUnavailable: its lock may be free and the others may take every shard, so the
+        # node writes nothing more (``_run`` self-fences) and rejoins.
+        # The probe first: the heartbeat then says when this node last looked (``wait_seen``).
+        m.detect_dead()
+        alive = m.heartbeat()
+        if not alive:
+            self._self_fence("it was declared dead by another node (no heartbeat within the ttl)")
+            return
+        r = m.rebalance()
+        self.rounds += 1
+        if events is None:
+            return
+        if r.lost:
+            events.shards_lost(r.lost)
+        if r.release:
+            m.stop_using(r.release)
+            events.shards_lost(r.release)
+            m.release(r.release)
+        if r.gained:
+            events.shards_gained(set(r.gained))
+
+    def _self_fence(self, why: str) -> None:
+        lost = self.membership.drop_all()
+        self._rejoin = True
+        log.warning("actorflow node %s: gave up its %d shards because %s; it rejoins as a new "
+                    "incarnation", self.node_id, len(lost), why)
+        if lost and self._events is not None:
+            self._events.shards_lost(lost)

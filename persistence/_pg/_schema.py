@@ -30,7 +30,7 @@ from persistence._pg._errors import connect_error, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
 from persistence._urls import display_url
 
-PG_SCHEMA_VERSION = 3
+PG_SCHEMA_VERSION = 4
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)
@@ -238,8 +238,18 @@ def _v3(cur: psycopg.Cursor[Any], s: str) -> None:
         cur.execute(sql)
 
 
+def _v4(cur: psycopg.Cursor[Any], s: str) -> None:
+    """A cluster of nodes on one schema (``_cluster``): each workflow's shard in its row, the
+    nodes, the shard leases with their epochs, the wake-ups for another shard's owner, the fence
+    and the routing triggers."""
+    from persistence._pg._cluster import cluster_ddl
+
+    for sql in cluster_ddl(s):
+        cur.execute(sql)
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3]
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3, _v4]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 

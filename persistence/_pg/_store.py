@@ -2,9 +2,9 @@
 
 The same data, writes and reads as ``SqliteStore``, in a schema of its own (``_schema``), with
 the group-commit writer of ``_writer`` (pipelined, READ COMMITTED) and a pool of read-only
-connections. One running system owns a schema at a time, as one owns a SQLite file: the owner
-holds a session advisory lock named after the schema, which the server releases the moment the
-owner's session ends (a crash included).
+connections. Every owning store is a node of the cluster on its schema (``_cluster``): it
+writes for the workflows of the shards it leases, each step's transaction fenced by the lease's
+epoch, and a second live process under the same node name is refused (``NodeIdInUse``).
 
 ``durability="full"`` commits with ``synchronous_commit=on`` (a commit is on the server's disk
 before it is acknowledged); ``"normal"`` with ``synchronous_commit=off``: a crash of the
@@ -15,18 +15,21 @@ either mode, and the database stays consistent in both.
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg.conninfo
 import psycopg_pool
 
-from persistence._errors import DatabaseLocked, PersistenceError
+from persistence import _writes
+from persistence._errors import Fenced, PersistenceError
+from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._schema import (
@@ -40,11 +43,20 @@ from persistence._pg._schema import (
     quote,
 )
 from persistence._pg._writer import PgWriter
+from persistence._promise import Promise
 from persistence._sql import postgresql
 from persistence._sqlstore import Query, SqlStore
+from persistence._types import NodeRow, ProcedureRow, StepAck, StepWrite, TimerRow
 from persistence._urls import display_url
+from persistence._writer import Writer
 
 T = TypeVar("T")
+
+# The first statement of a step's transaction on a cluster's node (``_cluster``), and of every
+# other write: the incarnation the routing trigger compares leases with.
+_FENCE = "SELECT {s}.af_fence(?, ?, ?)"
+_AS_NODE = "SELECT set_config('actorflow.incarnation', ?, true)"
+_SPREAD = "SELECT {s}.af_spread(?)"
 
 SYNCHRONOUS_COMMIT = {"normal": "off", "full": "on"}
 READER_POOL = 8
@@ -54,19 +66,12 @@ POOL_TIMEOUT = 5.0
 CHANGED_EVERY = 1.0
 
 
-def _owner_key(schema: str) -> str:
-    return f"actorflow-owner:{schema}"
-
-
-# Seconds a new owner waits for the owner lock of a session that is ending.
-OWNER_LOCK_GRACE = 1.0
-
-
 class PgStore(SqlStore):
     """The store on a PostgreSQL database. Build it with ``open_store("postgresql://...")``.
 
-    With ``owner=True`` it owns the URL's schema (one running system per schema) and every write
-    goes through the writer thread. With ``owner=False`` it only reads, and may ``post_external``
+    With ``owner=True`` it is a node of the cluster on the URL's schema (``node_id``: its name,
+    default host name and process id; ``node_ttl``: how old a node's heartbeat may get before
+    the others take its shards over) and every write goes through the writer thread. With ``owner=False`` it only reads, and may ``post_external``
     requests for the owner.
     """
 
@@ -77,6 +82,9 @@ class PgStore(SqlStore):
         durability: str = "normal",
         owner: bool = True,
         inbox_limit: int = 10_000,
+        node_id: str | None = None,
+        node_ttl: float = TTL,
+        local_time: Callable[[], float] | None = None,
     ) -> None:
         if durability not in SYNCHRONOUS_COMMIT:
             raise ValueError(
@@ -105,6 +113,8 @@ class PgStore(SqlStore):
         self._seen_commits = 0
         self._changed_at = 0.0
         self._first_connect = True
+        self.node_id = node_id or f"{socket.gethostname()}-{os.getpid()}"
+        self._node: ClusterNode | None = None
         try:
             if owner:
                 self._writer = PgWriter(self._connect_writer, self.schema, self.path)
@@ -132,8 +142,12 @@ class PgStore(SqlStore):
                 timeout=POOL_TIMEOUT,
             )
             self._pool.open(wait=False)
+            if owner:
+                self._node = ClusterNode(self._conninfo, self.schema, self.path, self.node_id,
+                                         read=self._read, ttl=node_ttl, local_time=local_time or time.time)
+                self._node.open()
         except BaseException:
-            self._close_connections()
+            self._close_connections(handoff=False)
             raise
 
     # -- opening ------------------------------------------------------------------------------
@@ -144,52 +158,20 @@ class PgStore(SqlStore):
             raise translate_error(exc, self.path, conn) from exc
 
     def _connect_writer(self) -> psycopg.Connection[Any]:
-        """A write connection: durability set, schema migrated (first time), owner lock held."""
+        """A write connection: durability set, schema migrated (first time). Who may write for
+        which workflows is the cluster's (the shard leases and the fence), not a lock's."""
         conn = connect(
             self._conninfo, self.path, autocommit=True,
-            synchronous_commit=SYNCHRONOUS_COMMIT[self.durability],
+            synchronous_commit=SYNCHRONOUS_COMMIT[self.durability], **NODE_SETTINGS,
         )
         try:
             if self._first_connect:
                 migrate(conn, self.schema, self.path)
-            # A session that just ended (an owner closed or killed a moment ago) keeps its lock
-            # until its server process has exited: give it a second before calling it an owner.
-            deadline = time.monotonic() + OWNER_LOCK_GRACE
-            while True:
-                got = self._translated(lambda: conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))",
-                    (_owner_key(self.schema),),
-                ).fetchone(), conn)
-                if got and got[0]:
-                    break
-                if time.monotonic() >= deadline:
-                    raise self._locked(conn)
-                time.sleep(0.05)
-            facts = [("owner_pid", str(os.getpid())), ("owner_host", socket.gethostname()),
-                     ("owner_since", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
-                     ("owner_backend_pid", str(conn.info.backend_pid))]
-            self._translated(lambda: conn.execute(
-                f"INSERT INTO {self._s}.meta (key, value) SELECT * FROM unnest(%s::text[], "
-                f"%s::text[]) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                ([k for k, _ in facts], [v for _, v in facts]),
-            ), conn)
         except BaseException:
             conn.close()
             raise
         self._first_connect = False
         return conn
-
-    def _locked(self, conn: psycopg.Connection[Any]) -> DatabaseLocked:
-        facts = dict(conn.execute(
-            f"SELECT key, value FROM {self._s}.meta WHERE key IN "
-            f"('owner_pid', 'owner_host', 'owner_since')"
-        ).fetchall())
-        pid = facts.get("owner_pid")
-        return DatabaseLocked(
-            f"{self.path} (schema {self.schema})",
-            pid=int(pid) if pid and pid.isdigit() else None, host=facts.get("owner_host"),
-            since=facts.get("owner_since"),
-        )
 
     def _listen(self) -> None:
         self._listener = connect(self._conninfo, self.path, autocommit=True)
@@ -198,11 +180,26 @@ class PgStore(SqlStore):
         ))
 
     # -- lifecycle ----------------------------------------------------------------------------
-    def _close_connections(self) -> None:
+    def crash(self) -> None:
+        """Close without handing the shards off (for tests of a node that dies): the other
+        nodes find this one's session gone and take its shards over."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._close_connections(handoff=False)
+
+    def _close_connections(self, handoff: bool = True) -> None:
         try:
             if self._writer is not None:
-                self._writer.close()  # its connection's session, and so the owner lock, ends
+                self._writer.close()  # every write queued is in (or failed) by now
         finally:
+            if self._node is not None:
+                # Hand the shards off: the other nodes claim them at once, and recover them.
+                if handoff:
+                    self._node.leave()
+                else:
+                    self._node.close()
             for conn in (self._listener, self._ext_conn):
                 if conn is not None:
                     conn.close()
@@ -214,24 +211,88 @@ class PgStore(SqlStore):
         return f"<PgStore {self.path} schema={self.schema} {role}{' closed' if self._closed else ''}>"
 
     def owner_info(self) -> dict[str, object] | None:
-        """The running owner of the schema (pid, host, since), or None if none runs."""
-        def run(conn: psycopg.Connection[Any]) -> dict[str, object] | None:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
-                "((classid::bigint << 32) | objid::bigint) = hashtextextended(%s, 0)",
-                (_owner_key(self.schema),),
-            ).fetchone()
-            if not row or not row[0]:
-                return None
-            facts = dict(conn.execute(
-                f"SELECT key, value FROM {self._s}.meta WHERE key IN "
-                f"('owner_pid', 'owner_host', 'owner_since')"
-            ).fetchall())
-            pid = facts.get("owner_pid")
-            return {"pid": int(pid) if pid and pid.isdigit() else None,
-                    "host": facts.get("owner_host"), "since": facts.get("owner_since")}
+        """A running node of the schema (pid, host, since: the one that joined first, and its
+        node_id), or None if none runs."""
+        live = [n for n in self.nodes() if n.state == "up"]
+        if not live:
+            return None
+        first = min(live, key=lambda n: n.started_at)
+        return {"pid": first.pid, "host": first.host,
+                "since": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(first.started_at)),
+                "node_id": first.node_id}
 
-        return self._read(run)
+    def nodes(self) -> list[NodeRow]:
+        """Every node the schema knows (up, dead or left), by name; works without owning."""
+        rows: list[NodeRow] = self._read(lambda conn: read_nodes(conn, self.schema))
+        return rows
+
+    def cluster(self) -> ClusterNode | None:
+        return self._node
+
+    # -- a cluster's node: fenced writes, and the reads scoped to its shards -------------------
+    def _write(self, fn: Callable[[Writer], Any], *, fenced: bool = False) -> Promise[Any]:
+        node = self._node
+        if node is not None and not fenced:
+            # The routing trigger tells the shards leased here by the incarnation this
+            # transaction names: an inbox row for one of them needs no wake-up row.
+            inner, incarnation = fn, node.membership.incarnation
+
+            def fn(w: Writer) -> Any:
+                w.execute(_AS_NODE, (incarnation,))
+                return inner(w)
+
+        return super()._write(fn)
+
+    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+
+        On a cluster's node its transaction opens with the fence of its workflow's shard: a
+        node that lost the lease (or never held it) commits nothing of it (``Fenced``)."""
+        apply = functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit)
+        if self._node is None:
+            return super()._write(apply)
+        try:
+            fence = self._node.fence(step.workflow_id)
+        except Fenced as exc:
+            refused: Promise[StepAck] = Promise()
+            refused.set_exception(exc)
+            return refused
+
+        spread = [wf.id for wf in step.new_workflows if wf.spread]
+
+        def fenced(w: Writer) -> Any:
+            w.execute(_FENCE, fence)
+            done = apply(w)
+            for child in spread:  # its own id's shard, and a wake-up for that shard's owner
+                w.execute(_SPREAD, (child,))
+            return done
+
+        return self._write(fenced, fenced=True)
+
+    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
+        """Timers due before ``before``, soonest first; on a cluster's node, those of the shards
+        it leases."""
+        if self._node is not None:
+            return self._node.timers_due(before, limit)
+        return super().timers_due(before, limit)
+
+    def procedures_to_run(self) -> Iterator[ProcedureRow]:
+        """Every pending procedure (of the shards leased here, on a cluster's node)."""
+        if self._node is not None:
+            return iter(self._node.recovery_work(self._node.owned_shards()).procedures)
+        return super().procedures_to_run()
+
+    def workflows_with_work(self) -> Iterator[str]:
+        """Running workflows with work now (of the shards leased here, on a cluster's node)."""
+        if self._node is not None:
+            return iter(self._node.recovery_work(self._node.owned_shards()).with_work)
+        return super().workflows_with_work()
+
+    def workflows_cancelling(self) -> set[str]:
+        """Workflows with a cancel waiting (of the shards leased here, on a cluster's node)."""
+        if self._node is not None:
+            return self._node.recovery_work(self._node.owned_shards()).cancelling
+        return super().workflows_cancelling()
 
     # -- plumbing -----------------------------------------------------------------------------
     def _read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -316,9 +377,8 @@ class PgStore(SqlStore):
             return seen
 
     def owns(self, workflow_id: str) -> bool:
-        """True: an owning PgStore owns every workflow of its schema (one node per schema; a
-        cluster's shard leases come with several nodes)."""
-        return True
+        """True if ``workflow_id``'s shard is leased by this node (a reader owns nothing)."""
+        return self._node is not None and self._node.owns(workflow_id)
 
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Run a read-only query (``?`` placeholders, as for reducers); rows as dicts."""

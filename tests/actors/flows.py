@@ -135,6 +135,12 @@ async def fan_out(values: list) -> list:
 
 
 @workflow
+async def fan_out_spread(values: list) -> list:
+    """Children placed by their own ids' shards: on a cluster, over the nodes."""
+    return await gather(*[spawn(child, v, 1, placement="spread") for v in values])
+
+
+@workflow
 async def guarded(tag: str) -> str:
     reducer(log_event, workflow_id(), "locked")
     try:

@@ -19,7 +19,7 @@ from persistence import (
     StepWrite,
     open_store,
 )
-from persistence._pg._errors import ConnectionLost
+from persistence._pg._cluster import ClusterNode
 from persistence._pg._store import PgStore
 from tests.conftest import schema_of
 from tests.pgserver import PgServer
@@ -58,10 +58,12 @@ def test_a_closed_owner_frees_the_schema_at_once(pg_store_url: str) -> None:
 def test_an_owner_that_dies_frees_the_schema(pg_store_url: str, pg_server: PgServer) -> None:
     first = open_store(pg_store_url)
     try:
-        # The owner's session ends as a killed process's would: the server frees its lock.
-        first._writer._connect = lambda: (_ for _ in ()).throw(  # type: ignore[attr-defined]
-            ConnectionLost("gone", path=None))
-        pg_server.admin().execute("SELECT pg_terminate_backend(%s)", (_backend(first),))
+        # The node's control session ends as a killed process's would: the server frees its
+        # node lock, and a new process of the same node name may join.
+        node = first.cluster()
+        assert isinstance(node, ClusterNode) and node.membership._conn is not None
+        pg_server.admin().execute("SELECT pg_terminate_backend(%s)",
+                                  (node.membership._conn.info.backend_pid,))
         second = open_store(pg_store_url)
         second.close()
     finally:

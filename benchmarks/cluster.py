@@ -1,0 +1,142 @@
+"""A cluster of nodes on one PostgreSQL database against one SQLite process, same run.
+
+    python benchmarks/cluster.py [--db postgresql://...] [--n 1000] [--nodes 1,2,3]
+
+Throughput: workloads 1 (three procedures per workflow), 2b (one signal to each of N parked
+workflows), 3 (a parent gathering children) and 4 (0.1 s timers) with their N workflows split
+over 1, 2 and 3 node processes on one schema (each node starts its share, all nodes start
+together once all are open; the figure is N over the slowest node's time), next to one SQLite
+process running all N, at durability "full" on both.
+
+Cross-node signal latency: two nodes in one process (``actors.testing.Cluster``, a real clock);
+one at a time, a signal sent through one node to a workflow that the other runs, until that
+workflow's result is back at the sender: the send's commit, the wake-up to the owner, its step's
+commit and the notice of the end back to the sender. p50 and p99.
+
+Without ``--db`` it starts a throwaway PostgreSQL server with production settings (fsync on), as
+the tests do. Figures from a machine that runs anything else are not to be trusted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _common import READY_PREFIX, percentile, quiet_structlog, result_of  # noqa: E402
+
+WORKLOADS = {"steps": "1. workflows x 3 procedures", "signals_many": "2b. one signal each",
+             "fanout": "3. parent gathers children", "timers": "4. 0.1 s timers"}
+
+
+@contextmanager
+def server(url: str | None) -> Iterator[tuple[str, object]]:
+    if url:
+        yield url, None
+        return
+    from tests.pgserver import DURABLE, PgServer
+
+    pg = PgServer.start(DURABLE)
+    try:
+        yield pg.url("postgres"), pg
+    finally:
+        pg.stop()
+
+
+def with_schema(url: str, schema: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    query = [(k, v) for k, v in urllib.parse.parse_qsl(parts.query) if k != "schema"] + [("schema", schema)]
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+
+
+def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str) -> float:
+    """Throughput (workflows/s) of ``nodes`` processes sharing ``n`` workflows of ``workload``."""
+    go = os.path.join(scratch, f"go-{workload}-{nodes}-{time.monotonic_ns()}")
+    procs = []
+    for k in range(nodes):
+        argv = [sys.executable, str(ROOT / "benchmarks" / "workloads_actorflow.py"), workload,
+                "--dir", os.path.join(scratch, f"{workload}-{nodes}-{k}"), "--n", str(n // nodes),
+                "--durability", "full"]
+        if db is not None:
+            argv += ["--db", db, "--start-after", go]
+        procs.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    if db is not None:
+        for p in procs:  # every node open before any starts
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            assert line.strip() == READY_PREFIX, f"a node did not open: {line!r} {p.stderr.read() if p.stderr else ''}"
+        open(go, "w").close()
+    seconds = []
+    for p in procs:
+        out, err = p.communicate(timeout=900)
+        figures = result_of(out)
+        assert p.returncode == 0 and figures is not None, f"{workload} failed:\n{err[-3000:]}"
+        seconds.append(float(figures["seconds"]))
+    return (n // nodes) * nodes / max(seconds)
+
+
+def latency(url: str, samples: int) -> dict[str, float]:
+    quiet_structlog()
+    from actors.testing import Cluster
+    from workflows import signal, workflow
+
+    @workflow
+    async def wait_one() -> object:
+        return await signal("item")
+
+    with Cluster(with_schema(url, "bench_latency"), 2, clock=None) as cluster:
+        sender, owner = cluster["node-1"], cluster["node-2"]
+        ids = [i for i in (f"lat-{k}" for k in range(samples * 20)) if cluster.owner(i) == "node-2"][:samples]
+        refs = [sender.start(wait_one, id=i) for i in ids]
+        cluster.idle(60)
+        took = []
+        for r in refs:
+            t0 = time.perf_counter()
+            r.signal("item", 1)
+            r.result(timeout=60)
+            took.append(time.perf_counter() - t0)
+        assert owner.nodes()
+    return {"p50_ms": percentile(took, 50) * 1e3, "p99_ms": percentile(took, 99) * 1e3,
+            "mean_ms": statistics.fmean(took) * 1e3, "samples": len(took)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--db", default=None, help="a postgresql:// URL (default: a throwaway server)")
+    p.add_argument("--n", type=int, default=1000)
+    p.add_argument("--nodes", default="1,2,3")
+    p.add_argument("--latency-samples", type=int, default=300)
+    args = p.parse_args()
+    counts = [int(c) for c in args.nodes.split(",")]
+    out: dict[str, object] = {"n": args.n, "throughput": {}, "latency": {}}
+    with server(args.db) as (url, _pg), tempfile.TemporaryDirectory() as scratch:
+        table: dict[str, dict[str, float]] = {}
+        for wl in WORKLOADS:
+            n = 100 if wl == "fanout" else args.n
+            row = {"sqlite": run_nodes(wl, None, 1, n, scratch)}
+            for c in counts:
+                row[f"{c} node{'s' if c > 1 else ''}"] = run_nodes(wl, with_schema(url, f"bench_{wl}_{c}"), c, n, scratch)
+            table[wl] = row
+            print(f"{WORKLOADS[wl]:<32}" + "  ".join(f"{k}: {v:8.0f}/s" for k, v in row.items()), flush=True)
+        out["throughput"] = table
+        out["latency"] = lat = latency(url, args.latency_samples)
+        print(f"cross-node signal to result: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms "
+              f"({lat['samples']} samples)")
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""A cluster of nodes on one PostgreSQL schema, in one process (``actors.testing.Cluster``): each
+workflow runs on the one node that leases its shard, and every call works from any node; a node
+that joins takes its share, one that leaves hands its share off, one that crashes has its
+workflows resumed by the others; a step of a node that lost its lease commits nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from structlog.testing import capture_logs
+
+from actors import ActorSystem, Status
+from actors.testing import Cluster, VirtualClock
+from persistence import NodeIdInUse
+from persistence._pg._schema import parse_url
+from tests.conftest import schema_of
+
+from . import flows
+
+T = 30  # every wait in these tests is bounded
+
+
+@pytest.fixture(autouse=True)
+def fresh_flows() -> None:
+    with flows.CALLS_LOCK:
+        flows.CALLS.clear()
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def cluster(pg_store_url: str, clock: VirtualClock) -> Iterator[Cluster]:
+    with Cluster(pg_store_url, 3, clock=clock) as c:
+        yield c
+
+
+def on(cluster: Cluster, node: str, prefix: str) -> str:
+    """A new workflow id whose shard ``node`` leases."""
+    return next(f"{prefix}-{i}" for i in range(10_000) if cluster.owner(f"{prefix}-{i}") == node)
+
+
+def test_every_call_works_from_any_node_for_a_workflow_another_node_runs(cluster: Cluster) -> None:
+    n1, n2, n3 = cluster["node-1"], cluster["node-2"], cluster["node-3"]
+    wid = on(cluster, "node-2", "collect")
+    ref = n1.start(flows.collect, 3, id=wid)  # started through node-1, run by node-2
+    cluster.idle(T)
+    assert cluster.owner(wid) == "node-2"
+    assert n2.live_actors() >= 1 and n1.live_actors() == 0
+    n1.get(wid).signal("item", "a")
+    n3.get(wid).signal("item", "b")
+    n2.get(wid).signal("item", "c")
+    assert n3.get(wid).result(timeout=T) == ["a", "b", "c"]
+    assert ref.status() is Status.COMPLETED
+
+    quest = [n.start(flows.quester, "wolf", id=on(cluster, name, "quest"))
+             for name, n in (("node-1", n1), ("node-2", n2), ("node-3", n3))]
+    cluster.idle(T)
+    assert n3.broadcast("killed", "wolf", 1) == 3
+    assert n1.broadcast("killed", "wolf", 2) == 3
+    assert [n2.get(q.id).result(timeout=T) for q in quest] == [[1, 2]] * 3
+
+    waiting = n1.start(flows.waits_once, id=on(cluster, "node-3", "cancel"))
+    cluster.idle(T)
+    n2.get(waiting.id).cancel("stop")
+    cluster.idle(T)
+    assert n1.get(waiting.id).status() is Status.CANCELLED
+    assert {i.id for i in n1.workflows()} == {i.id for i in n3.workflows()}  # one database
+
+
+def test_a_child_runs_on_its_parents_node_and_its_result_reaches_the_parent(cluster: Cluster, clock: VirtualClock) -> None:
+    wid = on(cluster, "node-3", "parent")
+    ref = cluster["node-1"].start(flows.parent, [1, 2, 3], id=wid)
+    for _ in range(3):
+        cluster.idle(T)
+        clock.advance(1)
+    cluster.idle(T)
+    assert ref.result(timeout=T) == 60
+    children = [i.id for i in cluster["node-2"].workflows() if i.parent_id == wid]
+    assert len(children) == 3 and {cluster.owner(c) for c in children} == {"node-3"}
+
+
+def test_spread_children_run_on_the_nodes_of_their_own_shards(cluster: Cluster, clock: VirtualClock) -> None:
+    wid = on(cluster, "node-1", "spread")
+    ref = cluster["node-2"].start(flows.fan_out_spread, list(range(12)), id=wid)
+    cluster.idle(T)
+    children = [i.id for i in cluster["node-3"].workflows() if i.parent_id == wid]
+    assert len(children) == 12
+    owners = {cluster.owner(c) for c in children}
+    assert len(owners) >= 2  # twelve ids over three nodes' shards
+    clock.advance(1)
+    cluster.idle(T)
+    assert ref.result(timeout=T) == [v * 10 for v in range(12)]
+    with pytest.raises(ValueError, match="placement= must be one of 'parent', 'spread'"):
+        from workflows import spawn
+
+        spawn(flows.child, 1, 1, placement="everywhere")  # type: ignore[arg-type]
+
+
+def test_a_joining_node_takes_its_share_and_nothing_is_lost(cluster: Cluster) -> None:
+    n1 = cluster["node-1"]
+    refs = [n1.start(flows.counter, 2, id=f"count-{i}") for i in range(30)]
+    cluster.idle(T)
+    for r in refs:
+        cluster["node-2"].get(r.id).signal("inc", 1)
+    cluster.add("node-4")
+    cluster.settle(T)
+    held = {n.node_id: n.shards for n in n1.nodes()}
+    assert set(held) == {"node-1", "node-2", "node-3", "node-4"} and sum(held.values()) == 256
+    moved = [r.id for r in refs if cluster.owner(r.id) == "node-4"]
+    assert moved  # about a quarter of them
+    for r in refs:
+        cluster["node-3"].get(r.id).signal("inc", 10)
+    cluster.idle(T)
+    assert [cluster["node-4"].get(r.id).result(timeout=T) for r in refs] == [11] * 30
+
+
+def test_a_leaving_node_hands_its_share_off_first(cluster: Cluster, clock: VirtualClock) -> None:
+    wid = on(cluster, "node-2", "sleep")
+    ref = cluster["node-2"].start(flows.sleeper, 60, id=wid)
+    adder = cluster["node-2"].start(flows.adder, 5, id=on(cluster, "node-2", "add"))
+    cluster.idle(T)
+    assert adder.result(timeout=T) == 20
+    cluster.remove("node-2")  # its shards go to the others at once, not after a ttl
+    cluster.settle(T)
+    assert cluster.owner(wid) in ("node-1", "node-3")
+    clock.advance(60)
+    cluster.idle(T)
+    assert cluster["node-1"].get(wid).result(timeout=T) == 60
+    assert ref.id == wid
+
+
+def test_a_crashed_nodes_workflows_resume_on_the_others(cluster: Cluster, clock: VirtualClock) -> None:
+    sleeper = on(cluster, "node-1", "sleep")
+    collector = on(cluster, "node-1", "collect")
+    cluster["node-1"].start(flows.sleeper, 30, id=sleeper)
+    cluster["node-1"].start(flows.collect, 2, id=collector)
+    cluster["node-2"].get(collector).signal("item", 1)
+    cluster.idle(T)
+    cluster.crash("node-1")
+    clock.advance(30)  # the timer fell due while its node was gone
+    cluster["node-3"].get(collector).signal("item", 2)  # durable before anyone takes it
+    cluster.idle(T)
+    assert cluster.owner(sleeper) in ("node-2", "node-3")
+    assert cluster["node-2"].get(sleeper).result(timeout=T) == 30
+    assert cluster["node-3"].get(collector).result(timeout=T) == [1, 2]
+    assert [n.node_id for n in cluster["node-2"].nodes()] == ["node-2", "node-3"]
+
+
+def test_a_step_of_a_node_that_lost_its_lease_commits_nothing(pg_store_url: str, cluster: Cluster) -> None:
+    n1 = cluster["node-1"]
+    wid = on(cluster, "node-1", "fenced")
+    n1.start(flows.counter, 2, id=wid)
+    cluster.idle(T)
+    # node-1 freezes (its membership thread stops) and the others declare it dead.
+    node = n1._rt.cluster
+    assert node is not None
+    node._halt()  # type: ignore[attr-defined]
+    with psycopg.connect(parse_url(pg_store_url)[0], autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema_of(pg_store_url)}.af_nodes SET state = 'dead' WHERE node_id = 'node-1'")
+    deadline = time.monotonic() + T
+    while not any(s._rt.owns(wid) for n, s in cluster.nodes.items() if n != "node-1"):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # node-1 still believes it leases the shard: its step is refused by the fence in the
+    # database, and the signal waits in the inbox for the new owner.
+    assert node.owns(wid)
+    with capture_logs() as logs:
+        n1.get(wid).signal("inc", 5)
+        n1.idle(T)
+    assert n1._rt.fenced_steps == 1
+    assert [e["event"] for e in logs if e["event"] == "step_fenced"] == ["step_fenced"]
+    cluster.crash("node-1")
+    cluster.idle(T)
+    owner = cluster[cluster.owner(wid) or ""]
+    owner.get(wid).signal("inc", 7)
+    assert owner.get(wid).result(timeout=T) == 12  # the 5 counted once, by the new owner
+
+
+def test_nodes_are_listed_and_a_second_live_node_of_one_name_is_refused(
+    pg_store_url: str, cluster: Cluster, clock: VirtualClock
+) -> None:
+    nodes = cluster["node-2"].nodes()
+    assert [n.node_id for n in nodes] == ["node-1", "node-2", "node-3"]
+    assert sum(n.shards for n in nodes) == 256
+    assert all(0 <= n.heartbeat_age < 10 and n.started_at > 0 for n in nodes)
+    with pytest.raises(NodeIdInUse, match="node_id 'node-2' is in use"):
+        ActorSystem(pg_store_url, clock=clock, node_id="node-2")
+
+
+def test_timers_fire_by_the_databases_clock_on_a_node_whose_clock_is_off(pg_store_url: str) -> None:
+    """A timer armed on a node with a right clock and fired by one whose clock is 5 s ahead
+    does not fire early: both run by the database's clock."""
+    with Cluster(pg_store_url, 1, clock=None) as cluster:  # real time, anchored
+        wid = on(cluster, "node-1", "sleep")
+        ref = cluster["node-1"].start(flows.sleeper, 2.0, id=wid)
+        cluster.idle(T)
+        timer = cluster["node-1"]._rt.store.timers(wid)[0]
+        cluster.add("ahead", local_time=lambda: time.time() + 5.0)
+        cluster.remove("node-1")  # the workflow moves to the node whose clock is ahead
+        cluster.settle(T)
+        assert cluster.owner(wid) == "ahead"
+        assert cluster["ahead"].get(ref.id).result(timeout=T) >= 2.0 - 0.05
+        with psycopg.connect(parse_url(pg_store_url)[0], autocommit=True) as conn:
+            fired = conn.execute(
+                f"SELECT updated_at FROM {schema_of(pg_store_url)}.workflows WHERE id = %s", (wid,)
+            ).fetchone()
+            db_now = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        assert fired is not None and db_now is not None
+        assert fired[0] >= timer.due_at  # the step that took the timer ran at or after its time
+        assert fired[0] <= float(db_now[0]) + 0.5  # and by the database's clock, not 5 s ahead
+
+
+def test_wf_nodes_lists_the_nodes_and_a_sqlite_file_has_none(
+    pg_store_url: str, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actors.cli import main
+
+    assert main(["nodes", "--db", pg_store_url, "--json"]) == 0
+    nodes = json.loads(capsys.readouterr().out)
+    assert [(n["node_id"], n["state"]) for n in nodes] == [("node-1", "up"), ("node-2", "up"), ("node-3", "up")]
+    assert sum(n["shards"] for n in nodes) == 256
+    cluster.remove("node-3")
+    cluster.settle(T)
+    assert main(["nodes", "--db", pg_store_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["NODE", "STATE", "SHARDS"]
+    assert [line.split()[:2] for line in lines[1:]] == [["node-1", "up"], ["node-2", "up"], ["node-3", "left"]]
+    with ActorSystem(str(tmp_path / "one.db")):
+        pass
+    assert main(["nodes", "--db", str(tmp_path / "one.db")]) == 1
+    assert "is a SQLite file: it has one owner" in capsys.readouterr().err
