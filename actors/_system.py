@@ -21,6 +21,7 @@ from persistence import (
     RUNNING,
     SIGNAL,
     Delivered,
+    Dropped,
     ExternalRow,
     InboxFull,
     NewWorkflow,
@@ -283,8 +284,8 @@ class Runtime:
         for wid, why in ack.dropped:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
             # expected; an unknown target or a full inbox is a mistake worth a warning.
-            level = log.debug if why.startswith("workflow ") else log.warning
-            level("signal_dropped", workflow_id=workflow_id, target=wid, reason=why)
+            level = log.debug if why.expected else log.warning
+            level("signal_dropped", workflow_id=workflow_id, target=wid, reason=str(why))
 
     def wake(self, delivered: Iterable[Delivered]) -> None:
         """Hand each new inbox row to its workflow's actor (the row itself: a parent woken by a
@@ -1156,7 +1157,7 @@ class ActorSystem:
             check_text(name, "broadcast name")
         key = filter_key(filter_value)
 
-        def wake(p: Promise[tuple[list[Delivered], list[tuple[str, str]]]]) -> None:
+        def wake(p: Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]) -> None:
             if p.exception() is not None:
                 return
             delivered, dropped = p.result()
@@ -1164,8 +1165,8 @@ class ActorSystem:
             for wid, why in dropped:
                 # A subscriber that ended is expected; a full inbox is worth a warning (as for a
                 # workflow's own sends, which its history records).
-                level = log.debug if why.startswith("workflow ") else log.warning
-                level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=why)
+                level = log.debug if why.expected else log.warning
+                level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=str(why))
 
         written = self._rt.store.submit_broadcast(name, key, dumps(payload), at=self.clock.now())
         written.add_done_callback(wake)

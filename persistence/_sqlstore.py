@@ -24,6 +24,7 @@ from persistence._types import (
     CANCEL,
     RUNNING,
     Delivered,
+    Dropped,
     ExternalRow,
     HistoryRow,
     InboxRow,
@@ -203,7 +204,7 @@ class SqlStore(Store):
 
     def broadcast(
         self, name: str, filter_key: str, payload: bytes, *, at: float,
-        dropped: list[tuple[str, str]] | None = None,
+        dropped: list[tuple[str, Dropped]] | None = None,
     ) -> list[Delivered]:
         """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction."""
         got, lost = self.submit_broadcast(name, filter_key, payload, at=at).result()
@@ -213,7 +214,7 @@ class SqlStore(Store):
 
     def submit_broadcast(
         self, name: str, filter_key: str, payload: bytes, *, at: float
-    ) -> Promise[tuple[list[Delivered], list[tuple[str, str]]]]:
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]:
         """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
         what was dropped (``(workflow_id, why)``)."""
         return self._write(

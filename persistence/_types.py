@@ -8,6 +8,7 @@ added without touching ``actors/``.
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -149,6 +150,41 @@ class Delivered:
         return InboxRow(self.seq, self.workflow_id, self.kind, self.name, self.payload, self.created_at)
 
 
+class DropCause(enum.Enum):
+    """Why a message did not go into a workflow's inbox."""
+
+    UNKNOWN = "unknown"  # no workflow has that id
+    ENDED = "ended"  # it finished, failed, was cancelled or pruned: it takes no more messages
+    INBOX_FULL = "inbox full"  # its bound of buffered signals is reached
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A message that did not go into a workflow's inbox, and why.
+
+    ``status``: the workflow's status when it ended (``finished``, ``failed``, ``cancelled``,
+    ``pruned``); ``limit``: the inbox bound that was reached. ``str()`` is the reason as logged
+    and kept in the sender's history.
+    """
+
+    cause: DropCause
+    status: str | None = None
+    limit: int | None = None
+
+    @property
+    def expected(self) -> bool:
+        """A message to a workflow that has just ended is expected (a child's parent, a
+        cancelled child); an unknown id or a full inbox is a mistake worth a warning."""
+        return self.cause is DropCause.ENDED
+
+    def __str__(self) -> str:
+        if self.cause is DropCause.UNKNOWN:
+            return "unknown workflow"
+        if self.cause is DropCause.ENDED:
+            return f"workflow {self.status}"
+        return f"inbox full ({self.limit} buffered signals)"
+
+
 @dataclass(frozen=True)
 class StepAck:
     """What a committed step created."""
@@ -156,7 +192,7 @@ class StepAck:
     timer_ids: list[int]
     delivered: list[Delivered]
     created: list[str]  # ids of workflows created (children)
-    dropped: list[tuple[str, str]]  # (workflow_id, why) for signals to unknown/finished workflows
+    dropped: list[tuple[str, Dropped]]  # messages to unknown or ended workflows, full inboxes
 
 
 @dataclass(frozen=True)
@@ -396,7 +432,7 @@ class Store(Protocol):
     @abc.abstractmethod
     def submit_broadcast(
         self, name: str, filter_key: str, payload: bytes, *, at: float
-    ) -> Promise[tuple[list[Delivered], list[tuple[str, str]]]]:
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]:
         """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
         what was dropped (``(workflow_id, why)``)."""
 
@@ -429,7 +465,7 @@ class Store(Protocol):
     @abc.abstractmethod
     def broadcast(
         self, name: str, filter_key: str, payload: bytes, *, at: float,
-        dropped: list[tuple[str, str]] | None = None,
+        dropped: list[tuple[str, Dropped]] | None = None,
     ) -> list[Delivered]:
         """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction.
 

@@ -39,6 +39,8 @@ from persistence._types import (
     RUNNING,
     SIGNAL,
     Delivered,
+    DropCause,
+    Dropped,
     NewWorkflow,
     StepAck,
     StepWrite,
@@ -101,7 +103,7 @@ def insert_workflows(w: Writer, wfs: list[NewWorkflow]) -> Deferred[list[bool]]:
 
 def _deliver(
     w: Writer, workflow_id: str, kind: str, name: str, payload: bytes, at: float, limit: int
-) -> Callable[[], Delivered | str]:
+) -> Callable[[], Delivered | Dropped]:
     """Send one inbox append; the returned function gives the row, or why it did not go in.
 
     Only signals count against the bound: a cancel or a child's outcome must always get through.
@@ -116,16 +118,16 @@ def _deliver(
         full = row is not None and row[0] >= limit
         cur = None if full else w.insert_id(_sql.DELIVER, "seq", values)
 
-    def result() -> Delivered | str:
+    def result() -> Delivered | Dropped:
         row = cur.fetchone() if cur is not None else None
         if row is not None:
             return Delivered(workflow_id, int(row[0]), kind, name, payload, at)
         status = w.query_one(_sql.STATUS, (workflow_id,))
         if status is None:
-            return "unknown workflow"
+            return Dropped(DropCause.UNKNOWN)
         if status[0] != RUNNING:
-            return f"workflow {status[0]}"
-        return f"inbox full ({limit} buffered signals)"
+            return Dropped(DropCause.ENDED, status=status[0])
+        return Dropped(DropCause.INBOX_FULL, limit=limit)
 
     return result
 
@@ -153,28 +155,28 @@ def append_inbox(
         result = sent()
         if isinstance(result, Delivered):
             return result
-        if result == "unknown workflow":
+        if result.cause is DropCause.UNKNOWN:
             raise UnknownWorkflowId(workflow_id, path=w.path)
-        if result.startswith("inbox full"):
+        if result.cause is DropCause.INBOX_FULL:
             raise InboxFull(workflow_id, limit=limit, path=w.path)
-        raise WorkflowFinished(workflow_id, result.removeprefix("workflow "), path=w.path)
+        raise WorkflowFinished(workflow_id, str(result.status), path=w.path)
 
     return Deferred(finish)
 
 
 def _send_broadcast(
     w: Writer, name: str, filter_key: str, payload: bytes, at: float, limit: int
-) -> list[tuple[str, Callable[[], Delivered | str]]]:
+) -> list[tuple[str, Callable[[], Delivered | Dropped]]]:
     subscribers = [r[0] for r in w.query_all(_sql.BROADCAST_TO, (name, filter_key))]
     return [(wid, _deliver(w, wid, SIGNAL, name, payload, at, limit)) for wid in subscribers]
 
 
 def broadcast(
     w: Writer, name: str, filter_key: str, payload: bytes, at: float, limit: int
-) -> tuple[list[Delivered], list[tuple[str, str]]]:
+) -> tuple[list[Delivered], list[tuple[str, Dropped]]]:
     """Append a signal to every running subscriber of ``(name, filter_key)``."""
     delivered: list[Delivered] = []
-    dropped: list[tuple[str, str]] = []
+    dropped: list[tuple[str, Dropped]] = []
     for wid, result in _send_broadcast(w, name, filter_key, payload, at, limit):
         got = result()
         if isinstance(got, Delivered):
@@ -398,19 +400,19 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         for check in checks:
             check()
         delivered: list[Delivered] = []
-        dropped: list[tuple[str, str]] = []
-        lost_here: list[tuple[str, str, str]] = []  # (target, name, why) of signals lost by mistake
+        dropped: list[tuple[str, Dropped]] = []
+        lost_here: list[tuple[str, str, Dropped]] = []  # (target, name, why) of signals lost by mistake
         for target, name, kind, result in sends:
             got = result()
             if isinstance(got, Delivered):
                 delivered.append(got)
             else:
-                if got == "unknown workflow" and kind != SIGNAL:
+                if got.cause is DropCause.UNKNOWN and kind != SIGNAL:
                     # A child's outcome for its parent, or a parent's cancel for its child: that
                     # workflow existed (the runtime made the link), so it ended and was pruned.
-                    got = "workflow pruned"
+                    got = Dropped(DropCause.ENDED, status="pruned")
                 dropped.append((target, got))
-                if kind == SIGNAL and not got.startswith("workflow "):
+                if kind == SIGNAL and not got.expected:
                     lost_here.append((target, name, got))
         for name, results in casts:
             for target, result in results:
@@ -419,13 +421,13 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
                     delivered.append(got)
                 else:
                     dropped.append((target, got))
-                    if not got.startswith("workflow "):
+                    if not got.expected:
                         lost_here.append((target, name, got))
         # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
         # shows (`wf show`), before the step's events; one that finds its target ended is
         # expected.
         history = [*(
-            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": why}))
+            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
             for t, n, why in lost_here
         ), *step.history]
         if history:

@@ -30,6 +30,7 @@ from persistence import (
     open_store,
 )
 from persistence._schema import HISTORY_KEEP, HISTORY_TRIM_EVERY
+from persistence._types import DropCause, Dropped
 
 from .conftest import has_table, new_wf, step
 
@@ -239,7 +240,9 @@ def test_out_signals_delivered_and_dropped(store) -> None:
         OutSignal("done", "hello", b"3"), OutSignal("b", "ch", b"4", kind=CHILD)]))
     assert [(d.workflow_id, d.kind, d.name) for d in ack.delivered] == [
         ("b", SIGNAL, "hello"), ("b", CHILD, "ch")]
-    assert ack.dropped == [("ghost", "unknown workflow"), ("done", "workflow completed")]
+    assert ack.dropped == [("ghost", Dropped(DropCause.UNKNOWN)), ("done", Dropped(DropCause.ENDED, status="completed"))]
+    assert [(wid, str(why), why.expected) for wid, why in ack.dropped] == [
+        ("ghost", "unknown workflow", False), ("done", "workflow completed", True)]
     assert [(r.seq, r.payload) for r in store.inbox("b")] == [
         (ack.delivered[0].seq, b"1"), (ack.delivered[1].seq, b"4")]
 

@@ -21,6 +21,7 @@ from persistence import (
     dumps,
     open_store,
 )
+from persistence._types import DropCause, Dropped
 
 from .conftest import new_wf, step
 
@@ -71,7 +72,7 @@ def test_inbox_full() -> None:
         s.create_workflow(new_wf("b"))
         ack = s.commit_step(step(s, "b", signals=[OutSignal("a", "s", b""),
                                                 OutSignal("a", "s", b"")]))
-        assert len(ack.delivered) == 0 and ack.dropped == [("a", "inbox full (3 buffered signals)")] * 2
+        assert len(ack.delivered) == 0 and ack.dropped == [("a", Dropped(DropCause.INBOX_FULL, limit=3))] * 2
 
 
 def test_broadcast_skips_finished_and_full() -> None:
