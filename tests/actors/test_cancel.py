@@ -1,0 +1,52 @@
+"""Cancellation: finally blocks that await, a cancel caught, a cancel that reaches children.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from actors import Status
+from workflows import Cancelled
+
+from . import flows
+from .runtime_support import (
+    T,
+    app_events,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_cancel_runs_finally_which_may_await(system, clock, db):
+    """cancel() raises Cancelled at the await; the finally block runs its reducers and awaits."""
+    ref = system.start(flows.guarded, "x", id="g1")
+    system.idle(timeout=T)
+    ref.cancel("player left")
+    system.idle(timeout=T)
+    assert app_events(db, "g1") == ["locked", "unlocked"]
+    clock.advance(1)
+    system.idle(timeout=T)
+    with pytest.raises(Cancelled):
+        ref.result(timeout=T)
+    assert ref.status() is Status.CANCELLED
+    assert app_events(db, "g1") == ["locked", "unlocked", "cleaned"]
+
+
+def test_cancel_can_be_caught(system):
+    """except Cancelled catches cancellation like any exception."""
+    ref = system.start(flows.catches_cancel)
+    system.idle(timeout=T)
+    ref.cancel("because")
+    assert ref.result(timeout=T) == "caught because"
+
+
+def test_cancel_reaches_children(system):
+    """Cancelling a parent cancels the child it waits on."""
+    ref = system.start(flows.parent_of_sleeper)
+    system.idle(timeout=T)
+    ref.cancel("stop")
+    system.idle(timeout=T)
+    assert system.get("the-child").status() is Status.CANCELLED
+    assert ref.status() is Status.CANCELLED

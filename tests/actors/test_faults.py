@@ -1,0 +1,108 @@
+"""Failures: a workflow's own error, runtime faults, restarts and escalation.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import ActorSystem
+from workflows import WorkflowFailed
+
+from . import flows
+from .runtime_support import (
+    T,
+    _chain,
+    _wait_until,
+    connect,
+    ref_inbox,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_failure_is_reported_with_original_error(system, clock):
+    """A workflow that raises ends FAILED; result() raises WorkflowFailed with type and traceback."""
+    ref = system.start(flows.boom)
+    system.idle(timeout=T)
+    clock.advance(1)
+    with pytest.raises(WorkflowFailed) as ei:
+        ref.result(timeout=T)
+    assert ei.value.error_type == "KeyError"
+    assert "lost item" in ei.value.error_message
+    assert "flows.py" in ei.value.traceback
+
+
+def test_runtime_fault_restarts_then_fails_and_escalates(system, clock):
+    """A reducer that raises restarts the actor with backoff; past the intensity the workflow
+    fails and its parent gets ChildFailed."""
+    ref = system.start(flows.parent_of_faulty)
+    system.idle(timeout=T)
+    with capture_logs() as logs:
+        clock.advance(1)
+        system.idle(timeout=T)
+    assert ref.result(timeout=T).startswith("child failed: runtime fault after 5 restarts")
+    restarts = [e for e in logs if e["event"] == "actor_restarted"]
+    assert len(restarts) == 5
+    # Bound to the workflow's id and type, as every lifecycle event.
+    assert {(e["workflow_id"], e["workflow_type"]) for e in restarts} == {
+        (restarts[0]["workflow_id"], "tests.actors.flows:faulty")
+    }
+
+
+def test_a_first_step_that_cannot_commit_is_a_supervised_fault(system, db):
+    """A reducer failing in the first step: the workflow is created all the same (start() returns
+    its ref) and the step is restarted with backoff, as any runtime fault; its effect lands once."""
+    with capture_logs() as logs:
+        ref = system.start(flows.faulty_first_step, "start-twice", 2, id="faulty-first")
+        system.idle(timeout=T)
+    assert [e["event"] for e in logs].count("actor_restarted") == 2
+    assert ("workflow_started", "faulty-first") in [(e["event"], e.get("workflow_id")) for e in logs]
+    ref.signal("go", "done")
+    assert ref.result(timeout=T) == "done"
+    con = connect(db)
+    assert con.execute("SELECT count(*) FROM app_events WHERE wf = 'start-twice'").fetchone()[0] == 1
+
+
+def test_a_first_step_that_never_commits_fails_the_workflow(system):
+    """Past the restart intensity, a start whose first step always faults ends FAILED."""
+    ref = system.start(flows.faulty_first_step, "start-always", 100)
+    system.idle(timeout=T)
+    with pytest.raises(WorkflowFailed, match="runtime fault after 5 restarts"):
+        ref.result(timeout=T)
+
+
+def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
+    """Two procedure outcomes are taken together and the step that consumes them fails to commit:
+    both outcomes (not only the last message's) are kept, so the restarted actor finishes."""
+    from persistence import Promise
+
+    flows.LATER.clear()
+    with ActorSystem(db, clock=clock) as s:
+        real = s._rt.store.submit_step
+        calls: list = []
+        held: list = []
+
+        def submit_step(sw):
+            calls.append(sw)
+            if len(calls) == 2:  # the commit of the first outcome: held
+                p = Promise()
+                held.append((sw, p))
+                return p
+            if len(calls) == 3:  # the step that takes the other two: fails
+                p = Promise()
+                p.set_exception(OSError("the disk went away"))
+                return p
+            return real(sw)
+
+        s._rt.store.submit_step = submit_step
+        ref = s.start(flows.gather_procedures, id="gp")
+        _wait_until(lambda: len(held) == 1, "the first outcome's commit reached the writer")
+        flows.LATER.set()
+        _wait_until(lambda: len(ref_inbox(s, ref.id)) == 2, "the other two outcomes queued")
+        sw, p = held.pop()
+        real(sw).add_done_callback(_chain(p))
+        assert ref.result(timeout=T) == [2, 20, 30]
+        assert len(calls) == 4

@@ -1,0 +1,100 @@
+"""What a workflow's history and the log say about its steps.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import ActorSystem
+from workflows import Cancelled
+
+from . import flows
+from .runtime_support import (
+    T,
+    _steps_and_ends,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_lifecycle_is_logged(system):
+    """Each lifecycle transition is one structlog event bound to the workflow id."""
+    with capture_logs() as logs:
+        ref = system.start(flows.waits_once, id="logged")
+        ref.signal("go", 0)
+        ref.result(timeout=T)
+        system.idle(timeout=T)
+    events = [(e["event"], e.get("workflow_id")) for e in logs]
+    assert ("workflow_started", "logged") in events
+    assert ("workflow_completed", "logged") in events
+
+
+def test_history_says_what_woke_each_step(db, clock):
+    """Each step's history event names what woke it (start, signal, timer, procedure with its
+    outcome, children, cancel), with its step number and time, ahead of the end's event."""
+    t0 = clock.now()
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.each_kind, id="k")
+        ref.signal("go")
+        system.idle(timeout=T)
+        clock.advance(5)
+        system.idle(timeout=T)
+        clock.advance(1)
+        system.idle(timeout=T)
+        assert "never" in ref.info().waiting_on
+        ref.cancel("enough")
+        with pytest.raises(Cancelled):
+            ref.result(timeout=T)
+    events = _steps_and_ends(db, "k")
+    assert [e[3] for e in events] == [True] * (len(events) - 1) + [False]  # the end: history table
+    assert [e[1].pop("step") for e in events[:-1]] == list(range(1, len(events)))
+    double_fn, refuses_fn = f"{flows.__name__}:double", f"{flows.__name__}:refuses"
+    assert [(e[0], e[1]) for e in events[:5]] == [
+        ("started", {}),
+        ("signal", {"name": "go"}),
+        ("timer", {"name": "pause"}),
+        ("procedure", {"function": double_fn, "attempts": 1, "ok": True}),
+        ("procedure", {"function": refuses_fn, "attempts": 1, "ok": False, "error": "ValueError"}),
+    ]
+    # The two children end together: taken in one step, or the first in a step of its own.
+    children = [(e[0], e[1]) for e in events[5:-2]]
+    kids = {"k/child-5.0", "k/child-5.1"}  # spawned by step 5
+    if len(children) == 1:
+        (kind, detail), = children
+        assert kind == "child" and detail["taken"] == 2 and detail["child"] in kids
+    else:
+        assert [c[0] for c in children] == ["gather", "child"] and children[0][1] == {"taken": 1}
+        assert children[1][1]["child"] in kids and "taken" not in children[1][1]
+    assert all(c[1].get("outcome", "completed") == "completed" for c in children)
+    assert events[-2][:2] == ("cancel", {"reason": "enough"})
+    assert events[-1][:2] == ("cancelled", {"reason": "enough"})
+    assert [e[2] for e in events] == sorted(e[2] for e in events)
+    assert events[0][2] == pytest.approx(t0) and events[2][2] == pytest.approx(t0 + 5)
+
+
+def test_history_keeps_the_newest_steps_across_restarts(db, clock):
+    """A workflow's row describes its newest RECENT_STEPS steps; a restart goes on from them
+    (no step lost or described twice)."""
+    from persistence import RECENT_STEPS
+
+    n = RECENT_STEPS + 5
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.collect, n, id="c")
+        for i in range(8):
+            ref.signal("item", i)
+        system.idle(timeout=T)
+        assert len(_steps_and_ends(db, "c")) == 9
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.get("c")
+        for i in range(8, n):
+            ref.signal("item", i)
+        assert ref.result(timeout=T) == list(range(n))
+    events = _steps_and_ends(db, "c")
+    assert len(events) == RECENT_STEPS + 1
+    assert [(e[0], e[1]) for e in events[:-1]] == [
+        ("signal", {"step": s, "name": "item"}) for s in range(n + 2 - RECENT_STEPS, n + 2)
+    ]
+    assert events[-1][0] == "completed"

@@ -1,0 +1,113 @@
+"""Procedures called by workflows: values, retries, failures, and their outcomes across steps.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from actors import Status
+
+from . import flows
+from .runtime_support import (
+    T,
+    app_events,
+    connect,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_procedures_return_values_and_reducers_commit(system, db):
+    """Procedure results resume the workflow; reducers run in the step's transaction."""
+    ref = system.start(flows.adder, 5, id="adder-1")
+    assert ref.result(timeout=T) == 20
+    assert app_events(db, "adder-1") == ["10,20"]
+    keys = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith("adder-1#")]
+    assert len(keys) == 2 and len(set(keys)) == 2
+
+
+def test_procedure_retries_with_backoff_then_succeeds(system, clock):
+    """A failing procedure is retried after its backoff on the workflow clock."""
+    ref = system.start(flows.uses_flaky, "t1", 2)
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING  # first attempt failed, retry due in 10 s
+    clock.advance(10)
+    system.idle(timeout=T)
+    clock.advance(20)
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == "ok after 3"
+
+
+def test_procedure_failure_after_last_attempt_is_catchable(system, clock):
+    """After its last attempt a procedure raises ProcedureFailed, which the workflow can catch."""
+    ref = system.start(flows.uses_flaky, "t2", 5)
+    for _ in range(3):
+        system.idle(timeout=T)
+        clock.advance(100)
+    assert ref.result(timeout=T) == "gave up: ConnectionError after 3"
+
+
+def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
+    """A procedure's reply costs no commit of its own: one commit per step, the start's with the
+    first."""
+    ref = system.start(flows.adder, 3, id="adder-commits")
+    system.idle(timeout=T)
+    before = system._rt.store._writer.commits
+    ref2 = system.start(flows.adder, 4, id="adder-commits-2")
+    assert ref2.result(timeout=T) == 16
+    system.idle(timeout=T)
+    # The record with the first step (which dispatches the call), the second (consumes it and
+    # dispatches the next), the finish.
+    assert system._rt.store._writer.commits - before == 3
+    assert ref.result(timeout=T) == 12
+    con = connect(db)
+    assert con.execute("SELECT count(*) FROM procedures").fetchone()[0] == 0
+    con.close()
+
+
+def test_a_procedure_outcome_survives_a_failed_step_without_running_again(system, clock, db):
+    """If the step consuming a procedure's reply fails to commit, the reply is kept in the store:
+    the restarted actor resumes with it and the procedure does not run a second time."""
+    ref = system.start(flows.double_then_fragile_reducer, "frag", 21, id="frag-1")
+    for _ in range(4):  # two restarts with backoff on the virtual clock
+        system.idle(timeout=T)
+        clock.advance(5)
+    assert ref.result(timeout=T) == 42
+    runs = [k for (what, (x, k)) in flows.CALLS if what == "double" and k.startswith("frag-1#")]
+    assert len(runs) == 1
+    assert app_events(db, "frag") == ["reduced"]
+
+
+def test_procedure_of_a_lambda_is_refused_at_the_call(system):
+    """procedure(lambda: ...) raises TypeError at the call (it used to be dispatched and fail
+    after its retries as an unknown procedure)."""
+    text = system.start(flows.calls_a_lambda).result(timeout=T)
+    assert text.startswith("caught: procedure() needs a function that a restarted process can find")
+    assert "<lambda>" in text
+
+
+def test_module_imported_in_a_step_registers_its_procedures_and_reducers(system, db, tmp_path, monkeypatch):
+    """A module first imported by workflow code during a step: its @procedure and @reducer lines
+    decorate (they used to be taken for calls), and the step can call them."""
+    name = "af_lazy_effects"
+    (tmp_path / f"{name}.py").write_text(
+        "from workflows import procedure, reducer\n\n"
+        "@procedure\ndef triple(x):\n    return 3 * x\n\n"
+        "@reducer\ndef note(db, x):\n"
+        "    db.execute('CREATE TABLE IF NOT EXISTS lazy_notes (x INTEGER)')\n"
+        "    db.execute('INSERT INTO lazy_notes VALUES (?)', (x,))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    ref = system.start(flows.imports_in_a_step, name, 7)
+    ref.signal("go")
+    assert ref.result(timeout=T) == 21
+    mod = sys.modules[name]
+    assert callable(mod.triple) and mod.triple(2) == 6 and callable(mod.note)
+    con = connect(db)
+    assert con.execute("SELECT x FROM lazy_notes").fetchall() == [(7,)]
+    con.close()

@@ -1,0 +1,61 @@
+"""A system opened again on the same database continues where the last one was.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from actors import ActorSystem
+
+from . import flows
+from .runtime_support import (
+    T,
+    connect,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_recovery_continues_where_it_was(db, clock):
+    """Closing the system and opening the file again continues every workflow: locals and
+    buffered signals intact, timers due during the downtime fire at recovery."""
+    with ActorSystem(db, clock=clock) as s1:
+        c = s1.start(flows.collect, 3, id="c")
+        c.signal("item", "a")
+        s1.idle(timeout=T)
+        s1.start(flows.sleeper, 50, id="s")
+        s1.idle(timeout=T)
+    clock.advance(100)  # the sleeper's timer falls due while nothing runs
+    with ActorSystem(db, clock=clock) as s2:
+        assert s2.recovered["running"] == 2
+        c = s2.get("c")
+        c.signal("item", "b")
+        c.signal("item", "c")
+        assert c.result(timeout=T) == ["a", "b", "c"]
+        s2.idle(timeout=T)
+        assert s2.get("s").result(timeout=T) == 100
+
+
+def test_a_file_with_waits_stored_whole_resumes(db, clock):
+    """Files written before the wait was stored as its own payload hold the Wait object in the
+    step envelope: such a workflow resumes, takes its signals and finishes."""
+    from persistence import dumps, loads
+
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(flows.collect, 2)
+        s.idle(timeout=T)
+        ref.signal("item", "a")
+        s.idle(timeout=T)
+    conn = connect(db)
+    (blob,) = conn.execute("SELECT continuation FROM workflows WHERE id = ?", (ref.id,)).fetchone()
+    env = loads(blob)
+    old = dumps({"cont": env["cont"], "wait": loads(env["wait_p"])})
+    conn.execute("UPDATE workflows SET continuation = ? WHERE id = ?", (old, ref.id))
+    conn.commit()
+    conn.close()
+    with ActorSystem(db, clock=clock) as s:
+        again = s.get(ref.id)
+        again.signal("item", "b")
+        assert again.result(timeout=T) == ["a", "b"]

@@ -1,0 +1,147 @@
+"""Signals, sends and broadcasts between the outside and workflows, and between workflows.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import (
+    ActorSystem,
+    Status,
+)
+
+from . import flows
+from .runtime_support import (
+    T,
+    _wait_until,
+    connect,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_signals_are_buffered_and_consumed_in_order(system):
+    """Signals sent before they are awaited stay buffered and are consumed once, in order."""
+    ref = system.start(flows.collect, 3)
+    for i in range(3):
+        ref.signal("item", i)
+    assert ref.result(timeout=T) == [0, 1, 2]
+
+
+def test_broadcast_reaches_only_matching_subscribers(system):
+    """A broadcast reaches the workflows subscribed with an equal filter value only."""
+    wolves = system.start(flows.quester, "wolf")
+    bears = system.start(flows.quester, "bear")
+    system.idle(timeout=T)
+    assert system.broadcast("killed", "wolf", 1) == 1
+    assert system.broadcast("killed", "wolf", 2) == 1
+    assert wolves.result(timeout=T) == [1, 2]
+    assert bears.status() is Status.RUNNING
+
+
+def test_a_store_owning_a_subset_wakes_only_its_own_workflows(system, monkeypatch):
+    """A row delivered to a workflow the store does not own is its owner's to take: no actor of
+    that workflow runs here, and the row waits in its inbox."""
+    system.start(flows.quester, "wolf", id="mine")
+    system.start(flows.quester, "wolf", id="theirs")
+    system.idle(timeout=T)
+    monkeypatch.setattr(system._rt.store, "owns", lambda wid: wid != "theirs")
+    assert system.broadcast("killed", "wolf", 1) == 2  # both rows are written
+    system.idle(timeout=T)
+    assert [r.name for r in system._rt.store.inbox("theirs")] == ["killed"]
+    assert system._rt.store.inbox("mine") == []  # taken by its step
+
+
+def test_send_between_workflows(system):
+    """send() from one workflow reaches another's inbox when the step commits."""
+    target = system.start(flows.collect, 1, id="target")
+    system.start(flows.pinger, "target")
+    assert target.result(timeout=T) == ["ping"]
+
+
+def test_signals_sent_before_the_first_step_are_consumed_once(system):
+    """Thousands of signals sent right after start, while the actor loads and steps, are each
+    consumed exactly once (a Wake queued behind the step that consumed its row is ignored)."""
+    ref = system.start(flows.counter, 3000)
+    for _ in range(3000):
+        ref.signal("inc", 1)
+    assert ref.result(timeout=120) == 3000
+
+
+def test_a_signal_is_stepped_on_an_engine_thread_never_the_senders(system):
+    """signal() hands the signal to the engine and waits: the step that consumes it runs on an
+    actor thread of the runtime, whichever thread sent it."""
+
+    ref = system.start(flows.reports_its_thread)
+    system.idle(timeout=T)
+    ref.signal("go")
+    sender = threading.Thread(target=lambda: ref.signal("go"), name="a-sender")
+    sender.start()
+    sender.join(T)
+    names = ref.result(timeout=T)
+    assert len(names) == 2 and all(n.startswith("actorflow-actor-") for n in names), names
+
+
+def test_an_interrupt_in_the_callers_wait_leaves_the_signal_durable_or_unacknowledged(db, clock, held_commits):
+    """Ctrl-C while ``signal()`` waits for the commit of the step that takes it: the interrupt
+    reaches the caller only; the engine goes on, and the signal is consumed exactly once."""
+    import os
+    import signal as os_signal
+
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(flows.collect, 3)
+        s.idle(timeout=T)
+        ref.signal("item", "a")
+        held = held_commits(s, only=ref.id)
+
+        def interrupt() -> None:
+            _wait_until(lambda: len(held) == 1, "the step taking the signal reached the writer")
+            os.kill(os.getpid(), os_signal.SIGINT)  # what Ctrl-C sends
+
+        t = threading.Thread(target=interrupt)
+        t.start()
+        with pytest.raises(KeyboardInterrupt):
+            ref.signal("item", "b")
+        t.join(T)
+        held_commits.let_go(s)
+        s.idle(timeout=T)
+        ref.signal("item", "c")
+        assert ref.result(timeout=T) == ["a", "b", "c"]
+
+
+def test_signals_lost_by_mistake_are_in_the_senders_history(db, clock):
+    """send() to an unknown id or a full inbox is shown in the sender's own history (wf show),
+    in the step's transaction, besides the log's warning; the buffered ones are delivered."""
+    with ActorSystem(db, clock=clock, inbox_limit=2) as system:
+        sink = system.start(flows.collect, 2)
+        assert system.start(flows.sends_many, sink.id, 3, id="sender").result(timeout=T) == 3
+        assert sink.result(timeout=T) == [0, 1]
+    con = connect(db)
+    rows = con.execute("SELECT event, detail FROM history WHERE workflow_id = 'sender' ORDER BY seq").fetchall()
+    con.close()
+    lost = [json.loads(d) for e, d in rows if e == "signal_dropped"]
+    assert lost == [
+        {"to": sink.id, "name": "item", "reason": "inbox full (2 buffered signals)"},
+        {"to": "nobody-has-this-id", "name": "item", "reason": "unknown workflow"},
+    ]
+    assert [e for e, _ in rows][-1] == "completed"
+
+
+def test_broadcast_to_a_full_inbox_is_logged(db, clock):
+    """A subscriber whose inbox is full does not get a broadcast: the count says so, and a
+    broadcast_dropped warning names it (it used to be skipped without a word)."""
+    with ActorSystem(db, clock=clock, inbox_limit=1) as system:
+        full = system.start(flows.subscribed_not_listening, "g", id="full")
+        system.start(flows.subscribed_not_listening, "g", id="roomy")
+        full.signal("filler")
+        with capture_logs() as logs:
+            assert system.broadcast("go", "g", 1) == 1
+        dropped = [e for e in logs if e["event"] == "broadcast_dropped"]
+        assert [(e["workflow_id"], e["log_level"]) for e in dropped] == [("full", "warning")]
+        assert "inbox full" in dropped[0]["reason"]

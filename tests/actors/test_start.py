@@ -1,0 +1,163 @@
+"""Starting workflows: ids, refs, duplicates, bad arguments, a closed system.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import actors._system
+from actors import (
+    ActorSystem,
+    UnknownWorkflow,
+    WorkflowNotRunning,
+    WorkflowRef,
+)
+from actors._actor import Kick
+
+from . import flows
+from .runtime_support import (
+    T,
+    _Draws,
+    _hex,
+    _wait_until,
+)
+
+pytestmark = pytest.mark.usefixtures("fresh_flows")
+
+
+def test_start_returns_once_the_first_step_is_committed_with_the_record(system):
+    """start() runs the first step on the caller's thread and commits it with the record: when it
+    returns, the workflow is already at its first await, with no other work left."""
+    ref = system.start(flows.waits_once, id="stepped-at-start")
+    rec = system._rt.store.load_workflow(ref.id)
+    assert rec.step_seq == 1
+    assert "go" in rec.waiting_on
+    assert system._rt.work.count == 0
+
+
+def test_a_start_after_a_message_to_its_id_still_runs(system):
+    """An actor that looked for an id before any workflow had it (a message came first) and is
+    still live: a start of that id is not lost on its stale view, the workflow runs."""
+    system._rt.activator.deliver("early", Kick())
+    system.idle(timeout=T)
+    assert system.live_actors() == 1
+    ref = system.start(flows.waits_once, id="early")
+    system.idle(timeout=T)
+    assert system._rt.store.load_workflow("early").step_seq == 1
+    ref.signal("go", "ran")
+    assert ref.result(timeout=T) == "ran"
+
+
+def test_two_starts_of_one_id_at_once_start_it_once(db, clock, held_commits):
+    """A start whose first step is still uncommitted, and a second start of the same id: both
+    return the same workflow, which runs its first step once."""
+    with ActorSystem(db, clock=clock) as s:
+        held = held_commits(s, only="twin")
+        first: list = []
+        second: list = []
+        t = threading.Thread(target=lambda: first.append(s.start(flows.counter, 2, id="twin")))
+        t.start()
+        _wait_until(lambda: len(held) == 1, "the first start's step reached the writer")
+        u = threading.Thread(target=lambda: second.append(s.start(flows.counter, 2, id="twin")))
+        u.start()
+        held_commits.let_go(s)
+        t.join(T)
+        u.join(T)
+        assert first == second and len(first) == 1
+        second = second[0]
+        s.idle(timeout=T)
+        assert s._rt.store.load_workflow("twin").step_seq == 1
+        second.signal("inc", 1)
+        second.signal("inc", 1)
+        assert second.result(timeout=T) == 2
+        assert len(s.workflows()) == 1
+
+
+def test_start_existing_id_returns_ref(system):
+    """Starting an id that exists returns a ref to it and starts nothing new."""
+    a = system.start(flows.waits_once, id="same")
+    b = system.start(flows.waits_once, id="same")
+    assert a == b
+    assert len(system.workflows()) == 1
+
+
+def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
+    """A generated id that happens to exist is someone else's workflow: start() and start_many()
+    draw another instead of returning a ref to it."""
+    taken = "a" * 12
+    other = system.start(flows.waits_once, id=f"waits_once-{taken}")
+    monkeypatch.setattr("actors._system._id_bits", _Draws(taken, "b" * 12))
+    mine = system.start(flows.waits_once)
+    assert mine.id == "waits_once-" + "b" * 12
+    monkeypatch.setattr("actors._system._id_bits", _Draws("c" * 12, taken, "c" * 12, "d" * 12))
+    many = system.start_many(flows.waits_once, [(), (), ()])
+    # The second collides with the existing workflow, the third with the first: both drawn again.
+    assert [_hex(r) for r in many[:2]] == ["c" * 12, "d" * 12]
+    assert _hex(many[2]) not in {taken, "b" * 12, "c" * 12, "d" * 12}
+    system.idle(timeout=T)
+    assert len(system.workflows()) == 5
+    for r in (other, mine, *many):
+        r.signal("go", r.id)
+        assert r.result(timeout=T) == r.id
+
+
+def test_unknown_and_finished_workflows_are_clear_errors(system):
+    """get() of an unknown id raises UnknownWorkflow; signalling a finished one is an error."""
+    with pytest.raises(UnknownWorkflow, match="nope"):
+        system.get("nope")
+    ref = system.start(flows.waits_once)
+    ref.signal("go", 1)
+    assert ref.result(timeout=T) == 1
+    with pytest.raises(WorkflowNotRunning, match="already finished"):
+        ref.signal("go", 2)
+
+
+def test_refs_are_made_by_the_runtime(system):
+    """Users cannot construct a WorkflowRef; the error says how to get one."""
+    with pytest.raises(TypeError, match="system.start"):
+        WorkflowRef(system, "x")
+
+
+def test_start_many_starts_each_once(system):
+    """start_many starts every workflow in one transaction; existing ids start nothing new."""
+    first = system.start_many(flows.waits_once, [()] * 3, ids=["a", "b", "c"])
+    again = system.start_many(flows.waits_once, [(), ()], ids=["c", "d"])
+    assert [r.id for r in first + again] == ["a", "b", "c", "c", "d"]
+    system.idle(timeout=T)
+    assert sorted(w.id for w in system.workflows()) == ["a", "b", "c", "d"]
+    for r in (first[0], again[1]):
+        r.signal("go", r.id)
+        assert r.result(timeout=T) == r.id
+    with pytest.raises(ValueError, match="2 argument tuples but 1 ids"):
+        system.start_many(flows.waits_once, [(), ()], ids=["x"])
+
+
+def test_refs_after_shutdown_raise_system_closed(db, clock):
+    """status(), info() and result() of a ref after shutdown raise SystemClosed, as documented
+    (they raised the store's StoreClosed); a second system in this process is told so."""
+    from persistence import DatabaseLocked
+
+    s = ActorSystem(db, clock=clock)
+    ref = s.start(flows.collect, 1)
+    with pytest.raises(DatabaseLocked, match="another ActorSystem .* in this very process"):
+        ActorSystem(db, clock=clock)
+    s.shutdown()
+    for call in (ref.status, ref.info, ref.result):
+        with pytest.raises(actors._system.SystemClosed):
+            call()
+
+
+def test_start_with_an_unpicklable_argument_names_the_argument(system):
+    """An argument that cannot be pickled fails the start, naming the argument (the message
+    spoke of a live local), and nothing is created."""
+    from workflows import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"cannot start workflow .*collect: its argument 'n' \(_thread.lock\)"):
+        system.start(flows.collect, threading.Lock())
+    with pytest.raises(CheckpointError, match="its argument 'n'"):
+        system.start_many(flows.collect, [(1,), (threading.Lock(),)])
+    assert system.workflows() == []
