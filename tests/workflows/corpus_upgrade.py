@@ -524,6 +524,19 @@ async def tally(name):
         reason="the statement at line 5 is half evaluated across the await (a value computed before it is kept for after it), and that statement changed",
     ),
     Pair(
+        "changed_around_a_comprehension", "the call around a comprehension that awaits changed (its earlier arguments are kept across the await)",
+        '''
+async def tally(name):
+    return max(len(name), sum([await procedure(visit, s) for s in ["a", "bb"]]))
+''',
+        '''
+async def tally(name):
+    return max(len(name) * 2, sum([await procedure(visit, s) for s in ["a", "bb"]]))
+''',
+        [], [], moves=False,
+        reason="the statement at line 3 is half evaluated across the await (a value computed before it is kept for after it), and that statement changed",
+    ),
+    Pair(
         "finally_running_return", "suspended in a finally that a return is running",
         '''
 async def closing(name):

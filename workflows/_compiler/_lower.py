@@ -110,7 +110,7 @@ class Emitter:
         # the uid counter when each began, and per resume point the snapshot of both.
         self.structure: list[tuple[str, str, int]] = []
         self.owners: list[tuple[ast.AST, int]] = []
-        self.shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], ast.AST | None, int]] = {}
+        self.shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], tuple[tuple[ast.AST, int], ...], int]] = {}
 
     # -- labels and blocks
 
@@ -775,8 +775,7 @@ class Emitter:
         text = getattr(e, "_af_text", None) or self.source_of(e)
         self.points[resume] = (e.lineno, text)
         self.point_nodes[resume] = e
-        owner, uid0 = self.owners[-1] if self.owners else (None, 0)
-        self.shapes[resume] = (tuple(self.structure), owner, uid0)
+        self.shapes[resume] = (tuple(self.structure), tuple(self.owners), self.uid_n)
         self.start_at(resume)
         return frame_attr("_af_sent")
 

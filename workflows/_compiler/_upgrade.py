@@ -51,11 +51,13 @@ class Point:
     path: tuple[tuple[str, str], ...]  # (kind, detail) of the enclosing stateful constructs
     uids: tuple[int, ...]  # the compiler's uid of each construct in ``path``
     live: frozenset[str] | None  # None: not known (never moved automatically)
-    owner: str  # digest of the statement holding the await (for half-evaluated expressions)
-    uid0: int  # the uid counter when that statement's lowering began
+    # The statements being lowered around the await, outermost first: a digest of each and the
+    # uid counter when its lowering began; and the counter at the await. A temporary kept across
+    # the await (a half-evaluated expression) has a uid in that range, owned by one of them.
+    owners: tuple[tuple[str, int], ...]
+    uid_at: int
     compiler: str
-    # Locals that may hold a value there in a run of this code (assigned before it on some path);
-    # not stored: only the loaded code's is used.
+    # Locals that may hold a value there in a run of this code (assigned before it on some path).
     bound: frozenset[str] | None = None
 
     def record(self) -> dict[str, Any]:
@@ -65,8 +67,9 @@ class Point:
             "path": [list(p) for p in self.path],
             "uids": list(self.uids),
             "live": sorted(self.live) if self.live is not None else None,
-            "own": self.owner,
-            "u0": self.uid0,
+            "bound": sorted(self.bound) if self.bound is not None else None,
+            "own": [list(o) for o in self.owners],
+            "ua": self.uid_at,
             "cv": self.compiler,
             "pf": POINT_FORMAT,
         }
@@ -80,15 +83,17 @@ class Point:
                 f"version of actorflow reads format {POINT_FORMAT}"
             )
         live = r.get("live")
+        bound = r.get("bound")
         return cls(
             ident=r["id"],
             line=int(r.get("line", 0)),
             path=tuple((str(k), str(d)) for k, d in r.get("path", [])),
             uids=tuple(int(u) for u in r.get("uids", [])),
             live=frozenset(live) if live is not None else None,
-            owner=str(r.get("own", "")),
-            uid0=int(r.get("u0", 0)),
+            owners=tuple((str(d), int(u)) for d, u in r.get("own", [])),
+            uid_at=int(r.get("ua", 0)),
             compiler=str(r.get("cv", "")),
+            bound=frozenset(bound) if bound is not None else None,
         )
 
     def where(self) -> str:
@@ -159,7 +164,7 @@ def _pos(n: ast.AST) -> tuple[int, int, int, int]:
 def describe_points(
     node: ast.AsyncFunctionDef,
     point_nodes: dict[int, ast.Await],
-    shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], ast.AST | None, int]],
+    shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], tuple[tuple[ast.AST, int], ...], int]],
     locals_: set[str],
     compiler: str,
 ) -> dict[int, Point]:
@@ -167,6 +172,16 @@ def describe_points(
     live = Liveness(locals_).run(node)
     bound = may_be_bound(node, locals_)
     order = sorted(point_nodes, key=lambda lbl: _pos(point_nodes[lbl]))
+    digests: dict[int, str] = {}
+
+    def digest(stmt: ast.AST) -> str:
+        d = digests.get(id(stmt))
+        if d is None:
+            # The compiler's own names carry uids, which shift with edits elsewhere: not compared.
+            dump = _UIDS.sub(r"\1", ast.dump(stmt, include_attributes=False))
+            d = digests[id(stmt)] = hashlib.sha256(dump.encode()).hexdigest()[:16]
+        return d
+
     ranks: dict[str, int] = {}
     seen: dict[tuple[int, int, int, int], int] = {}
     out: dict[int, Point] = {}
@@ -174,16 +189,13 @@ def describe_points(
         e = point_nodes[label]
         cmd = command_of(e.value)
         ranks[cmd] = ranks.get(cmd, 0) + 1
-        structure, owner, uid0 = shapes.get(label, ((), None, 0))
+        structure, owners, uid_at = shapes.get(label, ((), (), 0))
         stateful = [(k, d, u) for k, d, u in structure if k in _STRUCTURAL]
         pos = _pos(e)
         # An await lowered twice (never, today) would have two labels for one place: neither
         # can be told apart from the other, so neither moves automatically.
         twice = pos in seen
         seen[pos] = label
-        # The compiler's own names carry uids, which shift with edits elsewhere: not compared.
-        dump = _UIDS.sub(r"\1", ast.dump(owner, include_attributes=False)) if owner is not None else ""
-        digest = hashlib.sha256(dump.encode()).hexdigest()[:16]
         out[label] = Point(
             ident=f"{cmd} #{ranks[cmd]}",
             line=e.lineno,
@@ -191,8 +203,8 @@ def describe_points(
             path=tuple((k, _COMP_VAR.sub("", d)) for k, d, _ in stateful),
             uids=tuple(u for _, _, u in stateful),
             live=None if twice else live.get(pos),
-            owner=digest,
-            uid0=uid0,
+            owners=tuple((digest(o), u) for o, u in owners),
+            uid_at=uid_at,
             compiler=compiler,
             bound=bound.get(pos),
         )
@@ -202,13 +214,13 @@ def describe_points(
 
 
 def _replace_live(p: Point, live: frozenset[str] | None) -> Point:
-    return Point(p.ident, p.line, p.path, p.uids, live, p.owner, p.uid0, p.compiler, p.bound)
+    return Point(p.ident, p.line, p.path, p.uids, live, p.owners, p.uid_at, p.compiler, p.bound)
 
 
 def start_point(params: Iterable[str], compiler: str) -> Point:
     """The point of a continuation that has not run its first step: its parameters are live."""
     ps = frozenset(params)
-    return Point("start", 0, (), (), ps, "", 0, compiler, ps)
+    return Point("start", 0, (), (), ps, (), 0, compiler, ps)
 
 
 def may_be_bound(node: ast.AsyncFunctionDef, locals_: set[str]) -> dict[tuple[int, int, int, int], frozenset[str]]:
@@ -715,9 +727,12 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             )
         else:
             # The analysis errs towards live: a name the old code only may read (in a handler,
-            # or in a lambda) may never have been assigned in this instance. The frame tells.
+            # or in a lambda) may never have been assigned in this instance, where the new code
+            # would have assigned it before the await. The frame tells. (A name both codes may
+            # have assigned there and this run did not is this run's, not the edit's.)
             maybe = new.bound if new.bound is not None else new.live
-            unbound = sorted(n for n in new.live & maybe if LOCAL + n not in d)
+            before = old.bound if old.bound is not None else frozenset()
+            unbound = sorted(n for n in (new.live & maybe) - before if LOCAL + n not in d)
             if unbound:
                 reasons.append(
                     f"local{'s' if len(unbound) > 1 else ''} {', '.join(unbound)} "
@@ -815,15 +830,22 @@ def _map_slots(
                         "destination in the old code cannot be carried over"
                     )
                 continue
-            if v is None or drop_unmapped:
-                fp.renames[k] = None  # a construct already left: its slot is cleared
-                continue
-            fp.reasons.append(f"{code.describe_slot(k)} of the old code has no counterpart there")
+            # A construct not around the point: its slots are written when it is entered again,
+            # before they are read (a with block's flag, say, stays set after it ends).
+            fp.renames[k] = None
             continue
         t = _TEMP_SLOT.match(k)
         if t is not None:
-            if temps_ok and old.owner == new.owner and old.compiler == new.compiler:
-                fp.renames[k] = f"_af_t{int(t.group(1)) - old.uid0 + new.uid0}"
+            uid = int(t.group(1))
+            owner = _owner_of(old, uid)
+            if owner is None:
+                fp.renames[k] = None  # left by a statement that is not running (it raised)
+                continue
+            i, (dig, u0) = owner
+            # The same statement in the new code: as many statements in from the await.
+            j = len(new.owners) - (len(old.owners) - i)
+            if temps_ok and old.compiler == new.compiler and j >= 0 and new.owners[j][0] == dig:
+                fp.renames[k] = f"_af_t{uid - u0 + new.owners[j][1]}"
             elif drop_unmapped and not temps_ok:
                 fp.renames[k] = None
             else:
@@ -837,6 +859,15 @@ def _map_slots(
             fp.renames[k] = None
             continue
         fp.reasons.append(f"internal state {k!r} of the old code cannot be mapped")
+
+
+def _owner_of(p: Point, uid: int) -> tuple[int, tuple[str, int]] | None:
+    """Which statement around point ``p`` a temporary of uid ``uid`` belongs to (its index in
+    ``p.owners``), or None if no statement being evaluated there made it."""
+    if not p.owners or uid <= p.owners[0][1] or uid > p.uid_at:
+        return None
+    i = max(j for j, (_, u0) in enumerate(p.owners) if u0 < uid)
+    return i, p.owners[i]
 
 
 def _completion(v: Any) -> str:
