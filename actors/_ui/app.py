@@ -49,7 +49,7 @@ from . import data
 
 HERE = Path(__file__).resolve().parent
 # How long an action waits for the running system to carry out its request before it answers.
-ACTION_WAIT = 5.0
+ACTION_WAIT = 10.0
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 OUTCOMES_KEPT = 200
 
@@ -251,8 +251,10 @@ class UI:
         if after is None:
             now = "it is gone (finished and pruned)"
         elif after.step_seq == rec.step_seq:
-            now = (f"buffered: the workflow does not await {name!r} now, and takes it when it does"
-                   if kind == "signal" else f"it has not stepped yet (still {after.status})")
+            if kind == "signal" and not self._awaits(after, name):
+                now = f"buffered: the workflow does not await {name!r} now, and takes it when it does"
+            else:
+                now = f"delivered; the workflow has not taken its step yet (still {after.status}, this page follows it)"
         elif after.status == "running":
             now = f"it is running, waiting on {_waiting_text(after.waiting_on) or 'nothing'}"
         else:
