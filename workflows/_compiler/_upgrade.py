@@ -61,18 +61,27 @@ class Point:
     bound: frozenset[str] | None = None
 
     def record(self) -> dict[str, Any]:
-        return {
-            "id": self.ident,
-            "line": self.line,
-            "path": [list(p) for p in self.path],
-            "uids": list(self.uids),
-            "live": sorted(self.live) if self.live is not None else None,
-            "bound": sorted(self.bound) if self.bound is not None else None,
-            "own": [list(o) for o in self.owners],
-            "ua": self.uid_at,
-            "cv": self.compiler,
-            "pf": POINT_FORMAT,
-        }
+        """The point as a checkpoint header stores it: what is empty or implied is left out
+        (it is written with every step)."""
+        r: dict[str, Any] = {"id": self.ident, "line": self.line}
+        if self.path:
+            r["path"] = [list(p) for p in self.path]
+            r["uids"] = list(self.uids)
+        r["live"] = sorted(self.live) if self.live is not None else None
+        if self.bound is not None and self.live is not None:
+            # Usually the same names: only the differences are stored.
+            if self.bound - self.live:
+                r["bx"] = sorted(self.bound - self.live)
+            if self.live - self.bound:
+                r["bm"] = sorted(self.live - self.bound)
+        if self.owners and self.uid_at > self.owners[0][1]:
+            # Only where a temporary can be kept across the await (a uid was given out since
+            # the outermost statement around it began).
+            r["own"] = [list(o) for o in self.owners]
+            r["ua"] = self.uid_at
+        r["cv"] = self.compiler
+        r["pf"] = POINT_FORMAT
+        return r
 
     @classmethod
     def from_record(cls, r: dict[str, Any]) -> Point:
@@ -83,7 +92,9 @@ class Point:
                 f"version of actorflow reads format {POINT_FORMAT}"
             )
         live = r.get("live")
-        bound = r.get("bound")
+        bound = None
+        if live is not None:
+            bound = (frozenset(live) - frozenset(r.get("bm", ()))) | frozenset(r.get("bx", ()))
         return cls(
             ident=r["id"],
             line=int(r.get("line", 0)),
@@ -93,7 +104,7 @@ class Point:
             owners=tuple((str(d), int(u)) for d, u in r.get("own", [])),
             uid_at=int(r.get("ua", 0)),
             compiler=str(r.get("cv", "")),
-            bound=frozenset(bound) if bound is not None else None,
+            bound=bound,
         )
 
     def where(self) -> str:
