@@ -12,12 +12,13 @@ import json
 import queue
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from persistence import ProcedureRow, Store, dumps, loads
+from persistence import ProcedureRow, StorageUnavailable, Store, dumps, loads
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType
 from workflows._procedure_context import procedure_running
@@ -28,6 +29,9 @@ from ._log import Log
 from ._work import WorkCounter
 
 log = Log("procedures")
+
+# Real-time backoff of a write the executor waits out a storage fault for (first, bound).
+_STORAGE_BACKOFF = (0.01, 1.0)
 
 DEFAULT_RETRY = RetryPolicy()
 
@@ -184,6 +188,8 @@ class ProcedureExecutor:
         self._work = work
         self._pool = _Workers(workers, "actorflow-proc")
         self._closed = False
+        self._storage_down = False  # a write of the executor is waiting for storage to recover
+        self._storage_lock = threading.Lock()
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()
@@ -257,7 +263,7 @@ class ProcedureExecutor:
                     "procedure_attempt_failed", key=key, workflow_id=workflow_id, function=function,
                     attempt=attempt, retry_in=delay, error=info["message"], error_type=info["type"],
                 )
-                if self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at):
+                if self._write("retry", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at)):
                     self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1))
                 return
             log.error(
@@ -290,7 +296,35 @@ class ProcedureExecutor:
             self._hand_over(workflow_id, ProcedureDone(key, False, None, error_info(error), counted, durable=False))
             return False
         # Counted before it runs: if it takes the process down, the next start sees it.
-        return self._store.procedure_retry(key, attempts=attempt, next_attempt_at=self._clock.now())
+        now = self._clock.now()
+        return self._write("attempt count", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=now))
+
+    def _write(self, what: str, key: str, write: Callable[[], bool]) -> bool:
+        """Carry out one of the executor's writes, waiting out a storage fault (a full disk, an
+        I/O error, a lost connection) with backoff: the attempt's bookkeeping is not dropped
+        with the fault, and goes on by itself once storage recovers, with no restart. Logged once
+        per episode. Gives up (raising) only when the system closes: the row then stays pending
+        and the call runs at the next start."""
+        delay = _STORAGE_BACKOFF[0]
+        while True:
+            try:
+                done = write()
+            except StorageUnavailable as e:
+                if self._closed:
+                    raise
+                with self._storage_lock:
+                    first, self._storage_down = not self._storage_down, True
+                if first:
+                    log.warning("procedure_storage_unavailable", key=key, write=what, error=str(e),
+                                retrying="with backoff, until a write commits")
+                time.sleep(delay)
+                delay = min(delay * 2, _STORAGE_BACKOFF[1])
+                continue
+            with self._storage_lock:
+                recovered, self._storage_down = self._storage_down, False
+            if recovered:
+                log.info("procedure_storage_recovered", key=key, write=what)
+            return done
 
     def _hand_over(self, workflow_id: str, done: ProcedureDone) -> None:
         if self._closed:

@@ -401,3 +401,22 @@ async def each_kind() -> str:
     await gather(spawn(child, 1, 1.0), spawn(child, 2, 1.0))
     await signal("never")
     return "not reached"
+
+
+HELD_FLAKY = threading.Event()
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=3, initial_interval=1.0))
+def held_flaky(tag: str) -> str:
+    """Waits for HELD_FLAKY, then fails its first attempt."""
+    HELD_FLAKY.wait(30)
+    n = FLAKY_FAILS.get(tag, 0)
+    FLAKY_FAILS[tag] = n + 1
+    if n == 0:
+        raise ConnectionError(f"held_flaky {tag} attempt 1")
+    return f"ok after {n + 1}"
+
+
+@workflow
+async def uses_held_flaky(tag: str) -> str:
+    return await procedure(held_flaky, tag)

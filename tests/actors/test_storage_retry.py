@@ -108,3 +108,33 @@ def test_a_full_disk_is_waited_out_and_every_acknowledged_signal_and_timer_goes_
     events = [e["event"] for e in logs]
     assert events.count("storage_unavailable") == 1 and events.count("storage_recovered") == 1
     assert "actor_restarted" not in events and "workflow_restart_intensity_exceeded" not in events
+
+
+def test_a_procedure_attempt_that_fails_on_a_full_disk_is_retried_once_there_is_room(tiny_disk) -> None:
+    """A procedure's attempt fails while the disk is full: the executor cannot write the retry,
+    waits it out, and the call is retried and returns once there is room, with no restart."""
+    clock = VirtualClock(1_700_000_000.0)
+    flows.HELD_FLAKY.clear()
+    flows.FLAKY_FAILS.clear()
+    try:
+        with capture_logs() as logs, ActorSystem(str(tiny_disk / "wf.db"), clock=clock) as s:
+            ref = s.start(flows.uses_held_flaky, "disk", id="held")
+            filler = _fill(tiny_disk)
+            flows.HELD_FLAKY.set()  # the first attempt fails now, and its retry cannot be written
+            met = ("procedure_storage_unavailable", "procedure_bookkeeping_failed")
+            _wait_until(lambda: any(e["event"] in met for e in logs), "the retry's write met the full disk")
+            filler.unlink()
+
+            def retried() -> bool:
+                clock.advance(1)  # the retry's backoff, on the workflow clock
+                return flows.FLAKY_FAILS.get("disk", 0) >= 2
+
+            _wait_until(retried, "the attempt was retried once there was room")
+            assert ref.result(timeout=T) == "ok after 2"
+        events = [e["event"] for e in logs]
+        assert events.count("procedure_storage_unavailable") == 1
+        assert events.count("procedure_storage_recovered") == 1
+        assert "procedure_bookkeeping_failed" not in events
+    finally:
+        flows.HELD_FLAKY.clear()
+        flows.FLAKY_FAILS.clear()
