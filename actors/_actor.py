@@ -408,9 +408,18 @@ class WorkflowActor(PooledActor):
         elif wait is not None and _blocked_reason(rec) is not None:
             self._record_unblocked(rec)
         if wait is not None:
-            # Timer ids are the store's: matched to the wait's timer arms in arming order.
-            pending = [a for a in wait.arms if a.kind == "timer" and not a.done]
-            for arm, row in zip(pending, sorted(timer_rows, key=lambda r: r.id), strict=False):
+            # Timer ids are the store's: each row goes to the arm it was armed for, by its name
+            # and due time (two arms alike in both are interchangeable), not by its place.
+            rows_for: dict[tuple[str, float], list[TimerRow]] = {}
+            for row in sorted(timer_rows, key=lambda r: r.id):
+                rows_for.setdefault((row.name, row.due_at), []).append(row)
+            for arm in wait.arms:
+                if arm.kind != "timer" or arm.done:
+                    continue
+                same = rows_for.get((arm.target, arm.due_at or 0.0))
+                if not same:
+                    continue
+                row = same.pop(0)
                 arm.timer_id = row.id
                 if not self.test_mode and row.due_at <= self.host.clock.now():
                     self.fired[row.id] = row

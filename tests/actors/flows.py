@@ -420,3 +420,9 @@ def held_flaky(tag: str) -> str:
 @workflow
 async def uses_held_flaky(tag: str) -> str:
     return await procedure(held_flaky, tag)
+
+
+@workflow
+async def two_timers() -> str:
+    ev = await select(timer("short", 5), timer("long", 50))
+    return str(ev.name)

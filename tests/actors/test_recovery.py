@@ -59,3 +59,22 @@ def test_a_file_with_waits_stored_whole_resumes(db, clock):
         again = s.get(ref.id)
         again.signal("item", "b")
         assert again.result(timeout=T) == ["a", "b"]
+
+
+def test_timer_rows_are_matched_to_their_arms_by_what_they_say(db, clock):
+    """At recovery each timer row goes to the arm it was armed for (its name and due time), not
+    to the arm at its place in id order: a row armed again with a later id still fires its own."""
+    with ActorSystem(db, clock=clock) as s1:
+        s1.start(flows.two_timers, id="tt")
+        s1.idle(timeout=T)
+    con = connect(db)
+    (due,) = con.execute("SELECT due_at FROM timers WHERE workflow_id = ? AND name = ?", ("tt", "short")).fetchone()
+    con.execute("DELETE FROM timers WHERE workflow_id = ? AND name = ?", ("tt", "short"))
+    con.execute("INSERT INTO timers (workflow_id, name, due_at) VALUES (?, ?, ?)", ("tt", "short", due))
+    con.commit()
+    ids = [r[0] for r in con.execute("SELECT name FROM timers WHERE workflow_id = ? ORDER BY id", ("tt",)).fetchall()]
+    con.close()
+    assert ids == ["long", "short"]
+    clock.advance(10)  # only the short timer is due
+    with ActorSystem(db, clock=clock) as s2:
+        assert s2.get("tt").result(timeout=T) == "short"
