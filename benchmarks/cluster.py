@@ -38,6 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _common import READY_PREFIX, percentile, quiet_structlog, result_of  # noqa: E402
 
+from workflows import signal, workflow  # noqa: E402
+
 WORKLOADS = {"steps": "1. workflows x 3 procedures", "signals_many": "2b. one signal each",
              "fanout": "3. parent gathers children", "timers": "4. 0.1 s timers"}
 
@@ -88,14 +90,14 @@ def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str) -
     return (n // nodes) * nodes / max(seconds)
 
 
+@workflow
+async def wait_one() -> object:
+    return await signal("item")
+
+
 def latency(url: str, samples: int) -> dict[str, float]:
     quiet_structlog()
     from actors.testing import Cluster
-    from workflows import signal, workflow
-
-    @workflow
-    async def wait_one() -> object:
-        return await signal("item")
 
     with Cluster(with_schema(url, "bench_latency"), 2, clock=None) as cluster:
         sender, owner = cluster["node-1"], cluster["node-2"]

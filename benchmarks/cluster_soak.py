@@ -17,6 +17,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -27,11 +28,14 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=11)
     args = p.parse_args()
     env = dict(os.environ, ACTORFLOW_CLUSTER_KILLS=str(args.kills), ACTORFLOW_SEED=str(args.seed))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-         "tests/integration/test_cluster_kill.py"],
-        cwd=ROOT, env=env, capture_output=True, text=True,
-    )
+    # A base directory of its own: pytest runs of other projects on the machine rotate the shared
+    # one, and a soak of hours must not lose its files to them.
+    with tempfile.TemporaryDirectory(prefix="actorflow-soak-") as base:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+             f"--basetemp={base}/t", "tests/integration/test_cluster_kill.py"],
+            cwd=ROOT, env=env, capture_output=True, text=True,
+        )
     summary = [line for line in proc.stdout.splitlines() if line.startswith("kills ")]
     print("\n".join(summary) or proc.stdout[-3000:])
     if proc.returncode != 0:

@@ -663,7 +663,8 @@ class ClusterNode(Cluster):
         self._thread.start()
         self._notify_thread.start()
 
-    def _halt(self) -> None:
+    def halt(self) -> None:
+        """Stop the membership's thread (and the notifier's); the leases stay as they are."""
         self._stop.set()
         with self._notify_cond:
             self._notify_cond.notify_all()
@@ -672,7 +673,7 @@ class ClusterNode(Cluster):
                 t.join(10)
 
     def leave(self) -> None:
-        self._halt()
+        self.halt()
         try:
             self.membership.leave()
         except PersistenceError as exc:
@@ -684,7 +685,7 @@ class ClusterNode(Cluster):
     def close(self) -> None:
         """Stop without handing off (a crash, as far as the others can tell, found at once by
         the session lock)."""
-        self._halt()
+        self.halt()
         self.membership.close()
         for conn in (self._listener, self._notifier):
             if conn is not None:

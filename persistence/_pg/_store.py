@@ -190,6 +190,8 @@ class PgStore(SqlStore):
         self._close_connections(handoff=False)
 
     def _close_connections(self, handoff: bool = True) -> None:
+        if self._node is not None:
+            self._node.halt()  # its rounds read through this store, which is closing
         try:
             if self._writer is not None:
                 self._writer.close()  # every write queued is in (or failed) by now

@@ -162,7 +162,7 @@ def test_a_step_of_a_node_that_lost_its_lease_commits_nothing(pg_store_url: str,
     # node-1 freezes (its membership thread stops) and the others declare it dead.
     node = n1._rt.cluster
     assert node is not None
-    node._halt()  # type: ignore[attr-defined]
+    node.halt()  # type: ignore[attr-defined]
     with psycopg.connect(parse_url(pg_store_url)[0], autocommit=True) as conn:
         conn.execute(f"UPDATE {schema_of(pg_store_url)}.af_nodes SET state = 'dead' WHERE node_id = 'node-1'")
     deadline = time.monotonic() + T
