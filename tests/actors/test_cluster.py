@@ -176,7 +176,10 @@ def test_a_step_of_a_node_that_lost_its_lease_commits_nothing(pg_store_url: str,
         n1.get(wid).signal("inc", 5)
         n1.idle(T)
     assert n1._rt.fenced_steps == 1
-    assert [e["event"] for e in logs if e["event"] == "step_fenced"] == ["step_fenced"]
+    fenced = [e for e in logs if e["event"] == "step_fenced"]
+    assert len(fenced) == 1
+    # Every event of a node's threads names the node and how many shards it holds.
+    assert fenced[0]["node_id"] == "node-1" and isinstance(fenced[0]["shards"], int)
     cluster.crash("node-1")
     cluster.idle(T)
     owner = cluster[cluster.owner(wid) or ""]
@@ -237,3 +240,37 @@ def test_wf_nodes_lists_the_nodes_and_a_sqlite_file_has_none(
         pass
     assert main(["nodes", "--db", str(tmp_path / "one.db")]) == 1
     assert "is a SQLite file: it has one owner" in capsys.readouterr().err
+
+
+def test_a_database_away_for_a_while_loses_nothing_and_the_nodes_rejoin(clock: VirtualClock) -> None:
+    """The server stops under a running cluster: the nodes commit nothing meanwhile, then rejoin
+    as new incarnations once it is back, and every acknowledged signal is consumed once."""
+    from tests.pgserver import FAST, PgServer, PgUnavailable
+
+    try:
+        server = PgServer.start(FAST)
+    except PgUnavailable as exc:
+        from tests.conftest import pg_unavailable
+
+        pg_unavailable(str(exc))
+    try:
+        with server.schema() as url, Cluster(f"{url}&schema={schema_of(url)}", 2, clock=clock) as cluster:
+            ids = [on(cluster, "node-1", "away"), on(cluster, "node-2", "away")]
+            refs = [cluster["node-1"].start(flows.collect, 2, id=w) for w in ids]
+            for w in ids:
+                cluster["node-2"].get(w).signal("item", "before")
+            cluster.idle(T)
+            before = {n: s._rt.cluster.membership.incarnation for n, s in cluster.nodes.items()}  # type: ignore[union-attr]
+            server.pause()
+            time.sleep(1.5)  # the nodes' rounds fail: they give their shards up
+            assert all(not s._rt.cluster.owned_shards() for s in cluster)  # type: ignore[union-attr]
+            server.resume()
+            cluster.settle(60)
+            after = {n: s._rt.cluster.membership.incarnation for n, s in cluster.nodes.items()}  # type: ignore[union-attr]
+            assert all(after[n] != before[n] for n in before)  # each rejoined as a new incarnation
+            for w in ids:
+                cluster["node-1"].get(w).signal("item", "after")
+            cluster.idle(T)
+            assert [r.result(timeout=T) for r in refs] == [["before", "after"]] * 2
+    finally:
+        server.stop()
