@@ -859,6 +859,8 @@ class ClusterNode(Cluster):
                 if done and self._events is not None:
                     self._events.finished_elsewhere(done)
             except Exception as exc:  # the thread outlives any round (a server that is away)
+                if self._stop.is_set():
+                    return  # the store is closing under this round
                 log.warning("actorflow node %s: cluster round failed: %s", self.node_id, exc)
                 if isinstance(exc, StorageUnavailable) and not self._rejoin:
                     self._self_fence("its control connection to the database was lost")

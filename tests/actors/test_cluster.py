@@ -19,6 +19,7 @@ from actors.testing import Cluster, VirtualClock
 from persistence import NodeIdInUse
 from persistence._pg._schema import parse_url
 from tests.conftest import schema_of
+from workflows import Cancelled
 
 from . import flows
 
@@ -274,3 +275,20 @@ def test_a_database_away_for_a_while_loses_nothing_and_the_nodes_rejoin(clock: V
             assert [r.result(timeout=T) for r in refs] == [["before", "after"]] * 2
     finally:
         server.stop()
+
+
+def test_wf_requests_are_carried_out_by_the_node_that_runs_the_workflow(pg_store_url: str, cluster: Cluster) -> None:
+    from actors.cli import main
+
+    wid = on(cluster, "node-3", "cli")
+    ref = cluster["node-1"].start(flows.collect, 2, id=wid)
+    cluster.idle(T)
+    assert main(["signal", wid, "item", '"one"', "--db", pg_store_url]) == 0
+    assert main(["signal", wid, "item", '"two"', "--db", pg_store_url]) == 0
+    assert ref.result(timeout=T) == ["one", "two"]
+    other = cluster["node-2"].start(flows.waits_once, id=on(cluster, "node-1", "cli"))
+    cluster.idle(T)
+    assert main(["cancel", other.id, "--db", pg_store_url]) == 0
+    with pytest.raises(Cancelled):
+        other.result(timeout=T)
+    assert other.status() is Status.CANCELLED
