@@ -321,10 +321,15 @@ def resume(args: argparse.Namespace) -> None:
     for suffix in ("", "-wal"):
         if os.path.exists(base + suffix):
             shutil.copyfile(base + suffix, copy + suffix)
+    _time_resume(args, copy, "loop")
+
+
+def _time_resume(args: argparse.Namespace, db: str | None, workflow_id: str) -> None:
+    """Open the system, signal the waiting workflow ``workflow_id``, wait for its result."""
     t0 = time.perf_counter()
-    system = _system(args, copy)
+    system = _system(args, db)
     opened = time.perf_counter()
-    ref = system.get("loop")
+    ref = system.get(workflow_id)
     ref.signal("go")
     value = ref.result(timeout=WAIT)
     t1 = time.perf_counter()
@@ -344,17 +349,7 @@ def _resume_pg(args: argparse.Namespace) -> None:
         assert all(i.waiting_on and "go" in i.waiting_on for i in infos), infos
         report(n=args.n, build_s=time.perf_counter() - t0)
         return
-    t0 = time.perf_counter()
-    system = _system(args)
-    opened = time.perf_counter()
-    ref = system.get(f"loop-{args.rep}")
-    ref.signal("go")
-    value = ref.result(timeout=WAIT)
-    t1 = time.perf_counter()
-    system.shutdown()
-    assert value == args.n
-    report(n=args.n, open_ms=(opened - t0) * 1e3, resume_ms=(t1 - opened) * 1e3,
-           total_ms=(t1 - t0) * 1e3)
+    _time_resume(args, None, f"loop-{args.rep}")
 
 
 # -- workload 7: scale ----------------------------------------------------------------------
