@@ -32,7 +32,7 @@ def main() -> int:
     # one, and a soak of hours must not lose its files to them.
     with tempfile.TemporaryDirectory(prefix="actorflow-soak-") as base:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+            [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "--timeout=0",
              f"--basetemp={base}/t", "tests/integration/test_cluster_kill.py"],
             cwd=ROOT, env=env, capture_output=True, text=True,
         )

@@ -292,3 +292,11 @@ def test_wf_requests_are_carried_out_by_the_node_that_runs_the_workflow(pg_store
     with pytest.raises(Cancelled):
         other.result(timeout=T)
     assert other.status() is Status.CANCELLED
+
+
+def test_debug_fire_timer_of_a_workflow_another_node_runs(cluster: Cluster) -> None:
+    wid = on(cluster, "node-2", "fire")
+    ref = cluster["node-1"].start(flows.sleeper, 3600, id=wid)
+    cluster.idle(T)
+    cluster["node-3"].get(wid).debug_fire_timer("wake", timeout=T)  # returns once it is fired
+    assert ref.result(timeout=T) == 0.0  # fired now, on the virtual clock, by node-2
