@@ -170,7 +170,7 @@ def test_outcome_for_a_pruned_parent_is_dropped_as_pruned(store: SqliteStore) ->
     assert store.prune_finished(2.0) == ["p"]
     ack = store.commit_step(step(store, "c", status="completed", result=dumps(1), updated_at=3.0,
                                  signals=[OutSignal("p", "c", dumps(("ok", 1)), CHILD)]))
-    assert ack.dropped == [("p", "workflow pruned")]
+    assert [(wid, str(why), why.expected) for wid, why in ack.dropped] == [("p", "workflow pruned", True)]
     assert store.history("c") == []  # not recorded as a mistake of the child's
     assert store.read_table("SELECT count(*) AS n FROM inbox")[0]["n"] == 0
 
