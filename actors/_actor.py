@@ -281,7 +281,7 @@ class WorkflowActor(PooledActor):
                 self._record_outcome(done)
             self.host.fenced(self.id, fence)
             return
-        if _storage_fault(e):
+        if _cause_of(e, StorageUnavailable) is not None:  # storage that may pass, not the workflow
             # Not the workflow's fault: everything it was sent is in the store, or held here
             # (outcomes not written yet, kept for the next load). Try again after a backoff.
             self.held = held
@@ -1010,16 +1010,6 @@ def _cause_of(e: BaseException, kind: type[E]) -> E | None:
     return None
 
 
-def _storage_fault(e: BaseException) -> bool:
-    """``e`` (or what caused it) is a failure of the storage that may pass, not of the workflow."""
-    cur: BaseException | None = e
-    for _ in range(8):
-        if cur is None:
-            return False
-        if isinstance(cur, StorageUnavailable):
-            return True
-        cur = cur.__cause__
-    return False
 
 
 def _missing_code(e: BaseException) -> str | None:
