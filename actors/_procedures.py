@@ -190,32 +190,58 @@ class ProcedureExecutor:
         self._closed = False
         self._storage_down = False  # a write of the executor is waiting for storage to recover
         self._storage_lock = threading.Lock()
+        # Attempts counted in their rows that have not started (queued, or waiting for their
+        # backoff): key -> (attempt, next attempt time). A shutdown gives their counts back.
+        self._counted: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()
 
-    def shutdown(self) -> None:
-        self._closed = True
-        # Calls queued and not started are dropped (their rows stay pending: they run at the next
-        # start). A running one finishes on its thread; its outcome is recorded if the store is
-        # still open, and otherwise the call runs again at the next start.
+    def shutdown(self, *, give_back: bool = True) -> None:
+        """Start no more attempts. Calls queued or waiting for their backoff are dropped (their
+        rows stay pending: they run at the next start); with ``give_back`` (a shutdown, not a
+        crash) the attempts counted for them and not started are uncounted in their rows, so the
+        next start runs them as the attempts they are instead of counting them used. A running
+        attempt finishes on its thread; its outcome is recorded if the store is still open, and
+        otherwise the call runs again at the next start."""
+        with self._lock:
+            self._closed = True
+            unstarted, self._counted = self._counted, {}
         for _ in self._pool.shutdown():
             self._work.dec()
+        if not give_back:
+            return
+        for key, (attempt, next_at) in unstarted.items():
+            try:
+                self._store.procedure_retry(key, attempts=attempt - 1, next_attempt_at=next_at)
+            except Exception as e:  # the attempt stays counted: the call has one fewer left
+                log.warning("procedure_attempt_not_given_back", key=key, attempt=attempt, error=repr(e))
 
     def dispatch(self, row: ProcedureRow, *, recovered: bool = False) -> None:
-        """Run ``row`` now, or at its next attempt time if that is later.
+        """Run ``row``'s next attempt now, or at its next attempt time if that is later.
 
-        ``recovered``: the row was found pending when the file was opened, so an attempt of it
-        may have ended with the process that ran it. Such an attempt is counted in the row before
-        it runs (one durable write, at recovery only), so that attempts which kill the process
-        use up the retry policy's attempts like those that raise.
+        A row counts the attempts started on it (``row.attempts``), each before it runs, in a
+        write that is made anyway: the step that creates the row counts attempt 1, and a failed
+        attempt's retry write counts the next one. An attempt that takes the process down (``os._exit``,
+        a crash in native code, the OOM killer) has thus used up one of the retry policy's attempts
+        like one that raises, and the call runs ``maximum_attempts`` times in all.
+
+        ``recovered``: the row was found pending when the file was opened, so the attempt it
+        counts may have ended with the process that ran it. The next attempt is counted in the row
+        before it runs (one durable write, at recovery only); if none is left the call fails
+        without running again.
         """
         if self._closed:
             return
+        attempt = row.attempts + 1 if recovered else max(row.attempts, 1)
+        if not recovered:
+            with self._lock:
+                self._counted[row.key] = (attempt, row.next_attempt_at)
         if row.next_attempt_at > self._clock.now():
-            self._call_at(row.next_attempt_at, lambda: self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1, recovered))
+            self._call_at(row.next_attempt_at, lambda: self._submit(row.key, row.workflow_id, row.function, row.args, attempt, recovered))
         else:
-            self._submit(row.key, row.workflow_id, row.function, row.args, row.attempts + 1, recovered)
+            self._submit(row.key, row.workflow_id, row.function, row.args, attempt, recovered)
 
     def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False) -> None:
         if self._closed:
@@ -225,6 +251,16 @@ class ProcedureExecutor:
             self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered)
         except RuntimeError:  # pool shut down while the system closes
             self._work.dec()
+
+    def _starts(self, key: str) -> bool:
+        """An attempt of ``key`` is about to run (or be counted, if recovered): it is no longer
+        one to give back at shutdown. False once the executor is shut down: the attempt does not
+        start (its count, if it has one, was given back)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._counted.pop(key, None)
+            return True
 
     def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool) -> None:
         try:
@@ -243,6 +279,8 @@ class ProcedureExecutor:
             # failure recorded. The call stays pending in the file, and runs with the same key
             # when a process that has the code opens it.
             log.error("procedure_code_missing", key=key, workflow_id=workflow_id, function=function, error=str(e))
+            return
+        if not self._starts(key):
             return
         if recovered and not self._count_recovered(key, workflow_id, function, args_blob, attempt):
             return
@@ -263,7 +301,20 @@ class ProcedureExecutor:
                     "procedure_attempt_failed", key=key, workflow_id=workflow_id, function=function,
                     attempt=attempt, retry_in=delay, error=info["message"], error_type=info["type"],
                 )
-                if self._write("retry", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at)):
+                # The next attempt is counted in the same write that records this one's failure:
+                # if it takes the process down, the next start sees it (see dispatch).
+                with self._lock:
+                    self._counted[key] = (attempt + 1, next_at)
+                done = self._write("retry", key, lambda: self._store.procedure_retry(key, attempts=attempt + 1, next_attempt_at=next_at))
+                with self._lock:
+                    closed = self._closed
+                    if not done:
+                        self._counted.pop(key, None)
+                if closed:
+                    # A shutdown came during the write, and may have given the count back before
+                    # the write made it: the next attempt does not start here, uncount it.
+                    self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at)
+                elif done:
                     self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1))
                 return
             log.error(

@@ -265,7 +265,7 @@ class Runtime:
         if timers and not test_mode:
             self.timers.arm(timers)
         for p in sw.new_procedures:
-            self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 0, None, None, 0.0))
+            self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 1, None, None, 0.0))
         if ack.created:
             types = {w.id: w.type for w in sw.new_workflows}
             spread = {w.id for w in sw.new_workflows if w.spread}
@@ -720,10 +720,12 @@ class ActorSystem:
         rt = self._rt
         rt.later.stop()
         rt.timers.stop()
-        rt.procedures.shutdown()
+        crash = getattr(rt.store, "crash", None)
+        # A crash leaves the attempts counted for calls that never started as they are, as a
+        # real one would.
+        rt.procedures.shutdown(give_back=handoff or crash is None)
         rt.activator.close()
         rt.dispatcher.shutdown()
-        crash = getattr(rt.store, "crash", None)
         if handoff or crash is None:
             rt.store.close()  # a cluster's node hands its shards off once its writes are in
         else:

@@ -100,9 +100,12 @@ BROADCAST_TO = (
 )
 DELETE_EXTERNAL = "DELETE FROM {s}.external WHERE seq = ?"
 INSERT_TIMER = "INSERT INTO {s}.timers (workflow_id, name, due_at) VALUES (?, ?, ?)"
+# A new call's row counts its first attempt as started (it is dispatched once the step commits):
+# an attempt is counted before it runs, in a write made anyway, so one that takes the process
+# down has used up an attempt of its retry policy at the next start.
 INSERT_PROCEDURE = (
     "INSERT INTO {s}.procedures (key, workflow_id, function, args, status, attempts, "
-    "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) "
+    "next_attempt_at, created_at) VALUES (?, ?, ?, ?, 'pending', 1, ?, ?) "
     "ON CONFLICT (key) DO NOTHING"
 )
 DELETE_WAITS = "DELETE FROM {s}.waits WHERE workflow_id = ?"

@@ -40,16 +40,47 @@ def test_an_outcome_goes_to_the_actor_without_a_write(tmp_path):
 def test_an_outcome_after_shutdown_began_is_recorded_not_lost(tmp_path):
     """A call that finishes while the system is closing records its outcome, so the next start
     does not run it again."""
-    store = _store_with_a_pending_call(str(tmp_path / "a.db"))
+    from . import fault_flows
+
+    store = open_store(str(tmp_path / "a.db"))
+    store.create_workflow(NewWorkflow(id="w", type="m:wf", continuation=dumps(0), fingerprint="f",
+                                      created_at=1.0))
+    store.commit_step(StepWrite("w", 1, updated_at=1.0, new_procedures=[
+        NewProcedure("w#1.0", "tests.actors.fault_flows:held", pack_call((21,), {}, None, None), 0.0)]))
     got: list[ProcedureDone] = []
     ex = ProcedureExecutor(store, SystemClock(), 1, lambda wid, d: got.append(d), lambda at, f: None, WorkCounter())
+    fault_flows.STARTED.clear()
+    fault_flows.RELEASE.clear()
     try:
-        ex.shutdown()
-        ex._attempt("w#1.0", "w", "tests.actors.flows:double", store.procedures("w")[0].args, 1)
+        ex.dispatch(store.procedures("w")[0])
+        assert fault_flows.STARTED.wait(10)
+        ex.shutdown()  # the attempt runs on
+        fault_flows.RELEASE.set()
+        deadline = time.monotonic() + 10
+        while store.procedures("w")[0].status == "pending" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert got == []
         (row,) = store.procedures("w")
-        assert (row.status, loads(row.result)) == ("done", 42)
+        assert (row.status, loads(row.result), row.attempts) == ("done", 42, 1)
     finally:
+        fault_flows.RELEASE.set()
+        store.close()
+
+
+def test_a_shutdown_gives_back_the_count_of_an_attempt_not_started(tmp_path):
+    """A call queued behind a busy pool is counted as attempt 1 with its row but has not run: at
+    shutdown its row is uncounted, and the next start runs it as attempt 1."""
+    store = _store_with_a_pending_call(str(tmp_path / "a.db"))
+    assert store.procedures("w")[0].attempts == 1  # counted by the step that made the row
+    ex = ProcedureExecutor(store, SystemClock(), 1, lambda wid, d: None, lambda at, f: None, WorkCounter())
+    gate = threading.Event()
+    ex._pool.submit(gate.wait, 10)  # the one worker is busy
+    try:
+        ex.dispatch(store.procedures("w")[0])
+        ex.shutdown()
+        assert store.procedures("w")[0].attempts == 0
+    finally:
+        gate.set()
         store.close()
 
 

@@ -194,16 +194,16 @@ _OWNER_RUN = """
     from tests.actors import fault_flows
     with ActorSystem({db!r}) as s:
         {start}
-        s.idle(timeout=20)
+        {wait}
 """
 
 
-def _owner_runs(db: str, start: str = "pass", limit: int = 8) -> list[int]:
-    """Start an owner process on ``db`` (after ``start``, it idles and shuts down) again and again
-    while one dies, up to ``limit`` times; return their exit codes."""
+def _owner_runs(db: str, start: str = "pass", limit: int = 8, wait: str = "s.idle(timeout=20)") -> list[int]:
+    """Start an owner process on ``db`` (after ``start``, it does ``wait`` and shuts down) again
+    and again while one dies, up to ``limit`` times; return their exit codes."""
     codes = []
     for _ in range(limit):
-        code = textwrap.dedent(_OWNER_RUN.format(root=str(ROOT), db=db, start=start))
+        code = textwrap.dedent(_OWNER_RUN.format(root=str(ROOT), db=db, start=start, wait=wait))
         proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
         codes.append(proc.returncode)
         start = "pass"
@@ -213,20 +213,43 @@ def _owner_runs(db: str, start: str = "pass", limit: int = 8) -> list[int]:
     return codes
 
 
-def test_procedure_that_kills_its_process_ends_after_its_attempts(tmp_path: pathlib.Path) -> None:
-    """A procedure whose attempt kills the process (os._exit) uses up its retry policy's attempts
-    across restarts, and the workflow gets ProcedureFailed saying the attempts died with the
-    process (the attempt was counted only when it failed in-process: it ran at every start,
-    forever)."""
-    db, log = str(tmp_path / "wf.db"), tmp_path / "runs.log"
-    codes = _owner_runs(db, f"s.start(fault_flows.calls_dying, {str(log)!r}, id='doomed')")
-    assert codes[-1] == 0, f"still dying after {len(codes)} starts: {codes}"
-    runs = log.read_text().count("ran")
-    assert 2 <= runs <= 3  # maximum_attempts=2 counted from the first restart on
+@pytest.mark.parametrize("raises_first", [0, 1], ids=["every-attempt-dies", "first-raises-then-dies"])
+def test_procedure_that_kills_its_process_runs_exactly_its_attempts(db: str, tmp_path: pathlib.Path, raises_first: int) -> None:
+    """A procedure whose attempt kills the process (os._exit) runs exactly maximum_attempts times
+    across restarts, the first attempt and one retried in-process included, and the workflow
+    gets ProcedureFailed saying the attempts died with the process. (Counted only when it failed
+    in-process, it ran at every start, forever; counted at recovery only, the first attempt, and
+    an in-process retry, went uncounted: it ran maximum_attempts + 1 times.) On SQLite and on
+    PostgreSQL."""
+    log = tmp_path / "runs.log"
+    start = f"s.start(fault_flows.calls_dying, {str(log)!r}, 3, {raises_first}, id='doomed')"
+    codes = _owner_runs(db, start, wait="s.get('doomed').result(timeout=20)")
+    assert codes == [3] * (3 - raises_first) + [0], codes
+    assert log.read_text().count("ran") == 3
     with ActorSystem(db) as s:
         result = s.get("doomed").result(timeout=T)
-    assert result.startswith("failed: procedure tests.actors.fault_flows:dies failed after 2 attempt(s)")
+    assert result.startswith("failed: procedure tests.actors.fault_flows:dies failed after 3 attempt(s)")
     assert "ended with the process running it" in result
+    assert log.read_text().count("ran") == 3
+
+
+def test_a_shutdown_gives_back_an_attempt_that_had_not_started(tmp_path: pathlib.Path) -> None:
+    """An attempt is counted before it runs; one still waiting for its backoff when the system
+    shuts down did not run, and the next start runs it as that attempt (not counted used: the
+    call would fail without its last attempt)."""
+    from actors.testing import VirtualClock
+
+    db, log = str(tmp_path / "wf.db"), tmp_path / "runs.log"
+    clock = VirtualClock()
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(fault_flows.calls_fails_once, str(log), id="retries")
+        s.idle(timeout=T)
+        assert ref.status() is Status.RUNNING and log.read_text().count("ran") == 1
+    clock.advance(60)
+    with ActorSystem(db, clock=clock) as s:
+        s.idle(timeout=T)
+        assert s.get("retries").result(timeout=T) == "ok"
+    assert log.read_text().count("ran") == 2
 
 
 def test_wf_cancel_lands_before_a_procedure_that_kills_its_process(tmp_path: pathlib.Path) -> None:

@@ -125,7 +125,7 @@ def test_consume_and_arm(store) -> None:
     assert [(t.id, t.name) for t in store.timers("a")] == [(ack.timer_ids[1], "t2"),
                                                            (ack.timer_ids[0], "t1")]
     [p] = store.procedures("a")
-    assert (p.key, p.function, p.status, p.attempts) == ("k1", "m:f", "pending", 0)
+    assert (p.key, p.function, p.status, p.attempts) == ("k1", "m:f", "pending", 1)  # attempt 1 counted with the row
     store.procedure_finished("k1", result=dumps(42), error=None, attempts=1)
     store.commit_step(step(store, "a", consume_timers=[ack.timer_ids[1]],
                            cancel_timers=[ack.timer_ids[0]], consume_procedures=["k1"]))
