@@ -139,8 +139,8 @@ def build_idle_file(path: str, n: int, with_work: int) -> set[str]:
         ids = [f"wf-{i:08d}" for i in range(lo, min(n, lo + batch))]
         conn.executemany(
             "INSERT INTO workflows (id, type, status, detached, test_mode, continuation, "
-            "fingerprint, waiting_on, step_seq, restarts, created_at, updated_at) "
-            "VALUES (?, 'game:patrol', 'running', 0, 0, ?, 'fp', ?, ?, 0, ?, ?)",
+            "fingerprint, waiting_on, step_seq, created_at, updated_at) "
+            "VALUES (?, 'game:patrol', 'running', 0, 0, ?, 'fp', ?, ?, ?, ?)",
             [(i, cont, '{"signals": ["alarm"], "timers": ["tick"]}', rng.randint(1, 500), now, now)
              for i in ids],
         )

@@ -84,29 +84,29 @@ def pykka_messages(args: argparse.Namespace) -> None:
 # written here by hand. Continuations are random bytes of the size these workflows' have.
 _INSERT_WORKFLOW = (
     "INSERT OR IGNORE INTO workflows (id, type, status, parent_id, detached, test_mode, "
-    "continuation, fingerprint, waiting_on, result, error, step_seq, restarts, created_at, "
-    "updated_at, recent_steps) VALUES (?, ?, 'running', NULL, 0, 0, ?, ?, ?, NULL, NULL, 1, 0, ?, ?, "
+    "continuation, fingerprint, waiting_on, result, error, step_seq, created_at, "
+    "updated_at, recent_steps) VALUES (?, ?, 'running', NULL, 0, 0, ?, ?, ?, NULL, NULL, 1, ?, ?, "
     "?)"
 )
 _STEP = (
     "UPDATE workflows SET continuation = coalesce(?, continuation), fingerprint = coalesce(?, "
     "fingerprint), waiting_on = ?, result = NULL, error = NULL, step_seq = ?, updated_at = ?, "
-    "restarts = coalesce(NULL, restarts), recent_steps = coalesce(?, recent_steps) "
+    "recent_steps = coalesce(?, recent_steps) "
     "WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
 _END = (
     "UPDATE workflows SET status = 'completed', continuation = coalesce(NULL, continuation), "
     "fingerprint = coalesce(NULL, fingerprint), waiting_on = NULL, result = ?, error = NULL, "
-    "step_seq = ?, updated_at = ?, restarts = coalesce(NULL, restarts), "
+    "step_seq = ?, updated_at = ?, "
     "recent_steps = coalesce(?, recent_steps) WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
 _INSERT_PROCEDURE = (
     "INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
-    "next_attempt_at, created_at) VALUES (?, ?, 'workloads_actorflow:inc', ?, 'pending', 0, 0.0, ?)"
+    "next_attempt_at, created_at) VALUES (?, ?, 'workloads_actorflow:inc', ?, 'pending', 1, 0.0, ?)"
 )
 _RESULT = (
     "SELECT id, type, status, parent_id, detached, test_mode, continuation, fingerprint, "
-    "waiting_on, result, error, step_seq, restarts, created_at, updated_at, recent_steps "
+    "waiting_on, result, error, step_seq, created_at, updated_at, recent_steps "
     "FROM workflows WHERE id = ?"
 )
 FINGERPRINT = "0" * 64

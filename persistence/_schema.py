@@ -26,7 +26,7 @@ from persistence._errors import (
 
 # "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
 APPLICATION_ID = 0x41465731
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # How many history rows to keep per workflow, and every how many steps to trim (by index).
 HISTORY_KEEP = 200
@@ -183,8 +183,15 @@ def _v4(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX workflows_type ON workflows(type, status, created_at, id)")
 
 
+def _v5(db: sqlite_utils.Database) -> None:
+    """The ``restarts`` column of the workflows table goes: no step ever set it (the restart
+    intensity is counted in memory, per episode), so every row held 0. No index names it; SQLite
+    rewrites the table once, in the migration's transaction."""
+    db.execute("ALTER TABLE workflows DROP COLUMN restarts")
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

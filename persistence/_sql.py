@@ -14,7 +14,7 @@ from typing import Any
 
 WORKFLOW_COLUMNS = (
     "id, type, status, parent_id, detached, test_mode, continuation, fingerprint, waiting_on, "
-    "result, error, step_seq, restarts, created_at, updated_at, recent_steps, finished_at"
+    "result, error, step_seq, created_at, updated_at, recent_steps, finished_at"
 )
 PROCEDURE_COLUMNS = (
     "key, workflow_id, function, args, status, attempts, result, error, next_attempt_at"
@@ -62,7 +62,7 @@ META_VALUE = "SELECT value FROM {s}.meta WHERE key = ?"
 _STEP_SET = (
     "fingerprint = coalesce(?, fingerprint), "
     "waiting_on = ?, result = ?, error = ?, step_seq = ?, updated_at = ?, "
-    "restarts = coalesce(?, restarts), recent_steps = coalesce(?, recent_steps){fresh} "
+    "recent_steps = coalesce(?, recent_steps){fresh} "
     "WHERE id = ? AND step_seq = ? AND status = 'running'"
 )
 # The guard of a step is its UPDATE's own WHERE clause. A step that leaves the workflow running
@@ -76,8 +76,8 @@ STEP_ENDING = (
 )
 _INSERT_WORKFLOW = (
     "INSERT INTO {s}.workflows (id, type, status, parent_id, detached, test_mode, continuation, "
-    "fingerprint, waiting_on, result, error, step_seq, restarts, created_at, updated_at, "
-    "recent_steps, finished_at{fresh}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+    "fingerprint, waiting_on, result, error, step_seq, created_at, updated_at, "
+    "recent_steps, finished_at{fresh}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
     "?{fresh_value}) ON CONFLICT (id) DO NOTHING"
 )
 STATUS = "SELECT status FROM {s}.workflows WHERE id = ?"

@@ -50,8 +50,8 @@ def _record(row: tuple[Any, ...]) -> WorkflowRecord:
     return WorkflowRecord(
         id=row[0], type=row[1], status=row[2], parent_id=row[3], detached=bool(row[4]),
         test_mode=bool(row[5]), continuation=row[6], fingerprint=row[7], waiting_on=row[8],
-        result=row[9], error=row[10], step_seq=int(row[11]), restarts=int(row[12]),
-        created_at=row[13], updated_at=row[14], recent_steps=row[15], finished_at=row[16],
+        result=row[9], error=row[10], step_seq=int(row[11]),
+        created_at=row[12], updated_at=row[13], recent_steps=row[14], finished_at=row[15],
     )
 
 

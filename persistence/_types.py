@@ -125,7 +125,6 @@ class StepWrite:
     # The workflow's newest steps as its row keeps them (``recent_steps``: JSON lines
     # ``[at, event, detail]``, this step's last); None leaves the stored ones as they are.
     recent: str | None = None
-    restarts: int | None = None  # new restart counter, if changed
     # The workflow's own record, for the first step (step 1) of a workflow started in this
     # process: the row is inserted as that step leaves it (``WorkflowExists`` if the id is taken).
     create: NewWorkflow | None = None
@@ -211,7 +210,6 @@ class WorkflowRecord:
     result: bytes | None
     error: str | None
     step_seq: int
-    restarts: int
     created_at: float
     updated_at: float
     recent_steps: str | None = None  # JSON lines [at, event, detail], newest last

@@ -69,7 +69,7 @@ def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tupl
     values: tuple[Any, ...]
     if step is None:
         values = (wf.id, wf.type, RUNNING, wf.parent_id, wf.detached, wf.test_mode,
-                  wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, 0, wf.created_at,
+                  wf.continuation, wf.fingerprint, wf.waiting_on, None, None, 0, wf.created_at,
                   wf.created_at, None, None)
     else:
         # A workflow that ends in its first step keeps no continuation, and its end is its step's.
@@ -79,9 +79,8 @@ def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tupl
             wf.id, wf.type, step.status, wf.parent_id, wf.detached, wf.test_mode,
             None if ended else continuation,
             step.fingerprint if step.fingerprint is not None else wf.fingerprint,
-            step.waiting_on, step.result, step.error, step.step_seq,
-            step.restarts if step.restarts is not None else 0, wf.created_at, step.updated_at,
-            step.recent, step.updated_at if ended else None,
+            step.waiting_on, step.result, step.error, step.step_seq, wf.created_at,
+            step.updated_at, step.recent, step.updated_at if ended else None,
         )
     if w.dialect.fresh:
         values += (step is None,)
@@ -296,7 +295,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
             (
                 *((step.continuation,) if running else (step.status, at)),
                 step.fingerprint, step.waiting_on, step.result, step.error,
-                step.step_seq, at, step.restarts, step.recent, wid, step.step_seq - 1,
+                step.step_seq, at, step.recent, wid, step.step_seq - 1,
             ),
         )
 

@@ -322,7 +322,6 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         "updated_at": rec.updated_at,
         "finished_at": rec.finished_at,
         "steps": rec.step_seq,
-        "restarts": rec.restarts,
         "fingerprint": rec.fingerprint,
         "mode": (w or {}).get("mode"),
         "location": (w or {}).get("at"),

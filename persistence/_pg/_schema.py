@@ -30,7 +30,7 @@ from persistence._pg._errors import connect_error, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
 from persistence._urls import display_url
 
-PG_SCHEMA_VERSION = 4
+PG_SCHEMA_VERSION = 5
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)
@@ -248,8 +248,15 @@ def _v4(cur: psycopg.Cursor[Any], s: str) -> None:
         cur.execute(sql)
 
 
+def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
+    """The ``restarts`` column of the workflows table goes (SQLite's version 5): no step ever set
+    it, so every row held 0. PostgreSQL only marks the column dropped; rows keep their bytes until
+    they are next written."""
+    cur.execute(f"ALTER TABLE {s}.workflows DROP COLUMN restarts")
+
+
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3, _v4]
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3, _v4, _v5]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 

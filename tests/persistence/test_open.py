@@ -287,11 +287,68 @@ def test_version_1_file_is_migrated_by_its_owner(db_path: str) -> None:
         s.commit_step(StepWrite(workflow_id="old", step_seq=4, updated_at=3.0,
                                 recent='[3000,"signal",{"step":4,"name":"go"}]'))
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "4"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "5"
     conn.close()
     with open_store(db_path, owner=False) as r:
         assert [(h.event, h.at) for h in r.history("old")] == [("blocked", 1.5), ("signal", 3.0)]
+
+
+def _version_4_file(path: str) -> None:
+    """A file as schema version 4 left it (the migrations of that code, run in order), with a
+    running workflow, a finished one, an inbox message, a timer and a pending procedure."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    for migration in MIGRATIONS[:4]:
+        migration(db)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 4")
+    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '4')")
+    for wid, status, cont, finished in (("live", "running", dumps({"pc": 7}), None),
+                                        ("done", "completed", None, 9.0)):
+        conn.execute(
+            "INSERT INTO workflows (id, type, status, parent_id, detached, test_mode, continuation, "
+            "fingerprint, waiting_on, result, error, step_seq, restarts, created_at, updated_at, "
+            "recent_steps, finished_at) VALUES (?, 'mod:wf', ?, NULL, 0, 0, ?, 'fp1', ?, ?, NULL, "
+            "7, 0, 1.0, 8.0, '[8000,\"signal\",{}]', ?)",
+            (wid, status, cont, '{"signals": ["go"]}' if cont else None,
+             None if cont else dumps(42), finished),
+        )
+    conn.execute("INSERT INTO inbox (workflow_id, kind, name, payload, created_at) "
+                 "VALUES ('live', 'signal', 'go', ?, 5.0)", (dumps("payload"),))
+    conn.execute("INSERT INTO timers (workflow_id, name, due_at) VALUES ('live', 'tick', 60.0)")
+    conn.execute("INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
+                 "next_attempt_at, created_at) VALUES ('live#1', 'live', 'm:f', ?, 'pending', 2, "
+                 "30.0, 4.0)", (dumps(((), {})),))
+    conn.close()
+
+
+def test_version_4_file_loses_the_restarts_column_and_keeps_its_data(db_path: str) -> None:
+    """Migrating a version 4 file drops the unused ``restarts`` column of the workflows table;
+    every row (workflows running and finished, inbox, timers, procedures) reads as it was, and
+    steps go on on it."""
+    _version_4_file(db_path)
+    with open_store(db_path) as s:
+        live, done = s.load_workflow("live"), s.load_workflow("done")
+        assert (live.status, live.step_seq, loads(live.continuation), live.fingerprint,
+                live.waiting_on, live.created_at, live.updated_at, live.recent_steps,
+                live.finished_at) == ("running", 7, {"pc": 7}, "fp1", '{"signals": ["go"]}', 1.0,
+                                      8.0, '[8000,"signal",{}]', None)
+        assert (done.status, loads(done.result), done.continuation, done.finished_at) == (
+            "completed", 42, None, 9.0)
+        assert [(m.name, loads(m.payload)) for m in s.inbox("live")] == [("go", "payload")]
+        assert [(t.name, t.due_at) for t in s.timers("live")] == [("tick", 60.0)]
+        assert [(p.key, p.status, p.attempts, p.next_attempt_at) for p in s.procedures("live")] == [
+            ("live#1", "pending", 2, 30.0)]
+        s.commit_step(StepWrite(workflow_id="live", step_seq=8, updated_at=10.0,
+                                continuation=dumps({"pc": 8})))
+        assert loads(s.load_workflow("live").continuation) == {"pc": 8}
+    conn = sqlite3.connect(db_path)
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(workflows)")]
+    assert "restarts" not in columns and "step_seq" in columns
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "5"
+    conn.close()
 
 
 def test_garbage_file(db_path: str) -> None:

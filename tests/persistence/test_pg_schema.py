@@ -87,6 +87,49 @@ def test_openers_racing_migrate_once(pg_url: str, conn: psycopg.Connection[Any])
     assert conn.execute(f"SELECT count(*) FROM {schema}.meta WHERE key = 'schema_version'").fetchone() == (1,)
 
 
+def test_a_version_4_schema_loses_the_restarts_column_and_keeps_its_data(
+        conn: psycopg.Connection[Any], pg_store_url: str) -> None:
+    """A schema as version 4 left it (that code's migrations, run in order), with rows in it, is
+    migrated by the store that opens it: the unused ``restarts`` column of the workflows table
+    goes, and every row reads as it was."""
+    from persistence import StepWrite, dumps, loads, open_store
+
+    schema = schema_of(pg_store_url)
+    s = _schema.quote(schema)
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        for migration in _schema.MIGRATIONS[:4]:
+            migration(cur, s)
+        cur.execute(f"INSERT INTO {s}.meta (key, value) VALUES ('application_id', %s), "
+                    f"('schema_version', '4')", (_schema.MARK,))
+        cur.execute(
+            f"INSERT INTO {s}.workflows (id, type, status, detached, test_mode, continuation, "
+            f"fingerprint, waiting_on, step_seq, restarts, created_at, updated_at, recent_steps) "
+            f"VALUES ('live', 'mod:wf', 'running', false, false, %s, 'fp1', "
+            f"'{{\"signals\": [\"go\"]}}', 7, 0, 1.0, 8.0, 'r')", (dumps({"pc": 7}),))
+        cur.execute(f"INSERT INTO {s}.inbox (workflow_id, kind, name, payload, created_at) "
+                    f"VALUES ('live', 'signal', 'go', %s, 5.0)", (dumps("payload"),))
+        cur.execute(f"INSERT INTO {s}.procedures (key, workflow_id, function, args, status, "
+                    f"attempts, next_attempt_at, created_at) VALUES ('live#1', 'live', 'm:f', %s, "
+                    f"'pending', 2, 30.0, 4.0)", (dumps(((), {})),))
+    assert _schema.classify(conn, schema, "here") == 4
+    with open_store(pg_store_url) as store:
+        live = store.load_workflow("live")
+        assert (live.status, live.step_seq, loads(live.continuation), live.fingerprint,
+                live.waiting_on, live.created_at, live.updated_at, live.recent_steps) == (
+            "running", 7, {"pc": 7}, "fp1", '{"signals": ["go"]}', 1.0, 8.0, "r")
+        assert [(m.name, loads(m.payload)) for m in store.inbox("live")] == [("go", "payload")]
+        assert [(p.key, p.attempts) for p in store.procedures("live")] == [("live#1", 2)]
+        store.commit_step(StepWrite(workflow_id="live", step_seq=8, updated_at=10.0,
+                                    continuation=dumps({"pc": 8})))
+        assert loads(store.load_workflow("live").continuation) == {"pc": 8}
+    columns = [r[0] for r in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
+        "AND table_name = 'workflows'", (schema,))]
+    assert "restarts" not in columns and "step_seq" in columns
+    assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION == 5
+
+
 def test_another_applications_schema_is_refused_untouched(conn: psycopg.Connection[Any], pg_url: str) -> None:
     schema = schema_of(pg_url)
     conn.execute("CREATE TABLE players (id int)")
@@ -142,7 +185,7 @@ def _hot_updates(url: str, schema: str, n: int, *, fresh: bool = False) -> tuple
             )
         for i in range(n):
             cur = conn.execute(
-                step, (b"y" * 20, None, '{"signal": "go"}', None, None, seq + 1, 2.0, None, None,
+                step, (b"y" * 20, None, '{"signal": "go"}', None, None, seq + 1, 2.0, None,
                        f"w{i}", seq)
             )
             assert cur.rowcount == 1

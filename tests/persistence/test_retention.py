@@ -19,7 +19,7 @@ from persistence import (
     dumps,
     open_store,
 )
-from persistence._schema import APPLICATION_ID, MIGRATIONS
+from persistence._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from persistence._writes import WORKFLOW_TABLES
 
 from .conftest import new_wf, step
@@ -220,7 +220,7 @@ def test_version_2_file_is_migrated_for_retention(db_path: str) -> None:
         assert s.prune_finished(7.0) == ["ended"]
         assert s.history("ended") == []
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute(
         "SELECT count(*) FROM sqlite_master WHERE name = 'workflows_finished'").fetchone()[0] == 1
     conn.close()

@@ -42,22 +42,22 @@ def _snapshot(store, wid: str) -> tuple:
 
 
 def test_step_updates_row(store) -> None:
-    """A step writes status, continuation, fingerprint, waiting_on, step_seq, updated_at, restarts."""
+    """A step writes status, continuation, fingerprint, waiting_on, step_seq, updated_at."""
     store.create_workflow(new_wf("a"))
     store.commit_step(step(store, "a", continuation=b"c1", fingerprint="fp2",
-                           waiting_on='{"signals": ["go"]}', updated_at=5.0, restarts=2))
+                           waiting_on='{"signals": ["go"]}', updated_at=5.0))
     rec = store.load_workflow("a")
-    assert (rec.continuation, rec.fingerprint, rec.waiting_on, rec.step_seq, rec.updated_at,
-            rec.restarts) == (b"c1", "fp2", '{"signals": ["go"]}', 1, 5.0, 2)
+    assert (rec.continuation, rec.fingerprint, rec.waiting_on, rec.step_seq, rec.updated_at) == (
+        b"c1", "fp2", '{"signals": ["go"]}', 1, 5.0)
 
 
 def test_step_keeps_continuation_when_none(store) -> None:
-    """continuation, fingerprint and restarts left None keep their stored values."""
+    """continuation and fingerprint left None keep their stored values."""
     store.create_workflow(new_wf("a"))
-    store.commit_step(step(store, "a", continuation=b"c1", restarts=1))
+    store.commit_step(step(store, "a", continuation=b"c1"))
     store.commit_step(step(store, "a"))
     rec = store.load_workflow("a")
-    assert (rec.continuation, rec.fingerprint, rec.restarts, rec.step_seq) == (b"c1", "fp1", 1, 2)
+    assert (rec.continuation, rec.fingerprint, rec.step_seq) == (b"c1", "fp1", 2)
 
 
 @pytest.mark.parametrize("seq", [0, 2, 5])
@@ -424,7 +424,7 @@ def test_a_creating_step_writes_the_record_already_stepped(store) -> None:
     rec = store.load_workflow("a")
     assert (rec.status, rec.step_seq, rec.continuation, rec.fingerprint, rec.waiting_on) == (
         "running", 1, b"after-1", "fp2", '{"w": 1}')
-    assert (rec.created_at, rec.updated_at, rec.restarts, rec.type) == (1.0, 2.0, 0, wf.type)
+    assert (rec.created_at, rec.updated_at, rec.type) == (1.0, 2.0, wf.type)
     assert [t.id for t in store.timers("a")] == ack.timer_ids
     assert store.read_table("SELECT name FROM waits WHERE workflow_id = 'a'") == [{"name": "go"}]
     # Not among the workflows to start: its first step is done.
