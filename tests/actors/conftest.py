@@ -11,7 +11,7 @@ from actors import ActorSystem
 from actors.testing import VirtualClock
 
 from . import flows
-from .runtime_support import _chain
+from .runtime_support import Inside, _chain
 
 
 @pytest.fixture
@@ -48,17 +48,15 @@ def system(db, clock):
 @pytest.fixture
 def held_commits(monkeypatch):
     """One actor thread, and every step's commit held until the test lets it through."""
-
-    import actors._system as runtime_module
-    from actors._pool import Dispatcher
     from persistence import Promise
 
-    monkeypatch.setattr(runtime_module, "Dispatcher", lambda threads: Dispatcher(1))
+    Inside.one_actor_thread(monkeypatch)
     held: list = []
     lock = threading.Lock()
 
     def hold(system, only: str | None = None):
-        real = system._rt.store.submit_step
+        inside = Inside(system)
+        real = inside.store_method("submit_step")
 
         def submit_step(sw):
             if only is not None and sw.workflow_id != only:
@@ -68,12 +66,12 @@ def held_commits(monkeypatch):
                 held.append((sw, p, real))
             return p
 
-        system._rt.store.submit_step = submit_step
+        inside.patch_store("submit_step", submit_step)
         return held
 
     def let_go(system) -> None:
         """Stop holding: release what is held, and let later commits through at once."""
-        del system._rt.store.submit_step
+        Inside(system).unpatch_store("submit_step")
         with lock:
             pending = list(held)
             held.clear()

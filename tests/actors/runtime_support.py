@@ -1,14 +1,21 @@
 """What the runtime's behaviour tests share: bounded waits, a connection to the test's database
-(SQLite or PostgreSQL), the application events reducers wrote, small waiting helpers."""
+(SQLite or PostgreSQL), a reader store on it, the application events reducers wrote, small waiting
+helpers, and ``Inside``, the one seam through which a test reaches into a running system."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
+
+import actors._procedures
 import actors._system
+from persistence import Store, WorkflowRecord, open_store
 
 T = 30  # every wait in these tests is bounded
 
@@ -61,6 +68,128 @@ def app_events(db: str, wf: str | None = None) -> list[str]:
     return [t for w, t in rows if wf is None or w == wf]
 
 
+@contextlib.contextmanager
+def reader(db: str) -> Iterator[Store]:
+    """A reader store on the test's database (the store's public read API, ``owner=False``): what
+    a running system has committed, as any other process would read it."""
+    with open_store(db, owner=False) as store:
+        yield store
+
+
+def record(db: str, workflow_id: str) -> WorkflowRecord:
+    """The workflow's committed row, read by a reader store."""
+    with reader(db) as store:
+        rec = store.load_workflow(workflow_id)
+    assert rec is not None, f"no workflow {workflow_id!r} in {db}"
+    return rec
+
+
+class Inside:
+    """The one seam through which these tests reach inside a running ``ActorSystem``.
+
+    Only for what no user can observe or cause: a pause or a fault put into the store's writes
+    and reads (``patch_store``), a message only the runtime sends (``deliver``), what is queued
+    in a live actor's mailbox, the live actor objects and their passivation, the writer's count
+    of commits, the retention sweep's batch and round, the draw of generated ids. Everything
+    else is checked through public behaviour: SPEC names, ``system.idle()``, the ``wf`` CLI, a
+    reader store (``reader``, ``record``). Each method names the one internal it touches, so a
+    change of the runtime's insides is followed here, once.
+    """
+
+    def __init__(self, system: actors.ActorSystem) -> None:
+        self._system = system
+        self._rt = system._rt
+
+    # -- the store, for faults and pauses ---------------------------------------------------------
+    def store_method(self, name: str) -> Callable[..., Any]:
+        """The store's method ``name`` as the runtime calls it (the real one, or a patch)."""
+        return getattr(self._rt.store, name)  # type: ignore[no-any-return]
+
+    def patch_store(self, name: str, replacement: Callable[..., Any]) -> None:
+        """Make the runtime call ``replacement`` for the store's method ``name``."""
+        setattr(self._rt.store, name, replacement)
+
+    def unpatch_store(self, name: str) -> None:
+        """Undo ``patch_store(name, ...)``: the store's own method again."""
+        delattr(self._rt.store, name)
+
+    # -- actors ------------------------------------------------------------------------------------
+    def deliver(self, workflow_id: str, message: object) -> None:
+        """Hand ``message`` (one of the runtime's own, e.g. ``Kick()``) to the workflow's actor."""
+        self._rt.activator.deliver(workflow_id, message)
+
+    def mailbox(self, workflow_id: str) -> Any:
+        """The live queue of messages waiting for the workflow's live actor (empty if none is
+        live). The queue object itself: it stays readable after the actor is forgotten."""
+        slot = self._rt.activator._live.get(workflow_id)
+        return [] if slot is None else slot.ref.actor_inbox._items
+
+    def live_actor_objects(self) -> list[Any]:
+        """The live actors themselves (pykka actors), for what holds on to them."""
+        return [slot.ref._actor_weakref() for slot in self._rt.activator._live.values()]
+
+    def passivate_idle(self, after: float) -> int:
+        """Stop the actors idle for ``after`` seconds now (what housekeeping does on its own)."""
+        return self._rt.activator.passivate_idle(after)
+
+    def actors_closing(self) -> bool:
+        """A shutdown has reached the actors: they take no more messages from outside."""
+        return bool(self._rt.activator._closed)
+
+    # -- a cluster's node -------------------------------------------------------------------------
+    def halt_node(self) -> None:
+        """Freeze this node's membership (heartbeats, lease rounds), as a long pause would; its
+        threads that run workflows go on, believing what they last knew."""
+        node = self._rt.cluster
+        assert node is not None, "not a cluster's node"
+        node.halt()
+
+    def believes_it_owns(self, workflow_id: str) -> bool:
+        """This node's own view (which a halted node does not update) of owning the workflow."""
+        return bool(self._rt.owns(workflow_id))
+
+    def owned_shards(self) -> set[int]:
+        """The shards this node believes it leases, as it holds them in memory."""
+        node = self._rt.cluster
+        assert node is not None, "not a cluster's node"
+        return set(node.owned_shards())
+
+    def incarnation(self) -> object:
+        """This node's incarnation (a new one each time it rejoins the cluster)."""
+        node = self._rt.cluster
+        assert node is not None, "not a cluster's node"
+        return node.membership.incarnation
+
+    # -- the writer, retention, ids ------------------------------------------------------------
+    def commits(self) -> int:
+        """How many transactions the store's writer has committed."""
+        return int(self._rt.store._writer.commits)
+
+    @property
+    def retention(self) -> Any:
+        """The retention sweep (its ``batch`` size, one round by ``tick()``)."""
+        return self._system._retention
+
+    @staticmethod
+    def one_actor_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+        """Systems started from now on (in this test) run their actors on one thread."""
+        from actors._pool import Dispatcher
+
+        monkeypatch.setattr(actors._system, "Dispatcher", lambda threads: Dispatcher(1))
+
+    @staticmethod
+    def procedure_code(monkeypatch: pytest.MonkeyPatch, resolve: Callable[[str, str], Any] | None = None) -> Callable[[str, str], Any]:
+        """Systems of this test find a procedure's code with ``resolve(kind, key)`` (None: the
+        real lookup again); returns the real lookup."""
+        monkeypatch.setattr(actors._procedures, "resolve", resolve or _real_resolve)
+        return _real_resolve
+
+    @staticmethod
+    def draw_ids(monkeypatch: pytest.MonkeyPatch, *hexes: str) -> None:
+        """Generated ids draw ``hexes`` as their random part first, then real random bits."""
+        monkeypatch.setattr(actors._system, "_id_bits", _Draws(*hexes))
+
+
 class _Draws:
     """The runtime's draw of an id's random bits: the given hex strings first, then real draws."""
 
@@ -72,6 +201,7 @@ class _Draws:
 
 
 _real_draw = actors._system._id_bits
+_real_resolve = actors._procedures.resolve
 
 
 def _hex(ref) -> str:
@@ -96,12 +226,10 @@ def _wait_until(cond, what: str) -> None:
 
 
 def ref_inbox(s, workflow_id: str) -> list:
-    slot = s._rt.activator._live.get(workflow_id)
-    return [] if slot is None else list(slot.ref.actor_inbox._items)
+    """The messages queued for the workflow's live actor (see ``Inside.mailbox``)."""
+    return list(Inside(s).mailbox(workflow_id))
 
 
 def _steps_and_ends(db: str, wid: str) -> list[tuple]:
-    from persistence import open_store
-
-    with open_store(db, owner=False) as store:
+    with reader(db) as store:
         return [(h.event, json.loads(h.detail), h.at, h.seq is None) for h in store.history(wid)]

@@ -15,6 +15,7 @@ from actors.cli import main
 from actors.testing import VirtualClock
 
 from . import flows
+from .runtime_support import Inside, reader
 
 T = 30
 
@@ -165,12 +166,14 @@ def test_signal_to_a_full_inbox_waits_for_room_in_order(db, capsys):
         for i in range(4):
             assert wf(capsys, "signal", "--db", db, "gated", "item", str(i))[0] == 0
         s.idle(timeout=T)  # two buffered, two waiting for room
-        assert [m.name for m in s._rt.store.inbox("gated")] == ["item", "item"]
-        assert len(s._rt.store.take_external(0)) == 2
+        with reader(db) as r:
+            assert [m.name for m in r.inbox("gated")] == ["item", "item"]
+            assert len(r.take_external(0)) == 2
         ref.signal("go")
         assert ref.result(timeout=T) == [0, 1, 2, 3]
         s.idle(timeout=T)
-        assert s._rt.store.take_external(0) == []
+        with reader(db) as r:
+            assert r.take_external(0) == []
     waiting = [e for e in logs if e["event"] == "external_request_waiting"]
     assert len(waiting) == 1 and "full" in waiting[0]["error"]  # said once, not at every retry
     assert not any(e["event"] == "external_request_failed" for e in logs)
@@ -182,12 +185,13 @@ def test_a_signal_request_is_deleted_with_its_append(db, capsys):
     clean-up of requests is disabled here, as a crash right before it would leave it undone.)"""
     with ActorSystem(db, clock=VirtualClock()) as s:
         s.start(flows.collect, 2, id="c")
-        s._rt.store.delete_external = lambda seqs: None  # the clean-up a crash would prevent
+        Inside(s).patch_store("delete_external", lambda seqs: None)  # the clean-up a crash would prevent
         assert wf(capsys, "signal", "--db", db, "c", "item", "7")[0] == 0
         s.idle(timeout=T)
     with ActorSystem(db, clock=VirtualClock()) as s:
         s.idle(timeout=T)
-        assert s._rt.store.take_external(0) == []
+        with reader(db) as r:
+            assert r.take_external(0) == []
         ref = s.get("c")
         ref.signal("item", 8)
         assert ref.result(timeout=T) == [7, 8]

@@ -22,6 +22,7 @@ from tests.conftest import schema_of
 from workflows import Cancelled
 
 from . import flows
+from .runtime_support import Inside, reader
 
 T = 30  # every wait in these tests is bounded
 
@@ -161,22 +162,20 @@ def test_a_step_of_a_node_that_lost_its_lease_commits_nothing(pg_store_url: str,
     n1.start(flows.counter, 2, id=wid)
     cluster.idle(T)
     # node-1 freezes (its membership thread stops) and the others declare it dead.
-    node = n1._rt.cluster
-    assert node is not None
-    node.halt()  # type: ignore[attr-defined]
+    frozen = Inside(n1)
+    frozen.halt_node()
     with psycopg.connect(parse_url(pg_store_url)[0], autocommit=True) as conn:
         conn.execute(f"UPDATE {schema_of(pg_store_url)}.af_nodes SET state = 'dead' WHERE node_id = 'node-1'")
     deadline = time.monotonic() + T
-    while not any(s._rt.owns(wid) for n, s in cluster.nodes.items() if n != "node-1"):
+    while not any(Inside(s).believes_it_owns(wid) for n, s in cluster.nodes.items() if n != "node-1"):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     # node-1 still believes it leases the shard: its step is refused by the fence in the
     # database, and the signal waits in the inbox for the new owner.
-    assert node.owns(wid)
+    assert frozen.believes_it_owns(wid)
     with capture_logs() as logs:
         n1.get(wid).signal("inc", 5)
         n1.idle(T)
-    assert n1._rt.fenced_steps == 1
     fenced = [e for e in logs if e["event"] == "step_fenced"]
     assert len(fenced) == 1
     # Every event of a node's threads names the node and how many shards it holds.
@@ -206,7 +205,8 @@ def test_timers_fire_by_the_databases_clock_on_a_node_whose_clock_is_off(pg_stor
         wid = on(cluster, "node-1", "sleep")
         ref = cluster["node-1"].start(flows.sleeper, 2.0, id=wid)
         cluster.idle(T)
-        timer = cluster["node-1"]._rt.store.timers(wid)[0]
+        with reader(pg_store_url) as r:
+            timer = r.timers(wid)[0]
         cluster.add("ahead", local_time=lambda: time.time() + 5.0)
         cluster.remove("node-1")  # the workflow moves to the node whose clock is ahead
         cluster.settle(T)
@@ -261,13 +261,13 @@ def test_a_database_away_for_a_while_loses_nothing_and_the_nodes_rejoin(clock: V
             for w in ids:
                 cluster["node-2"].get(w).signal("item", "before")
             cluster.idle(T)
-            before = {n: s._rt.cluster.membership.incarnation for n, s in cluster.nodes.items()}  # type: ignore[union-attr]
+            before = {n: Inside(s).incarnation() for n, s in cluster.nodes.items()}
             server.pause()
             time.sleep(1.5)  # the nodes' rounds fail: they give their shards up
-            assert all(not s._rt.cluster.owned_shards() for s in cluster)  # type: ignore[union-attr]
+            assert all(not Inside(s).owned_shards() for s in cluster)
             server.resume()
             cluster.settle(60)
-            after = {n: s._rt.cluster.membership.incarnation for n, s in cluster.nodes.items()}  # type: ignore[union-attr]
+            after = {n: Inside(s).incarnation() for n, s in cluster.nodes.items()}
             assert all(after[n] != before[n] for n in before)  # each rejoined as a new incarnation
             for w in ids:
                 cluster["node-1"].get(w).signal("item", "after")

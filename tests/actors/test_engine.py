@@ -14,9 +14,10 @@ from actors import ActorSystem
 
 from . import flows
 from .runtime_support import (
+    Inside,
     T,
     _wait_until,
-    connect,
+    record,
     ref_inbox,
 )
 
@@ -61,12 +62,14 @@ def test_passivated_actors_are_freed_without_the_cycle_collector(db, clock):
         with ActorSystem(db, clock=clock) as s:
             refs = [s.start(flows.waits_once) for _ in range(5)]
             s.idle(timeout=T)
-            live = [sl.ref._actor_weakref() for sl in s._rt.activator._live.values()]
+            inside = Inside(s)
+            live = inside.live_actor_objects()
             stopped = [a.actor_stopped for a in live]
             actors = [weakref.ref(a) for a in live]
             del live
-            assert len(actors) == 5
-            assert s._rt.activator.passivate_idle(0) == 5
+            assert len(actors) == 5 and s.live_actors() == 5
+            assert inside.passivate_idle(0) == 5
+            assert s.live_actors() == 0
             assert all(e.wait(T) for e in stopped)
             # The stop is handled on a dispatcher thread, which lets go of the actor right after.
             deadline = time.monotonic() + T
@@ -132,7 +135,7 @@ def test_shutdown_lets_an_actor_waiting_for_its_commit_finish_its_messages(db, c
     _wait_until(lambda: len(ref_inbox(s, ref.id)) == 1, "the signal queued behind the paused step")
     closer = threading.Thread(target=s.shutdown)
     closer.start()
-    _wait_until(lambda: s._rt.activator._closed, "shutdown reached the actors")
+    _wait_until(Inside(s).actors_closing, "shutdown reached the actors")
     held_commits.let_go(s)
     closer.join(T)
     sender.join(T)
@@ -148,8 +151,9 @@ def test_outcomes_queued_together_are_resolved_and_committed_together(db, clock,
         ref = s.start(flows.gather_staggered)
         s.idle(timeout=T)
         reads: list = []
-        real_inbox = s._rt.store.inbox
-        s._rt.store.inbox = lambda wid: reads.append(wid) or real_inbox(wid)
+        inside = Inside(s)
+        real_inbox = inside.store_method("inbox")
+        inside.patch_store("inbox", lambda wid: reads.append(wid) or real_inbox(wid))
         held = held_commits(s, only=ref.id)
         clock.advance(1)
         _wait_until(lambda: len(held) == 1, "the parent committing child 1's outcome")
@@ -158,7 +162,7 @@ def test_outcomes_queued_together_are_resolved_and_committed_together(db, clock,
         held_commits.let_go(s)
         assert ref.result(timeout=T) == [10, 20, 30, 40]
         # spawn, child 1's outcome, the other three with the end of the workflow
-        assert s._rt.store.load_workflow(ref.id).step_seq == 3
+        assert record(db, ref.id).step_seq == 3
         assert reads == []
 
 
@@ -174,18 +178,12 @@ def test_events_queued_before_a_stop_are_resolved_before_it(db, clock, held_comm
     _wait_until(lambda: len(held) == 1, "the parent committing child 1's outcome")
     clock.advance(1)
     _wait_until(lambda: len(ref_inbox(s, ref.id)) == 3, "three outcomes queued behind it")
-    mailbox = s._rt.activator._live[ref.id].ref.actor_inbox._items  # shutdown forgets the actor
+    mailbox = Inside(s).mailbox(ref.id)  # the queue itself: shutdown forgets the actor
     closer = threading.Thread(target=s.shutdown)
     closer.start()
     _wait_until(lambda: len(mailbox) == 4, "the stop queued behind them")
     held_commits.let_go(s)
     closer.join(T)
     assert not closer.is_alive()
-    con = connect(db)
-    try:
-        status, step_seq = con.execute(
-            "SELECT status, step_seq FROM workflows WHERE id = ?", (ref.id,)
-        ).fetchone()
-    finally:
-        con.close()
-    assert (status, step_seq) == ("completed", 3)
+    rec = record(db, ref.id)  # as the shutdown left it: no system has opened it since
+    assert (rec.status, rec.step_seq) == ("completed", 3)

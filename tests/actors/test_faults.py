@@ -13,6 +13,7 @@ from workflows import WorkflowFailed
 
 from . import flows
 from .runtime_support import (
+    Inside,
     T,
     _chain,
     _wait_until,
@@ -81,7 +82,8 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
 
     flows.LATER.clear()
     with ActorSystem(db, clock=clock) as s:
-        real = s._rt.store.submit_step
+        inside = Inside(s)
+        real = inside.store_method("submit_step")
         calls: list = []
         held: list = []
 
@@ -97,7 +99,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
                 return p
             return real(sw)
 
-        s._rt.store.submit_step = submit_step
+        inside.patch_store("submit_step", submit_step)
         ref = s.start(flows.gather_procedures, id="gp")
         _wait_until(lambda: len(held) == 1, "the first outcome's commit reached the writer")
         flows.LATER.set()

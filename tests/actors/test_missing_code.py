@@ -15,13 +15,13 @@ import textwrap
 import pytest
 from structlog.testing import capture_logs
 
-import actors._procedures
 from actors import ActorSystem, Status
 from actors.testing import VirtualClock
 from workflows import Cancelled, UnknownWorkflowType
 from workflows._registry import _REGISTRY
 
 from . import flows
+from .runtime_support import Inside
 
 T = 30  # every wait in these tests is bounded
 
@@ -165,14 +165,13 @@ def test_procedure_whose_code_is_missing_stays_pending(tmp_path, monkeypatch):
     """A pending call whose function this process cannot find is neither attempted nor failed:
     it stays pending, and a process that has the code runs it with the same key."""
     db = str(tmp_path / "wf.db")
-    real = actors._procedures.resolve
 
     def missing(kind, key):
         if key.endswith(":double"):
             raise UnknownWorkflowType(f"procedure {key!r} cannot be found (test)", key=key, kind=kind)
         return real(kind, key)
 
-    monkeypatch.setattr(actors._procedures, "resolve", missing)
+    real = Inside.procedure_code(monkeypatch, missing)
     with capture_logs() as logs, ActorSystem(db, clock=VirtualClock()) as system:
         ref = system.start(flows.adder, 20, id="a1")
         system.idle(timeout=T)
@@ -182,7 +181,7 @@ def test_procedure_whose_code_is_missing_stays_pending(tmp_path, monkeypatch):
     rows = con.execute("SELECT status, attempts FROM procedures WHERE workflow_id = 'a1'").fetchall()
     con.close()
     assert rows == [("pending", 0)]
-    monkeypatch.setattr(actors._procedures, "resolve", real)
+    Inside.procedure_code(monkeypatch)
     with ActorSystem(db, clock=VirtualClock()) as system:
         assert system.get("a1").result(timeout=T) == 80
 

@@ -13,6 +13,7 @@ from actors import Status
 
 from . import flows
 from .runtime_support import (
+    Inside,
     T,
     app_events,
     connect,
@@ -56,13 +57,13 @@ def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
     first."""
     ref = system.start(flows.adder, 3, id="adder-commits")
     system.idle(timeout=T)
-    before = system._rt.store._writer.commits
+    before = Inside(system).commits()
     ref2 = system.start(flows.adder, 4, id="adder-commits-2")
     assert ref2.result(timeout=T) == 16
     system.idle(timeout=T)
     # The record with the first step (which dispatches the call), the second (consumes it and
     # dispatches the next), the finish.
-    assert system._rt.store._writer.commits - before == 3
+    assert Inside(system).commits() - before == 3
     assert ref.result(timeout=T) == 12
     con = connect(db)
     assert con.execute("SELECT count(*) FROM procedures").fetchone()[0] == 0

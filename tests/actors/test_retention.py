@@ -13,6 +13,8 @@ from actors.testing import VirtualClock
 from persistence._writes import WORKFLOW_TABLES
 from workflows import gather, procedure, select, signal, spawn, subscribe, timer, workflow
 
+from .runtime_support import Inside, reader
+
 T = 30  # every wait in these tests is bounded
 MINUTE = 60.0
 
@@ -258,7 +260,7 @@ def test_pruning_while_other_workflows_run(db, clock) -> None:
         system.idle(timeout=T)
         clock.advance(10)
         workers = [system.start(counts, 40, id=f"c{i}") for i in range(8)]
-        system._retention.batch = 25  # many small batches, each between the running steps
+        Inside(system).retention.batch = 25  # many small batches, each between the running steps
         errors: list[BaseException] = []
 
         def drive() -> None:
@@ -371,8 +373,9 @@ def test_wf_prune_through_a_running_system_on_its_clock(db, clock, capsys) -> No
             "pruned 5 finished workflows that finished more than 1h ago, through the running system (pid ")
         assert sorted(w.id for w in system.workflows()) == sorted([running.id, later.id])
         system.idle(timeout=T)
-        assert system._rt.store.take_external(0) == []
-        assert system._rt.store.read_table("SELECT key FROM meta WHERE key LIKE 'external_result_%'") == []
+        with reader(db) as r:
+            assert r.take_external(0) == []
+            assert r.read_table("SELECT key FROM meta WHERE key LIKE 'external_result_%'") == []
 
 
 def test_a_malformed_prune_request_is_answered_with_an_error(db, clock) -> None:
@@ -398,12 +401,12 @@ def test_the_sweep_writes_nothing_while_nothing_is_due(db, clock) -> None:
     with ActorSystem(db, clock=clock, retention=MINUTE) as system:
         system.start(quick, 1).result(timeout=T)
         system.idle(timeout=T)
-        writer = system._rt.store._writer
-        before = writer.commits
+        inside = Inside(system)
+        before = inside.commits()
         for _ in range(5):
-            assert system._retention.tick() is False
-        assert writer.commits == before
+            assert inside.retention.tick() is False
+        assert inside.commits() == before
         clock.advance(MINUTE + 1)  # now it is due, and the sweep deletes it
         system.idle(timeout=T)
         assert system.workflows() == []
-        assert writer.commits > before
+        assert inside.commits() > before

@@ -12,6 +12,7 @@ from actors import ActorSystem, Status
 from actors.testing import VirtualClock
 
 from . import flows
+from .runtime_support import reader
 
 N = int(os.environ.get("ACTORFLOW_SCALE_N", "100000"))
 MAX_LIVE = 1_000
@@ -48,7 +49,8 @@ def test_100k_suspended_workflows_complete_after_a_broadcast(tmp_path):
         t2 = time.perf_counter()
         stop.set()
         sampler.join(5)
-        counts = s._rt.store.count_workflows()
+        with reader(str(tmp_path / "scale.db")) as r:
+            counts = r.count_workflows()
         assert counts == {("tests.actors.flows:subscriber", "completed"): N}
         assert s.get("s0").result(timeout=5) == 7
         assert s.get(f"s{N - 1}").result(timeout=5) == 7

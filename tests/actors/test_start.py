@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-import actors._system
 from actors import (
     ActorSystem,
+    SystemClosed,
     UnknownWorkflow,
     WorkflowNotRunning,
     WorkflowRef,
@@ -20,34 +20,36 @@ from actors._actor import Kick
 
 from . import flows
 from .runtime_support import (
+    Inside,
     T,
-    _Draws,
     _hex,
     _wait_until,
+    record,
 )
 
 pytestmark = pytest.mark.usefixtures("fresh_flows")
 
 
-def test_start_returns_once_the_first_step_is_committed_with_the_record(system):
-    """start() runs the first step on the caller's thread and commits it with the record: when it
-    returns, the workflow is already at its first await, with no other work left."""
+def test_start_returns_once_the_first_step_is_committed_with_the_record(system, db):
+    """start() has the first step committed with the record before it returns: the workflow is
+    already at its first await, with no other work left (idle at once)."""
     ref = system.start(flows.waits_once, id="stepped-at-start")
-    rec = system._rt.store.load_workflow(ref.id)
+    rec = record(db, ref.id)
     assert rec.step_seq == 1
-    assert "go" in rec.waiting_on
-    assert system._rt.work.count == 0
+    assert "go" in rec.waiting_on and "go" in ref.info().waiting_on
+    system.idle(timeout=0)  # raises TimeoutError while any work is left
 
 
-def test_a_start_after_a_message_to_its_id_still_runs(system):
-    """An actor that looked for an id before any workflow had it (a message came first) and is
-    still live: a start of that id is not lost on its stale view, the workflow runs."""
-    system._rt.activator.deliver("early", Kick())
+def test_a_start_after_a_message_to_its_id_still_runs(system, db):
+    """An actor that looked for an id before any workflow had it (a message of the runtime came
+    first) and is still live: a start of that id is not lost on its stale view, the workflow
+    runs."""
+    Inside(system).deliver("early", Kick())
     system.idle(timeout=T)
     assert system.live_actors() == 1
     ref = system.start(flows.waits_once, id="early")
     system.idle(timeout=T)
-    assert system._rt.store.load_workflow("early").step_seq == 1
+    assert record(db, "early").step_seq == 1
     ref.signal("go", "ran")
     assert ref.result(timeout=T) == "ran"
 
@@ -70,7 +72,7 @@ def test_two_starts_of_one_id_at_once_start_it_once(db, clock, held_commits):
         assert first == second and len(first) == 1
         second = second[0]
         s.idle(timeout=T)
-        assert s._rt.store.load_workflow("twin").step_seq == 1
+        assert record(db, "twin").step_seq == 1
         second.signal("inc", 1)
         second.signal("inc", 1)
         assert second.result(timeout=T) == 2
@@ -90,10 +92,10 @@ def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
     draw another instead of returning a ref to it."""
     taken = "a" * 12
     other = system.start(flows.waits_once, id=f"waits_once-{taken}")
-    monkeypatch.setattr("actors._system._id_bits", _Draws(taken, "b" * 12))
+    Inside.draw_ids(monkeypatch, taken, "b" * 12)
     mine = system.start(flows.waits_once)
     assert mine.id == "waits_once-" + "b" * 12
-    monkeypatch.setattr("actors._system._id_bits", _Draws("c" * 12, taken, "c" * 12, "d" * 12))
+    Inside.draw_ids(monkeypatch, "c" * 12, taken, "c" * 12, "d" * 12)
     many = system.start_many(flows.waits_once, [(), (), ()])
     # The second collides with the existing workflow, the third with the first: both drawn again.
     assert [_hex(r) for r in many[:2]] == ["c" * 12, "d" * 12]
@@ -147,7 +149,7 @@ def test_refs_after_shutdown_raise_system_closed(db, clock):
         ActorSystem(db, clock=clock)
     s.shutdown()
     for call in (ref.status, ref.info, ref.result):
-        with pytest.raises(actors._system.SystemClosed):
+        with pytest.raises(SystemClosed):
             call()
 
 

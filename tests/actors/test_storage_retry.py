@@ -21,6 +21,7 @@ from persistence import StorageUnavailable
 from workflows import Status
 
 from . import flows
+from .runtime_support import Inside
 
 T = 30  # every wait in these tests is bounded
 
@@ -57,8 +58,8 @@ def _fill(mnt: pathlib.Path) -> pathlib.Path:
 
 def _failed_commits(system: ActorSystem, workflow_id: str) -> list[int]:
     """Count the steps of ``workflow_id`` whose commit failed for a reason of the storage."""
-    store = system._rt.store
-    real = store.submit_step
+    inside = Inside(system)
+    real = inside.store_method("submit_step")
     failed: list[int] = []
 
     def submit_step(sw):
@@ -67,7 +68,7 @@ def _failed_commits(system: ActorSystem, workflow_id: str) -> list[int]:
             p.add_done_callback(lambda p: isinstance(p.exception(0), StorageUnavailable) and failed.append(sw.step_seq))
         return p
 
-    store.submit_step = submit_step  # type: ignore[method-assign]
+    inside.patch_store("submit_step", submit_step)
     return failed
 
 
