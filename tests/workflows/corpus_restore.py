@@ -548,6 +548,38 @@ async def restored_set_keeps_its_order(n):
 add(restored_set_keeps_its_order, C(1), C(2, cancel_at=2, raises=Cancelled), C(3))
 
 
+@workflow
+async def restored_set_grows_as_it_would_have(n):
+    """A set with removed elements (dummy slots), colliding elements and a moved pop finger:
+    what it gains, loses and pops after the restore, and when it resizes, is as without one."""
+    s = set(range(0, 64, 8))  # all on slot 0 of 8 slots, then spread by the resize
+    for x in (8, 24, 40):
+        s.discard(x)
+    s.pop()
+    s.add(-1)
+    s.add(-2)  # hash(-1) == hash(-2)
+    e = set(range(30))
+    for x in range(30):
+        e.discard(x)  # empty, in a table of 64 slots full of dummies
+    await timer("t", 1)
+    got = []
+    for x in (n, 16 * n, 2**61 + n, 5, 13, 21, 29, 37):
+        s.add(x)
+        e.add(x)
+        got.append((list(s), list(e)))
+    await timer("t", 2)
+    got.append((s.pop(), s.pop(), e.pop()))
+    for x in range(100, 140):
+        s.add(x)
+        if x % 3:
+            s.discard(x - 1)
+    got.append(list(s))
+    return got
+
+
+add(restored_set_grows_as_it_would_have, C(1), C(3), C(2, cancel_at=1, raises=Cancelled))
+
+
 ORDERED = frozenset({23, 7, 15, 31})
 
 
@@ -594,6 +626,59 @@ async def module_containers_held_in_locals(x):
 
 
 add(module_containers_held_in_locals, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))
+
+
+CONFIG: dict = {"items": [], "limits": {"per_user": [[], {"seen": set()}]}, "pair": ([], [])}
+
+
+class Settings:
+    """A module-level object of this module: its attributes' containers are reached by path."""
+
+    def __init__(self):
+        self.rules = {"allow": []}
+        self.inner = None
+
+
+SETTINGS = Settings()
+SETTINGS.inner = Settings()
+
+
+@workflow
+async def nested_module_containers_held_in_locals(x):
+    """Containers reached through module-level data (a dict's value, nested lists and dicts, a
+    tuple's item, an object's attribute) held in locals stay the module's objects after a
+    restore: what the workflow adds through the local is seen through the module, and back."""
+    CONFIG["items"].clear()
+    CONFIG["pair"][1].clear()
+    per_user = CONFIG["limits"]["per_user"]
+    per_user[0].clear()
+    per_user[1]["seen"].clear()
+    SETTINGS.rules["allow"].clear()
+    SETTINGS.inner.rules["allow"].clear()
+    items, first, seen = CONFIG["items"], per_user[0], per_user[1]["seen"]
+    second, allow, deep = CONFIG["pair"][1], SETTINGS.rules["allow"], SETTINGS.inner.rules
+    inner = SETTINGS.inner
+    await timer("t", 1)
+    items.append(x)
+    first.append(x + 1)
+    seen.add(x)
+    second.append(x + 2)
+    allow.append("a")
+    deep["allow"].append("b")
+    # What was added is read back through the module (the last item only: a process that
+    # restores several checkpoints in turn keeps the module's data of the earlier ones).
+    log((CONFIG["items"][-1], per_user[0][-1], x in per_user[1]["seen"], CONFIG["pair"][1][-1],
+         SETTINGS.rules["allow"][-1], SETTINGS.inner.rules["allow"][-1], inner is SETTINGS.inner))
+    await procedure(ident, x)
+    CONFIG["items"].append(-x)
+    return (
+        items is CONFIG["items"], items[-2:], seen is per_user[1]["seen"], x in seen,
+        second is CONFIG["pair"][1], allow is SETTINGS.rules["allow"], deep["allow"][-1],
+        deep is SETTINGS.inner.rules, inner is SETTINGS.inner,
+    )
+
+
+add(nested_module_containers_held_in_locals, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))
 
 
 class FragileNum(Fragile):

@@ -48,7 +48,17 @@ def namespace() -> dict[str, Any]:
         "traceback": traceback,
         "GV": 0,
         "ML": [],
+        # Module-level data whose inner containers the programs hold in locals.
+        "NEST": {"items": [], "inner": {"deep": [[], []]}},
+        "HOLD": Holder(),
     }
+
+
+class Holder:
+    """A module-level object of the programs' own module, whose attribute a local holds."""
+
+    def __init__(self) -> None:
+        self.kids: list[Any] = []
 
 
 def nargs(*args: Any, **kwargs: Any) -> int:
@@ -598,12 +608,25 @@ class Program:
             "    sc = {7, 15, 23, 31}",
             "    ML.clear()",
             "    ml = ML",
+            # Containers reached through module-level data (a dict's value, a list's item, an
+            # object's attribute) held in locals: the module's objects after a restore.
+            "    NEST['items'].clear()",
+            "    NEST['inner']['deep'][1].clear()",
+            "    HOLD.kids.clear()",
+            "    ni, nd2, hk = NEST['items'], NEST['inner']['deep'][1], HOLD.kids",
+            # A set with removed elements (dummy slots) that grows, shrinks and pops across
+            # awaits: its table, not only its order, must come back.
+            "    sg = set(range(0, 48, 8))",
+            "    sg.discard(8)",
+            "    sg.discard(24)",
             "    kept = KeyError('none yet')",
         ]
         tail = [
             "    return (a, b, c, out, box.n, arr, kw, globals().get('G'), GV, gv(), sent is MISSING,",
             "            list(dd.items()),",
             "            list(ss), list(sc), list(ML), ml is ML,",
+            "            list(sg), list(NEST['items']), NEST['inner']['deep'], list(HOLD.kids),",
+            "            ni is NEST['items'], nd2 is NEST['inner']['deep'][1], hk is HOLD.kids,",
             "            repr(kept), repr(kept.__cause__), repr(kept.__context__),",
             "            kept.__suppress_context__, getattr(kept, '__notes__', None))",
         ]
@@ -694,6 +717,8 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         "sgrow",
         "sread",
         "mlist",
+        "nest",
+        "sgrow2",
         "ndel",
         "chain",
     ]
@@ -792,6 +817,35 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         return Line(draw(st.sampled_from(["log(list(sc))", "log(next(iter(sc)))", "log(repr(sc))"])))
     if kind == "mlist":
         which = draw(st.sampled_from(["ml.append({})", "log(len(ML))", "log(ml is ML)", "ML.append({})"]))
+        return Line(which, (draw(e),) if "{}" in which else ())
+    if kind == "nest":
+        which = draw(
+            st.sampled_from(
+                [
+                    "ni.append({})",
+                    "nd2.append({})",
+                    "hk.append({})",
+                    "NEST['items'].append({})",
+                    "HOLD.kids.append({})",
+                    "log((list(ni), list(nd2), list(hk)))",
+                    "log(ni is NEST['items'])",
+                ]
+            )
+        )
+        return Line(which, (draw(e),) if "{}" in which else ())
+    if kind == "sgrow2":
+        which = draw(
+            st.sampled_from(
+                [
+                    "sg.add(({}) * 8)",
+                    "sg.add(({}) * 8 + 64)",
+                    "sg.discard(({}) * 8)",
+                    "sg.add(-1 if {} else -2)",
+                    "log(sg.pop() if sg else None)",
+                    "log(list(sg))",
+                ]
+            )
+        )
         return Line(which, (draw(e),) if "{}" in which else ())
     if kind == "ndel":
         # A workflow local deleted from a nested function through ``nonlocal``, deleted again

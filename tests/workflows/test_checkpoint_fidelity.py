@@ -295,3 +295,39 @@ def test_restored_sets_iterate_in_their_order_or_are_refused(seed):
         with pytest.raises(CheckpointError) as info:
             checkpoint(_suspend(wf, refused[0]))
         assert info.value.variable == "s" and "iteration order" in str(info.value)
+
+
+def test_object_reached_through_module_data_whose_path_broke_fails_the_restore_naming_it():
+    """A local holding ``CONFIG["items"]`` is checkpointed as that path; if the path leads to
+    something else at the restore (here: the item is now a dict), the restore fails naming the
+    variable and the path, instead of giving the local a copy."""
+    config = {"items": [1, 2], "other": {"rules": [[], []]}}
+    wf = _compile(
+        """
+        async def holds_nested(x):
+            items = CONFIG["items"]
+            rule = CONFIG["other"]["rules"][1]
+            await timer("t", 1)
+            items.append(x)
+            rule.append(x)
+            return items
+        """,
+        "holds_nested.py",
+        "holds_nested",
+        CONFIG=config,
+    )
+    cont = _suspend(wf, 3)
+    blob = checkpoint(cont)
+    back = restore(blob)
+    assert back._frames[0].__dict__["v_items"] is config["items"]
+    assert back._frames[0].__dict__["v_rule"] is config["other"]["rules"][1]
+    config["items"] = {"not": "a list"}
+    with pytest.raises(CheckpointError) as info:
+        restore(blob)
+    assert info.value.variable == "items"
+    assert "CONFIG['items']" in str(info.value) and "builtins.dict now" in str(info.value)
+    config["items"] = []
+    del config["other"]["rules"][1]
+    with pytest.raises(CheckpointError) as info:
+        restore(blob)
+    assert info.value.variable == "rule" and "CONFIG['other']['rules'] has no item 1" in str(info.value)

@@ -16,9 +16,12 @@ keeps them, or refuses them with an error that names what cannot be kept:
   (cloudpickle gives them a copy), and objects bound to a name of that namespace (a module-level
   sentinel such as ``_MISSING = object()``, a module-level list, dict or set) are checkpointed by
   reference to that name, so a local holding one is the module's object after a restore;
-* a set is rebuilt with the iteration order it had (a plain rebuild inserts its elements into a
-  fresh table, whose order can differ); a frozenset, which cannot be laid out that way, is
-  refused when its rebuilt order would differ;
+* a set is rebuilt with the hash table it had, slot by slot: its elements where they were, the
+  dummy entries of removed elements, the size and the ``pop`` finger (``_settable``), so that it
+  iterates, pops, grows and resizes after a restore as it would have without one; a set whose
+  elements hash otherwise in the restoring process (``str`` under another ``PYTHONHASHSEED``)
+  fails the restore instead. A frozenset, which cannot be laid out that way, is refused when its
+  rebuilt table would differ;
 * an open file is refused (cloudpickle would turn one opened for reading into a ``StringIO``).
 """
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import gc
 import inspect
 import io
@@ -41,6 +45,7 @@ from typing import Any
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from .._registry import resolve
+from . import _settable
 
 _PY311 = sys.version_info >= (3, 11)
 _PY312 = sys.version_info >= (3, 12)
@@ -607,18 +612,22 @@ def _refresh_dispatch() -> None:
 
 
 # Per module namespace: (the namespace, its size, id of each non-plain value -> its name, the
-# module-level list, dict and set values by id -> their name). Built once and rebuilt when the
-# namespace's size changes or a name turned out to be rebound; a value bound after that is only
-# missed (pickled by value), never mistaken for another.
-_NAMES: dict[int, tuple[dict[str, Any], int, dict[int, str], dict[int, str]]] = {}
+# module-level list, dict and set values by id -> their name, the names of the values that may
+# hold further objects: lists, dicts, tuples and instances of the module's own classes). Built
+# once and rebuilt when the namespace's size changes or a name turned out to be rebound; a value
+# bound after that is only missed (pickled by value), never mistaken for another.
+_Entry = tuple[dict[str, Any], int, dict[int, str], dict[int, str], dict[str, int]]
+_NAMES: dict[int, _Entry] = {}
 
 
-def _names_entry(g: dict[str, Any]) -> tuple[dict[str, Any], int, dict[int, str], dict[int, str]]:
+def _names_entry(g: dict[str, Any]) -> _Entry:
     entry = _NAMES.get(id(g))
     if entry is not None and entry[0] is g and entry[1] == len(g):
         return entry
     names: dict[int, str] = {}
     containers: dict[int, str] = {}
+    roots: dict[str, int] = {}
+    module = g.get("__name__")
     for name, v in list(g.items()):
         if name.startswith("__"):
             continue
@@ -629,11 +638,23 @@ def _names_entry(g: dict[str, Any]) -> tuple[dict[str, Any], int, dict[int, str]
                 containers.setdefault(id(v), name)
         elif t is frozenset and len(v) > 1:  # never shared by accident, as an empty one is
             containers.setdefault(id(v), name)
+        if (t is list or t is dict or t is tuple) and v or _own_instance(v, module):
+            roots[name] = id(v)
     if len(_NAMES) >= 256:
         _NAMES.clear()
-    entry = (g, len(g), names, containers)
+    entry = (g, len(g), names, containers, roots)
     _NAMES[id(g)] = entry
     return entry
+
+
+def _own_instance(v: Any, module: Any) -> bool:
+    """An instance (not a class, function or module) of a class defined in ``module``."""
+    t = type(v)
+    return (
+        t.__module__ == module
+        and not isinstance(v, (type, types.FunctionType, types.ModuleType))
+        and isinstance(getattr(v, "__dict__", None), dict)
+    )
 
 
 def _names_of(g: dict[str, Any]) -> dict[int, str]:
@@ -652,17 +673,172 @@ def module_containers(g: dict[str, Any]) -> dict[int, str]:
     return containers
 
 
+def _module_roots(g: dict[str, Any]) -> dict[str, int]:
+    entry = _names_entry(g)
+    for name, i in entry[4].items():
+        if id(g.get(name, _NONE)) != i:
+            _NAMES.pop(id(g), None)
+            return _names_entry(g)[4]
+    return entry[4]
+
+
 # --------------------------------------------------------------------------------------------
-# Sets, rebuilt in the order they had
+# Objects reached through module-level data: kept by their path
 #
-# A set iterates in the order of its hash table's slots, which depends on the table's size and on
-# the history of insertions and removals. Pickle rebuilds a set by adding its elements, in that
-# order, to a fresh table: a set that had collisions or removals can come back in another order,
-# and a loop that starts after the restore would see it. So a set is rebuilt by laying its
-# elements out in a table (the size it had, or larger) at slots in the order they had: each
-# element goes to the first free slot of its probe sequence that comes after the previous
-# element's, with placeholder entries on the free slots its probe sequence passes before that;
-# the placeholders are then removed (they stay as deleted entries, which iteration skips).
+# ``items = CONFIG["items"]`` holds the module's list in a local; natively the local and the
+# module share it. A checkpoint writes such an object as its path from a global of the
+# workflow's module (the global's name, then dict keys, list and tuple indexes and attribute
+# names), and the restore walks that path in the restoring process. Only the frames' modules are
+# walked, only when an object that could be reached so is pickled, once per checkpoint.
+
+# Keys a path may hold (written into the checkpoint and compared again at the restore).
+_KEY_TYPES = frozenset({str, int, bytes, bool, float, type(None)})
+_PATH_BUDGET = 200_000  # objects walked per checkpoint at most; beyond, objects are copied
+
+
+Path = tuple[str, str, tuple[tuple[str, Any], ...], str]  # (workflow key, global, steps, type)
+
+
+def _type_name(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+class ModulePaths:
+    """The objects reachable from the module-level data of the frames' namespaces, each with
+    its path from a global: through dict values (under str, int, bytes, bool, float or None
+    keys), list and tuple items, and the attributes of instances of the module's own classes.
+    Built when first asked, for one checkpoint (module data may change between checkpoints)."""
+
+    def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
+        self._spaces = spaces
+        self._roots = [(key, g, _module_roots(g)) for key, g in spaces.values()]
+        self._roots = [r for r in self._roots if r[2]]
+        self._index: dict[int, Path] | None = None if self._roots else {}
+
+    def __bool__(self) -> bool:
+        """False if no namespace has data that could hold objects: nothing to walk."""
+        return bool(self._roots)
+
+    def index(self) -> dict[int, Path]:
+        if self._index is None:
+            self._index = self._build()
+        return self._index
+
+    def lookup(self, i: int) -> Path | None:
+        index = self._index
+        if index is None:
+            index = self.index()
+        return index.get(i)
+
+    def _build(self) -> dict[int, Path]:
+        index: dict[int, Path] = {}
+        seen: set[int] = set()
+        for _key, g, _roots in self._roots:
+            seen.update(_names_of(g))  # globals themselves are kept by name
+            seen.update(_roots.values())
+        budget = _PATH_BUDGET
+        queue: collections.deque[tuple[Any, str, str, Any, tuple[tuple[str, Any], ...]]] = (
+            collections.deque()
+        )
+        for key, g, roots in self._roots:
+            module = g.get("__name__")
+            for name in roots:
+                queue.append((g[name], key, name, module, ()))
+        while queue and budget > 0:
+            o, key, name, module, steps = queue.popleft()
+            t = type(o)
+            children: Any
+            if t is dict:
+                children = [(("k", k), v) for k, v in o.items() if type(k) in _KEY_TYPES]
+            elif t is list or t is tuple:
+                children = [(("i", j), v) for j, v in enumerate(o)]
+            elif _own_instance(o, module):
+                children = [(("a", k), v) for k, v in vars(o).items() if type(k) is str]
+            else:
+                continue
+            for step, v in children:
+                tv = type(v)
+                if (tv in _PLAIN_TYPES and tv is not tuple) or tv in _BY_REFERENCE:
+                    continue
+                i = id(v)
+                if i in seen:
+                    continue
+                seen.add(i)
+                budget -= 1
+                path = (*steps, step)
+                if tv is not tuple:
+                    index[i] = (key, name, path, _type_name(tv))
+                queue.append((v, key, name, module, path))
+        return index
+
+
+# Written by reference already (by cloudpickle), or with no state of their own to share.
+_BY_REFERENCE = (
+    type,
+    types.FunctionType,
+    types.ModuleType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+)
+
+
+def path_text(name: str, steps: tuple[tuple[str, Any], ...]) -> str:
+    """A path as code: ``CONFIG['items'][0].children``."""
+    out = [name]
+    for kind, k in steps:
+        out.append(f".{k}" if kind == "a" else f"[{k!r}]")
+    return "".join(out)
+
+
+class ModulePathBroken(Exception):
+    """A checkpoint's path to a module-level object leads nowhere, or to another type, in this
+    process; ``frames`` is what was unpickled (with a stand-in for the object), to name the
+    variable by."""
+
+    def __init__(self, reason: str, stand_in: Any, frames: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.stand_in = stand_in
+        self.frames = frames
+
+
+class _Unresolved:
+    """Stands in for an object whose path did not resolve (the restore fails once loaded)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def _resolve_path(key: str, name: str, steps: tuple[tuple[str, Any], ...], tname: str) -> Any:
+    """The object at the path, or ValueError saying where the path breaks."""
+    text = path_text(name, steps)
+    g = workflow_globals(key)
+    if name not in g:
+        raise ValueError(f"module {g.get('__name__')!r} has no global {name!r}")
+    o = g[name]
+    for n, (kind, k) in enumerate(steps):
+        try:
+            o = vars(o)[k] if kind == "a" else o[k]
+        except (KeyError, IndexError, TypeError):
+            what = f"attribute {k}" if kind == "a" else f"item {k!r}"
+            raise ValueError(f"{path_text(name, steps[:n])} has no {what}") from None
+    if _type_name(type(o)) != tname:
+        raise ValueError(f"{text} is a {_type_name(type(o))} now, not a {tname}")
+    return o
+
+
+# --------------------------------------------------------------------------------------------
+# Sets of checkpoints written before their tables were recorded (their order and table size
+# only), rebuilt in that order; a set of a checkpoint written now is recorded and rebuilt slot by
+# slot by _settable.
+#
+# A set iterates in the order of its hash table's slots. The old record's set is laid out in a
+# table (the size it had, or larger) at slots in the order it had: each element goes to the first
+# free slot of its probe sequence that comes after the previous element's, with placeholder
+# entries on the free slots its probe sequence passes before that; the placeholders are then
+# removed (they stay as deleted entries, which iteration skips).
 
 _SET_BASE_SIZE = sys.getsizeof(set())
 _MASK64 = (1 << 64) - 1
@@ -806,25 +982,49 @@ def fill_set(s: set[Any], order: list[Any], size: int) -> bool:
     return False
 
 
-def _set_problem(s: set[Any]) -> str | None:
-    """Why a restore in this process could not give ``s`` back in its order, or None."""
-    if fill_set(set(), list(s), _table_size(s)):
-        return None
-    return (
-        f"a set of {len(s)} elements whose iteration order a restore cannot reproduce (its "
-        "elements collided or were removed in a way the rebuilt table cannot lay out again); "
-        "hold sorted(...) or a dict.fromkeys(...) of its elements across the await"
-    )
+class SetNotRestorable(Exception):
+    """A set of a checkpoint whose table cannot be rebuilt in this process; ``frames`` is what
+    was unpickled (the set holds its elements in another table), to name the variable by."""
+
+    def __init__(self, reason: str, the_set: set[Any], frames: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.the_set = the_set
+        self.frames = frames
+
+
+def _set_record(s: set[Any]) -> Any:
+    """What a checkpoint records of set ``s`` beside its elements: its exact table; TypeError
+    if a restore could not rebuild it."""
+    if not _settable.SUPPORTED:
+        raise TypeError(
+            f"a set of {len(s)} elements whose hash table this interpreter ({sys.version.split()[0]}, "
+            f"{sys.implementation.name}) does not let a checkpoint record, so a restore could not "
+            "give it back with the same order and later behaviour; hold sorted(...) or a "
+            "dict.fromkeys(...) of its elements across the await"
+        )
+    table = _settable.read(s)
+    problem = _settable.problem(table)
+    if problem is not None:
+        raise TypeError(
+            f"a set of {len(s)} elements whose hash table a restore cannot rebuild ({problem}); "
+            "hold sorted(...) or a dict.fromkeys(...) of its elements across the await"
+        )
+    return table.record()
 
 
 def _frozenset_problem(f: frozenset[Any]) -> str | None:
     order = list(f)
-    if _same_order(frozenset(order), order):  # type: ignore[arg-type]
+    again = frozenset(order)  # what pickle rebuilds it as
+    if _settable.SUPPORTED:
+        if _settable.read(again) == _settable.read(f):
+            return None
+    elif _same_order(again, order):  # type: ignore[arg-type]
         return None
     return (
         f"a frozenset of {len(f)} elements whose iteration order a restore cannot reproduce (a "
-        "rebuilt frozenset lays its elements out anew); hold a set, or a tuple(sorted(...)), "
-        "across the await"
+        "rebuilt frozenset lays its elements out anew, in another table); hold a set, or a "
+        "tuple(sorted(...)), across the await"
     )
 
 
@@ -837,9 +1037,16 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
 
     dispatch_table = _DISPATCH
 
-    def __init__(self, file: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        file: Any,
+        spaces: dict[int, tuple[str, dict[str, Any]]],
+        paths: ModulePaths | None = None,
+    ) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._spaces = spaces
+        self._paths = paths if paths is not None else ModulePaths(spaces)
+        self.reached = False  # an object reached through module-level data was met
         # (key, namespace, id of value -> name) per namespace the frames' code runs in.
         self._named = []
         self._containers = []
@@ -864,6 +1071,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 if g.get(name, _NONE) is obj:
                     return (workflow_global, (key, name))
                 _NAMES.pop(id(g), None)  # rebound since: rebuilt next time
+        if self._paths and t not in _PLAIN_TYPES and self._paths.lookup(i) is not None:
+            self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
         if isinstance(obj, (type, types.FunctionType)):
@@ -894,9 +1103,15 @@ class CheckpointPickler(_Pickler):
     in their order) and module-level containers (kept by name), through persistent ids. A
     Python call for every object pickled: ``dumps`` uses it only where they occur."""
 
-    def __init__(self, file: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
-        super().__init__(file, spaces)
+    def __init__(
+        self,
+        file: Any,
+        spaces: dict[int, tuple[str, dict[str, Any]]],
+        paths: ModulePaths | None = None,
+    ) -> None:
+        super().__init__(file, spaces, paths)
         self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
+        self._records: list[Any] = []  # their tables, read when met
         self._set_pids: dict[int, tuple[str, int]] = {}
 
     def persistent_id(self, obj: Any) -> Any:
@@ -907,12 +1122,16 @@ class CheckpointPickler(_Pickler):
                 name = containers.get(i)
                 if name is not None and g.get(name, _NONE) is obj:
                     return ("g", key, name)
-            if t is set and len(obj) > 1:
+            if self._paths and t is not frozenset:
+                path = self._paths.lookup(i)
+                if path is not None:
+                    return ("p", *path)
+            if t is set:
                 pid = self._set_pids.get(i)
                 if pid is None:
-                    problem = _set_problem(obj)
-                    if problem is not None:
-                        raise TypeError(problem)
+                    if _settable.SUPPORTED and _settable.plain(obj):
+                        return None  # any rebuild gives its table
+                    self._records.append(_set_record(obj))
                     pid = self._set_pids[i] = ("s", len(self._sets))
                     self._sets.append(obj)
                 return pid
@@ -920,6 +1139,10 @@ class CheckpointPickler(_Pickler):
                 problem = _frozenset_problem(obj)
                 if problem is not None:
                     raise TypeError(problem)
+        elif self._paths and t not in _PLAIN_TYPES:
+            path = self._paths.lookup(id(obj))
+            if path is not None:
+                return ("p", *path)
         return None
 
     def dump(self, obj: Any) -> None:
@@ -930,7 +1153,7 @@ class CheckpointPickler(_Pickler):
         while done < len(self._sets):
             batch = self._sets[done:]
             done = len(self._sets)
-            super().dump([(_table_size(x), list(x)) for x in batch])
+            super().dump([(rec, list(x)) for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)])
 
 
 class CheckpointUnpickler(pickle.Unpickler):
@@ -939,11 +1162,25 @@ class CheckpointUnpickler(pickle.Unpickler):
     def __init__(self, file: Any) -> None:
         super().__init__(file)
         self._sets: list[set[Any]] = []
+        self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
 
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
         if tag == "g":
             return workflow_global(pid[1], pid[2])
+        if tag == "p":
+            _tag, key, name, steps, tname = pid
+            try:
+                return _resolve_path(key, name, steps, tname)
+            except ValueError as e:
+                stand_in = _Unresolved(path_text(name, steps))
+                if self._broken is None:
+                    self._broken = (
+                        f"it held the {tname} at {path_text(name, steps)} of module-level data, "
+                        f"and in this process {e}",
+                        stand_in,
+                    )
+                return stand_in
         if tag == "s":
             index = pid[1]
             while len(self._sets) <= index:
@@ -952,13 +1189,25 @@ class CheckpointUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unknown reference {pid!r} in a checkpoint")
 
     def load_all(self) -> Any:
+        """Load the checkpoint; SetNotRestorable once all is loaded if a set's table could not
+        be rebuilt."""
         obj = self.load()
         done = 0
+        failed: tuple[str, set[Any]] | None = None
         while done < len(self._sets):
-            orders = self.load()
-            for s, (size, order) in zip(self._sets[done:], orders, strict=False):
-                fill_set(s, order, size)
-            done += len(orders)
+            records = self.load()
+            for s, (rec, order) in zip(self._sets[done:], records, strict=False):
+                if isinstance(rec, int):  # written before tables were recorded: the order only
+                    fill_set(s, order, rec)
+                    continue
+                why = _settable.rebuild(s, order, _settable.Table.from_record(rec))
+                if why is not None and failed is None:
+                    failed = (why, s)
+            done += len(records)
+        if self._broken is not None:
+            raise ModulePathBroken(self._broken[0], self._broken[1], obj)
+        if failed is not None:
+            raise SetNotRestorable(failed[0], failed[1], obj)
         return obj
 
 
@@ -971,26 +1220,35 @@ def loads(payload: bytes) -> Any:
     return pickle.loads(payload)
 
 
-def dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]]) -> bytes:
-    """Pickle ``obj`` with the checkpoint's rules."""
+def dumps(
+    obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]], paths: ModulePaths | None = None
+) -> bytes:
+    """Pickle ``obj`` with the checkpoint's rules (``paths``: the frames' module data, if the
+    caller has walked it already for this checkpoint)."""
     if not _STD_NAMES:
         _refresh_std_names()
     _refresh_dispatch()
+    if paths is None:
+        paths = ModulePaths(spaces)
     buf = io.BytesIO()
-    p = _Pickler(buf, spaces)
+    p = _Pickler(buf, spaces, paths)
     p.dump(obj)
     payload = buf.getvalue()
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), or a
-    # module-level container among the objects written: again with the rules for them.
+    # module-level container, or an object reached through module-level data, among the objects
+    # written: again with the rules for them.
     module_level = p._module_level
+    memo = p.memo.copy() if module_level or paths else None
     if (
         _EMPTY_SET in payload
         or _FROZENSET in payload
-        or (module_level and not module_level.keys().isdisjoint(p.memo.copy()))
+        or p.reached
+        or (module_level and not module_level.keys().isdisjoint(memo))  # type: ignore[arg-type]
+        or (paths and not paths.index().keys().isdisjoint(memo))  # type: ignore[arg-type]
     ):
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces).dump(obj)
+        CheckpointPickler(buf, spaces, paths).dump(obj)
         payload = buf.getvalue()
     return payload
 
@@ -1007,7 +1265,10 @@ __all__ = [
     "CheckpointPickler",
     "CheckpointUnpickler",
     "LiveIter",
+    "ModulePathBroken",
+    "ModulePaths",
     "ResourceRefused",
+    "SetNotRestorable",
     "dumps",
     "live_iter",
     "loads",

@@ -8,6 +8,7 @@ returned) or a ``Reraise`` (propagate a pending exception without adding traceba
 from __future__ import annotations
 
 import builtins
+import gc
 import json
 import os
 import pickle
@@ -37,7 +38,18 @@ from .._commands import Command
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, WorkflowError
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
-from ._pickler import LiveIter, ResourceRefused, dumps, live_iter, loads, module_containers
+from . import _settable
+from ._pickler import (
+    LiveIter,
+    ModulePathBroken,
+    ModulePaths,
+    ResourceRefused,
+    SetNotRestorable,
+    dumps,
+    live_iter,
+    loads,
+    module_containers,
+)
 from ._scope import FRAME, LOCAL, RT, user_name, variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
 
@@ -736,13 +748,15 @@ def checkpoint(cont: Continuation) -> bytes:
         if len(_HEADERS) >= 4096:
             _HEADERS.clear()
         _HEADERS[hkey] = prefix
-    if _plain_frames(frames):
+    spaces = _spaces(frames)
+    paths = ModulePaths(spaces)  # the module data, walked (once) only if asked
+    if _plain_frames(frames, paths):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster.
         return prefix + pickle.dumps(frames, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", DeprecationWarning)
-            payload = _dumps(frames, _spaces(frames))
+            payload = dumps(frames, spaces, paths)
     except Exception as e:
         raise _explain_pickle_failure(cont, e) from e
     return prefix + payload
@@ -757,15 +771,20 @@ _BuiltinMethod: type = type([].append)
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
-def _plain_frames(frames: list[Frame]) -> bool:
+def _plain_frames(frames: list[Frame], paths: ModulePaths | None = None) -> bool:
     """True if every frame holds only plain data (scalars, builtin containers of them) that the C
-    pickler writes as the checkpoint pickler would: no set or frozenset of several elements (their
-    order is kept by the checkpoint pickler) and no module-level list, dict or set (kept by name)."""
+    pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
+    give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
+    module-level list, dict or set (kept by name) and none reached through module-level data
+    (kept by its path)."""
     stack: list[Any] = []
     module_level: dict[int, str] = {}
     for f in frames:
         if type(f) is not Frame:
             return False
+    if paths is None:
+        paths = ModulePaths(_spaces(frames))
+    for f in frames:
         stack.extend(f.__dict__.values())
         containers = module_containers(f._af_code.globals)
         if containers:
@@ -780,13 +799,16 @@ def _plain_frames(frames: list[Frame]) -> bool:
         if budget < 0:
             return False
         if t in _SEQUENCES:
-            if t is not list and t is not tuple and len(o) > 1:
+            if t is set:
+                if not (_settable.SUPPORTED and _settable.plain(o)):  # a table a plain rebuild would not give
+                    return False
+            elif t is frozenset and len(o) > 1:
                 return False
-            if id(o) in module_level:
+            if id(o) in module_level or (paths and t is not tuple and paths.lookup(id(o))):
                 return False
             stack.extend(o)
         elif t is dict:
-            if id(o) in module_level:
+            if id(o) in module_level or (paths and paths.lookup(id(o))):
                 return False
             stack.extend(o.keys())
             stack.extend(o.values())
@@ -945,6 +967,10 @@ def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
             key=key,
             kind="workflow",
         ) from e
+    except SetNotRestorable as e:
+        raise _not_restorable(key, e.frames, e.the_set, "a set", e.reason) from None
+    except ModulePathBroken as e:
+        raise _not_restorable(key, e.frames, e.stand_in, "an object", e.reason) from None
     except Exception as e:
         raise CheckpointError(
             f"cannot restore workflow {key}: unpickling its state failed: {type(e).__name__}: {e}",
@@ -953,6 +979,51 @@ def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
             location=None,
         ) from e
     return frames
+
+
+def _not_restorable(key: str, frames: Any, target: Any, what: str, reason: str) -> CheckpointError:
+    """The restore's error for a value that cannot be given back as it was (a set whose table
+    cannot be rebuilt, an object whose path through module data broke), naming the variable
+    that holds it (directly, or through containers and objects)."""
+    hint = (
+        "hold sorted(...) or a dict.fromkeys(...) of its elements across awaits"
+        if what == "a set"
+        else "keep the module's data as it was when the workflow was checkpointed, or read "
+        "it again from the module after the await instead of holding it in a variable"
+    )
+    for f in reversed(frames if isinstance(frames, list) else []):
+        code = getattr(f, "_af_code", None)
+        for name, value in getattr(f, "__dict__", {}).items():
+            if code is not None and _reaches(value, target):
+                return CheckpointError(
+                    f"cannot restore workflow {key}: {code.describe_slot(name)} holds {what} "
+                    f"that cannot be given back as it was: {reason}; {hint}",
+                    variable=variable_of(name),
+                    value_type=type(target).__name__ if what == "a set" else None,
+                    location=code.describe_point(f.__dict__.get("_af_pc")) or None,
+                )
+    return CheckpointError(
+        f"cannot restore workflow {key}: {what} it holds cannot be given back as it was: "
+        f"{reason}; {hint}",
+        variable=None,
+        value_type=None,
+        location=None,
+    )
+
+
+def _reaches(value: Any, target: Any, budget: int = 100_000) -> bool:
+    seen: set[int] = set()
+    stack = [value]
+    while stack and budget > 0:
+        o = stack.pop()
+        if o is target:
+            return True
+        if id(o) in seen or type(o) in _SCALARS:
+            continue
+        seen.add(id(o))
+        budget -= 1
+        stack.extend(gc.get_referents(o))
+    return False
 
 
 def _plan(header: dict[str, Any], payload: bytes) -> tuple[Upgrade, list[Frame] | None]:

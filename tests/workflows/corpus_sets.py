@@ -1,0 +1,49 @@
+"""Workflows over sets driven by a list of operations, for the set-table tests
+(test_set_tables.py): checkpointed and restored in this process and in others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows import timer, workflow
+
+
+def apply(s: set[Any], op: tuple[Any, ...], log: list[Any]) -> None:
+    """Carry out one operation on ``s``, logging what it shows."""
+    kind = op[0]
+    if kind == "add":
+        s.add(op[1])
+    elif kind == "discard":
+        s.discard(op[1])
+    elif kind == "pop":
+        log.append(("pop", s.pop() if s else None))
+    elif kind == "clear":
+        s.clear()
+    elif kind == "list":
+        log.append(("list", list(s)))
+    elif kind == "update":
+        s.update(op[1])
+    else:
+        raise ValueError(f"unknown set operation {op!r}")
+
+
+@workflow
+async def set_operations(ops):
+    """Carry out ``ops`` on one set, awaiting a timer at each "await", and in a loop over the set
+    while it still has elements to give (at most three turns)."""
+    s: set = set()
+    log: list = []
+    n = 0
+    for op in ops:
+        if op[0] == "await":
+            n += 1
+            await timer(f"t{n}", 1)
+        else:
+            apply(s, op, log)
+    for x in s:
+        log.append(("loop", x))
+        n += 1
+        await timer(f"t{n}", 1)
+        if n > 40:
+            break
+    return log, list(s), len(s)

@@ -1,0 +1,204 @@
+"""A restored set behaves as the original would have: same order, same pops, same growth.
+
+A checkpoint records a set's hash table slot by slot (its elements, the dummy slots of removed
+ones, its size and its pop finger) and the restore rebuilds that table (see
+``workflows/_compiler/_settable.py``). Random sequences of add, discard, pop and clear on ints
+(also ones that collide: equal modulo the table size, -1 and -2, which hash alike) and strings
+run with a checkpoint and restore at every await, and after it more random operations, against
+the uninterrupted native run. In another process, a set of ints comes back the same; a set of
+strings the same under the same ``PYTHONHASHSEED`` and, under another one (where strings hash
+otherwise), the restore fails naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from workflows import CheckpointError
+from workflows._compiler import _settable, checkpoint, restore
+from workflows.testing import WorkflowHarness
+
+from .corpus_sets import set_operations
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+INTS = st.one_of(
+    st.integers(-3, 40),
+    st.integers(0, 40).map(lambda i: i * 8),  # equal modulo 8
+    st.integers(0, 40).map(lambda i: i * 64),  # equal modulo 8, 16, 32 and 64
+    st.integers(0, 8).map(lambda i: 2**61 - 1 + i),  # hash wraps around modulo 2**61 - 1
+    st.sampled_from([-1, -2]),  # hash(-1) == hash(-2) == -2
+)
+STRS = st.text("abc", min_size=0, max_size=3)
+
+
+def operations(elements):
+    element_ops = st.tuples(st.sampled_from(["add", "add", "add", "discard"]), elements)
+    other = st.sampled_from([("pop",), ("pop",), ("list",), ("clear",), ("await",)])
+    bulk = st.tuples(st.just("update"), st.lists(elements, max_size=12))
+    return st.lists(st.one_of(element_ops, element_ops, other, bulk), max_size=80)
+
+
+def _run(ops, native):
+    h = WorkflowHarness(set_operations, ops, native=native)
+    steps = 0
+    while not h.done:
+        steps += 1
+        assert steps < 200
+        h.send(None)
+    assert h.exception is None, h.exception
+    return h.value
+
+
+SETS = settings(
+    max_examples=int(os.environ.get("ACTORFLOW_FUZZ_EXAMPLES", 150)),
+    deadline=None,
+    derandomize="ACTORFLOW_FUZZ_EXAMPLES" not in os.environ,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@SETS
+@given(operations(INTS))
+def test_int_sets_restored_at_every_await_behave_as_uninterrupted(ops):
+    assert _run(ops, native=False) == _run(ops, native=True)
+
+
+@SETS
+@given(operations(STRS))
+def test_str_sets_restored_at_every_await_behave_as_uninterrupted(ops):
+    assert _run(ops, native=False) == _run(ops, native=True)
+
+
+def test_the_set_table_reader_supports_this_interpreter():
+    """3.11 to 3.13 are read (else every set with a table a plain rebuild would not give is
+    refused, loudly); the self-test at import read known tables back."""
+    assert _settable.SUPPORTED
+
+
+def test_a_table_that_cannot_be_rebuilt_is_refused_at_checkpoint():
+    """problem() is what the checkpoint asks; a table emptier than any set shrinks to, or
+    fuller than one it keeps, is named."""
+    t = _settable.read(set(range(100)))
+    assert _settable.problem(t) is None
+    sparse = _settable.Table(1024, 0, bytes([1]) + bytes(1023), t.hashes)
+    assert "fewer than a set shrinks at" in _settable.problem(sparse)
+    full = _settable.Table(16, 0, bytes([1] * 12 + [0] * 4), t.hashes)
+    assert "more than a set keeps" in _settable.problem(full)
+
+
+# ---------------------------------------------------------------------------------------------
+# Another process
+
+CHILD = r"""
+import pickle, sys
+from workflows import CheckpointError
+from workflows._compiler import checkpoint, restore, step
+from workflows._context import StepContext
+from workflows._step import Suspended, Finished
+import tests.workflows.corpus_sets as corpus
+
+mode = sys.argv[1]
+if mode == "checkpoint":
+    ops = pickle.load(sys.stdin.buffer)
+    cont = corpus.set_operations.start(ops)
+    with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
+        r = step(cont)
+    assert isinstance(r, Suspended), r
+    sys.stdout.buffer.write(checkpoint(cont))
+else:
+    blob = sys.stdin.buffer.read()
+    try:
+        cont = restore(blob)
+    except CheckpointError as e:
+        sys.stdout.buffer.write(pickle.dumps(("refused", e.variable, str(e))))
+        raise SystemExit(0)
+    r = None
+    while not isinstance(r, Finished):
+        with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
+            r = step(cont, send=None)
+    sys.stdout.buffer.write(pickle.dumps(("finished", r.value)))
+"""
+
+
+def _child(mode, data, seed):
+    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, mode], input=data, capture_output=True, env=env, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout
+
+
+def _native(ops, seed):
+    """The uninterrupted run, in a process with that hash seed."""
+    code = (
+        "import pickle, sys\nfrom workflows.testing import WorkflowHarness\n"
+        "from tests.workflows.corpus_sets import set_operations\n"
+        "h = WorkflowHarness(set_operations, pickle.load(sys.stdin.buffer), native=True)\n"
+        "while not h.done:\n    h.send(None)\n"
+        "sys.stdout.buffer.write(pickle.dumps(h.value))\n"
+    )
+    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", code], input=pickle.dumps(ops), capture_output=True, env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    return pickle.loads(proc.stdout)
+
+
+def _churn(elements):
+    ops = [("add", x) for x in elements]
+    ops += [("discard", x) for x in elements[1::3]]
+    ops += [("pop",), ("await",)]
+    ops += [("add", x) for x in reversed(elements)] + [("list",), ("pop",), ("pop",)]
+    return ops
+
+
+def test_int_set_restored_in_another_process_behaves_as_uninterrupted():
+    ops = _churn([i * 8 for i in range(20)] + [-1, -2, 3, 11])
+    blob = _child("checkpoint", pickle.dumps(ops), 1)
+    assert pickle.loads(_child("restore", blob, 2)) == ("finished", _native(ops, 1))
+
+
+def test_str_set_restored_in_another_process_same_hash_seed_or_refused():
+    """Strings hash by the process's seed: under the same PYTHONHASHSEED the restored set is the
+    same; under another the restore refuses it, naming the variable."""
+    ops = _churn([f"k{i}" for i in range(30)])
+    blob = _child("checkpoint", pickle.dumps(ops), 7)
+    assert pickle.loads(_child("restore", blob, 7)) == ("finished", _native(ops, 7))
+    refused = pickle.loads(_child("restore", blob, 8))
+    assert refused[0] == "refused" and refused[1] == "s", refused
+    assert "PYTHONHASHSEED" in refused[2] and "cannot be given back" in refused[2]
+
+
+def test_set_restore_failure_in_process_names_the_variable(monkeypatch):
+    """The restore's check of the rebuilt table: a record that does not match what is rebuilt
+    (here: hashes altered in the bytes) fails the restore naming the variable."""
+    ops = _churn([i * 8 for i in range(20)])
+    h = WorkflowHarness(set_operations, ops, roundtrip=False)
+    while h.command is not None and not str(getattr(h.command, "name", "")).startswith("t"):
+        h.send(None)
+    real = _settable.Table.from_record
+
+    def tampered(rec):
+        size, finger, kinds, hashes = rec
+        return real((size, finger, kinds, bytes(16)))
+
+    blob = checkpoint(h.continuation)
+    monkeypatch.setattr(_settable.Table, "from_record", staticmethod(tampered))
+    with pytest.raises(CheckpointError) as info:
+        restore(blob)
+    assert info.value.variable == "s" and "cannot be given back" in str(info.value)
