@@ -4,7 +4,8 @@ Usage: python -m tests.integration.cluster_node URL NODE_ID PORTFILE LOGFILE TTL
 
 Runs ``ActorSystem(URL, node_id=NODE_ID, node_ttl=TTL)`` and serves the driver on a localhost TCP
 port (written to PORTFILE once the system is open): one JSON request per line, ``{"op": "start" |
-"signal" | "broadcast" | "cancel", ...}``, answered ``{"ok": true, ...}`` once the call returned
+"signal" | "broadcast" | "cancel", ...}`` (the
+kill test's workflows and the demo world's setup, auctions, trades and buffs), answered ``{"ok": true, ...}`` once the call returned
 (what it asked for is durable) or ``{"ok": false, "error": "..."}``. Its warnings go to LOGFILE
 (``step_fenced`` among them). SIGTERM shuts it down, handing its shards off.
 """
@@ -21,11 +22,16 @@ import threading
 from typing import Any
 
 from actors import ActorSystem
+from examples import world
+from examples.buffs import buff
+from examples.economy import auction, trade
 
 from .cluster_flows import waiter, worker
 from .crash_flows import listener
 
-FLOWS = {"worker": worker, "listener": listener, "waiter": waiter}
+FLOWS = {"worker": worker, "listener": listener, "waiter": waiter,
+         # The demo world's money workflows, whose procedures read the world through the same URL.
+         "setup_world": world.setup_world, "auction": auction, "trade": trade, "buff": buff}
 
 
 def serve(system: ActorSystem, portfile: str) -> socketserver.ThreadingTCPServer:
@@ -70,6 +76,7 @@ def main() -> int:
     logging.basicConfig(filename=logfile, level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    world.use_database(url)  # before the system opens: recovery may run the world's procedures
     with ActorSystem(url, node_id=node_id, node_ttl=float(ttl), procedure_workers=4) as system:
         server = serve(system, portfile)
         stop.wait()

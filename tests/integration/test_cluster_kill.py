@@ -1,12 +1,15 @@
 """Three node processes on one PostgreSQL database, killed, frozen and cut off at random while a
-driver sends them signals, starts, cancels and broadcasts; then every guarantee of SPEC §6 is
-checked on the final state, across the nodes.
+driver sends them signals, starts, cancels and broadcasts, and plays the demo world's market
+(auctions, bids, trades, buffs: ``cluster_world``); then every guarantee of SPEC §6 and the demo
+world's money invariant are checked on the final state, across the nodes.
 
-Every 1-3 s the driver SIGKILLs a random node (restarting it once the killed node's workflows made
-progress on a survivor: that delay is the failover time), or freezes one (SIGSTOP) past the
-heartbeat ttl and wakes it up again (a zombie, which the fence must stop), or terminates a live
-node's control session on the server (the node, declared dead, must fence itself and rejoin).
-The driver sends each request to a random live node and records what was acknowledged.
+Every 1-3 s the driver SIGKILLs a random node that is up (restarting it once the killed node's
+workflows made progress on a survivor: that delay is the failover time; the next kill does not
+wait for the restarted node to be up, it picks among the nodes that are). Now and then it freezes
+one (SIGSTOP) past the heartbeat ttl and wakes it up again (a zombie, which the fence must stop),
+and terminates a live node's control session on the server (the node, declared dead, must fence
+itself and rejoin). A node is killed or frozen only while another one is up. The driver sends each
+request to a random live node and records what was acknowledged.
 
 ``ACTORFLOW_CLUSTER_KILLS`` sets the number of kills (20 by default; the soak in
 ``benchmarks/cluster_soak.py`` runs this test with 1,000 and more).
@@ -32,6 +35,7 @@ import pytest
 import persistence
 
 from .cluster_flows import expected
+from .cluster_world import World
 from .crash_flows import LISTENERS
 from .crash_worker import TABLES, delivered_bells, delivered_ticks
 from .dbconn import connect
@@ -54,29 +58,48 @@ class Node:
         self.sock: socket.socket | None = None
         self.reader: Any = None
         self.log = tmp / f"{name}.log"
+        self.portfile = tmp / f"{name}.port"
         self.frozen = False
+        self.started = 0.0
+        self.starting = False
 
     def start(self) -> None:
-        portfile = self.tmp / f"{self.name}.port"
-        portfile.unlink(missing_ok=True)
+        """Starts the process; ``connect()`` tells when it is up (the driver goes on meanwhile)."""
+        self.portfile.unlink(missing_ok=True)
         env = dict(os.environ, ACTORFLOW_SIDE_LOG=str(self.tmp / "side.txt"), PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.cluster_node", self.url, self.name,
-             str(portfile), str(self.log), str(TTL)],
+             str(self.portfile), str(self.log), str(TTL)],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"{self.name}.err", "ab"),
         )
-        deadline = time.monotonic() + 60
-        while not portfile.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"node {self.name} did not start:\n"
-                                     + (self.tmp / f"{self.name}.err").read_text()[-3000:])
-            time.sleep(0.02)
-        self.sock = socket.create_connection(("127.0.0.1", int(portfile.read_text())), timeout=30)
+        self.started = time.monotonic()
+        self.starting = True
+
+    def connect(self) -> bool:
+        """Whether the driver is connected to the node, connecting once it has written its port."""
+        if self.sock is not None:
+            return True
+        if self.proc is None or self.frozen:
+            return False
+        if (self.starting and self.proc.poll() is not None) or (
+                not self.portfile.exists() and time.monotonic() > self.started + 60):
+            raise AssertionError(f"node {self.name} did not start:\n"
+                                 + (self.tmp / f"{self.name}.err").read_text()[-3000:])
+        if self.proc.poll() is not None or not self.portfile.exists():
+            return False  # killed and not restarted yet, or still starting
+        self.sock = socket.create_connection(("127.0.0.1", int(self.portfile.read_text())), timeout=30)
         self.reader = self.sock.makefile("rb")
+        self.starting = False
+        return True
+
+    def wait_up(self) -> None:
+        while not self.connect():
+            time.sleep(0.02)
 
     @property
     def up(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None and not self.frozen
+        """Running, not frozen, and connected to the driver."""
+        return self.proc is not None and self.proc.poll() is None and not self.frozen and self.sock is not None
 
     def call(self, req: dict[str, Any]) -> dict[str, Any] | None:
         """The node's answer, or None if it gave none (killed, or its connection broke)."""
@@ -149,6 +172,7 @@ def test_nodes_killed_frozen_and_cut_off_lose_and_duplicate_nothing(tmp_path: Pa
         try:
             for node in nodes.values():
                 node.start()
+                node.wait_up()
             with connect(db) as con:  # (once the first node made the schema actorflow's)
                 for sql in (*TABLES["postgres"], "CREATE TABLE IF NOT EXISTS cancels (wf text)"):
                     con.execute(sql)
@@ -160,7 +184,13 @@ def test_nodes_killed_frozen_and_cut_off_lose_and_duplicate_nothing(tmp_path: Pa
 
 
 def _live(nodes: dict[str, Node], rng: random.Random) -> Node:
-    return rng.choice([n for n in nodes.values() if n.up])
+    deadline = time.monotonic() + 60
+    while not (up := [n for n in nodes.values() if n.up]):  # (the driver always leaves one up)
+        assert time.monotonic() < deadline, "no node was up for 60 s"
+        for node in nodes.values():
+            node.connect()
+        time.sleep(0.05)
+    return rng.choice(up)
 
 
 def _send(nodes: dict[str, Node], rng: random.Random, req: dict[str, Any]) -> dict[str, Any] | None:
@@ -172,6 +202,10 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
     acks, bell_acks = open(tmp / "acks.txt", "a"), open(tmp / "bells.txt", "a")
     workers = [f"w{i}" for i in range(WORKERS)]
     waiters = [f"c{i}" for i in range(WAITERS)]
+    call = lambda req: _live(nodes, rng).call(req)  # noqa: E731
+    world = World(rng)
+    with connect(db) as con:
+        world.setup(call, lambda sql, *p: con.execute(sql, p).fetchall(), schema)
     for wid, wf, args in ([(f"l{g}", "listener", [g]) for g in range(LISTENERS)]
                           + [(w, "worker", [i]) for i, w in enumerate(workers)]
                           + [(c, "waiter", []) for c in waiters]):
@@ -184,14 +218,18 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
     cancelled: list[str] = []
     kills = zombies = cutoffs = 0
     failover: list[float] = []
-    killed: tuple[Node, float, dict[str, int]] | None = None
+    killed: list[tuple[Node, float, dict[str, int]]] = []  # SIGKILLed, waiting for their failover
     frozen: tuple[Node, float] | None = None
     woke: tuple[Node, int, float] | None = None  # a zombie just woken, its refusals before, when to look
-    next_fault = time.monotonic() + rng.uniform(1, 3)
     started = time.monotonic()
+    next_kill = started + rng.uniform(1, 3)
+    next_freeze = started + rng.uniform(2, 8)
+    next_cutoff = started + rng.uniform(4, 16)
     zombie_fenced = False  # a zombie's step was refused after it woke up
-    while kills < KILLS or killed is not None or frozen is not None or (not zombie_fenced and zombies < 8):
+    while kills < KILLS or killed or frozen is not None or woke is not None or (not zombie_fenced and zombies < 8):
         assert time.monotonic() - started < 60 + 12 * KILLS, "the driver ran out of time"
+        for node in nodes.values():
+            node.connect()  # a restarted node is up once it has written its port
         for w in rng.sample(workers, len(workers)):
             if w in unsure_w:
                 sent[w] = delivered_ticks(db, w)
@@ -214,18 +252,21 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
             bell_acks.write(f"{g} {bells[g]}\n")
             bell_acks.flush()
             bells[g] += 1
+        world.step(call, lambda ids: _finished(db, schema, ids))
         if len(cancelled) < WAITERS and kills >= (len(cancelled) + 1) * KILLS / (WAITERS + 1):
             c = waiters[len(cancelled)]
             if _send(nodes, rng, {"op": "cancel", "id": c, "reason": "driver"}) is not None:
                 cancelled.append(c)
         now = time.monotonic()
-        if killed is not None:
-            node, t0, victims = killed
+        # A killed node is restarted once its workflows made progress on a survivor (that delay is
+        # the failover time); the next kill does not wait for it to be up again.
+        for entry in list(killed):
+            node, t0, victims = entry
             if not victims or _progressed(db, schema, victims) or now - t0 > 15:
                 if victims:
                     failover.append(now - t0)
                 node.start()
-                killed = None
+                killed.remove(entry)
         if frozen is not None and now >= frozen[1]:
             frozen[0].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
             frozen[0].frozen = False
@@ -234,52 +275,79 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
         if woke is not None and now >= woke[2]:
             zombie_fenced = zombie_fenced or len(_fenced_lines(woke[0].log)) > woke[1]
             woke = None
-        if now >= next_fault and killed is None and frozen is None and woke is None and (
+            next_freeze = now + rng.uniform(2, 8)
+        # Faults only among the nodes that are up, and never the last of them: a node frozen or
+        # killed always leaves one running. A woken zombie is left alone while its fence is watched.
+        up = [n for n in nodes.values() if n.up and (woke is None or n is not woke[0])]
+        if now >= next_kill and kills < KILLS and len(up) >= 2:
+            node = rng.choice(up)
+            victims = _victims(db, schema, node.name)
+            node.kill()
+            killed.append((node, time.monotonic(), victims))
+            kills += 1
+            next_kill = time.monotonic() + rng.uniform(1, 3)
+            up.remove(node)
+        if now >= next_freeze and frozen is None and woke is None and len(up) >= 2 and (
                 kills < KILLS or not zombie_fenced):
-            node = rng.choice(list(nodes.values()))
-            roll = rng.random()
-            if roll < 0.15 or kills >= KILLS or (zombies == 0 and kills >= KILLS // 2):
-                node.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
-                node.frozen = True
-                frozen = (node, now + FREEZE)
-                zombies += 1
-            elif roll < 0.3:
-                with connect(db) as con:
-                    con.execute(
-                        f"SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN {schema}.af_nodes n "
-                        f"ON ((l.classid::bigint << 32) | l.objid::bigint) = n.lock_key "
-                        f"WHERE l.locktype = 'advisory' AND l.granted AND n.node_id = ?", (node.name,))
-                cutoffs += 1
-            else:
-                victims = _victims(db, schema, node.name)
-                node.kill()
-                killed = (node, time.monotonic(), victims)
-                kills += 1
-            next_fault = time.monotonic() + rng.uniform(1, 3)
+            node = rng.choice(up)
+            node.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+            node.frozen = True
+            frozen = (node, now + FREEZE)
+            zombies += 1
+            up.remove(node)
+        if now >= next_cutoff and up and kills < KILLS:
+            node = rng.choice(up)
+            with connect(db) as con:
+                con.execute(
+                    f"SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN {schema}.af_nodes n "
+                    f"ON ((l.classid::bigint << 32) | l.objid::bigint) = n.lock_key "
+                    f"WHERE l.locktype = 'advisory' AND l.granted AND n.node_id = ?", (node.name,))
+            cutoffs += 1
+            next_cutoff = now + rng.uniform(4, 16)
+    for node in nodes.values():
+        node.wait_up()
     for c in waiters[len(cancelled):]:
         while _send(nodes, rng, {"op": "cancel", "id": c, "reason": "driver"}) is None:
             time.sleep(0.1)
         cancelled.append(c)
-    # Stop everything: each worker and listener once every tick, note and bell is durable.
-    for wid in [*workers, *(f"l{g}" for g in range(LISTENERS))]:
-        while True:
-            reply = _live(nodes, rng).call({"op": "signal", "id": wid, "name": "stop"})
-            if reply is not None and (reply["ok"] or "WorkflowNotRunning" in reply["error"]):
-                break
-            time.sleep(0.1)
-    deadline = time.monotonic() + 180
-    while True:
-        with connect(db) as con:
-            running = con.execute(f"SELECT count(*) FROM {schema}.workflows WHERE status = 'running'").fetchone()[0]
-            wakeups = con.execute(f"SELECT count(*) FROM {schema}.af_wakeups").fetchone()[0]
-        if running == 0 and wakeups == 0:
-            break
-        assert time.monotonic() < deadline, f"{running} workflows still running after the driver stopped"
-        time.sleep(0.1)
+    world.finish(call)
+    # Stop everything: the workers once every tick is durable, then, once the workers have ended
+    # (and so sent every note), the listeners.
+    for group, kind in ((workers, "worker"), ([f"l{g}" for g in range(LISTENERS)], "listener")):
+        for wid in group:
+            while True:
+                reply = _live(nodes, rng).call({"op": "signal", "id": wid, "name": "stop"})
+                if reply is not None and (reply["ok"] or "WorkflowNotRunning" in reply["error"]):
+                    break
+                time.sleep(0.1)
+        _settle(db, schema, f"type LIKE '%:{kind}'")
+    _settle(db, schema, "true")
     acks.close()
     bell_acks.close()
     return {"kills": kills, "zombies": zombies, "cutoffs": cutoffs, "failover": failover, "zombie_fenced": zombie_fenced,
-            "cancelled": cancelled, "seconds": time.monotonic() - started}
+            "cancelled": cancelled, "seconds": time.monotonic() - started, "world": world}
+
+
+def _settle(db: str, schema: str, which: str) -> None:
+    """Waits until the workflows ``which`` selects have ended and no wake-up is left."""
+    deadline = time.monotonic() + 180
+    while True:
+        with connect(db) as con:
+            running = con.execute(f"SELECT count(*) FROM {schema}.workflows WHERE status = 'running' AND {which}"
+                                  ).fetchone()[0]
+            wakeups = con.execute(f"SELECT count(*) FROM {schema}.af_wakeups").fetchone()[0]
+        if running == 0 and wakeups == 0:
+            return
+        assert time.monotonic() < deadline, f"{running} workflows ({which}) still running after the driver stopped"
+        time.sleep(0.1)
+
+
+def _finished(db: str, schema: str, ids: list[str]) -> dict[str, Any]:
+    """The results of the workflows among ``ids`` that ended (their status, if not completed)."""
+    with connect(db) as con:
+        rows = con.execute(f"SELECT id, status, result FROM {schema}.workflows WHERE id = ANY(?) AND status <> 'running'",
+                           (ids,)).fetchall()
+    return {wid: persistence.loads(bytes(r)) if status == "completed" else status for wid, status, r in rows}
 
 
 def _audit(db: str, schema: str, tmp: Path, figures: dict[str, Any]) -> None:
@@ -327,6 +395,7 @@ def _audit(db: str, schema: str, tmp: Path, figures: dict[str, Any]) -> None:
     assert all(s == "cancelled" for (s,) in q(f"SELECT status FROM {schema}.workflows WHERE type LIKE '%:waiter'"))
     for table in ("inbox", "timers", "af_wakeups"):
         assert q(f"SELECT count(*) FROM {schema}.{table}")[0][0] == 0, f"rows left in {table}"
+    world = figures["world"].audit(q, schema)
     con.close()
     logs = "".join(p.read_text() for p in tmp.glob("n*.log"))
     fenced = logs.count("step_fenced")
@@ -334,6 +403,7 @@ def _audit(db: str, schema: str, tmp: Path, figures: dict[str, Any]) -> None:
     failover = figures["failover"]
     print(f"\nkills {figures['kills']}, zombies {figures['zombies']}, sessions terminated {figures['cutoffs']}, "
           f"steps fenced {fenced} ({in_database} by the database's fence), ticks {sum(taken.values())}, "
+          f"{world['auctions']} auctions ({world['bids']} bids), {world['trades']} trades, {world['buffs']} buffs, "
           f"{figures['seconds']:.0f} s; failover s: median {statistics.median(failover) if failover else 0:.2f}, "
           f"max {max(failover, default=0):.2f} over {len(failover)}")
     assert figures["kills"] == KILLS
