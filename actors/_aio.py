@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import threading
 from collections.abc import Callable
@@ -45,7 +46,8 @@ class AsyncBridge:
                 raise closed()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(ASYNC_WORKERS, thread_name_prefix="actorflow-async")
-            future = self._pool.submit(functools.partial(fn, *args, **kwargs))
+            # In the caller's context: its events name the node whose async call this is.
+            future = self._pool.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
         return await asyncio.wrap_future(future, loop=loop)
 
     def waiter(self) -> tuple[asyncio.Future[None], Callable[[object], None]]:

@@ -14,11 +14,15 @@ for every step.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
+import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from structlog._config import _CONFIG
@@ -50,24 +54,29 @@ def _enabled(logger: logging.Logger, method_name: str) -> bool:
     return logger.isEnabledFor(_LEVELS.get(method_name, logging.INFO)) or _capturing()
 
 
-@dataclass
+@dataclass(eq=False)
 class _Node:
-    node_id: str
+    node_id: str | None  # None: a system that is no cluster's node (its events name none)
     shards: Callable[[], int]
     threads: Callable[[], Iterable[threading.Thread]]
 
 
-# The cluster nodes this process runs (one in production; a test cluster runs several).
+# The systems this process runs (one in production; a test cluster runs several nodes).
 _nodes: list[_Node] = []
 _nodes_lock = threading.Lock()
+# The system whose code runs now on this thread (or task), whatever thread it is: set by the
+# public calls of a system (``acting_for``), so that an event logged on the caller's thread, or
+# on the executor thread of an async call, names the node that was called.
+_acting: contextvars.ContextVar[_Node | None] = contextvars.ContextVar("actorflow_acting_node", default=None)
 
 
-def bind_node(node_id: str, shards: Callable[[], int],
+def bind_node(node_id: str | None, shards: Callable[[], int],
               threads: Callable[[], Iterable[threading.Thread]] = lambda: ()) -> object:
-    """Put ``node_id`` and the node's shard count (``shards()``) in every event of the runtime
-    from now on. With several nodes in one process, an event carries the node whose thread
-    (``threads()``) logs it, and none if no node's thread does. Returns a token for
-    ``unbind_node``."""
+    """Put ``node_id`` and the node's shard count (``shards()``) in every event of a system from
+    now on (``node_id=None``: a system of no cluster, whose events name no node). An event carries
+    the node of the system that logs it: the one whose public call runs on the thread
+    (``acting_for``), else the one whose thread (``threads()``) logs it, else the only system of
+    the process, else none. Returns a token for ``unbind_node`` and ``acting_for``."""
     node = _Node(node_id, shards, threads)
     with _nodes_lock:
         _nodes.append(node)
@@ -80,16 +89,60 @@ def unbind_node(token: object) -> None:
             _nodes.remove(token)
 
 
-def _add_node(context: dict[str, Any]) -> None:
-    nodes = _nodes
-    if not nodes or "node_id" in context:
+@contextlib.contextmanager
+def acting_for(token: object) -> Iterator[None]:
+    """Events logged inside (on this thread, or in this task) are the system ``token``'s."""
+    if not isinstance(token, _Node):
+        yield
         return
-    node: _Node | None = nodes[0] if len(nodes) == 1 else None
+    reset = _acting.set(token)
+    try:
+        yield
+    finally:
+        _acting.reset(reset)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def as_node(method: F) -> F:
+    """A method of an object with a ``_log_token`` (from ``bind_node``) that logs as its system."""
+    if inspect.iscoroutinefunction(method):
+        @functools.wraps(method)
+        async def call_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with acting_for(self._log_token):
+                return await method(self, *args, **kwargs)
+        return call_async  # type: ignore[return-value]
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with acting_for(self._log_token):
+            return method(self, *args, **kwargs)
+    return call  # type: ignore[return-value]
+
+
+C = TypeVar("C", bound=type)
+
+
+def public_calls_as_node(cls: C) -> C:
+    """Every public method ``cls`` defines logs as the system of its object (``as_node``)."""
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(value):
+            setattr(cls, name, as_node(value))
+    return cls
+
+
+def _add_node(context: dict[str, Any]) -> None:
+    node = _acting.get()
     if node is None:
-        me = threading.current_thread()
-        node = next((n for n in list(nodes) if me in n.threads()), None)
-        if node is None:
-            return
+        nodes = _nodes
+        if len(nodes) == 1:
+            node = nodes[0]
+        else:
+            me = threading.current_thread()
+            node = next((n for n in list(nodes) if me in n.threads()), None)
+    if node is None or node.node_id is None:
+        return
     context["node_id"] = node.node_id
     try:
         context["shards"] = node.shards()

@@ -61,7 +61,7 @@ from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
 from ._later import Later
-from ._log import Log, bind_node, unbind_node
+from ._log import Log, acting_for, bind_node, public_calls_as_node, unbind_node
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds
@@ -426,6 +426,31 @@ _PENDING_STEP = Exception("a fire-timer request waits for its step")
 
 
 
+class _EventsAsNode:
+    """The runtime's cluster events (``ClusterEvents``), whose events are logged as its node's:
+    the cluster tells them on its own thread, which is none of the runtime's."""
+
+    def __init__(self, rt: Runtime, token: object) -> None:
+        self._rt, self._token = rt, token
+
+    def shards_gained(self, shards: set[int]) -> None:
+        with acting_for(self._token):
+            self._rt.shards_gained(shards)
+
+    def shards_lost(self, shards: set[int]) -> None:
+        with acting_for(self._token):
+            self._rt.shards_lost(shards)
+
+    def woken(self, workflow_ids: list[str]) -> None:
+        with acting_for(self._token):
+            self._rt.woken(workflow_ids)
+
+    def finished_elsewhere(self, workflow_ids: list[str]) -> None:
+        with acting_for(self._token):
+            self._rt.finished_elsewhere(workflow_ids)
+
+
+@public_calls_as_node
 class WorkflowRef(Generic[R]):
     """A handle on one workflow. Made by the runtime (``system.start``/``system.get``).
 
@@ -443,6 +468,10 @@ class WorkflowRef(Generic[R]):
 
     def __repr__(self) -> str:
         return f"<WorkflowRef {self.id!r}>"
+
+    @property
+    def _log_token(self) -> object:  # its calls log as its system's (``public_calls_as_node``)
+        return self._system._log_token
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, WorkflowRef) and other.id == self.id and other._system is self._system
@@ -612,6 +641,7 @@ def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, n
     return new_workflow_record(wid, key, blob, cont.fingerprint, created_at=now, test_mode=test_mode), cont, blob
 
 
+@public_calls_as_node
 class ActorSystem:
     """An embedded workflow runtime on one SQLite file.
 
@@ -619,6 +649,8 @@ class ActorSystem:
     process was down fire at once, pending procedures run again with the same idempotency key,
     buffered signals are delivered.
     """
+
+    _log_token: object = None  # (until it is open) whose events this system's are: ``bind_node``
 
     def __init__(
         self,
@@ -667,18 +699,25 @@ class ActorSystem:
         self._log_token: object = None
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
-            if cluster is not None:
-                # Every event of this node says which node it is, and how many shards it holds.
-                self._log_token = bind_node(self.node_id, lambda: len(cluster.owned_shards()), self._threads)
-            self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
-            # Requests the `wf` CLI left while no system owned the file, before recovery runs
-            # anything: a cancel among them lands before the procedures it disarms run again.
-            self._take_external()
-            self.recovered = self._recover()
-            if cluster is not None:
-                cluster.start(rt)  # heartbeats, takeovers and wake-ups from now on
-            self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
-            self._house.start()
+            # Every event of this system names its node and how many shards the node holds (none
+            # for a system of no cluster), whichever thread logs it: this system's own, or the
+            # caller's in one of its public calls, or one of its async calls' executor.
+            self._log_token = bind_node(
+                self.node_id if cluster is not None else None,
+                (lambda: len(cluster.owned_shards())) if cluster is not None else (lambda: 0),
+                self._threads,
+            )
+            with acting_for(self._log_token):
+                self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
+                # Requests the `wf` CLI left while no system owned the file, before recovery runs
+                # anything: a cancel among them lands before the procedures it disarms run again.
+                self._take_external()
+                self.recovered = self._recover()
+                if cluster is not None:
+                    # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
+                    cluster.start(_EventsAsNode(rt, self._log_token))
+                self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
+                self._house.start()
         except BaseException:
             # Nothing of a system that failed to open may outlive it: its threads stop, and the
             # file is released for the next ActorSystem of this process.
@@ -689,7 +728,8 @@ class ActorSystem:
                     try:
                         stop()
                     except Exception as e:
-                        log.warning("system_open_cleanup_failed", db=db, error=repr(e))
+                        with acting_for(self._log_token):
+                            log.warning("system_open_cleanup_failed", db=db, error=repr(e))
             store.close()
             raise
 
@@ -711,6 +751,10 @@ class ActorSystem:
         self._stop_system(handoff=False)
 
     def _stop_system(self, *, handoff: bool) -> None:
+        with acting_for(self._log_token):
+            self._stop_system_as_node(handoff=handoff)
+
+    def _stop_system_as_node(self, *, handoff: bool) -> None:
         if self._closed:
             return
         self._closed = True

@@ -5,6 +5,7 @@ workflows resumed by the others; a step of a node that lost its lease commits no
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -300,3 +301,49 @@ def test_debug_fire_timer_of_a_workflow_another_node_runs(cluster: Cluster) -> N
     cluster.idle(T)
     cluster["node-3"].get(wid).debug_fire_timer("wake", timeout=T)  # returns once it is fired
     assert ref.result(timeout=T) == 0.0  # fired now, on the virtual clock, by node-2
+
+
+def test_every_event_names_the_node_whose_system_logged_it_on_any_thread(cluster: Cluster, clock: VirtualClock) -> None:
+    """Events logged on a caller's thread (not a node's own) name the node that was called: with
+    several nodes in one process no thread tells which one it is."""
+    n2, n3 = cluster["node-2"], cluster["node-3"]
+    owners = {on(cluster, node, f"nap-{node}"): node for node in ("node-1", "node-2", "node-3")}
+    ids = list(owners)
+    with capture_logs() as logs:
+        refs = n2.start_many(flows.sleeper, [(5,)] * 3, ids=ids)  # on this thread, for node-2
+        asyncio.run(n3.start_async(flows.sleeper, 5, id=on(cluster, "node-1", "anap")))  # an executor's thread
+        cluster.idle(T)
+        clock.advance(5)
+        cluster.idle(T)
+        assert [r.result(timeout=T) for r in refs] == [5, 5, 5]
+        n3.prune(older_than=0)  # on this thread, for node-3
+        cluster.remove("node-1")  # its shutdown, on this thread
+    nodeless = [e for e in logs if "node_id" not in e]
+    assert not nodeless, nodeless
+    assert all(isinstance(e.get("shards"), int) for e in logs if e["event"] != "system_shutdown")
+    by_event = {e["event"]: e["node_id"] for e in logs if e["event"] in ("workflows_started", "workflows_pruned",
+                                                                          "system_shutdown")}
+    assert by_event == {"workflows_started": "node-2", "workflows_pruned": "node-3", "system_shutdown": "node-1"}
+    # A step's events name the node that ran it, whichever node it was started through.
+    finished = {e["workflow_id"]: e["node_id"] for e in logs if e["event"] == "workflow_completed"}
+    assert {w: finished[w] for w in ids} == owners
+
+
+def test_a_system_outside_the_cluster_logs_no_node_beside_a_node_in_the_process(
+    pg_store_url: str, tmp_path: Path, clock: VirtualClock
+) -> None:
+    with Cluster(pg_store_url, 1, clock=clock) as cluster, ActorSystem(str(tmp_path / "plain.db"), clock=clock) as plain:
+        with capture_logs() as logs:
+            ref = plain.start(flows.sleeper, 1, id="plain-nap")
+            node = cluster["node-1"].start(flows.sleeper, 1, id="node-nap")
+            plain.idle(T)
+            cluster.idle(T)
+            clock.advance(1)
+            plain.idle(T)
+            cluster.idle(T)
+            assert ref.result(timeout=T) == 1 and node.result(timeout=T) == 1
+    mine = [e for e in logs if e.get("workflow_id") == "plain-nap"]
+    theirs = [e for e in logs if e.get("workflow_id") == "node-nap"]
+    assert mine and theirs
+    assert [e for e in mine if "node_id" in e] == []
+    assert all(e["node_id"] == "node-1" for e in theirs)
