@@ -3,11 +3,12 @@ driver sends them signals, starts, cancels and broadcasts, and plays the demo wo
 (auctions, bids, trades, buffs: ``cluster_world``); then every guarantee of SPEC §6 and the demo
 world's money invariant are checked on the final state, across the nodes.
 
-Every 1-3 s the driver SIGKILLs a random node that is up (restarting it once the killed node's
-workflows made progress on a survivor: that delay is the failover time; the next kill does not
-wait for the restarted node to be up, it picks among the nodes that are). Now and then it freezes
-one (SIGSTOP) past the heartbeat ttl and wakes it up again (a zombie, which the fence must stop),
-and terminates a live node's control session on the server (the node, declared dead, must fence
+Every 1-3 s the driver SIGKILLs a random node that is up. The killed node's successor starts at
+once on standby (its interpreter starting) and opens its system once the killed node's workflows
+made progress on a survivor (that delay is the failover time); the next kill does not wait for it
+to be up again, it picks among the nodes that are. Every 3-7 kills it also freezes one (SIGSTOP)
+past the heartbeat ttl and wakes it up again (a zombie, which the fence must stop), and
+terminates a live node's control session on the server (the node, declared dead, must fence
 itself and rejoin). A node is killed or frozen only while another one is up. The driver sends each
 request to a random live node and records what was acknowledged.
 
@@ -38,7 +39,7 @@ from .cluster_flows import expected
 from .cluster_world import World
 from .crash_flows import LISTENERS
 from .crash_worker import TABLES, delivered_bells, delivered_ticks
-from .dbconn import connect
+from .dbconn import Connection, connect
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("ACTORFLOW_CLUSTER_KILLS", "20"))
@@ -61,21 +62,30 @@ class Node:
         self.reader: Any = None
         self.log = tmp / f"{name}.log"
         self.portfile = tmp / f"{name}.port"
+        self.gofile = tmp / f"{name}.go"
         self.frozen = False
         self.started = 0.0
         self.starting = False
 
-    def start(self) -> None:
-        """Starts the process; ``connect()`` tells when it is up (the driver goes on meanwhile)."""
+    def start(self, *, standby: bool = False) -> None:
+        """Starts the process; ``connect()`` tells when it is up (the driver goes on meanwhile).
+        ``standby``: it opens no system until ``release()`` (its interpreter starts meanwhile)."""
         self.portfile.unlink(missing_ok=True)
+        self.gofile.unlink(missing_ok=True)
         env = dict(os.environ, ACTORFLOW_SIDE_LOG=str(self.tmp / "side.txt"), PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.cluster_node", self.url, self.name,
-             str(self.portfile), str(self.log), str(TTL)],
+             str(self.portfile), str(self.log), str(TTL), str(self.gofile)],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(self.tmp / f"{self.name}.err", "ab"),
         )
-        self.started = time.monotonic()
         self.starting = True
+        if not standby:
+            self.release()
+
+    def release(self) -> None:
+        """Lets a node started on standby open its system."""
+        self.gofile.touch()
+        self.started = time.monotonic()
 
     def connect(self) -> bool:
         """Whether the driver is connected to the node, connecting once it has written its port."""
@@ -84,11 +94,11 @@ class Node:
         if self.proc is None or self.frozen:
             return False
         if (self.starting and self.proc.poll() is not None) or (
-                not self.portfile.exists() and time.monotonic() > self.started + 60):
+                not self.portfile.exists() and self.gofile.exists() and time.monotonic() > self.started + 60):
             raise AssertionError(f"node {self.name} did not start:\n"
                                  + (self.tmp / f"{self.name}.err").read_text()[-3000:])
         if self.proc.poll() is not None or not self.portfile.exists():
-            return False  # killed and not restarted yet, or still starting
+            return False  # killed and not restarted yet, on standby, or still starting
         self.sock = socket.create_connection(("127.0.0.1", int(self.portfile.read_text())), timeout=30)
         self.reader = self.sock.makefile("rb")
         self.starting = False
@@ -146,21 +156,19 @@ def _fenced_lines(log: Path) -> list[str]:
     return [line for line in log.read_text().splitlines() if "step_fenced" in line] if log.exists() else []
 
 
-def _victims(db: str, schema: str, node: str) -> dict[str, int]:
+def _victims(con: Connection, schema: str, node: str) -> dict[str, int]:
     """Running workers of the shards ``node`` leases now, with their step counts."""
-    with connect(db) as con:
-        rows = con.execute(
-            f"SELECT w.id, w.step_seq FROM {schema}.workflows w JOIN {schema}.af_shards s ON s.shard = w.shard "
-            f"JOIN {schema}.af_nodes n ON n.incarnation = s.owner WHERE n.node_id = ? AND w.status = 'running' "
-            f"AND w.type LIKE '%:worker'", (node,),
-        ).fetchall()
+    rows = con.execute(
+        f"SELECT w.id, w.step_seq FROM {schema}.workflows w JOIN {schema}.af_shards s ON s.shard = w.shard "
+        f"JOIN {schema}.af_nodes n ON n.incarnation = s.owner WHERE n.node_id = ? AND w.status = 'running' "
+        f"AND w.type LIKE '%:worker'", (node,),
+    ).fetchall()
     return {r[0]: int(r[1]) for r in rows}
 
 
-def _progressed(db: str, schema: str, before: dict[str, int]) -> bool:
-    with connect(db) as con:
-        rows = con.execute(f"SELECT id, step_seq, status FROM {schema}.workflows WHERE id = ANY(?)",
-                           (list(before),)).fetchall()
+def _progressed(con: Connection, schema: str, before: dict[str, int]) -> bool:
+    rows = con.execute(f"SELECT id, step_seq, status FROM {schema}.workflows WHERE id = ANY(?)",
+                       (list(before),)).fetchall()
     return any(int(seq) > before[wid] or status != "running" for wid, seq, status in rows)
 
 
@@ -205,6 +213,7 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
     workers = [f"w{i}" for i in range(WORKERS)]
     waiters = [f"c{i}" for i in range(WAITERS)]
     call = lambda req: _live(nodes, rng).call(req)  # noqa: E731
+    reads = connect(db)  # the driver's own reads, on one connection
     world = World(rng)
     with connect(db) as con:
         world.setup(call, lambda sql, *p: con.execute(sql, p).fetchall(), schema)
@@ -225,8 +234,8 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
     woke: tuple[Node, int, float] | None = None  # a zombie just woken, its refusals before, when to look
     started = time.monotonic()
     next_kill = started + rng.uniform(1, 3)
-    next_freeze = started + rng.uniform(2, 8)
-    next_cutoff = started + rng.uniform(4, 16)
+    freeze_at = rng.randint(2, 6)  # the kill count after which the next freeze, and cut-off, come
+    cutoff_at = rng.randint(2, 6)
     zombie_fenced = False  # a zombie's step was refused after it woke up
     wanted = KILLS
     while kills < wanted or killed or frozen is not None or woke is not None or (not zombie_fenced and zombies < 8):
@@ -258,20 +267,21 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
             bell_acks.write(f"{g} {bells[g]}\n")
             bell_acks.flush()
             bells[g] += 1
-        world.step(call, lambda ids: _finished(db, schema, ids))
+        world.step(call, lambda ids: _finished(reads, schema, ids))
         if len(cancelled) < WAITERS and kills >= (len(cancelled) + 1) * wanted / (WAITERS + 1):
             c = waiters[len(cancelled)]
             if _send(nodes, rng, {"op": "cancel", "id": c, "reason": "driver"}) is not None:
                 cancelled.append(c)
         now = time.monotonic()
-        # A killed node is restarted once its workflows made progress on a survivor (that delay is
-        # the failover time); the next kill does not wait for it to be up again.
+        # A killed node's successor starts at once on standby and opens its system once the
+        # killed node's workflows made progress on a survivor (that delay is the failover time);
+        # the next kill does not wait for it to be up again.
         for entry in list(killed):
             node, t0, victims = entry
-            if not victims or _progressed(db, schema, victims) or now - t0 > 15:
+            if not victims or _progressed(reads, schema, victims) or now - t0 > 15:
                 if victims:
                     failover.append(now - t0)
-                node.start()
+                node.release()
                 killed.remove(entry)
         if frozen is not None and now >= frozen[1]:
             frozen[0].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
@@ -281,30 +291,31 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
         if woke is not None and now >= woke[2]:
             zombie_fenced = zombie_fenced or len(_fenced_lines(woke[0].log)) > woke[1]
             woke = None
-            next_freeze = now + rng.uniform(2, 8)
         # Faults only among the nodes that are up, and never the last of them: a node frozen or
         # killed always leaves one running. A woken zombie is left alone while its fence is watched.
         up = [n for n in nodes.values() if n.up and (woke is None or n is not woke[0])]
         if now >= next_kill and kills < wanted and len(up) >= 2:
             node = rng.choice(up)
-            victims = _victims(db, schema, node.name)
+            victims = _victims(reads, schema, node.name)
             node.kill()
             killed.append((node, time.monotonic(), victims))
+            node.start(standby=True)
             kills += 1
             if kills % 50 == 0:
                 print(f"soak: {kills} kills, {zombies} zombies, {cutoffs} cut off, {time.monotonic() - started:.0f} s",
                       flush=True)
             next_kill = time.monotonic() + rng.uniform(1, 3)
             up.remove(node)
-        if now >= next_freeze and frozen is None and woke is None and len(up) >= 2 and (
-                kills < wanted or not zombie_fenced):
+        if frozen is None and woke is None and len(up) >= 2 and (
+                (freeze_at <= kills < wanted) or (kills >= wanted and not zombie_fenced)):
             node = rng.choice(up)
             node.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
             node.frozen = True
             frozen = (node, now + FREEZE)
             zombies += 1
+            freeze_at = kills + rng.randint(3, 7)
             up.remove(node)
-        if now >= next_cutoff and up and kills < wanted:
+        if cutoff_at <= kills < wanted and up:
             node = rng.choice(up)
             with connect(db) as con:
                 con.execute(
@@ -312,7 +323,7 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
                     f"ON ((l.classid::bigint << 32) | l.objid::bigint) = n.lock_key "
                     f"WHERE l.locktype = 'advisory' AND l.granted AND n.node_id = ?", (node.name,))
             cutoffs += 1
-            next_cutoff = now + rng.uniform(4, 16)
+            cutoff_at = kills + rng.randint(3, 7)
     for node in nodes.values():
         node.wait_up()
     for c in waiters[len(cancelled):]:
@@ -333,6 +344,7 @@ def _drive(db: str, schema: str, nodes: dict[str, Node], rng: random.Random, tmp
     _settle(db, schema, "true")
     acks.close()
     bell_acks.close()
+    reads.close()
     return {"kills": kills, "zombies": zombies, "cutoffs": cutoffs, "failover": failover, "zombie_fenced": zombie_fenced,
             "cancelled": cancelled, "seconds": time.monotonic() - started, "world": world}
 
@@ -351,11 +363,10 @@ def _settle(db: str, schema: str, which: str) -> None:
         time.sleep(0.1)
 
 
-def _finished(db: str, schema: str, ids: list[str]) -> dict[str, Any]:
+def _finished(con: Connection, schema: str, ids: list[str]) -> dict[str, Any]:
     """The results of the workflows among ``ids`` that ended (their status, if not completed)."""
-    with connect(db) as con:
-        rows = con.execute(f"SELECT id, status, result FROM {schema}.workflows WHERE id = ANY(?) AND status <> 'running'",
-                           (ids,)).fetchall()
+    rows = con.execute(f"SELECT id, status, result FROM {schema}.workflows WHERE id = ANY(?) AND status <> 'running'",
+                       (ids,)).fetchall()
     return {wid: persistence.loads(bytes(r)) if status == "completed" else status for wid, status, r in rows}
 
 
