@@ -49,7 +49,7 @@ from typing import Any
 import psycopg
 
 from persistence._errors import Fenced, NodeIdInUse, PersistenceError, StorageUnavailable
-from persistence._pg._errors import FENCED_SQLSTATE, translate_error
+from persistence._pg._errors import FENCED_SQLSTATE, Retryable, translate_error
 from persistence._pg._schema import QUEUE, connect, quote
 from persistence._shards import DEFAULT_SHARDS, assignment, shard_of
 from persistence._types import Cluster, ClusterEvents, NodeRow, ProcedureRow, RecoveryWork, TimerRow
@@ -450,10 +450,11 @@ class Membership:
                     (self.incarnation, want),
                 )
             except PersistenceError as exc:
-                if isinstance(exc, StorageUnavailable):
+                if isinstance(exc, StorageUnavailable) and not isinstance(exc, Retryable):
                     raise
-                # A lock timeout (a frozen owner's transaction, until the server ends it):
-                # the next round tries again.
+                # A lock timeout (a frozen owner's transaction, until the server ends it), or a
+                # deadlock with a write that share-locks the leases it routes to in its own order,
+                # which the server broke by rolling the claim back: the next round tries again.
         held = {int(s): int(e) for s, e in self._exec(
             "SELECT shard, epoch FROM {s}.af_shards WHERE owner = %s", (self.incarnation,)
         ) if int(s) not in self._releasing}
@@ -493,9 +494,9 @@ class Membership:
                 (sorted(shards), self.incarnation),
             )
         except PersistenceError as exc:
-            if isinstance(exc, StorageUnavailable):
+            if isinstance(exc, StorageUnavailable) and not isinstance(exc, Retryable):
                 raise
-            return  # a lock timeout (a step still committing): the next round gives them back
+            return  # a lock timeout (a step still committing), a deadlock: the next round gives them back
         with self._lock:
             self._releasing -= shards
         self._exec("SELECT pg_notify(%s, 'rebalance')", (channel(self.schema),))

@@ -307,3 +307,44 @@ def test_an_inbox_row_for_another_nodes_shard_leaves_a_wakeup_for_its_owner(pg_u
         listener.close()
         a.close()
         b.close()
+
+
+def test_a_claim_that_loses_a_deadlock_with_a_write_is_left_to_the_next_round(pg_url: str, schema: str) -> None:
+    """A node's claim locks the free shards in order while a write transaction share-locks the
+    shards it routes to in its own order: the server breaks such a deadlock by rolling one back.
+    When that is the claim (in a node's first round, inside ``ActorSystem()``), the round goes on
+    without it and the next one claims the shards; the node does not fail to open."""
+    a = member(pg_url, schema, "a")
+    writer = psycopg.connect(pg_url, autocommit=False)
+    try:
+        writer.execute("SET deadlock_timeout = '30s'")  # the claim's session detects the deadlock
+        writer.execute(f"SELECT 1 FROM {schema}.af_shards WHERE shard = 200 FOR SHARE")
+        a.heartbeat()
+        outcome: list[BaseException | None] = []
+
+        def claim() -> None:
+            try:
+                a.rebalance()  # locks shards 0..199, then waits for the writer's share of 200
+                outcome.append(None)
+            except BaseException as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=claim)
+        t.start()
+        deadline = time.monotonic() + 10
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            while not watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the claim never waited for the writer"
+                time.sleep(0.01)
+        # The writer now wants shard 5, which the claim holds: a deadlock, which the claim's
+        # session finds first (after its deadlock_timeout) and resolves by rolling the claim back.
+        writer.execute(f"SELECT 1 FROM {schema}.af_shards WHERE shard = 5 FOR SHARE")
+        writer.rollback()
+        t.join(10)
+        assert outcome == [None], f"the round failed: {outcome}"
+        assert not a.owned()  # nothing of the rolled-back claim is taken for leased
+        a.rebalance()
+        assert set(a.owned()) == set(range(DEFAULT_SHARDS))
+    finally:
+        writer.close()
+        a.close()
