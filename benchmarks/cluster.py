@@ -1,12 +1,15 @@
 """A cluster of nodes on one PostgreSQL database against one SQLite process, same run.
 
-    python benchmarks/cluster.py [--db postgresql://...] [--n 1000] [--nodes 1,2,3]
+    python benchmarks/cluster.py [--db postgresql://...] [--n 1000] [--nodes 1,2,3] [--no-dbos]
+        [--only steps,signals_many,fanout,timers]
 
 Throughput: workloads 1 (three procedures per workflow), 2b (one signal to each of N parked
 workflows), 3 (a parent gathering children) and 4 (0.1 s timers) with their N workflows split
 over 1, 2 and 3 node processes on one schema (each node starts its share, all nodes start
 together once all are open; the figure is N over the slowest node's time), next to one SQLite
-process running all N, at durability "full" on both.
+process running all N, at durability "full" on both, and next to DBOS with as many processes on
+the same server (each process its share, its own executor id, all started together in the same
+way; DBOS's system database, a fresh one per run, at the server's durability: full).
 
 Cross-node signal latency: two nodes in one process (``actors.testing.Cluster``, a real clock);
 one at a time, a signal sent through one node to a workflow that the other runs, until that
@@ -20,6 +23,7 @@ the tests do. Figures from a machine that runs anything else are not to be trust
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -64,22 +68,39 @@ def with_schema(url: str, schema: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
 
 
-def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str) -> float:
-    """Throughput (workflows/s) of ``nodes`` processes sharing ``n`` workflows of ``workload``."""
-    go = os.path.join(scratch, f"go-{workload}-{nodes}-{time.monotonic_ns()}")
+def with_database(url: str, database: str) -> str:
+    return urllib.parse.urlunsplit(urllib.parse.urlsplit(url)._replace(path="/" + database))
+
+
+def _ready(p: subprocess.Popen[str]) -> None:
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line.strip() == READY_PREFIX, f"a node did not open: {line!r} {p.stderr.read() if p.stderr else ''}"
+
+
+def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str, engine: str = "actorflow") -> float:
+    """Throughput (workflows/s) of ``nodes`` processes sharing ``n`` workflows of ``workload``.
+
+    ``engine`` "actorflow" (``db`` a schema's URL, or None for one SQLite process) or "dbos"
+    (``db`` a database's URL that DBOS creates)."""
+    go = os.path.join(scratch, f"go-{engine}-{workload}-{nodes}-{time.monotonic_ns()}")
     procs = []
     for k in range(nodes):
-        argv = [sys.executable, str(ROOT / "benchmarks" / "workloads_actorflow.py"), workload,
-                "--dir", os.path.join(scratch, f"{workload}-{nodes}-{k}"), "--n", str(n // nodes),
-                "--durability", "full"]
+        argv = [sys.executable, str(ROOT / "benchmarks" / f"workloads_{engine}.py"), workload,
+                "--dir", os.path.join(scratch, f"{engine}-{workload}-{nodes}-{k}"), "--n", str(n // nodes)]
+        if engine == "actorflow":
+            argv += ["--durability", "full"]
+        else:
+            argv += ["--executor", f"node-{k + 1}-"]
         if db is not None:
             argv += ["--db", db, "--start-after", go]
         procs.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        if engine == "dbos":
+            _ready(procs[-1])  # one at a time: DBOS creates and migrates its database at launch
     if db is not None:
-        for p in procs:  # every node open before any starts
-            assert p.stdout is not None
-            line = p.stdout.readline()
-            assert line.strip() == READY_PREFIX, f"a node did not open: {line!r} {p.stderr.read() if p.stderr else ''}"
+        if engine == "actorflow":
+            for p in procs:  # every node open before any starts
+                _ready(p)
         open(go, "w").close()
     seconds = []
     for p in procs:
@@ -88,6 +109,14 @@ def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str) -
         assert p.returncode == 0 and figures is not None, f"{workload} failed:\n{err[-3000:]}"
         seconds.append(float(figures["seconds"]))
     return (n // nodes) * nodes / max(seconds)
+
+
+def dbos_available() -> bool:
+    try:
+        importlib.metadata.version("dbos")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
 
 
 @workflow
@@ -121,19 +150,35 @@ def main() -> None:
     p.add_argument("--n", type=int, default=1000)
     p.add_argument("--nodes", default="1,2,3")
     p.add_argument("--latency-samples", type=int, default=300)
+    p.add_argument("--no-dbos", action="store_true", help="leave out the DBOS columns")
+    p.add_argument("--only", default=",".join(WORKLOADS), help="the workloads to run, by key")
     args = p.parse_args()
     counts = [int(c) for c in args.nodes.split(",")]
+    chosen = [w for w in args.only.split(",") if w]
+    unknown = sorted(set(chosen) - set(WORKLOADS))
+    if unknown:
+        p.error(f"--only: unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    use_dbos = not args.no_dbos and dbos_available()
+    if not use_dbos:
+        print("DBOS not run (not installed: pip install -e '.[bench]', or --no-dbos)", flush=True)
     out: dict[str, object] = {"n": args.n, "throughput": {}, "latency": {}}
     with server(args.db) as (url, _pg), tempfile.TemporaryDirectory() as scratch:
         table: dict[str, dict[str, float]] = {}
-        for wl in WORKLOADS:
+        for wl in chosen:
             n = 100 if wl == "fanout" else args.n
             row = {"sqlite": run_nodes(wl, None, 1, n, scratch)}
             for c in counts:
                 row[f"{c} node{'s' if c > 1 else ''}"] = run_nodes(wl, with_schema(url, f"bench_{wl}_{c}"), c, n, scratch)
+                if use_dbos:
+                    row[f"dbos {c}"] = run_nodes(wl, with_database(url, f"dbos_{wl}_{c}_{os.getpid()}"), c, n,
+                                                 scratch, engine="dbos")
             table[wl] = row
-            print(f"{WORKLOADS[wl]:<32}" + "  ".join(f"{k}: {v:8.0f}/s" for k, v in row.items()), flush=True)
+            print(f"{WORKLOADS[wl]:<32}" + "  ".join(f"{k}: {v:6.0f}/s" for k, v in row.items()), flush=True)
+            if use_dbos:
+                print(" " * 32 + "  ".join(f"{c}: {row[f'{c} node' + ('s' if c > 1 else '')] / row[f'dbos {c}']:.1f}x DBOS"
+                                           for c in counts), flush=True)
         out["throughput"] = table
+        out["load_average"] = os.getloadavg()
         out["latency"] = lat = latency(url, args.latency_samples)
         print(f"cross-node signal to result: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms "
               f"({lat['samples']} samples)")

@@ -6,10 +6,12 @@ for procedures, ``DBOS.send``/``DBOS.recv`` for signals, ``DBOS.sleep`` for dura
 ``DBOS.start_workflow`` for children. Needs ``pip install -e '.[bench]'``.
 
 Run by ``benchmarks/run.py``; by hand: ``python benchmarks/workloads_dbos.py WORKLOAD --dir D
-[--n N] [--journal delete|wal] [--sync full|normal] [--threads T] [--db postgresql://...]``.
+[--n N] [--journal delete|wal] [--sync full|normal] [--threads T] [--db postgresql://...]
+[--executor NAME --start-after FILE]``.
 With ``--db`` (workloads 1-4) DBOS keeps its system database on that PostgreSQL server, in the
 URL's database (DBOS creates it if missing; give each run a database of its own), at the server's
-durability (``synchronous_commit=on`` by default: full).
+durability (``synchronous_commit=on`` by default: full). Several processes on one database
+(``benchmarks/cluster.py``) each get an ``--executor`` of their own and start together.
 """
 
 from __future__ import annotations
@@ -120,8 +122,12 @@ def launch(args: argparse.Namespace, path: str | None = None) -> str:
             "log_level": "WARNING",
             "run_admin_server": False,
             **({"max_executor_threads": args.threads} if args.threads else {}),
+            # One of several processes on one database: its own executor, so that its launch
+            # recovers only its own pending workflows, never another process's.
+            **({"executor_id": args.executor} if args.executor else {}),
         })
         DBOS.launch()
+        _start_together(args)
         return str(args.db)
     path = path or os.path.join(args.dir, "dbos.sqlite")
     if args.journal == "wal" and not os.path.exists(path):
@@ -142,6 +148,19 @@ def launch(args: argparse.Namespace, path: str | None = None) -> str:
     DBOS(config=config)  # type: ignore[arg-type]
     DBOS.launch()
     return path
+
+
+def _start_together(args: argparse.Namespace) -> None:
+    """One process of several (benchmarks/cluster.py): once launched, say so, and start only when
+    every process is launched, so that their runs overlap."""
+    if not args.start_after:
+        return
+    announce_ready()
+    deadline = time.monotonic() + WAIT
+    while not os.path.exists(args.start_after):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{args.start_after} never appeared")
+        time.sleep(0.005)
 
 
 def _results(handles: list) -> list:
@@ -178,11 +197,11 @@ def signals_many(args: argparse.Namespace) -> None:
     launch(args)
     handles = []
     for i in range(args.n):
-        with SetWorkflowID(f"w-{i}"):
+        with SetWorkflowID(f"{args.executor}w-{i}"):
             handles.append(DBOS.start_workflow(wait_one))
     t0 = time.perf_counter()
     for i in range(args.n):
-        DBOS.send(f"w-{i}", i, "item")
+        DBOS.send(f"{args.executor}w-{i}", i, "item")
     results = _results(handles)
     elapsed = time.perf_counter() - t0
     assert results == list(range(args.n))
@@ -299,6 +318,10 @@ def main() -> None:
     p.add_argument("--db", default=None,
                    help="a postgresql:// URL of a database (created if missing) to run on instead of "
                    "a SQLite file (workloads 1-4)")
+    p.add_argument("--executor", default="",
+                   help="with --db, one of several processes: its executor id (and workflow id prefix)")
+    p.add_argument("--start-after", dest="start_after", default=None,
+                   help="with --db, once launched, wait for this file to exist before starting")
     p.add_argument("--phase", default="run")
     p.add_argument("--rep", type=int, default=0)
     args = p.parse_args()
