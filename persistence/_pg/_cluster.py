@@ -742,7 +742,7 @@ class ClusterNode(Cluster):
         return self.membership.peers == 0
 
     def owns_new(self, workflow_id: str) -> bool:
-        return self.membership.owns_shard(shard_of(workflow_id, self.shard_count))
+        return self.membership.owns_shard(self.own_shard(workflow_id))
 
     def settled(self) -> bool:
         def run(conn: psycopg.Connection[Any]) -> bool:
@@ -756,10 +756,16 @@ class ClusterNode(Cluster):
         settled: bool = self._read(run)
         return settled
 
-    def fence(self, workflow_id: str) -> tuple[int, int, str]:
-        """(shard, epoch, incarnation) for the fence of a write of ``workflow_id``; ``Fenced``
-        if this node holds no lease of its shard."""
-        shard = self.shard_for(workflow_id)
+    def own_shard(self, workflow_id: str) -> int:
+        """The shard of a root workflow of this id: its own id's (``af_place``)."""
+        return shard_of(workflow_id, self.shard_count)
+
+    def fence(self, workflow_id: str, shard: int | None = None) -> tuple[int, int, str]:
+        """(shard, epoch, incarnation) for the fence of a write of ``workflow_id`` (in ``shard``
+        if the caller knows it, else ``shard_for``'s); ``Fenced`` if this node holds no lease of
+        that shard."""
+        if shard is None:
+            shard = self.shard_for(workflow_id)
         epoch = self.membership.epoch(shard)
         if epoch is None:
             raise self.membership.fenced(shard)

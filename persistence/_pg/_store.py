@@ -46,7 +46,7 @@ from persistence._pg._writer import PgWriter
 from persistence._promise import Promise
 from persistence._sql import postgresql
 from persistence._sqlstore import Query, SqlStore
-from persistence._types import NodeRow, ProcedureRow, StepAck, StepWrite, TimerRow
+from persistence._types import NewWorkflow, NodeRow, ProcedureRow, StepAck, StepWrite, TimerRow
 from persistence._urls import display_url
 from persistence._writer import Writer
 
@@ -251,10 +251,14 @@ class PgStore(SqlStore):
         On a cluster's node its transaction opens with the fence of its workflow's shard: a
         node that lost the lease (or never held it) commits nothing of it (``Fenced``)."""
         apply = functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit)
-        if self._node is None:
+        node = self._node
+        if node is None:
             return super()._write(apply)
+        root = step.create is not None and step.create.parent_id is None
         try:
-            fence = self._node.fence(step.workflow_id)
+            # A start's first step inserts its root workflow, in its own id's shard (``af_place``):
+            # known without reading a row that is not there yet.
+            fence = node.fence(step.workflow_id, shard=node.own_shard(step.workflow_id) if root else None)
         except Fenced as exc:
             refused: Promise[StepAck] = Promise()
             refused.set_exception(exc)
@@ -269,7 +273,30 @@ class PgStore(SqlStore):
                 w.execute(_SPREAD, (child,))
             return done
 
-        return self._write(fenced, fenced=True)
+        written: Promise[StepAck] = self._write(fenced, fenced=True)
+        if root:
+            # Committed: the row is there, in that shard (the later steps and signals need not
+            # read it). Not before: an id taken meanwhile is another workflow's, maybe a child
+            # in its parent's shard.
+            written.add_done_callback(
+                lambda p: node.note_shard(step.workflow_id, fence[0]) if p.exception() is None else None)
+        return written
+
+    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
+        """``create_workflows``, queued: the future resolves after COMMIT. On a cluster's node,
+        the shard of each root workflow created is remembered (its own id's)."""
+        wfs = list(wfs)
+        written = super().submit_create_workflows(wfs)
+        node = self._node
+        if node is not None:
+            def note(p: Promise[list[bool]]) -> None:
+                if p.exception() is None:
+                    for wf, created in zip(wfs, p.result(), strict=True):
+                        if created and wf.parent_id is None:
+                            node.note_shard(wf.id, node.own_shard(wf.id))
+
+            written.add_done_callback(note)
+        return written
 
     def timers_due(self, before: float, limit: int) -> list[TimerRow]:
         """Timers due before ``before``, soonest first; on a cluster's node, those of the shards

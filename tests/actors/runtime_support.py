@@ -160,6 +160,22 @@ class Inside:
         assert node is not None, "not a cluster's node"
         return node.membership.incarnation
 
+    def count_shard_reads(self) -> list[object]:
+        """From now on, every read this node makes of a workflow's shard (its row, for a shard
+        not known in memory) is appended to the list returned."""
+        node = self._rt.cluster
+        assert node is not None, "not a cluster's node"
+        reads: list[object] = []
+        read = node._read
+
+        def counting(fn: Callable[..., Any]) -> Any:
+            if getattr(fn, "__qualname__", "").startswith("ClusterNode.shard_for"):
+                reads.append(fn)
+            return read(fn)
+
+        node._read = counting
+        return reads
+
     # -- the writer, retention, ids ------------------------------------------------------------
     def commits(self) -> int:
         """How many transactions the store's writer has committed."""

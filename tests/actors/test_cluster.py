@@ -347,3 +347,24 @@ def test_a_system_outside_the_cluster_logs_no_node_beside_a_node_in_the_process(
     assert mine and theirs
     assert [e for e in mine if "node_id" in e] == []
     assert all(e["node_id"] == "node-1" for e in theirs)
+
+
+def test_a_workflow_started_here_has_its_shard_known_without_reading_it(cluster: Cluster) -> None:
+    """A start's first step inserts a root workflow in its own id's shard, and a start through
+    another node inserts it there too: the node that started it reads no row to learn its
+    shard, neither for its steps' fences nor for the signals sent to it."""
+    n1 = cluster["node-1"]
+    shard_reads = Inside(n1).count_shard_reads()
+    here = n1.start(flows.collect, 2)  # a generated id, of a shard node-1 leases: runs here
+    cluster.idle(T)
+    assert shard_reads == []  # its first step (which inserted it) was fenced without a read
+    named = n1.start(flows.collect, 2, id=on(cluster, "node-1", "named"))
+    elsewhere = n1.start(flows.collect, 2, id=on(cluster, "node-2", "elsewhere"))  # runs on node-2
+    cluster.idle(T)
+    assert cluster.owner(here.id) == "node-1" and cluster.owner(elsewhere.id) == "node-2"
+    shard_reads.clear()  # a named start asks whether the id's shard is leased here: not known yet
+    for ref in (here, named, elsewhere):
+        ref.signal("item", "a")
+        ref.signal("item", "b")
+    assert [ref.result(timeout=T) for ref in (here, named, elsewhere)] == [["a", "b"]] * 3
+    assert shard_reads == []
