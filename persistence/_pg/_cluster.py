@@ -803,6 +803,9 @@ class ClusterNode(Cluster):
             self._notify_cond.notify()
 
     def publish_done(self, workflow_ids: list[str]) -> None:
+        if self.alone():
+            # No other node to tell (one that joins is seen before it has opened: ``wait_seen``).
+            return
         with self._notify_cond:
             self._want_done.extend(workflow_ids)
             self._notify_cond.notify()
@@ -827,7 +830,10 @@ class ClusterNode(Cluster):
                 payloads.append(text)
             try:
                 if self._notifier is None or self._notifier.closed:
-                    self._notifier = connect(self.conninfo, self.path, autocommit=True)
+                    # A notification is a hint (the owners poll, result() rereads): its
+                    # transaction need not wait for the server's disk.
+                    self._notifier = connect(self.conninfo, self.path, autocommit=True,
+                                             synchronous_commit="off")
                 self._notifier.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p",
                                        (channel(self.schema), payloads))
             except (psycopg.Error, PersistenceError):

@@ -368,3 +368,34 @@ def test_a_workflow_started_here_has_its_shard_known_without_reading_it(cluster:
         ref.signal("item", "b")
     assert [ref.result(timeout=T) for ref in (here, named, elsewhere)] == [["a", "b"]] * 3
     assert shard_reads == []
+
+
+def test_the_end_of_a_workflow_is_announced_to_the_other_nodes_only_when_there_are_some(pg_store_url: str) -> None:
+    """A node alone sends no notice of a workflow's end (nobody else waits on it); once another
+    node has joined, the notice goes out, and ``result()`` there wakes on it."""
+    from persistence._pg._cluster import channel
+
+    conninfo, schema = parse_url(pg_store_url)
+    with psycopg.connect(conninfo, autocommit=True) as listener, Cluster(pg_store_url, 1) as cluster:
+        listener.execute(f'LISTEN "{channel(schema)}"')
+
+        def done_notices(wait: float) -> list[str]:
+            got = [n.payload for n in listener.notifies(timeout=wait)]
+            return [wid for p in got if p.startswith("done:") for wid in p[5:].split("\n")]
+
+        n1 = cluster["node-1"]
+        alone = n1.start(flows.collect, 1)
+        alone.signal("item", "a")
+        assert alone.result(timeout=T) == ["a"]
+        assert done_notices(1.0) == []
+
+        n2 = cluster.add()
+        cluster.settle()
+        here = n1.start(flows.collect, 1, id=on(cluster, "node-1", "told"))
+        n1.get(here.id).signal("item", "b")
+        assert n2.get(here.id).result(timeout=T) == ["b"]
+        deadline = time.monotonic() + T
+        seen: list[str] = []
+        while here.id not in seen and time.monotonic() < deadline:
+            seen += done_notices(0.5)
+        assert here.id in seen
