@@ -1,7 +1,10 @@
 """A cluster of nodes on one PostgreSQL database against one SQLite process, same run.
 
     python benchmarks/cluster.py [--db postgresql://...] [--n 1000] [--nodes 1,2,3] [--no-dbos]
-        [--only steps,signals_many,fanout,timers]
+        [--only steps,signals_many,fanout,timers] [--against REV] [--reps K] [--no-sqlite]
+
+``--against REV`` also runs the nodes of a git revision (a worktree of it, made and removed
+here) next to this one's, in the same run: each node count gets a column for each.
 
 Throughput: workloads 1 (three procedures per workflow), 2b (one signal to each of N parked
 workflows), 3 (a parent gathering children) and 4 (0.1 s timers) with their N workflows split
@@ -35,6 +38,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,6 +50,22 @@ from workflows import signal, workflow  # noqa: E402
 
 WORKLOADS = {"steps": "1. workflows x 3 procedures", "signals_many": "2b. one signal each",
              "fanout": "3. parent gathers children", "timers": "4. 0.1 s timers"}
+
+
+@contextmanager
+def checkout(rev: str | None, scratch: str) -> Iterator[pathlib.Path | None]:
+    """A worktree of ``rev`` (removed afterwards), or None."""
+    if rev is None:
+        yield None
+        return
+    path = pathlib.Path(scratch) / "against"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
+                   capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, capture_output=True)
+        subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True)
 
 
 @contextmanager
@@ -78,15 +98,16 @@ def _ready(p: subprocess.Popen[str]) -> None:
     assert line.strip() == READY_PREFIX, f"a node did not open: {line!r} {p.stderr.read() if p.stderr else ''}"
 
 
-def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str, engine: str = "actorflow") -> float:
+def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str, engine: str = "actorflow",
+              root: pathlib.Path = ROOT) -> float:
     """Throughput (workflows/s) of ``nodes`` processes sharing ``n`` workflows of ``workload``.
 
     ``engine`` "actorflow" (``db`` a schema's URL, or None for one SQLite process) or "dbos"
-    (``db`` a database's URL that DBOS creates)."""
+    (``db`` a database's URL that DBOS creates); ``root`` the checkout whose workload runs."""
     go = os.path.join(scratch, f"go-{engine}-{workload}-{nodes}-{time.monotonic_ns()}")
     procs = []
     for k in range(nodes):
-        argv = [sys.executable, str(ROOT / "benchmarks" / f"workloads_{engine}.py"), workload,
+        argv = [sys.executable, str(root / "benchmarks" / f"workloads_{engine}.py"), workload,
                 "--dir", os.path.join(scratch, f"{engine}-{workload}-{nodes}-{k}"), "--n", str(n // nodes)]
         if engine == "actorflow":
             argv += ["--durability", "full"]
@@ -94,7 +115,7 @@ def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str, e
             argv += ["--executor", f"node-{k + 1}-"]
         if db is not None:
             argv += ["--db", db, "--start-after", go]
-        procs.append(subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen(argv, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         if engine == "dbos":
             _ready(procs[-1])  # one at a time: DBOS creates and migrates its database at launch
     if db is not None:
@@ -152,6 +173,9 @@ def main() -> None:
     p.add_argument("--latency-samples", type=int, default=300)
     p.add_argument("--no-dbos", action="store_true", help="leave out the DBOS columns")
     p.add_argument("--only", default=",".join(WORKLOADS), help="the workloads to run, by key")
+    p.add_argument("--against", default=None, help="a git revision whose nodes run next to these")
+    p.add_argument("--no-sqlite", action="store_true", help="leave out the SQLite column")
+    p.add_argument("--reps", type=int, default=1, help="repetitions (the median is kept)")
     args = p.parse_args()
     counts = [int(c) for c in args.nodes.split(",")]
     chosen = [w for w in args.only.split(",") if w]
@@ -162,18 +186,32 @@ def main() -> None:
     if not use_dbos:
         print("DBOS not run (not installed: pip install -e '.[bench]', or --no-dbos)", flush=True)
     out: dict[str, object] = {"n": args.n, "throughput": {}, "latency": {}}
-    with server(args.db) as (url, _pg), tempfile.TemporaryDirectory() as scratch:
+    with server(args.db) as (url, _pg), tempfile.TemporaryDirectory() as scratch, \
+            checkout(args.against, scratch) as old:
         table: dict[str, dict[str, float]] = {}
         for wl in chosen:
             n = 100 if wl == "fanout" else args.n
-            row = {"sqlite": run_nodes(wl, None, 1, n, scratch)}
-            for c in counts:
-                row[f"{c} node{'s' if c > 1 else ''}"] = run_nodes(wl, with_schema(url, f"bench_{wl}_{c}"), c, n, scratch)
-                if use_dbos:
-                    row[f"dbos {c}"] = run_nodes(wl, with_database(url, f"dbos_{wl}_{c}_{os.getpid()}"), c, n,
-                                                 scratch, engine="dbos")
+            runs: dict[str, list[float]] = {}
+
+            def measure(column: str, *a: Any, runs: dict[str, list[float]] = runs, **kw: Any) -> None:
+                runs.setdefault(column, []).append(run_nodes(*a, **kw))
+
+            for rep in range(args.reps):  # the columns one after another, each repetition
+                if not args.no_sqlite:
+                    measure("sqlite", wl, None, 1, n, scratch)
+                for c in counts:
+                    name = f"{c} node{'s' if c > 1 else ''}"
+                    if old is not None:
+                        measure(f"{name} ({args.against})", wl, with_schema(url, f"bench_{wl}_{c}_{rep}_against"),
+                                c, n, scratch, root=old)
+                    measure(name, wl, with_schema(url, f"bench_{wl}_{c}_{rep}"), c, n, scratch)
+                    if use_dbos:
+                        measure(f"dbos {c}", wl, with_database(url, f"dbos_{wl}_{c}_{rep}_{os.getpid()}"), c, n,
+                                scratch, engine="dbos")
+            row = {k: statistics.median(v) for k, v in runs.items()}
             table[wl] = row
-            print(f"{WORKLOADS[wl]:<32}" + "  ".join(f"{k}: {v:6.0f}/s" for k, v in row.items()), flush=True)
+            print(f"{WORKLOADS[wl]:<32}" + "  ".join(f"{k}: {v:6.0f}/s" for k, v in row.items())
+                  + f"  (load average {os.getloadavg()[0]:.1f})", flush=True)
             if use_dbos:
                 print(" " * 32 + "  ".join(f"{c}: {row[f'{c} node' + ('s' if c > 1 else '')] / row[f'dbos {c}']:.1f}x DBOS"
                                            for c in counts), flush=True)
