@@ -15,10 +15,10 @@ share, all started together once every node is open), and reports, for the timed
 - CPU seconds of each node process, of the PostgreSQL server (the postmaster and all its
   backends, ended ones included) and of the whole machine (everything else that ran);
 - with ``--spy``: a ``py-spy`` sampling profile of every node over the window, of the samples
-  in which a thread was running or runnable (not waiting on a socket, a lock or a sleep): by
-  thread, by the function running and by the functions on the stack. A thread's samples against
-  the window's (rate x seconds) say how much of its time it ran. The raw profiles are kept in
-  ``--out``.
+  in which a thread held the GIL (ran Python; a wait on the server, a lock or a sleep releases
+  it): by thread, by the function running and by the functions on the stack. The samples against
+  the window's (rate x seconds) say how much of the window the node ran Python. The raw
+  profiles are kept in ``--out``.
 
 Needs ``pip install py-spy`` for ``--spy``. Figures from a machine that runs anything else are
 not to be trusted: the machine's CPU line says how much else ran.
@@ -96,7 +96,7 @@ def thread_of(first: str) -> str:
 
 
 def read_spy(path: str) -> tuple[collections.Counter[str], collections.Counter[str], collections.Counter[str]]:
-    """A py-spy raw profile (active samples only): samples by thread, by function running (the
+    """A py-spy raw profile (samples holding the GIL only): samples by thread, by function running (the
     leaf) and by function anywhere on the stack (inclusive)."""
     threads: collections.Counter[str] = collections.Counter()
     own: collections.Counter[str] = collections.Counter()
@@ -161,7 +161,7 @@ def main() -> None:
         if args.spy:
             for k, proc in enumerate(procs):
                 spies.append(subprocess.Popen(
-                    [spy_bin, "record", "--pid", str(proc.pid), "--threads", "--nonblocking",
+                    [spy_bin, "record", "--pid", str(proc.pid), "--threads", "--gil", "--nonblocking",
                      "--rate", str(args.rate), "--format", "raw", "-o", os.path.join(out_dir, f"node-{k}.txt")],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             time.sleep(1.0)  # py-spy attached
