@@ -402,6 +402,49 @@ async def set_iterator_held_in_a_variable(n):
 add(set_iterator_held_in_a_variable, C(1), C(2), C(3, cancel_at=1, raises=Cancelled))
 
 
+@workflow
+async def set_changed_at_its_size_while_a_loop_iterates(n):
+    """A set a loop iterates across awaits, an element removed and another added (same size):
+    natively the loop goes on by the slot it is at, skipping the removed element and seeing the
+    new one where it lands after that slot; so it does after a restore."""
+    s = {1, 2, 3, 4, 5}
+    out = []
+    for v in s:
+        out.append(v)
+        await timer("t", 1)
+        if v == n:
+            s.discard(4)
+            s.add(8 + n)  # lands on slot (8 + n) % 8 == n, behind the loop for n < 4
+            s.discard(5)
+            s.add(15)  # slot 7, ahead of it
+    return out, list(s)
+
+
+add(set_changed_at_its_size_while_a_loop_iterates, C(1), C(3), C(5), C(2, cancel_at=2, raises=Cancelled))
+
+
+@workflow
+async def set_iterator_in_a_variable_after_a_size_change(n):
+    """A set iterator kept in a local while its set grows and shrinks back: natively it goes on
+    by its slot once the size is back (it only checks the size), else raises; so after a restore."""
+    s = {1, 2, 3, 9}
+    it = iter(s)
+    first = next(it)
+    s.add(20 + n)
+    await timer("t", 1)
+    if n % 2:
+        s.discard(2)  # back to the size the iterator checks
+    try:
+        rest = list(it)
+    except RuntimeError as e:
+        rest = str(e)
+    await timer("t", 2)
+    return first, rest
+
+
+add(set_iterator_in_a_variable_after_a_size_change, C(1), C(2), C(3), C(4, cancel_at=1, raises=Cancelled))
+
+
 # ---------------------------------------------------------------------------------------------
 # Closures, module globals and sentinels
 

@@ -28,9 +28,10 @@ def apply(s: set[Any], op: tuple[Any, ...], log: list[Any]) -> None:
 
 
 @workflow
-async def set_operations(ops):
-    """Carry out ``ops`` on one set, awaiting a timer at each "await", and in a loop over the set
-    while it still has elements to give (at most three turns)."""
+async def set_operations(ops, loop_ops=()):
+    """Carry out ``ops`` on one set, awaiting a timer at each "await"; then loop over the set,
+    awaiting at each turn and carrying out the next of ``loop_ops`` after it (a change of size
+    raises at the next turn; an add and a discard keep the loop going by its slot)."""
     s: set = set()
     log: list = []
     n = 0
@@ -40,10 +41,17 @@ async def set_operations(ops):
             await timer(f"t{n}", 1)
         else:
             apply(s, op, log)
-    for x in s:
-        log.append(("loop", x))
-        n += 1
-        await timer(f"t{n}", 1)
-        if n > 40:
-            break
+    turn = 0
+    try:
+        for x in s:
+            log.append(("loop", x))
+            n += 1
+            await timer(f"t{n}", 1)
+            for op in loop_ops[turn : turn + 2]:
+                apply(s, op, log)
+            turn += 2
+            if n > 60:
+                break
+    except RuntimeError as e:
+        log.append(("raised", str(e)))
     return log, list(s), len(s)

@@ -4,7 +4,8 @@ A checkpoint records a set's hash table slot by slot (its elements, the dummy sl
 ones, its size and its pop finger) and the restore rebuilds that table (see
 ``workflows/_compiler/_settable.py``). Random sequences of add, discard, pop and clear on ints
 (also ones that collide: equal modulo the table size, -1 and -2, which hash alike) and strings
-run with a checkpoint and restore at every await, and after it more random operations, against
+run with a checkpoint and restore at every await, and after it more random operations, also while
+a loop iterates the set (an add and a discard per turn: the loop goes on by its slot), against
 the uninterrupted native run. In another process, a set of ints comes back the same; a set of
 strings the same under the same ``PYTHONHASHSEED`` and, under another one (where strings hash
 otherwise), the restore fails naming the variable.
@@ -47,8 +48,18 @@ def operations(elements):
     return st.lists(st.one_of(element_ops, element_ops, other, bulk), max_size=80)
 
 
-def _run(ops, native):
-    h = WorkflowHarness(set_operations, ops, native=native)
+def loop_operations(elements):
+    """Operations two by two, one per turn of the loop: mostly an add with a discard (the size
+    kept), sometimes one alone (the size changed: the next turn raises)."""
+    pair = st.tuples(st.tuples(st.just("add"), elements), st.tuples(st.just("discard"), elements))
+    alone = st.tuples(st.tuples(st.sampled_from(["add", "discard"]), elements), st.just(("list",)))
+    return st.lists(st.one_of(pair, pair, pair, alone), max_size=10).map(
+        lambda turns: tuple(op for turn in turns for op in turn)
+    )
+
+
+def _run(ops, native, loop_ops=()):
+    h = WorkflowHarness(set_operations, ops, loop_ops, native=native)
     steps = 0
     while not h.done:
         steps += 1
@@ -68,15 +79,15 @@ SETS = settings(
 
 
 @SETS
-@given(operations(INTS))
-def test_int_sets_restored_at_every_await_behave_as_uninterrupted(ops):
-    assert _run(ops, native=False) == _run(ops, native=True)
+@given(operations(INTS), loop_operations(INTS))
+def test_int_sets_restored_at_every_await_behave_as_uninterrupted(ops, loop_ops):
+    assert _run(ops, False, loop_ops) == _run(ops, True, loop_ops)
 
 
 @SETS
-@given(operations(STRS))
-def test_str_sets_restored_at_every_await_behave_as_uninterrupted(ops):
-    assert _run(ops, native=False) == _run(ops, native=True)
+@given(operations(STRS), loop_operations(STRS))
+def test_str_sets_restored_at_every_await_behave_as_uninterrupted(ops, loop_ops):
+    assert _run(ops, False, loop_ops) == _run(ops, True, loop_ops)
 
 
 def test_the_set_table_reader_supports_this_interpreter():

@@ -354,7 +354,7 @@ class LiveIter:
     a checkpoint records the container and a position, even after the container changed size.
     """
 
-    __slots__ = ("_it", "_c", "_kind", "_used", "_last", "_pos", "_rest")
+    __slots__ = ("_it", "_c", "_kind", "_used", "_last", "_pos", "_rest", "_slot")
 
     def __init__(self, it: Any, c: Any, kind: str, used: int) -> None:
         self._it = it  # the native iterator; None after a restore until the next step
@@ -363,7 +363,12 @@ class LiveIter:
         self._used = used  # the container's size when the loop started (-1: it raised)
         self._last: Any = _NONE  # the last key (or set element) yielded
         self._pos = 0  # after a restore: dict entries to skip when resuming
-        self._rest: list[Any] | None = None  # after a restore: the set elements still to come
+        self._rest: list[Any] | None = None  # restored from an older checkpoint: the set
+        # elements still to come
+        # After a restore, a set's: the slot of its table the native iterator was at (-1: it was
+        # exhausted). The iteration goes on from that slot, as the native iterator would, over
+        # the table as it is then (the restore rebuilt it slot by slot).
+        self._slot: int | None = None
 
     def __iter__(self) -> LiveIter:
         return self
@@ -371,6 +376,8 @@ class LiveIter:
     def __next__(self) -> Any:
         it = self._it
         if it is None:
+            if self._slot is not None:
+                return self._next_slot()
             it = self._resume()
             if self._rest is not None:  # a restored set: the size is checked at every step
                 return self._next_rest()
@@ -389,6 +396,8 @@ class LiveIter:
         self._used = -1  # sticky, as the native iterator makes it
         self._it = None
         self._rest = None
+        if self._kind == "set" and self._slot is None:
+            self._slot = -1
         if self._kind == "set":
             return RuntimeError("Set changed size during iteration")
         if isinstance(self._c, OrderedDict):
@@ -406,6 +415,23 @@ class LiveIter:
         self._it = it
         return it
 
+    def _next_slot(self) -> Any:
+        c = self._c
+        if len(c) != self._used:
+            raise self._size_changed()
+        p = self._slot
+        assert p is not None
+        if p < 0:
+            raise StopIteration
+        j, k = _settable.next_used(c, p)
+        if j < 0:
+            self._slot = -1  # exhausted for good, as natively (the iterator lets go of the set)
+            raise StopIteration
+        x = builtins.next(itertools.islice(c, k, None))  # the element on slot j
+        self._slot = j + 1
+        self._last = x
+        return x
+
     def _next_rest(self) -> Any:
         rest = self._rest
         assert rest is not None
@@ -422,6 +448,13 @@ class LiveIter:
         """``(container, kind, size at the start, dict position, set elements to come)``."""
         c, kind, used = self._c, self._kind, self._used
         it = self._it
+        if kind == "set" and _settable.SUPPORTED:
+            # The native iterator's own state: the size it checks and the slot it is at.
+            if it is not None:
+                live, used, slot = _settable.iterator_state(it)
+                return (c, kind, used, slot if live else -1, None)
+            if self._slot is not None:
+                return (c, kind, used, self._slot, None)
         if it is None:  # restored and not resumed, a restored set, or already raised
             return (c, kind, used, self._pos, None if self._rest is None else list(self._rest))
         rest = _remaining(it)
@@ -464,6 +497,8 @@ def _restore_live_iter(c: Any, kind: str, used: int, pos: int, rest: Any) -> Liv
     li = LiveIter(None, c, kind, used)
     li._pos = pos
     li._rest = rest
+    if kind == "set" and rest is None:
+        li._slot = pos
     if kind != "set" and used == len(c):
         li._resume()  # as native: a live iterator that checks the size it now sees
     return li
@@ -510,6 +545,9 @@ def _reduce_native_iter(it: Any) -> Any:
     kind = "set" if t is _SetIter else _DICT_KINDS[t][0]
     if c is None:
         return (_exhausted, (kind,))
+    if kind == "set" and _settable.SUPPORTED:
+        _live, used, slot = _settable.iterator_state(it)
+        return (_restore_live_iter, (c, "set", used, slot, None))
     rest = _remaining(it)
     if rest is None:
         raise RuntimeError(
@@ -713,11 +751,9 @@ class ModulePaths:
         self._spaces = spaces
         self._roots = [(key, g, _module_roots(g)) for key, g in spaces.values()]
         self._roots = [r for r in self._roots if r[2]]
-        self._index: dict[int, Path] | None = None if self._roots else {}
-
-    def __bool__(self) -> bool:
-        """False if no namespace has data that could hold objects: nothing to walk."""
-        return bool(self._roots)
+        # False if no namespace has data that could hold objects: nothing to walk, or look up.
+        self.active = bool(self._roots)
+        self._index: dict[int, Path] | None = None if self.active else {}
 
     def index(self) -> dict[int, Path]:
         if self._index is None:
@@ -1046,6 +1082,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._spaces = spaces
         self._paths = paths if paths is not None else ModulePaths(spaces)
+        self._walk = self._paths.active
         self.reached = False  # an object reached through module-level data was met
         # (key, namespace, id of value -> name) per namespace the frames' code runs in.
         self._named = []
@@ -1071,7 +1108,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 if g.get(name, _NONE) is obj:
                     return (workflow_global, (key, name))
                 _NAMES.pop(id(g), None)  # rebound since: rebuilt next time
-        if self._paths and t not in _PLAIN_TYPES and self._paths.lookup(i) is not None:
+        if self._walk and t not in _PLAIN_TYPES and self._paths.lookup(i) is not None:
             self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
@@ -1122,7 +1159,7 @@ class CheckpointPickler(_Pickler):
                 name = containers.get(i)
                 if name is not None and g.get(name, _NONE) is obj:
                     return ("g", key, name)
-            if self._paths and t is not frozenset:
+            if self._walk and t is not frozenset:
                 path = self._paths.lookup(i)
                 if path is not None:
                     return ("p", *path)
@@ -1139,7 +1176,7 @@ class CheckpointPickler(_Pickler):
                 problem = _frozenset_problem(obj)
                 if problem is not None:
                     raise TypeError(problem)
-        elif self._paths and t not in _PLAIN_TYPES:
+        elif self._walk and t not in _PLAIN_TYPES:
             path = self._paths.lookup(id(obj))
             if path is not None:
                 return ("p", *path)
@@ -1238,13 +1275,13 @@ def dumps(
     # module-level container, or an object reached through module-level data, among the objects
     # written: again with the rules for them.
     module_level = p._module_level
-    memo = p.memo.copy() if module_level or paths else None
+    memo = p.memo.copy() if module_level or paths.active else None
     if (
         _EMPTY_SET in payload
         or _FROZENSET in payload
         or p.reached
         or (module_level and not module_level.keys().isdisjoint(memo))  # type: ignore[arg-type]
-        or (paths and not paths.index().keys().isdisjoint(memo))  # type: ignore[arg-type]
+        or (paths.active and not paths.index().keys().isdisjoint(memo))  # type: ignore[arg-type]
     ):
         buf = io.BytesIO()
         buf.write(_REFS)

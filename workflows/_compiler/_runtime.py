@@ -804,11 +804,11 @@ def _plain_frames(frames: list[Frame], paths: ModulePaths | None = None) -> bool
                     return False
             elif t is frozenset and len(o) > 1:
                 return False
-            if id(o) in module_level or (paths and t is not tuple and paths.lookup(id(o))):
+            if id(o) in module_level or (paths.active and t is not tuple and paths.lookup(id(o))):
                 return False
             stack.extend(o)
         elif t is dict:
-            if id(o) in module_level or (paths and paths.lookup(id(o))):
+            if id(o) in module_level or (paths.active and paths.lookup(id(o))):
                 return False
             stack.extend(o.keys())
             stack.extend(o.values())

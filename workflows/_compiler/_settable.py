@@ -27,7 +27,8 @@ elements hash otherwise in the restoring process (``str`` and ``bytes`` under an
 
 Reading the table goes through ``ctypes``, by the layout of ``PySetObject`` in CPython 3.11 to
 3.13 (``Include/cpython/setobject.h``: the object header, then ``fill``, ``used``, ``mask``,
-``table``, ``hash``, ``finger``); it only reads, and is checked against the running interpreter
+``table``, ``hash``, ``finger``), and so does reading a set iterator's position (the header,
+then ``si_set``, ``si_used``, ``si_pos``, in ``Objects/setobject.c``); it only reads, and is checked against the running interpreter
 when this module loads (a set of known content read back). On another interpreter ``SUPPORTED``
 is False and the checkpoint refuses sets whose table is not the plain one (see ``plain``).
 """
@@ -47,6 +48,9 @@ EMPTY, USED, DUMMY = 0, 1, 2  # the kinds of slot
 
 # PySetObject after PyObject_HEAD: fill, used, mask, table, hash, finger (all word-sized).
 _HEAD = ctypes.c_ssize_t * 6
+# setiterobject after PyObject_HEAD: si_set, si_used, si_pos (then len).
+_ITER = ctypes.c_ssize_t * 3
+_USED_BYTE = bytes([1])
 _HEAD_OFFSET = object.__basicsize__  # PyObject_HEAD: ob_refcnt, ob_type
 _ENTRY = 2 * ctypes.sizeof(ctypes.c_ssize_t)  # setentry: key, hash
 _WORD = ctypes.sizeof(ctypes.c_ssize_t)
@@ -131,6 +135,23 @@ def plain(s: set[Any] | frozenset[Any]) -> bool:
         if entries[2 * i] and entries[2 * i + 1] & mask != i:
             return False
     return True
+
+
+def next_used(s: set[Any], start: int) -> tuple[int, int]:
+    """The first used slot of ``s``'s table at or after ``start`` and how many used slots come
+    before it, as a set iterator at slot ``start`` finds it; (-1, 0) if there is none."""
+    kinds = read(s).kinds
+    j = kinds.find(_USED_BYTE, start)
+    if j < 0:
+        return -1, 0
+    return j, kinds.count(_USED_BYTE, 0, j)
+
+
+def iterator_state(it: Any) -> tuple[bool, int, int]:
+    """A set iterator's state (``setiterobject``: the set, or NULL once exhausted; the size it
+    checks, -1 once it raised; the slot it goes on from): (not exhausted, size, slot)."""
+    si_set, si_used, si_pos = _ITER.from_address(id(it) + _HEAD_OFFSET)[:]
+    return bool(si_set), si_used, si_pos
 
 
 def _keepers(size: int) -> int:
@@ -260,6 +281,15 @@ def _self_test() -> bool:
         s.pop()
         if read(s).finger != 1:
             return False
+        pair = {Placeholder(1), Placeholder(4)}
+        it = iter(pair)
+        next(it)
+        if iterator_state(it) != (True, 2, 2) or next_used(pair, 2) != (4, 1):
+            return False
+        next(it)
+        next(it, None)
+        if iterator_state(it)[0]:
+            return False
         big = set(range(100))
         if read(big).kinds.count(USED) != 100:
             return False
@@ -275,4 +305,14 @@ def _self_test() -> bool:
 
 SUPPORTED = _self_test()
 
-__all__ = ["SUPPORTED", "Placeholder", "Table", "plain", "problem", "read", "rebuild"]
+__all__ = [
+    "SUPPORTED",
+    "Placeholder",
+    "Table",
+    "iterator_state",
+    "next_used",
+    "plain",
+    "problem",
+    "read",
+    "rebuild",
+]
