@@ -6,16 +6,37 @@ Run as ``python benchmarks/compiler.py``. Prints, as medians of several repetiti
 * a hot await-free loop inside a workflow vs the same loop in the native coroutine (target: at
   most 2x);
 * the checkpoint size of a looping workflow after 10 and after 100,000 iterations (must not grow).
+
+``python benchmarks/compiler.py --against REV [--reps N]`` compares this code with the commit
+REV on the same programs (this file's): REV is checked out into a temporary git worktree and
+installed into a temporary venv, and each repetition runs the measurements once in a fresh
+interpreter on this code and once on REV's (alternating which goes first; within one, each figure
+is the best of three runs), so that the load of a shared machine falls on both alike. It prints
+per figure both medians and their ratio, and the load average (1 minute) seen around the
+repetitions; the worktree and venv are removed when the run ends. It also counts, per
+suspension, the Python bytecode instructions executed and the Python-level calls made (through
+``sys.settrace``): figures that load does not change, for when the timings are too noisy.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import pathlib
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import venv
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = pathlib.Path(__file__).resolve().parent
+if __name__ == "__main__" and "--code" in sys.argv:  # a child of --against: that tree's workflows
+    sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1])
+else:
+    sys.path.insert(0, str(HERE.parent))
 
 from workflows import signal, timer, workflow  # noqa: E402
 from workflows._compiler import checkpoint, restore, step  # noqa: E402
@@ -94,6 +115,130 @@ def drive_compiled(wf, *args, sends, roundtrip=False):
     return r.value
 
 
+def measure_once(tries: int = 3) -> dict[str, float]:
+    """Each figure (a child of ``--against``), the best of ``tries`` runs in this interpreter (the
+    least disturbed by other processes): microseconds per suspension, milliseconds for the hot
+    loop."""
+    n, m, loop_n = 20_000, 2_000, 300_000
+    figures = {
+        "native coroutine, per suspension (us)": (
+            lambda: drive_native(ping, n, sends=n - 1), 1e6 / n),
+        "compiled, no checkpoint, per suspension (us)": (
+            lambda: drive_compiled(ping, n, sends=n - 1), 1e6 / n),
+        "compiled, checkpoint+restore, per suspension (us)": (
+            lambda: drive_compiled(ping, m, sends=m - 1, roundtrip=True), 1e6 / m),
+        "hot loop, native (ms)": (lambda: drive_native(hot, loop_n, sends=-1), 1e3),
+        "hot loop, compiled (ms)": (lambda: drive_compiled(hot, loop_n, sends=-1), 1e3),
+    }
+    out = {}
+    with StepContext().active():
+        for name, (fn, scale) in figures.items():
+            best = float("inf")
+            for _ in range(tries):
+                t0 = time.perf_counter()
+                fn()
+                best = min(best, time.perf_counter() - t0)
+            out[name] = best * scale
+    return out
+
+
+def count_once() -> dict[str, float]:
+    """Python bytecode instructions and Python-level calls per suspension (``sys.settrace`` with
+    opcode events): the same on a loaded machine as on an idle one, unlike the timings."""
+    counts = {"op": 0, "call": 0}
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            counts["call"] += 1
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            counts["op"] += 1
+        return tracer
+
+    out = {}
+    with StepContext().active():
+        for label, roundtrip, n in (("no checkpoint", False, 400), ("checkpoint+restore", True, 100)):
+            cont = ping.start(n + 10)
+            step(cont)
+            for _ in range(5):  # warm: caches filled, as in a long run
+                step(cont, 1)
+                if roundtrip:
+                    cont = restore(checkpoint(cont))
+            counts.update(op=0, call=0)
+            sys.settrace(tracer)
+            try:
+                for _ in range(n):
+                    step(cont, 1)
+                    if roundtrip:
+                        cont = restore(checkpoint(cont))
+            finally:
+                sys.settrace(None)
+            out[f"compiled, {label}: bytecodes per suspension"] = counts["op"] / n
+            out[f"compiled, {label}: Python calls per suspension"] = counts["call"] / n
+    return out
+
+
+def _git(*argv: str) -> str:
+    proc = subprocess.run(["git", *argv], cwd=HERE, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"git {' '.join(argv)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def against(rev: str, reps: int) -> None:
+    """This code and ``rev``'s, each repetition side by side in fresh interpreters."""
+    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    with tempfile.TemporaryDirectory(prefix="compiler-against-") as tmp:
+        src = pathlib.Path(tmp) / f"against-{sha[:12]}"
+        print(f"against {rev} ({sha[:7]}): worktree {src}", flush=True)
+        _git("worktree", "add", "--detach", str(src), sha)
+        try:
+            env_dir = pathlib.Path(tmp) / "venv"
+            venv.EnvBuilder(with_pip=True).create(env_dir)
+            python = str(env_dir / "bin" / "python")
+            proc = subprocess.run(
+                [python, "-m", "pip", "install", "-q", str(src)], capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"installing {rev} ({sha[:7]}) failed:\n{proc.stderr[-3000:]}")
+            sides = {
+                "this": (sys.executable, str(HERE.parent)),
+                sha[:7]: (python, str(src)),
+            }
+            runs: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+            loads = []
+            for r in range(reps):
+                order = list(sides) if r % 2 == 0 else list(reversed(sides))
+                for name in order:
+                    exe, code = sides[name]
+                    loads.append(os.getloadavg()[0])
+                    proc = subprocess.run(
+                        [exe, str(HERE / "compiler.py"), "--child", "--code", code],
+                        capture_output=True, text=True, cwd=tmp,
+                    )
+                    if proc.returncode != 0:
+                        raise SystemExit(f"the {name} run failed:\n{proc.stderr[-3000:]}")
+                    runs[name].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                print(f"  repetition {r + 1}/{reps} done (load {os.getloadavg()[0]:.2f})", flush=True)
+            loads.append(os.getloadavg()[0])
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(src)], cwd=HERE,
+                           capture_output=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=HERE, capture_output=True)
+            shutil.rmtree(src, ignore_errors=True)
+    old = sha[:7]
+    print(f"\nthis code against {rev} ({old}), medians of {reps} repetitions, each in a fresh "
+          "interpreter, the two side by side:")
+    print(f"  {'figure':62s} {'this':>9s} {old:>9s}  ratio")
+    for key in runs["this"][0]:
+        a = statistics.median(x[key] for x in runs["this"])
+        b = statistics.median(x[key] for x in runs[old])
+        print(f"  {key:62s} {a:9.2f} {b:9.2f}  {a / b:5.2f}x")
+    print(f"load average (1 min) around the repetitions: min {min(loads):.2f}, "
+          f"median {statistics.median(loads):.2f}, max {max(loads):.2f} "
+          f"({os.cpu_count()} cores)")
+
+
 def main() -> None:
     ctx = StepContext()
     with ctx.active():
@@ -142,4 +287,16 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", metavar="REV", help="compare with this commit, same run")
+    parser.add_argument("--reps", type=int, default=REPS, help="repetitions of --against")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps({**measure_once(), **count_once()}))
+    elif args.against:
+        against(args.against, args.reps)
+    else:
+        print(f"load average (1 min): {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+        main()

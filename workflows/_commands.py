@@ -225,6 +225,8 @@ _ARM_TYPES = (Timer, Signal, Procedure, Spawn)
 def _check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{what} name must be a non-empty string, got {name!r}")
+    if name.isascii():  # the common case, checked here: a command is built at every await
+        return name
     return check_text(name, f"{what} name")
 
 
