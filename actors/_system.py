@@ -243,12 +243,20 @@ class Runtime:
 
     def fenced(self, workflow_id: str, error: BaseException) -> None:
         """A step of ``workflow_id`` was refused by the fence: its shard is another node's now,
-        which goes on from the last committed step. Nothing was written; the actor stops."""
+        which goes on from the last committed step. Nothing was written; the actor stops (and
+        a new one goes on here if the shard has become this node's meanwhile)."""
         with self._restart_lock:
             self.fenced_steps += 1
             self._restarts.pop(workflow_id, None)
         log.warning("step_fenced", workflow_id=workflow_id, error=str(error))
         self.activator.passivate_where(lambda wid: wid == workflow_id)
+        if getattr(error, "epoch", 0) is None and self.owns(workflow_id):
+            # Refused as this node held no lease of its shard, which has become this node's
+            # since: the takeover's recovery may have looked before what the refusal left was
+            # committed (a start's record, written alone, leaves no wake-up in a shard its
+            # writer leases). Go on here. (A lease lost without knowing it, refused by the
+            # database at the epoch it held, is not tried again before the next round.)
+            self.activator.deliver(workflow_id, Kick(reload=True))
 
     def carry_out(
         self,

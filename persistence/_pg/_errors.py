@@ -35,6 +35,15 @@ def _fenced_shard(detail: str) -> int:
     return -1
 
 
+def _fenced_epoch(detail: str) -> int | None:
+    """The epoch the fence's message names ("... (epoch 3) ..."): the one the refused write held."""
+    words = detail.replace("(", " ").replace(")", " ").split()
+    for i, w in enumerate(words[:-1]):
+        if w == "epoch" and words[i + 1].isdigit():
+            return int(words[i + 1])
+    return None
+
+
 class ServerUnreachable(StorageUnavailable):
     """No connection to the server could be made (down, restarting, unreachable, full): it may
     pass, so the runtime tries again after a backoff."""
@@ -173,7 +182,7 @@ def translate_error(exc: BaseException, where: str, conn: Any = None, *,
         err = Fenced(
             f"{detail} (on {where}); the shard moved to another node, which goes on with its "
             f"workflows from their last committed step.",
-            path=where, shard=_fenced_shard(detail), epoch=None,
+            path=where, shard=_fenced_shard(detail), epoch=_fenced_epoch(detail),
         )
     elif state in ("40001", "40P01"):
         err = Retryable(

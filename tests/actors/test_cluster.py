@@ -399,3 +399,38 @@ def test_the_end_of_a_workflow_is_announced_to_the_other_nodes_only_when_there_a
         while here.id not in seen and time.monotonic() < deadline:
             seen += done_notices(0.5)
         assert here.id in seen
+
+
+def test_a_start_refused_while_this_node_took_its_shard_over_still_runs_here(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that has just joined leases no shard yet: a start through it draws an id of a
+    shard it does not lease, its first step is refused, and the record is written alone for the
+    shard's owner. If this very node takes that shard over in between, after the takeover's
+    recovery looked for work and before the record's insert (which then leaves no wake-up: the
+    shard is its own), the workflow still runs, here."""
+    from persistence._shards import DEFAULT_SHARDS, assignment, shard_of
+
+    share = assignment(DEFAULT_SHARDS, ["node-1", "node-2"])["node-2"]
+    bits = next(h for h in (f"{i:012x}" for i in range(10_000)) if shard_of(f"sleeper-{h}", DEFAULT_SHARDS) in share)
+    wid, shard = f"sleeper-{bits}", shard_of(f"sleeper-{bits}", DEFAULT_SHARDS)
+    Inside.draw_ids(monkeypatch, *[bits] * 65)  # every id a start draws: this one
+    with capture_logs() as logs, Cluster(pg_store_url, 1) as cluster:
+        n2 = cluster.add()  # node-1 holds every shard until its next round hands node-2's over
+        inside = Inside(n2)
+        assert shard not in inside.owned_shards()
+        create = inside.store_method("create_workflow")
+
+        def create_after_the_takeover(wf: object) -> object:
+            deadline = time.monotonic() + T
+            while not any(e["event"] == "shards_gained" and e.get("node_id") == "node-2" for e in list(logs)):
+                assert time.monotonic() < deadline, "node-2 took no shard over"
+                time.sleep(0.01)
+            assert shard in inside.owned_shards()
+            return create(wf)
+
+        inside.patch_store("create_workflow", create_after_the_takeover)
+        ref = n2.start(flows.sleeper, 0)
+        assert ref.id == wid
+        assert ref.result(timeout=T) == 0.0
+        assert cluster.owner(wid) == "node-2"

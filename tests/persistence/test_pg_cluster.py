@@ -213,7 +213,7 @@ def test_the_fence_refuses_a_write_of_a_node_whose_lease_moved_even_frozen_mid_t
             with pytest.raises(psycopg.Error) as info:
                 _fence(late, schema, b, shard, epoch)
             err = translate_error(info.value, "here", late)
-            assert isinstance(err, Fenced) and err.shard == shard
+            assert isinstance(err, Fenced) and err.shard == shard and err.epoch == epoch  # the one it held
             assert f"shard {shard} (epoch {epoch}) is no longer leased" in str(err)
         finally:
             late.close()
