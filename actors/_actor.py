@@ -204,6 +204,8 @@ class WorkflowActor(PooledActor):
         self.fire_requests_done: collections.deque[int] = collections.deque(maxlen=64)
         # Procedure outcomes not written yet when a write failed for a reason of the storage.
         self.held: dict[str, ProcedureDone] = {}
+        # The sender of the signal the running step consumes: answered by that step's commit.
+        self.answer: DirectSignal | None = None
         self._reset()
 
     def _reset(self) -> None:
@@ -338,7 +340,7 @@ class WorkflowActor(PooledActor):
         assert creating is not None and creating.created is not None
         if created:
             log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
-        creating.created.set_result(created)
+        _answer(creating.created, created)
 
     # -- loading ------------------------------------------------------------------------------
     def _load_seed(self, seed: Seed) -> None:
@@ -616,13 +618,16 @@ class WorkflowActor(PooledActor):
             return
         assert self.instance is not None
         before = self.instance.step_seq
+        self.answer = message  # its step's commit answers the sender: durable from then on
         try:
             yield from self._carry(decision)
         except Exception:
             if self.instance.step_seq != before:
-                message.reply.set_result(None)  # consumed by a step that committed: durable
+                _answer(message.reply, None)  # consumed by a step that committed: durable
             raise  # otherwise the fault handling keeps it in the inbox (or tells the sender why not)
-        message.reply.set_result(None)
+        finally:
+            self.answer = None
+        _answer(message.reply, None)
         yield from self._pump()
 
     def _append_signal(self, message: DirectSignal) -> None:
@@ -904,8 +909,16 @@ class WorkflowActor(PooledActor):
                 self.fire_requests[t] for t in (*sw.consume_timers, *sw.cancel_timers)
                 if t in self.fire_requests
             ]
+        committed = self.host.store.submit_step(sw, here=True)
+        # Whoever waits on this step (the sender of the signal it consumes, the caller of the
+        # start it creates) is answered by the commit itself, on the writer's thread: the caller
+        # goes on while this actor carries the step out.
+        if self.answer is not None:
+            committed.add_done_callback(functools.partial(_answer_on_commit, self.answer.reply, None))
+        if sw.create is not None and self.creating is not None and self.creating.created is not None:
+            committed.add_done_callback(functools.partial(_answer_on_commit, self.creating.created, True))
         try:
-            ack = yield self.host.store.submit_step(sw)
+            ack = yield committed
         except Exception as e:
             if sw.create is not None and isinstance(e, WorkflowExists) and e.workflow_id == self.id:
                 self._settle_start(False)
@@ -943,6 +956,16 @@ class _Encoded:
 
     def __init__(self, blob: bytes) -> None:
         self.blob = blob
+
+
+def _answer(reply: Promise[Any], value: Any) -> None:
+    """Answer a waiting caller, unless its step's commit has answered it already."""
+    reply.offer(value)
+
+
+def _answer_on_commit(reply: Promise[Any], value: Any, committed: Promise[Any]) -> None:
+    if committed.exception() is None:
+        _answer(reply, value)
 
 
 def _signal_value(value: Any) -> Any:

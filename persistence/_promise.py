@@ -74,6 +74,10 @@ class Promise(Generic[T]):
         if not self._settle(value, None):
             raise InvalidStateError(f"{self!r} already has an outcome")
 
+    def offer(self, value: T) -> bool:
+        """Set the result unless an outcome is set already (by another thread, say); False then."""
+        return self._settle(value, None)
+
     def set_exception(self, error: BaseException) -> None:
         if not self._settle(None, error):
             raise InvalidStateError(f"{self!r} already has an outcome")

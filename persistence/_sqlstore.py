@@ -138,7 +138,7 @@ class SqlStore(Store):
                 path=self.path,
             )
 
-    def _write(self, fn: Callable[[Writer], Any]) -> Promise[Any]:
+    def _write(self, fn: Callable[[Writer], Any], *, here: bool = False) -> Promise[Any]:
         self._check_open()
         if self._writer is None:
             raise PersistenceError(
@@ -146,7 +146,7 @@ class SqlStore(Store):
                 f"post_external requests for the owner). Open it with owner=True to write.",
                 path=self.path,
             )
-        return self._writer.submit(fn)
+        return self._writer.submit(fn, here=here)
 
     def _write_wait(self, fn: Callable[[Writer], Any]) -> Any:
         return self._write(fn).result()
@@ -170,9 +170,13 @@ class SqlStore(Store):
         wfs = list(wfs)
         return self._write(lambda w: _writes.insert_workflows(w, wfs))
 
-    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
-        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit))
+    def submit_step(self, step: StepWrite, *, here: bool = False) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+
+        ``here``: when the writer is idle, run the step's batch on the calling thread (the
+        runtime's actor threads ask for it; the future is then settled on return).
+        """
+        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), here=here)
 
     def barrier(self, timeout: float | None = None) -> None:
         """Return once every write queued before this call has committed or failed.

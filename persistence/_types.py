@@ -435,8 +435,12 @@ class Store(Protocol):
         what was dropped (``(workflow_id, why)``)."""
 
     @abc.abstractmethod
-    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT."""
+    def submit_step(self, step: StepWrite, *, here: bool = False) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+
+        ``here``: the calling thread may wait for a commit (the runtime's actor threads do): a
+        backend may then run the step's transaction on it when nothing else is queued or
+        committing, and settle the future before it returns. A caller's thread never asks."""
 
     @abc.abstractmethod
     def barrier(self, timeout: float | None = None) -> None:

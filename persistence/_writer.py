@@ -7,8 +7,12 @@ own savepoint, so that one fails alone), takes in once more what was queued mean
 once, and only then resolves the futures. One fsync (with durability "full") thus covers every
 caller waiting at that moment.
 
-One batch runs at a time, in queue order, on the writer's own thread: no caller's thread ever runs
-a transaction, so an interruption of a caller (Ctrl-C) interrupts only its wait.
+One batch runs at a time, in queue order. It runs on the writer's own thread, or, for a write
+submitted with ``here=True`` (a step, from the engine's actor threads) while nothing else is queued
+or committing, on the submitting thread itself: it would otherwise hand the write to the writer's
+thread and wait for its commit to be handed back, two thread switches under the GIL that cost more
+than the work between them. No caller's thread ever runs a transaction, so an interruption of a
+caller (Ctrl-C) interrupts only its wait.
 
 The loop is written once here; each backend implements the small transaction protocol it runs
 on (``SqliteWriter`` below, ``persistence._pg._writer.PgWriter``): how a statement is sent
@@ -106,14 +110,16 @@ class Writer:
         self.path = path
         self.dialect = dialect
         self.commits = 0
-        # The committed wait set of recently stepped workflows (this thread is the only writer,
-        # so it is exact): a step awaiting the same signals as before skips rewriting them.
+        # The committed wait set of recently stepped workflows (one batch runs at a time, so it
+        # is exact): a step awaiting the same signals as before skips rewriting them.
         self.waits: dict[str, tuple[str, ...]] = {}
         self.staged_waits: dict[str, tuple[str, ...]] = {}
         # The queue of writes, taken batch by batch by the writer's thread.
         self._lock = threading.Lock()  # taken directly (a C context manager) where none waits
         self._cond = threading.Condition(self._lock)
         self._ops: collections.deque[_Op] = collections.deque()
+        # Held by whoever runs a batch: the writer's thread, or a thread that submitted here.
+        self._batch = threading.Lock()
         self._closed = False  # no new writes; the thread ends once the queue is empty
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -207,8 +213,13 @@ class Writer:
         raise NotImplementedError
 
     # -- the queue ----------------------------------------------------------------------------
-    def submit(self, fn: Callable[[Any], Any]) -> Promise[Any]:
-        """Queue ``fn(writer)`` to run in the next group transaction; return its future."""
+    def submit(self, fn: Callable[[Any], Any], *, here: bool = False) -> Promise[Any]:
+        """Queue ``fn(writer)`` to run in the next group transaction; return its future.
+
+        ``here``: if no other write is queued and no batch is running, run the batch on this
+        thread now (the future is then settled on return). Only for the engine's own threads,
+        which may wait for a commit; a caller's thread only ever queues.
+        """
         future: Promise[Any] = Promise()
         with self._lock:
             if self._closed:
@@ -216,7 +227,19 @@ class Writer:
                     f"the store on {self.path} is closed; open it again to write.", path=self.path
                 )
             self._ops.append(_Op(fn, future))
-            self._cond.notify()
+            lead = here and len(self._ops) == 1 and self._batch.acquire(blocking=False)
+            if not lead:
+                self._cond.notify()
+        if lead:
+            try:
+                with self._lock:
+                    batch = self._take(MAX_BATCH)
+                self._run_batch(batch)
+            finally:
+                self._batch.release()
+            if self._ops:  # queued meanwhile: the writer's thread takes them
+                with self._cond:
+                    self._cond.notify()
         return future
 
     def close(self, timeout: float | None = 30.0) -> None:
@@ -236,14 +259,20 @@ class Writer:
                         self._cond.wait()
                     if not self._ops:
                         break  # closed, and everything queued before is committed
-                    batch = self._take(MAX_BATCH)
-                try:
-                    self._commit_batch(batch)
-                except BaseException as exc:  # the writer's thread outlives any batch
-                    log.exception("actorflow writer: batch failed unexpectedly")
-                    self._fail(batch, exc)
+                with self._batch:
+                    with self._lock:
+                        batch = self._take(MAX_BATCH)  # none left if a submitter ran them
+                    if batch:
+                        self._run_batch(batch)
         finally:
             self._shutdown()
+
+    def _run_batch(self, batch: list[_Op]) -> None:
+        try:
+            self._commit_batch(batch)
+        except BaseException as exc:  # the writer outlives any batch
+            log.exception("actorflow writer: batch failed unexpectedly")
+            self._fail(batch, exc)
 
     def _take(self, room: int) -> list[_Op]:
         """Up to ``room`` queued writes, oldest first (called holding the lock)."""
@@ -269,13 +298,14 @@ class Writer:
             f"written. Open the store again and retry.",
             path=self.path,
         )
-        with self._cond:
-            self._closed = True
-            left = self._take(len(self._ops))
-        for op in left:
-            if not op.future.done():
-                op.future.set_exception(closed)
-        self._close_connection()
+        with self._batch:  # a batch a submitter runs ends first
+            with self._cond:
+                self._closed = True
+                left = self._take(len(self._ops))
+            for op in left:
+                if not op.future.done():
+                    op.future.set_exception(closed)
+            self._close_connection()
 
     def _fail(self, ops: list[_Op], exc: BaseException) -> None:
         err = self._error(exc)

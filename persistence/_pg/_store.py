@@ -232,7 +232,7 @@ class PgStore(SqlStore):
         return self._node
 
     # -- a cluster's node: fenced writes, and the reads scoped to its shards -------------------
-    def _write(self, fn: Callable[[Writer], Any], *, fenced: bool = False) -> Promise[Any]:
+    def _write(self, fn: Callable[[Writer], Any], *, fenced: bool = False, here: bool = False) -> Promise[Any]:
         node = self._node
         if node is not None and not fenced:
             # The routing trigger tells the shards leased here by the incarnation this
@@ -243,17 +243,18 @@ class PgStore(SqlStore):
                 w.execute(_AS_NODE, (incarnation,))
                 return inner(w)
 
-        return super()._write(fn)
+        return super()._write(fn, here=here)
 
-    def submit_step(self, step: StepWrite) -> Promise[StepAck]:
-        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
+    def submit_step(self, step: StepWrite, *, here: bool = False) -> Promise[StepAck]:
+        """Queue ``step`` for the group-commit writer; the future resolves after COMMIT (run on
+        this thread when ``here`` and the writer is idle, as ``SqlStore.submit_step``).
 
         On a cluster's node its transaction opens with the fence of its workflow's shard: a
         node that lost the lease (or never held it) commits nothing of it (``Fenced``)."""
         apply = functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit)
         node = self._node
         if node is None:
-            return super()._write(apply)
+            return super()._write(apply, here=here)
         root = step.create is not None and step.create.parent_id is None
         try:
             # A start's first step inserts its root workflow, in its own id's shard (``af_place``):
@@ -273,7 +274,7 @@ class PgStore(SqlStore):
                 w.execute(_SPREAD, (child,))
             return done
 
-        written: Promise[StepAck] = self._write(fenced, fenced=True)
+        written: Promise[StepAck] = self._write(fenced, fenced=True, here=here)
         if root:
             # Committed: the row is there, in that shard (the later steps and signals need not
             # read it). Not before: an id taken meanwhile is another workflow's, maybe a child

@@ -87,7 +87,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
         calls: list = []
         held: list = []
 
-        def submit_step(sw):
+        def submit_step(sw, **kw):
             calls.append(sw)
             if len(calls) == 2:  # the commit of the first outcome: held
                 p = Promise()
@@ -97,7 +97,7 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
                 p = Promise()
                 p.set_exception(OSError("the disk went away"))
                 return p
-            return real(sw)
+            return real(sw, **kw)
 
         inside.patch_store("submit_step", submit_step)
         ref = s.start(flows.gather_procedures, id="gp")

@@ -62,8 +62,8 @@ def _failed_commits(system: ActorSystem, workflow_id: str) -> list[int]:
     real = inside.store_method("submit_step")
     failed: list[int] = []
 
-    def submit_step(sw):
-        p = real(sw)
+    def submit_step(sw, **kw):
+        p = real(sw, **kw)
         if sw.workflow_id == workflow_id:
             p.add_done_callback(lambda p: isinstance(p.exception(0), StorageUnavailable) and failed.append(sw.step_seq))
         return p

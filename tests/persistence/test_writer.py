@@ -272,5 +272,65 @@ def test_every_write_runs_on_the_writers_thread(file_store) -> None:
     ran_on: list[threading.Thread] = []
     fut = s._writer.submit(lambda w: ran_on.append(threading.current_thread()) or "done")
     assert fut.result(30) == "done"
-    s.commit_step(step(s, "a", continuation=b"a1"), timeout=30)
-    assert ran_on == [s._writer._thread]
+    s.commit_step(step(s, "a", continuation=b"a1", reducers=[lambda db: ran_on.append(threading.current_thread())]),
+                  timeout=30)
+    assert ran_on == [s._writer._thread, s._writer._thread]
+
+
+def test_a_step_submitted_here_commits_on_the_submitting_thread_when_the_writer_is_idle(file_store) -> None:
+    """An engine thread that may wait for a commit runs its step's batch itself when nothing else
+    is queued or committing (no hand-off to the writer's thread and back); while a batch runs,
+    its step is queued like any write, and commits after what was queued before it."""
+    s = file_store
+    for wid in "ab":
+        s.create_workflow(new_wf(wid))
+    ran_on: list[threading.Thread] = []
+
+    def where(db) -> None:
+        ran_on.append(threading.current_thread())
+
+    fut = s.submit_step(step(s, "a", continuation=b"a1", reducers=[where]), here=True)
+    assert fut.done() and fut.exception(0) is None  # settled before submit_step returned
+    assert s.load_workflow("a").step_seq == 1
+    assert ran_on == [threading.current_thread()]
+    order: list[str] = []
+    with _writer_blocked(s):
+        first = s._writer.submit(lambda w: order.append("queued before"))
+        held = s.submit_step(step(s, "b", continuation=b"b1", reducers=[where, lambda db: order.append("step")]),
+                             here=True)
+        assert not held.done()  # a batch is running: queued, not run here
+    assert held.exception(30) is None
+    first.result(30)
+    assert order == ["queued before", "step"]
+    assert ran_on[1] is s._writer._thread
+    assert s.load_workflow("b").continuation == b"b1"
+
+
+def test_a_batch_run_here_ends_before_the_store_closes(db_path: str) -> None:
+    """close() waits for a batch that a submitting thread runs: its write is committed, not cut."""
+    s = open_store(db_path)
+    s.create_workflow(new_wf("a"))
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(db) -> None:
+        entered.set()
+        assert release.wait(30)
+
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(s.submit_step(step(s, "a", continuation=b"a1", reducers=[slow]),
+                                                                 here=True)))
+    t.start()
+    assert entered.wait(30)
+    closer = threading.Thread(target=s.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # waits for the batch
+    release.set()
+    t.join(30)
+    closer.join(30)
+    assert not closer.is_alive() and out[0].exception(0) is None
+    s2 = open_store(db_path)
+    try:
+        assert s2.load_workflow("a").continuation == b"a1"
+    finally:
+        s2.close()
