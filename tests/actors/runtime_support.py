@@ -109,6 +109,15 @@ class Inside:
         """Make the runtime call ``replacement`` for the store's method ``name``."""
         setattr(self._rt.store, name, replacement)
 
+    def disown(self, owned: Callable[[str], bool]) -> None:
+        """Make this system own only the workflows ``owned(id)`` is true of, as a cluster's node
+        that leases some shards does: the store's ``owns``, and a node's cache of the shards it
+        knows (which a node consults first)."""
+        self.patch_store("owns", owned)
+        node = self._rt.cluster
+        if node is not None:
+            node.owns_cached = owned
+
     def unpatch_store(self, name: str) -> None:
         """Undo ``patch_store(name, ...)``: the store's own method again."""
         delattr(self._rt.store, name)

@@ -53,7 +53,7 @@ def test_a_store_owning_a_subset_wakes_only_its_own_workflows(system, db):
     system.start(flows.quester, "wolf", id="mine")
     system.start(flows.quester, "wolf", id="theirs")
     system.idle(timeout=T)
-    Inside(system).patch_store("owns", lambda wid: wid != "theirs")  # as a cluster's node would
+    Inside(system).disown(lambda wid: wid != "theirs")  # as a cluster's node would
     assert system.broadcast("killed", "wolf", 1) == 2  # both rows are written
     system.idle(timeout=T)
     with reader(db) as r:
