@@ -21,9 +21,13 @@ restore builds a table that is the same in every slot, with ordinary set operati
 
 The placeholders hash to their slot's index and compare equal to nothing else, so no user code
 runs beyond what adding the elements to a set runs anyway. The result is read back and compared
-with the record; a table that cannot be rebuilt so is refused when checkpointing, and one whose
+with the record; a table that cannot be rebuilt so is refused when checkpointing. A set whose
 elements hash otherwise in the restoring process (``str`` and ``bytes`` under another
-``PYTHONHASHSEED``) is refused at the restore: it can only be rebuilt for the hashes it had.
+``PYTHONHASHSEED``) can only be rebuilt for the hashes it had, which that process does not give:
+it is restored with the same elements in that process's own order, as the same program run twice
+natively would order them (failing the restore instead would fail, at every restart, each
+workflow holding a set of strings across an await). Fixing ``PYTHONHASHSEED`` for every process
+that runs workflows makes such a set exact too.
 
 Reading the table goes through ``ctypes``, by the layout of ``PySetObject`` in CPython 3.11 to
 3.13 (``Include/cpython/setobject.h``: the object header, then ``fill``, ``used``, ``mask``,
@@ -75,20 +79,27 @@ class Placeholder:
         return self is other
 
 
+# What this process's string hashing gives (PYTHONHASHSEED, or the random seed it drew): a table
+# recorded under another can only be rebuilt for the hashes it had.
+SEED = hash("actorflow: the hash seed of this process")
+
+
 class Table:
     """A set's table as data: its size, its finger, per slot its kind (EMPTY, USED or DUMMY),
-    and a digest of every slot's hash field (which the elements' hashes determine)."""
+    a digest of every slot's hash field (which the elements' hashes determine), and the string
+    hash seed of the process it was read in (``SEED``; None in records made before it was)."""
 
-    __slots__ = ("size", "finger", "kinds", "hashes")
+    __slots__ = ("size", "finger", "kinds", "hashes", "seed")
 
-    def __init__(self, size: int, finger: int, kinds: bytes, hashes: bytes) -> None:
+    def __init__(self, size: int, finger: int, kinds: bytes, hashes: bytes, seed: int | None = SEED) -> None:
         self.size = size
         self.finger = finger
         self.kinds = kinds
         self.hashes = hashes
+        self.seed = seed
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Table) and self.record() == other.record()
+    def __eq__(self, other: object) -> bool:  # the same table (wherever it was read)
+        return isinstance(other, Table) and self.record()[:4] == other.record()[:4]
 
     def __repr__(self) -> str:
         return (
@@ -96,11 +107,13 @@ class Table:
             f"dummies={self.kinds.count(DUMMY)})"
         )
 
-    def record(self) -> tuple[int, int, bytes, bytes]:
-        return (self.size, self.finger, self.kinds, self.hashes)
+    def record(self) -> tuple[Any, ...]:
+        return (self.size, self.finger, self.kinds, self.hashes, self.seed)
 
     @classmethod
-    def from_record(cls, rec: tuple[int, int, bytes, bytes]) -> Table:
+    def from_record(cls, rec: tuple[Any, ...]) -> Table:
+        if len(rec) == 4:  # recorded without the seed
+            return cls(*rec, seed=None)
         return cls(*rec)
 
 
@@ -240,13 +253,10 @@ def rebuild(s: set[Any], elements: list[Any], t: Table) -> str | None:
         return None
     s.clear()
     s.update(elements)
-    if _hash_column(t.kinds, elements) != t.hashes:
-        return (
-            "its elements hash otherwise in this process than in the one that checkpointed it "
-            "(str and bytes, and what holds them, hash differently in each process unless "
-            "PYTHONHASHSEED is set, the same for every process), so its table and order cannot "
-            "be rebuilt"
-        )
+    if t.seed != SEED if t.seed is not None else _hash_column(t.kinds, elements) != t.hashes:
+        # Recorded where strings hash otherwise (another PYTHONHASHSEED): no table of these
+        # hashes is the recorded one. The same elements, in this process's order.
+        return None
     return f"its table could not be rebuilt: made {got!r}, recorded {t!r}"
 
 
