@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,9 @@ def _compile(prog: Program):
     return compile_workflow_source(src, "fuzz_program.py", "wf", namespace())
 
 
+# About 80 s alone on two cores; CI runs the 3.12 and 3.13 suites beside the 3.11 one, which can
+# make it several times that: a timeout of its own, well above the suite's 300 s default.
+@pytest.mark.timeout(1200)
 @FUZZ
 @given(
     prog=programs(),
