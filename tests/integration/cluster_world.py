@@ -180,7 +180,9 @@ class World:
         if reply is not None and reply["ok"]:
             t.accepted += 1  # an accept sent again after no answer is harmless: accepting is a set
         elif reply is not None and "WorkflowNotRunning" in reply["error"]:
-            raise AssertionError(f"trade {wid} ended before both players accepted: {self.results.get(wid)}")
+            # The trade ended: an accept that got no answer went in, and completed it (or the trade
+            # ended otherwise, which the audit finds: every trade must have completed).
+            t.accepted = 2
 
     def _buff(self, call: Call, target: str) -> None:
         wid = f"b{len(self.buffs)}"
