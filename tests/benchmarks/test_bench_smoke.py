@@ -137,3 +137,18 @@ def test_threads_meter_reports_every_thread_group(tmp_path):
     assert figures["workloads"]["steps"]["median"]["threads"]["procedure threads"]["cpu_us"] > 0
     assert figures["workloads"]["timers"]["median"]["threads"]["timer thread"]["switches"] > 0
     assert "voluntary switches per workflow" in proc.stdout
+
+
+def test_handoff_reports_cpu_and_switches_per_signal():
+    """handoff.py (tiny N, one repetition) prints wall and CPU time and thread switches per
+    signal for workloads 2a and 2b, each figure a positive number."""
+    proc = subprocess.run(
+        [sys.executable, str(RUN.parent / "handoff.py"), "--n", "30", "--reps", "1"],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith(("2a ", "2b "))]
+    assert [r[0] for r in rows] == ["2a", "2b"]
+    for r in rows:
+        wall, cpu, switches = (float(x.replace(",", "")) for x in r[-3:])
+        assert wall > 0 and cpu > 0 and switches > 0
