@@ -882,19 +882,7 @@ _LINEAR_PROBES = 9  # CPython's setobject.c (3.11-3.13)
 _PERTURB_SHIFT = 5
 
 
-class _Placeholder:
-    """An entry of a set being laid out, with the hash of the slot it must take."""
-
-    __slots__ = ("h",)
-
-    def __init__(self, h: int) -> None:
-        self.h = h
-
-    def __hash__(self) -> int:
-        return self.h
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
+_Placeholder = _settable.Placeholder  # an entry that hashes to the slot it must take
 
 
 def _table_size(s: set[Any] | frozenset[Any]) -> int:
