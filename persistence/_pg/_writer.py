@@ -61,13 +61,21 @@ class PgWriter(Writer):
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str, path: str) -> None:
         self._connect = connect
         self.schema = schema
-        self.conn: psycopg.Connection[Any] = connect()
+        self.conn: psycopg.Connection[Any] = self._open()
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
         self._xid_cur: psycopg.Cursor[Any] | None = None
         self._xid: int | None = None
         super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer")
+
+    def _open(self) -> psycopg.Connection[Any]:
+        conn = self._connect()
+        # No statements prepared on the server: psycopg's record of which it prepared can part
+        # from the server's when a statement fails in a pipeline (a fenced step), and every later
+        # batch running one of them then failed with "prepared statement _pg3_N does not exist".
+        conn.prepare_threshold = None
+        return conn
 
     # -- what writes call ---------------------------------------------------------------------
     def execute(self, template: str, params: Any = None, *, wait: bool = False) -> psycopg.Cursor[Any]:
@@ -166,7 +174,7 @@ class PgWriter(Writer):
         for pause in RECONNECTS:
             time.sleep(pause)
             try:
-                self.conn = self._connect()
+                self.conn = self._open()
             except PersistenceError as exc:
                 last = exc
                 if not isinstance(exc, StorageUnavailable):

@@ -313,3 +313,23 @@ def test_a_signal_whose_commit_loses_its_connection_is_appended_once(
         # The store goes on, on its new connection.
         s.append_inbox("a", SIGNAL, "again", b"y", at=2.0)
         assert [m.name for m in s.inbox("a")] == ["go", "again"]
+
+
+def test_the_writer_runs_no_statement_the_server_may_not_have_prepared(pg_store_url: str) -> None:
+    """psycopg prepares a statement on the server at its fifth run and from then on runs it by
+    name; its record of what it prepared can part from the server's (a statement that fails in a
+    pipeline, as a fenced step does, makes the server skip what follows it). The writer then
+    failed every later batch that ran such a statement ("prepared statement _pg3_N does not
+    exist", seen in the cluster's kill soak). Here the server forgets its prepared statements
+    behind psycopg's back: the writer's statements still run."""
+    q = "SELECT ?::int + 1"
+    with open_store(pg_store_url) as s:
+        writer = s._writer
+        assert writer is not None
+        for i in range(8):
+            assert writer.submit(lambda w, i=i: w.query_one(q, (i,))).result(30) == (i + 1,)
+
+        with writer._batch:  # between batches: the connection is idle, out of its pipeline
+            writer.conn.pgconn.exec_(b"DEALLOCATE ALL")  # not through psycopg: it does not know
+        for i in range(8):
+            assert writer.submit(lambda w, i=i: w.query_one(q, (i,))).result(30) == (i + 1,)
