@@ -6,11 +6,13 @@ Each workload runs in a fresh interpreter (one engine per process) and reports o
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import os
 import statistics
 import sys
+import time
 from typing import Any
 
 RESULT_PREFIX = "RESULT "
@@ -79,3 +81,23 @@ def lateness(values: list[float]) -> dict[str, float]:
         "late_p99_ms": percentile(values, 99) * 1e3,
         "late_mean_ms": statistics.fmean(values) * 1e3,
     }
+
+
+def dbos_available() -> bool:
+    """Whether DBOS (the peer of the comparisons) is installed."""
+    try:
+        importlib.metadata.version("dbos")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def wait_to_start(start_after: str, wait: float) -> None:
+    """One process of several started together: say it is ready, then wait (up to ``wait``
+    seconds) for the file ``start_after`` that says every process is."""
+    announce_ready()
+    deadline = time.monotonic() + wait
+    while not os.path.exists(start_after):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{start_after} never appeared")
+        time.sleep(0.005)

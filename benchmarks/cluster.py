@@ -26,7 +26,6 @@ the tests do. Figures from a machine that runs anything else are not to be trust
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
 import pathlib
@@ -44,7 +43,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _common import READY_PREFIX, percentile, quiet_structlog, result_of  # noqa: E402
+from _common import READY_PREFIX, dbos_available, percentile, quiet_structlog, result_of  # noqa: E402
 
 from workflows import signal, workflow  # noqa: E402
 
@@ -130,14 +129,6 @@ def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str, e
         assert p.returncode == 0 and figures is not None, f"{workload} failed:\n{err[-3000:]}"
         seconds.append(float(figures["seconds"]))
     return (n // nodes) * nodes / max(seconds)
-
-
-def dbos_available() -> bool:
-    try:
-        importlib.metadata.version("dbos")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 @workflow

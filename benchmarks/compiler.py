@@ -24,13 +24,11 @@ import argparse
 import json
 import os
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import venv
 
 HERE = pathlib.Path(__file__).resolve().parent
 if __name__ == "__main__" and "--code" in sys.argv:  # a child of --against: that tree's workflows
@@ -178,29 +176,15 @@ def count_once() -> dict[str, float]:
     return out
 
 
-def _git(*argv: str) -> str:
-    proc = subprocess.run(["git", *argv], cwd=HERE, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"git {' '.join(argv)} failed: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
 def against(rev: str, reps: int) -> None:
     """This code and ``rev``'s, each repetition side by side in fresh interpreters."""
-    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    sys.path.insert(0, str(HERE))
+    import run  # the --against machinery of benchmarks/run.py: a worktree and a venv of ``rev``
+
     with tempfile.TemporaryDirectory(prefix="compiler-against-") as tmp:
-        src = pathlib.Path(tmp) / f"against-{sha[:12]}"
-        print(f"against {rev} ({sha[:7]}): worktree {src}", flush=True)
-        _git("worktree", "add", "--detach", str(src), sha)
+        rev_side = run.prepare_against(rev, tmp)
+        sha, src, python = rev_side.sha, rev_side.src, rev_side.python
         try:
-            env_dir = pathlib.Path(tmp) / "venv"
-            venv.EnvBuilder(with_pip=True).create(env_dir)
-            python = str(env_dir / "bin" / "python")
-            proc = subprocess.run(
-                [python, "-m", "pip", "install", "-q", str(src)], capture_output=True, text=True
-            )
-            if proc.returncode != 0:
-                raise SystemExit(f"installing {rev} ({sha[:7]}) failed:\n{proc.stderr[-3000:]}")
             sides = {
                 "this": (sys.executable, str(HERE.parent)),
                 sha[:7]: (python, str(src)),
@@ -222,10 +206,7 @@ def against(rev: str, reps: int) -> None:
                 print(f"  repetition {r + 1}/{reps} done (load {os.getloadavg()[0]:.2f})", flush=True)
             loads.append(os.getloadavg()[0])
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(src)], cwd=HERE,
-                           capture_output=True)
-            subprocess.run(["git", "worktree", "prune"], cwd=HERE, capture_output=True)
-            shutil.rmtree(src, ignore_errors=True)
+            run.remove_against(src)
     old = sha[:7]
     print(f"\nthis code against {rev} ({old}), medians of {reps} repetitions, each in a fresh "
           "interpreter, the two side by side:")

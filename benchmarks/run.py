@@ -42,7 +42,7 @@ from typing import Any
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import READY_PREFIX, result_of  # noqa: E402
+from _common import READY_PREFIX, dbos_available, result_of  # noqa: E402
 
 AF = str(HERE / "workloads_actorflow.py")
 DB = str(HERE / "workloads_dbos.py")
@@ -262,14 +262,6 @@ def median(runs: list[dict[str, Any] | None], key: str) -> float | None:
 
 
 # -- the suite ----------------------------------------------------------------------------------
-def dbos_available() -> bool:
-    try:
-        importlib.metadata.version("dbos")
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 def dbos_configs() -> list[dict[str, str]]:
     """DBOS settings tried for the full-durability comparison (its best is kept)."""
     return [

@@ -25,6 +25,7 @@ from _common import (  # noqa: E402
     quiet_structlog,
     report,
     rss_mb,
+    wait_to_start,
 )
 
 quiet_structlog()
@@ -101,12 +102,7 @@ def _system(args: argparse.Namespace, db: str | None = None, **kw: object) -> Ac
     if args.start_after:
         # One node of several (benchmarks/cluster.py): open, say so, and start the clock only
         # when every node is open, so that the nodes' runs overlap.
-        announce_ready()
-        deadline = time.monotonic() + WAIT
-        while not os.path.exists(args.start_after):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{args.start_after} never appeared")
-            time.sleep(0.005)
+        wait_to_start(args.start_after, WAIT)
     return system
 
 

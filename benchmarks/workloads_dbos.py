@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _common import announce_ready, lateness, report  # noqa: E402
+from _common import announce_ready, lateness, report, wait_to_start  # noqa: E402
 from dbos import DBOS, SetWorkflowID  # noqa: E402
 
 WAIT = 600.0
@@ -155,12 +155,7 @@ def _start_together(args: argparse.Namespace) -> None:
     every process is launched, so that their runs overlap."""
     if not args.start_after:
         return
-    announce_ready()
-    deadline = time.monotonic() + WAIT
-    while not os.path.exists(args.start_after):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{args.start_after} never appeared")
-        time.sleep(0.005)
+    wait_to_start(args.start_after, WAIT)
 
 
 def _results(handles: list) -> list:
