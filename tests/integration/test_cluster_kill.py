@@ -359,8 +359,37 @@ def _settle(db: str, schema: str, which: str) -> None:
             wakeups = con.execute(f"SELECT count(*) FROM {schema}.af_wakeups").fetchone()[0]
         if running == 0 and wakeups == 0:
             return
-        assert time.monotonic() < deadline, f"{running} workflows ({which}) still running after the driver stopped"
+        if time.monotonic() >= deadline:
+            with connect(db) as con:
+                detail = _stuck(con, schema, which)
+            raise AssertionError(f"{running} workflows ({which}) still running and {wakeups} wake-ups left "
+                                 f"180 s after the driver stopped\n{detail}")
         time.sleep(0.1)
+
+
+def _stuck(con: Connection, schema: str, which: str) -> str:
+    """What the database says of workflows that did not end: their rows, what they wait on, what is
+    queued for them, their shard's lease and the nodes; what a soak needs to find the cause."""
+    out = []
+    rows = con.execute(f"SELECT id, type, shard, waiting_on, step_seq, fresh, updated_at, recent_steps "
+                       f"FROM {schema}.workflows WHERE status = 'running' AND {which} ORDER BY id LIMIT 10"
+                       ).fetchall()
+    for wid, kind, shard, waiting, seq, fresh, updated, recent in rows:
+        out.append(f"- {wid} ({kind}) shard {shard} step {seq} fresh={fresh} waiting on {waiting!r} "
+                   f"updated {time.time() - updated:.0f} s ago; last steps: "
+                   f"{(recent or '').splitlines()[-4:]}")
+        for table, cols in (("inbox", "seq, kind, name"), ("waits", "name"), ("timers", "name, due_at"),
+                            ("procedures", "key, status, attempts, next_attempt_at, error"),
+                            ("af_wakeups", "id, shard")):
+            found = con.execute(f"SELECT {cols} FROM {schema}.{table} WHERE workflow_id = ?", (wid,)).fetchall()
+            if found:
+                out.append(f"    {table}: {found}")
+        events = con.execute(f"SELECT at, event, detail FROM {schema}.history WHERE workflow_id = ? "
+                             f"ORDER BY seq DESC LIMIT 12", (wid,)).fetchall()
+        out.append(f"    history (newest first): {events}")
+        out.append(f"    lease: {con.execute(f'SELECT owner, epoch, since FROM {schema}.af_shards WHERE shard = ?', (shard,)).fetchall()}")
+    out.append(f"nodes: {con.execute(f'SELECT node_id, incarnation, state, heartbeat_at, pid FROM {schema}.af_nodes').fetchall()}")
+    return "\n".join(out)
 
 
 def _finished(con: Connection, schema: str, ids: list[str]) -> dict[str, Any]:
