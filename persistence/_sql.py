@@ -159,6 +159,8 @@ class Dialect:
         hints: SQLite's ``INDEXED BY`` hints are written (PostgreSQL's planner takes none).
         skip_locked: A prune locks the rows it selects and skips those locked by another.
         arrays: A list of ids goes as one array parameter (``= ANY(?)``), not as ``IN (?, ...)``.
+        writable_ctes: Several DELETEs go as one statement (data-modifying ``WITH``), one round
+            of the client's and the server's work per statement instead of one per table.
         with_work: The query of running workflows with work now (its plan is the backend's).
         binary: What makes a text comparison go by code point (SQLite's default; PostgreSQL's
             ``COLLATE "C"``).
@@ -166,7 +168,7 @@ class Dialect:
 
     def __init__(
         self, *, name: str, prefix: str, placeholder: str, fresh: bool, hints: bool,
-        skip_locked: bool, arrays: bool, with_work: str, binary: str,
+        skip_locked: bool, arrays: bool, with_work: str, binary: str, writable_ctes: bool = False,
     ) -> None:
         self.name = name
         self.prefix = prefix
@@ -177,6 +179,7 @@ class Dialect:
         self.arrays = arrays
         self.with_work = with_work
         self.binary = binary
+        self.writable_ctes = writable_ctes
         self._texts: dict[str, str] = {}
         # The statements with a part only one schema has, as templates.
         self.step_running = STEP_RUNNING.replace("{fresh}", ", fresh = false" if fresh else "")
@@ -196,6 +199,16 @@ class Dialect:
                 text = text.replace("?", self.placeholder)
             self._texts[template] = text
         return text
+
+    def delete_of_workflow(self, tables: Sequence[str]) -> list[str]:
+        """The statements (templates) that delete one workflow's rows from each of ``tables``, by
+        their ``workflow_id`` column: one per table, or one in all (``writable_ctes``). Each
+        ``?`` of them is the workflow's id."""
+        deletes = [f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?" for table in tables]
+        if not self.writable_ctes or len(deletes) < 2:
+            return deletes
+        *first, last = deletes
+        return ["WITH " + ", ".join(f"d{k} AS ({d})" for k, d in enumerate(first)) + " " + last]
 
     def indexed(self, index: str) -> str:
         """A hint to read a table through ``index`` (SQLite), or nothing."""
@@ -256,4 +269,5 @@ def postgresql(quoted_schema: str) -> Dialect:
     return Dialect(
         name="postgresql", prefix=f"{quoted_schema}.", placeholder="%s", fresh=True, hints=False,
         skip_locked=True, arrays=True, with_work=PG_WITH_WORK, binary=' COLLATE "C"',
+        writable_ctes=True,
     )

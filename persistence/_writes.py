@@ -339,11 +339,15 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
 
     # The waits table is the set of signal names awaited now, replaced when it changes (the
     # writer remembers the committed sets). A workflow created by this step has no rows there.
-    waits = tuple(sorted(set(step.wait_signals))) if step.status == RUNNING else ()
-    if (() if step.create is not None else w.waits.get(wid)) != waits:
+    # A step that ends the workflow deletes its rows with the rest of what it held, below.
+    ended = step.status in FINISHED
+    waits = () if ended else tuple(sorted(set(step.wait_signals)))
+    before = () if step.create is not None else w.waits.get(wid)
+    drop_waits = before != () and before != waits  # rows there (or not known) to replace
+    if drop_waits and not ended:
         w.execute(_sql.DELETE_WAITS, (wid,))
-        if waits:
-            w.executemany(_sql.INSERT_WAIT, [(wid, name) for name in waits])
+    if waits and before != waits:
+        w.executemany(_sql.INSERT_WAIT, [(wid, name) for name in waits])
     w.staged_waits[wid] = waits
     for name, filter_key in step.subscribe:
         w.execute(_sql.SUBSCRIBE, (name, filter_key, wid))
@@ -360,16 +364,16 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
 
         checks.append(check_children)
 
-    if step.status in FINISHED:
-        # A finished workflow takes nothing more: drop what it still held, before its own
-        # outgoing messages (a message to itself is then dropped as "finished"). Its waits went
-        # above. Timers and procedure calls are only ever made by its committed steps, so one
-        # that ends in its first step has none.
+    if ended:
+        # A finished workflow takes nothing more: drop what it still held (its waits too, unless
+        # it had none), before its own outgoing messages (a message to itself is then dropped as
+        # "finished"). Timers and procedure calls are only ever made by its committed steps, so
+        # one that ends in its first step has none.
         tables = ("timers", "procedures", "subscriptions", "inbox") if step.step_seq > 1 else (
             "subscriptions", "inbox"
         )
-        for table in tables:
-            w.execute(f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?", (wid,))
+        for template in w.dialect.delete_of_workflow(("waits", *tables) if drop_waits else tables):
+            w.execute(template, (wid,) * template.count("?"))
 
     sends = [
         (sig.workflow_id, sig.name, sig.kind,

@@ -52,10 +52,11 @@ from persistence._writer import Writer
 
 T = TypeVar("T")
 
-# The first statement of a step's transaction on a cluster's node (``_cluster``), and of every
-# other write: the incarnation the routing trigger compares leases with.
-_FENCE = "SELECT {s}.af_fence(?, ?, ?)"
-_AS_NODE = "SELECT set_config('actorflow.incarnation', ?, true)"
+# The first statement of a step's write on a cluster's node (``_cluster``), and of every other
+# write: the incarnation the routing trigger compares leases with. Each also gives the
+# transaction's id (``PgWriter.execute_xid``).
+_FENCE = "SELECT {s}.af_fence(?, ?, ?), txid_current()"
+_AS_NODE = "SELECT set_config('actorflow.incarnation', ?, true), txid_current()"
 _SPREAD = "SELECT {s}.af_spread(?)"
 
 SYNCHRONOUS_COMMIT = {"normal": "off", "full": "on"}
@@ -240,7 +241,8 @@ class PgStore(SqlStore):
             inner, incarnation = fn, node.membership.incarnation
 
             def fn(w: Writer) -> Any:
-                w.execute(_AS_NODE, (incarnation,))
+                assert isinstance(w, PgWriter)
+                w.execute_xid(_AS_NODE, (incarnation,))
                 return inner(w)
 
         return super()._write(fn, here=here)
@@ -268,7 +270,8 @@ class PgStore(SqlStore):
         spread = [wf.id for wf in step.new_workflows if wf.spread]
 
         def fenced(w: Writer) -> Any:
-            w.execute(_FENCE, fence)
+            assert isinstance(w, PgWriter)
+            w.execute_xid(_FENCE, fence)
             done = apply(w)
             for child in spread:  # its own id's shard, and a wake-up for that shard's owner
                 w.execute(_SPREAD, (child,))

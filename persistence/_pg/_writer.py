@@ -12,8 +12,9 @@ What a server changes, all of it in the transaction protocol this class implemen
   after a short pause, a few times before running it write by write.
 - A lost connection before COMMIT loses nothing: the writer connects again (taking the owner's
   lock again) and runs the batch again. One lost during COMMIT leaves its outcome unknown to the
-  client, not to the server: every transaction learns its id (``txid_current()``, pipelined with
-  BEGIN), and after reconnecting the writer asks ``txid_status`` whether it committed. If it did,
+  client, not to the server: every transaction learns its id (``txid_current()``, from the first
+  statement of its first write, ``execute_xid``: a node's fence, or the incarnation it writes
+  as; asked apart only if no write gave it), and after reconnecting the writer asks ``txid_status`` whether it committed. If it did,
   the batch's writes are settled as committed (a signal appended is not appended again by a
   caller's retry); if not, the batch runs again; only if the server cannot tell (it stays away)
   do the writes fail with ``ConnectionLost`` (``maybe_committed``).
@@ -88,6 +89,14 @@ class PgWriter(Writer):
     def insert_id(self, template: str, column: str, params: Any, *, wait: bool = False) -> Any:
         return self.execute(f"{template} RETURNING {column}", params, wait=wait)
 
+    def execute_xid(self, template: str, params: Any = None) -> psycopg.Cursor[Any]:
+        """Send a statement whose last column is ``txid_current()``: the transaction learns its
+        id from the first such statement that is answered (no statement of its own for it)."""
+        cur = self.execute(template, params)
+        if self._xid is None and self._xid_cur is None:
+            self._xid_cur = cur
+        return cur
+
     def executemany(self, template: str, rows: list[tuple[Any, ...]]) -> None:
         # One statement per row, pipelined (psycopg's executemany would sync its own pipeline).
         sql = self.dialect.sql(template)
@@ -105,8 +114,12 @@ class PgWriter(Writer):
         if self._pipeline is not None:
             self._pipeline.sync()
             if self._xid is None and self._xid_cur is not None:
-                row = self._xid_cur.fetchone()
-                self._xid = int(row[0]) if row else None
+                cur, self._xid_cur = self._xid_cur, None
+                try:
+                    row = cur.fetchone()
+                except psycopg.Error:
+                    row = None  # that statement failed (a fenced write): the next one tells
+                self._xid = int(row[-1]) if row else None
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(translate_error(exc, self.path, self.conn), (Retryable, ConnectionLost))
@@ -124,9 +137,14 @@ class PgWriter(Writer):
     def _begin(self) -> None:
         self.conn.execute("BEGIN")
         self._xid = None
-        self._xid_cur = self.conn.execute("SELECT txid_current()")
+        self._xid_cur = None
 
     def _commit(self) -> None:
+        if self._xid is None:
+            # No write told the transaction's id (none opened with ``execute_xid``, or each
+            # that did failed): asked now, answered before COMMIT goes.
+            self._xid_cur = self.conn.execute("SELECT txid_current()")
+            self.sync()
         self.conn.execute("COMMIT")
 
     def _in_transaction(self) -> bool:
