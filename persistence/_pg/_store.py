@@ -116,6 +116,9 @@ class PgStore(SqlStore):
         self._first_connect = True
         self.node_id = node_id or f"{socket.gethostname()}-{os.getpid()}"
         self._node: ClusterNode | None = None
+        # The epoch of each shard's lease under which this node last wrote a step of it (read and
+        # written by the write in the batch only, one batch at a time).
+        self._stepped_under: dict[int, int] = {}
         try:
             if owner:
                 self._writer = PgWriter(self._connect_writer, self.schema, self.path)
@@ -271,6 +274,12 @@ class PgStore(SqlStore):
 
         def fenced(w: Writer) -> Any:
             assert isinstance(w, PgWriter)
+            shard, epoch = fence[0], fence[1]
+            if self._stepped_under.get(shard, epoch) != epoch:
+                # The shard was another node's since this node last stepped its workflows: the
+                # wait sets the writer remembers of them may have changed meanwhile.
+                w.waits.clear()
+            self._stepped_under[shard] = epoch
             w.execute_xid(_FENCE, fence)
             done = apply(w)
             for child in spread:  # its own id's shard, and a wake-up for that shard's owner

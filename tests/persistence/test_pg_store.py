@@ -333,3 +333,51 @@ def test_the_writer_runs_no_statement_the_server_may_not_have_prepared(pg_store_
             writer.conn.pgconn.exec_(b"DEALLOCATE ALL")  # not through psycopg: it does not know
         for i in range(8):
             assert writer.submit(lambda w, i=i: w.query_one(q, (i,))).result(30) == (i + 1,)
+
+
+def test_a_node_that_gets_a_shard_back_does_not_trust_the_wait_sets_it_remembers(
+    pg_store_url: str,
+) -> None:
+    """The writer remembers each workflow's committed wait set, to skip rewriting an unchanged
+    one. A shard that went to another node and came back may hold workflows whose waits that
+    node changed: their next step here replaces the rows instead of trusting the memory (which
+    wrote a duplicate row, or left a wait set the workflow no longer had, so that a buffered
+    signal was not found as work after a takeover)."""
+    from persistence._shards import assignment, shard_of
+
+    wants = assignment(256, ["a", "b"])["b"]
+    wid = next(w for w in (f"w{i}" for i in range(1000)) if shard_of(w, 256) in wants)
+    a = open_store(pg_store_url, node_id="a")
+    try:
+        a.create_workflow(new_wf(wid))
+        a.commit_step(step(a, wid, wait_signals=("x",)))
+        a.commit_step(step(a, wid))  # awaiting nothing, remembered so
+        b = open_store(pg_store_url, node_id="b")
+        try:
+            ma, mb = a._node.membership, b._node.membership  # type: ignore[union-attr]
+            ma.heartbeat()
+            ma.release(ma.rebalance().release)  # b's share goes to b
+            mb.rebalance()
+            assert b.owns(wid) and not a.owns(wid)
+            b.commit_step(step(b, wid, wait_signals=("y",)))
+        finally:
+            b.close()  # hands its shards off
+        assert a._node.membership.rebalance().gained  # type: ignore[union-attr]
+        a.commit_step(step(a, wid, wait_signals=("y",)))  # was: a duplicate of b's row
+        assert a.read_table("SELECT name FROM waits WHERE workflow_id = ?", (wid,)) == [{"name": "y"}]
+        a.commit_step(step(a, wid))
+        a.commit_step(step(a, wid, wait_signals=("z",)))
+        b = open_store(pg_store_url, node_id="b")
+        try:
+            ma, mb = a._node.membership, b._node.membership  # type: ignore[union-attr]
+            ma.heartbeat()
+            ma.release(ma.rebalance().release)
+            mb.rebalance()
+            b.commit_step(step(b, wid))  # awaits nothing now
+        finally:
+            b.close()
+        assert a._node.membership.rebalance().gained  # type: ignore[union-attr]
+        a.commit_step(step(a, wid, wait_signals=("z",)))  # was: skipped, a remembered ("z",)
+        assert a.read_table("SELECT name FROM waits WHERE workflow_id = ?", (wid,)) == [{"name": "z"}]
+    finally:
+        a.close()
