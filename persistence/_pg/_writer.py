@@ -18,6 +18,14 @@ What a server changes, all of it in the transaction protocol this class implemen
   the batch's writes are settled as committed (a signal appended is not appended again by a
   caller's retry); if not, the batch runs again; only if the server cannot tell (it stays away)
   do the writes fail with ``ConnectionLost`` (``maybe_committed``).
+- Statements are prepared on the server (psycopg's default: at a statement's fifth run), which
+  spares the server parsing and planning each of a step's statements anew. psycopg's record of
+  what it prepared can part from the server's: a statement whose run prepares it is skipped by
+  the server when an earlier statement of its pipeline failed (a fenced step), and psycopg does
+  not notice. A statement the server does not have (``InvalidSqlStatementName``) is therefore
+  taken as a lost connection: the writer connects again (a new session, a new record) and runs
+  the batch again; nothing of the failed transaction was written. BEGIN, COMMIT and the
+  savepoints are never prepared, so that a COMMIT cannot fail this way.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
+import psycopg.errors
 import psycopg.pq
 
 from persistence._errors import PersistenceError, StorageUnavailable
@@ -71,12 +80,7 @@ class PgWriter(Writer):
         super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer")
 
     def _open(self) -> psycopg.Connection[Any]:
-        conn = self._connect()
-        # No statements prepared on the server: psycopg's record of which it prepared can part
-        # from the server's when a statement fails in a pipeline (a fenced step), and every later
-        # batch running one of them then failed with "prepared statement _pg3_N does not exist".
-        conn.prepare_threshold = None
-        return conn
+        return self._connect()
 
     # -- what writes call ---------------------------------------------------------------------
     def execute(self, template: str, params: Any = None, *, wait: bool = False) -> psycopg.Cursor[Any]:
@@ -122,7 +126,7 @@ class PgWriter(Writer):
                 self._xid = int(row[-1]) if row else None
 
     def transient(self, exc: BaseException) -> bool:
-        return isinstance(translate_error(exc, self.path, self.conn), (Retryable, ConnectionLost))
+        return isinstance(self._error(exc), (Retryable, ConnectionLost))
 
     # -- the transaction protocol ---------------------------------------------------------------
     @contextlib.contextmanager
@@ -135,7 +139,7 @@ class PgWriter(Writer):
             self._pipeline = None
 
     def _begin(self) -> None:
-        self.conn.execute("BEGIN")
+        self.conn.execute("BEGIN", prepare=False)
         self._xid = None
         self._xid_cur = None
 
@@ -145,7 +149,7 @@ class PgWriter(Writer):
             # that did failed): asked now, answered before COMMIT goes.
             self._xid_cur = self.conn.execute("SELECT txid_current()")
             self.sync()
-        self.conn.execute("COMMIT")
+        self.conn.execute("COMMIT", prepare=False)
 
     def _in_transaction(self) -> bool:
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
@@ -156,24 +160,35 @@ class PgWriter(Writer):
             return
         with contextlib.suppress(psycopg.Error):
             if self._in_transaction():
-                self.conn.execute("ROLLBACK")
+                self.conn.execute("ROLLBACK", prepare=False)
 
     def _savepoint(self) -> None:
-        self.conn.execute("SAVEPOINT op")
+        self.conn.execute("SAVEPOINT op", prepare=False)
 
     def _release_savepoint(self) -> None:
-        self.conn.execute("RELEASE SAVEPOINT op")
+        self.conn.execute("RELEASE SAVEPOINT op", prepare=False)
 
     def _undo_savepoint(self) -> bool:
         with contextlib.suppress(psycopg.Error):
             self.sync()  # the failed statement's answer, so that the pipeline takes more
-        self.conn.execute("ROLLBACK TO SAVEPOINT op")
-        self.conn.execute("RELEASE SAVEPOINT op")
+        self.conn.execute("ROLLBACK TO SAVEPOINT op", prepare=False)
+        self.conn.execute("RELEASE SAVEPOINT op", prepare=False)
         self.sync()
         self.db.forget()
         return True
 
     def _error(self, exc: BaseException, committing: bool = False) -> BaseException:
+        if isinstance(exc, psycopg.errors.InvalidSqlStatementName):
+            # psycopg ran a statement by a name the server does not know (see the module's
+            # docstring): only a new session sets that right.
+            err = ConnectionLost(
+                f"the writer's session on {self.path} lost track of a prepared statement "
+                f"({exc}); the transaction was rolled back, nothing of it was written. The "
+                f"writer connects again and runs it again.",
+                path=self.path, maybe_committed=committing,
+            )
+            err.__cause__ = exc
+            return err
         return translate_error(exc, self.path, self.conn, committing=committing)
 
     def _unattributed(self, exc: BaseException) -> bool:

@@ -315,13 +315,13 @@ def test_a_signal_whose_commit_loses_its_connection_is_appended_once(
         assert [m.name for m in s.inbox("a")] == ["go", "again"]
 
 
-def test_the_writer_runs_no_statement_the_server_may_not_have_prepared(pg_store_url: str) -> None:
+def test_the_writer_survives_the_server_forgetting_its_prepared_statements(pg_store_url: str) -> None:
     """psycopg prepares a statement on the server at its fifth run and from then on runs it by
     name; its record of what it prepared can part from the server's (a statement that fails in a
     pipeline, as a fenced step does, makes the server skip what follows it). The writer then
     failed every later batch that ran such a statement ("prepared statement _pg3_N does not
     exist", seen in the cluster's kill soak). Here the server forgets its prepared statements
-    behind psycopg's back: the writer's statements still run."""
+    behind psycopg's back: the writer's statements still run (on a new session)."""
     q = "SELECT ?::int + 1"
     with open_store(pg_store_url) as s:
         writer = s._writer
@@ -333,6 +333,35 @@ def test_the_writer_runs_no_statement_the_server_may_not_have_prepared(pg_store_
             writer.conn.pgconn.exec_(b"DEALLOCATE ALL")  # not through psycopg: it does not know
         for i in range(8):
             assert writer.submit(lambda w, i=i: w.query_one(q, (i,))).result(30) == (i + 1,)
+
+
+def test_a_statement_prepared_in_a_failed_pipeline_runs_again_on_a_new_session(pg_store_url: str) -> None:
+    """The soak's case itself: a statement's fifth run (the one that prepares it) goes in a
+    pipeline after a statement that fails, so the server skips the PREPARE while psycopg records
+    it as done. Its next run names a statement the server does not have: the writer takes that
+    as a lost session, connects again and runs the batch again, which then succeeds."""
+    q = "SELECT ?::int + 1"
+    with open_store(pg_store_url) as s:
+        writer = s._writer
+        assert writer is not None
+
+        def failing(w: Any) -> None:
+            w.execute("SELECT 1 / 0")
+            w.execute(q, (0,))  # its PREPARE is skipped: the statement before it failed
+            w.sync()
+
+        # A first failure: psycopg forgets what it prepared at a session's first ROLLBACK
+        # (not at later ones), which would hide the case.
+        with pytest.raises(PersistenceError, match="division by zero"):
+            writer.submit(lambda w: w.query_one("SELECT 1 / 0")).result(30)
+        for i in range(4):  # four runs: the next one prepares it
+            assert writer.submit(lambda w, i=i: w.query_one(q, (i,))).result(30) == (i + 1,)
+        with pytest.raises(PersistenceError, match="division by zero"):
+            writer.submit(failing).result(30)
+        before = _backend(s)
+        for i in range(8):
+            assert writer.submit(lambda w, i=i: w.query_one(q, (i,))).result(30) == (i + 1,)
+        assert _backend(s) != before  # it did run into the missing statement, on that session
 
 
 def test_a_node_that_gets_a_shard_back_does_not_trust_the_wait_sets_it_remembers(
