@@ -14,6 +14,7 @@ from collections import OrderedDict
 
 from workflows import Cancelled, ProcedureFailed, procedure, signal, timer, workflow
 
+from . import moddata
 from .diffharness import C, add
 from .probes import Boom, Fragile, Oops, double, explode, ident, log
 
@@ -669,6 +670,31 @@ async def module_containers_held_in_locals(x):
 
 
 add(module_containers_held_in_locals, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))
+
+
+@workflow
+async def other_module_data_held_in_locals(x):
+    """Objects of another user module's data held in locals (a list bound in it, an item of
+    that list, an attribute of an instance of its class, a sentinel) stay that module's objects
+    after a restore: what the workflow changes through the locals is seen through the module."""
+    moddata.reset()
+    items, first, rules, marker = moddata.ITEMS, moddata.ITEMS[0], moddata.SETTINGS.rules, moddata.SENTINEL
+    await timer("t", 1)
+    items.append(x)
+    first["n"] = x
+    rules.append(x)
+    # Read back through the module (the last item only: a process that restores several
+    # checkpoints in turn keeps the module's data of the earlier ones).
+    log((moddata.ITEMS[-1], moddata.ITEMS[0]["n"], moddata.SETTINGS.rules[-1], marker is moddata.SENTINEL))
+    await procedure(ident, x)
+    first["n"] = -x
+    return (
+        items is moddata.ITEMS, first is moddata.ITEMS[0], moddata.ITEMS[0]["n"],
+        rules is moddata.SETTINGS.rules, marker is moddata.SENTINEL,
+    )
+
+
+add(other_module_data_held_in_locals, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))
 
 
 CONFIG: dict = {"items": [], "limits": {"per_user": [[], {"seen": set()}]}, "pair": ([], [])}

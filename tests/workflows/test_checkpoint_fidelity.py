@@ -331,3 +331,66 @@ def test_object_reached_through_module_data_whose_path_broke_fails_the_restore_n
     with pytest.raises(CheckpointError) as info:
         restore(blob)
     assert info.value.variable == "rule" and "CONFIG['other']['rules'] has no item 1" in str(info.value)
+
+
+def test_objects_of_another_modules_data_keep_their_identity_and_a_broken_path_names_them():
+    """A local holding ``moddata.ITEMS`` (a global of another user module the workflow's module
+    imports) or an item of it is checkpointed as that path, not copied: after the restore it is
+    the module's object; if the path breaks, the restore names the variable and the path."""
+    from . import moddata
+
+    moddata.reset()
+    wf = _compile(
+        """
+        async def holds_other_modules_data(x):
+            items = moddata.ITEMS
+            first = moddata.ITEMS[0]
+            await timer("t", 1)
+            first["n"] = x
+            return items
+        """,
+        "holds_other.py",
+        "holds_other_modules_data",
+        moddata=moddata,
+    )
+    blob = checkpoint(_suspend(wf, 3))
+    back = restore(blob)
+    assert back._frames[0].__dict__["v_items"] is moddata.ITEMS
+    assert back._frames[0].__dict__["v_first"] is moddata.ITEMS[0]
+    with StepContext().active():
+        r = step(back, None)
+    assert r.value is moddata.ITEMS and moddata.ITEMS[0] == {"n": 3}
+    moddata.ITEMS[0] = ["not", "a", "dict"]
+    try:
+        with pytest.raises(CheckpointError) as info:
+            restore(blob)
+        assert info.value.variable == "first"
+        assert "moddata.ITEMS[0]" in str(info.value) and "builtins.list now" in str(info.value)
+    finally:
+        moddata.reset()
+
+
+def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatch):
+    """Where the walk of module data stops at its budget, a local it did not find may still be
+    module data: the checkpoint is refused, naming the variable, instead of copying it."""
+    from workflows._compiler import _pickler
+
+    config = {"rows": [[i] for i in range(50)]}
+    wf = _compile(
+        """
+        async def holds_a_list(x):
+            mine = [x]
+            await timer("t", 1)
+            return mine
+        """,
+        "holds_a_list.py",
+        "holds_a_list",
+        CONFIG=config,
+    )
+    cont = _suspend(wf, 3)
+    assert restore(checkpoint(cont))._frames[0].__dict__["v_mine"] == [3]
+    monkeypatch.setattr(_pickler, "_PATH_BUDGET", 10)
+    with pytest.raises(CheckpointError) as info:
+        checkpoint(cont)
+    assert info.value.variable == "mine"
+    assert "more than 10 objects" in str(info.value) and "module-level data of 'workflow_source_" in str(info.value)

@@ -13,9 +13,12 @@ keeps them, or refuses them with an error that names what cannot be kept:
   restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
   step of the loop;
 * functions made inside a workflow keep the workflow module's real namespace as their globals
-  (cloudpickle gives them a copy), and objects bound to a name of that namespace (a module-level
-  sentinel such as ``_MISSING = object()``, a module-level list, dict or set) are checkpointed by
-  reference to that name, so a local holding one is the module's object after a restore;
+  (cloudpickle gives them a copy), and objects a local shares with module data are checkpointed
+  by reference: a global of the workflow's module by its name (a module-level sentinel such as
+  ``_MISSING = object()``, a module-level list, dict or set), an object reached from one, or a
+  global of another user module the workflow's module reaches or an object reached from that,
+  by its path (``CONFIG["items"]``, ``config.ITEMS[0]``), so a local holding one is the module's
+  object after a restore (``ModuleData``);
 * a set is rebuilt with the hash table it had, slot by slot: its elements where they were, the
   dummy entries of removed elements, the size and the ``pop`` finger (``_settable``), so that it
   iterates, pops, grows and resizes after a restore as it would have without one; a set whose
@@ -31,11 +34,16 @@ import ast
 import builtins
 import collections
 import gc
+import importlib
 import inspect
 import io
 import itertools
+import operator
+import os
 import pickle
+import site
 import sys
+import sysconfig
 import types
 import typing
 from collections import OrderedDict
@@ -629,6 +637,17 @@ _MUTABLE_CONTAINERS = frozenset({list, dict, set})
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
 if _TypeAliasType is not None:
     _OWN_REDUCERS[_TypeAliasType] = _reduce_type_alias
+if sys.version_info >= (3, 12):
+    # Their pickling is deprecated (a DeprecationWarning at each) and removed in Python 3.14.
+    def _refuse_itertools(it: Any) -> Any:
+        raise TypeError(
+            f"an itertools.{type(it).__name__} object cannot be checkpointed reliably: itertools "
+            "objects' pickling is deprecated and removed in Python 3.14; wrap it in list(...)"
+        )
+
+    for _t in vars(itertools).values():
+        if isinstance(_t, type) and _t.__module__ == "itertools":
+            _OWN_REDUCERS[_t] = _refuse_itertools
 _CLOUD_TABLES = tuple(getattr(cloudpickle.CloudPickler.dispatch_table, "maps", ()))
 _DISPATCH: dict[type, Any] = {}
 _DISPATCH_SIZES: list[int] = []
@@ -649,40 +668,144 @@ def _refresh_dispatch() -> None:
     _DISPATCH_SIZES[:] = sizes
 
 
-# Per module namespace: (the namespace, its size, id of each non-plain value -> its name, the
-# module-level list, dict and set values by id -> their name, the names of the values that may
-# hold further objects: lists, dicts, tuples and instances of the module's own classes). Built
-# once and rebuilt when the namespace's size changes or a name turned out to be rebound; a value
-# bound after that is only missed (pickled by value), never mistaken for another.
-_Entry = tuple[dict[str, Any], int, dict[int, str], dict[int, str], dict[str, int]]
-_NAMES: dict[int, _Entry] = {}
+# --------------------------------------------------------------------------------------------
+# Module data: objects a local shares with a module, kept by name or by path
+#
+# ``marker = _MISSING``, ``items = CONFIG["items"]``, ``items = config.ITEMS``: natively the local
+# and the module share the object. A checkpoint writes such an object as a reference, and the
+# restore looks it up in the restoring process, so that the local is the module's object again:
+#
+# * ("g", workflow key, name): a global of a namespace the frames' code runs in;
+# * ("p", workflow key, name, steps, type): an object reached from such a global, through dict
+#   values (under str, int, bytes, bool, float or None keys), list and tuple items, and the
+#   attributes of instances of the module's own classes;
+# * ("m", module, name, steps, type): a global of another user module those namespaces reach (a
+#   module bound in them, the module of a function or class bound in them), or an object reached
+#   from one the same way. Modules of the standard library, of site-packages and of this project
+#   are not user modules: their module-level data is not looked into.
+#
+# The globals are indexed once per namespace (``Namespace``, rebuilt when the namespace no longer
+# holds exactly the values it was indexed with: one identity comparison of its values at each
+# checkpoint that needs it); the paths are walked at most once per checkpoint, and only when the
+# state holds an object the walk could find.
+
+# Keys a path may hold (written into the checkpoint and compared again at the restore).
+_KEY_TYPES = frozenset({str, int, bytes, bool, float, type(None)})
+# Objects walked per checkpoint at most: a checkpoint whose state holds an object the walk did
+# not find, after it stopped there, is refused (the object may be module data it did not reach).
+_PATH_BUDGET = 200_000
+# This project's packages: their module data is not the workflow's.
+_OWN_PACKAGES = frozenset({"workflows", "actors", "persistence"})
 
 
-def _names_entry(g: dict[str, Any]) -> _Entry:
-    entry = _NAMES.get(id(g))
-    if entry is not None and entry[0] is g and entry[1] == len(g):
-        return entry
-    names: dict[int, str] = {}
-    containers: dict[int, str] = {}
-    roots: dict[str, int] = {}
-    module = g.get("__name__")
-    for name, v in list(g.items()):
-        if name.startswith("__"):
-            continue
-        t = type(v)
-        if t not in _PLAIN_TYPES:
-            names.setdefault(id(v), name)
-            if t in _MUTABLE_CONTAINERS:
-                containers.setdefault(id(v), name)
-        elif t is frozenset and len(v) > 1:  # never shared by accident, as an empty one is
-            containers.setdefault(id(v), name)
-        if (t is list or t is dict or t is tuple) and v or _own_instance(v, module):
-            roots[name] = id(v)
-    if len(_NAMES) >= 256:
-        _NAMES.clear()
-    entry = (g, len(g), names, containers, roots)
-    _NAMES[id(g)] = entry
-    return entry
+def _library_dirs() -> tuple[str, ...]:
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(os.path.realpath(p))
+    try:
+        dirs.update(os.path.realpath(p) for p in site.getsitepackages())
+        dirs.add(os.path.realpath(site.getusersitepackages()))
+    except AttributeError:  # pragma: no cover  (a virtualenv's old site module)
+        pass
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+_LIBRARY_DIRS = _library_dirs()
+_USER_MODULES: dict[str, bool] = {}
+
+
+def user_module(m: types.ModuleType) -> bool:
+    """True for a module of the application: one with a file outside the standard library and
+    site-packages, not of this project."""
+    name = getattr(m, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    known = _USER_MODULES.get(name)
+    if known is not None:
+        return known
+    top = name.partition(".")[0]
+    f = getattr(m, "__file__", None)
+    ok = (
+        isinstance(f, str)
+        and top not in sys.stdlib_module_names
+        and top not in _OWN_PACKAGES
+        and not os.path.realpath(f).startswith(_LIBRARY_DIRS)
+    )
+    if len(_USER_MODULES) >= 4096:
+        _USER_MODULES.clear()
+    _USER_MODULES[name] = ok
+    return ok
+
+
+def _type_name(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+class Namespace:
+    """What a checkpoint looks up in one module namespace: per non-plain value, by id, its name;
+    which of them are builtin containers (the C pickler writes those without asking
+    reducer_override); the names of the values the path walk starts from (lists, dicts, tuples,
+    instances of the module's own classes); the other user modules it reaches."""
+
+    __slots__ = ("g", "module", "values", "names", "containers", "roots", "imports", "_refs")
+
+    def __init__(self, g: dict[str, Any]) -> None:
+        self.g = g
+        self.module = g.get("__name__")
+        items = list(g.items())
+        self.values = tuple(v for _k, v in items)
+        self.names: dict[int, str] = {}
+        self.containers: dict[int, str] = {}
+        self.roots: list[str] = []
+        imports: dict[str, types.ModuleType] = {}
+        module = self.module
+        for name, v in items:
+            if name.startswith("__"):
+                continue
+            t = type(v)
+            # A frozenset of several elements is never shared by accident, as an empty one is.
+            if t not in _PLAIN_TYPES or t is frozenset and len(v) > 1:
+                self.names.setdefault(id(v), name)
+                if t in _MUTABLE_CONTAINERS or t is frozenset:
+                    self.containers.setdefault(id(v), name)
+            if (t is list or t is dict or t is tuple) and v or _own_instance(v, module):
+                self.roots.append(name)
+            other = v if t is types.ModuleType else (
+                sys.modules.get(getattr(v, "__module__", None) or "")
+                if isinstance(v, (type, types.FunctionType)) else None
+            )
+            if other is not None and getattr(other, "__name__", None) != module and user_module(other):
+                imports.setdefault(other.__name__, other)
+        self.imports = tuple(imports.values())
+        self._refs: dict[str, dict[int, tuple[str, str, dict[str, Any]]]] = {}
+
+    def refs(self, key: str) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        """For workflow ``key`` running in this namespace: id -> (key, name, namespace) of every
+        global kept by name."""
+        r = self._refs.get(key)
+        if r is None:
+            g = self.g
+            r = self._refs[key] = {i: (key, name, g) for i, name in self.names.items()}
+        return r
+
+
+_NAMESPACES: dict[int, Namespace] = {}
+
+
+def namespace(g: dict[str, Any]) -> Namespace:
+    """The index of namespace ``g``, current: rebuilt if ``g`` no longer holds exactly the values
+    it was built from (a rebound or added global; a renamed one is caught where its name is
+    used)."""
+    ns = _NAMESPACES.get(id(g))
+    if ns is None or ns.g is not g or len(g) != len(ns.values) or not all(
+        map(operator.is_, g.values(), ns.values)
+    ):
+        if len(_NAMESPACES) >= 256:
+            _NAMESPACES.clear()
+        ns = _NAMESPACES[id(g)] = Namespace(g)
+    return ns
 
 
 def _own_instance(v: Any, module: Any) -> bool:
@@ -695,93 +818,139 @@ def _own_instance(v: Any, module: Any) -> bool:
     )
 
 
-def _names_of(g: dict[str, Any]) -> dict[int, str]:
-    return _names_entry(g)[2]
+Ref = tuple[Any, ...]  # ("g", key, name) | ("p", key, name, steps, type) | ("m", module, ...)
 
 
-def module_containers(g: dict[str, Any]) -> dict[int, str]:
-    """The module-level list, dict, set and frozenset values of namespace ``g``, by id, with
-    their names."""
-    entry = _names_entry(g)
-    containers = entry[3]
-    for i, name in containers.items():
-        if id(g.get(name, _NONE)) != i:  # rebound since: rebuilt
-            _NAMES.pop(id(g), None)
-            return _names_entry(g)[3]
-    return containers
+class ModuleTooLarge(TypeError):
+    """The path walk of one checkpoint stopped at its budget before it could tell whether an
+    object the state holds is module data."""
 
 
-def _module_roots(g: dict[str, Any]) -> dict[str, int]:
-    entry = _names_entry(g)
-    for name, i in entry[4].items():
-        if id(g.get(name, _NONE)) != i:
-            _NAMES.pop(id(g), None)
-            return _names_entry(g)[4]
-    return entry[4]
+class ModuleData:
+    """The module data one checkpoint looks the objects it writes up in (see above): the
+    globals of the frames' namespaces and, walked when first asked, the paths."""
 
-
-# --------------------------------------------------------------------------------------------
-# Objects reached through module-level data: kept by their path
-#
-# ``items = CONFIG["items"]`` holds the module's list in a local; natively the local and the
-# module share it. A checkpoint writes such an object as its path from a global of the
-# workflow's module (the global's name, then dict keys, list and tuple indexes and attribute
-# names), and the restore walks that path in the restoring process. Only the frames' modules are
-# walked, only when an object that could be reached so is pickled, once per checkpoint.
-
-# Keys a path may hold (written into the checkpoint and compared again at the restore).
-_KEY_TYPES = frozenset({str, int, bytes, bool, float, type(None)})
-_PATH_BUDGET = 200_000  # objects walked per checkpoint at most; beyond, objects are copied
-
-
-Path = tuple[str, str, tuple[tuple[str, Any], ...], str]  # (workflow key, global, steps, type)
-
-
-def _type_name(t: type) -> str:
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-class ModulePaths:
-    """The objects reachable from the module-level data of the frames' namespaces, each with
-    its path from a global: through dict values (under str, int, bytes, bool, float or None
-    keys), list and tuple items, and the attributes of instances of the module's own classes.
-    Built when first asked, for one checkpoint (module data may change between checkpoints)."""
-
-    def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]]) -> None:
+    def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]], own: Any = None) -> None:
         self._spaces = spaces
-        self._roots = [(key, g, _module_roots(g)) for key, g in spaces.values()]
-        self._roots = [r for r in self._roots if r[2]]
-        # False if no namespace has data that could hold objects: nothing to walk, or look up.
-        self.active = bool(self._roots)
-        self._index: dict[int, Path] | None = None if self.active else {}
+        self._own = own  # the list being checkpointed: it and its items' __dict__ are its own
+        self._ns: list[tuple[str, Namespace]] | None = None
+        self._globals: dict[int, tuple[str, str, dict[str, Any]]] | None = None
+        self._containers: dict[int, str] = {}
+        self._paths: dict[int, Ref] | None = None
+        self.active = False  # some namespace has data to walk
+        self.truncated: list[str] | None = None  # the modules walked, if the walk stopped early
 
-    def index(self) -> dict[int, Path]:
-        if self._index is None:
-            self._index = self._build()
-        return self._index
+    def _index(self) -> None:
+        ns = self._ns = [(key, namespace(g)) for key, g in self._spaces.values()]
+        if len(ns) == 1:
+            self._globals, self._containers = ns[0][1].refs(ns[0][0]), ns[0][1].containers
+        else:
+            self._globals, self._containers = {}, {}
+            for key, n in reversed(ns):  # the first frame's namespace wins
+                self._globals.update(n.refs(key))
+                self._containers.update(n.containers)
+        self.active = any(n.roots or n.imports for _key, n in ns)
 
-    def lookup(self, i: int) -> Path | None:
-        index = self._index
-        if index is None:
-            index = self.index()
-        return index.get(i)
+    def globals(self) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        """id -> (workflow key, name, namespace) of the non-plain globals of the frames'
+        namespaces."""
+        if self._globals is None:
+            self._index()
+        assert self._globals is not None
+        return self._globals
 
-    def _build(self) -> dict[int, Path]:
-        index: dict[int, Path] = {}
+    def containers(self) -> dict[int, str]:
+        """id -> name of the module-level list, dict, set and frozenset values."""
+        if self._globals is None:
+            self._index()
+        return self._containers
+
+    def global_ref(self, obj: Any) -> tuple[str, str] | None:
+        """(workflow key, name) of the global of the frames' namespaces bound to ``obj``."""
+        ref = self.globals().get(id(obj))
+        if ref is None:
+            return None
+        key, name, g = ref
+        if g.get(name, _NONE) is not obj:  # renamed since it was indexed: index it again
+            _NAMESPACES.pop(id(g), None)
+            self._index()
+            ref = self.globals().get(id(obj))
+            if ref is None:
+                return None
+            key, name, g = ref
+        return key, name
+
+    def paths(self) -> dict[int, Ref]:
+        if self._paths is None:
+            if self._globals is None:
+                self._index()
+            self._paths = self._walk() if self.active else {}
+        return self._paths
+
+    def path(self, obj: Any) -> Ref | None:
+        """The reference of an object reached through module data, or None; ModuleTooLarge if
+        the walk stopped before it could tell."""
+        ref = self.paths().get(id(obj))
+        if ref is None and self.truncated is not None and not self._is_own(obj):
+            raise ModuleTooLarge(
+                f"the module-level data of {', '.join(self.truncated)} holds more than "
+                f"{_PATH_BUDGET:,} objects, which a checkpoint does not walk to tell whether this "
+                f"{type(obj).__name__} is part of it (a local that shares an object with a "
+                "module must still share it after a restore); keep large data out of "
+                "module-level lists, dicts and objects (load it in a procedure, or behind a "
+                "function that returns it), or hold only plain values (numbers, strings, "
+                "tuples of them) across the await"
+            )
+        return ref
+
+    def _is_own(self, obj: Any) -> bool:
+        own = self._own
+        return own is not None and (obj is own or any(obj is getattr(o, "__dict__", None) for o in own))
+
+    def _walk(self) -> dict[int, Ref]:
+        assert self._ns is not None
+        index: dict[int, Ref] = {}
         seen: set[int] = set()
-        for _key, g, _roots in self._roots:
-            seen.update(_names_of(g))  # globals themselves are kept by name
-            seen.update(_roots.values())
-        budget = _PATH_BUDGET
-        queue: collections.deque[tuple[Any, str, str, Any, tuple[tuple[str, Any], ...]]] = (
+        queue: collections.deque[tuple[Any, tuple[str, str, str], Any, tuple[tuple[str, Any], ...]]] = (
             collections.deque()
         )
-        for key, g, roots in self._roots:
-            module = g.get("__name__")
-            for name in roots:
-                queue.append((g[name], key, name, module, ()))
-        while queue and budget > 0:
-            o, key, name, module, steps = queue.popleft()
+        own = {n.module for _key, n in self._ns}
+        walked = []
+        for key, n in self._ns:
+            seen.update(n.names)  # globals themselves are kept by name
+            seen.update(id(n.g[name]) for name in n.roots)
+            for name in n.roots:
+                queue.append((n.g[name], ("p", key, name), n.module, ()))
+            if n.roots:
+                walked.append(repr(n.module))
+        others: dict[str, types.ModuleType] = {}
+        for _key, n in self._ns:
+            for m in n.imports:
+                if m.__name__ not in own:
+                    others.setdefault(m.__name__, m)
+        for mname, m in others.items():
+            mns = namespace(vars(m))
+            walked.append(repr(mname))
+            for name, v in mns.g.items():
+                if name.startswith("__"):
+                    continue
+                tv = type(v)
+                if (tv in _PLAIN_TYPES and tv is not tuple) or isinstance(v, _BY_REFERENCE):
+                    continue
+                i = id(v)
+                if i in seen:
+                    continue
+                seen.add(i)
+                if tv is not tuple:
+                    index[i] = ("m", mname, name, (), _type_name(tv))
+            for name in mns.roots:
+                queue.append((mns.g[name], ("m", mname, name), mname, ()))
+        budget = _PATH_BUDGET
+        while queue:
+            if budget <= 0:
+                self.truncated = walked
+                break
+            o, root, module, steps = queue.popleft()
             t = type(o)
             children: Any
             if t is dict:
@@ -803,8 +972,8 @@ class ModulePaths:
                 budget -= 1
                 path = (*steps, step)
                 if tv is not tuple:
-                    index[i] = (key, name, path, _type_name(tv))
-                queue.append((v, key, name, module, path))
+                    index[i] = (*root, path, _type_name(tv))
+                queue.append((v, root, module, path))
         return index
 
 
@@ -824,6 +993,12 @@ def path_text(name: str, steps: tuple[tuple[str, Any], ...]) -> str:
     for kind, k in steps:
         out.append(f".{k}" if kind == "a" else f"[{k!r}]")
     return "".join(out)
+
+
+def ref_text(pid: Ref) -> str:
+    """Where a "p" or "m" reference leads, as code: ``CONFIG['items']``, ``config.ITEMS[0]``."""
+    text = path_text(pid[2], pid[3])
+    return f"{pid[1]}.{text}" if pid[0] == "m" else text
 
 
 class ModulePathBroken(Exception):
@@ -847,10 +1022,16 @@ class _Unresolved:
         self.path = path
 
 
-def _resolve_path(key: str, name: str, steps: tuple[tuple[str, Any], ...], tname: str) -> Any:
-    """The object at the path, or ValueError saying where the path breaks."""
-    text = path_text(name, steps)
-    g = workflow_globals(key)
+def _resolve_ref(pid: Ref) -> Any:
+    """The object a "p" or "m" reference leads to, or ValueError saying where it breaks."""
+    tag, root, name, steps, tname = pid
+    if tag == "m":
+        try:
+            g = vars(sys.modules.get(root) or importlib.import_module(root))
+        except Exception as e:
+            raise ValueError(f"module {root!r} cannot be imported ({type(e).__name__}: {e})") from None
+    else:
+        g = workflow_globals(root)
     if name not in g:
         raise ValueError(f"module {g.get('__name__')!r} has no global {name!r}")
     o = g[name]
@@ -859,9 +1040,10 @@ def _resolve_path(key: str, name: str, steps: tuple[tuple[str, Any], ...], tname
             o = vars(o)[k] if kind == "a" else o[k]
         except (KeyError, IndexError, TypeError):
             what = f"attribute {k}" if kind == "a" else f"item {k!r}"
-            raise ValueError(f"{path_text(name, steps[:n])} has no {what}") from None
+            where = ref_text((tag, root, name, steps[:n], tname))
+            raise ValueError(f"{where} has no {what}") from None
     if _type_name(type(o)) != tname:
-        raise ValueError(f"{text} is a {_type_name(type(o))} now, not a {tname}")
+        raise ValueError(f"{ref_text(pid)} is a {_type_name(type(o))} now, not a {tname}")
     return o
 
 
@@ -1065,43 +1247,36 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         self,
         file: Any,
         spaces: dict[int, tuple[str, dict[str, Any]]],
-        paths: ModulePaths | None = None,
+        data: ModuleData | None = None,
     ) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._spaces = spaces
-        self._paths = paths if paths is not None else ModulePaths(spaces)
-        self._walk = self._paths.active
-        self.reached = False  # an object reached through module-level data was met
-        # (key, namespace, id of value -> name) per namespace the frames' code runs in.
-        self._named = []
-        self._containers = []
-        self._module_level: dict[int, str] = {}  # every namespace's module-level containers
-        for key, g in spaces.values():
-            containers = module_containers(g)  # validated: its entry is current
-            self._named.append((key, g, _NAMES[id(g)][2]))
-            self._containers.append((key, g, containers))
-            if containers:
-                self._module_level.update(containers)
+        self._data = data if data is not None else ModuleData(spaces)
+        self._globals: dict[int, Any] | None = None  # the data's globals, when first needed
+        self.reached = False  # an object reached through module data was met
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
-        if t is LiveIter:
-            return (_restore_live_iter, obj.state())
-        if t in _NATIVE_ITERS:
-            return _reduce_native_iter(obj)
-        i = id(obj)
-        for key, g, names in self._named:
-            name = names.get(i)
-            if name is not None:
-                if g.get(name, _NONE) is obj:
-                    return (workflow_global, (key, name))
-                _NAMES.pop(id(g), None)  # rebound since: rebuilt next time
-        if self._walk and t not in _PLAIN_TYPES and self._paths.lookup(i) is not None:
+        own = _OWN_OVERRIDES.get(t)
+        if own is not None:
+            return own(obj)
+        if t in _UNSHARED or t is types.FunctionType and obj in _BY_NAME:
+            return NotImplemented
+        refs = self._globals
+        if refs is None:
+            refs = self._globals = self._data.globals()
+        if id(obj) in refs:
+            ref = self._data.global_ref(obj)
+            if ref is not None:
+                return (workflow_global, ref)
+        if t is types.FunctionType or isinstance(obj, type):
+            if t is type and obj.__module__ == "builtins" and getattr(builtins, obj.__qualname__, None) is obj:
+                return NotImplemented  # a builtin class: by name (what cloudpickle decides, slowly)
+            return super().reducer_override(obj)  # cloudpickle's: classes and functions only
+        if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
             self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
-        if isinstance(obj, (type, types.FunctionType)):
-            return super().reducer_override(obj)  # cloudpickle's: classes and functions only
         return NotImplemented
 
     def _dynamic_function_reduce(self, func: Any) -> Any:
@@ -1123,6 +1298,33 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         return r
 
 
+# Types the pickler writes with rules of their own, whatever module data holds.
+_OWN_OVERRIDES: dict[type, Any] = {
+    LiveIter: lambda it: (_restore_live_iter, it.state()),
+    **{t: _reduce_native_iter for t in _NATIVE_ITERS},
+}
+# Types never looked up in module data: written by reference whatever they are bound to, or the
+# runtime's own (``never_shared``).
+_UNSHARED: set[type] = {
+    types.BuiltinFunctionType, types.ModuleType, types.CodeType, types.CellType, _GlobalsRef,
+}
+
+
+# Functions of this package that reduce tuples name: pickled by reference (what cloudpickle
+# decides for them too, slowly), never looked up in module data.
+_BY_NAME: set[Any] = {
+    _restore_live_iter, _restore_native_dict_iter, _exhausted, workflow_global, workflow_globals,
+    _function_setstate, _set_exc_state, _rebuild_type_alias,
+}
+
+
+def never_shared(*objs: Any) -> None:
+    """Declare the runtime's types whose objects are never module data (its frames), and its
+    functions that reduce tuples name (pickled by reference)."""
+    for o in objs:
+        (_UNSHARED if isinstance(o, type) else _BY_NAME).add(o)
+
+
 class CheckpointPickler(_Pickler):
     """cloudpickle with all the checkpoint's rules (see the module docstring): also sets (kept
     in their order) and module-level containers (kept by name), through persistent ids. A
@@ -1132,26 +1334,26 @@ class CheckpointPickler(_Pickler):
         self,
         file: Any,
         spaces: dict[int, tuple[str, dict[str, Any]]],
-        paths: ModulePaths | None = None,
+        data: ModuleData | None = None,
     ) -> None:
-        super().__init__(file, spaces, paths)
+        super().__init__(file, spaces, data)
         self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
         self._records: list[Any] = []  # their tables, read when met
         self._set_pids: dict[int, tuple[str, int]] = {}
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
+        data = self._data
         if t is set or t is list or t is dict or t is frozenset:
-            i = id(obj)
-            for key, g, containers in self._containers:
-                name = containers.get(i)
-                if name is not None and g.get(name, _NONE) is obj:
-                    return ("g", key, name)
-            if self._walk and t is not frozenset:
-                path = self._paths.lookup(i)
+            ref = data.global_ref(obj)
+            if ref is not None:
+                return ("g", *ref)
+            if data.active and t is not frozenset:
+                path = data.path(obj)
                 if path is not None:
-                    return ("p", *path)
+                    return path
             if t is set:
+                i = id(obj)
                 pid = self._set_pids.get(i)
                 if pid is None:
                     if _settable.SUPPORTED and _settable.plain(obj):
@@ -1164,10 +1366,8 @@ class CheckpointPickler(_Pickler):
                 problem = _frozenset_problem(obj)
                 if problem is not None:
                     raise TypeError(problem)
-        elif self._walk and t not in _PLAIN_TYPES:
-            path = self._paths.lookup(id(obj))
-            if path is not None:
-                return ("p", *path)
+        elif data.active and t not in _PLAIN_TYPES and t not in _UNSHARED and t not in _OWN_OVERRIDES:
+            return data.path(obj)
         return None
 
     def dump(self, obj: Any) -> None:
@@ -1193,16 +1393,16 @@ class CheckpointUnpickler(pickle.Unpickler):
         tag = pid[0]
         if tag == "g":
             return workflow_global(pid[1], pid[2])
-        if tag == "p":
-            _tag, key, name, steps, tname = pid
+        if tag == "p" or tag == "m":
             try:
-                return _resolve_path(key, name, steps, tname)
+                return _resolve_ref(pid)
             except ValueError as e:
-                stand_in = _Unresolved(path_text(name, steps))
+                stand_in = _Unresolved(ref_text(pid))
                 if self._broken is None:
+                    what = "module-level data" if tag == "p" else f"module {pid[1]!r}"
                     self._broken = (
-                        f"it held the {tname} at {path_text(name, steps)} of module-level data, "
-                        f"and in this process {e}",
+                        f"it held the {pid[4]} at {ref_text(pid)} of {what}, and in this "
+                        f"process {e}",
                         stand_in,
                     )
                 return stand_in
@@ -1246,36 +1446,39 @@ def loads(payload: bytes) -> Any:
 
 
 def dumps(
-    obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]], paths: ModulePaths | None = None
+    obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]], data: ModuleData | None = None
 ) -> bytes:
-    """Pickle ``obj`` with the checkpoint's rules (``paths``: the frames' module data, if the
-    caller has walked it already for this checkpoint)."""
+    """Pickle ``obj`` with the checkpoint's rules (``data``: the frames' module data, if the
+    caller has looked into it already for this checkpoint)."""
     if not _STD_NAMES:
         _refresh_std_names()
     _refresh_dispatch()
-    if paths is None:
-        paths = ModulePaths(spaces)
+    if data is None:
+        data = ModuleData(spaces)
     buf = io.BytesIO()
-    p = _Pickler(buf, spaces, paths)
+    p = _Pickler(buf, spaces, data)
     p.dump(obj)
     payload = buf.getvalue()
-    # A set or frozenset written (its opcode, or a byte of other data that looks like it), or a
-    # module-level container, or an object reached through module-level data, among the objects
-    # written: again with the rules for them.
-    module_level = p._module_level
-    memo = p.memo.copy() if module_level or paths.active else None
-    if (
-        _EMPTY_SET in payload
-        or _FROZENSET in payload
-        or p.reached
-        or (module_level and not module_level.keys().isdisjoint(memo))  # type: ignore[arg-type]
-        or (paths.active and not paths.index().keys().isdisjoint(memo))  # type: ignore[arg-type]
-    ):
+    # A set or frozenset written (its opcode, or a byte of other data that looks like it), or an
+    # object reached through module data, or a module-level container or one reached through
+    # module data among the objects written (the C pickler writes lists, dicts and sets without
+    # asking reducer_override): again with the rules for them.
+    if _EMPTY_SET in payload or _FROZENSET in payload or p.reached or _shares_containers(data, p):
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces, paths).dump(obj)
+        CheckpointPickler(buf, spaces, data).dump(obj)
         payload = buf.getvalue()
     return payload
+
+
+def _shares_containers(data: ModuleData, p: _Pickler) -> bool:
+    containers = data.containers()
+    if not containers and not data.active:
+        return False
+    memo = p.memo.copy()
+    if containers and not containers.keys().isdisjoint(memo):
+        return True
+    return data.active and (not data.paths().keys().isdisjoint(memo) or data.truncated is not None)
 
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
@@ -1290,12 +1493,16 @@ __all__ = [
     "CheckpointPickler",
     "CheckpointUnpickler",
     "LiveIter",
+    "ModuleData",
     "ModulePathBroken",
-    "ModulePaths",
+    "ModuleTooLarge",
+    "Namespace",
     "ResourceRefused",
     "SetNotRestorable",
     "dumps",
     "live_iter",
     "loads",
-    "module_containers",
+    "namespace",
+    "never_shared",
+    "user_module",
 ]

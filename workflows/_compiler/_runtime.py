@@ -14,7 +14,6 @@ import os
 import pickle
 import struct
 import sys
-import warnings
 from collections.abc import Generator
 from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
     iadd,
@@ -41,14 +40,15 @@ from .._step import Finished, Raised, StepResult, Suspended
 from . import _settable
 from ._pickler import (
     LiveIter,
+    ModuleData,
     ModulePathBroken,
-    ModulePaths,
+    ModuleTooLarge,
     ResourceRefused,
     SetNotRestorable,
     dumps,
     live_iter,
     loads,
-    module_containers,
+    never_shared,
 )
 from ._scope import FRAME, LOCAL, RT, user_name, variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
@@ -113,6 +113,9 @@ def _blank_frame(key: str) -> Frame:
     f = Frame.__new__(Frame)
     f._af_code = resolve("workflow", key)._code
     return f
+
+
+never_shared(Frame, _blank_frame)
 
 
 class Suspend:
@@ -725,8 +728,8 @@ def checkpoint(cont: Continuation) -> bytes:
     frames = cont._frames
     hkey = (cont._key, cont._fingerprint, cont._state,
             *[(f._af_code, f.__dict__.get("_af_pc")) for f in frames])
-    prefix = _HEADERS.get(hkey)
-    if prefix is None:
+    cached = _HEADERS.get(hkey)
+    if cached is None:
         started = cont._state != 0
         header = {
             "format": FORMAT,
@@ -744,26 +747,25 @@ def checkpoint(cont: Continuation) -> bytes:
             "python": PY,
         }
         hb = json.dumps(header, separators=(",", ":")).encode()
-        prefix = MAGIC + struct.pack(">I", len(hb)) + hb
+        cached = (MAGIC + struct.pack(">I", len(hb)) + hb, _spaces(frames))
         if len(_HEADERS) >= 4096:
             _HEADERS.clear()
-        _HEADERS[hkey] = prefix
-    spaces = _spaces(frames)
-    paths = ModulePaths(spaces)  # the module data, walked (once) only if asked
-    if _plain_frames(frames, paths):
+        _HEADERS[hkey] = cached
+    prefix, spaces = cached
+    data = ModuleData(spaces, frames)  # the module data, looked into only if needed
+    if _plain_frames(frames, data):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster.
         return prefix + pickle.dumps(frames, protocol=pickle.HIGHEST_PROTOCOL)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)
-            payload = dumps(frames, spaces, paths)
+        payload = dumps(frames, spaces, data)
     except Exception as e:
         raise _explain_pickle_failure(cont, e) from e
     return prefix + payload
 
 
-# Checkpoint header bytes by (workflow, state, code of each frame): the same few for every step.
-_HEADERS: dict[tuple[Any, ...], bytes] = {}
+# Checkpoint header bytes and the frames' namespaces by (workflow, state, code and point of each
+# frame): the same few for every step.
+_HEADERS: dict[tuple[Any, ...], tuple[bytes, dict[int, tuple[str, dict[str, Any]]]]] = {}
 _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
@@ -771,24 +773,19 @@ _BuiltinMethod: type = type([].append)
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
-def _plain_frames(frames: list[Frame], paths: ModulePaths | None = None) -> bool:
+def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     """True if every frame holds only plain data (scalars, builtin containers of them) that the C
     pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
     give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
-    module-level list, dict or set (kept by name) and none reached through module-level data
-    (kept by its path)."""
+    module-level list, dict or set (kept by name) and none reached through module data (kept by
+    its path)."""
     stack: list[Any] = []
-    module_level: dict[int, str] = {}
     for f in frames:
         if type(f) is not Frame:
             return False
-    if paths is None:
-        paths = ModulePaths(_spaces(frames))
-    for f in frames:
         stack.extend(f.__dict__.values())
-        containers = module_containers(f._af_code.globals)
-        if containers:
-            module_level = {**module_level, **containers} if module_level else containers
+    if data is None:
+        data = ModuleData(_spaces(frames))
     budget = _PLAIN_BUDGET
     while stack:
         o = stack.pop()
@@ -804,11 +801,11 @@ def _plain_frames(frames: list[Frame], paths: ModulePaths | None = None) -> bool
                     return False
             elif t is frozenset and len(o) > 1:
                 return False
-            if id(o) in module_level or (paths.active and t is not tuple and paths.lookup(id(o))):
+            if t is not tuple and _shared(o, data):
                 return False
             stack.extend(o)
         elif t is dict:
-            if id(o) in module_level or (paths.active and paths.lookup(id(o))):
+            if _shared(o, data):
                 return False
             stack.extend(o.keys())
             stack.extend(o.values())
@@ -818,6 +815,15 @@ def _plain_frames(frames: list[Frame], paths: ModulePaths | None = None) -> bool
         else:
             return False
     return True
+
+
+def _shared(o: Any, data: ModuleData) -> bool:
+    """True if container ``o`` may be module data (then only the checkpoint pickler writes it)."""
+    if id(o) in data.containers():
+        return True
+    if not data.active:
+        return False
+    return id(o) in data.paths() or data.truncated is not None  # walked first
 
 
 def _spaces(frames: list[Frame]) -> dict[int, tuple[str, dict[str, Any]]]:
@@ -842,9 +848,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
         code = f._af_code
         for name, value in f.__dict__.items():
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error", DeprecationWarning)
-                    _dumps(value, spaces)
+                _dumps(value, spaces)
             except Exception as e:
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)
@@ -854,7 +858,9 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                     tname, mod = f"{type(value._c).__name__} iterator", None
                 if mod not in ("builtins", None):
                     tname = f"{mod}.{tname}"
-                if isinstance(e, DeprecationWarning) or mod == "itertools":
+                if isinstance(e, ModuleTooLarge):
+                    hint = "or del the variable before the await"
+                elif isinstance(e, DeprecationWarning) or mod == "itertools" or "itertools" in str(e):
                     hint = (
                         "itertools objects cannot be checkpointed reliably (their pickling is "
                         "deprecated and removed in Python 3.14); wrap it in list(...)"
@@ -917,6 +923,8 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
 
 
 def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
+    """The header of a checkpoint (never to be modified: headers read are shared, by their
+    bytes) and its payload."""
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise TypeError(f"restore() takes the bytes made by checkpoint(), got {type(blob).__name__}")
     blob = bytes(blob)
@@ -924,8 +932,12 @@ def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
         if blob[:4] != MAGIC:
             raise ValueError("it does not start with the checkpoint marker")
         (n,) = struct.unpack(">I", blob[4:8])
-        header = json.loads(blob[8 : 8 + n])
+        hb = blob[8 : 8 + n]
         payload = blob[8 + n :]
+        header = _READ_HEADERS.get(hb)
+        if header is not None:
+            return header, payload
+        header = json.loads(hb)
         fmt = header["format"]
     except Exception as e:
         raise CheckpointError(
@@ -951,7 +963,14 @@ def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
             stored=header["python"],
             loaded=PY,
         )
+    if len(_READ_HEADERS) >= 4096:
+        _READ_HEADERS.clear()
+    _READ_HEADERS[hb] = header
     return header, payload
+
+
+# Headers read, by their bytes: the same few for every step of a workflow.
+_READ_HEADERS: dict[bytes, dict[str, Any]] = {}
 
 
 def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
