@@ -11,7 +11,8 @@ keeps them, or refuses them with an error that names what cannot be kept:
 * dict, dict-view and set iterators checkpoint as the container (pickled with the other locals,
   so shared) and a position, not as a snapshot of the remaining items: values written after the
   restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
-  step of the loop;
+  step of the loop; a set's loop goes on from its table slot, or, where the set came back in
+  another order (another ``PYTHONHASHSEED``), over the elements it had still to visit;
 * functions made inside a workflow keep the workflow module's real namespace as their globals
   (cloudpickle gives them a copy), and objects a local shares with module data are checkpointed
   by reference: a global of the workflow's module by its name (a module-level sentinel such as
@@ -443,14 +444,29 @@ class LiveIter:
     def _next_rest(self) -> Any:
         rest = self._rest
         assert rest is not None
-        if len(self._c) != self._used:
+        c = self._c
+        if len(c) != self._used:
             raise self._size_changed()
-        if not rest:
-            self._rest = []
-            raise StopIteration
-        x = rest.pop(0)
-        self._last = x
-        return x
+        while rest:
+            x = rest.pop(0)
+            if x in c:  # not removed since (as natively, a removed element is not visited)
+                self._last = x
+                return x
+        raise StopIteration
+
+    def set_position(self) -> tuple[Any, int, int | None, list[Any]]:
+        """A set loop's position, where the set's table is read: the set, the size it checks,
+        the slot it goes on from (-1: exhausted; None: it goes on over the elements instead) and
+        the elements it has still to visit, as the table is now."""
+        c, used, it = self._c, self._used, self._it
+        if it is not None:
+            live, used, slot = _settable.iterator_state(it)
+            slot = slot if live else -1
+        elif self._slot is not None:
+            slot = self._slot
+        else:  # restored where the set came back in another order: the elements to come
+            return (c, used, None, list(self._rest or ()))
+        return (c, used, slot, _settable.elements_from(c, slot))
 
     def state(self) -> tuple[Any, ...]:
         """``(container, kind, size at the start, dict position, set elements to come)``."""
@@ -510,6 +526,19 @@ def _restore_live_iter(c: Any, kind: str, used: int, pos: int, rest: Any) -> Liv
     if kind != "set" and used == len(c):
         li._resume()  # as native: a live iterator that checks the size it now sees
     return li
+
+
+def _settle_set_iter(li: LiveIter, slot: int | None, rest: list[Any]) -> None:
+    """Once a checkpoint's sets are rebuilt: a restored set loop goes on from its slot if the
+    table holds, from there, the elements it had still to visit (so wherever the set was rebuilt
+    as it was); else (the set came back in another order: strings under another
+    ``PYTHONHASHSEED``) it visits those elements, in their recorded order, each once."""
+    if slot is not None:
+        now = _settable.elements_from(li._c, slot)
+        if len(now) == len(rest) and all(map(operator.is_, now, rest)):
+            li._slot = slot
+            return
+    li._rest = list(rest)
 
 
 def live_iter(v: Any) -> Any:
@@ -1259,7 +1288,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         t = type(obj)
         own = _OWN_OVERRIDES.get(t)
         if own is not None:
-            return own(obj)
+            return own(self, obj)
         if t in _UNSHARED or t is types.FunctionType and obj in _BY_NAME:
             return NotImplemented
         refs = self._globals
@@ -1299,9 +1328,22 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
 
 
 # Types the pickler writes with rules of their own, whatever module data holds.
+def _reduce_live_iter(p: _Pickler, it: LiveIter) -> Any:
+    if it._kind == "set" and _settable.SUPPORTED:
+        p.reached = True  # written as its position by CheckpointPickler's persistent_id
+    return (_restore_live_iter, it.state())
+
+
+def _reduce_set_iter(p: _Pickler, it: Any) -> Any:
+    if _settable.SUPPORTED:
+        p.reached = True  # written as its position by CheckpointPickler's persistent_id
+    return _reduce_native_iter(it)
+
+
 _OWN_OVERRIDES: dict[type, Any] = {
-    LiveIter: lambda it: (_restore_live_iter, it.state()),
-    **{t: _reduce_native_iter for t in _NATIVE_ITERS},
+    LiveIter: _reduce_live_iter,
+    **{t: lambda _p, it: _reduce_native_iter(it) for t in _NATIVE_ITERS},
+    _SetIter: _reduce_set_iter,
 }
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
@@ -1344,6 +1386,8 @@ class CheckpointPickler(_Pickler):
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
         data = self._data
+        if (t is LiveIter and obj._kind == "set" or t is _SetIter) and _settable.SUPPORTED:
+            return self._set_iter_pid(obj)
         if t is set or t is list or t is dict or t is frozenset:
             ref = data.global_ref(obj)
             if ref is not None:
@@ -1370,6 +1414,19 @@ class CheckpointPickler(_Pickler):
             return data.path(obj)
         return None
 
+    def _set_iter_pid(self, it: Any) -> Any:
+        """A set loop, or a set iterator: ("i", the set, the size it checks, its slot, the
+        elements it has still to visit). The restore goes on from the slot where the rebuilt
+        table has those elements there, else over the elements (``_settle_set_iter``)."""
+        if type(it) is LiveIter:
+            return ("i", *it.set_position())
+        c = _container_of(it)
+        if c is None:
+            return None  # exhausted: reduced as a fresh exhausted iterator
+        live, used, slot = _settable.iterator_state(it)
+        slot = slot if live else -1
+        return ("i", c, used, slot, _settable.elements_from(c, slot))
+
     def dump(self, obj: Any) -> None:
         """Pickle ``obj``, then the elements of the sets it holds, in their order, as further
         pickles in the same stream (memo shared), until no new set is met."""
@@ -1388,6 +1445,7 @@ class CheckpointUnpickler(pickle.Unpickler):
         super().__init__(file)
         self._sets: list[set[Any]] = []
         self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
+        self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
 
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
@@ -1406,6 +1464,11 @@ class CheckpointUnpickler(pickle.Unpickler):
                         stand_in,
                     )
                 return stand_in
+        if tag == "i":
+            _tag, c, used, slot, rest = pid
+            li = LiveIter(None, c, "set", used)
+            self._set_iters.append((li, slot, rest))
+            return li
         if tag == "s":
             index = pid[1]
             while len(self._sets) <= index:
@@ -1429,6 +1492,8 @@ class CheckpointUnpickler(pickle.Unpickler):
                 if why is not None and failed is None:
                     failed = (why, s)
             done += len(records)
+        for li, slot, rest in self._set_iters:
+            _settle_set_iter(li, slot, rest)
         if self._broken is not None:
             raise ModulePathBroken(self._broken[0], self._broken[1], obj)
         if failed is not None:

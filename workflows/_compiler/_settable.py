@@ -26,8 +26,9 @@ elements hash otherwise in the restoring process (``str`` and ``bytes`` under an
 ``PYTHONHASHSEED``) can only be rebuilt for the hashes it had, which that process does not give:
 it is restored with the same elements in that process's own order, as the same program run twice
 natively would order them (failing the restore instead would fail, at every restart, each
-workflow holding a set of strings across an await). Fixing ``PYTHONHASHSEED`` for every process
-that runs workflows makes such a set exact too.
+workflow holding a set of strings across an await); a loop over it suspended mid-way then visits
+the elements it had still to visit, which the checkpoint records with its slot. Fixing
+``PYTHONHASHSEED`` for every process that runs workflows makes such a set exact too.
 
 Reading the table goes through ``ctypes``, by the layout of ``PySetObject`` in CPython 3.11 to
 3.13 (``Include/cpython/setobject.h``: the object header, then ``fill``, ``used``, ``mask``,
@@ -42,6 +43,7 @@ from __future__ import annotations
 import array
 import ctypes
 import hashlib
+import itertools
 import sys
 import sysconfig
 from typing import Any
@@ -158,6 +160,14 @@ def next_used(s: set[Any], start: int) -> tuple[int, int]:
     if j < 0:
         return -1, 0
     return j, kinds.count(_USED_BYTE, 0, j)
+
+
+def elements_from(s: set[Any] | frozenset[Any], slot: int) -> list[Any]:
+    """The elements on the used slots of ``s``'s table at or after ``slot``, in slot order: what
+    a set iterator at slot ``slot`` yields (none for a slot of -1: exhausted)."""
+    if slot < 0:
+        return []
+    return list(itertools.islice(s, read(s).kinds.count(_USED_BYTE, 0, slot), None))
 
 
 def iterator_state(it: Any) -> tuple[bool, int, int]:
@@ -319,6 +329,7 @@ __all__ = [
     "SUPPORTED",
     "Placeholder",
     "Table",
+    "elements_from",
     "iterator_state",
     "next_used",
     "plain",
