@@ -394,3 +394,30 @@ def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatc
         checkpoint(cont)
     assert info.value.variable == "mine"
     assert "more than 10 objects" in str(info.value) and "module-level data of 'workflow_source_" in str(info.value)
+
+
+def test_a_global_rebound_after_a_checkpoint_is_kept_by_name_at_the_next():
+    """The index of a module's globals is built once and reused while the namespace holds the
+    same values: a global rebound since (the namespace's size unchanged) is found under its name
+    at the next checkpoint, not copied."""
+    class Marker:
+        pass
+
+    wf = _compile(
+        """
+        async def holds_marker(x):
+            m = MARK
+            await timer("t", 1)
+            return m
+        """,
+        "holds_marker.py",
+        "holds_marker",
+        Marker=Marker,
+        MARK=Marker(),
+    )
+    g = wf.__wrapped__.__globals__
+    first = g["MARK"]
+    assert restore(checkpoint(_suspend(wf, 1)))._frames[0].__dict__["v_m"] is first
+    g["MARK"] = Marker()
+    back = restore(checkpoint(_suspend(wf, 1)))
+    assert back._frames[0].__dict__["v_m"] is g["MARK"] and g["MARK"] is not first
