@@ -405,11 +405,13 @@ class Membership:
         )
         started = self._exec("SELECT now()")[0][0]
         keys = [int(r[2]) for r in rows]
+        # A lock is probed by taking it and giving it back in one statement: between two, a
+        # process frozen (or stalled) would hold a dead node's lock, and that node's successor
+        # could not join under its name until this one woke.
         free = {int(k) for k, got in self._exec(
-            "SELECT k, pg_try_advisory_lock(k) FROM unnest(%s::bigint[]) AS k", (keys,)
+            "SELECT k, CASE WHEN pg_try_advisory_lock(k) THEN pg_advisory_unlock(k) ELSE false END "
+            "FROM unnest(%s::bigint[]) AS k", (keys,)
         ) if got} if keys else set()
-        if free:
-            self._exec("SELECT pg_advisory_unlock(k) FROM unnest(%s::bigint[]) AS k", (list(free),))
         self.peers = sum(1 for r in rows if int(r[2]) not in free)
         self.probed_at = started
         dead = []

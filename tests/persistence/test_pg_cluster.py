@@ -122,6 +122,54 @@ def test_nodes_share_the_shards_and_a_killed_node_is_taken_over_at_once(pg_url: 
         b.close()
 
 
+def test_a_survivor_frozen_right_after_probing_a_dead_nodes_lock_does_not_keep_that_node_out(
+    pg_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A survivor probes a dead node's session lock by taking it and giving it back. A survivor
+    process frozen (SIGSTOP) right after its probe statement must not be left holding the lock:
+    the dead node's successor, started under the same node_id, could not join for as long as the
+    survivor stays frozen (NodeIdInUse naming a process that is dead)."""
+    a, b = member(pg_url, schema, "a"), member(pg_url, schema, "b")
+    try:
+        settle(a, b)
+        assert b._conn is not None
+        b._conn.close()  # b's process is killed: its session ends, its lock is free
+        frozen = threading.Event()
+        thaw = threading.Event()
+        run = Membership._exec
+
+        def exec_then_freeze(self: Membership, template: str, params: Any = None) -> list[tuple[Any, ...]]:
+            rows = run(self, template, params)
+            if self is a and "pg_try_advisory_lock" in template and any(r[1] for r in rows):
+                frozen.set()
+                assert thaw.wait(30)  # b's lock was free: the process stops right after the probe
+            return rows
+
+        monkeypatch.setattr(Membership, "_exec", exec_then_freeze)
+        deadline = time.monotonic() + 10
+        found: list[str] = []
+
+        def probe() -> None:
+            while not found and time.monotonic() < deadline:
+                found.extend(a.detect_dead())
+                time.sleep(0.01)
+
+        prober = threading.Thread(target=probe)
+        prober.start()
+        try:
+            assert frozen.wait(10)
+            monkeypatch.setattr(Membership, "_exec", run)
+            c = member(pg_url, schema, "b")  # b's successor, while a is frozen
+            assert c.incarnation != b.incarnation
+            c.close()
+        finally:
+            thaw.set()
+            prober.join(30)
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_frozen_node_is_declared_dead_by_its_heartbeat_and_rejoins_as_a_new_incarnation(
     pg_url: str, schema: str
 ) -> None:
