@@ -17,7 +17,8 @@ from typing import Any
 
 import pykka
 
-from ._log import Log
+from persistence._log import Log
+
 from ._work import WorkCounter
 
 log = Log("activator")

@@ -47,6 +47,7 @@ from persistence import (
     dumps,
     loads,
 )
+from persistence._log import Log
 from workflows import Cancelled
 from workflows._commands import Procedure
 from workflows._compiler import checkpoint, restore_upgrading
@@ -60,7 +61,6 @@ from workflows._step import Finished, Raised
 from . import _writes
 from ._errors import TimerNotArmed
 from ._host import Host
-from ._log import Log
 from ._pool import PooledActor
 from ._procedures import ProcedureDone, pack_call, record_outcome
 from ._wait import envelope, envelope_wait, stored_forms

@@ -13,7 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from ._log import Log
+from persistence._log import Log
+
 from ._work import WorkCounter
 
 log = Log("system")

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from persistence import ProcedureRow, StorageUnavailable, Store, dumps, loads
+from persistence._log import Log
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType
 from workflows._procedure_context import procedure_running
 from workflows._registry import resolve
 
 from ._clock import Clock
-from ._log import Log
 from ._work import WorkCounter
 
 log = Log("procedures")

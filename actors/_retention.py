@@ -23,9 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from persistence import Store
+from persistence._log import Log
 
 from ._clock import Clock
-from ._log import Log
 
 log = Log("system")  # retention is part of the system's housekeeping
 

@@ -40,6 +40,7 @@ from persistence import (
     loads,
     open_store,
 )
+from persistence._log import Log, acting_for, bind_node, public_calls_as_node, unbind_node
 from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
@@ -61,7 +62,6 @@ from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
 from ._later import Later
-from ._log import Log, acting_for, bind_node, public_calls_as_node, unbind_node
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds

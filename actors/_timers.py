@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from persistence import TimerRow
+from persistence._log import Log
 
 from ._clock import Clock
-from ._log import Log
 from ._work import WorkCounter
 
 log = Log("timers")

@@ -9,15 +9,16 @@ and ``add_done_callback``.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import CancelledError, InvalidStateError
 from typing import Any, Generic, TypeVar
 
+from persistence._log import Log
+
 T = TypeVar("T")
 
-log = logging.getLogger("actorflow.store")
+log = Log("store")
 
 _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes, never contended long
 
@@ -68,7 +69,7 @@ class Promise(Generic[T]):
         try:
             fn(self)
         except Exception:
-            log.exception("actorflow: a promise's done-callback failed")
+            log.exception("promise_callback_failed")
 
     def set_result(self, value: T) -> None:
         if not self._settle(value, None):

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import logging
 import sqlite3
 import threading
 import time
@@ -35,11 +34,12 @@ from typing import Any, Generic, TypeVar
 import sqlite_utils
 
 from persistence._errors import StoreClosed
+from persistence._log import Log
 from persistence._promise import Promise
 from persistence._schema import translate_error
 from persistence._sql import SQLITE, Dialect
 
-log = logging.getLogger("actorflow.store")
+log = Log("store")
 
 T = TypeVar("T")
 
@@ -271,7 +271,7 @@ class Writer:
         try:
             self._commit_batch(batch)
         except BaseException as exc:  # the writer outlives any batch
-            log.exception("actorflow writer: batch failed unexpectedly")
+            log.exception("store_batch_failed")
             self._fail(batch, exc)
 
     def _take(self, room: int) -> list[_Op]:
@@ -440,7 +440,7 @@ class Writer:
             # The write committed the transaction itself (a reducer called commit(), or
             # sqlite3's executescript()): what ran so far is durable; the rest of the batch goes
             # in a new transaction.
-            log.warning("actorflow writer: a write ended the transaction")
+            log.warning("store_transaction_ended_by_a_write")
         self._settle(done, [], waits)
         return pending[early:] if early is not None else [], joined
 
@@ -496,7 +496,7 @@ class Writer:
                 failure.unattributed = False
             raise failure from exc
         if early is not None:
-            log.warning("actorflow writer: a write ended the transaction")
+            log.warning("store_transaction_ended_by_a_write")
         self._settle(done, failed, waits)
         return pending[early:] if early is not None else []
 

@@ -9,7 +9,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STDLIB = set(__import__("sys").stdlib_module_names)
 ALLOWED = {
     "workflows": {"workflows", "cloudpickle"},
-    "persistence": {"persistence", "sqlite_utils", "cloudpickle", "psycopg", "psycopg_pool"},
+    "persistence": {"persistence", "sqlite_utils", "cloudpickle", "psycopg", "psycopg_pool", "structlog"},
     "actors": {"actors", "workflows", "persistence", "pykka", "structlog", "rich", "sqlite_utils", "cloudpickle", "pytest",
                "starlette", "uvicorn", "jinja2"},
 }

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import os
 import socket
 import threading
@@ -49,12 +48,13 @@ from typing import Any
 import psycopg
 
 from persistence._errors import Fenced, NodeIdInUse, PersistenceError, StorageUnavailable
+from persistence._log import Log
 from persistence._pg._errors import FENCED_SQLSTATE, Retryable, translate_error
 from persistence._pg._schema import QUEUE, connect, quote
 from persistence._shards import DEFAULT_SHARDS, assignment, shard_of
 from persistence._types import Cluster, ClusterEvents, NodeRow, ProcedureRow, RecoveryWork, TimerRow
 
-log = logging.getLogger(__name__)
+log = Log("cluster")
 
 # Seconds between heartbeats, and how old a heartbeat may get before its node is declared dead.
 HEARTBEAT = 1.0
@@ -680,8 +680,8 @@ class ClusterNode(Cluster):
         try:
             self.membership.leave()
         except PersistenceError as exc:
-            log.warning("actorflow node %s: could not hand its shards off (%s); the others take "
-                        "them over once its session is gone", self.node_id, exc)
+            log.warning("cluster_handoff_failed", node_id=self.node_id, error=str(exc),
+                        then="the others take its shards over once its session is gone")
         finally:
             self.close()
 
@@ -876,7 +876,7 @@ class ClusterNode(Cluster):
             except Exception as exc:  # the thread outlives any round (a server that is away)
                 if self._stop.is_set():
                     return  # the store is closing under this round
-                log.warning("actorflow node %s: cluster round failed: %s", self.node_id, exc)
+                log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc))
                 if isinstance(exc, StorageUnavailable) and not self._rejoin:
                     self._self_fence("its control connection to the database was lost")
                 self._stop.wait(min(self.membership.heartbeat_every, 0.5))
@@ -908,7 +908,7 @@ class ClusterNode(Cluster):
         if self._rejoin:
             m.join()  # a new incarnation; raises while the server is away (the next round retries)
             self._rejoin = False
-            log.warning("actorflow node %s: rejoined the cluster as incarnation %s", self.node_id, m.incarnation)
+            log.warning("cluster_rejoined", node_id=self.node_id, incarnation=m.incarnation)
         # A lost control session (a lost connection, the server away or terminating it) raises
         # StorageUnavailable: its lock may be free and the others may take every shard, so the
         # node writes nothing more (``_run`` self-fences) and rejoins.
@@ -934,7 +934,7 @@ class ClusterNode(Cluster):
     def _self_fence(self, why: str) -> None:
         lost = self.membership.drop_all()
         self._rejoin = True
-        log.warning("actorflow node %s: gave up its %d shards because %s; it rejoins as a new "
-                    "incarnation", self.node_id, len(lost), why)
+        log.warning("cluster_shards_given_up", node_id=self.node_id, given_up=len(lost), reason=why,
+                    then="it rejoins as a new incarnation")
         if lost and self._events is not None:
             self._events.shards_lost(lost)

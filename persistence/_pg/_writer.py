@@ -31,7 +31,6 @@ What a server changes, all of it in the transaction protocol this class implemen
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -41,13 +40,14 @@ import psycopg.errors
 import psycopg.pq
 
 from persistence._errors import PersistenceError, StorageUnavailable
+from persistence._log import Log
 from persistence._pg._errors import ConnectionLost, Retryable, translate_error
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._schema import quote
 from persistence._sql import postgresql
 from persistence._writer import Writer
 
-log = logging.getLogger(__name__)
+log = Log("store")
 
 # Reconnecting after a lost connection: attempts, and the pause before each (seconds).
 RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
@@ -214,7 +214,7 @@ class PgWriter(Writer):
                     raise  # refused for good (owner lock taken, authentication): say so
                 continue
             self.db = PgDatabase(self.conn, self.sync)
-            log.warning("actorflow writer: reconnected to %s after %s", self.path, cause)
+            log.warning("store_reconnected", path=self.path, cause=str(cause))
             return
         raise last
 
@@ -234,8 +234,7 @@ class PgWriter(Writer):
                 return None
             status = row[0] if row else None
             if status in ("committed", "aborted"):
-                log.warning("actorflow writer: the COMMIT whose answer was lost %s",
-                            "had committed" if status == "committed" else "had not committed")
+                log.warning("store_commit_answer_lost", committed=status == "committed")
                 return bool(status == "committed")
             if status != "in progress" or time.monotonic() >= deadline:
                 return None  # too old to tell (NULL), or its session is not ending

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from structlog.testing import capture_logs
 
 from persistence import (
     SIGNAL,
@@ -118,8 +119,10 @@ def test_the_writer_reconnects_after_losing_its_session(pg_store_url: str, pg_se
         s.create_workflow(new_wf("a"))
         old = _backend(s)
         pg_server.admin().execute("SELECT pg_terminate_backend(%s)", (old,))
-        s.commit_step(step(s, "a", continuation=b"after"))
+        with capture_logs() as logs:
+            s.commit_step(step(s, "a", continuation=b"after"))
         assert _backend(s) != old
+        assert [e["event"] for e in logs] == ["store_reconnected"] and "lost" in logs[0]["cause"]
         rec = s.load_workflow("a")
         assert rec is not None and (rec.step_seq, rec.continuation) == (1, b"after")
         # Still the owner, on the new session.

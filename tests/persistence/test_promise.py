@@ -84,4 +84,4 @@ def test_a_failing_done_callback_is_logged_and_the_others_still_run(caplog: pyte
     err = KeyError("k")
     p.set_exception(err)
     assert seen == [err]
-    assert "done-callback failed" in caplog.text
+    assert "promise_callback_failed" in caplog.text

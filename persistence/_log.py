@@ -1,7 +1,9 @@
 """How the runtime logs: structlog events handed to the standard library's ``logging``.
 
-Every logger of the runtime is ``logging.getLogger("actorflow.<part>")`` wrapped by structlog, and
-the runtime never configures output: what is shown, where and how is the application's choice
+It lives below ``actors`` so that the store's writer and a cluster node's membership log as the
+rest does, their events naming the node too. Every logger of the runtime is
+``logging.getLogger("actorflow.<part>")`` wrapped by structlog, and the runtime never configures
+output: what is shown, where and how is the application's choice
 (``logging.basicConfig``, or structlog's own configuration rendering through ``logging``). An
 application that configures nothing sees only WARNING and above, on stderr, from the standard
 library's last-resort handler.
