@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -923,18 +924,42 @@ class Emitter:
     def ex_BoolOp(self, e: ast.BoolOp) -> ast.expr:
         name = f"_af_t{self.uid()}"
         end = self.new_label()
-        n = len(e.values)
-        for i, v in enumerate(e.values):
-            x = self.expr(v)
-            self.emit(ast.Assign([ast.Name(name, ast.Store())], x))
-            if i < n - 1:
-                test: ast.expr = ast.Name(name, ast.Load())
-                self.peeks.add(id(test))
-                if isinstance(e.op, ast.And):
-                    test = ast.UnaryOp(ast.Not(), test)
-                self.emit(ast.If(test, [ast.Return(ast.Constant(end))], []))
+        self._boolop_into(e, name, end, end, False)
         self.start_at(end)
         return ast.Name(name, ast.Load())
+
+    def _boolop_into(self, e: ast.BoolOp, name: str, true_l: int, false_l: int, tested: bool) -> None:
+        """Evaluate ``e`` as a value into the temporary ``name``.
+
+        An operand that decides the result jumps out: a false one of ``and`` to ``false_l``, a
+        true one of ``or`` to ``true_l``. With ``tested``, the last operand is tested too (the
+        enclosing ``and``/``or`` tests the result). CPython 3.11 threads the jumps of nested
+        ``and``/``or`` (a value already tested is not tested again by the enclosing operator),
+        so there a nested operator is lowered into the same jumps; since 3.12 it is a value that
+        the enclosing operator tests again.
+        """
+        n = len(e.values)
+        is_and = isinstance(e.op, ast.And)
+        for i, v in enumerate(e.values):
+            last = i == n - 1
+            if last and not tested:
+                self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(v)))
+                return
+            nxt = -1
+            if last:
+                t_l, f_l = true_l, false_l
+            else:
+                nxt = self.new_label()
+                t_l, f_l = (nxt, false_l) if is_and else (true_l, nxt)
+            if _THREADED_BOOLOPS and isinstance(v, ast.BoolOp):
+                self._boolop_into(v, name, t_l, f_l, True)
+            else:
+                self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(v)))
+                test = ast.Name(name, ast.Load())
+                self.peeks.add(id(test))
+                self.emit(ast.If(test, [ast.Return(ast.Constant(t_l))], [ast.Return(ast.Constant(f_l))]))
+            if not last:
+                self.start_at(nxt)
 
     def ex_IfExp(self, e: ast.IfExp) -> ast.expr:
         name = f"_af_t{self.uid()}"
@@ -1045,6 +1070,9 @@ class Emitter:
 
 
 RT_NAME = "_af_rt"
+
+# Whether nested ``and``/``or`` in a value test each operand once (CPython 3.11's jump threading).
+_THREADED_BOOLOPS = sys.version_info < (3, 12)
 
 
 _COMP_NAMES = {
