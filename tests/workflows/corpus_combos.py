@@ -515,6 +515,34 @@ add(builtin_named_locals_across_awaits, C(0), C(1), C(2))
 
 
 @workflow
+async def dunder_locals_in_class_and_lambda(x):
+    """Locals named like dunders and mangled names, read from a class body and a lambda."""
+    __v = await procedure(ident, x)
+    __dict__ = {"d": x}
+    __doc__ = "mine"  # noqa: A001
+    __class__ = int  # noqa: A001
+    __reduce__ = "r"
+
+    class K:
+        a = __dict__
+        b = __doc__
+        c = __reduce__
+
+        def m(self):
+            return __class__
+
+        def n(self):
+            return (lambda: __class__)(), super().__repr__
+
+    await timer("t", 1)
+    f = lambda: (__v, __dict__, __doc__, __class__, __reduce__)  # noqa: E731
+    return f(), K.a, K.b, K.c, K().m() is K, K().n()[0] is K
+
+
+add(dunder_locals_in_class_and_lambda, C(1), C(2), C(3))
+
+
+@workflow
 async def nonlocal_and_global_interplay(x):
     """Nested functions sharing a workflow local through nonlocal and a module global."""
     global TOTAL

@@ -262,6 +262,10 @@ class Rewriter(ast.NodeTransformer):
         nested = False
         for i, sc in enumerate(reversed(self.scopes)):
             if sc.kind == "class":
+                if i and name == "__class__":
+                    # A function in a class body gets the class's implicit ``__class__`` cell
+                    # (what zero-argument super() uses), whatever the workflow binds.
+                    return None
                 if i == 0 and name in sc.bound:
                     return None
                 if name in sc.globals:
