@@ -1034,10 +1034,24 @@ class Emitter:
         if isinstance(e, ast.DictComp):
             _rename(e.key, ren)
             _rename(e.value, ren)
+        else:
+            _rename(e.elt, ren)
+        # Variables that a lambda or generator expression made in the comprehension reads live
+        # in a holder of this run (natively: cells of the comprehension's scope), so those
+        # functions see their last values after the comprehension, and each run has its own.
+        hold = f"{SYNTH}{k}c"
+        e.generators[0].iter = ast.Constant(None)
+        held = _hold_captured(e, ren, hold)
+        e.generators[0].iter = first_iter
+        if held:
+            self.slots[hold] = (
+                f"the variables {', '.join(repr(v) for v in sorted(held))} of the {what} at line "
+                f"{e.lineno}, read by a function made in it"
+            )
+        if isinstance(e, ast.DictComp):
             init: ast.expr = ast.Dict([], [])
             add: ast.stmt = ast.Expr(rt_call("dict_put", ast.Name(res, ast.Load()), e.key, e.value))
         else:
-            _rename(e.elt, ren)
             init = ast.List([], ast.Load()) if isinstance(e, ast.ListComp) else rt_call("newset")
             meth = "append" if isinstance(e, ast.ListComp) else "add"
             add = ast.Expr(
@@ -1050,11 +1064,14 @@ class Emitter:
             inner = ast.For(g.target, g.iter if g is not e.generators[0] else first_iter, [inner], [])
             inner._af_comp = what  # type: ignore[attr-defined]  # how messages name its loop
         stmts = [ast.Assign([ast.Name(res, ast.Store())], init), inner]
+        if held:
+            stmts.insert(0, ast.Assign([ast.Name(hold, ast.Store())], rt_call("Cells")))
         for s in stmts:
             fill_locations(s, e)
         # The loop variables and the result live on the frame only while the comprehension
         # runs, as in its own scope natively: they go when it ends, or when it raises.
-        gone = tuple((1, v) for v in ren.values()) + ((1, res),)
+        kept = [v for n, v in ren.items() if n not in held] + ([hold] if held else [])
+        gone = tuple((1, v) for v in kept) + ((1, res),)
         saved_region = self.region
         if saved_region[0] is not None:
             self.region = _add(saved_region, gone)
@@ -1062,7 +1079,7 @@ class Emitter:
         self.body(stmts)
         self.structure.pop()
         self.region = saved_region
-        for var in ren.values():
+        for var in kept:
             self.emit(ast.Expr(rt_call("unbind", frame_name(), ast.Constant(var))))
         return rt_call("take", frame_name(), ast.Constant(res))
 
@@ -1130,6 +1147,61 @@ def _rename(node: ast.AST, ren: dict[str, str]) -> None:
         return
     for child in ast.iter_child_nodes(node):
         _rename(child, ren)
+
+
+def _hold_captured(e: Any, ren: dict[str, str], hold: str) -> set[str]:
+    """Move the (renamed) comprehension variables that a lambda or generator expression in
+    ``e`` reads into attributes of the holder ``hold``; return their user names.
+
+    Each outermost such function is wrapped as ``(lambda hold: function)(hold)``, so it keeps
+    the holder of the run that made it, as a native closure keeps that run's cells. A generator
+    expression's outermost iterable is evaluated before the wrapper is called (natively it is
+    evaluated where the generator expression stands, in the comprehension).
+    """
+    user = {v: n for n, v in ren.items()}
+    captured: set[str] = set()
+    for n in ast.walk(e):
+        if isinstance(n, (ast.Lambda, ast.GeneratorExp)):
+            captured.update(m.id for m in ast.walk(n) if isinstance(m, ast.Name) and m.id in user)
+    if not captured:
+        return set()
+
+    class Hold(ast.NodeTransformer):
+        depth = 0
+
+        def visit_Name(self, n: ast.Name) -> Any:
+            if n.id in captured:
+                a = ast.Attribute(ast.Name(hold, ast.Load()), user[n.id], n.ctx)
+                return ast.copy_location(a, n)
+            return n
+
+        def wrap(self, n: Any) -> Any:
+            self.depth += 1
+            self.generic_visit(n)
+            self.depth -= 1
+            if self.depth or not any(isinstance(m, ast.Name) and m.id == hold for m in ast.walk(n)):
+                return n
+            params = [ast.arg(hold)]
+            call_args: list[ast.expr] = [ast.Name(hold, ast.Load())]
+            if isinstance(n, ast.GeneratorExp):
+                g0 = n.generators[0]
+                params.append(ast.arg("_af_gi"))
+                call_args.append(rt_call("builtin_iter", g0.iter))
+                g0.iter = ast.Name("_af_gi", ast.Load())
+            args = ast.arguments(
+                posonlyargs=[], args=params, vararg=None, kwonlyargs=[], kw_defaults=[],
+                kwarg=None, defaults=[],
+            )
+            return ast.copy_location(ast.Call(ast.Lambda(args, n), call_args, []), n)
+
+        def visit_Lambda(self, node: ast.Lambda) -> Any:
+            return self.wrap(node)
+
+        def visit_GeneratorExp(self, node: ast.GeneratorExp) -> Any:
+            return self.wrap(node)
+
+    Hold().visit(e)
+    return {user[v] for v in captured}
 
 
 def _add(region: Region, clears: tuple[tuple[Any, ...], ...]) -> Region:

@@ -63,6 +63,7 @@ newset = builtins.set
 NameError = builtins.NameError
 BaseException = builtins.BaseException
 AssertionError = builtins.AssertionError
+builtin_iter = builtins.iter
 SENTINEL = object()
 FORMAT = 1
 MAGIC = b"AFWF"
@@ -116,6 +117,23 @@ def _blank_frame(key: str) -> Frame:
 
 
 never_shared(Frame, _blank_frame)
+
+
+class Cells:
+    """The variables of one run of a lowered comprehension that a lambda or generator
+    expression made in it reads (natively, cells of the comprehension's scope)."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for a variable not bound yet (or a dunder lookup by pickle and copy).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NameError(
+            f"cannot access free variable {name!r} where it is not associated with a value in "
+            "enclosing scope"
+        )
+
+
+never_shared(Cells)
 
 
 class Suspend:
