@@ -1388,3 +1388,8 @@ add(
     C(2, fail_at=F1, error=boom),
     C(0),
 )
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add, boom

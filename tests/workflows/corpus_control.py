@@ -567,3 +567,8 @@ async def fetch_each(keys):
 
 
 add(fetch_each, C([1, 2, 3]), C([]), C([5], fail_at=frozenset({0}), raises=ProcedureFailed))
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add

@@ -470,3 +470,8 @@ async def generator_without_await(n):
 
 
 add(generator_without_await, C(0), C(4))
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add

@@ -459,3 +459,8 @@ async def dunder_named_locals(x):
 
 
 add(dunder_named_locals, C(1), C(4), C(2, cancel_at=2, raises=Cancelled))
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add, boom

@@ -820,3 +820,8 @@ async def nonlocal_deleted_then_used(x):
 
 
 add(nonlocal_deleted_then_used, C(1), C(2, cancel_at=1, raises=Cancelled), C(3))
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add

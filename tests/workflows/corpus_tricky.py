@@ -552,3 +552,8 @@ add(
     C(1, raises=ValueError),
     C(2, fail_at=F0, error=boom, raises=ValueError),
 )
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add, boom

@@ -622,3 +622,8 @@ async def handler_awaits_then_inspects(n):
 
 
 add(handler_awaits_then_inspects, C(4, signals={"x": [9]}), C(4, cancel_at=1, raises=Cancelled))
+
+
+# No reference to the harness module stays: a checkpoint walks the data of the user modules
+# that a workflow's module imports, and the harness holds the whole corpus.
+del C, add, boom, oops
