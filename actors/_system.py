@@ -353,10 +353,14 @@ class Runtime:
                 w.set_result(None)
 
     def await_finish(self, workflow_id: str) -> Promise[None]:
-        """A promise set when ``workflow_id`` finishes here (register it before reading its status)."""
+        """A promise set when ``workflow_id`` finishes (register it before reading its status):
+        by a step here, or, on a cluster, by another node's notice, which the node running it
+        sends once told that this one waits."""
         p: Promise[None] = Promise()
         with self._finish_lock:
             self._finish_waiters.setdefault(workflow_id, []).append(p)
+        if self.cluster is not None and self.cluster.owns_cached(workflow_id) is not True:
+            self.cluster.publish_interest(workflow_id)
         return p
 
     def forget_finish(self, workflow_id: str, p: Promise[None]) -> None:

@@ -368,7 +368,13 @@ class Cluster(abc.ABC):
 
     @abc.abstractmethod
     def publish_done(self, workflow_ids: list[str]) -> None:
-        """Tell the other nodes that these workflows finished (after the commit)."""
+        """Tell the other nodes waiting on these workflows that they finished (after the
+        commit)."""
+
+    @abc.abstractmethod
+    def publish_interest(self, workflow_id: str) -> None:
+        """Tell the other nodes that ``result()`` here waits on ``workflow_id`` (run elsewhere):
+        whichever finishes it says so (``publish_done``)."""
 
     @abc.abstractmethod
     def recovery_work(self, shards: set[int]) -> RecoveryWork: ...

@@ -590,6 +590,15 @@ SHARD_CACHE = 100_000
 POLL = 1.0
 # Notifications are coalesced for this long before they are sent (seconds).
 COALESCE = 0.001
+# A node waiting on another node's workflow (``result()``) says so ("wait:" notices, to every
+# node); the node that finishes it then sends its end ("done:"), and no node sends the end of a
+# workflow nobody elsewhere waits on. An interest is kept this long (seconds), and a waiter that
+# still waits says it again after half of it. A node remembers what it finished this long, so
+# that an interest that comes in just after the end is answered at once.
+INTEREST_TTL = 60.0
+RECENT_DONE = 5.0
+# Bounds of those memories (entries; the oldest go first).
+INTERESTS_MAX = 100_000
 
 Reader = Callable[[Callable[[psycopg.Connection[Any]], Any]], Any]
 
@@ -626,6 +635,13 @@ class ClusterNode(Cluster):
         self._notify_cond = threading.Condition()
         self._want_wake = False
         self._want_done: list[str] = []
+        self._want_interest: list[str] = []
+        # Workflows another node waits on (id -> until when, monotonic), the ones this node said
+        # it waits on (id -> when it said so), and the ones it finished lately (id -> when).
+        self._interest: dict[str, float] = {}
+        self._announced: dict[str, float] = {}
+        self._recent_done: dict[str, float] = {}
+        self._interest_lock = threading.Lock()
         self._notify_thread: threading.Thread | None = None
         self._rejoin = False
         self.rounds = 0
@@ -805,31 +821,63 @@ class ClusterNode(Cluster):
             self._notify_cond.notify()
 
     def publish_done(self, workflow_ids: list[str]) -> None:
+        """Tell the nodes that wait on these workflows that they finished (the others are told
+        nothing: a node's ``result()`` said it waits, see ``publish_interest``)."""
         if self.alone():
             # No other node to tell (one that joins is seen before it has opened: ``wait_seen``).
             return
+        now = time.monotonic()
+        with self._interest_lock:
+            wanted = [wid for wid in workflow_ids if self._interest.pop(wid, 0.0) > now]
+            _bounded_put(self._recent_done, workflow_ids, now, now - RECENT_DONE)
+        if wanted:
+            with self._notify_cond:
+                self._want_done.extend(wanted)
+                self._notify_cond.notify()
+
+    def publish_interest(self, workflow_id: str) -> None:
+        """Say that ``result()`` here waits on ``workflow_id``, which another node runs."""
+        if self.alone():
+            return
+        now = time.monotonic()
+        with self._interest_lock:
+            if self._announced.get(workflow_id, -INTEREST_TTL) > now - INTEREST_TTL / 2:
+                return  # said lately, and still kept by the others
+            _bounded_put(self._announced, [workflow_id], now, now - INTEREST_TTL / 2)
         with self._notify_cond:
-            self._want_done.extend(workflow_ids)
+            self._want_interest.append(workflow_id)
             self._notify_cond.notify()
+
+    def _interested(self, workflow_ids: list[str]) -> list[str]:
+        """Record another node's interest in these workflows; those finished here lately are
+        returned (their end is told at once)."""
+        now = time.monotonic()
+        with self._interest_lock:
+            ended = [wid for wid in workflow_ids if self._recent_done.get(wid, -RECENT_DONE) > now - RECENT_DONE]
+            _bounded_put(self._interest, [w for w in workflow_ids if w not in ended], now + INTEREST_TTL, now)
+        return ended
 
     def _notify_loop(self) -> None:
         while not self._stop.is_set():
             with self._notify_cond:
-                while not (self._want_wake or self._want_done or self._stop.is_set()):
+                while not (self._want_wake or self._want_done or self._want_interest
+                           or self._stop.is_set()):
                     self._notify_cond.wait()
             time.sleep(COALESCE)  # what the next commits bring goes in the same notification
             with self._notify_cond:
                 wake, self._want_wake = self._want_wake, False
                 done, self._want_done = self._want_done, []
+                interest, self._want_interest = self._want_interest, []
             payloads = ["wake"] if wake else []
-            text = ""
-            for wid in dict.fromkeys(done):
-                if text and len(text) + len(wid) + 1 > NOTIFY_BYTES:
+            for kind, ids in (("done", done), ("wait", interest)):
+                text = ""
+                for wid in dict.fromkeys(ids):
+                    if text and len(text) + len(wid) + 1 > NOTIFY_BYTES:
+                        payloads.append(text)
+                        text = ""
+                    text = f"{text}\n{wid}" if text else f"{kind}:{wid}"
+                if text:
                     payloads.append(text)
-                    text = ""
-                text = f"{text}\n{wid}" if text else f"done:{wid}"
-            if text:
-                payloads.append(text)
             try:
                 if self._notifier is None or self._notifier.closed:
                     # A notification is a hint (the owners poll, result() rereads): its
@@ -850,7 +898,7 @@ class ClusterNode(Cluster):
         next_round = 0.0
         next_poll = 0.0
         while not self._stop.is_set():
-            rebalance, wake, done = False, False, []
+            rebalance, wake, done, waited = False, False, [], []
             try:
                 timeout = max(0.0, min(next_round, next_poll) - time.monotonic())
                 for payload in self._notifications(timeout):
@@ -858,8 +906,16 @@ class ClusterNode(Cluster):
                         rebalance = True
                     elif payload.startswith("done:"):
                         done.extend(payload[5:].split("\n"))
+                    elif payload.startswith("wait:"):
+                        waited.extend(payload[5:].split("\n"))
                     else:
                         wake = True
+                if waited:
+                    ended = self._interested(waited)
+                    if ended:
+                        with self._notify_cond:
+                            self._want_done.extend(ended)
+                            self._notify_cond.notify()
                 if self._stop.is_set():
                     return
                 now = time.monotonic()
@@ -938,3 +994,16 @@ class ClusterNode(Cluster):
                     then="it rejoins as a new incarnation")
         if lost and self._events is not None:
             self._events.shards_lost(lost)
+
+
+def _bounded_put(memory: dict[str, float], keys: Iterable[str], value: float, stale: float) -> None:
+    """Put ``keys`` in ``memory`` with ``value``; past ``INTERESTS_MAX`` entries, drop those whose
+    value is below ``stale`` (all of them if that frees nothing)."""
+    for key in keys:
+        memory.pop(key, None)  # to the end: the dict stays in the order of the values put
+        memory[key] = value
+    if len(memory) > INTERESTS_MAX:
+        for key in [k for k, v in memory.items() if v < stale]:
+            del memory[key]
+        if len(memory) > INTERESTS_MAX:
+            memory.clear()

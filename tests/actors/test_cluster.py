@@ -375,9 +375,10 @@ def test_a_workflow_started_here_has_its_shard_known_without_reading_it(cluster:
     assert shard_reads == []
 
 
-def test_the_end_of_a_workflow_is_announced_to_the_other_nodes_only_when_there_are_some(pg_store_url: str) -> None:
+def test_the_end_of_a_workflow_is_announced_only_to_nodes_that_wait_on_it(pg_store_url: str) -> None:
     """A node alone sends no notice of a workflow's end (nobody else waits on it); once another
-    node has joined, the notice goes out, and ``result()`` there wakes on it."""
+    node has joined, the notice goes out for a workflow whose ``result()`` that node waits on
+    (it said so), and wakes it; not for one that only its own node waits on."""
     from persistence._pg._cluster import channel
 
     conninfo, schema = parse_url(pg_store_url)
@@ -404,6 +405,11 @@ def test_the_end_of_a_workflow_is_announced_to_the_other_nodes_only_when_there_a
         while here.id not in seen and time.monotonic() < deadline:
             seen += done_notices(0.5)
         assert here.id in seen
+
+        untold = n1.start(flows.collect, 1, id=on(cluster, "node-1", "untold"))
+        untold.signal("item", "c")
+        assert untold.result(timeout=T) == ["c"]  # waited on by its own node only
+        assert untold.id not in done_notices(1.0)
 
 
 def test_a_start_refused_while_this_node_took_its_shard_over_still_runs_here(

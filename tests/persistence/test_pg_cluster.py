@@ -396,3 +396,21 @@ def test_a_claim_that_loses_a_deadlock_with_a_write_is_left_to_the_next_round(pg
     finally:
         writer.close()
         a.close()
+
+
+def test_the_end_of_a_workflow_goes_to_the_nodes_that_said_they_wait_even_just_after_it() -> None:
+    """A node sends the end of a workflow only if another node said it waits on it; an interest
+    that comes in just after the end (the waiter read the row before the end committed, the
+    interest arrived after it) is answered at once, so that no waiter is left to its poll."""
+    from persistence._pg._cluster import ClusterNode
+
+    node = ClusterNode("postgresql:///none", "s", "here", "a", read=lambda fn: None)
+    node.membership.peers = 1  # not alone: another node may wait
+    node.publish_done(["nobody-waits"])
+    assert node._want_done == []
+    assert node._interested(["waited-on"]) == []  # before its end: kept
+    node.publish_done(["waited-on"])
+    assert node._want_done == ["waited-on"]
+    assert node._interested(["nobody-waits"]) == ["nobody-waits"]  # after its end: told at once
+    node.publish_done(["waited-on"])  # an interest is answered once
+    assert node._want_done == ["waited-on"]
