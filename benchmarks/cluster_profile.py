@@ -2,7 +2,7 @@
 counts and a sampling profile of the nodes.
 
     python benchmarks/cluster_profile.py [--workload signals_many] [--nodes 2] [--n 1000]
-        [--spy] [--out DIR]
+        [--spy] [--out DIR] [--against REV [--reps K]]
 
 It starts a throwaway PostgreSQL server (production settings, fsync on) with
 ``pg_stat_statements`` loaded (``track = all``: the statements inside the fence and the routing
@@ -19,6 +19,11 @@ share, all started together once every node is open), and reports, for the timed
   it): by thread, by the function running and by the functions on the stack. The samples against
   the window's (rate x seconds) say how much of the window the node ran Python. The raw
   profiles are kept in ``--out``.
+
+``--against REV`` runs this script of a git revision (a worktree of it, made and removed here)
+and of this checkout one after another, ``--reps`` times each (3 by default), each on a server
+of its own, and prints the medians side by side: CPU milliseconds per workflow (nodes, server,
+both), statements and commits per workflow, and how much of the machine other work took.
 
 Needs ``pip install py-spy`` for ``--spy``. Figures from a machine that runs anything else are
 not to be trusted: the machine's CPU line says how much else ran.
@@ -117,6 +122,44 @@ def read_spy(path: str) -> tuple[collections.Counter[str], collections.Counter[s
     return threads, own, incl
 
 
+def compare(args: argparse.Namespace) -> None:
+    """``--against``: this script of ``args.against`` and of this checkout, alternately."""
+    import statistics
+
+    from cluster import checkout
+
+    rows = ("nodes ms/wf", "server ms/wf", "total ms/wf", "statements/wf", "commits/wf", "other work (cores)")
+    figures: dict[str, list[tuple[float, ...]]] = {}
+    with tempfile.TemporaryDirectory() as scratch, checkout(args.against, scratch) as old:
+        assert old is not None
+        trees = {f"{args.against}": old, "this checkout": ROOT}
+        for rep in range(args.reps):
+            for name, root in trees.items():
+                out = os.path.join(scratch, f"run-{rep}-{len(figures.get(name, []))}-{name.replace('/', '_')}")
+                done = subprocess.run(
+                    [sys.executable, str(root / "benchmarks" / "cluster_profile.py"), "--workload", args.workload,
+                     "--nodes", str(args.nodes), "--n", str(args.n), "--out", out],
+                    cwd=root, capture_output=True, text=True)
+                assert done.returncode == 0, f"{name} failed:\n{done.stderr[-3000:]}"
+                with open(os.path.join(out, "report.json")) as f:
+                    r = json.load(f)
+                n, cpu = r["n"], r["cpu"]
+                nodes = sum(v for k, v in cpu.items() if k.startswith("node-"))
+                calls = sum(s["calls"] for s in r["statements"])
+                row = (1e3 * nodes / n, 1e3 * cpu["server"] / n, 1e3 * (nodes + cpu["server"]) / n, calls / n,
+                       r["commits_per_wf"], (cpu["machine"] - cpu["server"] - nodes) / r["wall_s"])
+                figures.setdefault(name, []).append(row)
+                print(f"{name:>16} run {rep + 1}: " + ", ".join(f"{k} {v:.2f}" for k, v in zip(rows, row, strict=True)),
+                      flush=True)
+    print(f"\n{args.workload} on {args.nodes} nodes, N = {args.n // args.nodes * args.nodes}, medians of {args.reps}:")
+    print(f"| per workflow | {' | '.join(figures)} |")
+    print(f"| --- |{' ---: |' * len(figures)}")
+    for i, label in enumerate(rows):
+        print(f"| {label} | " + " | ".join(f"{statistics.median(r[i] for r in runs):.2f}" for runs in figures.values())
+              + " |")
+    print("(statements: the 40 most called; other work: the machine's CPU beside the nodes and the server)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workload", default="signals_many",
@@ -126,7 +169,14 @@ def main() -> None:
     p.add_argument("--spy", action="store_true", help="sample every node with py-spy")
     p.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     p.add_argument("--out", default=None, help="where the raw profiles go (default: a temporary directory)")
+    p.add_argument("--against", default=None, help="a git revision to compare with (CPU per workflow)")
+    p.add_argument("--reps", type=int, default=3, help="runs of each tree with --against")
     args = p.parse_args()
+    if args.against is not None:
+        if args.spy:
+            p.error("--against compares CPU and counts only; run --spy without it")
+        compare(args)
+        return
     if args.spy and shutil.which("py-spy") is None and not (pathlib.Path(sys.executable).parent / "py-spy").exists():
         p.error("--spy needs py-spy: pip install py-spy")
     spy_bin = shutil.which("py-spy") or str(pathlib.Path(sys.executable).parent / "py-spy")
