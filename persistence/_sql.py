@@ -181,6 +181,7 @@ class Dialect:
         self.binary = binary
         self.writable_ctes = writable_ctes
         self._texts: dict[str, str] = {}
+        self._deletes: dict[tuple[str, ...], list[str]] = {}
         # The statements with a part only one schema has, as templates.
         self.step_running = STEP_RUNNING.replace("{fresh}", ", fresh = false" if fresh else "")
         self.step_ending = STEP_ENDING.replace("{fresh}", ", fresh = false" if fresh else "")
@@ -204,11 +205,15 @@ class Dialect:
         """The statements (templates) that delete one workflow's rows from each of ``tables``, by
         their ``workflow_id`` column: one per table, or one in all (``writable_ctes``). Each
         ``?`` of them is the workflow's id."""
-        deletes = [f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?" for table in tables]
-        if not self.writable_ctes or len(deletes) < 2:
-            return deletes
-        *first, last = deletes
-        return ["WITH " + ", ".join(f"d{k} AS ({d})" for k, d in enumerate(first)) + " " + last]
+        key = tuple(tables)
+        found = self._deletes.get(key)
+        if found is None:
+            deletes = [f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?" for table in key]
+            if self.writable_ctes and len(deletes) > 1:
+                *first, last = deletes
+                deletes = ["WITH " + ", ".join(f"d{k} AS ({d})" for k, d in enumerate(first)) + " " + last]
+            found = self._deletes[key] = deletes
+        return found
 
     def indexed(self, index: str) -> str:
         """A hint to read a table through ``index`` (SQLite), or nothing."""
