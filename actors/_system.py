@@ -871,15 +871,19 @@ class ActorSystem:
         storage fault (disk full, an I/O error) stays the same way, and is tried again with
         backoff until storage recovers.
         """
-        # Counted as work while it runs: a request whose row is gone is not yet woken.
+        rows = [r for r in self._rt.store.take_external(0) if self._mine(r)]
+        if not rows:
+            self._carry_out_external(rows)  # the bookkeeping of none: not work (``idle``)
+            return
+        # Counted as work from before any request's row goes until its workflow is woken (until
+        # then ``idle`` sees the rows themselves, ``_external_pending``).
         self._rt.work.inc()
         try:
-            self._carry_out_external()
+            self._carry_out_external(rows)
         finally:
             self._rt.work.dec()
 
-    def _carry_out_external(self) -> None:
-        rows = [r for r in self._rt.store.take_external(0) if self._mine(r)]
+    def _carry_out_external(self, rows: list[ExternalRow]) -> None:
         done: list[int] = []
         waiting: set[int] = set()
         held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it

@@ -40,6 +40,31 @@ def test_start_returns_once_the_first_step_is_committed_with_the_record(system, 
     system.idle(timeout=0)  # raises TimeoutError while any work is left
 
 
+def test_a_poll_for_requests_that_finds_none_is_no_work_in_flight(system, db):
+    """Housekeeping reads the `wf` requests after commits; a read that finds none is not work
+    that ``idle`` waits for (it counted as such, so an ``idle(timeout=0)`` right after a start
+    failed now and then, when it met that read)."""
+    store = system._rt.store
+    real = store.take_external
+    polled, release = threading.Event(), threading.Event()
+
+    def held(after: int) -> list:
+        rows = real(after)
+        if threading.current_thread().name == "actorflow-house":
+            polled.set()
+            release.wait(T)
+        return rows
+
+    store.take_external = held
+    try:
+        system.start(flows.waits_once, id="polled-after")  # a commit: the next round reads
+        assert polled.wait(T)
+        system.idle(timeout=0)  # the house holds its read: not work
+    finally:
+        release.set()
+        del store.take_external
+
+
 def test_a_start_after_a_message_to_its_id_still_runs(system, db):
     """An actor that looked for an id before any workflow had it (a message of the runtime came
     first) and is still live: a start of that id is not lost on its stale view, the workflow
