@@ -426,3 +426,50 @@ def test_compile_error_is_a_syntax_error_and_formats_with_caret():
     assert isinstance(err, SyntaxError)
     text = "".join(traceback.format_exception_only(type(err), err))
     assert FILENAME in text and "async with m as v:" in text and "^" in text
+
+
+LAMBDA_DEFAULT_AWAIT = """
+async def wf(x):
+    f = lambda a=await timer("d", 1): a
+    return f()
+"""
+
+
+def test_await_in_a_lambda_default_is_rejected():
+    """A lambda's default is evaluated in the workflow where the lambda stands; an await there is
+    refused like a nested def's (it was an internal compiler error)."""
+    check(LAMBDA_DEFAULT_AWAIT, "await timer", "default", "lambda")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'x and timer("t", 1)',
+        'timer("t", 1) if x else None',
+        'None, timer("t", 1)',
+        '[timer(str(i), 1) for i in range(2)]',
+        '{*(), timer("t", 1)}',
+    ],
+    ids=["and", "conditional", "tuple", "comprehension", "set"],
+)
+def test_a_command_dropped_inside_an_expression_statement_is_rejected(line):
+    """A command built in a part of an expression statement whose value is dropped does nothing:
+    rejected at the command, saying to await it."""
+    src = f"""
+async def wf(x):
+    {line}
+    await timer("u", 1)
+"""
+    err = check(src, "timer(", "drops it", "await timer(")
+    assert "does nothing" in err.msg
+
+
+def test_a_command_kept_by_a_walrus_in_an_expression_statement_is_accepted():
+    """``(t := timer(...))`` binds the command (it may be awaited later): not refused."""
+    src = textwrap.dedent("""
+        async def wf(x):
+            (t := timer("t", 1))
+            await t
+            return x
+    """).lstrip("\\n")
+    compile_workflow_source(src, FILENAME, "wf", _globals())

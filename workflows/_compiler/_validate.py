@@ -158,6 +158,11 @@ class Validator(ast.NodeVisitor):
         self.depth -= 1
 
     def visit_Lambda(self, n: ast.Lambda) -> None:
+        if self.depth == 0:
+            a = n.args
+            for d in a.defaults + [k for k in a.kw_defaults if k is not None]:
+                if has_await(d):
+                    self.add(d, "'await' in a default argument of a lambda is not supported; await into a variable first and use the variable as the default")
         self.depth += 1
         self.generic_visit(n)
         self.depth -= 1
@@ -204,25 +209,53 @@ def unawaited_commands(
     makers = {id(getattr(_commands, n)): n for n in ("timer", "signal", "procedure", "spawn", "select", "gather")}
     out: list[Problem] = []
     for n in _own_scope(fn_node.body):
-        if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)):
+        if not isinstance(n, ast.Expr):
             continue
-        obj = _resolve_global(n.value.func, locals_, globals_)
-        if obj is None:
-            continue
-        text = ast.unparse(n.value)
-        if id(obj) in makers:
-            out.append((n, (
-                f"'{text}' builds a workflow command and drops it: a command runs only when it "
-                f"is awaited, so this line does nothing; write 'await {text}'"
-            )))
-        elif isinstance(obj, workflow_type):
-            wname = getattr(obj, "__name__", "it")
-            out.append((n, (
-                f"'{text}' calls the workflow {wname} without running it: calling a @workflow "
-                f"only builds the call; write 'await {text}' to run it inline, or "
-                f"'await spawn({wname}, ...)' to run it as a child workflow"
-            )))
+        for call in _dropped_calls(n.value):
+            problem = _dropped(call, locals_, globals_, makers, workflow_type)
+            if problem is not None:
+                out.append((n if call is n.value else call, problem))
     return out
+
+
+def _dropped_calls(e: ast.expr) -> list[ast.Call]:
+    """The calls of an expression statement whose results are dropped with the statement's:
+    the statement itself, or a part of a tuple, list or set display, of ``and``/``or``, of a
+    conditional expression or the element of a comprehension (``x and timer("t", 1)``)."""
+    if isinstance(e, ast.Call):
+        return [e]
+    if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+        return [c for x in e.elts for c in _dropped_calls(x.value if isinstance(x, ast.Starred) else x)]
+    if isinstance(e, ast.BoolOp):
+        return [c for x in e.values for c in _dropped_calls(x)]
+    if isinstance(e, ast.IfExp):
+        return _dropped_calls(e.body) + _dropped_calls(e.orelse)
+    if isinstance(e, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return _dropped_calls(e.elt)
+    return []
+
+
+def _dropped(
+    call: ast.Call, locals_: set[str], globals_: dict[str, Any], makers: dict[int, str], workflow_type: type
+) -> str | None:
+    """Why dropping the result of ``call`` does nothing (a command or a @workflow call), or None."""
+    obj = _resolve_global(call.func, locals_, globals_)
+    if obj is None:
+        return None
+    text = ast.unparse(call)
+    if id(obj) in makers:
+        return (
+            f"'{text}' builds a workflow command and drops it: a command runs only when it "
+            f"is awaited, so this line does nothing; write 'await {text}'"
+        )
+    if isinstance(obj, workflow_type):
+        wname = getattr(obj, "__name__", "it")
+        return (
+            f"'{text}' calls the workflow {wname} without running it: calling a @workflow "
+            f"only builds the call; write 'await {text}' to run it inline, or "
+            f"'await spawn({wname}, ...)' to run it as a child workflow"
+        )
+    return None
 
 
 def _resolve_global(f: ast.expr, locals_: set[str], globals_: dict[str, Any]) -> Any:
