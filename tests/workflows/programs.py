@@ -360,6 +360,35 @@ class LambdaComp(Expr):
         return f"sum([(lambda i: i * 2)(await get(i)) for i in range({self.k})])"
 
 
+@dataclass(frozen=True)
+class NestedBool(Expr):
+    """A nested ``and``/``or`` as a value whose inner operands' truth is logged: CPython 3.11
+    tests each once (it threads the jumps), 3.12 and later test an inner result again."""
+
+    outer: str
+    a: Expr
+    b: Expr
+    c: Expr
+
+    def render(self) -> str:
+        inner = "or" if self.outer == "and" else "and"
+        return (
+            f"(int((loud({self.a.render()}) {inner} loud({self.b.render()})) {self.outer} "
+            f"loud({self.c.render()})))"
+        )
+
+
+@dataclass(frozen=True)
+class LateLambdaComp(Expr):
+    """Lambdas made in a lowered comprehension, called after it: they see its variable's last
+    value (a cell of that run of the comprehension)."""
+
+    k: int
+
+    def render(self) -> str:
+        return f"sum(f() for f in [(lambda: i) for i in range({self.k}) if (await get(i)) > -9])"
+
+
 def _contains(e: Expr, kinds: tuple[type, ...]) -> bool:
     if isinstance(e, kinds):
         return True
@@ -411,6 +440,8 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
         st.builds(LoudE, children),
         st.builds(GenOuter, children).filter(lambda g: not _contains(g.e, (Walrus, CompWalrus))),
         st.builds(LambdaComp, st.integers(0, 3)),
+        st.builds(NestedBool, st.sampled_from(["and", "or"]), children, children, children),
+        st.builds(LateLambdaComp, st.integers(0, 3)),
     )
 
 
