@@ -613,4 +613,197 @@ async def messages_of_native_errors(x):
 add(messages_of_native_errors, C(0), C(1), C(2))
 
 
+
+@workflow
+async def raise_from_awaited_cause(x):
+    """``raise E(await a) from await b``: the exception, then the cause; both kept."""
+    try:
+        raise KeyError(await procedure(ident, x)) from Oops(await procedure(double, x))
+    except KeyError as e:
+        await timer("t", 1)
+        log((repr(e.__cause__), e.__suppress_context__, _lines(e)))
+    try:
+        raise ValueError(x) from await procedure(ident, None)
+    except ValueError as e:
+        return e.__cause__, e.__suppress_context__
+
+
+add(raise_from_awaited_cause, C(0), C(1), C(2, fail_at=F1, raises=ProcedureFailed))
+
+
+@workflow
+async def star_targets_in_for_loops(x):
+    """Starred and nested targets of a for loop over an awaited list."""
+    out = []
+    for a, *b in await procedure(ident, [[1, 2, 3], [x]]):
+        out.append((a, b))
+        await timer("t", a)
+    for i, (k, v) in enumerate(sorted((await procedure(ident, {"b": x, "a": 1})).items())):
+        out.append((i, k, v))
+    return out
+
+
+add(star_targets_in_for_loops, C(0), C(2), C(1, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def class_body_comprehension_reads_workflow_locals(x):
+    """A comprehension in a class body made in the workflow reads workflow locals, not the
+    class's own names."""
+    n = await procedure(ident, x)
+    k = "workflow"
+
+    class Table:
+        k = "class"
+        rows = [k for _ in range(n)]
+        both = [(k, m) for m in range(2)]
+
+    await timer("t", 1)
+    return Table.rows, Table.both, Table.k
+
+
+add(class_body_comprehension_reads_workflow_locals, C(0), C(1), C(2))
+
+
+@workflow
+async def delete_attribute_of_awaited_object(x):
+    """``del (await p(o)).attr`` and ``del o.a`` after awaits, with the native AttributeError."""
+    box = Box(1, 2)
+    del (box if await procedure(is_even, x) else Box()).n
+    try:
+        del (box if await procedure(ident, True) else None).n
+    except AttributeError as e:
+        log(str(e))
+    await timer("t", 1)
+    return vars(box)
+
+
+add(delete_attribute_of_awaited_object, C(0), C(1), C(0, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def sync_generator_made_and_used_up(x):
+    """A generator function made in the workflow, each generator used up within a step."""
+    def countdown(n):
+        while n > 0:
+            yield n
+            n -= 1
+
+    a = list(countdown(await procedure(ident, x)))
+    b = sum(countdown(await procedure(double, x)))
+    gen = countdown(3)
+    first = next(gen)
+    del gen  # a live generator cannot be checkpointed
+    await timer("t", 1)
+    return a, b, first, [v for v in countdown(2)]
+
+
+add(sync_generator_made_and_used_up, C(0), C(2), C(3, fail_at=F1, raises=ProcedureFailed))
+
+
+@workflow
+async def match_local_dataclass_with_guard(x):
+    """A class pattern on a dataclass made in the workflow, with an awaited guard."""
+    @dataclasses.dataclass
+    class Pt:
+        x: int
+        y: int
+
+    p = Pt(await procedure(ident, x), 2)
+    match p:
+        case Pt(x=0, y=yy):
+            r = ("origin", yy)
+        case Pt(x=px) if await procedure(is_even, px):
+            r = ("even", px)
+        case Pt(x=px, y=py):
+            r = ("other", px + py)
+    await timer("t", 1)
+    return r
+
+
+add(match_local_dataclass_with_guard, C(0), C(2), C(3))
+
+
+@workflow
+async def except_tuple_of_local_classes_in_loop(x):
+    """``except (A, B) as e`` with classes made in the workflow, in a loop with continue."""
+    class A(Exception):
+        pass
+
+    class B(A):
+        pass
+
+    out = []
+    for i in range(3):
+        try:
+            if i == x:
+                raise B(i)
+            if i < x:
+                raise A(await procedure(ident, i))
+            out.append(await procedure(ident, ("ok", i)))
+        except (KeyError, A) as e:
+            out.append((type(e).__name__, e.args))
+            if isinstance(e, B):
+                continue
+            await timer("t", i)
+    return out
+
+
+add(except_tuple_of_local_classes_in_loop, C(0), C(1), C(3), C(2, cancel_at=2, raises=Cancelled))
+
+
+@workflow
+async def assert_in_while_with_awaited_message(x):
+    """assert in a while loop, its message awaited, caught and counted."""
+    n = 0
+    fails = []
+    while n < 4:
+        n += 1
+        try:
+            assert n % (x + 2), f"n={await procedure(ident, n)}"
+        except AssertionError as e:
+            fails.append(str(e))
+            await timer("t", n)
+    return fails
+
+
+add(assert_in_while_with_awaited_message, C(0), C(1), C(2))
+
+
+@workflow
+async def nonlocal_walrus_in_nested_def(x):
+    """A nested def binds a workflow local with a walrus through nonlocal, between awaits."""
+    v = 0
+
+    def setv(n):
+        nonlocal v
+        return (v := n * 2) + 1
+
+    a = setv(await procedure(ident, x))
+    await timer("t", 1)
+    b = v
+    return a, b, setv(v)
+
+
+add(nonlocal_walrus_in_nested_def, C(0), C(1), C(4))
+
+
+@workflow
+async def pending_exception_through_helper_in_finally(x):
+    """A finally that calls an inline helper while an exception is pending; the helper awaits."""
+    try:
+        try:
+            await procedure(explode if x else ident, x)
+        finally:
+            got = await mutual_recursion_helper_a(x % 2)
+            log(got)
+    except ProcedureFailed as e:
+        log((e.error_type, repr(e.__context__)))
+        return "failed"
+    return "ok"
+
+
+add(pending_exception_through_helper_in_finally, C(0), C(1), C(2), C(1, cancel_at=1, raises=Cancelled))
+
+
 del C, add, boom
