@@ -806,4 +806,80 @@ async def pending_exception_through_helper_in_finally(x):
 add(pending_exception_through_helper_in_finally, C(0), C(1), C(2), C(1, cancel_at=1, raises=Cancelled))
 
 
+
+@workflow
+async def functions_made_in_nested_lowered_comprehensions(x):
+    """Lambdas and generator expressions in comprehensions nested in one that awaits see each
+    comprehension's variables as natively, after they ended."""
+    grid = [[lambda: (i, j) for j in range(await procedure(ident, 2))] for i in range(x)]  # noqa: B023
+    gens = [(sum(i * v for v in range(3)), (i + v for v in range(2))) for i in [await procedure(ident, x)]]
+    sums = [(s, list(g)) for s, g in gens]
+    del gens  # the generators are used up; a live one cannot be checkpointed
+    d = {k: (lambda: k * 10) for k in range(await procedure(ident, x))}  # noqa: B023
+    await timer("t", 1)
+    return [[f() for f in row] for row in grid], sums, {k: f() for k, f in d.items()}
+
+
+add(functions_made_in_nested_lowered_comprehensions, C(0), C(1), C(3))
+
+
+@workflow
+async def with_inside_handler_chains_context(x):
+    """A with statement inside an except clause: an error in its body chains to the handled one."""
+    try:
+        try:
+            await procedure(explode, x)
+        except ProcedureFailed:
+            with Recorder(("in handler", x)):
+                await timer("t", 1)
+                if x:
+                    raise KeyError(await procedure(ident, "k"))
+            return "handled"
+    except KeyError as e:
+        log((repr(e), type(e.__context__).__name__, _lines(e)))
+        return "key"
+
+
+add(with_inside_handler_chains_context, C(0), C(1), C(1, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def walrus_and_dict_keys_in_calls(x):
+    """A walrus in an f-string, a ``**`` dict display with an awaited key, in calls."""
+    def f(**kw):
+        return sorted(kw.items())
+
+    s = f"{(y := await procedure(ident, x))}-{y + 1}"
+    r = f(**{await procedure(ident, "a"): tick(1)}, b=await procedure(ident, 2))
+    return s, y, r
+
+
+add(walrus_and_dict_keys_in_calls, C(0), C(1), C(2, cancel_at=1, raises=Cancelled))
+
+
+@workflow
+async def exception_held_by_a_closure(x):
+    """An exception captured by a closure, raised by it after a restore with its chain."""
+    try:
+        try:
+            await procedure(explode, x)
+        except ProcedureFailed as e:
+            raise ValueError("wrapped") from e
+    except ValueError as e:
+        err = e
+
+    def again():
+        raise err
+
+    await timer("t", 1)
+    try:
+        again()
+    except ValueError as e:
+        log((type(e.__cause__).__name__, e.__cause__.error_type, [n for n, _ in _lines(e)]))
+    return str(err)
+
+
+add(exception_held_by_a_closure, C(0), C(1), C(1, cancel_at=1, raises=Cancelled))
+
+
 del C, add, boom

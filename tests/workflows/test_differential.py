@@ -56,6 +56,8 @@ KNOWN_BUGS: dict[tuple[str, str], str] = {
     ("roundtrip", "corpus_combos:traceback_through_nested_defs-1"): _DYNAMIC_CODE,
     ("roundtrip", "corpus_combos:traceback_through_nested_defs-2"): _DYNAMIC_CODE,
     ("derived", "corpus_combos:traceback_through_nested_defs-derived"): _DYNAMIC_CODE,
+    ("roundtrip", "corpus_mixed:exception_held_by_a_closure-0"): _DYNAMIC_CODE,
+    ("roundtrip", "corpus_mixed:exception_held_by_a_closure-1"): _DYNAMIC_CODE,
     ("roundtrip", "corpus_mixed:deque_iterator_mutated_before_await-0"): _DEQUE_ITER,
     ("roundtrip", "corpus_mixed:deque_iterator_mutated_before_await-1"): _DEQUE_ITER,
     ("roundtrip", "corpus_mixed:deque_iterator_in_a_variable-1"): _DEQUE_ITER,
