@@ -1,8 +1,9 @@
-"""Known checkpoint bugs, each a failing reproducer marked xfail(strict=True) until it is fixed.
+"""Reproducers of checkpoint bugs found in the pickler, kept as regression tests.
 
-They live in the pickler (``workflows/_compiler/_pickler.py``); the differential corpus marks the
-entries they make diverge in ``test_differential.KNOWN_BUGS``. This module holds the reproducers
-that the in-process corpus runs cannot show.
+They live in the pickler (``workflows/_compiler/_pickler.py``); a bug not yet fixed is marked
+xfail(strict=True) here, and the differential corpus entries it makes diverge in
+``test_differential.KNOWN_BUGS``. This module holds the reproducers that the in-process corpus
+runs cannot show (a restore in a fresh process) and the cases around each fix.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ import os
 import pathlib
 import subprocess
 import sys
-
-import pytest
 
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
@@ -35,24 +34,41 @@ print(r.value)
 async def local_class_qualname():
     """Returns the qualified name of a class made in the workflow, after an await."""
     class Local:
-        pass
+        """Made here."""
+
+        size: int = 3
+        tag = "x"
+
+        def twice(self):
+            return 2 * self.size
 
     await timer("t", 1)
-    return Local.__qualname__
+    return (
+        Local.__qualname__, Local.__name__, Local.__module__, Local.__doc__,
+        Local.__annotations__, Local.tag, Local().twice(), repr(Local)[:-1],
+    )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cloudpickle rebuilds a class made in a workflow without its __qualname__ in a "
-    "process that did not make it (its repr, a dataclass's repr and tracebacks then differ)",
-)
-def test_class_made_in_a_workflow_keeps_its_qualname_in_a_fresh_process():
-    h = WorkflowHarness(local_class_qualname, roundtrip=False)
-    blob = h.checkpoint()
+def _in_a_fresh_process(blob: bytes) -> str:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run(
         [sys.executable, "-c", CHILD], input=blob, capture_output=True, cwd=str(ROOT), env=env,
         timeout=60,
     )
     assert out.returncode == 0, out.stderr.decode()[-2000:]
-    assert out.stdout.decode().strip() == "local_class_qualname.<locals>.Local"
+    return out.stdout.decode().strip()
+
+
+def test_class_made_in_a_workflow_keeps_its_qualname_in_a_fresh_process():
+    h = WorkflowHarness(local_class_qualname, roundtrip=False)
+    got = _in_a_fresh_process(h.checkpoint())
+    qual = "local_class_qualname.<locals>.Local"
+    assert got == repr((
+        qual, "Local", __name__, "Made here.", {"size": "int"}, "x", 6, f"<class '{__name__}.{qual}'",
+    ))
+
+
+def test_class_made_in_a_workflow_keeps_its_qualname_in_process():
+    h = WorkflowHarness(local_class_qualname)
+    h.fire_timer("t")
+    assert h.result()[0] == "local_class_qualname.<locals>.Local"

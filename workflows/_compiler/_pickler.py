@@ -13,6 +13,8 @@ keeps them, or refuses them with an error that names what cannot be kept:
   restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
   step of the loop; a set's loop goes on from its table slot, or, where the set came back in
   another order (another ``PYTHONHASHSEED``), over the elements it had still to visit;
+* a class made inside a workflow keeps its ``__qualname__`` when cloudpickle rebuilds it in
+  another process (it would become the bare name);
 * functions made inside a workflow keep the workflow module's real namespace as their globals
   (cloudpickle gives them a copy), and objects a local shares with module data are checkpointed
   by reference: a global of the workflow's module by its name (a module-level sentinel such as
@@ -1301,7 +1303,10 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         if t is types.FunctionType or isinstance(obj, type):
             if t is type and obj.__module__ == "builtins" and getattr(builtins, obj.__qualname__, None) is obj:
                 return NotImplemented  # a builtin class: by name (what cloudpickle decides, slowly)
-            return super().reducer_override(obj)  # cloudpickle's: classes and functions only
+            r = super().reducer_override(obj)  # cloudpickle's: classes and functions only
+            if isinstance(obj, type):
+                _keep_qualname(obj, r)
+            return r
         if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
             self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
@@ -1325,6 +1330,22 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             r = (r[0], (code, _GlobalsRef(space[0]), name, argdefs, closure), state, None, None,
                  _function_setstate)
         return r
+
+
+def _keep_qualname(cls: type, r: Any) -> None:
+    """Make cloudpickle's rebuild of a class made at run time keep its ``__qualname__``.
+
+    It builds the class anew with ``types.new_class(name, bases, ..., ns.update(type_kwargs))``
+    where the class object is not already in the process (a restore in another one): the
+    qualified name, which is not in the class's ``__dict__``, became its bare name. Given in the
+    namespace the class is made from, ``type.__new__`` takes it as the class's own (before
+    ``__init_subclass__`` and ``__set_name__`` run, as in the original class statement).
+    """
+    if not (isinstance(r, tuple) and len(r) > 1 and r[0] is getattr(cloudpickle.cloudpickle, "_make_skeleton_class", None)):
+        return  # a class pickled by reference, or an enum (whose rebuild keeps its qualname)
+    args = r[1]
+    if isinstance(args, tuple) and len(args) > 3 and isinstance(args[3], dict) and cls.__qualname__ != cls.__name__:
+        args[3]["__qualname__"] = cls.__qualname__
 
 
 # Types the pickler writes with rules of their own, whatever module data holds.
