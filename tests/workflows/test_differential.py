@@ -47,20 +47,12 @@ _DYNAMIC_CODE = (
     "'<dynamic-code>': the traceback entries of errors raised in it after a restore lose the "
     "user's file (workflows/_compiler/_pickler.py)"
 )
-_DEQUE_ITER = (
-    "a deque iterator (a for loop's, or one held in a variable) is checkpointed as its deque and "
-    "index: a deque changed before the await no longer makes the next step raise 'deque mutated "
-    "during iteration' after a restore (workflows/_compiler/_pickler.py)"
-)
 KNOWN_BUGS: dict[tuple[str, str], str] = {
     ("roundtrip", "corpus_combos:traceback_through_nested_defs-1"): _DYNAMIC_CODE,
     ("roundtrip", "corpus_combos:traceback_through_nested_defs-2"): _DYNAMIC_CODE,
     ("derived", "corpus_combos:traceback_through_nested_defs-derived"): _DYNAMIC_CODE,
     ("roundtrip", "corpus_mixed:exception_held_by_a_closure-0"): _DYNAMIC_CODE,
     ("roundtrip", "corpus_mixed:exception_held_by_a_closure-1"): _DYNAMIC_CODE,
-    ("roundtrip", "corpus_mixed:deque_iterator_mutated_before_await-0"): _DEQUE_ITER,
-    ("roundtrip", "corpus_mixed:deque_iterator_mutated_before_await-1"): _DEQUE_ITER,
-    ("roundtrip", "corpus_mixed:deque_iterator_in_a_variable-1"): _DEQUE_ITER,
 }
 
 

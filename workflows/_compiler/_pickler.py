@@ -13,6 +13,10 @@ keeps them, or refuses them with an error that names what cannot be kept:
   restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
   step of the loop; a set's loop goes on from its table slot, or, where the set came back in
   another order (another ``PYTHONHASHSEED``), over the elements it had still to visit;
+* a deque iterator, forward or reversed, keeps the deque, the items it has still to yield and
+  how many times the deque changed since it was made (``_dequestate``), so that one whose deque
+  changed raises ``deque mutated during iteration`` at its next step after a restore too; where
+  those fields cannot be read (another interpreter) it is refused;
 * a class made inside a workflow keeps its ``__qualname__`` when cloudpickle rebuilds it in
   another process (it would become the bare name);
 * functions made inside a workflow keep the workflow module's real namespace as their globals
@@ -56,7 +60,7 @@ from typing import Any
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from .._registry import resolve
-from . import _settable
+from . import _dequestate, _settable
 
 _PY311 = sys.version_info >= (3, 11)
 _PY312 = sys.version_info >= (3, 12)
@@ -599,6 +603,30 @@ def _reduce_native_iter(it: Any) -> Any:
         # with the size the native iterator checks.
         return (_restore_live_iter, (c, "set", len(c), 0, rest))
     return (_restore_native_dict_iter, (kind, c, len(c) - len(rest)))
+
+
+def _reduce_deque_iter(it: Any) -> Any:
+    """A deque iterator (a ``for`` loop's or a variable's): its deque, direction, the items it
+    has still to yield and how many times the deque changed since it was made (``_dequestate``),
+    so that one whose deque changed raises ``deque mutated during iteration`` again."""
+    if not _dequestate.SUPPORTED:
+        raise RuntimeError(
+            "a deque iterator cannot be checkpointed on this interpreter "
+            f"({sys.implementation.name} {sys.version.split()[0]}): whether its deque changed "
+            "since it was made (its next step raises RuntimeError natively then) cannot be read "
+            "here; iterate over list(the deque), or del the iterator before the await"
+        )
+    d, mutations, counter = _dequestate.iterator_state(it)
+    return (_restore_deque_iter, (type(it) is _dequestate.ITER_TYPES[1], d, mutations, counter))
+
+
+def _restore_deque_iter(reverse: bool, d: collections.deque[Any], mutations: int, counter: int) -> Any:
+    if not _dequestate.SUPPORTED:
+        raise RuntimeError(
+            "a checkpointed deque iterator cannot be restored on this interpreter "
+            f"({sys.implementation.name} {sys.version.split()[0]}): its mutation check cannot be set"
+        )
+    return _dequestate.restore(_dequestate.ITER_TYPES[reverse], d, mutations, counter)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1365,6 +1393,7 @@ _OWN_OVERRIDES: dict[type, Any] = {
     LiveIter: _reduce_live_iter,
     **{t: lambda _p, it: _reduce_native_iter(it) for t in _NATIVE_ITERS},
     _SetIter: _reduce_set_iter,
+    **{t: lambda _p, it: _reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
 }
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
@@ -1377,7 +1406,7 @@ _UNSHARED: set[type] = {
 # decides for them too, slowly), never looked up in module data.
 _BY_NAME: set[Any] = {
     _restore_live_iter, _restore_native_dict_iter, _exhausted, workflow_global, workflow_globals,
-    _function_setstate, _set_exc_state, _rebuild_type_alias,
+    _function_setstate, _set_exc_state, _rebuild_type_alias, _restore_deque_iter,
 }
 
 
