@@ -39,7 +39,10 @@ from ._signals import scan as scan_signals
 from ._upgrade import PointTable, describe_points, start_point
 from ._validate import Validator, compile_warnings, unawaited_commands
 
-COMPILER_VERSION = "actorflow-compiler-2"  # 2: locals are frame attributes v_<name>
+# 2: locals are frame attributes v_<name>; 3: a nested and/or as a value is lowered into the
+# enclosing operator's jumps on 3.11, and comprehension variables read by a lambda made in the
+# comprehension live in a holder per run (the same source compiles to other blocks and slots).
+COMPILER_VERSION = "actorflow-compiler-3"
 _PY312 = sys.version_info >= (3, 12)
 # ``compile()`` inherits the caller's __future__ imports unless told not to: generated code must
 # follow the workflow's own module instead (``from __future__ import annotations`` or not).

@@ -945,21 +945,25 @@ class Emitter:
             if last and not tested:
                 self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(v)))
                 return
-            nxt = -1
-            if last:
-                t_l, f_l = true_l, false_l
-            else:
+            if _THREADED_BOOLOPS and isinstance(v, ast.BoolOp):
+                if last:
+                    self._boolop_into(v, name, true_l, false_l, True)
+                    return
                 nxt = self.new_label()
                 t_l, f_l = (nxt, false_l) if is_and else (true_l, nxt)
-            if _THREADED_BOOLOPS and isinstance(v, ast.BoolOp):
                 self._boolop_into(v, name, t_l, f_l, True)
-            else:
-                self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(v)))
-                test = ast.Name(name, ast.Load())
-                self.peeks.add(id(test))
-                self.emit(ast.If(test, [ast.Return(ast.Constant(t_l))], [ast.Return(ast.Constant(f_l))]))
-            if not last:
                 self.start_at(nxt)
+                continue
+            self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(v)))
+            test: ast.expr = ast.Name(name, ast.Load())
+            self.peeks.add(id(test))
+            if last:  # tested by the enclosing operator (3.11 only)
+                self.emit(ast.If(test, [ast.Return(ast.Constant(true_l))], [ast.Return(ast.Constant(false_l))]))
+                return
+            # A deciding operand leaves; the others fall through to the next operand.
+            if is_and:
+                test = ast.UnaryOp(ast.Not(), test)
+            self.emit(ast.If(test, [ast.Return(ast.Constant(false_l if is_and else true_l))], []))
 
     def ex_IfExp(self, e: ast.IfExp) -> ast.expr:
         name = f"_af_t{self.uid()}"
@@ -1159,10 +1163,21 @@ def _hold_captured(e: Any, ren: dict[str, str], hold: str) -> set[str]:
     evaluated where the generator expression stands, in the comprehension).
     """
     user = {v: n for n, v in ren.items()}
+
+    def deferred(n: Any) -> list[ast.AST]:
+        # What runs later, when the function is called: not a lambda's defaults, nor a
+        # generator expression's outermost iterable (both evaluated where they stand).
+        if isinstance(n, ast.Lambda):
+            return [n.body]
+        g0 = n.generators[0]
+        rest: list[ast.AST] = [g0.target, *g0.ifs, *n.generators[1:], n.elt]
+        return rest
+
     captured: set[str] = set()
     for n in ast.walk(e):
         if isinstance(n, (ast.Lambda, ast.GeneratorExp)):
-            captured.update(m.id for m in ast.walk(n) if isinstance(m, ast.Name) and m.id in user)
+            for part in deferred(n):
+                captured.update(m.id for m in ast.walk(part) if isinstance(m, ast.Name) and m.id in user)
     if not captured:
         return set()
 
@@ -1179,7 +1194,9 @@ def _hold_captured(e: Any, ren: dict[str, str], hold: str) -> set[str]:
             self.depth += 1
             self.generic_visit(n)
             self.depth -= 1
-            if self.depth or not any(isinstance(m, ast.Name) and m.id == hold for m in ast.walk(n)):
+            if self.depth or not any(
+                isinstance(m, ast.Name) and m.id == hold for part in deferred(n) for m in ast.walk(part)
+            ):
                 return n
             params = [ast.arg(hold)]
             call_args: list[ast.expr] = [ast.Name(hold, ast.Load())]

@@ -30,7 +30,9 @@ POINT_FORMAT = 1  # the layout of a point record and of the internal slots it ma
 # Internal frame slots that belong to a construct: the construct's uid is the digits.
 _CONSTRUCT_SLOT = re.compile(r"^(_af_it|_af_exc|_af_fin|_af_m|" + SYNTH + r")(\d+)(\D.*)?$")
 _TEMP_SLOT = re.compile(r"^_af_t(\d+)$")
-_COMP_VAR = re.compile(SYNTH + r"\d+_")
+# A lowered comprehension's variable (``_af_s3_x``, or ``_af_s3c.x`` when a function made in the
+# comprehension reads it): shown, and compared, as the user's name.
+_COMP_VAR = re.compile(SYNTH + r"\d+(?:_|c\.)")
 _UIDS = re.compile(r"(_af_[a-z]+)\d+")
 # The constructs a point's structure lists (an if or a match case body holds no state, and a
 # loop's condition may change); those whose state an upgrade function cannot make up.
