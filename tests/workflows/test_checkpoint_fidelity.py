@@ -184,6 +184,29 @@ def test_restored_pending_exception_prints_the_users_lines():
     assert "{}[x]" in text
 
 
+def test_a_function_made_in_the_workflow_keeps_its_file_across_a_restore():
+    """A function a workflow made before an await is restored with its own file name (cloudpickle
+    writes '<dynamic-code>'), so an error raised in it afterwards points at the user's line."""
+    wf = _compile(
+        """
+        async def makes_a_helper(x):
+            def helper(d):
+                return d[x]
+            await timer("t", 1)
+            return helper({})
+        """,
+        "makes_a_helper.py",
+        "makes_a_helper",
+    )
+    cont = restore(checkpoint(_suspend(wf, "k")))
+    with StepContext().active():
+        r = step(cont, None)
+    assert isinstance(r, Raised)
+    text = "".join(traceback.format_exception(r.exception))
+    assert 'File "makes_a_helper.py", line 4, in helper' in text
+    assert "<dynamic-code>" not in text
+
+
 def test_uncaught_failed_command_points_at_the_await():
     """A failed command nobody catches ends with a traceback whose last line is the await."""
     wf = _compile(

@@ -42,18 +42,7 @@ for _name in CORPUS_MODULES:
 # Cases whose compiled run is known to differ (compiler bugs reported, not yet fixed), keyed by
 # (check, "<entry name>-<case index>" or "<entry name>-derived"). Marked xfail(strict=True), so a
 # fix turns them into failures until the mark is removed.
-_DYNAMIC_CODE = (
-    "a function made in the workflow is restored by cloudpickle with co_filename "
-    "'<dynamic-code>': the traceback entries of errors raised in it after a restore lose the "
-    "user's file (workflows/_compiler/_pickler.py)"
-)
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("roundtrip", "corpus_combos:traceback_through_nested_defs-1"): _DYNAMIC_CODE,
-    ("roundtrip", "corpus_combos:traceback_through_nested_defs-2"): _DYNAMIC_CODE,
-    ("derived", "corpus_combos:traceback_through_nested_defs-derived"): _DYNAMIC_CODE,
-    ("roundtrip", "corpus_mixed:exception_held_by_a_closure-0"): _DYNAMIC_CODE,
-    ("roundtrip", "corpus_mixed:exception_held_by_a_closure-1"): _DYNAMIC_CODE,
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _params(check: str) -> list[object]:

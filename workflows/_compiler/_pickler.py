@@ -693,7 +693,22 @@ _MUTABLE_CONTAINERS = frozenset({list, dict, set})
 # The reducers by type, in one flat dict: ours, then cloudpickle's, then copyreg's (a ChainMap of
 # ChainMaps costs a Python call and a KeyError per map for every object the pickler looks up).
 # Refreshed when cloudpickle's or copyreg's table grows (registrations only add).
+def _reduce_code(code: types.CodeType) -> Any:
+    # cloudpickle writes a code object with the file name '<dynamic-code>' (for payloads that do
+    # not depend on where a function was defined); a function made in a workflow would come back
+    # from a restore with it, and the traceback of an error raised in it would lose the user's
+    # file and lines. Its own reducer, with the file name put back.
+    make, args = cloudpickle.cloudpickle._code_reduce(code)
+    return _code_in_file, (make, args, code.co_filename)
+
+
+def _code_in_file(make: Any, args: tuple[Any, ...], filename: str) -> types.CodeType:
+    code: types.CodeType = make(*args)
+    return code.replace(co_filename=filename)
+
+
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
+_OWN_REDUCERS[types.CodeType] = _reduce_code
 if _TypeAliasType is not None:
     _OWN_REDUCERS[_TypeAliasType] = _reduce_type_alias
 if sys.version_info >= (3, 12):
