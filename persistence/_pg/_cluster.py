@@ -446,7 +446,7 @@ class Membership:
                     "UPDATE {s}.af_shards AS s SET owner = %s, epoch = s.epoch + 1, since = now() "
                     "WHERE s.shard IN (SELECT shard FROM {s}.af_shards WHERE shard = ANY(%s) "
                     "AND (owner IS NULL OR owner NOT IN (SELECT incarnation FROM {s}.af_nodes "
-                    "WHERE state = 'up')) ORDER BY shard FOR UPDATE) "
+                    "WHERE state = 'up')) ORDER BY shard FOR UPDATE SKIP LOCKED) "
                     "AND (s.owner IS NULL OR s.owner NOT IN (SELECT incarnation FROM {s}.af_nodes "
                     "WHERE state = 'up'))",
                     (self.incarnation, want),
@@ -454,9 +454,10 @@ class Membership:
             except PersistenceError as exc:
                 if isinstance(exc, StorageUnavailable) and not isinstance(exc, Retryable):
                     raise
-                # A lock timeout (a frozen owner's transaction, until the server ends it), or a
-                # deadlock with a write that share-locks the leases it routes to in its own order,
-                # which the server broke by rolling the claim back: the next round tries again.
+                # A fault the next round recovers from: it tries again.
+        # The claim waits for no lock: a lease row locked now (a frozen owner's open transaction,
+        # until the server ends it; a write share-locking the leases it routes to) is skipped and
+        # claimed at a later round, so it neither holds up the other shards nor deadlocks.
         held = {int(s): int(e) for s, e in self._exec(
             "SELECT shard, epoch FROM {s}.af_shards WHERE owner = %s", (self.incarnation,)
         ) if int(s) not in self._releasing}
