@@ -141,6 +141,29 @@ def test_dict_keys_changed_at_same_size_is_refused():
     assert "RuntimeError" in msg and "list(d.items())" in msg
 
 
+def test_ordered_dict_reordered_while_a_loop_iterates_is_refused_saying_so():
+    """An OrderedDict whose keys a loop's body moves (same keys, same size): refused, and the
+    message says the keys were moved, not only removed and added."""
+    import collections
+
+    wf = _compile(
+        """
+        async def rotates(d):
+            for k in d:
+                d.move_to_end(k)
+                await timer("t", 1)
+        """,
+        "rotates.py",
+        "rotates",
+    )
+    cont = _suspend(wf, collections.OrderedDict(a=1, b=2))
+    with pytest.raises(CheckpointError) as info:
+        checkpoint(cont)
+    msg = str(info.value)
+    assert "the iterator of the for-loop at line 3" in msg
+    assert "move_to_end" in msg and "RuntimeError" in msg
+
+
 def test_dict_iterator_in_a_variable_after_a_size_change_is_refused():
     """A dict iterator held in a local whose dict changed size cannot be kept: refused."""
     wf = _compile(

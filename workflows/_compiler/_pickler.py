@@ -494,9 +494,10 @@ class LiveIter:
             return (c, kind, len(c), len(c) - len(rest), None)
         if len(c) == used:
             raise RuntimeError(
-                f"the {type(c).__name__} a for-loop iterates had keys removed and others added "
-                "during the iteration (its size is unchanged); native code raises RuntimeError "
-                "later in that loop, which a restore cannot reproduce"
+                f"the {type(c).__name__} a for-loop iterates had its keys changed during the "
+                "iteration at an unchanged size (keys removed and others added, or moved, as "
+                "OrderedDict.move_to_end does); native code raises RuntimeError later in that "
+                "loop, which a restore cannot reproduce"
             )
         # The container changed size: the next step raises, unless it is put back to its size
         # first; then the loop goes on after the last key it yielded.
