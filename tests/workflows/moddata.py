@@ -3,6 +3,8 @@ test_checkpoint_fidelity hold objects of it in workflow locals across awaits."""
 
 from __future__ import annotations
 
+from . import moddata_deep as deep
+
 
 class Settings:
     def __init__(self) -> None:
@@ -18,3 +20,4 @@ def reset() -> None:
     """Put the data back as the module makes it (a fresh process sees it so)."""
     ITEMS[:] = [{"n": 0}]
     SETTINGS.rules = []
+    deep.reset()

@@ -416,6 +416,34 @@ def test_objects_of_another_modules_data_keep_their_identity_and_a_broken_path_n
         moddata.reset()
 
 
+def test_data_of_a_module_reached_through_another_user_module_keeps_its_identity():
+    """A local holding ``moddata.deep.DEEP`` (a user module the workflow's module reaches only
+    through another user module) is the module's object after a restore, not a copy."""
+    from . import moddata
+
+    moddata.reset()
+    wf = _compile(
+        """
+        async def holds_deep_data(x):
+            deep = moddata.deep.DEEP
+            await timer("t", 1)
+            deep[0]["n"] = x
+            return deep
+        """,
+        "holds_deep.py",
+        "holds_deep_data",
+        moddata=moddata,
+    )
+    back = restore(checkpoint(_suspend(wf, 5)))
+    try:
+        assert back._frames[0].__dict__["v_deep"] is moddata.deep.DEEP
+        with StepContext().active():
+            r = step(back, None)
+        assert r.value is moddata.deep.DEEP and moddata.deep.DEEP == [{"n": 5}]
+    finally:
+        moddata.reset()
+
+
 def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatch):
     """Where the walk of module data stops at its budget, a local it did not find may still be
     module data: the checkpoint is refused, naming the variable, instead of copying it."""

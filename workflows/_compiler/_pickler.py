@@ -755,9 +755,10 @@ def _refresh_dispatch() -> None:
 #   values (under str, int, bytes, bool, float or None keys), list and tuple items, and the
 #   attributes of instances of the module's own classes;
 # * ("m", module, name, steps, type): a global of another user module those namespaces reach (a
-#   module bound in them, the module of a function or class bound in them), or an object reached
-#   from one the same way. Modules of the standard library, of site-packages and of this project
-#   are not user modules: their module-level data is not looked into.
+#   module bound in them, the module of a function or class bound in them, and so on from that
+#   module's namespace), or an object reached from one the same way. Modules of the standard
+#   library, of site-packages and of this project are not user modules: their module-level data
+#   is not looked into, nor are the modules only they reach.
 #
 # The globals are indexed once per namespace (``Namespace``, rebuilt when the namespace no longer
 # holds exactly the values it was indexed with: one identity comparison of its values at each
@@ -998,11 +999,14 @@ class ModuleData:
                 queue.append((n.g[name], ("p", key, name), n.module, ()))
             if n.roots:
                 walked.append(repr(n.module))
+        # The user modules the namespaces reach, and those these reach in turn.
         others: dict[str, types.ModuleType] = {}
-        for _key, n in self._ns:
-            for m in n.imports:
-                if m.__name__ not in own:
-                    others.setdefault(m.__name__, m)
+        pending = collections.deque(m for _key, n in self._ns for m in n.imports)
+        while pending:
+            m = pending.popleft()
+            if m.__name__ not in own and m.__name__ not in others:
+                others[m.__name__] = m
+                pending.extend(namespace(vars(m)).imports)
         for mname, m in others.items():
             mns = namespace(vars(m))
             walked.append(repr(mname))
