@@ -14,7 +14,8 @@ What a server changes, all of it in the transaction protocol this class implemen
   lock again) and runs the batch again. One lost during COMMIT leaves its outcome unknown to the
   client, not to the server: every transaction learns its id (``txid_current()``, from the first
   statement of its first write, ``execute_xid``: a node's fence, or the incarnation it writes
-  as; asked apart only if no write gave it), and after reconnecting the writer asks ``txid_status`` whether it committed. If it did,
+  as; asked apart only if no write gave it), and after reconnecting the writer asks
+  ``txid_status`` whether it committed. If it did,
   the batch's writes are settled as committed (a signal appended is not appended again by a
   caller's retry); if not, the batch runs again; only if the server cannot tell (it stays away)
   do the writes fail with ``ConnectionLost`` (``maybe_committed``).
@@ -71,16 +72,13 @@ class PgWriter(Writer):
     def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str, path: str) -> None:
         self._connect = connect
         self.schema = schema
-        self.conn: psycopg.Connection[Any] = self._open()
+        self.conn: psycopg.Connection[Any] = connect()
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
         self._xid_cur: psycopg.Cursor[Any] | None = None
         self._xid: int | None = None
         super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer")
-
-    def _open(self) -> psycopg.Connection[Any]:
-        return self._connect()
 
     # -- what writes call ---------------------------------------------------------------------
     def execute(self, template: str, params: Any = None, *, wait: bool = False) -> psycopg.Cursor[Any]:
@@ -207,7 +205,7 @@ class PgWriter(Writer):
         for pause in RECONNECTS:
             time.sleep(pause)
             try:
-                self.conn = self._open()
+                self.conn = self._connect()
             except PersistenceError as exc:
                 last = exc
                 if not isinstance(exc, StorageUnavailable):
