@@ -553,8 +553,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     missing = [m for m in ("starlette", "uvicorn", "jinja2", "multipart") if importlib.util.find_spec(m) is None]
     if missing:
         raise CliError(
-            f"wf ui needs the ui extra, which is not installed (no {', '.join(missing)}); install "
-            f"it with pip install 'actorflow[ui]'"
+            f"wf ui needs Starlette, uvicorn, Jinja2 and python-multipart, which are not installed "
+            f"(no {', '.join(missing)}); install the ui extra from a checkout with pip install -e '.[ui]'"
         )
     from actors._ui import serve
 

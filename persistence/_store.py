@@ -389,7 +389,8 @@ def open_store(
     Args:
         path: The database file, ``":memory:"`` for a throwaway in-process database, or a
             ``postgresql://`` URL (``?schema=name`` names the PostgreSQL schema actorflow keeps
-            its tables in, ``actorflow`` by default; needs ``pip install 'actorflow[postgres]'``).
+            its tables in, ``actorflow`` by default; needs the ``postgres`` extra, from a checkout:
+            ``pip install -e '.[postgres]'``).
         durability: ``"normal"`` survives a process crash (SQLite synchronous=NORMAL;
             PostgreSQL synchronous_commit=off, where a crash of the database server can lose the
             last fraction of a second); ``"full"`` survives a power loss too (synchronous=FULL,
@@ -415,7 +416,7 @@ def open_store(
         except ImportError as exc:
             raise PersistenceError(
                 f"opening a PostgreSQL URL needs psycopg, which is not installed ({exc}); "
-                f"install it with pip install 'actorflow[postgres]'.",
+                "install the postgres extra from a checkout with pip install -e '.[postgres]'.",
                 path=None,
             ) from exc
         return PgStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit,

@@ -1,6 +1,6 @@
 """``wf ui``: a local web view of the workflows in a database, with actions.
 
-Needs the ``ui`` extra (``pip install 'actorflow[ui]'``: Starlette, uvicorn, Jinja2). Imported
+Needs the ``ui`` extra (from a checkout: ``pip install -e '.[ui]'``; Starlette, uvicorn, Jinja2). Imported
 only by ``wf ui``: nothing else of actorflow loads it.
 """
 

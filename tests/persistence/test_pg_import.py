@@ -46,4 +46,4 @@ def test_a_postgresql_url_without_psycopg_says_what_to_install(tmp_path: pathlib
     out = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "pip install 'actorflow[postgres]'" in out.stdout, out.stdout
+    assert "install the postgres extra from a checkout with pip install -e '.[postgres]'" in out.stdout, out.stdout
