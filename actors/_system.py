@@ -1,4 +1,4 @@
-"""``ActorSystem``: the embedded runtime on one SQLite file."""
+"""``ActorSystem``: the embedded runtime on one SQLite file, or as one node of a cluster on PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""The SQLite store under the runtime.
+"""The store under the runtime: one SQLite file, or a PostgreSQL schema shared by a cluster of nodes.
 
-Layer rule: this package imports the standard library, sqlite-utils and cloudpickle only; never
-``workflows`` or ``actors``. It stores bytes and rows.
+``open_store`` opens either from a path or a ``postgresql://`` URL; both backends keep the same
+rows behind one ``Store`` interface. The PostgreSQL backend (``persistence._pg``, with its node
+leases and shards) is imported only when a URL is opened.
+
+Layer rule: this package imports the standard library, sqlite-utils and cloudpickle (and, under
+``_pg``, psycopg) only; never ``workflows`` or ``actors``. It stores bytes and rows.
 """
 
 from persistence._errors import (
