@@ -22,9 +22,12 @@ def _files() -> list[Path]:
 
 def test_no_hint_names_an_index_package():
     """``pip install 'actorflow[ui]'`` points at an index that has no actorflow."""
-    bad = [f"{f.relative_to(ROOT)}:{n}" for f in _files()
-           for n, line in enumerate(f.read_text().splitlines(), 1)
-           if re.search(r"pip install [\"']?actorflow", line)]
+    bad = [
+        f"{f.relative_to(ROOT)}:{n}"
+        for f in _files()
+        for n, line in enumerate(f.read_text().splitlines(), 1)
+        if re.search(r"pip install [\"']?actorflow", line)
+    ]
     assert not bad, f"install hints that point at an index: {bad}"
 
 
@@ -35,7 +38,14 @@ def test_wf_ui_without_the_extra_says_what_to_install_from_a_checkout(tmp_path: 
         "from actors.cli import main\n"
         "sys.exit(main(['ui', '--db', sys.argv[1]]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", program, str(tmp_path / "a.db")], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path / "a.db")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode != 0
-    assert "install the ui extra from a checkout with pip install -e '.[ui]'" in out.stderr, out.stderr
+    assert "install the ui extra from a checkout with pip install -e '.[ui]'" in out.stderr, (
+        out.stderr
+    )
