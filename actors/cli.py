@@ -33,6 +33,7 @@ from persistence import (
     loads,
     open_store,
 )
+from persistence._store import recent_steps
 from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
 
@@ -96,6 +97,17 @@ def _record_or_fail(store: Store, wid: str, db: str) -> Any:
 
 
 DEFAULT_LIMIT = 50  # wf list
+def _steps_not_kept(rec: Any) -> int:
+    """How many of a workflow's first steps its row no longer describes (``recent_steps``)."""
+    numbers = []
+    for h in recent_steps(rec.id, rec.recent_steps):
+        try:
+            numbers.append(int(json.loads(h.detail)["step"]))
+        except (ValueError, TypeError, KeyError):
+            pass
+    return max(0, min(numbers) - 1) if numbers else rec.step_seq
+
+
 CHILDREN_SHOWN = 10  # wf show, without --all-children
 VALUE_SHOWN = 2000  # characters of a payload, result or error message wf show prints, without --full
 
@@ -195,8 +207,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         cut = len(history) > args.history
         history = history[len(history) - args.history:] if cut else history
         # The newest RECENT_STEPS steps are kept in the workflow's row; older ones are not kept.
-        kept = len(rec.recent_steps.split("\n")) if rec.recent_steps else 0
-        steps_not_kept = max(0, rec.step_seq - kept)
+        # Counted from the first step the row still names: a step that wrote no line there (an
+        # upgrade, kept in the history) is not one the row has dropped.
+        steps_not_kept = _steps_not_kept(rec)
         data = {
             "id": rec.id,
             "type": rec.type,

@@ -225,3 +225,26 @@ def test_a_parent_and_its_child_each_move_when_they_are_loaded(db):
     for wid in ("boss-1", "kid-1"):
         _, history = _stored(db, wid)
         assert [e for e, _ in history].count("upgraded") == 1
+
+
+def test_wf_show_after_an_upgrade_counts_no_step_as_not_kept(db, capsys):
+    """The upgrade's commit is a step of its own with no line in the row's newest steps (its
+    event is in the history): ``wf show`` said "steps 1 to 1 are not kept" while it showed
+    step 1."""
+    clock = VirtualClock()
+    _run_first_lap(db, clock)
+    _load(V2)  # the deploy: the new code, loaded under the same name
+    with ActorSystem(db, clock=clock) as system:
+        system.get("p1")
+        system.idle(timeout=T)
+        clock.advance(5)  # the old timer fires: the patrol moves onto the new code
+        system.idle(timeout=T)
+    rec, history = _stored(db, "p1")
+    assert [e for e, _ in history].count("upgraded") == 1
+    assert main(["show", "p1", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "upgraded" in out and "started" in out, out
+    assert "not kept" not in out, out
+    assert main(["show", "p1", "--db", db, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["steps"] == rec.step_seq == 4 and data["steps_not_kept"] == 0  # 3 was the upgrade
