@@ -243,3 +243,68 @@ def test_local_whose_class_is_missing_holds_the_workflow(tmp_path, thing):
     thing.restore()
     with ActorSystem(db, clock=VirtualClock()) as system:
         assert system.get("h1").result(timeout=T) == 5
+
+
+PROCS = "af_renamed_procs"
+FLOW = "af_renamed_flow"
+
+
+def test_a_renamed_procedure_leaves_its_dispatched_call_pending(tmp_path, monkeypatch):
+    """A deploy renames a procedure while a call of it waits for its retry: the call names the
+    old key, which the new code no longer defines. It is neither attempted nor failed (no
+    ``UnknownWorkflowType`` reaches the workflow): it stays pending with an ERROR
+    ``procedure_code_missing``, and runs when a process with the old name opens the file."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    db = str(tmp_path / "wf.db")
+    procs = _Module(tmp_path, PROCS, '''
+        calls = []
+
+        def double(n):
+            calls.append(n)
+            if len(calls) == 1:
+                raise RuntimeError("the first attempt fails")
+            return 2 * n
+    ''')
+    _Module(tmp_path, FLOW, f'''
+        import {PROCS}
+        from workflows import RetryPolicy, procedure, workflow
+
+        @workflow
+        async def doubler(n):
+            return await procedure({PROCS}.double, n, retry=RetryPolicy(initial_interval=60))
+    ''')
+    try:
+        flow = __import__(FLOW)
+        with ActorSystem(db, clock=VirtualClock()) as system:
+            ref = system.start(flow.doubler, 21, id="d1")
+            system.idle(timeout=T)
+            assert ref.status() is Status.RUNNING
+        assert sys.modules[PROCS].calls == [21]
+
+        procs.path.write_text(procs.path.read_text().replace("def double", "def twice"))
+        sys.modules.pop(PROCS, None)  # the deploy: double is now twice
+        clock = VirtualClock()
+        with capture_logs() as logs, ActorSystem(db, clock=clock) as system:
+            clock.advance(120)  # past the retry's backoff
+            system.idle(timeout=T)
+            assert system.get("d1").status() is Status.RUNNING
+        missing = [e for e in logs if e["event"] == "procedure_code_missing"]
+        assert missing and missing[0]["log_level"] == "error"
+        assert missing[0]["function"] == f"{PROCS}:double"
+        con = sqlite3.connect(db)
+        rows = con.execute("SELECT status, attempts FROM procedures WHERE workflow_id = 'd1'").fetchall()
+        con.close()
+        assert rows == [("pending", 1)]
+
+        procs.path.write_text("def double(n):\n    return 2 * n\n")
+        sys.modules.pop(PROCS, None)  # rolled back: the old name is there again
+        clock = VirtualClock()
+        with ActorSystem(db, clock=clock) as system:
+            clock.advance(120)
+            system.idle(timeout=T)
+            assert system.get("d1").result(timeout=T) == 42
+    finally:
+        for name in (PROCS, FLOW):
+            sys.modules.pop(name, None)
+        for key in [k for k in _REGISTRY["workflow"] if k.startswith(FLOW + ":")]:
+            del _REGISTRY["workflow"][key]
