@@ -8,7 +8,7 @@ Safety: every page is rendered by Jinja2 with autoescaping, and the Content-Secu
 allows no inline script, so a workflow id or a payload holding markup shows as text. Actions are
 POSTs that carry the page's anti-forgery token (a random secret of this server, compared in
 constant time), and a request whose Host header is not this server's (a DNS rebinding page) or
-whose Origin is another site's is refused. ``read_only`` serves no action at all. Nothing the
+whose Origin is another site's (scheme, host and port compared) is refused. ``read_only`` serves no action at all. Nothing the
 browser sends is unpickled: payloads are JSON.
 """
 
@@ -76,6 +76,21 @@ def _host_of(value: str) -> str:
     return value.rpartition(":")[0] if value.count(":") == 1 else value
 
 
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(scheme: str, netloc: str) -> tuple[str, str, int | None]:
+    """An origin as a browser compares it: scheme, host and port (the scheme's default port when
+    none is written; -1 for one that is not a port, which matches none)."""
+    scheme = scheme.strip().lower()
+    parts = urllib.parse.urlsplit(f"//{netloc.strip()}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return scheme, _host_of(netloc), DEFAULT_PORTS.get(scheme) if port is None else port
+
+
 class Guard:
     """ASGI middleware: refuse requests for another host name, and add the security headers."""
 
@@ -99,7 +114,9 @@ class Guard:
             return
         origin = headers.get("origin")
         if scope["method"] == "POST" and origin not in (None, "null"):
-            if _host_of(urllib.parse.urlsplit(origin).netloc) != host:
+            # Scheme, host and port: another port of this machine is another site.
+            sent = urllib.parse.urlsplit(origin)
+            if _origin(sent.scheme, sent.netloc) != _origin(scope.get("scheme", "http"), headers.get("host", "")):
                 await PlainTextResponse(
                     f"refused: a form of another site ({origin}) posted to this one", status_code=403,
                 )(scope, receive, send)

@@ -173,6 +173,16 @@ def test_actions_need_the_token_and_are_carried_out_by_the_running_system(db, wo
         r = c.post("/signal", data={"id": "collector", "name": "item", "payload": "1", "csrf": token},
                    headers={"origin": "http://evil.example"})
         assert r.status_code == 403 and "another site" in r.text
+        # The same host on another port or scheme is another site too; the page's own origin,
+        # with its port written or not, is this one.
+        for other in ("http://testserver:8080", "https://testserver", "http://testserver:443"):
+            r = c.post("/signal", data={"id": "collector", "name": "item", "payload": "1", "csrf": token},
+                       headers={"origin": other})
+            assert r.status_code == 403 and "another site" in r.text, other
+        for same in ("http://testserver:80", "HTTP://TestServer"):  # not refused: buffered
+            r = c.post("/signal", data={"id": "sleep-4", "name": "nudge", "payload": "", "csrf": token},
+                       headers={"origin": same})
+            assert r.status_code == 200 and "another site" not in r.text, same
 
         r = c.post("/signal", data={"id": "collector", "name": "item", "payload": '{"n": 1}', "csrf": token})
         assert r.status_code == 200
