@@ -8,8 +8,8 @@ Safety: every page is rendered by Jinja2 with autoescaping, and the Content-Secu
 allows no inline script, so a workflow id or a payload holding markup shows as text. Actions are
 POSTs that carry the page's anti-forgery token (a random secret of this server, compared in
 constant time), and a request whose Host header is not this server's (a DNS rebinding page) or
-whose Origin is another site's (scheme, host and port compared) is refused. ``read_only`` serves no action at all. Nothing the
-browser sends is unpickled: payloads are JSON.
+whose Origin is another site's (scheme, host and port compared) is refused. ``read_only`` serves
+no action at all. Nothing the browser sends is unpickled: payloads are JSON.
 """
 
 from __future__ import annotations
