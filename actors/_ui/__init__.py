@@ -37,9 +37,19 @@ def serve(db: str, *, host: str = "127.0.0.1", port: int = 8765, read_only: bool
         allowed = frozenset((*LOOPBACK_NAMES, host)) if loopback else None
         app = create_app(store, db, read_only=read_only, allowed_hosts=allowed)
         shown = f"[{host}]" if ":" in host else host
-        print(f"wf ui: serving {cli._shown(db)} at http://{shown}:{port}/"
-              f"{' (read-only)' if read_only else ''}; Ctrl-C stops it", flush=True)
+        line = (f"wf ui: serving {cli._shown(db)} at http://{shown}:{port}/"
+                f"{' (read-only)' if read_only else ''}; Ctrl-C stops it")
+
+        class Server(uvicorn.Server):
+            """Says where it serves once it listens and the app has started, not before: a
+            script that waits for the line may connect at once."""
+
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started:
+                    print(line, flush=True)
+
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     finally:
         sock.close()

@@ -309,3 +309,43 @@ def test_wf_ui_says_what_is_wrong_before_serving(tmp_path, capsys) -> None:
         port = free.getsockname()[1]
     assert main(["ui", "--db", str(tmp_path / "nothing.db"), "--port", str(port)]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_wf_ui_prints_its_address_once_it_is_listening(tmp_path) -> None:
+    """The line giving the address comes once the server listens and its app has started: a
+    request sent the moment it is read is answered (the line used to come before either)."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+    from pathlib import Path
+
+    db = str(tmp_path / "here.db")
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.sleeper, 5, id="sleep-0")
+        s.idle(timeout=T)
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli", "ui", "--db", db, "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root), PYTHONUNBUFFERED="1"),
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith(f"wf ui: serving {db} at http://127.0.0.1:{port}/"), (
+            line + (proc.stderr.read() if proc.poll() is not None and proc.stderr else ""))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=T) as r:
+            assert r.status == 200 and "sleep-0" in r.read().decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=T)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate(timeout=T)
+    assert "serving" not in out  # said once
