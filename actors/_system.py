@@ -829,6 +829,7 @@ class ActorSystem:
     def _housekeeping(self) -> None:
         last_passivate = time.monotonic()
         pause = 0.05
+        outage: float | None = None  # since when its rounds fail on storage that may pass
         while not self._stop.wait(pause):
             pause = 0.05
             try:
@@ -846,8 +847,20 @@ class ActorSystem:
                 retry = self._external_retry_at
                 if self._rt.store.changed() or (retry is not None and time.monotonic() >= retry):
                     self._take_external()
+                if outage is not None:
+                    log.info("housekeeping_resumed", seconds=round(time.monotonic() - outage, 3))
+                    outage = None
+            except StorageUnavailable as e:
+                # An outage (a server away, a full disk): the next round tries again, and an
+                # outage that heals is no failure for good. Said once per outage.
+                if outage is None:
+                    outage = time.monotonic()
+                    log.warning("housekeeping_failed", error=str(e), retrying="every round, until storage recovers")
+                pause = 0.25
+                self._external_retry_at = time.monotonic()  # a request it missed: the next round
             except Exception as e:
                 log.error("housekeeping_failed", error=repr(e))
+                self._external_retry_at = time.monotonic() + 1.0
 
     def _leads(self) -> bool:
         """True on the node that runs what the whole database needs once (retention and `wf

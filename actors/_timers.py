@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from persistence import TimerRow
+from persistence import StorageUnavailable, TimerRow
 from persistence._log import Log
 
 from ._clock import Clock
@@ -170,6 +170,10 @@ class TimerService:
             if not due_items:
                 try:
                     self._refill()
+                except StorageUnavailable as e:  # an outage that may pass: tried again
+                    log.warning("timer_refill_failed", error=str(e), retrying="within a second")
+                    with self._cond:
+                        self._cond.wait(1.0)
                 except Exception as e:  # a store hiccup must not kill the timer thread
                     log.error("timer_refill_failed", error=repr(e))
                 continue

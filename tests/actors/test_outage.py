@@ -1,0 +1,95 @@
+"""An outage of the storage that heals is no failure for good: the runtime's own rounds log it at
+WARNING (SPEC §8: ERROR is for what failed for good), once, and carry on by themselves."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from actors import ActorSystem
+from actors.testing import VirtualClock
+from persistence import DiskFull
+
+from . import flows
+
+T = 30  # every wait in these tests is bounded
+
+
+def _errors(logs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    return [(e["event"], e.get("error")) for e in logs if e["log_level"] in ("error", "critical")]
+
+
+def test_housekeeping_through_a_storage_outage_warns_once_and_resumes(tmp_path) -> None:
+    """Housekeeping's reads fail for a while on a fault of the storage that may pass: one
+    WARNING ``housekeeping_failed``, no ERROR, an INFO ``housekeeping_resumed`` once a round
+    passes, and a `wf` request queued meanwhile is carried out after it."""
+    db = str(tmp_path / "out.db")
+    with capture_logs() as logs, ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.waits_once, id="w")
+        s.idle(timeout=T)
+        store = s._rt.store
+        real = store.take_external
+        failing = threading.Event()
+        failing.set()
+        failed = threading.Event()
+
+        def take_external(limit: int) -> Any:
+            if failing.is_set():
+                failed.set()
+                raise DiskFull("the disk is full (test)", path=db)
+            return real(limit)
+
+        store.take_external = take_external  # type: ignore[method-assign]
+        store.post_external("signal", "w", "go", '{"ok": 1}', at=time.time())
+        assert failed.wait(T)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # several failed rounds
+            time.sleep(0.05)
+        failing.clear()
+        assert ref.result(timeout=T) == {"ok": 1}
+    warned = [e for e in logs if e["event"] == "housekeeping_failed"]
+    assert [e["log_level"] for e in warned] == ["warning"], warned
+    assert "the disk is full (test)" in warned[0]["error"]
+    assert [e["event"] for e in logs if e["event"] == "housekeeping_resumed"] == ["housekeeping_resumed"]
+    assert _errors(logs) == []
+
+
+def test_a_postgresql_server_away_and_back_logs_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server stops under a running system for a few seconds and starts again: what the
+    runtime says meanwhile is WARNING (the store's and the cluster's rounds), never ERROR, and
+    the workflows go on afterwards."""
+    from persistence._pg import _store, _writer
+    from tests.conftest import pg_unavailable, schema_of
+    from tests.pgserver import FAST, PgServer, PgUnavailable
+
+    monkeypatch.setattr(_writer, "RECONNECTS", (0.0, 0.05))
+    monkeypatch.setattr(_store, "POOL_TIMEOUT", 1.0)
+    try:
+        server = PgServer.start(FAST)
+    except PgUnavailable as exc:
+        pg_unavailable(str(exc))
+    try:
+        with server.schema() as url:
+            with capture_logs() as logs, ActorSystem(f"{url}&schema={schema_of(url)}") as s:
+                ref = s.start(flows.waits_once, id="w")
+                s.idle(timeout=T)
+                server.pause()
+                time.sleep(3.0)  # the outage: rounds of every service fail meanwhile
+                server.resume()
+                deadline = time.monotonic() + T
+                while True:  # the signal is taken once the node has its shards again
+                    try:
+                        ref.signal("go", {"ok": 2})
+                        break
+                    except Exception:
+                        assert time.monotonic() < deadline, "the system never came back"
+                        time.sleep(0.2)
+                assert ref.result(timeout=T) == {"ok": 2}
+    finally:
+        server.stop()
+    assert _errors(logs) == []
+    assert any(e["log_level"] == "warning" for e in logs)
