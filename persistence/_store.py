@@ -84,6 +84,10 @@ class SqliteStore(SqlStore):
         # create the -shm file it reads through, and nothing can change the file, so readers open
         # it immutable.
         self._immutable = False
+        # A reader's connections are read-only to SQLite itself (``mode=ro``): closing the last
+        # connection to a file then never checkpoints its write-ahead log into it nor deletes
+        # the log, so reading a backup (or a file no system runs on) leaves it as it was.
+        self._read_only = False
         # Shared-cache memory databases lock whole tables instead of giving readers snapshots:
         # reads and write transactions take turns on this gate (throwaway use only).
         self._gate: threading.RLock | None = threading.RLock() if self.memory else None
@@ -96,7 +100,7 @@ class SqliteStore(SqlStore):
             self._open_reader_only()
 
     # -- opening ------------------------------------------------------------------------------
-    def _connect(self, *, timeout: float = BUSY_TIMEOUT) -> sqlite3.Connection:
+    def _connect(self, *, timeout: float = BUSY_TIMEOUT, write: bool = False) -> sqlite3.Connection:
         if self.memory:
             return sqlite3.connect(
                 self._uri, uri=True, isolation_level=None, check_same_thread=False
@@ -104,6 +108,11 @@ class SqliteStore(SqlStore):
         if self._immutable:
             return sqlite3.connect(
                 f"file:{urllib.parse.quote(self.path)}?immutable=1", uri=True,
+                isolation_level=None, check_same_thread=False, timeout=timeout,
+            )
+        if self._read_only and not write:
+            return sqlite3.connect(
+                f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True,
                 isolation_level=None, check_same_thread=False, timeout=timeout,
             )
         return sqlite3.connect(
@@ -233,6 +242,7 @@ class SqliteStore(SqlStore):
                     path=self.path,
                 )
             self._immutable = not (os.path.exists(wal) and os.path.getsize(wal) > 0)
+        self._read_only = True
         conn = None
         try:
             conn = self._connect()
@@ -321,7 +331,7 @@ class SqliteStore(SqlStore):
         """
         with self._ext_lock:
             if self._ext_conn is None:
-                self._ext_conn = self._connect()
+                self._ext_conn = self._connect(write=True)
             conn = self._ext_conn
             try:
                 conn.execute("BEGIN IMMEDIATE")

@@ -184,3 +184,34 @@ def test_the_installed_wf_reads_the_names_from_the_application_in_its_directory(
     )
     assert done.returncode == 0, done.stderr
     assert "never awaits a signal named 'payed'; the signals it awaits: 'paid'" in done.stderr
+
+
+def test_reading_commands_leave_a_backup_byte_identical(tmp_path, capsys):
+    """``wf list``, ``wf show`` and ``wf upgrade --dry-run`` on a file no system runs on (a backup
+    copied with its write-ahead log while its system ran) open it read-only: they never
+    checkpoint the log into the file, nor delete it, so the files hash the same afterwards."""
+    import hashlib
+    import shutil
+
+    live = str(tmp_path / "live.db")
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    with ActorSystem(live, clock=VirtualClock()) as s:
+        s._rt.store._writer.conn.execute("PRAGMA wal_autocheckpoint = 0")  # the log holds the steps
+        for i in range(5):
+            s.start(flows.sleeper, 100 + i, id=f"sleep-{i}")
+        s.idle(timeout=30)
+        for suffix in ("", "-wal"):  # a hot copy: the file and its log
+            shutil.copy(live + suffix, backup / f"b.db{suffix}")
+    db = str(backup / "b.db")
+    assert os.path.getsize(db + "-wal") > 0
+
+    def hashes() -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (backup / "b.db", backup / "b.db-wal")}
+
+    before = hashes()
+    for argv in (["list"], ["show", "sleep-3"], ["upgrade", "--dry-run"], ["list", "--json"]):
+        code, out, err = wf(capsys, *argv, "--db", db)
+        assert code == 0, err
+        assert hashes() == before, f"wf {' '.join(argv)} changed the backup"
+    assert "sleep-4" in wf(capsys, "list", "--db", db)[1]
