@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 import psycopg.conninfo
 
-from persistence._errors import ForeignDatabase, PersistenceError, SchemaTooNew
-from persistence._pg._errors import connect_error, is_lost, translate_error
+from persistence._errors import ForeignDatabase, PersistenceError, ReadOnlyDatabase, SchemaTooNew
+from persistence._pg._errors import _message, connect_error, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
 from persistence._urls import display_url
 
@@ -260,6 +260,25 @@ MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3, _
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 
+def _missing_privilege(conn: Any, schema: str, where: str, exc: BaseException) -> ReadOnlyDatabase:
+    """The error for a schema the connected user lacks a privilege on (``exc``: the server's)."""
+    user = conn.info.user
+    try:
+        usage = conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (schema,)).fetchone()[0]
+    except psycopg.Error:
+        usage = None
+    what = (f"USAGE on the schema {schema!r}" if usage is False
+            else f"SELECT on the tables of the schema {schema!r}")
+    return ReadOnlyDatabase(
+        f"the PostgreSQL user {user!r} of {where} lacks {what} ({_message(exc)}): the schema is "
+        f"actorflow's or another's, this user may not look. Grant it, as the schema's owner: "
+        f"GRANT USAGE, CREATE ON SCHEMA {quote(schema)} TO {quote(user)}; GRANT SELECT, INSERT, "
+        f"UPDATE, DELETE ON ALL TABLES IN SCHEMA {quote(schema)} TO {quote(user)} (or connect as "
+        f"the user that created it).",
+        path=where,
+    )
+
+
 def classify(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
     """The version of actorflow's schema ``schema`` here: 0 if it is missing or empty.
 
@@ -288,6 +307,10 @@ def classify(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
                         f"WHERE key IN ('application_id', 'schema_version')"
                     )
                 }
+        except psycopg.errors.InsufficientPrivilege as exc:
+            # Not another application's schema: one this user may not read (no USAGE on the
+            # schema, or no SELECT on its tables). Say so, not "another application's".
+            raise _missing_privilege(conn, schema, where, exc) from exc
         except psycopg.Error as exc:
             if is_lost(exc, conn):
                 raise

@@ -327,3 +327,35 @@ def test_other_errors_keep_their_sqlstate(conn: psycopg.Connection[Any]) -> None
     assert type(err) is PersistenceError
     assert "(42P01)" in str(err) and "no_such_table" in str(err)
     assert err.__cause__ is info.value
+
+
+def test_a_schema_the_user_may_not_use_is_reported_as_that_privilege(
+    pg_server: PgServer, pg_store_url: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A user with CONNECT but no USAGE on actorflow's schema is told which privilege it lacks
+    and how to grant it, not that the schema is another application's (``ForeignDatabase``,
+    with advice to start an empty schema beside the real one)."""
+    import urllib.parse
+    import uuid
+
+    from persistence import open_store
+
+    if pg_server.socket_dir is None:
+        pytest.skip("an external server (AF_TEST_PG_DSN): its roles are its own")
+    open_store(pg_store_url).close()  # actorflow's schema, made by its owner
+    role = f"af_nousage_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        parts = urllib.parse.urlsplit(pg_store_url)
+        theirs = urllib.parse.urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rpartition('@')[2]}"))
+        schema = schema_of(pg_store_url)
+        for owner in (True, False):
+            with pytest.raises(ReadOnlyDatabase) as info:
+                open_store(theirs, owner=owner)
+            text = str(info.value)
+            assert not isinstance(info.value, ForeignDatabase)
+            assert f"user {role!r}" in text and f"lacks USAGE on the schema {schema!r}" in text, text
+            assert f"GRANT USAGE, CREATE ON SCHEMA {schema}" in text or f'SCHEMA "{schema}"' in text, text
+        assert "meta" in _tables(conn, schema)  # untouched
+    finally:
+        conn.execute(f"DROP ROLE {role}")
