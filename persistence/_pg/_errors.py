@@ -104,6 +104,11 @@ def is_lost(exc: BaseException, conn: Any = None) -> bool:
     return False
 
 
+# What a server at max_connections answers a new connection (PostgreSQL 13 to 17; its
+# reserved slots' wording changed in 16).
+_FULL_TEXT = ("too many clients", "remaining connection slots are reserved")
+
+
 def connect_error(exc: BaseException, where: str) -> BaseException:
     """The store's error for a connection attempt to ``where`` that raised ``exc``."""
     if isinstance(exc, PersistenceError) or not isinstance(exc, psycopg.Error):
@@ -135,11 +140,19 @@ def connect_error(exc: BaseException, where: str) -> BaseException:
             f"({detail}); grant it CONNECT and CREATE (or use a user that has them).",
             path=where,
         )
-    elif state in ("53300", "57P03") or "too many clients" in low or "starting up" in low:
+    elif state == "53300" or any(t in low for t in _FULL_TEXT):
+        # psycopg gives no SQLSTATE for a refused connection: the server's words tell.
+        err = ServerUnreachable(
+            f"the PostgreSQL server at {where} is full: it has max_connections sessions open "
+            f"and took no new one ({detail}). Close idle sessions (pg_stat_activity lists "
+            f"them), give each node fewer connections, or raise max_connections on the server; "
+            f"the store tries again meanwhile.",
+            path=where,
+        )
+    elif state == "57P03" or "starting up" in low or "shutting down" in low:
         err = ServerUnreachable(
             f"the PostgreSQL server at {where} took no new connection ({detail}); it is "
-            f"starting up, shutting down or at max_connections. Retry later, or raise "
-            f"max_connections.",
+            f"starting up or shutting down. The store tries again meanwhile.",
             path=where,
         )
     else:

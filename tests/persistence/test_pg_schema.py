@@ -359,3 +359,40 @@ def test_a_schema_the_user_may_not_use_is_reported_as_that_privilege(
         assert "meta" in _tables(conn, schema)  # untouched
     finally:
         conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_server_at_max_connections_is_reported_as_full() -> None:
+    """A server with every connection slot taken refuses a new one with a message and no
+    SQLSTATE psycopg could give: recognised by the server's words, for an ordinary user (its
+    slots run out first: "remaining connection slots are reserved") and for a superuser ("too
+    many clients"), as full, not as a server that cannot be reached."""
+    import uuid
+
+    from persistence import open_store
+    from tests.conftest import pg_unavailable
+    from tests.pgserver import FAST, PgUnavailable
+
+    try:
+        server = PgServer.start({**FAST, "max_connections": "5", "superuser_reserved_connections": "2"})
+    except PgUnavailable as exc:
+        pg_unavailable(str(exc))
+    held: list[psycopg.Connection[Any]] = []
+    try:
+        role = f"af_game_{uuid.uuid4().hex[:6]}"
+        server.admin().execute(f"CREATE ROLE {role} LOGIN")  # the admin's session: one slot
+        for user in (role, None):  # the ordinary user's slots first, then everyone's
+            target = server.url("postgres", user=user)
+            while True:
+                try:
+                    held.append(psycopg.connect(target))
+                except psycopg.OperationalError:
+                    break
+            with pytest.raises(StorageUnavailable) as info:
+                open_store(f"{target}&schema=game")
+            text = str(info.value)
+            assert "is full: it has max_connections sessions open" in text, text
+            assert "cannot reach" not in text, text
+    finally:
+        for c in held:
+            c.close()
+        server.stop()
