@@ -41,7 +41,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from persistence import STATUSES, PersistenceError, Store
+from persistence import STATUSES, PersistenceError, StorageUnavailable, Store
 
 from .. import cli
 from .._system import _waiting_text
@@ -183,15 +183,30 @@ class UI:
     def page(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         context.update(db=self.shown_db, read_only=self.read_only, token=self.token,
                        now=context.get("now", time.time()))
-        context.setdefault("owner", self.owner())
-        context.setdefault("nodes_shown", bool(data.nodes(self.store)))
+        context.setdefault("owner_unknown", False)
+        if "owner" not in context:
+            context["owner"] = self.owner()
+        if "nodes_shown" not in context:
+            context["nodes_shown"] = bool(data.nodes(self.store))
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status_code)
 
     def owner(self) -> dict[str, object] | None:
-        try:
-            return cli.owner_of(self.store)
-        except PersistenceError:
-            return None
+        """The system running on the database, None if none runs; raises the store's error if
+        it cannot be asked (a page never says "no system runs" then)."""
+        return cli.owner_of(self.store)
+
+    def store_failed(self, request: Request, exc: Exception) -> Response:
+        """The answer to a request the store could not serve: 503 with the store's message while
+        it may pass (a server away, a busy file), 500 with it otherwise; never a bare 500."""
+        passing = isinstance(exc, StorageUnavailable)
+        status = 503 if passing else 500
+        message = str(exc) if isinstance(exc, PersistenceError) else f"{type(exc).__name__}: {exc}"
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message}, status_code=status)
+        title = ("The database does not answer now" if passing else "The database could not be read")
+        hint = " Reload the page once it is back." if passing else ""
+        return self.page("error.html", status, title=title, message=message + hint,
+                         owner=None, owner_unknown=True, nodes_shown=False)
 
     def error(self, status_code: int, title: str, message: str) -> HTMLResponse:
         return self.page("error.html", status_code, title=title, message=message)
@@ -244,7 +259,12 @@ class UI:
             payload = None
         label = f"{what} {name!r}" if name else what
         seq = self.store.post_external(kind, rec.id, name, payload, at=time.time())
-        owner = self.owner()
+        try:
+            owner = self.owner()
+        except PersistenceError as e:
+            return {"level": "waiting",
+                    "text": f"queued {label} #{seq}, but whether a system runs on {self.shown_db} could not be "
+                            f"asked ({e}); a running system carries it out, or else the next to start.{note}"}
         if owner is None:
             return {"level": "waiting",
                     "text": f"queued {label} #{seq}: no system has {self.shown_db} open, so the request waits "
@@ -385,7 +405,8 @@ def create_app(store: Store, db: str, *, read_only: bool = False,
         Route("/fire-timer", action, methods=["POST"]),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={PersistenceError: ui.store_failed, Exception: ui.store_failed})
     app.state.ui = ui
     app.add_middleware(Guard, allowed_hosts=allowed_hosts)
     return app

@@ -60,8 +60,12 @@ def test_housekeeping_through_a_storage_outage_warns_once_and_resumes(tmp_path) 
 
 def test_a_postgresql_server_away_and_back_logs_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """The server stops under a running system for a few seconds and starts again: what the
-    runtime says meanwhile is WARNING (the store's and the cluster's rounds), never ERROR, and
-    the workflows go on afterwards."""
+    runtime says meanwhile is WARNING (the store's and the cluster's rounds), never ERROR; ``wf
+    ui`` answers 503 with the store's message; the workflows go on afterwards."""
+    from starlette.testclient import TestClient
+
+    from actors._ui import create_app
+    from persistence import open_store
     from persistence._pg import _store, _writer
     from tests.conftest import pg_unavailable, schema_of
     from tests.pgserver import FAST, PgServer, PgUnavailable
@@ -77,8 +81,16 @@ def test_a_postgresql_server_away_and_back_logs_no_error(monkeypatch: pytest.Mon
             with capture_logs() as logs, ActorSystem(f"{url}&schema={schema_of(url)}") as s:
                 ref = s.start(flows.waits_once, id="w")
                 s.idle(timeout=T)
+                reader = open_store(f"{url}&schema={schema_of(url)}", owner=False)
                 server.pause()
-                time.sleep(3.0)  # the outage: rounds of every service fail meanwhile
+                started = time.monotonic()
+                with TestClient(create_app(reader, url, allowed_hosts=frozenset({"testserver"}))) as c:
+                    # wf ui meanwhile: the store's message, as 503; never "no system runs".
+                    r = c.get("/")
+                    assert r.status_code == 503, r.text[:500]
+                    assert "cannot reach the PostgreSQL server" in r.text and "no system runs" not in r.text
+                    assert c.get("/api/counts").status_code == 503
+                time.sleep(max(0.0, 3.0 - (time.monotonic() - started)))  # every service's rounds fail
                 server.resume()
                 deadline = time.monotonic() + T
                 while True:  # the signal is taken once the node has its shards again

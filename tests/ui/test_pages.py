@@ -349,3 +349,49 @@ def test_wf_ui_prints_its_address_once_it_is_listening(tmp_path) -> None:
             proc.kill()
             out, _ = proc.communicate(timeout=T)
     assert "serving" not in out  # said once
+
+
+class AwayStore:
+    """A store whose database stopped answering: every read raises what the store raises then
+    (``StorageUnavailable`` with its message), until ``back`` is set."""
+
+    def __init__(self, store: Any, error: Exception) -> None:
+        self._store, self._error, self.back = store, error, False
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._store, name)
+        if name == "close" or self.back or not callable(real):
+            return real
+
+        def away(*args: Any, **kw: Any) -> Any:
+            raise self._error
+
+        return away
+
+
+def test_an_outage_answers_503_with_the_stores_message(db, world) -> None:
+    """While the database does not answer, every page and the polled API answer 503 with the
+    store's own message (never a bare 500), no page says "no system runs" (it could not ask), and
+    the same server serves again once the database is back."""
+    from persistence import StorageUnavailable
+
+    message = (f"cannot reach the PostgreSQL server at {db} (test)" if db.startswith("postgresql://")
+               else f"the database {db} stayed locked past the busy timeout (test)")
+    store = open_store(db, owner=False)
+    away = AwayStore(store, StorageUnavailable(message, path=db))
+    app = create_app(away, db, allowed_hosts=frozenset({"testserver"}))  # type: ignore[arg-type]
+    with TestClient(app) as c:
+        token = app.state.ui.token
+        for path in ("/", "/?status=running", "/w/collector", "/nodes", "/value?id=boomer&what=error"):
+            r = c.get(path)
+            assert r.status_code == 503, (path, r.status_code, r.text[:300])
+            assert "(test)" in r.text and "no system runs" not in r.text, path
+            assert "could not be asked" in r.text, path
+        for path in ("/api/counts", "/api/state?id=collector"):
+            r = c.get(path)
+            assert r.status_code == 503 and r.json() == {"error": message}, path
+        r = c.post("/cancel", data={"id": "collector", "csrf": token})
+        assert r.status_code == 503 and "(test)" in r.text
+        away.back = True
+        r = c.get("/w/collector")
+        assert r.status_code == 200 and "no system runs" not in r.text  # one runs: the world's
