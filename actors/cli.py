@@ -406,8 +406,22 @@ def cmd_prune(args: argparse.Namespace) -> int:
     url = args.db.startswith(("postgresql://", "postgres://"))
     if args.db == ":memory:" or (not url and not Path(args.db).exists()):
         raise CliError(f"database {_shown(args.db)!r} does not exist (give --db PATH; the default is workflows.db)")
+    here = ""
+    if url:
+        # A cluster's schema is never locked: a node that runs on it carries the prune out
+        # (its leader, between its steps), as the owner of a file does; wf does not join it.
+        reader = _open(args.db)
+        try:
+            node = owner_of(reader)
+        except PersistenceError as e:
+            raise CliError(str(e)) from e
+        finally:
+            reader.close()
+        if node is not None:
+            return _prune_through_owner(args, node.get("pid"), node.get("node_id"))
+        here = f" (no node runs on it: pruned here, as node {PRUNE_NODE!r}, which left after)"
     try:
-        store = open_store(args.db, owner=True)  # a PostgreSQL schema is owned the same way
+        store = open_store(args.db, owner=True, node_id=PRUNE_NODE if url else None)
     except DatabaseLocked as e:
         return _prune_through_owner(args, e.pid)
     except (PersistenceError, ValueError) as e:  # ValueError: a URL that cannot be read
@@ -429,16 +443,22 @@ def cmd_prune(args: argparse.Namespace) -> int:
     finally:
         store.close()
     ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)} UTC)" if now > wall else ""
-    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}")
+    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}{here}")
     return 0
 
 
-def _prune_through_owner(args: argparse.Namespace, pid: int | None) -> int:
-    """A system owns the file: ask it (a request it carries out batch by batch between its
-    workflows' steps, on its own clock) and wait for its answer."""
+# The node name wf prune runs under on a PostgreSQL schema no node runs on: one row, reused.
+PRUNE_NODE = "wf-prune"
+
+
+def _prune_through_owner(args: argparse.Namespace, pid: object, node_id: object = None) -> int:
+    """A system owns the file (or a node runs on the schema): ask it (a request it carries out
+    batch by batch between its workflows' steps, on its own clock) and wait for its answer."""
     store = _open(args.db)
     try:
         who = f"the running system (pid {pid})" if pid else "the running system"
+        if node_id is not None:
+            who = f"the running system (pid {pid}, node {node_id}; the cluster's leader prunes)"
         seq = store.post_external("prune", "", None, json.dumps({"older_than": args.older_than}), at=time.time())
         deadline = time.monotonic() + args.timeout
         while True:

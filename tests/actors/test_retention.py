@@ -410,3 +410,43 @@ def test_the_sweep_writes_nothing_while_nothing_is_due(db, clock) -> None:
         system.idle(timeout=T)
         assert system.workflows() == []
         assert inside.commits() > before
+
+
+def test_wf_prune_on_a_url_goes_through_a_running_node_without_joining(pg_store_url, capsys) -> None:
+    """On a PostgreSQL schema a node runs on, ``wf prune`` (another process) asks the cluster, as
+    it asks a file's owner: it does not join the cluster itself, so no node row of its own is
+    left behind. With no node running it prunes by itself, saying so, under one node name."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from persistence import open_store
+
+    root = Path(__file__).resolve().parents[2]
+
+    def wf_process(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "actors.cli", *argv], cwd=root, capture_output=True,
+                              text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(root)))
+
+    def node_rows() -> list[tuple[str, str]]:
+        with open_store(pg_store_url, owner=False) as r:
+            return sorted((n.node_id, n.state) for n in r.nodes())
+
+    with ActorSystem(pg_store_url, retention=None) as system:
+        refs = [system.start(quick, i) for i in range(4)]
+        assert [r.result(timeout=T) for r in refs] == [0, 1, 2, 3]
+        running = system.start(idles, id="keeps-running")
+        system.idle(timeout=T)
+        nodes = node_rows()
+        out = wf_process("prune", "--db", pg_store_url, "--older-than", "0s")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("pruned 4 finished workflows that finished more than 0s ago, "
+                                     "through the running system (pid "), out.stdout
+        assert [w.id for w in system.workflows()] == [running.id]
+        assert node_rows() == nodes  # the running node's row only: wf joined nothing
+    for _ in range(2):
+        out = wf_process("prune", "--db", pg_store_url, "--older-than", "0s")
+        assert out.returncode == 0, out.stderr
+        assert "(no node runs on it: pruned here, as node 'wf-prune', which left after)" in out.stdout
+    assert [n for n in node_rows() if n[0] == "wf-prune"] == [("wf-prune", "left")]
