@@ -568,7 +568,7 @@ def markdown(out: dict[str, Any]) -> str:
     m = out["machine"]
     lines = [MARK_BEGIN, "",
              f"Run {m['date']} on {m['cpu']} ({m['cores']} cores, shared), {m['os']}; Python "
-             f"{m['python']}, SQLite {m['sqlite']}, actorflow {m['actorflow']}, DBOS {m['dbos']}, "
+             f"{m['python']}, SQLite {m['sqlite']}, actorflow {str(m['actorflow']).split(' (')[0]}, DBOS {m['dbos']}, "
              f"pykka {m['pykka']}. Load average {m['load_before']} before, {m['load_after']} after. "
              f"Command: `{m['command']}` ({m['wall_min']:.1f} min).", ""]
     raw = out["raw"]
