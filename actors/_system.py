@@ -195,6 +195,7 @@ class Runtime:
         self._storage_since: float | None = None
         self._storage_faults = 0
         self._storage_attempts: dict[str, int] = {}
+        self._storage_kicks: set[str] = set()  # waiting to try a step again (not an escalation)
 
     def owns(self, workflow_id: str) -> bool:
         """True if this node runs ``workflow_id`` (always, but on a cluster's node)."""
@@ -412,6 +413,8 @@ class Runtime:
             self._storage_faults += 1
             n = self._storage_attempts.get(workflow_id, 0) + 1
             self._storage_attempts[workflow_id] = n
+            if isinstance(retry, Kick):
+                self._storage_kicks.add(workflow_id)
         if first:
             log.warning("storage_unavailable", workflow_id=workflow_id, error=str(cause or error),
                         retrying="with backoff, until a write commits")
@@ -425,8 +428,17 @@ class Runtime:
             self._storage_attempts.pop(workflow_id, None)
             since, self._storage_since = self._storage_since, None
             faults, self._storage_faults = self._storage_faults, 0
+            # The others waiting out their backoff go on now, not up to STORAGE_BACKOFF_MAX
+            # later each (timer workflows ran behind after a full disk was freed). Their
+            # scheduled retry still comes: a second look at no work.
+            waiting: set[str] = set()
+            if since is not None:
+                waiting, self._storage_kicks = self._storage_kicks - {workflow_id}, set()
+            self._storage_kicks.discard(workflow_id)
         if since is not None:
             log.warning("storage_recovered", failed_writes=faults, seconds=round(time.monotonic() - since, 3))
+        for wid in waiting:
+            self.activator.deliver(wid, Kick())
 
 # The first and the longest wait before kept `wf` requests are tried again (seconds).
 _EXTERNAL_BACKOFF = (0.05, 2.0)

@@ -139,3 +139,29 @@ def test_a_procedure_attempt_that_fails_on_a_full_disk_is_retried_once_there_is_
     finally:
         flows.HELD_FLAKY.clear()
         flows.FLAKY_FAILS.clear()
+
+
+def test_once_storage_recovers_every_waiting_workflow_goes_on_at_once(tiny_disk, monkeypatch) -> None:
+    """After a full disk is freed, the first write that commits ends the episode and every
+    workflow waiting out its backoff tries again at once: timer workflows ran behind by up to the
+    longest backoff each (and ``wf show`` listed their timers overdue). The backoff is made far
+    longer than the test's waits, so only the recovery can have woken them."""
+    import actors._system as system_module
+
+    monkeypatch.setattr(system_module, "STORAGE_BACKOFF", 120.0)
+    monkeypatch.setattr(system_module, "STORAGE_BACKOFF_MAX", 120.0)
+    clock = VirtualClock(1_700_000_000.0)
+    with capture_logs() as logs, ActorSystem(str(tiny_disk / "wf.db"), clock=clock) as s:
+        sleepers = [s.start(flows.sleeper, 10, id=f"sleeper-{i}") for i in range(5)]
+        s.idle(timeout=T)
+        failed = [_failed_commits(s, r.id) for r in sleepers]
+        filler = _fill(tiny_disk)
+        clock.advance(10)  # every timer falls due while nothing can be written
+        _wait_until(lambda: all(failed), "every sleeper's step failed on the full disk")
+        filler.unlink()
+        fresh = s.start(flows.waits_once, id="fresh")  # a write that commits: storage is back
+        assert [r.result(timeout=T) for r in sleepers] == [10] * 5
+        fresh.signal("go", 1)
+        assert fresh.result(timeout=T) == 1
+    events = [e["event"] for e in logs]
+    assert events.count("storage_unavailable") == 1 and events.count("storage_recovered") == 1
