@@ -945,7 +945,10 @@ class ActorSystem:
                     log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
                 continue
             except _REQUEST_ERRORS as e:
-                log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
+                # A fire-timer read again before the step that took its timer committed (that
+                # step deletes it) finds the workflow past it: carried out, not failed.
+                if r.kind != "fire_timer" or self._external_kept(r.seq):
+                    log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
             except (PersistenceError, TimeoutError) as e:
                 # A storage fault, not the request's: keep it (it was acknowledged), and the
                 # requests behind it for the same workflow, for a retry.
@@ -961,6 +964,10 @@ class ActorSystem:
             except PersistenceError as e:
                 stored_fault = stored_fault if stored_fault not in (None, _PENDING_STEP) else e
         self._external_retry(stored_fault)
+
+    def _external_kept(self, seq: int) -> bool:
+        """True if `wf` request ``seq`` is still in the database (not yet carried out)."""
+        return any(x.seq == seq for x in self._rt.store.take_external(seq - 1)[:1])
 
     def _external_retry(self, fault: BaseException | None) -> None:
         """Schedule the next pass over kept requests (backoff doubling up to its bound), logged

@@ -215,3 +215,33 @@ def test_reading_commands_leave_a_backup_byte_identical(tmp_path, capsys):
         assert code == 0, err
         assert hashes() == before, f"wf {' '.join(argv)} changed the backup"
     assert "sleep-4" in wf(capsys, "list", "--db", db)[1]
+
+
+def test_a_fire_timer_request_read_again_after_it_was_carried_out_is_not_failed(db, capsys):
+    """Under load housekeeping may read a `wf fire-timer` request again before the step that
+    took its timer (and deleted the request) committed; by the time it looks, the workflow is past
+    that timer, or finished. That is a request carried out, not one that failed: no
+    ``external_request_failed`` warning (it said "has no armed timer named 'wake'")."""
+    from persistence import open_store
+
+    from .runtime_support import Inside
+
+    with capture_logs() as logs, ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.sleeper, 3600, id="long")
+        other = s.start(flows.waits_once, id="other")
+        s.idle(timeout=30)
+        with open_store(db, owner=False) as r:
+            r.post_external("fire_timer", "long", "wake", None, at=0.0)
+            stale = [x for x in r.take_external(0) if x.workflow_id == "long"]
+        assert len(stale) == 1
+        assert ref.result(timeout=30) == 0.0  # fired at once, on the virtual clock
+        inside = Inside(s)
+        real = inside.store_method("take_external")
+        once = [stale]  # the next pass reads it once more, as it did before its step committed
+        inside.patch_store("take_external", lambda after: (once.pop() if once and after == 0 else []) + real(after))
+        code, _, err = wf(capsys, "signal", "other", "go", "--db", db)  # a request: a new pass
+        assert code == 0, err
+        assert other.result(timeout=30) is None
+        inside.unpatch_store("take_external")
+    failed = [e for e in logs if e["event"] == "external_request_failed"]
+    assert failed == [], failed
