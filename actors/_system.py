@@ -667,7 +667,8 @@ def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, n
 
 @public_calls_as_node
 class ActorSystem:
-    """An embedded workflow runtime on one SQLite file.
+    """An embedded workflow runtime on one SQLite file, or one node of a cluster on a
+    ``postgresql://`` URL.
 
     Opening it recovers every unfinished workflow in the file: timers that fell due while the
     process was down fire at once, pending procedures run again with the same idempotency key,

@@ -615,7 +615,7 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file.")
+    p = argparse.ArgumentParser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file or a PostgreSQL database.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name: str, help: str, default_db: str = "workflows.db", env: bool = True, **kw: Any) -> argparse.ArgumentParser:
