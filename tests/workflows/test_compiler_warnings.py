@@ -232,3 +232,20 @@ def test_a_script_defining_a_workflow_warns_on_stderr(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("CompileWarning: workflow __main__:in_main: defined in the __main__ script") == 1, out.stderr
     assert f"{script}:5:" in out.stderr, out.stderr
+
+
+def test_a_module_run_with_dash_m_warns_too(tmp_path):
+    """``python -m pkg.mod`` runs pkg.mod as __main__ with a loader that cannot read __main__'s
+    source: the warning is issued all the same (from the lines the compiler read)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text(
+        "from workflows import workflow, timer\n\n\n@workflow\nasync def in_main(x):\n"
+        "    await timer('t', 1)\n    return x\n"
+    )
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-m", "pkg.mod"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": f"{root}:{tmp_path}"}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("CompileWarning: workflow __main__:in_main: defined in the __main__ script") == 1, out.stderr

@@ -460,8 +460,10 @@ def _warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: 
     # The warnings machinery asks a module's loader for the source line; since 3.12 it refuses
     # globals without a __spec__.loader (a module built by types.ModuleType and exec). The lines
     # are in linecache already (the compiler read them), so such a module passes none.
+    # A module run as ``python -m pkg.mod`` is ``__main__`` with pkg.mod's loader, which refuses
+    # to read the source of ``__main__`` (ImportError): none passed for it either.
     module_globals = g
-    if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None:
+    if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None or g.get("__name__") == "__main__":
         module_globals = None
     problems = compile_warnings(node, b)
     if key.startswith("__main__:"):
