@@ -73,6 +73,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # many restarts, each recovering the workload: minutes on a loaded machine
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path, target):
     """Acknowledged signals, steps and reducer effects are never lost or duplicated, and a step's
     reducers run in call order; children are created once and their results delivered once;

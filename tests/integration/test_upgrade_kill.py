@@ -107,6 +107,7 @@ def _counters_on_version_1(db: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a thousand `wf signal` runs and many restarts: minutes on a loaded machine
 def test_sigkill_during_upgrades_loses_and_duplicates_nothing(databases, capsys):
     rng = random.Random(int(os.environ.get("ACTORFLOW_SEED", "11")))
     for _ in range(ATTEMPTS):
