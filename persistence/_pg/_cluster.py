@@ -54,7 +54,7 @@ from persistence._pg._schema import connect, quote
 from persistence._shards import assignment, shard_of
 from persistence._types import Cluster, ClusterEvents, NodeRow, ProcedureRow, RecoveryWork, TimerRow
 
-log = Log("cluster")
+_NO_SYSTEM = Log("cluster")  # a node made for no system in particular
 
 # Seconds between heartbeats, and how old a heartbeat may get before its node is declared dead.
 HEARTBEAT = 1.0
@@ -498,8 +498,9 @@ class ClusterNode(Cluster):
 
     def __init__(
         self, conninfo: str, schema: str, path: str, node_id: str, *, read: Reader,
-        ttl: float = TTL, local_time: Callable[[], float] = time.time,
+        ttl: float = TTL, local_time: Callable[[], float] = time.time, log: Log | None = None,
     ) -> None:
+        self.log = log if log is not None else _NO_SYSTEM  # its system's ``cluster`` logger
         self.membership = Membership(conninfo, schema, path, node_id, heartbeat=min(HEARTBEAT, ttl / 4),
                                      ttl=ttl, local_time=local_time)
         self.node_id = node_id
@@ -580,7 +581,7 @@ class ClusterNode(Cluster):
         try:
             self.membership.leave()
         except PersistenceError as exc:
-            log.warning("cluster_handoff_failed", node_id=self.node_id, error=str(exc),
+            self.log.warning("cluster_handoff_failed", node_id=self.node_id, error=str(exc),
                         then="the others take its shards over once its session is gone")
         finally:
             self.close()
@@ -816,7 +817,7 @@ class ClusterNode(Cluster):
             except Exception as exc:  # the thread outlives any round (a server that is away)
                 if self._stop.is_set():
                     return  # the store is closing under this round
-                log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc))
+                self.log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc))
                 if isinstance(exc, StorageUnavailable) and not self._rejoin:
                     self._self_fence("its control connection to the database was lost")
                 self._stop.wait(min(self.membership.heartbeat_every, 0.5))
@@ -848,7 +849,7 @@ class ClusterNode(Cluster):
         if self._rejoin:
             m.join()  # a new incarnation; raises while the server is away (the next round retries)
             self._rejoin = False
-            log.warning("cluster_rejoined", node_id=self.node_id, incarnation=m.incarnation)
+            self.log.warning("cluster_rejoined", node_id=self.node_id, incarnation=m.incarnation)
         # A lost control session (a lost connection, the server away or terminating it) raises
         # StorageUnavailable: its lock may be free and the others may take every shard, so the
         # node writes nothing more (``_run`` self-fences) and rejoins.
@@ -874,7 +875,7 @@ class ClusterNode(Cluster):
     def _self_fence(self, why: str) -> None:
         lost = self.membership.drop_all()
         self._rejoin = True
-        log.warning("cluster_shards_given_up", node_id=self.node_id, given_up=len(lost), reason=why,
+        self.log.warning("cluster_shards_given_up", node_id=self.node_id, given_up=len(lost), reason=why,
                     then="it rejoins as a new incarnation")
         if lost and self._events is not None:
             self._events.shards_lost(lost)
