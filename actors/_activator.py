@@ -17,11 +17,7 @@ from typing import Any
 
 import pykka
 
-from persistence._log import Log
-
 from ._work import WorkCounter
-
-log = Log("activator")
 
 
 @dataclass

@@ -47,7 +47,6 @@ from persistence import (
     dumps,
     loads,
 )
-from persistence._log import Log
 from workflows import Cancelled
 from workflows._commands import Procedure
 from workflows._compiler import checkpoint, restore_upgrading
@@ -67,7 +66,6 @@ from ._wait import envelope, envelope_wait, stored_forms
 
 E = TypeVar("E", bound=BaseException)
 
-log = Log("workflow")
 
 # Inbox rows consumed since the load that the actor remembers (a Wake can still be queued for one).
 CONSUMED_MEMORY = 50_000
@@ -218,7 +216,7 @@ class WorkflowActor(PooledActor):
 
     @property
     def log(self) -> Any:
-        return log.bind(workflow_id=self.id, workflow_type=self.type)
+        return self.host.workflow_log.bind(workflow_id=self.id, workflow_type=self.type)
 
     @property
     def wait(self) -> Wait | None:
@@ -339,7 +337,7 @@ class WorkflowActor(PooledActor):
         creating, self.creating = self.creating, None
         assert creating is not None and creating.created is not None
         if created:
-            log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
+            self.host.workflow_log.info("workflow_started", workflow_id=self.id, workflow_type=self.type, test_mode=self.test_mode)
         _answer(creating.created, created)
 
     # -- loading ------------------------------------------------------------------------------
@@ -834,7 +832,7 @@ class WorkflowActor(PooledActor):
     def _ended(self, sw: StepWrite, ack: StepAck, sent: tuple[str, Any]) -> None:
         self.finished = True
         # A workflow that failed for good is an error; a completed or cancelled one, lifecycle.
-        (log.error if sw.status == FAILED else log.info)(
+        (self.host.workflow_log.error if sw.status == FAILED else self.host.workflow_log.info)(
             "workflow_" + sw.status, workflow_id=self.id, workflow_type=self.type,
             **({"error": sent[1]["message"]} if sent[0] == "err" else {}),
         )
@@ -927,7 +925,7 @@ class WorkflowActor(PooledActor):
         if sw.create is not None:
             self._settle_start(True)
         self.host.storage_ok(self.id)
-        log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
+        self.host.workflow_log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:
             if self.recent_count < RECENT_STEPS:
                 self.recent_count += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from persistence import StepAck, StepWrite, Store, TimerRow
+from persistence._log import Log
 
 from ._clock import Clock
 from ._pool import Dispatcher
@@ -17,6 +18,7 @@ class Host(Protocol):
     clock: Clock
     dispatcher: Dispatcher
     commit_timeout: float
+    workflow_log: Log  # the system's ``workflow`` logger, its context bound (``SystemLog``)
 
     def carry_out(
         self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool,

@@ -17,13 +17,14 @@ from persistence._log import Log
 
 from ._work import WorkCounter
 
-log = Log("system")
+_NO_SYSTEM = Log("system")  # a service made for no system in particular
 
 
 class Later:
     """Run ``fn()`` on this object's thread once ``delay`` seconds of real time have passed."""
 
-    def __init__(self, work: WorkCounter, name: str = "actorflow-later") -> None:
+    def __init__(self, work: WorkCounter, name: str = "actorflow-later", log: Log | None = None) -> None:
+        self._log = log if log is not None else _NO_SYSTEM  # its system's ``system`` logger
         self._work = work
         self._heap: list[tuple[float, int, Callable[[], object]]] = []
         self._seq = itertools.count()
@@ -65,6 +66,6 @@ class Later:
             try:
                 fn()
             except Exception as e:  # the thread must outlive any callback
-                log.error("delayed_call_failed", error=repr(e))
+                self._log.error("delayed_call_failed", error=repr(e))
             finally:
                 self._work.dec()

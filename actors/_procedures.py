@@ -28,7 +28,7 @@ from workflows._registry import resolve
 from ._clock import Clock
 from ._work import WorkCounter
 
-log = Log("procedures")
+_NO_SYSTEM = Log("procedures")  # an executor made for no system in particular
 
 # Real-time backoff of a write the executor waits out a storage fault for (first, bound).
 _STORAGE_BACKOFF = (0.01, 1.0)
@@ -110,7 +110,8 @@ class _Workers:
     nobody reads. Threads start as calls come, one per call while fewer than ``size`` run.
     """
 
-    def __init__(self, size: int, name: str) -> None:
+    def __init__(self, size: int, name: str, log: Log = _NO_SYSTEM) -> None:
+        self._log = log
         if size < 1:
             raise ValueError(f"procedure_workers must be at least 1, got {size}")
         self._size = size
@@ -165,7 +166,7 @@ class _Workers:
             try:
                 fn(*args)
             except BaseException:  # a worker thread must survive any call
-                log.exception("actorflow: procedure call failed in its worker")
+                self._log.exception("actorflow: procedure call failed in its worker")
             del item, fn, args  # an idle thread must not keep the last call's values alive
 
 
@@ -180,13 +181,15 @@ class ProcedureExecutor:
         deliver: Callable[[str, ProcedureDone], None],
         call_at: Callable[[float, Callable[[], None]], None],
         work: WorkCounter,
+        log: Log | None = None,
     ) -> None:
+        self._log = log if log is not None else _NO_SYSTEM  # its system's ``procedures`` logger
         self._store = store
         self._clock = clock
         self._deliver = deliver
         self._call_at = call_at
         self._work = work
-        self._pool = _Workers(workers, "actorflow-proc")
+        self._pool = _Workers(workers, "actorflow-proc", self._log)
         self._closed = False
         self._storage_down = False  # a write of the executor is waiting for storage to recover
         self._storage_lock = threading.Lock()
@@ -216,7 +219,7 @@ class ProcedureExecutor:
             try:
                 self._store.procedure_retry(key, attempts=attempt - 1, next_attempt_at=next_at)
             except Exception as e:  # the attempt stays counted: the call has one fewer left
-                log.warning("procedure_attempt_not_given_back", key=key, attempt=attempt, error=repr(e))
+                self._log.warning("procedure_attempt_not_given_back", key=key, attempt=attempt, error=repr(e))
 
     def dispatch(self, row: ProcedureRow, *, recovered: bool = False) -> None:
         """Run ``row``'s next attempt now, or at its next attempt time if that is later.
@@ -266,7 +269,7 @@ class ProcedureExecutor:
         try:
             self._attempt(key, workflow_id, function, args_blob, attempt, recovered)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
-            log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
+            self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
             self._work.dec()
 
@@ -278,7 +281,7 @@ class ProcedureExecutor:
             # This process lacks the code (not the call's fault): no attempt is spent and no
             # failure recorded. The call stays pending in the file, and runs with the same key
             # when a process that has the code opens it.
-            log.error("procedure_code_missing", key=key, workflow_id=workflow_id, function=function, error=str(e))
+            self._log.error("procedure_code_missing", key=key, workflow_id=workflow_id, function=function, error=str(e))
             return
         if not self._starts(key):
             return
@@ -297,7 +300,7 @@ class ProcedureExecutor:
             if retryable and attempt < retry.maximum_attempts and not self._closed:
                 delay = retry.delay(attempt)
                 next_at = self._clock.now() + delay
-                log.warning(
+                self._log.warning(
                     "procedure_attempt_failed", key=key, workflow_id=workflow_id, function=function,
                     attempt=attempt, retry_in=delay, error=info["message"], error_type=info["type"],
                 )
@@ -317,7 +320,7 @@ class ProcedureExecutor:
                 elif done:
                     self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1))
                 return
-            log.error(
+            self._log.error(
                 "procedure_failed", key=key, workflow_id=workflow_id, function=function,
                 attempts=attempt, error=info["message"], error_type=info["type"],
             )
@@ -342,7 +345,7 @@ class ProcedureExecutor:
                 f"killer, a kill) before it returned or raised; a call that takes its process "
                 f"down would otherwise run again at every start"
             )
-            log.error("procedure_failed", key=key, workflow_id=workflow_id, function=function,
+            self._log.error("procedure_failed", key=key, workflow_id=workflow_id, function=function,
                       attempts=counted, error=str(error), error_type=type_name(AttemptsDied))
             self._hand_over(workflow_id, ProcedureDone(key, False, None, error_info(error), counted, durable=False))
             return False
@@ -366,7 +369,7 @@ class ProcedureExecutor:
                 with self._storage_lock:
                     first, self._storage_down = not self._storage_down, True
                 if first:
-                    log.warning("procedure_storage_unavailable", key=key, write=what, error=str(e),
+                    self._log.warning("procedure_storage_unavailable", key=key, write=what, error=str(e),
                                 retrying="with backoff, until a write commits")
                 time.sleep(delay)
                 delay = min(delay * 2, _STORAGE_BACKOFF[1])
@@ -374,7 +377,7 @@ class ProcedureExecutor:
             with self._storage_lock:
                 recovered, self._storage_down = self._storage_down, False
             if recovered:
-                log.info("procedure_storage_recovered", key=key, write=what)
+                self._log.info("procedure_storage_recovered", key=key, write=what)
             return done
 
     def _hand_over(self, workflow_id: str, done: ProcedureDone) -> None:

@@ -27,7 +27,7 @@ from persistence._log import Log
 
 from ._clock import Clock
 
-log = Log("system")  # retention is part of the system's housekeeping
+_NO_SYSTEM = Log("system")  # retention is part of the system's housekeeping
 
 # One batch aims at this long a write (what a step queued behind it may wait), and is sized to it.
 TARGET_BATCH_SECONDS = 0.01
@@ -67,7 +67,9 @@ class Retention:
         clock: Clock,
         retention: float | None,
         on_pruned: Callable[[list[str]], None],
+        log: Log | None = None,
     ) -> None:
+        self._log = log if log is not None else _NO_SYSTEM  # its system's ``system`` logger
         self.store = store
         self.clock = clock
         self.retention = retention
@@ -115,7 +117,7 @@ class Retention:
                     total = int(self._requests[seq][1])
                     self.store.external_done(seq, json.dumps({"pruned": total}))
                     del self._requests[seq]  # after its answer is written: a fault retries it
-                    log.info("prune_request_done", request=seq, pruned=total)
+                    self._log.info("prune_request_done", request=seq, pruned=total)
                 more = bool(self._requests)
             elif not self._sweep_due():
                 return False
@@ -123,11 +125,11 @@ class Retention:
                 assert self.retention is not None
                 n, more = self._batch(self.clock.now() - self.retention)
             if self._retry_delay != RETRY_FIRST:
-                log.info("retention_resumed")
+                self._log.info("retention_resumed")
             self._retry_delay = RETRY_FIRST
             return more
         except Exception as e:
-            log.warning("retention_failed", error=repr(e), retry_in=self._retry_delay)
+            self._log.warning("retention_failed", error=repr(e), retry_in=self._retry_delay)
             self._retry_at = now + self._retry_delay
             self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
             return False

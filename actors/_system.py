@@ -40,7 +40,8 @@ from persistence import (
     loads,
     open_store,
 )
-from persistence._log import Log, acting_for, bind_node, public_calls_as_node, unbind_node
+from persistence._log import SystemLog
+from persistence._urls import display_url
 from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
@@ -68,8 +69,6 @@ from ._retention import Retention, check_seconds
 from ._timers import TimerService
 from ._work import WorkCounter
 from ._writes import new_workflow_record
-
-log = Log("system")
 
 R = TypeVar("R")
 A1 = TypeVar("A1")
@@ -167,7 +166,11 @@ class Runtime:
 
     commit_timeout = 60.0
 
-    def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float, actor_threads: int = 16) -> None:
+    def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float,
+                 system_log: SystemLog, actor_threads: int = 16) -> None:
+        # The system's context, bound once (``SystemLog``): each service gets its part's logger.
+        self.log = system_log.part("system")
+        self.workflow_log = system_log.part("workflow")
         self.store = store
         self.clock = clock
         self.passivate_after = passivate_after
@@ -180,16 +183,18 @@ class Runtime:
         self.cluster = store.cluster()
         self.fenced_steps = 0  # steps refused by the fence (their shard had moved to another node)
         self.activator = Activator(lambda wid: WorkflowActor.start(host, wid), max_live, self.work)
-        self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work)
+        self.timers = TimerService(clock, store.timers_due, self._fire_timer, self.work,
+                                   log=system_log.part("timers"))
         self.procedures = ProcedureExecutor(
-            store, clock, procedure_workers, self.activator.deliver, self.timers.call_at, self.work
+            store, clock, procedure_workers, self.activator.deliver, self.timers.call_at, self.work,
+            log=system_log.part("procedures"),
         )
         # result() callers waiting for a workflow to finish, woken by the step that finishes it.
         self._finish_waiters: dict[str, list[Promise[None]]] = {}
         self._finish_lock = threading.Lock()
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
-        self.later = Later(self.work)
+        self.later = Later(self.work, log=self.log)
         # A storage episode (writes failing for a reason of the storage): when it began, how many
         # writes failed, and each waiting workflow's count of attempts (its backoff).
         self._storage_since: float | None = None
@@ -215,7 +220,7 @@ class Runtime:
                     self.procedures.dispatch(row, recovered=True)
             for wid in work.with_work:
                 self.activator.deliver(wid, Kick(reload=True))
-            log.info("shards_gained", count=len(shards), owned=len(self.cluster.owned_shards()),
+            self.log.info("shards_gained", count=len(shards), owned=len(self.cluster.owned_shards()),
                      activated=len(work.with_work), procedures=len(work.procedures))
         finally:
             self.work.dec()
@@ -224,7 +229,7 @@ class Runtime:
         """Leases gone (handed off, or taken by another node): writes for them are refused from
         now on; their idle actors stop (a busy one stops when its commit is refused)."""
         n = self.activator.passivate_where(lambda wid: not self.owns(wid))
-        log.info("shards_lost", count=len(shards), owned=len(self.cluster.owned_shards()) if self.cluster else 0,
+        self.log.info("shards_lost", count=len(shards), owned=len(self.cluster.owned_shards()) if self.cluster else 0,
                  passivated=n)
 
     def woken(self, workflow_ids: list[str]) -> None:
@@ -249,7 +254,7 @@ class Runtime:
         with self._restart_lock:
             self.fenced_steps += 1
             self._restarts.pop(workflow_id, None)
-        log.warning("step_fenced", workflow_id=workflow_id, error=str(error))
+        self.log.warning("step_fenced", workflow_id=workflow_id, error=str(error))
         self.activator.passivate_where(lambda wid: wid == workflow_id)
         if getattr(error, "epoch", 0) is None and self.owns(workflow_id):
             # Refused as this node held no lease of its shard, which has become this node's
@@ -280,7 +285,7 @@ class Runtime:
             spread = {w.id for w in sw.new_workflows if w.spread}
             remote = False
             for child in ack.created:
-                log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
+                self.log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
                 if self.cluster is not None and child not in spread:
                     self.cluster.note_child(child, workflow_id)  # in its parent's shard
                 if self.owns(child):
@@ -293,7 +298,7 @@ class Runtime:
         for wid, why in ack.dropped:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
             # expected; an unknown target or a full inbox is a mistake worth a warning.
-            level = log.debug if why.expected else log.warning
+            level = self.log.debug if why.expected else self.log.warning
             level("signal_dropped", workflow_id=workflow_id, target=wid, reason=str(why))
 
     def wake(self, delivered: Iterable[Delivered]) -> None:
@@ -384,16 +389,16 @@ class Runtime:
             n = len(hist)
         if n > RESTART_INTENSITY:
             if isinstance(error, EscalationFailed):
-                log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(error.__cause__))
+                self.log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(error.__cause__))
                 return
-            log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, workflow_type=workflow_type,
+            self.log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, workflow_type=workflow_type,
                       restarts=n - 1, error=repr(error))
             # Through the actor's own mailbox, so no step of it can race the final write.
             message = f"runtime fault after {RESTART_INTENSITY} restarts in {RESTART_PERIOD:.0f}s"
             self.activator.deliver(workflow_id, Escalate(error, message))
             return
         delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
-        log.warning("actor_restarted", workflow_id=workflow_id, workflow_type=workflow_type, attempt=n,
+        self.log.warning("actor_restarted", workflow_id=workflow_id, workflow_type=workflow_type, attempt=n,
                     backoff=round(delay, 4), error=repr(error))
         self.later.call_later(delay, lambda: self.activator.deliver(workflow_id, Kick()))
 
@@ -416,7 +421,7 @@ class Runtime:
             if isinstance(retry, Kick):
                 self._storage_kicks.add(workflow_id)
         if first:
-            log.warning("storage_unavailable", workflow_id=workflow_id, error=str(cause or error),
+            self.log.warning("storage_unavailable", workflow_id=workflow_id, error=str(cause or error),
                         retrying="with backoff, until a write commits")
         delay = min(STORAGE_BACKOFF * (2 ** (n - 1)), STORAGE_BACKOFF_MAX) * (0.5 + random.random() / 2)
         self.later.call_later(delay, lambda: self.activator.deliver(workflow_id, retry))
@@ -436,7 +441,7 @@ class Runtime:
                 waiting, self._storage_kicks = self._storage_kicks - {workflow_id}, set()
             self._storage_kicks.discard(workflow_id)
         if since is not None:
-            log.warning("storage_recovered", failed_writes=faults, seconds=round(time.monotonic() - since, 3))
+            self.log.warning("storage_recovered", failed_writes=faults, seconds=round(time.monotonic() - since, 3))
         for wid in waiting:
             self.activator.deliver(wid, Kick())
 
@@ -450,31 +455,6 @@ _PENDING_STEP = Exception("a fire-timer request waits for its step")
 
 
 
-class _EventsAsNode:
-    """The runtime's cluster events (``ClusterEvents``), whose events are logged as its node's:
-    the cluster tells them on its own thread, which is none of the runtime's."""
-
-    def __init__(self, rt: Runtime, token: object) -> None:
-        self._rt, self._token = rt, token
-
-    def shards_gained(self, shards: set[int]) -> None:
-        with acting_for(self._token):
-            self._rt.shards_gained(shards)
-
-    def shards_lost(self, shards: set[int]) -> None:
-        with acting_for(self._token):
-            self._rt.shards_lost(shards)
-
-    def woken(self, workflow_ids: list[str]) -> None:
-        with acting_for(self._token):
-            self._rt.woken(workflow_ids)
-
-    def finished_elsewhere(self, workflow_ids: list[str]) -> None:
-        with acting_for(self._token):
-            self._rt.finished_elsewhere(workflow_ids)
-
-
-@public_calls_as_node
 class WorkflowRef(Generic[R]):
     """A handle on one workflow. Made by the runtime (``system.start``/``system.get``).
 
@@ -492,10 +472,6 @@ class WorkflowRef(Generic[R]):
 
     def __repr__(self) -> str:
         return f"<WorkflowRef {self.id!r}>"
-
-    @property
-    def _log_token(self) -> object:  # its calls log as its system's (``public_calls_as_node``)
-        return self._system._log_token
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, WorkflowRef) and other.id == self.id and other._system is self._system
@@ -665,7 +641,6 @@ def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, n
     return new_workflow_record(wid, key, blob, cont.fingerprint, created_at=now, test_mode=test_mode), cont, blob
 
 
-@public_calls_as_node
 class ActorSystem:
     """An embedded workflow runtime on one SQLite file, or one node of a cluster on a
     ``postgresql://`` URL.
@@ -675,7 +650,6 @@ class ActorSystem:
     buffered signals are delivered.
     """
 
-    _log_token: object = None  # (until it is open) whose events this system's are: ``bind_node``
 
     def __init__(
         self,
@@ -712,49 +686,47 @@ class ActorSystem:
         # (monotonic; None: none is kept), with the backoff of the next retry.
         self._external_retry_at: float | None = None
         self._external_backoff = _EXTERNAL_BACKOFF[0]
+        # What every event of this system says of it, bound once and handed to each part it
+        # makes: the database it runs on, and on PostgreSQL (a cluster) its node's name and the
+        # shards the node holds, whatever thread logs the event.
+        is_url = isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+        system_log = SystemLog(display_url(db) if is_url else os.fspath(db), self.node_id if is_url else None)
+        self._log = system_log.part("system")
         store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
-                           node_id=self.node_id, node_ttl=ttl, local_time=_local_time)
+                           node_id=self.node_id, node_ttl=ttl, local_time=_local_time, _log=system_log)
         cluster = store.cluster()
+        if cluster is None:
+            system_log.node_id = None  # (a store that is no cluster's node: no node to name)
+        else:
+            system_log.shards = lambda: len(cluster.owned_shards())
         if clock is None:
             # A cluster's timers fire by the database's clock, so that a node whose own clock is
             # off never fires one early (or late) by the others' reckoning.
             clock = AnchoredClock(cluster.clock_offset, _local_time) if cluster is not None else SystemClock()
         self.clock = clock
         rt: Runtime | None = None
-        self._log_token: object = None
         try:
-            self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
-            # Every event of this system names its node and how many shards the node holds (none
-            # for a system of no cluster), whichever thread logs it: this system's own, or the
-            # caller's in one of its public calls, or one of its async calls' executor.
-            self._log_token = bind_node(
-                self.node_id if cluster is not None else None,
-                (lambda: len(cluster.owned_shards())) if cluster is not None else (lambda: 0),
-                self._threads,
-            )
-            with acting_for(self._log_token):
-                self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
-                # Requests the `wf` CLI left while no system owned the file, before recovery runs
-                # anything: a cancel among them lands before the procedures it disarms run again.
-                self._take_external()
-                self.recovered = self._recover()
-                if cluster is not None:
-                    # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
-                    cluster.start(_EventsAsNode(rt, self._log_token))
-                self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
-                self._house.start()
+            self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after, system_log)
+            self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log)
+            # Requests the `wf` CLI left while no system owned the file, before recovery runs
+            # anything: a cancel among them lands before the procedures it disarms run again.
+            self._take_external()
+            self.recovered = self._recover()
+            if cluster is not None:
+                # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
+                cluster.start(rt)
+            self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
+            self._house.start()
         except BaseException:
             # Nothing of a system that failed to open may outlive it: its threads stop, and the
             # file is released for the next ActorSystem of this process.
             self._closed = True
-            unbind_node(self._log_token)
             if rt is not None:
                 for stop in (rt.later.stop, rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
                     try:
                         stop()
                     except Exception as e:
-                        with acting_for(self._log_token):
-                            log.warning("system_open_cleanup_failed", db=db, error=repr(e))
+                        self._log.warning("system_open_cleanup_failed", db=db, error=repr(e))
             store.close()
             raise
 
@@ -776,10 +748,6 @@ class ActorSystem:
         self._stop_system(handoff=False)
 
     def _stop_system(self, *, handoff: bool) -> None:
-        with acting_for(self._log_token):
-            self._stop_system_as_node(handoff=handoff)
-
-    def _stop_system_as_node(self, *, handoff: bool) -> None:
         if self._closed:
             return
         self._closed = True
@@ -799,15 +767,7 @@ class ActorSystem:
             rt.store.close()  # a cluster's node hands its shards off once its writes are in
         else:
             crash()
-        log.info("system_shutdown", db=self.db)
-        unbind_node(self._log_token)
-
-    def _threads(self) -> list[threading.Thread]:
-        """The threads that work for this system (whose events name its node)."""
-        rt = self._rt
-        house = getattr(self, "_house", None)
-        return [*rt.dispatcher.threads(), *rt.timers.threads(), *rt.later.threads(),
-                *rt.procedures.threads(), *([house] if house is not None else [])]
+        self._log.info("system_shutdown", db=self.db)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -836,7 +796,7 @@ class ActorSystem:
         for wid in with_work:
             rt.activator.deliver(wid, Kick())
         stats = {"running": running, "activated": len(with_work), "procedures": len(pending), "timers": timers}
-        log.info("system_recovered", db=self.db, **stats)
+        self._log.info("system_recovered", db=self.db, **stats)
         return stats
 
     def _housekeeping(self) -> None:
@@ -861,18 +821,18 @@ class ActorSystem:
                 if self._rt.store.changed() or (retry is not None and time.monotonic() >= retry):
                     self._take_external()
                 if outage is not None:
-                    log.info("housekeeping_resumed", seconds=round(time.monotonic() - outage, 3))
+                    self._log.info("housekeeping_resumed", seconds=round(time.monotonic() - outage, 3))
                     outage = None
             except StorageUnavailable as e:
                 # An outage (a server away, a full disk): the next round tries again, and an
                 # outage that heals is no failure for good. Said once per outage.
                 if outage is None:
                     outage = time.monotonic()
-                    log.warning("housekeeping_failed", error=str(e), retrying="every round, until storage recovers")
+                    self._log.warning("housekeeping_failed", error=str(e), retrying="every round, until storage recovers")
                 pause = 0.25
                 self._external_retry_at = time.monotonic()  # a request it missed: the next round
             except Exception as e:
-                log.error("housekeeping_failed", error=repr(e))
+                self._log.error("housekeeping_failed", error=repr(e))
                 self._external_retry_at = time.monotonic() + 1.0
 
     def _leads(self) -> bool:
@@ -930,11 +890,11 @@ class ActorSystem:
                         r.workflow_id, kind, name, dumps(payload), at=self.clock.now(), external_seq=r.seq
                     )
                     self._rt.wake([d])
-                    log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                    self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     continue  # its row went with the append
                 if r.kind == "fire_timer":
                     self._fire_timer(r.workflow_id, r.name or "", 30.0, external_seq=r.seq)
-                    log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                    self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     # Its row goes with the step that takes the timer; until then it may be read
                     # again (the actor knows it), and a step that faults leaves it to retry.
                     stored_fault = stored_fault or _PENDING_STEP
@@ -943,13 +903,13 @@ class ActorSystem:
                 held.add(r.workflow_id)
                 waiting.add(r.seq)
                 if r.seq not in self._external_waiting:  # said once, not at every retry
-                    log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
+                    self._log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
                 continue
             except _REQUEST_ERRORS as e:
                 # A fire-timer read again before the step that took its timer committed (that
                 # step deletes it) finds the workflow past it: carried out, not failed.
                 if r.kind != "fire_timer" or self._external_kept(r.seq):
-                    log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
+                    self._log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
             except (PersistenceError, TimeoutError) as e:
                 # A storage fault, not the request's: keep it (it was acknowledged), and the
                 # requests behind it for the same workflow, for a retry.
@@ -975,12 +935,12 @@ class ActorSystem:
         once per episode of storage faults; or end the episode."""
         if fault is None:
             if self._external_retry_at is not None and self._external_backoff > _EXTERNAL_BACKOFF[0]:
-                log.info("external_requests_resumed", db=self.db)
+                self._log.info("external_requests_resumed", db=self.db)
             self._external_retry_at, self._external_backoff = None, _EXTERNAL_BACKOFF[0]
             return
         if fault is not _PENDING_STEP:
             if self._external_backoff == _EXTERNAL_BACKOFF[0]:
-                log.warning("external_requests_kept", db=self.db, error=str(fault),
+                self._log.warning("external_requests_kept", db=self.db, error=str(fault),
                             retry="with backoff, until storage recovers")
             self._external_backoff = min(self._external_backoff * 2, _EXTERNAL_BACKOFF[1])
         self._external_retry_at = time.monotonic() + self._external_backoff
@@ -1180,7 +1140,7 @@ class ActorSystem:
                 seeds[i] = _seed(wf, key, ids[i], args[i], test_mode, now)
             for i, ok in zip(retry, self._create([seeds[i] for i in retry]), strict=True):
                 created[i] = ok
-        log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
+        self._log.info("workflows_started", workflow_type=key, count=sum(created), existing=len(ids) - sum(created))
         return [WorkflowRef(self, wid, _token=_REF_TOKEN) for wid in ids]
 
     def _local_id(self, wf: Any) -> str:
@@ -1234,7 +1194,7 @@ class ActorSystem:
         seconds = check_seconds(older_than, "prune(older_than=...)", allow_none=False)
         assert seconds is not None
         n = self._retention.prune(seconds)
-        log.info("workflows_pruned", count=n, older_than=seconds)
+        self._log.info("workflows_pruned", count=n, older_than=seconds)
         return n
 
     def _unknown(self, workflow_id: str) -> UnknownWorkflow:
@@ -1260,7 +1220,7 @@ class ActorSystem:
             for wid, why in dropped:
                 # A subscriber that ended is expected; a full inbox is worth a warning (as for a
                 # workflow's own sends, which its history records).
-                level = log.debug if why.expected else log.warning
+                level = self._log.debug if why.expected else self._log.warning
                 level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=str(why))
 
         written = self._rt.store.submit_broadcast(name, key, dumps(payload), at=self.clock.now())

@@ -19,7 +19,7 @@ from persistence._log import Log
 from ._clock import Clock
 from ._work import WorkCounter
 
-log = Log("timers")
+_NO_SYSTEM = Log("timers")  # a service made for no system in particular
 
 
 class TimerService:
@@ -32,7 +32,9 @@ class TimerService:
         fire: Callable[[TimerRow], None],
         work: WorkCounter,
         horizon: float = 300.0,
+        log: Log | None = None,
     ) -> None:
+        self._log = log if log is not None else _NO_SYSTEM  # its system's ``timers`` logger
         self._clock = clock
         self._load_due = load_due
         self._fire = fire
@@ -171,11 +173,11 @@ class TimerService:
                 try:
                     self._refill()
                 except StorageUnavailable as e:  # an outage that may pass: tried again
-                    log.warning("timer_refill_failed", error=str(e), retrying="within a second")
+                    self._log.warning("timer_refill_failed", error=str(e), retrying="within a second")
                     with self._cond:
                         self._cond.wait(1.0)
                 except Exception as e:  # a store hiccup must not kill the timer thread
-                    log.error("timer_refill_failed", error=repr(e))
+                    self._log.error("timer_refill_failed", error=repr(e))
                 continue
             for kind, item in due_items:
                 try:
@@ -184,6 +186,6 @@ class TimerService:
                     else:
                         item()
                 except Exception as e:
-                    log.error("timer_callback_failed", error=repr(e))
+                    self._log.error("timer_callback_failed", error=repr(e))
                 finally:
                     self._work.dec()

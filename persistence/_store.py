@@ -18,6 +18,7 @@ from persistence._errors import (
     PersistenceError,
     ReadOnlyDatabase,
 )
+from persistence._log import SystemLog
 from persistence._ownership import OwnerLock, current_owner
 from persistence._schema import (
     SCHEMA_VERSION,
@@ -58,7 +59,10 @@ class SqliteStore(SqlStore):
         durability: str = "normal",
         owner: bool = True,
         inbox_limit: int = 10_000,
+        _log: SystemLog | None = None,
     ) -> None:
+        # The logger of the system that opens it, for its writer (None: a store of no system).
+        self._store_log = _log.part("store") if _log is not None else None
         if durability not in DURABILITY:
             raise ValueError(
                 f"durability must be one of {', '.join(map(repr, DURABILITY))}, got {durability!r}"
@@ -137,7 +141,7 @@ class SqliteStore(SqlStore):
     def _open_memory(self) -> None:
         conn = self._connect()
         migrate(conn, self.path, classify(conn, self.path))
-        self._writer = SqliteWriter(conn, self.path, self._gate)
+        self._writer = SqliteWriter(conn, self.path, self._gate, log=self._store_log)
         self._dv_last = self._writer.commits
 
     def _open_owner(self) -> None:
@@ -179,7 +183,7 @@ class SqliteStore(SqlStore):
                 [(f"owner_{k}", str(v)) for k, v in self._lock.info.items()],
             )
             conn.execute("COMMIT")
-            self._writer = SqliteWriter(conn, self.path)
+            self._writer = SqliteWriter(conn, self.path, log=self._store_log)
             conn = None
             self._dv_conn = self._connect()
             self._dv_last = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
@@ -393,6 +397,7 @@ def open_store(
     node_id: str | None = None,
     node_ttl: float = 10.0,
     local_time: Callable[[], float] | None = None,
+    _log: SystemLog | None = None,
 ) -> Store:
     """Open (creating or migrating if needed) the actorflow database at ``path``.
 
@@ -430,5 +435,5 @@ def open_store(
                 path=None,
             ) from exc
         return PgStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit,
-                       node_id=node_id, node_ttl=node_ttl, local_time=local_time)
-    return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit)
+                       node_id=node_id, node_ttl=node_ttl, local_time=local_time, _log=_log)
+    return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit, _log=_log)

@@ -39,7 +39,7 @@ from persistence._promise import Promise
 from persistence._schema import translate_error
 from persistence._sql import SQLITE, Dialect
 
-log = Log("store")
+_NO_SYSTEM = Log("store")  # a writer made for no system in particular
 
 T = TypeVar("T")
 
@@ -106,8 +106,9 @@ class Writer:
     conn: Any
     db: Any
 
-    def __init__(self, path: str, dialect: Dialect, *, name: str) -> None:
+    def __init__(self, path: str, dialect: Dialect, *, name: str, log: Log | None = None) -> None:
         self.path = path
+        self.log = log if log is not None else _NO_SYSTEM  # its system's ``store`` logger
         self.dialect = dialect
         self.commits = 0
         # The committed wait set of recently stepped workflows (one batch runs at a time, so it
@@ -271,7 +272,7 @@ class Writer:
         try:
             self._commit_batch(batch)
         except BaseException as exc:  # the writer outlives any batch
-            log.exception("store_batch_failed")
+            self.log.exception("store_batch_failed")
             self._fail(batch, exc)
 
     def _take(self, room: int) -> list[_Op]:
@@ -440,7 +441,7 @@ class Writer:
             # The write committed the transaction itself (a reducer called commit(), or
             # sqlite3's executescript()): what ran so far is durable; the rest of the batch goes
             # in a new transaction.
-            log.warning("store_transaction_ended_by_a_write")
+            self.log.warning("store_transaction_ended_by_a_write")
         self._settle(done, [], waits)
         return pending[early:] if early is not None else [], joined
 
@@ -496,7 +497,7 @@ class Writer:
                 failure.unattributed = False
             raise failure from exc
         if early is not None:
-            log.warning("store_transaction_ended_by_a_write")
+            self.log.warning("store_transaction_ended_by_a_write")
         self._settle(done, failed, waits)
         return pending[early:] if early is not None else []
 
@@ -546,13 +547,14 @@ class SqliteWriter(Writer):
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None
+        self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None, *,
+        log: Log | None = None,
     ) -> None:
         self.conn = conn
         # What reducers receive: sqlite-utils on this very connection, inside the transaction.
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self._gate = gate
-        super().__init__(path, SQLITE, name="actorflow-writer")
+        super().__init__(path, SQLITE, name="actorflow-writer", log=log)
 
     def execute(self, template: str, params: Any = (), *, wait: bool = False) -> Any:
         cur = self.conn.execute(SQLITE.sql(template), params)

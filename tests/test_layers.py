@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import shutil
 
 import pytest
 
@@ -136,21 +137,108 @@ def test_actors_import_no_private_part_of_pykka() -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_the_modules_of_actors_import_no_circle() -> None:
-    """No module of actors/ imports, directly or not, a module that imports it."""
-    modules = {f"actors.{p.stem}": p for p in (ROOT / "actors").glob("*.py") if p.stem != "__init__"}
-    graph = {m: {n for n in _names_imported(p) if n in modules and n != m} for m, p in modules.items()}
+def _modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Every module of the three packages under ``root``, by dotted name (packages by their
+    ``__init__.py``), subpackages included."""
+    found = {}
+    for package in ALLOWED:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
 
-    def reaches(start: str, goal: str) -> bool:
-        seen, todo = set(), [start]
-        while todo:
-            m = todo.pop()
-            if m == goal:
-                return True
-            if m not in seen:
-                seen.add(m)
-                todo.extend(graph[m])
-        return False
 
-    circles = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if reaches(b, a))
-    assert not circles, "import circles in actors/:\n" + "\n".join(circles)
+def _module_imports(path: pathlib.Path, root: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports, at module level or inside functions:
+    ``from a import b`` is module ``a.b`` if there is one, else ``a``; a name that is no module
+    counts as its nearest enclosing module."""
+    tree = ast.parse(path.read_text(), str(path))
+    parts = path.relative_to(root).with_suffix("").parts
+    package = parts[:-1]  # what a relative import starts from (a package's own __init__ included)
+    named: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            named.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            named.update(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names)
+    found = set()
+    for name in named:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name:
+            found.add(name)
+    return found
+
+
+def import_circles(root: pathlib.Path) -> list[list[str]]:
+    """The import circles among the modules of the three packages under ``root``: each a set of
+    modules every one of which imports, directly or not, every other. A module importing its own
+    package (``from . import x``) is no circle: Python imports the package first anyway."""
+    modules = _modules(root)
+    graph = {
+        m: {n for n in _module_imports(p, root, modules) if n != m and not m.startswith(n + ".")}
+        for m, p in modules.items()
+    }
+    # Tarjan's strongly connected components, iteratively.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        m = stack.pop()
+                        on_stack.discard(m)
+                        component.append(m)
+                        if m == node:
+                            break
+                    if len(component) > 1:
+                        circles.append(sorted(component))
+    return sorted(circles)
+
+
+def test_no_module_of_the_packages_imports_in_a_circle() -> None:
+    """No module of workflows/, persistence/ or actors/ (subpackages included) imports, directly
+    or not, a module that imports it: shared code goes to a module both import."""
+    circles = import_circles(ROOT)
+    assert not circles, "import circles (each line: modules that import each other):\n" + "\n".join(
+        " <-> ".join(c) for c in circles
+    )
+
+
+def test_a_circle_planted_in_a_subpackage_is_found(tmp_path: pathlib.Path) -> None:
+    """The circle check reads subpackages: in a copy of the packages, persistence/_pg/_ddl.py
+    made to import _schema (which imports it), inside a function as a lazy import would, is
+    reported, and the copy without it is clean."""
+    for package in ALLOWED:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert import_circles(tmp_path) == []
+    ddl = tmp_path / "persistence" / "_pg" / "_ddl.py"
+    ddl.write_text(ddl.read_text() + "\n\ndef _planted() -> None:\n    from persistence._pg._schema import quote  # noqa: F401\n")
+    assert import_circles(tmp_path) == [["persistence._pg._ddl", "persistence._pg._schema"]]

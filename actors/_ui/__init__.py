@@ -17,7 +17,7 @@ def serve(db: str, *, host: str = "127.0.0.1", port: int = 8765, read_only: bool
     """Serve the view of ``db`` (a file or a ``postgresql://`` URL) until interrupted."""
     import uvicorn
 
-    from .. import cli
+    from .. import _cli_shared as cli
 
     # Bound here, so that a port in use or an address not of this machine is an OSError for
     # wf to report, before the database is opened.

@@ -43,7 +43,7 @@ from starlette.staticfiles import StaticFiles
 
 from persistence import STATUSES, PersistenceError, StorageUnavailable, Store
 
-from .. import cli
+from .. import _cli_shared as cli
 from .._system import _waiting_text
 from . import data
 

@@ -5,7 +5,7 @@ row: a root workflow's is the hash of its id, a child's its parent's unless it w
 ``placement="spread"``. Nodes lease shards; what each node should hold is decided by rendezvous
 hashing over the live nodes.
 
-Tables (migration 3 of ``_schema``):
+Tables (``_ddl.cluster_ddl``, part of ``_schema``'s migrations):
 
 - ``af_nodes``: one row per node name: its current incarnation (new at every process start, and
   at every rejoin), the key of the session advisory lock its control connection holds, its
@@ -49,12 +49,12 @@ import psycopg
 
 from persistence._errors import Fenced, NodeIdInUse, PersistenceError, StorageUnavailable
 from persistence._log import Log
-from persistence._pg._errors import FENCED_SQLSTATE, Retryable, translate_error
-from persistence._pg._schema import QUEUE, connect, quote
-from persistence._shards import DEFAULT_SHARDS, assignment, shard_of
+from persistence._pg._errors import Retryable, translate_error
+from persistence._pg._schema import connect, quote
+from persistence._shards import assignment, shard_of
 from persistence._types import Cluster, ClusterEvents, NodeRow, ProcedureRow, RecoveryWork, TimerRow
 
-log = Log("cluster")
+_NO_SYSTEM = Log("cluster")  # a node made for no system in particular
 
 # Seconds between heartbeats, and how old a heartbeat may get before its node is declared dead.
 HEARTBEAT = 1.0
@@ -80,123 +80,6 @@ NODE_SETTINGS = {
 def channel(schema: str) -> str:
     """The NOTIFY channel of a schema's wake-ups."""
     return f"af_wake_{schema}"[:63]
-
-
-def shard_sql(column: str, shards: int) -> str:
-    """SQL of the shard of the id in ``column`` (``md5``, as ``persistence._shards.shard_of``)."""
-    return f"(('x' || substr(md5({column}), 1, 8))::bit(32)::bigint % {shards})::integer"
-
-
-def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
-    """The statements of migration 3 for the (quoted) schema ``s``."""
-    me = "nullif(current_setting('actorflow.incarnation', true), '')::uuid"
-    own_hash = shard_sql("NEW.id", shards)
-    return [
-        # The shard of every workflow, in its row; the rows there are before this migration get
-        # their own id's shard (children included: they were all one node's anyway).
-        f"ALTER TABLE {s}.workflows ADD COLUMN shard integer",
-        f"UPDATE {s}.workflows SET shard = {shard_sql('id', shards)}",
-        f"ALTER TABLE {s}.workflows ALTER COLUMN shard SET NOT NULL",
-        # A partial index on columns a running step leaves alone: the step's UPDATE stays HOT.
-        f"CREATE INDEX workflows_shard ON {s}.workflows (shard) WHERE status = 'running'",
-        f"""CREATE TABLE {s}.af_nodes (
-            node_id text PRIMARY KEY,
-            incarnation uuid NOT NULL,
-            lock_key bigint NOT NULL,
-            state text NOT NULL,
-            heartbeat_at timestamptz NOT NULL,
-            started_at timestamptz NOT NULL,
-            probed_at timestamptz,
-            pid integer,
-            host text
-        )""",
-        f"""CREATE TABLE {s}.af_shards (
-            shard integer PRIMARY KEY,
-            owner uuid,
-            epoch bigint NOT NULL DEFAULT 0,
-            since timestamptz
-        )""",
-        f"INSERT INTO {s}.af_shards (shard) SELECT generate_series(0, {shards - 1})",
-        f"""CREATE TABLE {s}.af_wakeups (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            shard integer NOT NULL,
-            workflow_id text NOT NULL
-        ) WITH ({QUEUE})""",
-        f"CREATE INDEX af_wakeups_shard ON {s}.af_wakeups (shard)",
-        f"INSERT INTO {s}.meta (key, value) VALUES ('shards', '{shards}')",
-        # The fence: the first statement of a step's transaction.
-        f"""CREATE FUNCTION {s}.af_fence(sh integer, ep bigint, inc uuid) RETURNS void
-            LANGUAGE plpgsql AS $$
-            BEGIN
-              PERFORM set_config('actorflow.incarnation', inc::text, true);
-              PERFORM 1 FROM {s}.af_shards WHERE shard = sh AND owner = inc AND epoch = ep
-                FOR SHARE;
-              IF NOT FOUND THEN
-                RAISE EXCEPTION 'fenced: shard % (epoch %) is no longer leased by this node, '
-                  'nothing of this transaction was committed', sh, ep
-                  USING ERRCODE = '{FENCED_SQLSTATE}';
-              END IF;
-            END $$""",
-        # A child spawned without a placement of its own goes to its parent's shard; any other
-        # workflow to its own id's.
-        f"""CREATE FUNCTION {s}.af_place() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-              IF NEW.shard IS NULL AND NEW.parent_id IS NOT NULL THEN
-                SELECT w.shard INTO NEW.shard FROM {s}.workflows w WHERE w.id = NEW.parent_id;
-              END IF;
-              IF NEW.shard IS NULL THEN
-                NEW.shard := {own_hash};
-              END IF;
-              RETURN NEW;
-            END $$""",
-        f"CREATE TRIGGER af_place BEFORE INSERT ON {s}.workflows FOR EACH ROW "
-        f"EXECUTE FUNCTION {s}.af_place()",
-        # A child spawned with placement="spread", just inserted in its parent's shard by the
-        # parent's step: to its own id's shard, with a wake-up for that shard's owner.
-        f"""CREATE FUNCTION {s}.af_spread(wid text) RETURNS void LANGUAGE plpgsql AS $$
-            DECLARE
-              sh integer;
-            BEGIN
-              UPDATE {s}.workflows SET shard = {shard_sql("wid", shards)}
-                WHERE id = wid AND step_seq = 0 RETURNING shard INTO sh;
-              IF sh IS NULL THEN
-                RETURN;
-              END IF;
-              PERFORM 1 FROM {s}.af_shards WHERE shard = sh AND owner = {me} FOR SHARE;
-              IF NOT FOUND THEN
-                INSERT INTO {s}.af_wakeups (shard, workflow_id) VALUES (sh, wid);
-              END IF;
-            END $$""",
-        # Routing: a new inbox row (or a new workflow) in a shard the writing session does not
-        # lease gets a wake-up row for its owner, in the same transaction. One in a shard it
-        # leases share-locks the lease row, so a takeover waits for this commit and then finds
-        # the row (its recovery reads the shard's workflows with work).
-        f"""CREATE FUNCTION {s}.af_route() RETURNS trigger LANGUAGE plpgsql AS $$
-            DECLARE
-              sh integer;
-              wid text;
-            BEGIN
-              IF TG_TABLE_NAME = 'workflows' THEN
-                sh := NEW.shard;
-                wid := NEW.id;
-              ELSE
-                wid := NEW.workflow_id;
-                SELECT w.shard INTO sh FROM {s}.workflows w WHERE w.id = wid;
-                IF sh IS NULL THEN
-                  RETURN NULL;
-                END IF;
-              END IF;
-              PERFORM 1 FROM {s}.af_shards WHERE shard = sh AND owner = {me} FOR SHARE;
-              IF NOT FOUND THEN
-                INSERT INTO {s}.af_wakeups (shard, workflow_id) VALUES (sh, wid);
-              END IF;
-              RETURN NULL;
-            END $$""",
-        f"CREATE TRIGGER af_route AFTER INSERT ON {s}.inbox FOR EACH ROW "
-        f"EXECUTE FUNCTION {s}.af_route()",
-        f"CREATE TRIGGER af_route AFTER INSERT ON {s}.workflows FOR EACH ROW "
-        f"WHEN (NEW.status = 'running') EXECUTE FUNCTION {s}.af_route()",
-    ]
 
 
 @dataclasses.dataclass
@@ -615,8 +498,9 @@ class ClusterNode(Cluster):
 
     def __init__(
         self, conninfo: str, schema: str, path: str, node_id: str, *, read: Reader,
-        ttl: float = TTL, local_time: Callable[[], float] = time.time,
+        ttl: float = TTL, local_time: Callable[[], float] = time.time, log: Log | None = None,
     ) -> None:
+        self.log = log if log is not None else _NO_SYSTEM  # its system's ``cluster`` logger
         self.membership = Membership(conninfo, schema, path, node_id, heartbeat=min(HEARTBEAT, ttl / 4),
                                      ttl=ttl, local_time=local_time)
         self.node_id = node_id
@@ -697,7 +581,7 @@ class ClusterNode(Cluster):
         try:
             self.membership.leave()
         except PersistenceError as exc:
-            log.warning("cluster_handoff_failed", node_id=self.node_id, error=str(exc),
+            self.log.warning("cluster_handoff_failed", node_id=self.node_id, error=str(exc),
                         then="the others take its shards over once its session is gone")
         finally:
             self.close()
@@ -933,7 +817,7 @@ class ClusterNode(Cluster):
             except Exception as exc:  # the thread outlives any round (a server that is away)
                 if self._stop.is_set():
                     return  # the store is closing under this round
-                log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc))
+                self.log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc))
                 if isinstance(exc, StorageUnavailable) and not self._rejoin:
                     self._self_fence("its control connection to the database was lost")
                 self._stop.wait(min(self.membership.heartbeat_every, 0.5))
@@ -965,7 +849,7 @@ class ClusterNode(Cluster):
         if self._rejoin:
             m.join()  # a new incarnation; raises while the server is away (the next round retries)
             self._rejoin = False
-            log.warning("cluster_rejoined", node_id=self.node_id, incarnation=m.incarnation)
+            self.log.warning("cluster_rejoined", node_id=self.node_id, incarnation=m.incarnation)
         # A lost control session (a lost connection, the server away or terminating it) raises
         # StorageUnavailable: its lock may be free and the others may take every shard, so the
         # node writes nothing more (``_run`` self-fences) and rejoins.
@@ -991,7 +875,7 @@ class ClusterNode(Cluster):
     def _self_fence(self, why: str) -> None:
         lost = self.membership.drop_all()
         self._rejoin = True
-        log.warning("cluster_shards_given_up", node_id=self.node_id, given_up=len(lost), reason=why,
+        self.log.warning("cluster_shards_given_up", node_id=self.node_id, given_up=len(lost), reason=why,
                     then="it rejoins as a new incarnation")
         if lost and self._events is not None:
             self._events.shards_lost(lost)

@@ -26,6 +26,7 @@ import psycopg
 import psycopg.conninfo
 
 from persistence._errors import ForeignDatabase, PersistenceError, ReadOnlyDatabase, SchemaTooNew
+from persistence._pg._ddl import QUEUE, cluster_ddl
 from persistence._pg._errors import _message, connect_error, is_lost, translate_error
 from persistence._schema import APPLICATION_ID
 from persistence._urls import display_url
@@ -37,12 +38,6 @@ MARK = str(APPLICATION_ID)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
-# Queue tables: vacuumed every couple of thousand dead rows however large the table is, with a
-# higher cost budget so that vacuum keeps up with the churn.
-QUEUE = (
-    "autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000, "
-    "autovacuum_analyze_scale_factor = 0.05, autovacuum_vacuum_cost_limit = 2000"
-)
 # Every step rewrites its workflow's row: room on each page for the new version (HOT), and a
 # vacuum per 5 % of dead rows.
 WORKFLOWS = "fillfactor = 80, autovacuum_vacuum_scale_factor = 0.05"
@@ -242,8 +237,6 @@ def _v4(cur: psycopg.Cursor[Any], s: str) -> None:
     """A cluster of nodes on one schema (``_cluster``): each workflow's shard in its row, the
     nodes, the shard leases with their epochs, the wake-ups for another shard's owner, the fence
     and the routing triggers."""
-    from persistence._pg._cluster import cluster_ddl
-
     for sql in cluster_ddl(s):
         cur.execute(sql)
 

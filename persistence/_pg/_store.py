@@ -29,6 +29,7 @@ import psycopg_pool
 
 from persistence import _writes
 from persistence._errors import Fenced, PersistenceError
+from persistence._log import SystemLog
 from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
@@ -86,7 +87,10 @@ class PgStore(SqlStore):
         node_id: str | None = None,
         node_ttl: float = TTL,
         local_time: Callable[[], float] | None = None,
+        _log: SystemLog | None = None,
     ) -> None:
+        # The system that opens it, for its writer's and its cluster node's events.
+        self._system_log = _log
         if durability not in SYNCHRONOUS_COMMIT:
             raise ValueError(
                 f"durability must be one of {', '.join(map(repr, SYNCHRONOUS_COMMIT))}, got "
@@ -121,7 +125,8 @@ class PgStore(SqlStore):
         self._stepped_under: dict[int, int] = {}
         try:
             if owner:
-                self._writer = PgWriter(self._connect_writer, self.schema, self.path)
+                self._writer = PgWriter(self._connect_writer, self.schema, self.path,
+                                        log=_log.part("store") if _log is not None else None)
                 self._listen()
             else:
                 with connect(self._conninfo, self.path, autocommit=True) as conn:
@@ -148,7 +153,8 @@ class PgStore(SqlStore):
             self._pool.open(wait=False)
             if owner:
                 self._node = ClusterNode(self._conninfo, self.schema, self.path, self.node_id,
-                                         read=self._read, ttl=node_ttl, local_time=local_time or time.time)
+                                         read=self._read, ttl=node_ttl, local_time=local_time or time.time,
+                                         log=_log.part("cluster") if _log is not None else None)
                 self._node.open()
         except BaseException:
             self._close_connections(handoff=False)

@@ -48,8 +48,6 @@ from persistence._pg._schema import quote
 from persistence._sql import postgresql
 from persistence._writer import Writer
 
-log = Log("store")
-
 # Reconnecting after a lost connection: attempts, and the pause before each (seconds).
 RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 # How long a transaction whose COMMIT's answer was lost may stay "in progress" on the server (its
@@ -69,7 +67,10 @@ class PgWriter(Writer):
 
     pipelined = True
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], schema: str, path: str) -> None:
+    def __init__(
+        self, connect: Callable[[], psycopg.Connection[Any]], schema: str, path: str, *,
+        log: Log | None = None,
+    ) -> None:
         self._connect = connect
         self.schema = schema
         self.conn: psycopg.Connection[Any] = connect()
@@ -78,7 +79,7 @@ class PgWriter(Writer):
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
         self._xid_cur: psycopg.Cursor[Any] | None = None
         self._xid: int | None = None
-        super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer")
+        super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer", log=log)
 
     # -- what writes call ---------------------------------------------------------------------
     def execute(self, template: str, params: Any = None, *, wait: bool = False) -> psycopg.Cursor[Any]:
@@ -212,7 +213,7 @@ class PgWriter(Writer):
                     raise  # refused for good (owner lock taken, authentication): say so
                 continue
             self.db = PgDatabase(self.conn, self.sync)
-            log.warning("store_reconnected", path=self.path, cause=str(cause))
+            self.log.warning("store_reconnected", path=self.path, cause=str(cause))
             return
         raise last
 
@@ -232,7 +233,7 @@ class PgWriter(Writer):
                 return None
             status = row[0] if row else None
             if status in ("committed", "aborted"):
-                log.warning("store_commit_answer_lost", committed=status == "committed")
+                self.log.warning("store_commit_answer_lost", committed=status == "committed")
                 return bool(status == "committed")
             if status != "in progress" or time.monotonic() >= deadline:
                 return None  # too old to tell (NULL), or its session is not ending

@@ -97,6 +97,19 @@ def test_an_interrupt_in_the_callers_wait_leaves_the_signal_durable_or_unacknowl
     import os
     import signal as os_signal
 
+    # Python leaves SIGINT ignored when it started so (a background job of a shell script, as CI
+    # runs suites side by side): what Ctrl-C does in a terminal, for this test.
+    previous = os_signal.signal(os_signal.SIGINT, os_signal.default_int_handler)
+    try:
+        _interrupt_the_callers_wait(db, clock, held_commits)
+    finally:
+        os_signal.signal(os_signal.SIGINT, previous)
+
+
+def _interrupt_the_callers_wait(db, clock, held_commits) -> None:
+    import os
+    import signal as os_signal
+
     with ActorSystem(db, clock=clock) as s:
         ref = s.start(flows.collect, 3)
         s.idle(timeout=T)

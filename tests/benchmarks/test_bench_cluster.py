@@ -12,6 +12,9 @@ import pytest
 
 from tests.pgserver import PgServer
 
+# The benchmark scripts run for real (many processes, servers): the slow tier.
+pytestmark = pytest.mark.slow
+
 CLUSTER = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "cluster.py"
 PROFILE = CLUSTER.with_name("cluster_profile.py")
 

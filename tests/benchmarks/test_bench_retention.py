@@ -8,6 +8,11 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+# The benchmark scripts run for real (many processes, servers): the slow tier.
+pytestmark = pytest.mark.slow
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "retention.py"
 
 

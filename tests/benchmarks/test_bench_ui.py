@@ -10,6 +10,9 @@ import sys
 
 import pytest
 
+# The benchmark scripts run for real (many processes, servers): the slow tier.
+pytestmark = pytest.mark.slow
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "ui.py"
 
 

@@ -71,6 +71,7 @@ class _Lines:
 # -- the tutorial ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tutorial_survives_sigkill_and_recovers(tmp_path):
     """The tutorial program, SIGKILLed while it waits, is run again and finishes the same auction.
 

@@ -89,3 +89,26 @@ def test_capture_logs_sees_every_level_whatever_logging_drops(tmp_path):
     assert ("workflow_started", "info") in [(e["event"], e["log_level"]) for e in logs]
     # Outside the block, the configured processors are back and the events dropped again.
     assert not any(isinstance(p, structlog.testing.LogCapture) for p in structlog.get_config()["processors"])
+
+
+def test_each_event_names_the_system_that_logged_it(tmp_path):
+    """Two systems in one process, on two files: every event of each, logged on its own threads
+    or on the caller's, names its own database (``system``), bound once when it opened; a
+    system of no cluster names no node."""
+    a, b = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    with capture_logs() as logs:
+        with ActorSystem(a, clock=VirtualClock()) as sa, ActorSystem(b, clock=VirtualClock()) as sb:
+            ra = sa.start(quiet_app.checkout, "o-a", id="on-a")
+            rb = sb.start(quiet_app.checkout, "o-b", id="on-b")
+            ra.signal("paid")
+            rb.signal("paid")
+            assert ra.result(timeout=30) == "o-a refused" and rb.result(timeout=30) == "o-b refused"
+    assert logs and all("node_id" not in e for e in logs)
+    unnamed = [e for e in logs if e.get("system") not in (a, b)]
+    assert not unnamed, unnamed
+    for wid, db in (("on-a", a), ("on-b", b)):
+        mine = [e for e in logs if e.get("workflow_id") == wid]
+        assert mine and {e["system"] for e in mine} == {db}, mine
+    started = {e["system"] for e in logs if e["event"] == "workflow_started"}
+    shutdown = {e["system"] for e in logs if e["event"] == "system_shutdown"}
+    assert started == shutdown == {a, b}

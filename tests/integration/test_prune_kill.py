@@ -1,12 +1,13 @@
 """SIGKILL a process in the middle of a prune, many times: each pruned workflow is gone with every
 row it had, each other one is whole, running workflows are untouched, and the count of pruned
-workflows the file keeps agrees with what is gone."""
+workflows the file keeps agrees with what is gone. Each kill comes once the run has pruned a
+number of workflows drawn at random (``killing``): in the middle of the prune, whatever the
+machine's speed."""
 
 from __future__ import annotations
 
 import os
 import random
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from persistence._writes import WORKFLOW_TABLES
 
+from .killing import kill_on_progress
 from .prune_worker import RUNNING, populate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,8 +25,14 @@ KILLS = int(os.environ.get("ACTORFLOW_PRUNE_KILLS", "6"))
 OLD, KEEP = 6000, 50
 
 
-def _run(db: Path, kill_after: float | None) -> bool:
-    """Run the worker; SIGKILL it ``kill_after`` seconds after it starts pruning. True if killed."""
+def _pruned(con: sqlite3.Connection) -> int:
+    row = con.execute("SELECT value FROM meta WHERE key = 'pruned_total'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _run(db: Path, kill_at: int | None) -> bool:
+    """Run the worker; SIGKILL it once ``kill_at`` workflows in all have been pruned from the
+    file. True if killed."""
     p = subprocess.Popen(
         [sys.executable, "-m", "tests.integration.prune_worker", str(db)],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
@@ -39,13 +47,13 @@ def _run(db: Path, kill_after: float | None) -> bool:
                 break
         else:
             raise AssertionError(f"the worker never started pruning: {said} {p.stderr.read() if p.stderr else ''}")
-        if kill_after is not None:
+        if kill_at is not None:
+            con = sqlite3.connect(db, timeout=30, isolation_level=None)
             try:
-                p.wait(timeout=kill_after)
-            except subprocess.TimeoutExpired:
-                p.send_signal(signal.SIGKILL)
-                p.wait(timeout=30)
-                return True
+                if kill_on_progress(p, lambda: _pruned(con), kill_at, timeout=240):
+                    return True
+            finally:
+                con.close()
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err[-3000:]
         return False
@@ -93,9 +101,11 @@ def test_sigkill_during_pruning_loses_nothing_that_should_stay(tmp_path):
     assert _check(db) == OLD
     rng = random.Random(int(os.environ.get("ACTORFLOW_SEED", "7")))
     left, mid = OLD, 0
-    for _ in range(KILLS):
-        if not _run(db, kill_after=rng.uniform(0.05, 0.4)):
-            break  # it finished before the kill
+    for k in range(KILLS):
+        # Once at least one more was pruned, and with some left for the kills to come.
+        share = max(1, left // (KILLS - k + 1))
+        if not _run(db, kill_at=OLD - left + rng.randint(1, share)):
+            break  # it pruned all that was left first
         now_left = _check(db)
         assert now_left <= left
         mid += 0 < now_left < left  # killed while it was pruning, with more to prune
@@ -103,5 +113,5 @@ def test_sigkill_during_pruning_loses_nothing_that_should_stay(tmp_path):
         if left == 0:
             break
     assert mid >= 1, "no kill landed in the middle of the prune: give it more to prune"
-    _run(db, kill_after=None)
+    _run(db, kill_at=None)
     assert _check(db) == 0

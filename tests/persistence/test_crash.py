@@ -23,6 +23,7 @@ from collections import Counter
 import pytest
 
 from persistence import open_store
+from tests.integration.killing import kill_on_progress
 
 from .conftest import new_wf
 
@@ -97,6 +98,7 @@ def test_sigkill_at_random_moments(tmp_path: pathlib.Path) -> None:
         for w in WORKFLOWS:
             s.create_workflow(new_wf(w))
     progress = []
+    during_work = 0
     for k in range(kills):
         proc = subprocess.Popen(
             [sys.executable, str(HERE / "crash_child.py"), db, str(acks), str(seed + k)],
@@ -106,19 +108,24 @@ def test_sigkill_at_random_moments(tmp_path: pathlib.Path) -> None:
         try:
             if rng.random() < 0.2:
                 # Sometimes during start-up and recovery, before the child reports ready.
-                delay = rng.uniform(0, 0.3)
+                try:
+                    proc.wait(timeout=rng.uniform(0, 0.3))
+                    pytest.fail(f"child exited by itself (seed {seed}, run {k}): "
+                                f"{proc.stderr.read().decode()}")
+                except subprocess.TimeoutExpired:
+                    pass
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=30)
             else:
+                # Else once it acknowledged a few more steps or signals: while work goes on,
+                # whatever the machine's speed.
                 ready, _, _ = select.select([proc.stdout], [], [], 60)
                 assert ready and proc.stdout.readline() == b"ready\n", proc.stderr.read()
-                delay = rng.uniform(0, 0.3)
-            try:
-                proc.wait(timeout=delay)
-                pytest.fail(f"child exited by itself (seed {seed}, run {k}): "
-                            f"{proc.stderr.read().decode()}")
-            except subprocess.TimeoutExpired:
-                pass
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+                target = len(_read_acks(acks)) + rng.randint(1, 8)
+                if not kill_on_progress(proc, lambda: len(_read_acks(acks)), target, timeout=60):
+                    pytest.fail(f"child exited by itself (seed {seed}, run {k}): "
+                                f"{proc.stderr.read().decode()}")
+                during_work += 1
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -131,6 +138,5 @@ def test_sigkill_at_random_moments(tmp_path: pathlib.Path) -> None:
             raise AssertionError(f"after kill {k + 1} (seed {seed}): {exc}") from exc
     total = sum(progress[-1].values())
     acked = sum(1 for a in _read_acks(acks) if a[0] == "S")
-    # The kills landed while work was going on, not only before or after it.
-    assert acked > kills and total >= acked, (total, acked)
-    print(f"\n{kills} kills, {total} steps committed, {acked} acknowledged")
+    assert total >= acked, (total, acked)
+    print(f"\n{kills} kills ({during_work} while work went on), {total} steps committed, {acked} acknowledged")

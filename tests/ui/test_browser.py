@@ -31,6 +31,9 @@ from examples.auction import auction
 from examples.demo import start_world
 from workflows._registry import _REGISTRY
 
+# A browser per test: the slow tier (pytest -m slow, .ci/run).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "images"
 CHROMIUM = "/usr/bin/chromium"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
 import textwrap
 import warnings
 from typing import Any
@@ -180,3 +184,68 @@ def test_warning_as_error_fails_decoration():
                 "wf",
                 {"timer": timer, "Manager": Manager, "__name__": "warn_error_flows"},
             )
+
+
+def test_a_workflow_of_main_warns_once_to_move_it_to_a_module():
+    """@workflow on a function of the __main__ script warns at its def, saying under which key it
+    is stored and to move it to a module; once, however often it is compiled; a workflow of a
+    module, or one of __main__ given a name of its own, does not warn."""
+    src = textwrap.dedent("""
+    async def in_main(x):
+        await timer("t", 1)
+        return x
+    """).lstrip("\n")
+    g: dict[str, Any] = {"timer": timer, "__name__": "__main__"}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's own: each message at each place once
+        compile_workflow_source(src, "main_script.py", "in_main", g)
+        compile_workflow_source(src, "main_script.py", "in_main", g)
+    ws = [w for w in caught if issubclass(w.category, CompileWarning)]
+    assert len(ws) == 1, [str(w.message) for w in ws]
+    assert (ws[0].filename, ws[0].lineno) == ("main_script.py", 1)
+    text = str(ws[0].message)
+    assert text.startswith("workflow __main__:in_main: defined in the __main__ script")
+    assert "move it to a module of its own" in text and '@workflow(name="app.in_main")' in text
+
+    _, ws, _ = compile_recording("""
+    async def wf(x):
+        await timer("t", 1)
+        return x
+    """)
+    assert ws == []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compile_workflow_source(src, "main_named.py", "app.in_main", {"timer": timer, "__name__": "__main__"})
+    assert [w for w in caught if issubclass(w.category, CompileWarning)] == []
+
+
+def test_a_script_defining_a_workflow_warns_on_stderr(tmp_path):
+    """Run as a script, as a user would: the warning is on stderr once, at the def's line."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "from workflows import workflow, timer\n\n\n@workflow\nasync def in_main(x):\n"
+        "    await timer('t', 1)\n    return x\n"
+    )
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": root}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("CompileWarning: workflow __main__:in_main: defined in the __main__ script") == 1, out.stderr
+    assert f"{script}:5:" in out.stderr, out.stderr
+
+
+def test_a_module_run_with_dash_m_warns_too(tmp_path):
+    """``python -m pkg.mod`` runs pkg.mod as __main__ with a loader that cannot read __main__'s
+    source: the warning is issued all the same (from the lines the compiler read)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text(
+        "from workflows import workflow, timer\n\n\n@workflow\nasync def in_main(x):\n"
+        "    await timer('t', 1)\n    return x\n"
+    )
+    root = str(pathlib.Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-m", "pkg.mod"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": f"{root}:{tmp_path}"}, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("CompileWarning: workflow __main__:in_main: defined in the __main__ script") == 1, out.stderr

@@ -22,8 +22,10 @@ from .probes import CustomErr
 from .programs import Program, namespace, programs
 
 _DEEP = os.environ.get("ACTORFLOW_FUZZ_EXAMPLES")
+# The fast tier runs a sample of generated programs; the slow tier (pytest -m slow) all of them.
+FAST, FULL = 40, 200
 FUZZ = settings(
-    max_examples=int(_DEEP) if _DEEP else 200,
+    max_examples=int(_DEEP) if _DEEP else FULL,
     deadline=None,
     derandomize=not _DEEP,  # CI runs are reproducible; deep runs explore
     database=None if not _DEEP else settings.default.database,
@@ -71,17 +73,34 @@ def _compile(prog: Program):
     return compile_workflow_source(src, "fuzz_program.py", "wf", namespace())
 
 
-# About 80 s alone on two cores; CI runs the 3.12 and 3.13 suites beside the 3.11 one, which can
-# make it several times that: a timeout of its own, well above the suite's 300 s default.
-@pytest.mark.timeout(1200)
-@FUZZ
-@given(
+GENERATED = dict(
     prog=programs(),
     inputs=st.lists(st.sampled_from([0, 1, 2, 5, -1]), min_size=1, max_size=2, unique=True),
     variants=st.lists(oracles(), min_size=1, max_size=2),
 )
+
+
+@settings(FUZZ, max_examples=int(_DEEP) if _DEEP else FAST)
+@given(**GENERATED)
 def test_generated_programs_match_native(prog, inputs, variants):
-    """A generated program: compiled (with and without restarts) matches the native coroutine."""
+    """A sample of generated programs: compiled (with and without restarts) each matches the
+    native coroutine."""
+    _match_native(prog, inputs, variants)
+
+
+# About 80 s alone on two cores; CI runs the 3.12 and 3.13 suites beside the 3.11 one, which can
+# make it several times that: a timeout of its own, well above the suite's 300 s default.
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@FUZZ
+@given(**GENERATED)
+def test_all_generated_programs_match_native(prog, inputs, variants):
+    """Every generated program of the full run: compiled (with and without restarts) each
+    matches the native coroutine."""
+    _match_native(prog, inputs, variants)
+
+
+def _match_native(prog, inputs, variants):
     wf = _compile(prog)
     for oracle in [Oracle(limit=120), *variants]:
         for x in inputs:

@@ -28,8 +28,10 @@ from .diffharness import Oracle, compare, run_compiled, run_native
 from .programs import Program, namespace, programs
 
 _DEEP = os.environ.get("ACTORFLOW_FUZZ_EXAMPLES")
+# The fast tier runs a sample of generated programs; the slow tier (pytest -m slow) all of them.
+FAST, FULL = 16, 80
 FUZZ = settings(
-    max_examples=int(_DEEP) if _DEEP else 80,
+    max_examples=int(_DEEP) if _DEEP else FULL,
     deadline=None,
     derandomize=not _DEEP,
     database=None,
@@ -55,9 +57,23 @@ def _twins(prog: Program):
     return a, b
 
 
-@FUZZ
+@settings(FUZZ, max_examples=int(_DEEP) if _DEEP else FAST)
 @given(prog=programs(), x=st.sampled_from([0, 1, 2, 5, -1]))
 def test_generated_programs_run_the_same_moved_onto_other_code_at_every_step(prog, x):
+    """A sample of generated programs, each moved onto a twin of its code at every step."""
+    _moved_at_every_step(prog, x)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@FUZZ
+@given(prog=programs(), x=st.sampled_from([0, 1, 2, 5, -1]))
+def test_all_generated_programs_run_the_same_moved_onto_other_code_at_every_step(prog, x):
+    """Every generated program of the full run, each moved onto a twin of its code at every step."""
+    _moved_at_every_step(prog, x)
+
+
+def _moved_at_every_step(prog, x):
     a, b = _twins(prog)
     other = {a.fingerprint: b, b.fingerprint: a}
     mine = {a.fingerprint: a, b.fingerprint: b}

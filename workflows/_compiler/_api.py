@@ -443,17 +443,32 @@ def _compile(
     return wf
 
 
+_IN_MAIN = (
+    "defined in the __main__ script, so it is stored under {key!r}: a process started another "
+    "way (another script, `wf`, a test, or this file imported by name) looks for it under "
+    "another name and its running workflows cannot recover there; move it to a module of its "
+    "own and import it from the script (or give it a stable key: @workflow(name=\"app.{name}\"))"
+)
+
+
 def _warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: str) -> None:
-    """Issue a CompileWarning at the user's own line for each construct that may bite later."""
+    """Issue a CompileWarning at the user's own line for each construct that may bite later, and
+    at the ``async def`` of a workflow of ``__main__`` (once per function: the warnings registry
+    of its module keeps each message and line once)."""
     g = fn.__globals__
     registry = g.setdefault("__warningregistry__", {})
     # The warnings machinery asks a module's loader for the source line; since 3.12 it refuses
     # globals without a __spec__.loader (a module built by types.ModuleType and exec). The lines
     # are in linecache already (the compiler read them), so such a module passes none.
+    # A module run as ``python -m pkg.mod`` is ``__main__`` with pkg.mod's loader, which refuses
+    # to read the source of ``__main__`` (ImportError): none passed for it either.
     module_globals = g
-    if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None:
+    if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None or g.get("__name__") == "__main__":
         module_globals = None
-    for n, msg in compile_warnings(node, b):
+    problems = compile_warnings(node, b)
+    if key.startswith("__main__:"):
+        problems.insert(0, (node, _IN_MAIN.format(key=key, name=fn.__name__)))
+    for n, msg in problems:
         warnings.warn_explicit(
             f"workflow {key}: {msg}",
             CompileWarning,

@@ -1,0 +1,108 @@
+"""What ``wf`` and its web view (``actors/_ui``) share: opening a database for a request, the
+errors shown to the user, naming a workflow type, checking a request before it is queued, and
+reading a workflow's signal names from its source. Both import it; it imports neither."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from persistence import FINISHED, PersistenceError, Store, open_store
+from persistence._urls import display_url
+from workflows._compiler._signals import names_in_source
+
+
+class CliError(Exception):
+    """A user error: printed without a traceback, exit status 1."""
+
+
+def _shown(db: str) -> str:
+    """``db`` for a message: a PostgreSQL URL without its password."""
+    return display_url(db)
+
+
+def _open(db: str) -> Store:
+    url = db.startswith(("postgresql://", "postgres://"))
+    if db != ":memory:" and not url and not Path(db).exists():
+        raise CliError(
+            f"database {db!r} does not exist (give --db PATH; the default is workflows.db)"
+        )
+    try:
+        return open_store(db, owner=False)
+    except (PersistenceError, ValueError) as e:  # ValueError: a URL that cannot be read
+        raise CliError(str(e)) from e
+
+
+def _short(key: str) -> str:
+    return key.rpartition(":")[2]
+
+
+def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> str:
+    """The stored type ``given`` names: a full ``module:qualname``, or the short name of the TYPE
+    column when one type alone has it."""
+    types = sorted({t for t, _ in counts})
+    if given in types or ":" in given:
+        return given
+    matches = [t for t in types if _short(t) == given]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise CliError(
+            f"--type {given!r} is ambiguous in {db}: {', '.join(matches)}; give the full module:qualname"
+        )
+    known = ", ".join(sorted({_short(t) for t in types})) or "none"
+    raise CliError(f"no workflow type named {given!r} in {db}; the types there: {known}")
+
+
+def check_request(store: Store, rec: Any, kind: str, name: str | None) -> None:
+    """Refuse a request that cannot be carried out (CliError saying why): the workflow has
+    finished, or a fire-timer names no armed timer. Shared by ``wf`` and ``wf ui``."""
+    if rec.status in FINISHED:
+        raise CliError(
+            f"workflow {rec.id!r} has already finished ({rec.status}); nothing to {kind.replace('_', ' ')}"
+        )
+    if kind == "fire_timer":
+        armed = [t.name for t in store.timers(rec.id)]
+        if name not in armed:
+            listing = ", ".join(repr(a) for a in armed) or "none"
+            raise CliError(
+                f"workflow {rec.id!r} has no armed timer named {name!r}; armed timers: {listing}"
+            )
+
+
+def owner_of(store: Store) -> dict[str, object] | None:
+    """The system running on the store's database (pid, host, since), or None if none runs."""
+    info = getattr(store, "owner_info", None)
+    owner: dict[str, object] | None = info() if callable(info) else None
+    return owner
+
+
+def _module_file(module: str) -> Path | None:
+    """The source file of ``module``, found on disk without importing anything: in the current
+    directory (an application's checkout, where wf is usually run), on ``sys.path``, or in the
+    checkout wf itself comes from (the examples of ``wf demo``)."""
+    parts = module.split(".")
+    for base in (os.getcwd(), *sys.path, str(Path(__file__).resolve().parent.parent)):
+        root = Path(base or ".").joinpath(*parts)
+        for candidate in (root.parent / f"{parts[-1]}.py", root / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def _signal_names_of(key: str) -> frozenset[str] | None:
+    """The signal names the workflow stored as ``key`` awaits, read from its module's source file:
+    wf runs none of the application's code. None when the file cannot be found or does not tell."""
+    module, _, qualname = key.partition(":")
+    if not module or not qualname or "." in qualname:
+        return None
+    path = _module_file(module)
+    if path is None:
+        return None
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return names_in_source(source, qualname)
