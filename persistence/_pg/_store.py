@@ -15,6 +15,7 @@ either mode, and the database stays consistent in both.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
@@ -29,6 +30,7 @@ import psycopg_pool
 
 from persistence import _writes
 from persistence._errors import Fenced, PersistenceError
+from persistence._log import Log
 from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
@@ -42,7 +44,7 @@ from persistence._pg._schema import (
     parse_url,
     quote,
 )
-from persistence._pg._writer import PgWriter
+from persistence._pg._writer import PgWriter, commit_status, commit_unknown
 from persistence._promise import Promise
 from persistence._sql import postgresql
 from persistence._sqlstore import Query, SqlStore
@@ -51,6 +53,8 @@ from persistence._urls import display_url
 from persistence._writer import Writer
 
 T = TypeVar("T")
+
+log = Log("store")
 
 # The first statement of a step's write on a cluster's node (``_cluster``), and of every other
 # write: the incarnation the routing trigger compares leases with. Each also gives the
@@ -374,22 +378,67 @@ class PgStore(SqlStore):
         conn.execute("SELECT pg_notify(%s, %s)", (self._channel, str(seq)))
 
     def _external(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``fn`` on this (not owning) store's own autocommit connection; reconnect once if
-        the connection was lost."""
+        """Run ``fn`` on this (not owning) store's own connection, as one transaction; run it
+        again once on a new connection if the connection was lost before COMMIT.
+
+        Once COMMIT is sent, any failure leaves the outcome to the server: the transaction's id
+        (asked first) is looked up with ``txid_status`` on a new connection, and ``fn`` runs
+        again only if the server says it did not commit (a request posted is never posted
+        twice); if the server cannot tell, ``ConnectionLost`` (``maybe_committed``) says so."""
         with self._ext_lock:
             for attempt in (1, 2):
                 if self._ext_conn is None or self._ext_conn.closed:
                     self._ext_conn = connect(self._conninfo, self.path, autocommit=True)
                 conn = self._ext_conn
+                sent = False
+                xid: int | None = None
                 try:
-                    return fn(conn)
-                except psycopg.Error as exc:
+                    conn.execute("BEGIN")
+                    row = conn.execute("SELECT txid_current()").fetchone()
+                    xid = int(row[0]) if row else None
+                    value = fn(conn)
+                    sent = True
+                    conn.execute("COMMIT")
+                    return value
+                except Exception as exc:
+                    if sent:
+                        committed = self._external_outcome(conn, xid, exc)
+                        if committed:
+                            return value
+                        if committed is False and attempt == 1:
+                            continue
+                        raise commit_unknown(exc, self.path, conn) from exc
+                    if not isinstance(exc, psycopg.Error):
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                        raise
                     err = translate_error(exc, self.path, conn)
                     if isinstance(err, ConnectionLost) and attempt == 1:
                         conn.close()
                         continue
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("ROLLBACK")
                     raise err from exc
         raise AssertionError("unreachable")
+
+    def _external_outcome(self, conn: psycopg.Connection[Any], xid: int | None,
+                          cause: BaseException) -> bool | None:
+        """Whether the transaction ``xid``, whose COMMIT on ``conn`` failed with ``cause``,
+        committed: asked on a new connection (``conn`` is closed)."""
+        with contextlib.suppress(Exception):
+            conn.close()
+        self._ext_conn = None
+        committed: bool | None = None
+        if xid is not None:
+            try:
+                with connect(self._conninfo, self.path, autocommit=True) as fresh:
+                    committed = commit_status(fresh, xid)
+            except PersistenceError:
+                committed = None
+        verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
+        log.warning("store_commit_answer_lost", outcome=verdict, committed=committed, xid=xid,
+                    cause=str(cause))
+        return committed
 
     def changed(self) -> bool:
         """True if a request may have come in since the last call: this store committed, a

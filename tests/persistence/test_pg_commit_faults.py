@@ -1,0 +1,259 @@
+"""Exactly once under a connection lost at COMMIT, on every PostgreSQL write path.
+
+The fault injector (``pgfault.FaultProxy``) sits on 127.0.0.1 between the store and the test
+server and cuts a connection before, half-way into, during and after a COMMIT (and after it with
+the message a terminated session gets); ``_PipelineExitFault`` is a psycopg shim that raises what
+psycopg raises when a pipeline cannot be left (``cannot exit pipeline mode while busy``, no
+SQLSTATE) once a COMMIT went through, on a connection left open or closed. Each case asserts that
+what the write wrote is there exactly once (rows, inbox entries, reducer rows), that the caller
+was told it succeeded, and how the writer settled the COMMIT's outcome.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from persistence import SIGNAL, OutSignal, StepWrite, open_store
+from persistence._pg._reducer_db import PgDatabase
+from persistence._pg._store import PgStore
+from persistence._pg._writer import PgWriter
+from tests.pgserver import PASSWORD, SUPERUSER, PgServer
+
+from .conftest import new_wf
+from .pgfault import MODES, FaultProxy, Mode
+
+# Modes whose COMMIT reaches the server (it commits); the others' never does.
+COMMITTED = {"during": True, "after": True, "terminated": True, "before": False, "partial": False}
+
+
+@pytest.fixture
+def proxy(pg_server: PgServer) -> Iterator[FaultProxy]:
+    if pg_server.socket_dir is None:
+        pytest.skip("the fault proxy needs a server started here (AF_TEST_PG_DSN is set)")
+    assert pg_server.tcp_port is not None
+    p = FaultProxy(pg_server.tcp_port)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def schema(pg_server: PgServer) -> Iterator[str]:
+    with pg_server.schema("cf") as url:
+        options = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["options"][0]
+        yield options.split("search_path=", 1)[1].split()[0]
+
+
+def _url(proxy: FaultProxy, schema: str) -> str:
+    return proxy.url("postgres", user=SUPERUSER, password=PASSWORD,
+                     options=f"-c search_path={schema}") + f"&schema={schema}"
+
+
+def _direct(pg_server: PgServer, schema: str) -> psycopg.Connection[Any]:
+    """A connection around the proxy, to count what is there."""
+    conn = psycopg.connect(pg_server.url("postgres"), autocommit=True)
+    conn.execute(f'SET search_path = "{schema}"')
+    return conn
+
+
+def _count(conn: psycopg.Connection[Any], sql: str, params: Any = None) -> int:
+    row = conn.execute(sql, params).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _writer(store: Any) -> PgWriter:
+    assert isinstance(store, PgStore) and store._writer is not None
+    return store._writer
+
+
+# -- the psycopg shim -------------------------------------------------------------------------------
+class _PipelineExitFault:
+    """Wraps a ``PgWriter``'s connections: once armed, the next pipeline that sent COMMIT is left
+    (on the server: committed) and then ``OperationalError: cannot exit pipeline mode while
+    busy`` is raised, the connection left open (``close=False``) or closed."""
+
+    def __init__(self, writer: PgWriter, *, close: bool) -> None:
+        self.close = close
+        self.left = 0
+        self.fired = 0
+        connect = writer._connect
+        writer._connect = lambda: _ShimConn(connect(), self)  # type: ignore[method-assign,assignment]
+        writer.conn = _ShimConn(writer.conn, self)  # type: ignore[assignment]
+        writer.db = PgDatabase(writer.conn, writer.sync)
+
+    def arm(self, times: int = 1) -> None:
+        self.left += times
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        self.fired += 1
+        return True
+
+
+class _ShimConn:
+    def __init__(self, real: psycopg.Connection[Any], shim: _PipelineExitFault) -> None:
+        self._real = real
+        self._shim = shim
+        self._commit = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(query, str) and query.strip().upper() == "COMMIT":
+            self._commit = True
+        return self._real.execute(query, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Any]:
+        self._commit = False
+        with self._real.pipeline() as p:
+            yield p
+        if self._commit and self._shim.take():
+            if self._shim.close:
+                self._real.close()
+            raise psycopg.OperationalError("cannot exit pipeline mode while busy")
+
+
+# -- the writes -------------------------------------------------------------------------------------
+def _setup(store: Any, direct: psycopg.Connection[Any]) -> None:
+    store.create_workflows([new_wf("a"), new_wf("b")])
+    direct.execute("CREATE TABLE tally (wid text, n int)")
+
+
+def _do_append(store: Any, arm: Callable[[], None]) -> None:
+    arm()
+    d = store.append_inbox("a", SIGNAL, "go", b"x", at=1.0)
+    assert d.workflow_id == "a"
+
+
+def _check_append(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'a' AND name = 'go'") == 1
+
+
+def _do_step(store: Any, arm: Callable[[], None]) -> None:
+    seq = store.append_inbox("a", SIGNAL, "in", b"x", at=1.0).seq
+    arm()
+
+    def reducer(db: Any) -> None:
+        db.execute("INSERT INTO tally VALUES ('a', 1)")
+
+    ack = store.commit_step(StepWrite(
+        "a", 1, updated_at=2.0, continuation=b"after", consume_inbox=[seq],
+        reducers=[reducer], signals=[OutSignal("b", "out", b"y")],
+    ))
+    assert ack is not None
+
+
+def _check_step(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT step_seq FROM workflows WHERE id = 'a'") == 1
+    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'a'") == 0
+    assert _count(direct, "SELECT count(*) FROM tally") == 1
+    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'b' AND name = 'out'") == 1
+
+
+def _do_broadcast(store: Any, arm: Callable[[], None]) -> None:
+    store.commit_step(StepWrite("b", 1, updated_at=2.0, subscribe=[("news", "{}")]))
+    arm()
+    got = store.broadcast("news", "{}", b"z", at=3.0)
+    assert [d.workflow_id for d in got] == ["b"]
+
+
+def _check_broadcast(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'b' AND name = 'news'") == 1
+
+
+def _do_request(store: Any, arm: Callable[[], None]) -> None:
+    arm()
+    seq = store.post_external("signal", "a", "go", '{"x": 1}', at=5.0)
+    assert seq > 0
+
+
+def _check_request(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT count(*) FROM external WHERE workflow_id = 'a'") == 1
+
+
+WRITER_PATHS = {
+    "append": (_do_append, _check_append, "inbox"),
+    "step": (_do_step, _check_step, "tally"),
+    "broadcast": (_do_broadcast, _check_broadcast, "inbox"),
+    "request": (_do_request, _check_request, "external"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", sorted(WRITER_PATHS))
+def test_a_cut_at_commit_writes_once_in_pipeline_mode(
+    proxy: FaultProxy, schema: str, pg_server: PgServer, path: str, mode: Mode,
+) -> None:
+    """The writer (pipelined): each of its write paths, its connection cut at COMMIT."""
+    do, check, match = WRITER_PATHS[path]
+    with _direct(pg_server, schema) as direct, open_store(_url(proxy, schema)) as store:
+        _setup(store, direct)
+        do(store, lambda: proxy.arm(mode, match))
+        assert len(proxy.faults) == 1 and proxy.faults[0].mode == mode
+        check(direct)
+        w = _writer(store)
+        if COMMITTED[mode]:
+            assert w.outcomes == {"committed": 1, "aborted": 0, "unknown": 0}
+        else:
+            assert w.outcomes in ({"committed": 0, "aborted": 1, "unknown": 0},
+                                  {"committed": 0, "aborted": 0, "unknown": 0})
+        # The store goes on writing on its new connection.
+        store.append_inbox("a", SIGNAL, "later", b"", at=9.0)
+        assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'later'") == 1
+
+
+@pytest.mark.parametrize("close", [False, True], ids=["left-open", "closed"])
+@pytest.mark.parametrize("path", sorted(WRITER_PATHS))
+def test_an_unrecognised_error_after_commit_is_settled_by_the_server(
+    pg_store_url: str, pg_server: PgServer, path: str, close: bool,
+) -> None:
+    """psycopg's ``cannot exit pipeline mode while busy`` (no SQLSTATE) once COMMIT went: the
+    batch is committed, and is never run a second time."""
+    do, check, _match = WRITER_PATHS[path]
+    schema = pg_store_url.rsplit("schema=", 1)[1]
+    with _direct(pg_server, schema) as direct, open_store(pg_store_url) as store:
+        _setup(store, direct)
+        shim = _PipelineExitFault(_writer(store), close=close)
+        do(store, shim.arm)
+        assert shim.fired == 1
+        check(direct)
+        assert _writer(store).outcomes == {"committed": 1, "aborted": 0, "unknown": 0}
+
+
+# -- out of pipeline mode: a reader's requests ----------------------------------------------------
+@pytest.mark.parametrize("mode", MODES)
+def test_a_readers_request_is_posted_once(
+    proxy: FaultProxy, schema: str, pg_server: PgServer, mode: Mode,
+) -> None:
+    """``wf`` requests (a store that does not own the schema, autocommit connection, explicit
+    transaction): cut at COMMIT, posted exactly once, and the poster told its seq."""
+    with _direct(pg_server, schema) as direct, open_store(_url(proxy, schema)) as owner:
+        _setup(owner, direct)
+        with open_store(_url(proxy, schema), owner=False) as reader:
+            proxy.arm(mode, "INSERT INTO")
+            seq = reader.post_external("signal", "a", "go", '{"x": 1}', at=5.0)
+            assert len(proxy.faults) == 1
+            assert _count(direct, "SELECT count(*) FROM external") == 1
+            assert _count(direct, "SELECT seq FROM external") == seq
+            # And its result, taken once (the take deletes it: cut at its COMMIT as well).
+            owner.external_done(seq, "done")
+            proxy.arm(mode, "DELETE FROM")
+            deadline = time.monotonic() + 10
+            got = None
+            while got is None:
+                assert time.monotonic() < deadline
+                got = reader.take_external_result(seq)
+            assert got == "done"
+            assert len(proxy.faults) == 2
+            assert _count(direct, "SELECT count(*) FROM meta WHERE key LIKE 'external_result_%%'") == 0
