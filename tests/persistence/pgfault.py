@@ -53,10 +53,14 @@ def _error_response(fields: dict[bytes, str]) -> bytes:
     return b"E" + struct.pack("!i", 4 + len(body)) + body
 
 
-_TERMINATED = _error_response({
-    b"S": "FATAL", b"V": "FATAL", b"C": "57P01",
-    b"M": "terminating connection due to administrator command",
-})
+_TERMINATED = _error_response(
+    {
+        b"S": "FATAL",
+        b"V": "FATAL",
+        b"C": "57P01",
+        b"M": "terminating connection due to administrator command",
+    }
+)
 
 
 @dataclasses.dataclass
@@ -105,8 +109,10 @@ class FaultProxy:
         if options:
             query["options"] = options
         auth = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
-        return (f"postgresql://{auth}@127.0.0.1:{self.port}/{urllib.parse.quote(dbname)}?"
-                f"{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}")
+        return (
+            f"postgresql://{auth}@127.0.0.1:{self.port}/{urllib.parse.quote(dbname)}?"
+            f"{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}"
+        )
 
     def arm(self, mode: Mode, match: str, times: int = 1) -> None:
         """Cut the next ``times`` COMMITs of transactions that sent a statement containing
@@ -151,8 +157,9 @@ class FaultProxy:
             with self._lock:
                 self.connections += 1
                 self._socks += [client, server]
-            threading.Thread(target=_Link(self, client, server).run, name="pgfault-link",
-                             daemon=True).start()
+            threading.Thread(
+                target=_Link(self, client, server).run, name="pgfault-link", daemon=True
+            ).start()
 
     def _take(self, statements: list[str]) -> _Arm | None:
         """The arm a COMMIT of a transaction that sent ``statements`` fires, if any."""
@@ -250,14 +257,23 @@ class _Link:
                     self.txn = None
                 elif self.txn is not None:
                     self.txn.append(sql)
-                elif word not in ("SELECT", "SHOW", "SET", "LISTEN", "RESET", "SAVEPOINT",
-                                  "RELEASE", "DISCARD", "DEALLOCATE"):
+                elif word not in (
+                    "SELECT",
+                    "SHOW",
+                    "SET",
+                    "LISTEN",
+                    "RESET",
+                    "SAVEPOINT",
+                    "RELEASE",
+                    "DISCARD",
+                    "DEALLOCATE",
+                ):
                     # Outside a transaction block a write commits by itself, at its Sync.
                     arm = self.proxy._take([sql])
                 if arm is not None:
                     return self._fault(arm.mode, out, message)
             out += message
-            self.up = self.up[1 + length:]
+            self.up = self.up[1 + length :]
         if out:
             self.server.sendall(out)
         return True
@@ -271,7 +287,7 @@ class _Link:
             self.server.sendall(out + commit[: max(1, len(commit) // 2)])
             return False
         # The COMMIT and what follows it up to the pipeline's Sync (or all there is).
-        rest = self.up[len(commit):]
+        rest = self.up[len(commit) :]
         tail = b""
         while len(rest) >= 5:
             kind = rest[:1]
@@ -279,14 +295,16 @@ class _Link:
             if len(rest) < 1 + length:
                 break
             tail += rest[: 1 + length]
-            rest = rest[1 + length:]
+            rest = rest[1 + length :]
             if kind == b"S":
                 break
         self.server.sendall(out + commit + tail)
         self.up = rest
         if mode == "during":
             return False
-        self.waiting_commit = mode  # "after", "terminated": wait for the server to say COMMIT, drop that
+        self.waiting_commit = (
+            mode  # "after", "terminated": wait for the server to say COMMIT, drop that
+        )
         if self.up:
             self.server.sendall(self.up)
             self.up = b""
@@ -302,7 +320,7 @@ class _Link:
             if len(self.down) < 1 + length:
                 break
             message = self.down[: 1 + length]
-            self.down = self.down[1 + length:]
+            self.down = self.down[1 + length :]
             if self.waiting_commit and (
                 (kind == b"C" and message[5:].startswith(b"COMMIT")) or kind in (b"E", b"Z")
             ):

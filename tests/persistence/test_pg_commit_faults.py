@@ -51,8 +51,10 @@ def schema(pg_server: PgServer) -> Iterator[str]:
 
 
 def _url(proxy: FaultProxy, schema: str) -> str:
-    return proxy.url("postgres", user=SUPERUSER, password=PASSWORD,
-                     options=f"-c search_path={schema}") + f"&schema={schema}"
+    return (
+        proxy.url("postgres", user=SUPERUSER, password=PASSWORD, options=f"-c search_path={schema}")
+        + f"&schema={schema}"
+    )
 
 
 def _direct(pg_server: PgServer, schema: str) -> psycopg.Connection[Any]:
@@ -147,10 +149,17 @@ def _do_step(store: Any, arm: Callable[[], None]) -> None:
     def reducer(db: Any) -> None:
         db.execute("INSERT INTO tally VALUES ('a', 1)")
 
-    ack = store.commit_step(StepWrite(
-        "a", 1, updated_at=2.0, continuation=b"after", consume_inbox=[seq],
-        reducers=[reducer], signals=[OutSignal("b", "out", b"y")],
-    ))
+    ack = store.commit_step(
+        StepWrite(
+            "a",
+            1,
+            updated_at=2.0,
+            continuation=b"after",
+            consume_inbox=[seq],
+            reducers=[reducer],
+            signals=[OutSignal("b", "out", b"y")],
+        )
+    )
     assert ack is not None
 
 
@@ -158,7 +167,9 @@ def _check_step(direct: psycopg.Connection[Any]) -> None:
     assert _count(direct, "SELECT step_seq FROM workflows WHERE id = 'a'") == 1
     assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'a'") == 0
     assert _count(direct, "SELECT count(*) FROM tally") == 1
-    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'b' AND name = 'out'") == 1
+    assert (
+        _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'b' AND name = 'out'") == 1
+    )
 
 
 def _do_broadcast(store: Any, arm: Callable[[], None]) -> None:
@@ -169,7 +180,9 @@ def _do_broadcast(store: Any, arm: Callable[[], None]) -> None:
 
 
 def _check_broadcast(direct: psycopg.Connection[Any]) -> None:
-    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'b' AND name = 'news'") == 1
+    assert (
+        _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'b' AND name = 'news'") == 1
+    )
 
 
 def _do_request(store: Any, arm: Callable[[], None]) -> None:
@@ -193,7 +206,11 @@ WRITER_PATHS = {
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("path", sorted(WRITER_PATHS))
 def test_a_cut_at_commit_writes_once_in_pipeline_mode(
-    proxy: FaultProxy, schema: str, pg_server: PgServer, path: str, mode: Mode,
+    proxy: FaultProxy,
+    schema: str,
+    pg_server: PgServer,
+    path: str,
+    mode: Mode,
 ) -> None:
     """The writer (pipelined): each of its write paths, its connection cut at COMMIT."""
     do, check, match = WRITER_PATHS[path]
@@ -206,8 +223,10 @@ def test_a_cut_at_commit_writes_once_in_pipeline_mode(
         if COMMITTED[mode]:
             assert w.outcomes == {"committed": 1, "aborted": 0, "unknown": 0}
         else:
-            assert w.outcomes in ({"committed": 0, "aborted": 1, "unknown": 0},
-                                  {"committed": 0, "aborted": 0, "unknown": 0})
+            assert w.outcomes in (
+                {"committed": 0, "aborted": 1, "unknown": 0},
+                {"committed": 0, "aborted": 0, "unknown": 0},
+            )
         # The store goes on writing on its new connection.
         store.append_inbox("a", SIGNAL, "later", b"", at=9.0)
         assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'later'") == 1
@@ -216,7 +235,10 @@ def test_a_cut_at_commit_writes_once_in_pipeline_mode(
 @pytest.mark.parametrize("close", [False, True], ids=["left-open", "closed"])
 @pytest.mark.parametrize("path", sorted(WRITER_PATHS))
 def test_an_unrecognised_error_after_commit_is_settled_by_the_server(
-    pg_store_url: str, pg_server: PgServer, path: str, close: bool,
+    pg_store_url: str,
+    pg_server: PgServer,
+    path: str,
+    close: bool,
 ) -> None:
     """psycopg's ``cannot exit pipeline mode while busy`` (no SQLSTATE) once COMMIT went: the
     batch is committed, and is never run a second time."""
@@ -234,7 +256,10 @@ def test_an_unrecognised_error_after_commit_is_settled_by_the_server(
 # -- out of pipeline mode: a reader's requests ----------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
 def test_a_readers_request_is_posted_once(
-    proxy: FaultProxy, schema: str, pg_server: PgServer, mode: Mode,
+    proxy: FaultProxy,
+    schema: str,
+    pg_server: PgServer,
+    mode: Mode,
 ) -> None:
     """``wf`` requests (a store that does not own the schema, autocommit connection, explicit
     transaction): cut at COMMIT, posted exactly once, and the poster told its seq."""
@@ -256,4 +281,6 @@ def test_a_readers_request_is_posted_once(
                 got = reader.take_external_result(seq)
             assert got == "done"
             assert len(proxy.faults) == 2
-            assert _count(direct, "SELECT count(*) FROM meta WHERE key LIKE 'external_result_%%'") == 0
+            assert (
+                _count(direct, "SELECT count(*) FROM meta WHERE key LIKE 'external_result_%%'") == 0
+            )
