@@ -31,6 +31,7 @@ import psycopg_pool
 from persistence import _writes
 from persistence._errors import Fenced, PersistenceError
 from persistence._log import Log
+from persistence._pg import _appends
 from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
@@ -48,7 +49,16 @@ from persistence._pg._writer import PgWriter, commit_status, commit_unknown
 from persistence._promise import Promise
 from persistence._sql import postgresql
 from persistence._sqlstore import Query, SqlStore
-from persistence._types import NewWorkflow, NodeRow, ProcedureRow, StepAck, StepWrite, TimerRow
+from persistence._types import (
+    Delivered,
+    Dropped,
+    NewWorkflow,
+    NodeRow,
+    ProcedureRow,
+    StepAck,
+    StepWrite,
+    TimerRow,
+)
 from persistence._urls import display_url
 from persistence._writer import Writer
 
@@ -315,6 +325,46 @@ class PgStore(SqlStore):
             written.add_done_callback(note)
         return written
 
+    # -- appends, each at most once (``_appends``: an idempotency key the server enforces) ------
+    def submit_append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Promise[Delivered]:
+        """``append_inbox``, queued: the future resolves after COMMIT. The append carries a key
+        of its own (a request carried out: the request's), so that it is written once however
+        often the writer runs it."""
+        key = f"external:{external_seq}" if external_seq is not None else _appends.new_key()
+        once = _appends.Once(key)
+        return self._write(lambda w: _appends.append_inbox(
+            w, once, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq))
+
+    def submit_broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]:
+        """``broadcast``, queued, each subscriber's row at most once (a key per broadcast)."""
+        once = _appends.Once(_appends.new_key())
+        return self._write(
+            lambda w: _appends.broadcast(w, once, name, filter_key, payload, at, self.inbox_limit))
+
+    def post_external(
+        self, kind: str, workflow_id: str, name: str | None, payload: str | None, *, at: float
+    ) -> int:
+        """Append a request for the owner (works without owning the schema), at most once (a key
+        of its own, whichever connection posts it, however often). Returns its seq."""
+        self._check_open()
+        _writes.check_external(self.path, kind, workflow_id)
+        values = (kind, workflow_id, name, payload, at)
+        once = _appends.Once(_appends.new_key())
+        if self._writer is not None:
+            return int(self._write_wait(lambda w: _appends.insert_external(w, once, values)))
+
+        def insert(conn: Any) -> int:
+            seq = _appends.post_external(conn, self.dialect, once, values)
+            self._notify_owner(conn, seq)
+            return seq
+
+        return self._external(insert)
+
     def timers_due(self, before: float, limit: int) -> list[TimerRow]:
         """Timers due before ``before``, soonest first; on a cluster's node, those of the shards
         it leases."""
@@ -425,6 +475,9 @@ class PgStore(SqlStore):
                           cause: BaseException) -> bool | None:
         """Whether the transaction ``xid``, whose COMMIT on ``conn`` failed with ``cause``,
         committed: asked on a new connection (``conn`` is closed)."""
+        backend: int | None = None
+        with contextlib.suppress(Exception):
+            backend = conn.info.backend_pid
         with contextlib.suppress(Exception):
             conn.close()
         self._ext_conn = None
@@ -432,7 +485,7 @@ class PgStore(SqlStore):
         if xid is not None:
             try:
                 with connect(self._conninfo, self.path, autocommit=True) as fresh:
-                    committed = commit_status(fresh, xid)
+                    committed = commit_status(fresh, xid, backend=backend)
             except PersistenceError:
                 committed = None
         verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]

@@ -60,10 +60,17 @@ RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 OUTCOME_WAIT = 10.0
 
 
-def commit_status(conn: psycopg.Connection[Any], xid: int, wait: float = OUTCOME_WAIT) -> bool | None:
+def commit_status(
+    conn: psycopg.Connection[Any], xid: int, wait: float = OUTCOME_WAIT, backend: int | None = None
+) -> bool | None:
     """Ask the server, on ``conn`` (a connection other than the one the COMMIT went on), whether
-    transaction ``xid`` committed (True), did not (False), or cannot be told (None: the answer
-    stayed "in progress" for ``wait`` seconds, the id is too old, or ``conn`` failed)."""
+    transaction ``xid`` committed (True), did not (False), or cannot be told (None: the id is too
+    old, or ``conn`` failed).
+
+    While its session has not ended, the transaction is "in progress"; after ``wait`` seconds of
+    that, its session (``backend``, the server process the COMMIT went to) is terminated, which
+    settles it (committed, or rolled back), and asked again for as long; without ``backend``,
+    or if it stays undecided, None."""
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -73,8 +80,16 @@ def commit_status(conn: psycopg.Connection[Any], xid: int, wait: float = OUTCOME
         status = row[0] if row else None
         if status in ("committed", "aborted"):
             return bool(status == "committed")
-        if status != "in progress" or time.monotonic() >= deadline:
-            return None  # too old to tell (NULL), or its session is not ending
+        if status != "in progress":
+            return None  # too old to tell (NULL)
+        if time.monotonic() >= deadline:
+            if backend is None:
+                return None
+            try:  # a session that does not end by itself (a backend stuck on a dead client)
+                conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            except psycopg.Error:
+                return None
+            deadline, backend = time.monotonic() + wait, None
         time.sleep(0.02)  # its session is ending: the server has not decided yet
 
 
@@ -111,6 +126,7 @@ class PgWriter(Writer):
         self._connect = connect
         self.schema = schema
         self.conn: psycopg.Connection[Any] = connect()
+        self._backend: int | None = self.conn.info.backend_pid  # the session's server process
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
@@ -261,6 +277,7 @@ class PgWriter(Writer):
             time.sleep(pause)
             try:
                 self.conn = self._connect()
+                self._backend = self.conn.info.backend_pid
             except PersistenceError as exc:
                 last = exc
                 if not isinstance(exc, StorageUnavailable):
@@ -272,14 +289,14 @@ class PgWriter(Writer):
         raise last
 
     def _commit_outcome(self, cause: BaseException) -> bool | None:
-        xid = self._xid
+        xid, backend = self._xid, self._backend
         self._commit_sent = False
         try:
             self._reconnect(cause)
         except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
             committed = None
         else:
-            committed = None if xid is None else commit_status(self.conn, xid)
+            committed = None if xid is None else commit_status(self.conn, xid, backend=backend)
         verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
         self.outcomes[verdict] += 1
         log.warning("store_commit_answer_lost", outcome=verdict, committed=committed,

@@ -284,3 +284,56 @@ def test_a_readers_request_is_posted_once(
             assert (
                 _count(direct, "SELECT count(*) FROM meta WHERE key LIKE 'external_result_%%'") == 0
             )
+
+
+# -- the idempotency keys -------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["append", "broadcast", "request"])
+def test_even_a_wrong_guess_cannot_append_twice(
+    proxy: FaultProxy, schema: str, pg_server: PgServer, path: str, monkeypatch: Any
+) -> None:
+    """The server says committed, the writer is made to believe "not committed" and runs the
+    batch again: the appends' keys make that run append nothing, and answer what was appended."""
+    do, check, match = WRITER_PATHS[path]
+    with _direct(pg_server, schema) as direct, open_store(_url(proxy, schema)) as store:
+        _setup(store, direct)
+        w = _writer(store)
+        real = w._commit_outcome
+        lies: list[bool | None] = []
+
+        def wrong(cause: BaseException) -> bool | None:
+            lies.append(real(cause))
+            return False  # the wrong guess: run the batch again
+
+        monkeypatch.setattr(w, "_commit_outcome", wrong)
+        do(store, lambda: proxy.arm("after", match))
+        assert lies == [True]
+        check(direct)
+        assert _count(direct, "SELECT count(*) FROM af_appends") >= 1
+
+
+def test_the_server_refuses_a_second_row_of_one_key(pg_store_url: str, pg_server: PgServer) -> None:
+    """A write that does not know it ran before (a new ``Once`` of the same key) fails: the
+    server's unique key refuses the second row, nothing is appended twice."""
+    from persistence import PersistenceError
+    from persistence._pg import _appends
+
+    schema = pg_store_url.rsplit("schema=", 1)[1]
+    with _direct(pg_server, schema) as direct, open_store(pg_store_url) as store:
+        _setup(store, direct)
+        key = _appends.new_key()
+
+        def append(w: Any) -> Any:
+            return _appends.append_inbox(w, _appends.Once(key), "a", SIGNAL, "go", b"", 1.0, 100)
+
+        first = store._write(append).result(10)  # type: ignore[attr-defined]
+        with pytest.raises(PersistenceError, match="af_appends_pkey|duplicate key"):
+            store._write(append).result(10)  # type: ignore[attr-defined]
+        assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'go'") == 1
+        # The same write run again (it knows it ran) answers the row it appended.
+        once = _appends.Once(key)
+        once.runs = 1
+        again = store._write(  # type: ignore[attr-defined]
+            lambda w: _appends.append_inbox(w, once, "a", SIGNAL, "go", b"", 1.0, 100)
+        ).result(10)
+        assert again.seq == first.seq
+        assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'go'") == 1
