@@ -183,8 +183,13 @@ class PgStore(SqlStore):
             synchronous_commit=SYNCHRONOUS_COMMIT[self.durability], **NODE_SETTINGS,
         )
         try:
+            # Named apart from the store's other sessions, for an operator (pg_stat_activity).
+            conn.execute("SET application_name = 'actorflow-writer'")
             if self._first_connect:
                 migrate(conn, self.schema, self.path)
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate_error(exc, self.path, conn) from exc
         except BaseException:
             conn.close()
             raise
