@@ -487,12 +487,16 @@ class PgStore(SqlStore):
             conn.close()
         self._ext_conn = None
         committed: bool | None = None
-        if xid is not None:
+        for pause in (0.0, 0.1, 0.5, 1.0):
+            if xid is None:
+                break
+            time.sleep(pause)
             try:
                 with connect(self._conninfo, self.path, autocommit=True) as fresh:
                     committed = commit_status(fresh, xid, backend=backend)
-            except PersistenceError:
-                committed = None
+                break
+            except (PersistenceError, psycopg.Error):  # asked again on a new connection
+                continue
         verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
         log.warning("store_commit_answer_lost", outcome=verdict, committed=committed, xid=xid,
                     cause=str(cause))

@@ -65,7 +65,7 @@ def commit_status(
 ) -> bool | None:
     """Ask the server, on ``conn`` (a connection other than the one the COMMIT went on), whether
     transaction ``xid`` committed (True), did not (False), or cannot be told (None: the id is too
-    old, or ``conn`` failed).
+    old). Raises ``psycopg.Error`` if ``conn`` fails (ask again on another).
 
     While its session has not ended, the transaction is "in progress"; after ``wait`` seconds of
     that, its session (``backend``, the server process the COMMIT went to) is terminated, which
@@ -73,10 +73,7 @@ def commit_status(
     or if it stays undecided, None."""
     deadline = time.monotonic() + wait
     while True:
-        try:
-            row = conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
-        except psycopg.Error:
-            return None
+        row = conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
         status = row[0] if row else None
         if status in ("committed", "aborted"):
             return bool(status == "committed")
@@ -85,10 +82,8 @@ def commit_status(
         if time.monotonic() >= deadline:
             if backend is None:
                 return None
-            try:  # a session that does not end by itself (a backend stuck on a dead client)
-                conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
-            except psycopg.Error:
-                return None
+            # A session that does not end by itself (a backend stuck on a dead client).
+            conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
             deadline, backend = time.monotonic() + wait, None
         time.sleep(0.02)  # its session is ending: the server has not decided yet
 
@@ -291,12 +286,19 @@ class PgWriter(Writer):
     def _commit_outcome(self, cause: BaseException) -> bool | None:
         xid, backend = self._xid, self._backend
         self._commit_sent = False
-        try:
-            self._reconnect(cause)
-        except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
-            committed = None
-        else:
-            committed = None if xid is None else commit_status(self.conn, xid, backend=backend)
+        committed: bool | None = None
+        for _ in RECONNECTS:
+            try:
+                self._reconnect(cause)
+            except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
+                break
+            if xid is None:
+                break
+            try:
+                committed = commit_status(self.conn, xid, backend=backend)
+                break
+            except psycopg.Error as exc:  # the connection that asks went too: a new one asks
+                cause = exc
         verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
         self.outcomes[verdict] += 1
         log.warning("store_commit_answer_lost", outcome=verdict, committed=committed,

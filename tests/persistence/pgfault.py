@@ -3,7 +3,8 @@ connections and a test server, that cuts a connection at a COMMIT.
 
 It reads the frontend/backend protocol (v3) in both directions, message by message. For each
 connection it keeps the text of every statement sent since the last BEGIN (simple ``Q`` and
-extended ``P`` messages alike, so pipelined and plain transactions both). ``arm(mode, match)``
+extended ``P`` messages alike, so pipelined and plain transactions both; a prepared statement's
+text is remembered from its ``P`` and counted at each ``B`` that runs it). ``arm(mode, match)``
 makes the next COMMIT of a transaction that sent a statement containing ``match`` the fault; a
 write sent outside a transaction block (autocommit: it commits by itself at its Sync) that
 contains ``match`` is its own COMMIT:
@@ -183,6 +184,7 @@ class _Link:
         self.down = b""  # server -> client bytes not yet parsed
         self.startup = True  # the next client message is untyped (startup, SSL request)
         self.raw = False  # a cancel request: forward bytes as they come
+        self.prepared: dict[bytes, str] = {}  # prepared statements by name
         # The statements of the open transaction block (None: none is open).
         self.txn: list[str] | None = None
         # "after", "terminated": drop the server's answer to COMMIT and cut.
@@ -245,6 +247,14 @@ class _Link:
                 break
             message = self.up[: 1 + length]
             sql = _statement(kind, message[5:])
+            if kind == b"P" and sql is not None:
+                name = message[5:].split(b"\0", 1)[0]
+                if name:  # prepared (psycopg: at its fifth run): it runs at each Bind of it
+                    self.prepared[name] = sql
+                    sql = None
+            elif kind == b"B":
+                name = message[5:].split(b"\0", 2)[1]
+                sql = self.prepared.get(name) if name else None
             if sql is not None:
                 word = sql.strip().split(None, 1)[0].upper() if sql.strip() else ""
                 arm = None

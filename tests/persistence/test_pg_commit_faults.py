@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from persistence import SIGNAL, OutSignal, StepWrite, open_store
+from persistence import SIGNAL, OutSignal, StepWrite, StorageUnavailable, open_store
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._store import PgStore
 from persistence._pg._writer import PgWriter
@@ -337,3 +337,63 @@ def test_the_server_refuses_a_second_row_of_one_key(pg_store_url: str, pg_server
         ).result(10)
         assert again.seq == first.seq
         assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'go'") == 1
+
+
+# -- out of pipeline mode: cluster control ------------------------------------------------------
+def _leases_agree(store: Any, direct: psycopg.Connection[Any]) -> bool:
+    node = store.cluster()
+    m = node.membership
+    rows = direct.execute(
+        "SELECT shard, epoch FROM af_shards WHERE owner = %s", (m.incarnation,)
+    ).fetchall()
+    held = {int(s): int(e) for s, e in rows}
+    return len(held) == m.shards and held == m.owned()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("what", ["claim", "heartbeat"])
+def test_a_cut_at_a_cluster_write_leaves_one_lease_per_shard(
+    proxy: FaultProxy, schema: str, pg_server: PgServer, mode: Mode, what: str
+) -> None:
+    """The node's control connection (autocommit) cut as its claim of the shards or its
+    heartbeat commits: the node gives its leases up, rejoins, and ends holding every shard
+    once, its view of the leases the server's; a step then commits once."""
+    match = "SET owner = " if what == "claim" else "SET heartbeat_at"
+    with _direct(pg_server, schema) as direct:
+        if what == "claim":
+            proxy.arm(mode, match)
+        store = None
+        deadline = time.monotonic() + 60
+        while store is None:  # a cut claim may fail the open itself: opened again
+            try:
+                store = open_store(_url(proxy, schema))
+            except Exception:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        try:
+            if what == "heartbeat":
+                proxy.arm(mode, match)
+            node = store.cluster()
+            while proxy.armed() or not _leases_agree(store, direct):
+                assert time.monotonic() < deadline, (proxy.faults, node.membership.owned())
+                # A round of the node, as its thread runs them (a bare store starts none).
+                try:
+                    node._round()
+                except StorageUnavailable:
+                    if not node._rejoin:
+                        node._self_fence("its control connection to the database was lost")
+                time.sleep(0.05)
+            assert len(proxy.faults) == 1
+            _setup(store, direct)
+            while True:
+                try:
+                    _do_step(store, lambda: None)
+                    break
+                except Exception:  # fenced while the node settles: the step is not written
+                    assert time.monotonic() < deadline
+                    assert _count(direct, "SELECT step_seq FROM workflows WHERE id = 'a'") == 0
+                    direct.execute("DELETE FROM inbox")
+                    time.sleep(0.1)
+            _check_step(direct)
+        finally:
+            store.close()
