@@ -82,7 +82,8 @@ def main() -> None:
             t.join()
         system.idle(timeout=300)
         writer = system._rt.store._writer  # type: ignore[attr-defined]
-        print(json.dumps({"outcomes": writer.outcomes, "send_failures": failures[0]}), flush=True)
+        outcomes = getattr(writer, "outcomes", {})
+        print(json.dumps({"outcomes": outcomes, "send_failures": failures[0]}), flush=True)
 
 
 if __name__ == "__main__":
