@@ -195,7 +195,17 @@ def _check_request(direct: psycopg.Connection[Any]) -> None:
     assert _count(direct, "SELECT count(*) FROM external WHERE workflow_id = 'a'") == 1
 
 
+def _do_start(store: Any, arm: Callable[[], None]) -> None:
+    arm()
+    assert store.create_workflows([new_wf("c")]) == [True]  # not "taken" by its own first run
+
+
+def _check_start(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT count(*) FROM workflows WHERE id = 'c'") == 1
+
+
 WRITER_PATHS = {
+    "start": (_do_start, _check_start, "INSERT INTO"),
     "append": (_do_append, _check_append, "inbox"),
     "step": (_do_step, _check_step, "tally"),
     "broadcast": (_do_broadcast, _check_broadcast, "inbox"),
