@@ -82,8 +82,13 @@ def commit_status(
         if time.monotonic() >= deadline:
             if backend is None:
                 return None
-            # A session that does not end by itself (a backend stuck on a dead client).
-            conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            # A session that does not end by itself (a backend stuck on a dead client), if it
+            # still runs that very transaction.
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s "
+                "AND backend_xid = (%s::bigint %% 4294967296)::text::xid",
+                (backend, xid),
+            )
             deadline, backend = time.monotonic() + wait, None
         time.sleep(0.02)  # its session is ending: the server has not decided yet
 

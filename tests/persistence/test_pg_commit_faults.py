@@ -407,3 +407,28 @@ def test_a_cut_at_a_cluster_write_leaves_one_lease_per_shard(
             _check_step(direct)
         finally:
             store.close()
+
+
+def test_an_undecided_transaction_is_settled_by_ending_its_session(pg_server: PgServer) -> None:
+    """A transaction whose session does not end (its client gone, the server not told yet) stays
+    "in progress": after the wait its session is terminated, which settles it (here: aborted),
+    and only that session (matched by its transaction's id)."""
+    from persistence._pg._writer import commit_status
+
+    with (
+        psycopg.connect(pg_server.url("postgres"), autocommit=True) as stuck,
+        psycopg.connect(pg_server.url("postgres"), autocommit=True) as other,
+        psycopg.connect(pg_server.url("postgres"), autocommit=True) as asker,
+    ):
+        stuck.execute("BEGIN")
+        row = stuck.execute("SELECT txid_current()").fetchone()
+        assert row is not None
+        xid = int(row[0])
+        other.execute("BEGIN")
+        other.execute("SELECT txid_current()")
+        # Named with another session's pid: that one runs another transaction, it is left alone.
+        assert commit_status(asker, xid, wait=0.2, backend=other.info.backend_pid) is None
+        assert not other.closed and other.execute("SELECT 1").fetchone() == (1,)
+        assert commit_status(asker, xid, wait=0.2, backend=stuck.info.backend_pid) is False
+        with pytest.raises(psycopg.OperationalError):
+            stuck.execute("SELECT 1")
