@@ -432,3 +432,34 @@ def test_an_undecided_transaction_is_settled_by_ending_its_session(pg_server: Pg
         assert commit_status(asker, xid, wait=0.2, backend=stuck.info.backend_pid) is False
         with pytest.raises(psycopg.OperationalError):
             stuck.execute("SELECT 1")
+
+
+@pytest.mark.parametrize("mode", ["during", "after"])
+def test_wakeups_taken_with_their_answer_lost_still_deliver_once(
+    proxy: FaultProxy, schema: str, pg_server: PgServer, mode: Mode
+) -> None:
+    """Two nodes; each signals a workflow the other runs, and the wake-ups the other takes
+    (``DELETE ... RETURNING``, autocommit) are cut as they commit, three times: the node that
+    lost them gives its leases up, rejoins and recovers its workflows, and each signal is taken
+    exactly once."""
+    from actors.testing import Cluster
+    from tests.actors import flows
+
+    with Cluster(_url(proxy, schema), 2) as cluster:
+        n1, n2 = cluster["node-1"], cluster["node-2"]
+
+        def on(node: str, prefix: str) -> str:
+            return next(
+                f"{prefix}-{i}" for i in range(10_000) if cluster.owner(f"{prefix}-{i}") == node
+            )
+
+        a = n1.start(flows.collect, 3, id=on("node-2", "a"))
+        b = n2.start(flows.collect, 3, id=on("node-1", "b"))
+        cluster.idle(60)
+        proxy.arm(mode, "af_wakeups WHERE shard", times=3)
+        for item in ("x", "y", "z"):
+            n1.get(a.id).signal("item", item)
+            n2.get(b.id).signal("item", item)
+        assert a.result(timeout=120) == ["x", "y", "z"]
+        assert b.result(timeout=120) == ["x", "y", "z"]
+        assert 1 <= len(proxy.faults) <= 3
