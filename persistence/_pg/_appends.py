@@ -68,11 +68,12 @@ def _prune(w: Writer) -> None:
 
 
 class Once:
-    """One keyed write: knows whether the writer runs it again (``again``)."""
+    """One keyed write: knows whether the writer runs it again (``again``). ``retried``: the key
+    is one a caller may submit again in a new write (a request's seq), so every run asks."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, *, retried: bool = False) -> None:
         self.key = key
-        self.runs = 0
+        self.runs = 1 if retried else 0
 
     def again(self) -> bool:
         self.runs += 1

@@ -338,8 +338,10 @@ class PgStore(SqlStore):
         """``append_inbox``, queued: the future resolves after COMMIT. The append carries a key
         of its own (a request carried out: the request's), so that it is written once however
         often the writer runs it."""
-        key = f"external:{external_seq}" if external_seq is not None else _appends.new_key()
-        once = _appends.Once(key)
+        if external_seq is not None:  # the request's own key: carried out once, however often
+            once = _appends.Once(f"external:{external_seq}", retried=True)
+        else:
+            once = _appends.Once(_appends.new_key())
         return self._write(lambda w: _appends.append_inbox(
             w, once, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq))
 

@@ -463,3 +463,17 @@ def test_wakeups_taken_with_their_answer_lost_still_deliver_once(
         assert a.result(timeout=120) == ["x", "y", "z"]
         assert b.result(timeout=120) == ["x", "y", "z"]
         assert 1 <= len(proxy.faults) <= 3
+
+
+def test_a_request_carried_out_twice_appends_once(pg_store_url: str, pg_server: PgServer) -> None:
+    """A ``wf`` request's append is keyed by the request: carried out again (a node that did not
+    learn its first try committed), it appends nothing and answers the row it appended."""
+    schema = pg_store_url.rsplit("schema=", 1)[1]
+    with _direct(pg_server, schema) as direct, open_store(pg_store_url) as store:
+        _setup(store, direct)
+        seq = store.post_external("signal", "a", "go", "1", at=1.0)
+        first = store.append_inbox("a", SIGNAL, "go", b"1", at=2.0, external_seq=seq)
+        again = store.append_inbox("a", SIGNAL, "go", b"1", at=3.0, external_seq=seq)
+        assert again.seq == first.seq
+        assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'go'") == 1
+        assert _count(direct, "SELECT count(*) FROM external") == 0
