@@ -619,14 +619,30 @@ class WorkflowActor(PooledActor):
         self.answer = message  # its step's commit answers the sender: durable from then on
         try:
             yield from self._carry(decision)
-        except Exception:
+        except Exception as e:
             if self.instance.step_seq != before:
                 _answer(message.reply, None)  # consumed by a step that committed: durable
+            elif _maybe_committed(e):
+                self._settle_consumed(message, before, e)
             raise  # otherwise the fault handling keeps it in the inbox (or tells the sender why not)
         finally:
             self.answer = None
         _answer(message.reply, None)
         yield from self._pump()
+
+    def _settle_consumed(self, message: DirectSignal, before: int, e: Exception) -> None:
+        """The step that consumed ``message`` may have committed (its COMMIT's outcome was not
+        told): the stored step counter says whether it did. Committed: the sender is answered
+        (the fault handling must not append the signal a second time). Not: left to the fault
+        handling, which appends it. Not told either (the store is away): the sender is told
+        that, and nothing is appended."""
+        try:
+            rec = self.host.store.load_workflow(self.id)
+        except Exception:  # the store cannot say: neither answered nor appended
+            message.reply.set_exception(e)
+            return
+        if rec is not None and rec.step_seq > before:
+            _answer(message.reply, None)
 
     def _append_signal(self, message: DirectSignal) -> None:
         """Make a signal durable in the inbox and answer its sender (or tell it why not)."""
@@ -1017,6 +1033,18 @@ def _blocked_reason(rec: WorkflowRecord) -> str | None:
         return None
     reason: str | None = json.loads(rec.waiting_on).get("blocked")
     return reason
+
+
+def _maybe_committed(e: BaseException) -> bool:
+    """True if ``e`` (or a cause of it) says its write's COMMIT may have gone through."""
+    cur: BaseException | None = e
+    for _ in range(8):
+        if cur is None:
+            return False
+        if getattr(cur, "maybe_committed", False) is True:
+            return True
+        cur = cur.__cause__
+    return False
 
 
 def _cause_of(e: BaseException, kind: type[E]) -> E | None:

@@ -224,11 +224,13 @@ class ProcedureExecutor:
     def dispatch(self, row: ProcedureRow, *, recovered: bool = False) -> None:
         """Run ``row``'s next attempt now, or at its next attempt time if that is later.
 
-        A row counts the attempts started on it (``row.attempts``), each before it runs, in a
-        write that is made anyway: the step that creates the row counts attempt 1, and a failed
-        attempt's retry write counts the next one. An attempt that takes the process down (``os._exit``,
-        a crash in native code, the OOM killer) has thus used up one of the retry policy's attempts
-        like one that raises, and the call runs ``maximum_attempts`` times in all.
+        A row counts the attempts started on it (``row.attempts``), each before it runs: the step
+        that creates the row counts attempt 1 (a write made anyway), and each later attempt is
+        counted by a write of its own as it starts, not when it is scheduled (a crash during a
+        retry's backoff has not used the next attempt up). An attempt that takes the process down
+        (``os._exit``, a crash in native code, the OOM killer) has thus used up one of the retry
+        policy's attempts like one that raises, and the call runs ``maximum_attempts`` times in
+        all.
 
         ``recovered``: the row was found pending when the file was opened, so the attempt it
         counts may have ended with the process that ran it. The next attempt is counted in the row
@@ -246,12 +248,13 @@ class ProcedureExecutor:
         else:
             self._submit(row.key, row.workflow_id, row.function, row.args, attempt, recovered)
 
-    def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False) -> None:
+    def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False,
+                count: bool = False) -> None:
         if self._closed:
             return
         self._work.inc()
         try:
-            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered)
+            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered, count)
         except RuntimeError:  # pool shut down while the system closes
             self._work.dec()
 
@@ -265,15 +268,17 @@ class ProcedureExecutor:
             self._counted.pop(key, None)
             return True
 
-    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool) -> None:
+    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool,
+             count: bool = False) -> None:
         try:
-            self._attempt(key, workflow_id, function, args_blob, attempt, recovered)
+            self._attempt(key, workflow_id, function, args_blob, attempt, recovered, count)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
             self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
             self._work.dec()
 
-    def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool = False) -> None:
+    def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool = False,
+                 count: bool = False) -> None:
         retry = DEFAULT_RETRY
         try:
             fn = resolve("procedure", function)
@@ -286,6 +291,8 @@ class ProcedureExecutor:
         if not self._starts(key):
             return
         if recovered and not self._count_recovered(key, workflow_id, function, args_blob, attempt):
+            return
+        if count and not self._count_start(key, attempt):
             return
         try:
             call = loads(args_blob)
@@ -304,21 +311,13 @@ class ProcedureExecutor:
                     "procedure_attempt_failed", key=key, workflow_id=workflow_id, function=function,
                     attempt=attempt, retry_in=delay, error=info["message"], error_type=info["type"],
                 )
-                # The next attempt is counted in the same write that records this one's failure:
-                # if it takes the process down, the next start sees it (see dispatch).
-                with self._lock:
-                    self._counted[key] = (attempt + 1, next_at)
-                done = self._write("retry", key, lambda: self._store.procedure_retry(key, attempts=attempt + 1, next_attempt_at=next_at))
-                with self._lock:
-                    closed = self._closed
-                    if not done:
-                        self._counted.pop(key, None)
-                if closed:
-                    # A shutdown came during the write, and may have given the count back before
-                    # the write made it: the next attempt does not start here, uncount it.
-                    self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at)
-                elif done:
-                    self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1))
+                # This attempt's failure and when the next may start. The next attempt is counted
+                # when it starts (``_count_start``), not now: a crash during the backoff has not
+                # used it up, and the next start runs it as the attempt it is.
+                done = self._write("retry", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=next_at))
+                if done and not self._closed:
+                    self._call_at(next_at, lambda: self._submit(key, workflow_id, function, args_blob, attempt + 1,
+                                                                count=True))
                 return
             self._log.error(
                 "procedure_failed", key=key, workflow_id=workflow_id, function=function,
@@ -327,6 +326,12 @@ class ProcedureExecutor:
             self._hand_over(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
             return
         self._hand_over(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
+
+    def _count_start(self, key: str, attempt: int) -> bool:
+        """Before retry attempt ``attempt`` runs: count it in the row, durably (if it takes the
+        process down, the next start sees it used). False if the row is gone: it does not run."""
+        now = self._clock.now()
+        return self._write("attempt count", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=now))
 
     def _count_recovered(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> bool:
         """Before a recovered call's attempt ``attempt``: count it in the row, durably; or, if

@@ -244,8 +244,13 @@ def _v4(cur: psycopg.Cursor[Any], s: str) -> None:
 def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
     """The ``restarts`` column of the workflows table goes (SQLite's version 5): no step ever set
     it, so every row held 0. PostgreSQL only marks the column dropped; rows keep their bytes until
-    they are next written."""
+    they are next written. The idempotency keys of appends (``_appends``): a table the server
+    keeps them in, so that no append is written twice."""
+    from persistence._pg._appends import ddl
+
     cur.execute(f"ALTER TABLE {s}.workflows DROP COLUMN restarts")
+    for sql in ddl(s):
+        cur.execute(sql)
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

@@ -15,6 +15,7 @@ either mode, and the database stays consistent in both.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
@@ -29,7 +30,8 @@ import psycopg_pool
 
 from persistence import _writes
 from persistence._errors import Fenced, PersistenceError
-from persistence._log import SystemLog
+from persistence._log import Log, SystemLog
+from persistence._pg import _appends
 from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
@@ -43,15 +45,25 @@ from persistence._pg._schema import (
     parse_url,
     quote,
 )
-from persistence._pg._writer import PgWriter
+from persistence._pg._writer import PgWriter, commit_status, commit_unknown
 from persistence._promise import Promise
 from persistence._sql import postgresql
 from persistence._sqlstore import Query, SqlStore
-from persistence._types import NewWorkflow, NodeRow, ProcedureRow, StepAck, StepWrite, TimerRow
+from persistence._types import (
+    Delivered,
+    Dropped,
+    NewWorkflow,
+    NodeRow,
+    ProcedureRow,
+    StepAck,
+    StepWrite,
+    TimerRow,
+)
 from persistence._urls import display_url
 from persistence._writer import Writer
 
 T = TypeVar("T")
+
 
 # The first statement of a step's write on a cluster's node (``_cluster``), and of every other
 # write: the incarnation the routing trigger compares leases with. Each also gives the
@@ -91,6 +103,7 @@ class PgStore(SqlStore):
     ) -> None:
         # The system that opens it, for its writer's and its cluster node's events.
         self._system_log = _log
+        self._log = _log.part("store") if _log is not None else Log("store")
         if durability not in SYNCHRONOUS_COMMIT:
             raise ValueError(
                 f"durability must be one of {', '.join(map(repr, SYNCHRONOUS_COMMIT))}, got "
@@ -175,8 +188,13 @@ class PgStore(SqlStore):
             synchronous_commit=SYNCHRONOUS_COMMIT[self.durability], **NODE_SETTINGS,
         )
         try:
+            # Named apart from the store's other sessions, for an operator (pg_stat_activity).
+            conn.execute("SET application_name = 'actorflow-writer'")
             if self._first_connect:
                 migrate(conn, self.schema, self.path)
+        except psycopg.Error as exc:
+            conn.close()
+            raise translate_error(exc, self.path, conn) from exc
         except BaseException:
             conn.close()
             raise
@@ -317,6 +335,48 @@ class PgStore(SqlStore):
             written.add_done_callback(note)
         return written
 
+    # -- appends, each at most once (``_appends``: an idempotency key the server enforces) ------
+    def submit_append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Promise[Delivered]:
+        """``append_inbox``, queued: the future resolves after COMMIT. The append carries a key
+        of its own (a request carried out: the request's), so that it is written once however
+        often the writer runs it."""
+        if external_seq is not None:  # the request's own key: carried out once, however often
+            once = _appends.Once(f"external:{external_seq}", retried=True)
+        else:
+            once = _appends.Once(_appends.new_key())
+        return self._write(lambda w: _appends.append_inbox(
+            w, once, workflow_id, kind, name, payload, at, self.inbox_limit, external_seq))
+
+    def submit_broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]:
+        """``broadcast``, queued, each subscriber's row at most once (a key per broadcast)."""
+        once = _appends.Once(_appends.new_key())
+        return self._write(
+            lambda w: _appends.broadcast(w, once, name, filter_key, payload, at, self.inbox_limit))
+
+    def post_external(
+        self, kind: str, workflow_id: str, name: str | None, payload: str | None, *, at: float
+    ) -> int:
+        """Append a request for the owner (works without owning the schema), at most once (a key
+        of its own, whichever connection posts it, however often). Returns its seq."""
+        self._check_open()
+        _writes.check_external(self.path, kind, workflow_id)
+        values = (kind, workflow_id, name, payload, at)
+        once = _appends.Once(_appends.new_key())
+        if self._writer is not None:
+            return int(self._write_wait(lambda w: _appends.insert_external(w, once, values)))
+
+        def insert(conn: Any) -> int:
+            seq = _appends.post_external(conn, self.dialect, once, values)
+            self._notify_owner(conn, seq)
+            return seq
+
+        return self._external(insert)
+
     def timers_due(self, before: float, limit: int) -> list[TimerRow]:
         """Timers due before ``before``, soonest first; on a cluster's node, those of the shards
         it leases."""
@@ -380,22 +440,74 @@ class PgStore(SqlStore):
         conn.execute("SELECT pg_notify(%s, %s)", (self._channel, str(seq)))
 
     def _external(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """Run ``fn`` on this (not owning) store's own autocommit connection; reconnect once if
-        the connection was lost."""
+        """Run ``fn`` on this (not owning) store's own connection, as one transaction; run it
+        again once on a new connection if the connection was lost before COMMIT.
+
+        Once COMMIT is sent, any failure leaves the outcome to the server: the transaction's id
+        (asked first) is looked up with ``txid_status`` on a new connection, and ``fn`` runs
+        again only if the server says it did not commit (a request posted is never posted
+        twice); if the server cannot tell, ``ConnectionLost`` (``maybe_committed``) says so."""
         with self._ext_lock:
             for attempt in (1, 2):
                 if self._ext_conn is None or self._ext_conn.closed:
                     self._ext_conn = connect(self._conninfo, self.path, autocommit=True)
                 conn = self._ext_conn
+                sent = False
+                xid: int | None = None
                 try:
-                    return fn(conn)
-                except psycopg.Error as exc:
+                    conn.execute("BEGIN")
+                    row = conn.execute("SELECT txid_current()").fetchone()
+                    xid = int(row[0]) if row else None
+                    value = fn(conn)
+                    sent = True
+                    conn.execute("COMMIT")
+                    return value
+                except Exception as exc:
+                    if sent:
+                        committed = self._external_outcome(conn, xid, exc)
+                        if committed:
+                            return value
+                        if committed is False and attempt == 1:
+                            continue
+                        raise commit_unknown(exc, self.path, conn) from exc
+                    if not isinstance(exc, psycopg.Error):
+                        with contextlib.suppress(psycopg.Error):
+                            conn.execute("ROLLBACK")
+                        raise
                     err = translate_error(exc, self.path, conn)
                     if isinstance(err, ConnectionLost) and attempt == 1:
                         conn.close()
                         continue
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("ROLLBACK")
                     raise err from exc
         raise AssertionError("unreachable")
+
+    def _external_outcome(self, conn: psycopg.Connection[Any], xid: int | None,
+                          cause: BaseException) -> bool | None:
+        """Whether the transaction ``xid``, whose COMMIT on ``conn`` failed with ``cause``,
+        committed: asked on a new connection (``conn`` is closed)."""
+        backend: int | None = None
+        with contextlib.suppress(Exception):
+            backend = conn.info.backend_pid
+        with contextlib.suppress(Exception):
+            conn.close()
+        self._ext_conn = None
+        committed: bool | None = None
+        for pause in (0.0, 0.1, 0.5, 1.0):
+            if xid is None:
+                break
+            time.sleep(pause)
+            try:
+                with connect(self._conninfo, self.path, autocommit=True) as fresh:
+                    committed = commit_status(fresh, xid, backend=backend)
+                break
+            except (PersistenceError, psycopg.Error):  # asked again on a new connection
+                continue
+        verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
+        self._log.warning("store_commit_answer_lost", outcome=verdict, committed=committed, xid=xid,
+                    cause=str(cause))
+        return committed
 
     def changed(self) -> bool:
         """True if a request may have come in since the last call: this store committed, a

@@ -11,14 +11,17 @@ What a server changes, all of it in the transaction protocol this class implemen
 - Deadlocks and serialization failures (40P01, 40001) roll the batch back and run it again,
   after a short pause, a few times before running it write by write.
 - A lost connection before COMMIT loses nothing: the writer connects again (taking the owner's
-  lock again) and runs the batch again. One lost during COMMIT leaves its outcome unknown to the
-  client, not to the server: every transaction learns its id (``txid_current()``, from the first
-  statement of its first write, ``execute_xid``: a node's fence, or the incarnation it writes
-  as; asked apart only if no write gave it), and after reconnecting the writer asks
-  ``txid_status`` whether it committed. If it did,
-  the batch's writes are settled as committed (a signal appended is not appended again by a
-  caller's retry); if not, the batch runs again; only if the server cannot tell (it stays away)
-  do the writes fail with ``ConnectionLost`` (``maybe_committed``).
+  lock again) and runs the batch again. Once COMMIT is sent, the batch is never run again on the
+  client's word: any failure from then on (a lost connection, and as much an error psycopg does
+  not say is one, such as ``cannot exit pipeline mode while busy``, a busy or broken pipeline)
+  leaves the outcome unknown to the client, not to the server. Every transaction learns its id
+  (``txid_current()``, from the first statement of its first write, ``execute_xid``: a node's
+  fence, or the incarnation it writes as; asked apart only if no write gave it, before COMMIT
+  goes), and the writer closes the connection the failure came on, connects again and asks
+  ``txid_status`` whether it committed (``commit_status``). If it did, the batch's writes are
+  settled as committed (a signal appended is not appended again); if it did not, the batch runs
+  again; only if the server cannot tell (it stays away) do the writes fail with
+  ``ConnectionLost`` (``maybe_committed``). What each settled is counted in ``outcomes``.
 - Statements are prepared on the server (psycopg's default: at a statement's fifth run), which
   spares the server parsing and planning each of a step's statements anew. psycopg's record of
   what it prepared can part from the server's: a statement whose run prepares it is skipped by
@@ -55,6 +58,56 @@ RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 OUTCOME_WAIT = 10.0
 
 
+def commit_status(
+    conn: psycopg.Connection[Any], xid: int, wait: float = OUTCOME_WAIT, backend: int | None = None
+) -> bool | None:
+    """Ask the server, on ``conn`` (a connection other than the one the COMMIT went on), whether
+    transaction ``xid`` committed (True), did not (False), or cannot be told (None: the id is too
+    old). Raises ``psycopg.Error`` if ``conn`` fails (ask again on another).
+
+    While its session has not ended, the transaction is "in progress"; after ``wait`` seconds of
+    that, its session (``backend``, the server process the COMMIT went to) is terminated, which
+    settles it (committed, or rolled back), and asked again for as long; without ``backend``,
+    or if it stays undecided, None."""
+    deadline = time.monotonic() + wait
+    while True:
+        row = conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
+        status = row[0] if row else None
+        if status in ("committed", "aborted"):
+            return bool(status == "committed")
+        if status != "in progress":
+            return None  # too old to tell (NULL)
+        if time.monotonic() >= deadline:
+            if backend is None:
+                return None
+            # A session that does not end by itself (a backend stuck on a dead client), if it
+            # still runs that very transaction.
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s "
+                "AND backend_xid = (%s::bigint %% 4294967296)::text::xid",
+                (backend, xid),
+            )
+            deadline, backend = time.monotonic() + wait, None
+        time.sleep(0.02)  # its session is ending: the server has not decided yet
+
+
+def commit_unknown(exc: BaseException, where: str, conn: Any = None) -> ConnectionLost:
+    """The store's error for ``exc``, raised once a COMMIT was sent: its outcome is unknown
+    (``maybe_committed``), whatever ``exc`` says, until the server is asked."""
+    err = translate_error(exc, where, conn, committing=True)
+    if isinstance(err, ConnectionLost):
+        return err
+    lost = ConnectionLost(
+        f"a COMMIT on the PostgreSQL server at {where} was sent and then failed "
+        f"({type(exc).__name__}: {' '.join(str(exc).split()) or 'no message'}); whether it was "
+        f"written is unknown until the server is asked. The store asks it on a new connection "
+        f"and never runs the transaction again before it knows.",
+        path=where, maybe_committed=True,
+    )
+    lost.__cause__ = exc
+    return lost
+
+
 class PgWriter(Writer):
     """The writer on a PostgreSQL connection.
 
@@ -74,11 +127,17 @@ class PgWriter(Writer):
         self._connect = connect
         self.schema = schema
         self.conn: psycopg.Connection[Any] = connect()
+        self._backend: int | None = self.conn.info.backend_pid  # the session's server process
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
         self._xid_cur: psycopg.Cursor[Any] | None = None
         self._xid: int | None = None
+        # COMMIT of the open transaction was sent: from then on its outcome is the server's.
+        self._commit_sent = False
+        # How batches whose COMMIT's outcome was unknown were settled: "committed" and
+        # "aborted" (by the server's word), "unknown" (the server could not tell).
+        self.outcomes: dict[str, int] = {"committed": 0, "aborted": 0, "unknown": 0}
         super().__init__(path, postgresql(quote(schema)), name="actorflow-pg-writer", log=log)
 
     # -- what writes call ---------------------------------------------------------------------
@@ -138,9 +197,10 @@ class PgWriter(Writer):
             self._pipeline = None
 
     def _begin(self) -> None:
-        self.conn.execute("BEGIN", prepare=False)
+        self._commit_sent = False
         self._xid = None
         self._xid_cur = None
+        self.conn.execute("BEGIN", prepare=False)
 
     def _commit(self) -> None:
         if self._xid is None:
@@ -148,6 +208,7 @@ class PgWriter(Writer):
             # that did failed): asked now, answered before COMMIT goes.
             self._xid_cur = self.conn.execute("SELECT txid_current()")
             self.sync()
+        self._commit_sent = True
         self.conn.execute("COMMIT", prepare=False)
 
     def _in_transaction(self) -> bool:
@@ -155,6 +216,13 @@ class PgWriter(Writer):
 
     def _rollback(self) -> None:
         self.db.forget()
+        if self._commit_sent:
+            # The COMMIT went: nothing is left to roll back, and the connection it went on is in
+            # a state nobody can vouch for (a pipeline that would not exit). Its outcome is asked
+            # on a new connection.
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            return
         if self.conn.closed:
             return
         with contextlib.suppress(psycopg.Error):
@@ -177,6 +245,9 @@ class PgWriter(Writer):
         return True
 
     def _error(self, exc: BaseException, committing: bool = False) -> BaseException:
+        if committing and self._commit_sent and isinstance(exc, Exception):
+            return commit_unknown(exc, self.path, self.conn)
+        committing = False  # failed before COMMIT went (asking the transaction's id): not written
         if isinstance(exc, psycopg.errors.InvalidSqlStatementName):
             # psycopg ran a statement by a name the server does not know (see the module's
             # docstring): only a new session sets that right.
@@ -207,6 +278,7 @@ class PgWriter(Writer):
             time.sleep(pause)
             try:
                 self.conn = self._connect()
+                self._backend = self.conn.info.backend_pid
             except PersistenceError as exc:
                 last = exc
                 if not isinstance(exc, StorageUnavailable):
@@ -218,26 +290,26 @@ class PgWriter(Writer):
         raise last
 
     def _commit_outcome(self, cause: BaseException) -> bool | None:
-        xid = self._xid
-        try:
-            self._reconnect(cause)
-        except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
-            return None
-        if xid is None:
-            return None
-        deadline = time.monotonic() + OUTCOME_WAIT
-        while True:
+        xid, backend = self._xid, self._backend
+        self._commit_sent = False
+        committed: bool | None = None
+        for _ in RECONNECTS:
             try:
-                row = self.conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()
-            except psycopg.Error:
-                return None
-            status = row[0] if row else None
-            if status in ("committed", "aborted"):
-                self.log.warning("store_commit_answer_lost", committed=status == "committed")
-                return bool(status == "committed")
-            if status != "in progress" or time.monotonic() >= deadline:
-                return None  # too old to tell (NULL), or its session is not ending
-            time.sleep(0.02)  # its session is ending: the server has not decided yet
+                self._reconnect(cause)
+            except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
+                break
+            if xid is None:
+                break
+            try:
+                committed = commit_status(self.conn, xid, backend=backend)
+                break
+            except psycopg.Error as exc:  # the connection that asks went too: a new one asks
+                cause = exc
+        verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
+        self.outcomes[verdict] += 1
+        self.log.warning("store_commit_answer_lost", outcome=verdict, committed=committed,
+                    xid=xid, cause=str(cause))
+        return committed
 
     def _close_connection(self) -> None:
         with contextlib.suppress(Exception):
