@@ -447,7 +447,7 @@ def test_data_of_a_module_reached_through_another_user_module_keeps_its_identity
 def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatch):
     """Where the walk of module data stops at its budget, a local it did not find may still be
     module data: the checkpoint is refused, naming the variable, instead of copying it."""
-    from workflows._compiler import _pickler
+    from workflows._compiler import _pickle_modules
 
     config = {"rows": [[i] for i in range(50)]}
     wf = _compile(
@@ -463,7 +463,7 @@ def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatc
     )
     cont = _suspend(wf, 3)
     assert restore(checkpoint(cont))._frames[0].__dict__["v_mine"] == [3]
-    monkeypatch.setattr(_pickler, "_PATH_BUDGET", 10)
+    monkeypatch.setattr(_pickle_modules, "_PATH_BUDGET", 10)
     with pytest.raises(CheckpointError) as info:
         checkpoint(cont)
     assert info.value.variable == "mine"
