@@ -12,6 +12,8 @@ import sys
 import types
 from typing import Any
 
+from ._pickle_modules import slot_names
+
 _PY311 = sys.version_info >= (3, 11)
 _PY312 = sys.version_info >= (3, 12)
 
@@ -158,7 +160,9 @@ def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackT
 
 
 def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
-    state, attrs, cause, context, suppress, tb = st
+    state, attrs, cause, context, suppress, tb = st[:6]
+    for k, v in (st[6] if len(st) > 6 else None) or ():  # slots, and name/obj kept outside args
+        setattr(e, k, v)
     if state is not None:
         setstate = getattr(e, "__setstate__", None)
         if setstate is not None:
@@ -171,6 +175,31 @@ def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
     e.__context__ = context
     e.__suppress_context__ = suppress
     e.__traceback__ = _rebuild_tb(tb)
+
+
+def _outside_state(e: BaseException) -> tuple[tuple[str, Any], ...] | None:
+    """What ``e`` holds beyond its args and ``__dict__``: the ``name`` (and ``obj``) CPython
+    sets on an AttributeError or NameError it raises, and the values of ``__slots__``."""
+    out = []
+    for klass, names in _OUTSIDE:
+        if isinstance(e, klass):
+            for n in names:
+                v = getattr(e, n, None)
+                if v is not None:
+                    out.append((n, v))
+    for n in slot_names(type(e)):
+        try:
+            out.append((n, object.__getattribute__(e, n)))
+        except AttributeError:
+            pass
+    return tuple(out) or None
+
+
+# Attributes of builtin exceptions that their reduce leaves out (set by the interpreter).
+_OUTSIDE: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (AttributeError, ("name", "obj")),
+    (NameError, ("name",)),
+)
 
 
 def _reduce_exception(e: BaseException, proto: int) -> Any:
@@ -189,6 +218,7 @@ def _reduce_exception(e: BaseException, proto: int) -> Any:
         e.__context__,
         e.__suppress_context__,
         _tb_entries(e.__traceback__),
+        _outside_state(e),
     )
     listitems = rv[3] if len(rv) > 3 else None
     dictitems = rv[4] if len(rv) > 4 else None

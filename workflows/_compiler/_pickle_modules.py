@@ -269,7 +269,7 @@ _CONTAINER_BASES = (dict, list, tuple, set, frozenset, collections.deque)
 _NOT_WALKED = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, BaseException)
 
 
-def _slot_names(t: type) -> list[str]:
+def slot_names(t: type) -> list[str]:
     """The ``__slots__`` attribute names of class ``t`` and its bases."""
     names: list[str] = []
     for k in t.__mro__:
@@ -327,7 +327,7 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
     if t is types.SimpleNamespace or _walked_type(t, modules):
         d = getattr(o, "__dict__", None)
         out = [(("a", k), v) for k, v in d.items() if type(k) is str] if isinstance(d, dict) else []
-        for n in _slot_names(t):
+        for n in slot_names(t):
             v = _slot_value(o, n)
             if v is not _MISSING_SLOT:
                 out.append((("s", n), v))
@@ -467,6 +467,20 @@ class ModuleData:
                 "tuples of them) across the await"
             )
         return ref
+
+    def closes_over_own(self, f: Any) -> bool:
+        """Whether function ``f``'s closure holds one of the frames being checkpointed."""
+        own = self._own
+        if not own or not f.__closure__:
+            return False
+        for cell in f.__closure__:
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if any(v is o for o in own):
+                return True
+        return False
 
     def _is_own(self, obj: Any) -> bool:
         own = self._own
@@ -635,4 +649,42 @@ def _resolve_ref(pid: Ref) -> Any:
             raise ValueError(f"{where} has no {what}") from None
     if _type_name(type(o)) != tname:
         raise ValueError(f"{ref_text(pid)} is a {_type_name(type(o))} now, not a {tname}")
+    return o
+
+
+def rebind_ref(pid: Ref, value: Any) -> None:
+    """Put ``value`` where the "p" or "m" reference ``pid`` leads, if it leads to an object of
+    the recorded type there in this process (else leave the module's data alone)."""
+    try:
+        _resolve_ref(pid)  # it still leads to an object of the recorded type
+        parent = _parent_of(pid)
+        _put(parent, pid[3][-1], value)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return  # immutable there (a tuple), or gone: the module's data is left as it is
+
+
+def _put(parent: Any, step: tuple[str, Any], value: Any) -> None:
+    kind, k = step
+    if kind in ("i", "k"):
+        parent[k] = value
+    elif kind == "v":
+        parent[list(parent)[k]] = value
+    elif kind == "a":
+        setattr(parent, k, value)
+    elif kind == "w":
+        parent.__kwdefaults__[k] = value
+    elif kind == "c":
+        parent.__closure__[k].cell_contents = value
+    elif kind == "d":
+        d = list(parent.__defaults__)
+        d[k] = value
+        parent.__defaults__ = tuple(d)
+
+
+def _parent_of(pid: Ref) -> Any:
+    tag, root, name, steps, _tname = pid
+    g = vars(sys.modules[root]) if tag == "m" else workflow_globals(root)
+    o = g[name]
+    for step in steps[:-1]:
+        o = step_into(o, step)
     return o

@@ -75,12 +75,33 @@ from ._pickle_modules import (
     _resolve_ref,
     _Unresolved,
     namespace,
+    rebind_ref,
     ref_text,
     user_module,
     workflow_global,
     workflow_globals,
 )
 from ._pickle_sets import SetNotRestorable, _frozenset_problem, _set_record, fill_set
+from ._pickle_values import (
+    _PLAN,
+    _VIEW_KINDS,
+    ValueRefused,
+    _plan,
+    _reduce_memoryview,
+    _reduce_proxy,
+    _reduce_view,
+    class_namespace,
+    dict_view,
+    fill_set_like,
+    identity_hashed,
+    memory_view,
+    metaclass_problem,
+    new_set_like,
+    reduce_object,
+    reduce_set_like,
+    released_view,
+    set_state,
+)
 
 _PY311 = sys.version_info >= (3, 11)
 _PY312 = sys.version_info >= (3, 12)
@@ -156,6 +177,9 @@ def _code_in_file(make: Any, args: tuple[Any, ...], filename: str) -> types.Code
 
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
 _OWN_REDUCERS[types.CodeType] = _reduce_code
+_OWN_REDUCERS.update(dict.fromkeys(_VIEW_KINDS, _reduce_view))
+_OWN_REDUCERS[types.MappingProxyType] = _reduce_proxy
+_OWN_REDUCERS[memoryview] = _reduce_memoryview
 if _TypeAliasType is not None:
     _OWN_REDUCERS[_TypeAliasType] = _reduce_type_alias
 if sys.version_info >= (3, 12):
@@ -225,6 +249,10 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if ref is not None:
                 return (workflow_global, ref)
         if t is types.FunctionType or isinstance(obj, type):
+            if t is not type and t is not types.FunctionType and "<locals>" in obj.__qualname__:
+                problem = metaclass_problem(obj)
+                if problem is not None:
+                    raise ValueRefused(problem)
             if (
                 t is type
                 and obj.__module__ == "builtins"
@@ -235,11 +263,58 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
             return r
-        if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
-            self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
+        if isinstance(obj, set):
+            return self._reduce_set_like(obj)
+        plan = _PLAN.get(t)
+        if plan is None:
+            plan = _plan(t)
+        if plan[0] or plan[1] is not None:
+            return reduce_object(obj, self.proto)
         return NotImplemented
+
+    def _reduce_set_like(self, s: Any) -> Any:
+        """A set subclass instance, kept with its table (an exact set is CheckpointPickler's)."""
+        self._check_elements(s)
+        if _settable.SUPPORTED and _settable.plain(s):
+            return reduce_set_like(s, None)
+        return reduce_set_like(s, _set_record(s))
+
+    def _check_elements(self, s: Any) -> None:
+        """ValueRefused if set ``s`` holds an element hashed by identity that the checkpoint
+        copies: the copy hashes otherwise, so the set's table (its order) cannot come back."""
+        for e in s:
+            if identity_hashed(e) and not self._kept_as_is(e):
+                t = type(e)
+                what = (
+                    "a function made in the workflow"
+                    if t is types.FunctionType
+                    else f"a class made in the workflow ({e.__qualname__})"
+                    if isinstance(e, type)
+                    else f"an instance of {t.__module__}.{t.__qualname__}, which has no __hash__ "
+                    "of its own"
+                )
+                raise ValueRefused(
+                    f"a {type(s).__name__} of {len(s)} elements holds {what}: it hashes by its "
+                    "identity, and the copy a restore makes hashes otherwise, so the set cannot "
+                    "come back in its order; give the class __eq__ and __hash__ over its fields "
+                    "(@dataclass(frozen=True) does), or hold a list, or a dict keyed by a name, "
+                    "across the await"
+                )
+
+    def _kept_as_is(self, e: Any) -> bool:
+        """Whether ``e`` comes back from a restore as the same object (so with the same hash)."""
+        t = type(e)
+        if t in _UNSHARED or e in _SINGLETONS:
+            return True
+        if t is types.FunctionType or isinstance(e, type):
+            if cloudpickle.cloudpickle._should_pickle_by_reference(e):
+                return True
+        refs = self._globals
+        if refs is None:
+            refs = self._globals = self._data.globals()
+        return id(e) in refs or (self._data.active and self._data.path(e) is not None)
 
     def _dynamic_function_reduce(self, func: Any) -> Any:
         r = super()._dynamic_function_reduce(func)
@@ -333,7 +408,15 @@ _BY_NAME: set[Any] = {
     _set_exc_state,
     _rebuild_type_alias,
     _restore_deque_iter,
+    dict_view,
+    class_namespace,
+    memory_view,
+    released_view,
+    set_state,
+    new_set_like,
+    fill_set_like,
 }
+_SINGLETONS = (None, Ellipsis, NotImplemented)
 
 
 def never_shared(*objs: Any) -> None:
@@ -353,14 +436,28 @@ class CheckpointPickler(_Pickler):
         file: Any,
         spaces: dict[int, tuple[str, dict[str, Any]]],
         data: ModuleData | None = None,
+        shared: set[int] | None = None,
     ) -> None:
         super().__init__(file, spaces, data)
         self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
         self._records: list[Any] = []  # their tables, read when met
         self._set_pids: dict[int, tuple[str, int]] = {}
+        # Floats and ints (other than the cached small ones): pickle writes each occurrence anew,
+        # so two locals holding one NaN would come back holding two. The first dump notes those
+        # met more than once (holding each, so that no id is reused while it runs); ``dumps``
+        # then writes again with ``shared`` set: each of those as a reference after its first.
+        self.numbers: dict[int, Any] = {}
+        self.shared_numbers: set[int] = set()
+        self._shared: set[int] | None = shared
+        self._number_pids: dict[int, tuple[str]] = {}
+        self._fallback: int | None = None  # the object a path reference is writing by value
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
+        if t is float or t is int:
+            return self._number_pid(obj, t)
+        if t is str or t is tuple or t is bytes or t is bool or obj is None:
+            return None
         data = self._data
         if (t is LiveIter and obj._kind == "set" or t is _SetIter) and _settable.SUPPORTED:
             return self._set_iter_pid(obj)
@@ -369,13 +466,14 @@ class CheckpointPickler(_Pickler):
             if ref is not None:
                 return ("g", *ref)
             if data.active and t is not frozenset:
-                path = data.path(obj)
-                if path is not None:
-                    return path
+                pid = self._by_path(obj)
+                if pid is not None:
+                    return pid
             if t is set:
                 i = id(obj)
                 pid = self._set_pids.get(i)
                 if pid is None:
+                    self._check_elements(obj)
                     if _settable.SUPPORTED and _settable.plain(obj):
                         return None  # any rebuild gives its table
                     self._records.append(_set_record(obj))
@@ -389,8 +487,46 @@ class CheckpointPickler(_Pickler):
         elif (
             data.active and t not in _PLAIN_TYPES and t not in _UNSHARED and t not in _OWN_OVERRIDES
         ):
-            return data.path(obj)
+            return self._by_path(obj)
         return None
+
+    def _by_path(self, obj: Any) -> Any:
+        """An object reached through module data: its path, and (unless it is a global of another
+        module) the object itself, written by value, for a process where the path leads nowhere
+        (data the workflow added to a module, gone with the process that added it)."""
+        if id(obj) == self._fallback:
+            self._fallback = None
+            return None  # the value the reference carries
+        path = self._data.path(obj)
+        if path is None or not path[3]:
+            return path
+        self._fallback = id(obj)
+        if type(obj) is types.FunctionType and self._data.closes_over_own(obj):
+            # A function the workflow made (its closure holds the workflow's frame) and put into
+            # module data (an observer it registered): written by value, and put back there at
+            # the restore, so that the module calls the restored workflow's function.
+            return ("R", *path, obj)
+        return ("P", *path, obj)
+
+    def _number_pid(self, n: Any, t: type) -> Any:
+        if t is int and -5 <= n <= 256:
+            return None  # one object per value in every process
+        i = id(n)
+        shared = self._shared
+        if shared is None:
+            if i in self.numbers:
+                self.shared_numbers.add(i)
+            else:
+                self.numbers[i] = n
+            return None
+        if i not in shared:
+            return None
+        pid = self._number_pids.get(i)
+        if pid is not None:
+            return pid
+        self._number_pids[i] = (f"N{len(self._number_pids)}",)
+        value = f"f{n.hex()}" if t is float else f"i{n:x}"
+        return (f"n{len(self._number_pids) - 1}:{value}",)
 
     def _set_iter_pid(self, it: Any) -> Any:
         """A set loop, or a set iterator: ("i", the set, the size it checks, its slot, the
@@ -429,11 +565,28 @@ class CheckpointUnpickler(pickle.Unpickler):
         self._sets: list[set[Any]] = []
         self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
         self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
+        self._numbers: dict[int, Any] = {}
 
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
+        if len(pid) == 1:  # a shared float or int: its first occurrence, then references to it
+            text = tag
+            if text[0] == "N":
+                return self._numbers[int(text[1:])]
+            index, _, value = text[1:].partition(":")
+            n = float.fromhex(value[1:]) if value[0] == "f" else int(value[1:], 16)
+            self._numbers[int(index)] = n
+            return n
         if tag == "g":
             return workflow_global(pid[1], pid[2])
+        if tag == "P":  # a path, and the value to use where it leads nowhere in this process
+            try:
+                return _resolve_ref(pid[1:-1])
+            except ValueError:
+                return pid[-1]
+        if tag == "R":  # the workflow's own function, put back where module data held it
+            rebind_ref(pid[1:-1], pid[-1])
+            return pid[-1]
         if tag == "p" or tag == "m":
             try:
                 return _resolve_ref(pid)
@@ -504,37 +657,19 @@ def dumps(
     if data is None:
         data = ModuleData(spaces)
     buf = io.BytesIO()
-    p = _Pickler(buf, spaces, data)
+    buf.write(_REFS)
+    p = CheckpointPickler(buf, spaces, data)
     p.dump(obj)
-    payload = buf.getvalue()
-    # A set or frozenset written (its opcode, or a byte of other data that looks like it), or an
-    # object reached through module data, or a module-level container or one reached through
-    # module data among the objects written (the C pickler writes lists, dicts and sets without
-    # asking reducer_override): again with the rules for them.
-    if _EMPTY_SET in payload or _FROZENSET in payload or p.reached or _shares_containers(data, p):
+    if p.shared_numbers:
+        # Some float or int is held in more than one place: again, keeping it one object.
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces, data).dump(obj)
-        payload = buf.getvalue()
-    return payload
-
-
-def _shares_containers(data: ModuleData, p: _Pickler) -> bool:
-    containers = data.containers()
-    if not containers and not data.active:
-        return False
-    memo = p.memo.copy()
-    if containers and not containers.keys().isdisjoint(memo):
-        return True
-    return data.active and (not data.paths().keys().isdisjoint(memo) or data.truncated is not None)
+        CheckpointPickler(buf, spaces, data, shared=p.shared_numbers).dump(obj)
+    return buf.getvalue()
 
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
 _REFS = b"R"
-
-
-_EMPTY_SET = pickle.EMPTY_SET
-_FROZENSET = pickle.FROZENSET
 
 
 __all__ = [
