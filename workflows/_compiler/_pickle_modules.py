@@ -244,9 +244,9 @@ def _root(v: Any, t: type, module: Any) -> bool:
     if t is list or t is dict or t is set:
         return True  # may hold objects later (the workflow may register its own there)
     if t is types.FunctionType:
-        return v.__module__ == module and _function_holds_state(v)
+        return bool(v.__module__ == module and _function_holds_state(v))
     if isinstance(v, type):
-        return v.__module__ == module
+        return bool(v.__module__ == module)
     if isinstance(v, _CONTAINER_BASES) or t is types.SimpleNamespace:
         return True
     return _walked_type(t, {module})
@@ -337,8 +337,8 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
 
 def _slot_value(o: Any, name: str) -> Any:
     for k in type(o).__mro__:
-        desc = k.__dict__.get(name)
-        if desc is not None and type(desc) is _MemberDescriptor:
+        desc: Any = k.__dict__.get(name)
+        if desc is not None and isinstance(desc, _MemberDescriptor):
             try:
                 return desc.__get__(o, type(o))
             except AttributeError:
@@ -346,11 +346,7 @@ def _slot_value(o: Any, name: str) -> Any:
     return _MISSING_SLOT
 
 
-class _SlotProbe:
-    __slots__ = ("x",)
-
-
-_MemberDescriptor: type = type(_SlotProbe.__dict__["x"])
+_MemberDescriptor = types.MemberDescriptorType
 
 
 def step_into(o: Any, step: tuple[str, Any]) -> Any:

@@ -34,7 +34,13 @@ from . import _settable
 
 
 class ValueRefused(TypeError):
-    """A value a restore could not give back; raised while checkpointing it."""
+    """A value a restore could not give back; raised while checkpointing it. ``value`` is the
+    object refused (the checkpoint names the variable that holds it, before those that only
+    reach it)."""
+
+    def __init__(self, message: str, value: Any = None) -> None:
+        super().__init__(message)
+        self.value = value
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,7 +86,8 @@ def _reduce_view(v: Any) -> Any:
     c = _referent(v, dict)
     if c is None:
         raise ValueRefused(
-            f"a {type(v).__name__} whose dict cannot be found; hold list(...) of it across the await"
+            f"a {type(v).__name__} whose dict cannot be found; hold list(...) of it across the await",
+            v,
         )
     return (dict_view, (c, _VIEW_KINDS[type(v)]))
 
@@ -111,10 +118,11 @@ def released_view() -> memoryview:
 
 def memory_view(obj: Any, fmt: str, shape: tuple[int, ...], readonly: bool) -> memoryview:
     """A view of all of ``obj`` in ``fmt`` and ``shape`` (the restore of a memoryview)."""
-    mv = memoryview(obj)
+    mv: Any = memoryview(obj)
     if mv.format != fmt or mv.shape != shape:
         mv = mv.cast("B").cast(fmt, shape) if fmt != "B" or len(shape) != 1 else mv.cast("B")
-    return mv.toreadonly() if readonly and not mv.readonly else mv
+    view: memoryview = mv.toreadonly() if readonly and not mv.readonly else mv
+    return view
 
 
 def _reduce_memoryview(mv: memoryview) -> Any:
@@ -127,7 +135,8 @@ def _reduce_memoryview(mv: memoryview) -> Any:
         raise ValueRefused(
             f"a memoryview of part of a {type(obj).__name__} ({mv.nbytes} of its {whole.nbytes} "
             "bytes, or not contiguous), whose offset into it cannot be read; hold the "
-            f"{type(obj).__name__} and the slice bounds across the await, and take the view after it"
+            f"{type(obj).__name__} and the slice bounds across the await, and take the view after it",
+            mv,
         )
     return (memory_view, (obj, mv.format, tuple(mv.shape or ()), mv.readonly))
 
@@ -207,15 +216,19 @@ def reduce_object(obj: Any, proto: int) -> Any:
         return rv
     func, args = rv[0], rv[1]
     if new is not None and isinstance(args, tuple) and args and args[0] is t:
-        if func is copyreg.__newobj__:
+        if func is _NEWOBJ:
             _check_new(t, new, args[1:], {}, obj)
-        elif func is copyreg.__newobj_ex__ and len(args) == 3:
+        elif func is _NEWOBJ_EX and len(args) == 3:
             _check_new(t, new, args[1], args[2], obj)
     state = rv[2] if len(rv) > 2 else None
     if safe and state is not None and len(rv) < 6:
         rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
         return (func, args, state, rest[0], rest[1], set_state)
     return rv
+
+
+_NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 - typeshed does not list them
+_NEWOBJ_EX = getattr(copyreg, "__newobj_ex__")  # noqa: B009
 
 
 def _check_new(t: type, new: Any, args: Any, kwargs: Any, obj: Any) -> None:
@@ -226,7 +239,8 @@ def _check_new(t: type, new: Any, args: Any, kwargs: Any, obj: Any) -> None:
             f"a {t.__qualname__} cannot be rebuilt at restore: pickle calls "
             f"{t.__qualname__}.__new__ with {tuple(args)!r}, which it refuses ({err}); give the "
             "class a __getnewargs__ that returns the arguments its __new__ takes (or a "
-            "__reduce__)"
+            "__reduce__)",
+            obj,
         ) from None
     except ValueError:  # no signature to check
         pass
@@ -267,12 +281,13 @@ def reduce_set_like(s: Any, record: Any) -> Any:
     )
 
 
-_IDENTITY_HASH = object.__hash__
+_IDENTITY_HASH: Any = object.__hash__
 
 
 def identity_hashed(e: Any) -> bool:
     """Whether ``e`` hashes by its identity (so a copy of it hashes otherwise)."""
-    return type(e).__hash__ is _IDENTITY_HASH and e is not None
+    h: Any = type(e).__hash__
+    return h is _IDENTITY_HASH and e is not None
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,7 +298,7 @@ def metaclass_problem(cls: type) -> str | None:
     """Why a restore could not rebuild the class ``cls`` made at run time: its metaclass, made
     at run time too, runs code that reads variables of its enclosing function (cloudpickle makes
     the metaclass's functions with empty cells and fills them after the class is made)."""
-    meta = type(cls)
+    meta: Any = type(cls)
     if meta is type or "<locals>" not in meta.__qualname__:
         return None
     for k in meta.__mro__:

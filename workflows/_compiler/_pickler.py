@@ -252,7 +252,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if t is not type and t is not types.FunctionType and "<locals>" in obj.__qualname__:
                 problem = metaclass_problem(obj)
                 if problem is not None:
-                    raise ValueRefused(problem)
+                    raise ValueRefused(problem, obj)
             if (
                 t is type
                 and obj.__module__ == "builtins"
@@ -300,7 +300,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                     "identity, and the copy a restore makes hashes otherwise, so the set cannot "
                     "come back in its order; give the class __eq__ and __hash__ over its fields "
                     "(@dataclass(frozen=True) does), or hold a list, or a dict keyed by a name, "
-                    "across the await"
+                    "across the await",
+                    s,
                 )
 
     def _kept_as_is(self, e: Any) -> bool:

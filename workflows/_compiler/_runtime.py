@@ -870,9 +870,12 @@ def _dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]] | None = None
 
 def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
     spaces = _spaces(cont._frames)
+    refused = getattr(err, "value", None)  # the object refused, if the pickler said which
     for f in reversed(cont._frames):
         code = f._af_code
-        for name, value in f.__dict__.items():
+        # The variable that holds the refused object itself first, then those that reach it.
+        names = sorted(f.__dict__.items(), key=lambda kv: refused is None or kv[1] is not refused)
+        for name, value in names:
             try:
                 _dumps(value, spaces)
             except Exception as e:
