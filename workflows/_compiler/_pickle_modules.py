@@ -442,10 +442,24 @@ class ModuleData:
         return key, name
 
     def paths(self) -> dict[int, Ref]:
+        """id -> reference of every object reached through module data: the last walk of these
+        namespaces while it is current (``_Walk.current``), else a new walk."""
         if self._paths is None:
             if self._globals is None:
                 self._index()
-            self._paths = self._walk() if self.active else {}
+            if not self.active:
+                self._paths = {}
+                return self._paths
+            assert self._ns is not None
+            key = (_PATH_BUDGET, *((wkey, id(n.g)) for wkey, n in self._ns))
+            w = _WALKS.get(key)
+            if w is None or not w.current(self._ns):
+                w = self._walk()
+                if len(_WALKS) >= 64:
+                    _WALKS.clear()
+                _WALKS[key] = w
+            self._paths = w.index
+            self.truncated = w.truncated
         return self._paths
 
     def path(self, obj: Any) -> Ref | None:
@@ -484,9 +498,10 @@ class ModuleData:
             obj is own or any(obj is getattr(o, "__dict__", None) for o in own)
         )
 
-    def _walk(self) -> dict[int, Ref]:
+    def _walk(self) -> _Walk:
         assert self._ns is not None
         index: dict[int, Ref] = {}
+        checks: list[tuple[Any, list[Any]]] = []
         seen: set[int] = set()
         queue: collections.deque[tuple[Any, tuple[str, str, str], tuple[tuple[str, Any], ...]]] = (
             collections.deque()
@@ -527,12 +542,17 @@ class ModuleData:
                 queue.append((mns.g[name], ("m", mname, name), ()))
         modules = own | set(others)
         budget = _PATH_BUDGET
+        truncated = None
         while queue:
             if budget <= 0:
-                self.truncated = walked
+                truncated = walked
                 break
             o, root, steps = queue.popleft()
             kids = children(o, modules)
+            if kids is None:
+                continue
+            if type(o) is not tuple and type(o) is not frozenset:
+                checks.append((o, contents(o, modules)))
             if not kids:
                 continue
             for step, v in kids:
@@ -549,7 +569,64 @@ class ModuleData:
                     index[i] = (*root, path, _type_name(tv))
                 if tv not in _UNINDEXED:
                     queue.append((v, root, path))
-        return index
+        spaces = [n for _key, n in self._ns]
+        return _Walk(
+            spaces, [namespace(vars(m)) for m in others.values()], index, truncated, checks
+        )
+
+
+class _Walk:
+    """One walk of module data: its index, and what it is current while: the namespaces it
+    started from (each rebuilt when a global is rebound) and, per object it looked into (every
+    mutable container, instance, class and function it followed), what it found in it."""
+
+    __slots__ = ("spaces", "others", "index", "truncated", "checks", "modules")
+
+    def __init__(
+        self,
+        spaces: list[Namespace],
+        others: list[Namespace],
+        index: dict[int, Ref],
+        truncated: list[str] | None,
+        checks: list[tuple[Any, list[Any]]],
+    ) -> None:
+        self.spaces = spaces
+        self.others = others
+        self.index = index
+        self.truncated = truncated
+        self.checks = checks
+        self.modules = {n.module for n in spaces} | {n.module for n in others}
+
+    def current(self, ns: list[tuple[str, Namespace]]) -> bool:
+        """Whether module data is as this walk found it: the same namespaces (no global rebound,
+        added or removed) and, in every object it looked into, the same objects (by identity),
+        so that the same objects are reached through the same paths."""
+        if len(ns) != len(self.spaces) or not all(
+            n is m for (_k, n), m in zip(ns, self.spaces, strict=True)
+        ):
+            return False
+        for m in self.others:
+            if namespace(m.g) is not m:
+                return False
+        modules = self.modules
+        for o, seen in self.checks:
+            now = contents(o, modules)
+            if len(now) != len(seen) or not all(map(operator.is_, now, seen)):
+                return False
+        return True
+
+
+_WALKS: dict[tuple[Any, ...], _Walk] = {}
+
+
+def contents(o: Any, modules: Any) -> list[Any]:
+    """The objects the walk finds in ``o`` (keys too), in an order of their own."""
+    t = type(o)
+    if t is list:
+        return o[:]
+    if t is dict:
+        return [*o.keys(), *o.values()]
+    return [v for _step, v in children(o, modules) or ()]
 
 
 # Never indexed nor walked: written by reference whatever holds them.
