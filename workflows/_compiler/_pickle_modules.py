@@ -623,7 +623,7 @@ def contents(o: Any, modules: Any) -> list[Any]:
     """The objects the walk finds in ``o`` (keys too), in an order of their own."""
     t = type(o)
     if t is list:
-        return o[:]
+        return list(o)
     if t is dict:
         return [*o.keys(), *o.values()]
     return [v for _step, v in children(o, modules) or ()]
