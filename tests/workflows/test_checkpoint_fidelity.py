@@ -343,10 +343,11 @@ def test_restored_sets_iterate_in_their_order_or_are_refused(seed):
         assert info.value.variable == "s" and "iteration order" in str(info.value)
 
 
-def test_object_reached_through_module_data_whose_path_broke_fails_the_restore_naming_it():
-    """A local holding ``CONFIG["items"]`` is checkpointed as that path; if the path leads to
-    something else at the restore (here: the item is now a dict), the restore fails naming the
-    variable and the path, instead of giving the local a copy."""
+def test_object_reached_through_module_data_whose_path_broke_comes_back_as_its_value():
+    """A local holding an object reached through module data is that object after a restore
+    while its path leads to it; where the path leads nowhere, or to an object of another type
+    (the module's data changed, or a fresh process never had it), the restore gives back the
+    value the local held at the checkpoint instead of failing."""
     config = {"items": [1, 2], "other": {"rules": [[], []]}}
     wf = _compile(
         """
@@ -368,21 +369,20 @@ def test_object_reached_through_module_data_whose_path_broke_fails_the_restore_n
     assert back._frames[0].__dict__["v_items"] is config["items"]
     assert back._frames[0].__dict__["v_rule"] is config["other"]["rules"][1]
     config["items"] = {"not": "a list"}
-    with pytest.raises(CheckpointError) as info:
-        restore(blob)
-    assert info.value.variable == "items"
-    assert "CONFIG['items']" in str(info.value) and "builtins.dict now" in str(info.value)
+    back = restore(blob)
+    assert back._frames[0].__dict__["v_items"] == [1, 2]
+    assert back._frames[0].__dict__["v_rule"] is config["other"]["rules"][1]
     config["items"] = []
     del config["other"]["rules"][1]
-    with pytest.raises(CheckpointError) as info:
-        restore(blob)
-    assert info.value.variable == "rule" and "CONFIG['other']['rules'] has no item 1" in str(info.value)
+    back = restore(blob)
+    assert back._frames[0].__dict__["v_items"] is config["items"]
+    assert back._frames[0].__dict__["v_rule"] == [] and back._frames[0].__dict__["v_rule"] is not config["other"]["rules"][0]
 
 
-def test_objects_of_another_modules_data_keep_their_identity_and_a_broken_path_names_them():
+def test_objects_of_another_modules_data_keep_their_identity_and_a_broken_path_gives_the_value():
     """A local holding ``moddata.ITEMS`` (a global of another user module the workflow's module
     imports) or an item of it is checkpointed as that path, not copied: after the restore it is
-    the module's object; if the path breaks, the restore names the variable and the path."""
+    the module's object; if the path breaks, the restore gives back the value it held."""
     from . import moddata
 
     moddata.reset()
@@ -408,10 +408,9 @@ def test_objects_of_another_modules_data_keep_their_identity_and_a_broken_path_n
     assert r.value is moddata.ITEMS and moddata.ITEMS[0] == {"n": 3}
     moddata.ITEMS[0] = ["not", "a", "dict"]
     try:
-        with pytest.raises(CheckpointError) as info:
-            restore(blob)
-        assert info.value.variable == "first"
-        assert "moddata.ITEMS[0]" in str(info.value) and "builtins.list now" in str(info.value)
+        back = restore(blob)
+        assert back._frames[0].__dict__["v_first"] == {"n": 0}
+        assert back._frames[0].__dict__["v_items"] is moddata.ITEMS
     finally:
         moddata.reset()
 
@@ -447,7 +446,7 @@ def test_data_of_a_module_reached_through_another_user_module_keeps_its_identity
 def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatch):
     """Where the walk of module data stops at its budget, a local it did not find may still be
     module data: the checkpoint is refused, naming the variable, instead of copying it."""
-    from workflows._compiler import _pickler
+    from workflows._compiler import _pickle_modules
 
     config = {"rows": [[i] for i in range(50)]}
     wf = _compile(
@@ -463,7 +462,7 @@ def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatc
     )
     cont = _suspend(wf, 3)
     assert restore(checkpoint(cont))._frames[0].__dict__["v_mine"] == [3]
-    monkeypatch.setattr(_pickler, "_PATH_BUDGET", 10)
+    monkeypatch.setattr(_pickle_modules, "_PATH_BUDGET", 10)
     with pytest.raises(CheckpointError) as info:
         checkpoint(cont)
     assert info.value.variable == "mine"

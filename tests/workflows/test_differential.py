@@ -33,6 +33,8 @@ CORPUS_MODULES = [
     "corpus_restore",
     "corpus_combos",
     "corpus_mixed",
+    "corpus_sharing",
+    "corpus_modstate",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).

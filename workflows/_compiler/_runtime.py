@@ -788,6 +788,7 @@ _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 _BuiltinMethod: type = type([].append)
+_RangeIter: type = type(iter(range(0)))
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
@@ -805,10 +806,15 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     if data is None:
         data = ModuleData(_spaces(frames))
     budget = _PLAIN_BUDGET
+    numbers: dict[int, Any] = {}  # floats and big ints met: one met twice is shared (by identity)
     while stack:
         o = stack.pop()
         t = type(o)
         if t in _SCALARS:
+            if t is float or t is int and not -5 <= o <= 256:
+                if id(o) in numbers:
+                    return False  # held twice: the checkpoint pickler keeps it one object
+                numbers[id(o)] = o
             continue
         budget -= 1
         if budget < 0:
@@ -827,6 +833,8 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
                 return False
             stack.extend(o.keys())
             stack.extend(o.values())
+        elif t is _RangeIter:
+            continue  # the C pickler writes it as its range and position, as cloudpickle would
         elif t is _BuiltinMethod and type(o.__self__) in _CONTAINERS:
             # A method of a plain container, held across an await (`xs.append(await ...)`).
             stack.append(o.__self__)
@@ -862,9 +870,12 @@ def _dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]] | None = None
 
 def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
     spaces = _spaces(cont._frames)
+    refused = getattr(err, "value", None)  # the object refused, if the pickler said which
     for f in reversed(cont._frames):
         code = f._af_code
-        for name, value in f.__dict__.items():
+        # The variable that holds the refused object itself first, then those that reach it.
+        names = sorted(f.__dict__.items(), key=lambda kv: refused is None or kv[1] is not refused)
+        for name, value in names:
             try:
                 _dumps(value, spaces)
             except Exception as e:

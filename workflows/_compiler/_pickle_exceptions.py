@@ -1,0 +1,225 @@
+"""Exceptions in a checkpoint: their state beyond ``args`` (attributes, ``__slots__``, the
+attributes CPython keeps outside both, notes, cause, context) and their traceback as data.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import itertools
+import sys
+import types
+from typing import Any
+
+from ._pickle_modules import slot_names
+
+_PY311 = sys.version_info >= (3, 11)
+_PY312 = sys.version_info >= (3, 12)
+
+
+# --------------------------------------------------------------------------------------------
+# Exceptions
+
+
+def _check_rebuildable(e: BaseException, func: Any, args: Any) -> None:
+    """Raise TypeError now if ``func(*args)`` (the exception's own reduce) cannot rebuild ``e``."""
+    if not isinstance(func, type) or not isinstance(args, tuple):
+        return
+    problem = _signature_problem(func, len(args))
+    if problem is not None:
+        raise TypeError(
+            f"{e!r} cannot be rebuilt at restore: its class is called "
+            f"with its args {args!r} and {problem}; pass every argument of __init__ on to "
+            "super().__init__(...), or give the class a __reduce__"
+        )
+
+
+_SIG_PROBLEMS: dict[tuple[type, int], str | None] = {}
+
+
+def _signature_problem(cls: type, nargs: int) -> str | None:
+    key = (cls, nargs)
+    try:
+        return _SIG_PROBLEMS[key]
+    except KeyError:
+        pass
+    problem = None
+    for meth_name in ("__new__", "__init__"):
+        meth = None
+        for klass in cls.__mro__:
+            if meth_name in klass.__dict__:
+                meth = klass.__dict__[meth_name]
+                break
+        if isinstance(meth, staticmethod):
+            meth = meth.__func__
+        if not isinstance(meth, types.FunctionType):
+            continue  # the builtin exception constructors take any args
+        try:
+            sig = inspect.signature(meth)
+            sig.bind(cls, *range(nargs))
+        except TypeError as err:
+            problem = f"{cls.__qualname__}.{meth_name} refuses them ({err})"
+            break
+        except ValueError:
+            continue
+    if len(_SIG_PROBLEMS) > 1024:
+        _SIG_PROBLEMS.clear()
+    _SIG_PROBLEMS[key] = problem
+    return problem
+
+
+def _tb_entries(tb: types.TracebackType | None) -> tuple[tuple[Any, ...], ...] | None:
+    """A traceback as data: per entry its file, line, function names and column positions."""
+    if tb is None:
+        return None
+    out = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        pos: tuple[Any, ...] = (None, None, None, None)
+        if _PY311 and tb.tb_lasti >= 0:
+            pos = next(itertools.islice(code.co_positions(), tb.tb_lasti // 2, None), pos)
+        out.append(
+            (
+                code.co_filename,
+                tb.tb_lineno,
+                code.co_name,
+                getattr(code, "co_qualname", code.co_name),
+                pos,
+            )
+        )
+        tb = tb.tb_next
+    return tuple(out)
+
+
+_TB_FRAMES: dict[tuple[Any, ...], tuple[types.FrameType, int]] = {}
+
+
+def _tb_frame(entry: tuple[Any, ...]) -> tuple[types.FrameType, int]:
+    """A finished frame of a stub in ``entry``'s file and function, raising at its position."""
+    try:
+        return _TB_FRAMES[entry]
+    except KeyError:
+        pass
+    filename, lineno, name, qualname, pos = entry
+    ln = pos[0] if pos[0] is not None else (lineno if lineno is not None else 1)
+    eln = pos[1] if pos[1] is not None else ln
+    col = pos[2] if pos[2] is not None else -1  # no columns: printed without carets
+    ecol = pos[3] if pos[3] is not None else -1
+    ident = name if name.isidentifier() else "_af_stub"
+    raise_ = ast.Raise(ast.Name("_af_e", ast.Load()), None)
+    raise_.lineno, raise_.end_lineno, raise_.col_offset, raise_.end_col_offset = ln, eln, col, ecol
+    args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg("_af_e")],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+    kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+    fdef = ast.FunctionDef(ident, args, [raise_], [], None, None, **kw)
+    ast.fix_missing_locations(ast.copy_location(fdef, raise_))
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name):
+            n.lineno, n.end_lineno, n.col_offset, n.end_col_offset = ln, eln, col, ecol
+    co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
+    fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+    fcode = fcode.replace(co_name=name)
+    if hasattr(fcode, "co_qualname"):
+        fcode = fcode.replace(co_qualname=qualname)
+    stub = types.FunctionType(fcode, {"__builtins__": builtins})
+    try:
+        stub(_Marker())
+    except _Marker as m:
+        t = m.__traceback__
+        assert t is not None and t.tb_next is not None
+        frame, lasti = t.tb_next.tb_frame, t.tb_next.tb_lasti
+        t = None
+    frame.clear()
+    if len(_TB_FRAMES) > 4096:
+        _TB_FRAMES.clear()
+    _TB_FRAMES[entry] = (frame, lasti)
+    return frame, lasti
+
+
+class _Marker(Exception):
+    pass
+
+
+def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackType | None:
+    tb = None
+    if not entries:
+        return None
+    for entry in reversed(entries):
+        frame, lasti = _tb_frame(entry)
+        lineno = entry[1] if entry[1] is not None else frame.f_lineno
+        tb = types.TracebackType(tb, frame, lasti, lineno)
+    return tb
+
+
+def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
+    state, attrs, cause, context, suppress, tb = st[:6]
+    for k, v in (st[6] if len(st) > 6 else None) or ():  # slots, and name/obj kept outside args
+        setattr(e, k, v)
+    if state is not None:
+        setstate = getattr(e, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+        elif isinstance(state, dict):
+            e.__dict__.update(state)
+    if attrs:
+        e.__dict__.update(attrs)
+    e.__cause__ = cause
+    e.__context__ = context
+    e.__suppress_context__ = suppress
+    e.__traceback__ = _rebuild_tb(tb)
+
+
+def _outside_state(e: BaseException) -> tuple[tuple[str, Any], ...] | None:
+    """What ``e`` holds beyond its args and ``__dict__``: the ``name`` (and ``obj``) CPython
+    sets on an AttributeError or NameError it raises, and the values of ``__slots__``."""
+    out = []
+    for klass, names in _OUTSIDE:
+        if isinstance(e, klass):
+            for n in names:
+                v = getattr(e, n, None)
+                if v is not None:
+                    out.append((n, v))
+    for n in slot_names(type(e)):
+        try:
+            out.append((n, object.__getattribute__(e, n)))
+        except AttributeError:
+            pass
+    return tuple(out) or None
+
+
+# Attributes of builtin exceptions that their reduce leaves out (set by the interpreter).
+_OUTSIDE: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (AttributeError, ("name", "obj")),
+    (NameError, ("name",)),
+)
+
+
+def _reduce_exception(e: BaseException, proto: int) -> Any:
+    rv = e.__reduce_ex__(proto)
+    if isinstance(rv, str):
+        return NotImplemented
+    func, args = rv[0], rv[1]
+    state = rv[2] if len(rv) > 2 else None
+    _check_rebuildable(e, func, args)
+    d = getattr(e, "__dict__", None)
+    attrs = dict(d) if d and d is not state else None
+    st = (
+        state,
+        attrs,
+        e.__cause__,
+        e.__context__,
+        e.__suppress_context__,
+        _tb_entries(e.__traceback__),
+        _outside_state(e),
+    )
+    listitems = rv[3] if len(rv) > 3 else None
+    dictitems = rv[4] if len(rv) > 4 else None
+    return (func, args, st, listitems, dictitems, _set_exc_state)

@@ -1,0 +1,763 @@
+"""Module data in a checkpoint: the objects a workflow's state shares with importable modules,
+written as references (a global's name, or a path from one) and looked up again at the restore.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import operator
+import os
+import site
+import sys
+import sysconfig
+import types
+from typing import Any
+
+from .._registry import resolve
+
+_NONE: Any = object()  # a missing value
+
+
+# --------------------------------------------------------------------------------------------
+# Module globals
+
+
+class _GlobalsRef:
+    """Pickles as the real globals of a registered workflow's module."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __reduce__(self) -> Any:
+        return (workflow_globals, (self.key,))
+
+
+def workflow_globals(key: str) -> dict[str, Any]:
+    """The module namespace the workflow ``key`` runs in (through the registry)."""
+    g: dict[str, Any] = resolve("workflow", key).__wrapped__.__globals__
+    return g
+
+
+def workflow_global(key: str, name: str) -> Any:
+    """The value bound to ``name`` in the namespace of the workflow ``key``."""
+    g = workflow_globals(key)
+    try:
+        return g[name]
+    except KeyError:
+        raise AttributeError(
+            f"module {g.get('__name__')!r} of workflow {key} has no global {name!r} (a local held "
+            "it when the workflow was checkpointed)"
+        ) from None
+
+
+def _function_setstate(obj: Any, state: Any) -> None:
+    # cloudpickle's _function_setstate, except that the globals are left alone: they are the
+    # module's real namespace, which must not be overwritten with checkpoint-time values.
+    state, slotstate = state
+    obj.__dict__.update(state)
+    slotstate.pop("__globals__", None)
+    closure = slotstate.pop("__closure__", None)
+    slotstate.pop("_cloudpickle_submodules", None)
+    if closure is not None:
+        for i, cell in enumerate(closure):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            obj.__closure__[i].cell_contents = value
+    for k, v in slotstate.items():
+        setattr(obj, k, v)
+
+
+# Immutable values are never checkpointed by reference to a module-level name: equal ones are
+# shared (small ints, interned strings, ``()``), so a local's value would be mistaken for the name's.
+_PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset})
+# Mutable builtin containers the C pickler writes without asking reducer_override: a module-level
+# one held in a local is found by persistent_id instead.
+_MUTABLE_CONTAINERS = frozenset({list, dict, set})
+
+
+# --------------------------------------------------------------------------------------------
+# Module data: objects a local shares with a module, kept by name or by path
+#
+# ``marker = _MISSING``, ``items = CONFIG["items"]``, ``items = config.ITEMS``: natively the local
+# and the module share the object. A checkpoint writes such an object as a reference, and the
+# restore looks it up in the restoring process, so that the local is the module's object again:
+#
+# * ("g", workflow key, name): a global of a namespace the frames' code runs in;
+# * ("p", workflow key, name, steps, type): an object reached from such a global through any
+#   container (dict values and keys whatever their type, list, tuple, deque and set items, dict
+#   subclasses, SimpleNamespace), the attributes and ``__slots__`` of instances of the
+#   application's classes, the attributes of its classes, and the defaults, ``__kwdefaults__``,
+#   attributes and closure cells of its functions, transitively;
+# * ("m", module, name, steps, type): a global of another user module those namespaces reach (a
+#   module bound in them, the module of a function or class bound in them, and so on from that
+#   module's namespace), or an object reached from one the same way. Modules of the standard
+#   library, of site-packages and of this project are not user modules: their module-level data
+#   is not looked into, nor are the modules only they reach.
+#
+# The globals are indexed once per namespace (``Namespace``, rebuilt when the namespace no longer
+# holds exactly the values it was indexed with: one identity comparison of its values at each
+# checkpoint that needs it); the paths are walked at most once per checkpoint, and only when the
+# state holds an object the walk could find.
+
+# Keys a path may hold (written into the checkpoint and compared again at the restore).
+_KEY_TYPES = frozenset({str, int, bytes, bool, float, type(None)})
+# Objects walked per checkpoint at most: a checkpoint whose state holds an object the walk did
+# not find, after it stopped there, is refused (the object may be module data it did not reach).
+_PATH_BUDGET = 200_000
+# This project's packages: their module data is not the workflow's.
+_OWN_PACKAGES = frozenset({"workflows", "actors", "persistence"})
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(os.path.realpath(p))
+    try:
+        dirs.update(os.path.realpath(p) for p in site.getsitepackages())
+        dirs.add(os.path.realpath(site.getusersitepackages()))
+    except AttributeError:  # pragma: no cover  (a virtualenv's old site module)
+        pass
+    return tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+
+
+_LIBRARY_DIRS = _library_dirs()
+_USER_MODULES: dict[str, bool] = {}
+
+
+def user_module(m: types.ModuleType) -> bool:
+    """True for a module of the application: one with a file outside the standard library and
+    site-packages, not of this project."""
+    name = getattr(m, "__name__", None)
+    if not isinstance(name, str):
+        return False
+    known = _USER_MODULES.get(name)
+    if known is not None:
+        return known
+    top = name.partition(".")[0]
+    f = getattr(m, "__file__", None)
+    ok = (
+        isinstance(f, str)
+        and top not in sys.stdlib_module_names
+        and top not in _OWN_PACKAGES
+        and not os.path.realpath(f).startswith(_LIBRARY_DIRS)
+    )
+    if len(_USER_MODULES) >= 4096:
+        _USER_MODULES.clear()
+    _USER_MODULES[name] = ok
+    return ok
+
+
+def _type_name(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+class Namespace:
+    """What a checkpoint looks up in one module namespace: per non-plain value, by id, its name;
+    which of them are builtin containers (the C pickler writes those without asking
+    reducer_override); the names of the values the path walk starts from (lists, dicts, tuples,
+    instances of the module's own classes); the other user modules it reaches."""
+
+    __slots__ = ("g", "module", "values", "names", "containers", "roots", "imports", "_refs")
+
+    def __init__(self, g: dict[str, Any]) -> None:
+        self.g = g
+        self.module = g.get("__name__")
+        items = list(g.items())
+        self.values = tuple(v for _k, v in items)
+        self.names: dict[int, str] = {}
+        self.containers: dict[int, str] = {}
+        self.roots: list[str] = []
+        imports: dict[str, types.ModuleType] = {}
+        module = self.module
+        for name, v in items:
+            if name.startswith("__"):
+                continue
+            t = type(v)
+            # A frozenset of several elements is never shared by accident, as an empty one is.
+            if t not in _PLAIN_TYPES or t is frozenset and len(v) > 1:
+                self.names.setdefault(id(v), name)
+                if t in _MUTABLE_CONTAINERS or t is frozenset:
+                    self.containers.setdefault(id(v), name)
+            if _root(v, t, module):
+                self.roots.append(name)
+            other = (
+                v
+                if t is types.ModuleType
+                else (
+                    sys.modules.get(getattr(v, "__module__", None) or "")
+                    if isinstance(v, (type, types.FunctionType))
+                    else None
+                )
+            )
+            if (
+                other is not None
+                and getattr(other, "__name__", None) != module
+                and user_module(other)
+            ):
+                imports.setdefault(other.__name__, other)
+        self.imports = tuple(imports.values())
+        self._refs: dict[str, dict[int, tuple[str, str, dict[str, Any]]]] = {}
+
+    def refs(self, key: str) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        """For workflow ``key`` running in this namespace: id -> (key, name, namespace) of every
+        global kept by name."""
+        r = self._refs.get(key)
+        if r is None:
+            g = self.g
+            r = self._refs[key] = {i: (key, name, g) for i, name in self.names.items()}
+        return r
+
+
+_NAMESPACES: dict[int, Namespace] = {}
+
+
+def namespace(g: dict[str, Any]) -> Namespace:
+    """The index of namespace ``g``, current: rebuilt if ``g`` no longer holds exactly the values
+    it was built from (a rebound or added global; a renamed one is caught where its name is
+    used)."""
+    ns = _NAMESPACES.get(id(g))
+    if (
+        ns is None
+        or ns.g is not g
+        or len(g) != len(ns.values)
+        or not all(map(operator.is_, g.values(), ns.values))
+    ):
+        if len(_NAMESPACES) >= 256:
+            _NAMESPACES.clear()
+        ns = _NAMESPACES[id(g)] = Namespace(g)
+    return ns
+
+
+def _root(v: Any, t: type, module: Any) -> bool:
+    """Whether the walk starts from global ``v`` of ``module``: a container with items, a class
+    of the module (its attributes may be rebound to containers), a function of the module that
+    holds state (mutable defaults, attributes, closure cells), an instance of a user class."""
+    if t is tuple or t is frozenset:
+        return bool(v)  # immutable: an empty one never holds anything
+    if t is list or t is dict or t is set:
+        return True  # may hold objects later (the workflow may register its own there)
+    if t is types.FunctionType:
+        return bool(v.__module__ == module and _function_holds_state(v))
+    if isinstance(v, type):
+        return bool(v.__module__ == module)
+    if isinstance(v, _CONTAINER_BASES) or t is types.SimpleNamespace:
+        return True
+    return _walked_type(t, {module})
+
+
+def _function_holds_state(f: Any) -> bool:
+    if f.__closure__ or f.__dict__:
+        return True
+    values = (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())
+    return any(type(d) not in _PLAIN_TYPES or type(d) is tuple and d for d in values)
+
+
+def _walked_type(t: type, modules: Any) -> bool:
+    """Instances of ``t`` have their attributes walked: a class of one of ``modules``."""
+    return t.__module__ in modules and not issubclass(t, _NOT_WALKED)
+
+
+_CONTAINER_BASES = (dict, list, tuple, set, frozenset, collections.deque)
+# Objects with no state a walk follows (written by reference, or the runtime's own).
+_NOT_WALKED = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, BaseException)
+
+
+def slot_names(t: type) -> list[str]:
+    """The ``__slots__`` attribute names of class ``t`` and its bases."""
+    names: list[str] = []
+    for k in t.__mro__:
+        sl = k.__dict__.get("__slots__")
+        if sl is None:
+            continue
+        for n in (sl,) if isinstance(sl, str) else sl:
+            if n not in ("__dict__", "__weakref__"):
+                names.append(n)
+    return names
+
+
+_MISSING_SLOT: Any = object()
+
+
+def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
+    """What the walk follows from ``o``: (step, value) pairs, or None for nothing."""
+    t = type(o)
+    if t is dict or isinstance(o, dict):
+        out = []
+        for j, (k, v) in enumerate(dict.items(o)):
+            tk = type(k)
+            if tk in _KEY_TYPES:
+                out.append((("k", k), v))
+            else:
+                out.append((("v", j), v))
+                out.append((("K", j), k))
+        if t is not dict and hasattr(o, "__dict__"):
+            out.extend((("a", k), v) for k, v in vars(o).items() if type(k) is str)
+        return out
+    if t is list or t is tuple or isinstance(o, (list, tuple, collections.deque)):
+        return [(("i", j), v) for j, v in enumerate(o)]
+    if isinstance(o, (set, frozenset)):
+        return [(("e", j), v) for j, v in enumerate(o)]
+    if t is types.FunctionType:
+        if o.__module__ not in modules:
+            return None
+        out = [(("d", j), v) for j, v in enumerate(o.__defaults__ or ())]
+        out.extend((("w", k), v) for k, v in (o.__kwdefaults__ or {}).items())
+        out.extend((("a", k), v) for k, v in o.__dict__.items())
+        for j, cell in enumerate(o.__closure__ or ()):
+            try:
+                out.append((("c", j), cell.cell_contents))
+            except ValueError:  # an empty cell
+                pass
+        return out
+    if isinstance(o, type):
+        if o.__module__ not in modules:
+            return None
+        return [
+            (("a", k), v)
+            for k, v in vars(o).items()
+            if type(k) is str and not (k.startswith("__") and k.endswith("__"))
+        ]
+    if t is types.SimpleNamespace or _walked_type(t, modules):
+        d = getattr(o, "__dict__", None)
+        out = [(("a", k), v) for k, v in d.items() if type(k) is str] if isinstance(d, dict) else []
+        for n in slot_names(t):
+            v = _slot_value(o, n)
+            if v is not _MISSING_SLOT:
+                out.append((("s", n), v))
+        return out
+    return None
+
+
+def _slot_value(o: Any, name: str) -> Any:
+    for k in type(o).__mro__:
+        desc: Any = k.__dict__.get(name)
+        if desc is not None and isinstance(desc, _MemberDescriptor):
+            try:
+                return desc.__get__(o, type(o))
+            except AttributeError:
+                return _MISSING_SLOT
+    return _MISSING_SLOT
+
+
+_MemberDescriptor = types.MemberDescriptorType
+
+
+def step_into(o: Any, step: tuple[str, Any]) -> Any:
+    """The object one step of a path leads to from ``o`` (KeyError, IndexError, TypeError or
+    AttributeError where it leads nowhere)."""
+    kind, k = step
+    if kind == "k":
+        return dict.__getitem__(o, k) if isinstance(o, dict) else o[k]
+    if kind == "i":
+        return o[k]
+    if kind == "a":
+        return vars(o)[k]
+    if kind == "v":
+        return list(dict.values(o))[k]
+    if kind == "K":
+        return list(dict.keys(o))[k]
+    if kind == "e":
+        return list(o)[k]
+    if kind == "d":
+        return o.__defaults__[k]
+    if kind == "w":
+        return o.__kwdefaults__[k]
+    if kind == "c":
+        return o.__closure__[k].cell_contents
+    if kind == "s":
+        v = _slot_value(o, k)
+        if v is _MISSING_SLOT:
+            raise AttributeError(k)
+        return v
+    raise KeyError(kind)
+
+
+Ref = tuple[Any, ...]  # ("g", key, name) | ("p", key, name, steps, type) | ("m", module, ...)
+
+
+class ModuleTooLarge(TypeError):
+    """The path walk of one checkpoint stopped at its budget before it could tell whether an
+    object the state holds is module data."""
+
+
+class ModuleData:
+    """The module data one checkpoint looks the objects it writes up in (see above): the
+    globals of the frames' namespaces and, walked when first asked, the paths."""
+
+    def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]], own: Any = None) -> None:
+        self._spaces = spaces
+        self._own = own  # the list being checkpointed: it and its items' __dict__ are its own
+        self._ns: list[tuple[str, Namespace]] | None = None
+        self._globals: dict[int, tuple[str, str, dict[str, Any]]] | None = None
+        self._containers: dict[int, str] = {}
+        self._paths: dict[int, Ref] | None = None
+        self.active = False  # some namespace has data to walk
+        self.truncated: list[str] | None = None  # the modules walked, if the walk stopped early
+
+    def _index(self) -> None:
+        ns = self._ns = [(key, namespace(g)) for key, g in self._spaces.values()]
+        if len(ns) == 1:
+            self._globals, self._containers = ns[0][1].refs(ns[0][0]), ns[0][1].containers
+        else:
+            self._globals, self._containers = {}, {}
+            for key, n in reversed(ns):  # the first frame's namespace wins
+                self._globals.update(n.refs(key))
+                self._containers.update(n.containers)
+        self.active = any(n.roots or n.imports for _key, n in ns)
+
+    def globals(self) -> dict[int, tuple[str, str, dict[str, Any]]]:
+        """id -> (workflow key, name, namespace) of the non-plain globals of the frames'
+        namespaces."""
+        if self._globals is None:
+            self._index()
+        assert self._globals is not None
+        return self._globals
+
+    def containers(self) -> dict[int, str]:
+        """id -> name of the module-level list, dict, set and frozenset values."""
+        if self._globals is None:
+            self._index()
+        return self._containers
+
+    def global_ref(self, obj: Any) -> tuple[str, str] | None:
+        """(workflow key, name) of the global of the frames' namespaces bound to ``obj``."""
+        ref = self.globals().get(id(obj))
+        if ref is None:
+            return None
+        key, name, g = ref
+        if g.get(name, _NONE) is not obj:  # renamed since it was indexed: index it again
+            _NAMESPACES.pop(id(g), None)
+            self._index()
+            ref = self.globals().get(id(obj))
+            if ref is None:
+                return None
+            key, name, g = ref
+        return key, name
+
+    def paths(self) -> dict[int, Ref]:
+        """id -> reference of every object reached through module data: the last walk of these
+        namespaces while it is current (``_Walk.current``), else a new walk."""
+        if self._paths is None:
+            if self._globals is None:
+                self._index()
+            if not self.active:
+                self._paths = {}
+                return self._paths
+            assert self._ns is not None
+            key = (_PATH_BUDGET, *((wkey, id(n.g)) for wkey, n in self._ns))
+            w = _WALKS.get(key)
+            if w is None or not w.current(self._ns):
+                w = self._walk()
+                if len(_WALKS) >= 64:
+                    _WALKS.clear()
+                _WALKS[key] = w
+            self._paths = w.index
+            self.truncated = w.truncated
+        return self._paths
+
+    def path(self, obj: Any) -> Ref | None:
+        """The reference of an object reached through module data, or None; ModuleTooLarge if
+        the walk stopped before it could tell."""
+        ref = self.paths().get(id(obj))
+        if ref is None and self.truncated is not None and not self._is_own(obj):
+            raise ModuleTooLarge(
+                f"the module-level data of {', '.join(self.truncated)} holds more than "
+                f"{_PATH_BUDGET:,} objects, which a checkpoint does not walk to tell whether this "
+                f"{type(obj).__name__} is part of it (a local that shares an object with a "
+                "module must still share it after a restore); keep large data out of "
+                "module-level lists, dicts and objects (load it in a procedure, or behind a "
+                "function that returns it), or hold only plain values (numbers, strings, "
+                "tuples of them) across the await"
+            )
+        return ref
+
+    def closes_over_own(self, f: Any) -> bool:
+        """Whether function ``f``'s closure holds one of the frames being checkpointed."""
+        own = self._own
+        if not own or not f.__closure__:
+            return False
+        for cell in f.__closure__:
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if any(v is o for o in own):
+                return True
+        return False
+
+    def _is_own(self, obj: Any) -> bool:
+        own = self._own
+        return own is not None and (
+            obj is own or any(obj is getattr(o, "__dict__", None) for o in own)
+        )
+
+    def _walk(self) -> _Walk:
+        assert self._ns is not None
+        index: dict[int, Ref] = {}
+        checks: list[tuple[Any, list[Any]]] = []
+        seen: set[int] = set()
+        queue: collections.deque[tuple[Any, tuple[str, str, str], tuple[tuple[str, Any], ...]]] = (
+            collections.deque()
+        )
+        own = {n.module for _key, n in self._ns}
+        walked = []
+        for key, n in self._ns:
+            seen.update(n.names)  # globals themselves are kept by name
+            seen.update(id(n.g[name]) for name in n.roots)
+            for name in n.roots:
+                queue.append((n.g[name], ("p", key, name), ()))
+            if n.roots:
+                walked.append(repr(n.module))
+        # The user modules the namespaces reach, and those these reach in turn.
+        others: dict[str, types.ModuleType] = {}
+        pending = collections.deque(m for _key, n in self._ns for m in n.imports)
+        while pending:
+            m = pending.popleft()
+            if m.__name__ not in own and m.__name__ not in others:
+                others[m.__name__] = m
+                pending.extend(namespace(vars(m)).imports)
+        for mname, m in others.items():
+            mns = namespace(vars(m))
+            walked.append(repr(mname))
+            for name, v in mns.g.items():
+                if name.startswith("__"):
+                    continue
+                tv = type(v)
+                if (tv in _PLAIN_TYPES and tv is not tuple) or isinstance(v, _BY_REFERENCE):
+                    continue
+                i = id(v)
+                if i in seen:
+                    continue
+                seen.add(i)
+                if tv is not tuple:
+                    index[i] = ("m", mname, name, (), _type_name(tv))
+            for name in mns.roots:
+                queue.append((mns.g[name], ("m", mname, name), ()))
+        modules = own | set(others)
+        budget = _PATH_BUDGET
+        truncated = None
+        while queue:
+            if budget <= 0:
+                truncated = walked
+                break
+            o, root, steps = queue.popleft()
+            kids = children(o, modules)
+            if kids is None:
+                continue
+            if type(o) is not tuple and type(o) is not frozenset:
+                checks.append((o, contents(o, modules)))
+            if not kids:
+                continue
+            for step, v in kids:
+                tv = type(v)
+                if tv in _PLAIN_TYPES and tv is not tuple and tv is not frozenset:
+                    continue
+                i = id(v)
+                if i in seen:
+                    continue
+                seen.add(i)
+                budget -= 1
+                path = (*steps, step)
+                if tv is not tuple and tv not in _UNINDEXED:
+                    index[i] = (*root, path, _type_name(tv))
+                if tv not in _UNINDEXED:
+                    queue.append((v, root, path))
+        spaces = [n for _key, n in self._ns]
+        return _Walk(
+            spaces, [namespace(vars(m)) for m in others.values()], index, truncated, checks
+        )
+
+
+class _Walk:
+    """One walk of module data: its index, and what it is current while: the namespaces it
+    started from (each rebuilt when a global is rebound) and, per object it looked into (every
+    mutable container, instance, class and function it followed), what it found in it."""
+
+    __slots__ = ("spaces", "others", "index", "truncated", "checks", "modules")
+
+    def __init__(
+        self,
+        spaces: list[Namespace],
+        others: list[Namespace],
+        index: dict[int, Ref],
+        truncated: list[str] | None,
+        checks: list[tuple[Any, list[Any]]],
+    ) -> None:
+        self.spaces = spaces
+        self.others = others
+        self.index = index
+        self.truncated = truncated
+        self.checks = checks
+        self.modules = {n.module for n in spaces} | {n.module for n in others}
+
+    def current(self, ns: list[tuple[str, Namespace]]) -> bool:
+        """Whether module data is as this walk found it: the same namespaces (no global rebound,
+        added or removed) and, in every object it looked into, the same objects (by identity),
+        so that the same objects are reached through the same paths."""
+        if len(ns) != len(self.spaces) or not all(
+            n is m for (_k, n), m in zip(ns, self.spaces, strict=True)
+        ):
+            return False
+        for m in self.others:
+            if namespace(m.g) is not m:
+                return False
+        modules = self.modules
+        for o, seen in self.checks:
+            now = contents(o, modules)
+            if len(now) != len(seen) or not all(map(operator.is_, now, seen)):
+                return False
+        return True
+
+
+_WALKS: dict[tuple[Any, ...], _Walk] = {}
+
+
+def contents(o: Any, modules: Any) -> list[Any]:
+    """The objects the walk finds in ``o`` (keys too), in an order of their own."""
+    t = type(o)
+    if t is list:
+        return list(o)
+    if t is dict:
+        return [*o.keys(), *o.values()]
+    return [v for _step, v in children(o, modules) or ()]
+
+
+# Never indexed nor walked: written by reference whatever holds them.
+_UNINDEXED = frozenset({types.ModuleType, types.BuiltinFunctionType, types.CodeType})
+
+
+# Written by reference already (by cloudpickle), or with no state of their own to share.
+_BY_REFERENCE = (
+    type,
+    types.FunctionType,
+    types.ModuleType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+)
+
+
+def path_text(name: str, steps: tuple[tuple[str, Any], ...]) -> str:
+    """A path as code: ``CONFIG['items'][0].children``."""
+    out = [name]
+    for kind, k in steps:
+        out.append(_STEP_TEXT[kind].format(k=k, r=repr(k)))
+    return "".join(out)
+
+
+_STEP_TEXT = {
+    "k": "[{r}]",
+    "i": "[{k}]",
+    "a": ".{k}",
+    "s": ".{k}",
+    "v": ".values()[{k}]",
+    "K": ".keys()[{k}]",
+    "e": ".<element {k}>",
+    "d": ".__defaults__[{k}]",
+    "w": ".__kwdefaults__[{r}]",
+    "c": ".__closure__[{k}].cell_contents",
+}
+
+
+def ref_text(pid: Ref) -> str:
+    """Where a "p" or "m" reference leads, as code: ``CONFIG['items']``, ``config.ITEMS[0]``."""
+    text = path_text(pid[2], pid[3])
+    return f"{pid[1]}.{text}" if pid[0] == "m" else text
+
+
+class ModulePathBroken(Exception):
+    """A checkpoint's path to a module-level object leads nowhere, or to another type, in this
+    process; ``frames`` is what was unpickled (with a stand-in for the object), to name the
+    variable by."""
+
+    def __init__(self, reason: str, stand_in: Any, frames: Any) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.stand_in = stand_in
+        self.frames = frames
+
+
+class _Unresolved:
+    """Stands in for an object whose path did not resolve (the restore fails once loaded)."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def _resolve_ref(pid: Ref) -> Any:
+    """The object a "p" or "m" reference leads to, or ValueError saying where it breaks."""
+    tag, root, name, steps, tname = pid
+    if tag == "m":
+        try:
+            g = vars(sys.modules.get(root) or importlib.import_module(root))
+        except Exception as e:
+            raise ValueError(
+                f"module {root!r} cannot be imported ({type(e).__name__}: {e})"
+            ) from None
+    else:
+        g = workflow_globals(root)
+    if name not in g:
+        raise ValueError(f"module {g.get('__name__')!r} has no global {name!r}")
+    o = g[name]
+    for n, (kind, k) in enumerate(steps):
+        try:
+            o = step_into(o, (kind, k))
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            what = (
+                f"attribute {k}"
+                if kind in ("a", "s")
+                else f"item {k!r}"
+                if kind in ("k", "i")
+                else _STEP_TEXT[kind].format(k=k, r=repr(k)).lstrip(".")
+            )
+            where = ref_text((tag, root, name, steps[:n], tname))
+            raise ValueError(f"{where} has no {what}") from None
+    if _type_name(type(o)) != tname:
+        raise ValueError(f"{ref_text(pid)} is a {_type_name(type(o))} now, not a {tname}")
+    return o
+
+
+def rebind_ref(pid: Ref, value: Any) -> None:
+    """Put ``value`` where the "p" or "m" reference ``pid`` leads, if it leads to an object of
+    the recorded type there in this process (else leave the module's data alone)."""
+    try:
+        _resolve_ref(pid)  # it still leads to an object of the recorded type
+        parent = _parent_of(pid)
+        _put(parent, pid[3][-1], value)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return  # immutable there (a tuple), or gone: the module's data is left as it is
+
+
+def _put(parent: Any, step: tuple[str, Any], value: Any) -> None:
+    kind, k = step
+    if kind in ("i", "k"):
+        parent[k] = value
+    elif kind == "v":
+        parent[list(parent)[k]] = value
+    elif kind == "a":
+        setattr(parent, k, value)
+    elif kind == "w":
+        parent.__kwdefaults__[k] = value
+    elif kind == "c":
+        parent.__closure__[k].cell_contents = value
+    elif kind == "d":
+        d = list(parent.__defaults__)
+        d[k] = value
+        parent.__defaults__ = tuple(d)
+
+
+def _parent_of(pid: Ref) -> Any:
+    tag, root, name, steps, _tname = pid
+    g = vars(sys.modules[root]) if tag == "m" else workflow_globals(root)
+    o = g[name]
+    for step in steps[:-1]:
+        o = step_into(o, step)
+    return o

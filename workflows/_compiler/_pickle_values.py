@@ -1,0 +1,319 @@
+"""Values in a checkpoint that cloudpickle would give back otherwise, or not at all.
+
+* a live view (``d.keys()``, ``d.values()``, ``d.items()``, their OrderedDict kinds, a
+  ``types.MappingProxyType``, a ``memoryview`` of a whole buffer) is written as a view of its
+  container, which is pickled with the other locals (so shared): after a restore it follows the
+  container again;
+* an instance of a class with its own ``__getattr__`` or ``__getattribute__`` gets its state back
+  through a setter that never looks an attribute up on the half-built object (pickle looks up
+  ``__setstate__`` on it, and such a ``__getattr__`` often reads state that is not there yet);
+* an object whose class's ``__new__`` does not take the arguments pickle would call it with (an
+  ``int`` subclass whose ``__new__`` takes a currency too) is refused at the checkpoint;
+* a set subclass is rebuilt with the hash table it had (``_settable``), so it iterates as before;
+* a class made in the workflow whose metaclass, also made there, reads the workflow's variables
+  while it makes the class is refused (cloudpickle rebuilds the class before those variables);
+* an element of a set hashed by identity that a checkpoint copies (an instance of a class without
+  ``__hash__``, a function made in the workflow) is refused: its copy hashes otherwise, so the
+  set's table cannot be rebuilt.
+
+Each refusal is a ``ValueRefused`` whose text says what to write instead; the checkpoint names the
+variable that holds the value.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import gc
+import inspect
+import sys
+import types
+from collections import OrderedDict
+from typing import Any
+
+from . import _settable
+
+
+class ValueRefused(TypeError):
+    """A value a restore could not give back; raised while checkpointing it. ``value`` is the
+    object refused (the checkpoint names the variable that holds it, before those that only
+    reach it)."""
+
+    def __init__(self, message: str, value: Any = None) -> None:
+        super().__init__(message)
+        self.value = value
+
+
+# --------------------------------------------------------------------------------------------
+# Live views
+
+_DictKeys: type = type({}.keys())
+_DictValues: type = type({}.values())
+_DictItems: type = type({}.items())
+_ODictKeys: type = type(OrderedDict().keys())
+_ODictValues: type = type(OrderedDict().values())
+_ODictItems: type = type(OrderedDict().items())
+_VIEW_KINDS: dict[type, str] = {
+    _DictKeys: "keys",
+    _DictValues: "values",
+    _DictItems: "items",
+    _ODictKeys: "odict keys",
+    _ODictValues: "odict values",
+    _ODictItems: "odict items",
+}
+_MAKE_VIEW = {
+    "keys": dict.keys,
+    "values": dict.values,
+    "items": dict.items,
+    "odict keys": OrderedDict.keys,
+    "odict values": OrderedDict.values,
+    "odict items": OrderedDict.items,
+}
+
+
+def _referent(o: Any, kind: type) -> Any:
+    for r in gc.get_referents(o):
+        if isinstance(r, kind):
+            return r
+    return None
+
+
+def dict_view(c: Any, kind: str) -> Any:
+    """The ``kind`` view of ``c`` (the restore of a view)."""
+    return _MAKE_VIEW[kind](c)
+
+
+def _reduce_view(v: Any) -> Any:
+    c = _referent(v, dict)
+    if c is None:
+        raise ValueRefused(
+            f"a {type(v).__name__} whose dict cannot be found; hold list(...) of it across the await",
+            v,
+        )
+    return (dict_view, (c, _VIEW_KINDS[type(v)]))
+
+
+def class_namespace(cls: type) -> Any:
+    """``vars(cls)``: the restore of a mapping proxy of a class's namespace."""
+    return vars(cls)
+
+
+def _reduce_proxy(p: types.MappingProxyType[Any, Any]) -> Any:
+    m = _referent(p, object)
+    if type(m) is dict:
+        for v in m.values():
+            owner = getattr(v, "__objclass__", None)
+            if isinstance(owner, type) and _referent(vars(owner), dict) is m:
+                return (class_namespace, (owner,))
+    if m is None:
+        raise ValueRefused("a mappingproxy whose mapping cannot be found; hold dict(...) of it")
+    return (types.MappingProxyType, (m,))
+
+
+def released_view() -> memoryview:
+    """A released memoryview (the restore of one)."""
+    mv = memoryview(b"")
+    mv.release()
+    return mv
+
+
+def memory_view(obj: Any, fmt: str, shape: tuple[int, ...], readonly: bool) -> memoryview:
+    """A view of all of ``obj`` in ``fmt`` and ``shape`` (the restore of a memoryview)."""
+    mv: Any = memoryview(obj)
+    if mv.format != fmt or mv.shape != shape:
+        mv = mv.cast("B").cast(fmt, shape) if fmt != "B" or len(shape) != 1 else mv.cast("B")
+    view: memoryview = mv.toreadonly() if readonly and not mv.readonly else mv
+    return view
+
+
+def _reduce_memoryview(mv: memoryview) -> Any:
+    try:
+        obj = mv.obj
+    except ValueError:  # released
+        return (released_view, ())
+    whole = memoryview(obj)
+    if mv.nbytes != whole.nbytes or not mv.c_contiguous or not whole.c_contiguous:
+        raise ValueRefused(
+            f"a memoryview of part of a {type(obj).__name__} ({mv.nbytes} of its {whole.nbytes} "
+            "bytes, or not contiguous), whose offset into it cannot be read; hold the "
+            f"{type(obj).__name__} and the slice bounds across the await, and take the view after it",
+            mv,
+        )
+    return (memory_view, (obj, mv.format, tuple(mv.shape or ()), mv.readonly))
+
+
+# --------------------------------------------------------------------------------------------
+# Objects: state set without attribute lookups, __new__ arguments checked
+
+
+def set_state(obj: Any, state: Any) -> None:
+    """pickle's default ``BUILD`` (a ``__dict__`` state, or ``(__dict__, slots)``), done without
+    looking ``__setstate__`` up on ``obj``, which may not have the state its ``__getattr__``
+    reads yet."""
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        d = object.__getattribute__(obj, "__dict__")
+        for k, v in state.items():
+            d[sys.intern(k) if type(k) is str else k] = v
+    if slots:
+        for k, v in slots.items():
+            object.__setattr__(obj, k, v)
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (public flag)
+_PLAN: dict[type, tuple[bool, Any]] = {}  # per class: (state set by set_state, its Python __new__)
+_OWN_HOOKS = ("__getattr__", "__getattribute__")
+
+
+def _plan(t: type) -> tuple[bool, Any]:
+    plan = _PLAN.get(t)
+    if plan is None:
+        safe = False
+        new = None
+        for k in t.__mro__:
+            if not k.__flags__ & _HEAPTYPE:
+                break  # a builtin class: its own reduce rebuilds it
+            d = k.__dict__
+            if any(h in d for h in _OWN_HOOKS) and not safe:
+                safe = True
+            if "__new__" in d and new is None:
+                m = d["__new__"]
+                new = m.__func__ if isinstance(m, staticmethod) else m
+                if not isinstance(new, types.FunctionType):
+                    new = False  # a builtin's: takes what its own reduce gives
+        if _has_own(t, "__setstate__") or _has_own(t, "__reduce_ex__") or _has_own(t, "__reduce__"):
+            safe = False
+        plan = (safe, new or None)
+        if len(_PLAN) > 4096:
+            _PLAN.clear()
+        _PLAN[t] = plan
+    return plan
+
+
+def _has_own(t: type, name: str) -> bool:
+    for k in t.__mro__:
+        if k is object:
+            return False
+        if name in k.__dict__:
+            return k.__module__ not in ("builtins", "copyreg")
+    return False
+
+
+def needs_own_reduce(t: type) -> bool:
+    """Whether instances of ``t`` go through ``reduce_object`` (cached per class)."""
+    safe, new = _plan(t)
+    return safe or new is not None
+
+
+def reduce_object(obj: Any, proto: int) -> Any:
+    """The object's own reduce, with its state set by ``set_state`` where the class has its own
+    ``__getattr__``; ValueRefused where its class's ``__new__`` would refuse the arguments."""
+    t = type(obj)
+    safe, new = _plan(t)
+    rv = obj.__reduce_ex__(proto)
+    if not isinstance(rv, tuple) or len(rv) < 2:
+        return rv
+    func, args = rv[0], rv[1]
+    if new is not None and isinstance(args, tuple) and args and args[0] is t:
+        if func is _NEWOBJ:
+            _check_new(t, new, args[1:], {}, obj)
+        elif func is _NEWOBJ_EX and len(args) == 3:
+            _check_new(t, new, args[1], args[2], obj)
+    state = rv[2] if len(rv) > 2 else None
+    if safe and state is not None and len(rv) < 6:
+        rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
+        return (func, args, state, rest[0], rest[1], set_state)
+    return rv
+
+
+_NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 - typeshed does not list them
+_NEWOBJ_EX = getattr(copyreg, "__newobj_ex__")  # noqa: B009
+
+
+def _check_new(t: type, new: Any, args: Any, kwargs: Any, obj: Any) -> None:
+    try:
+        inspect.signature(new).bind(t, *args, **kwargs)
+    except TypeError as err:
+        raise ValueRefused(
+            f"a {t.__qualname__} cannot be rebuilt at restore: pickle calls "
+            f"{t.__qualname__}.__new__ with {tuple(args)!r}, which it refuses ({err}); give the "
+            "class a __getnewargs__ that returns the arguments its __new__ takes (or a "
+            "__reduce__)",
+            obj,
+        ) from None
+    except ValueError:  # no signature to check
+        pass
+
+
+# --------------------------------------------------------------------------------------------
+# Set subclasses and set elements
+
+
+def new_set_like(cls: type) -> Any:
+    """An empty instance of set subclass ``cls``, made without calling its ``__init__``."""
+    return set.__new__(cls)
+
+
+def fill_set_like(s: Any, state: Any) -> None:
+    """Give the set subclass instance ``s`` its elements in the table it had, and its attributes."""
+    elements, record, attrs = state
+    if record is None:
+        set.update(s, elements)
+    else:
+        why = _settable.rebuild(s, elements, _settable.Table.from_record(record))
+        if why is not None:
+            raise ValueError(f"a {type(s).__qualname__} whose table could not be rebuilt: {why}")
+    if attrs:
+        set_state(s, attrs)
+
+
+def reduce_set_like(s: Any, record: Any) -> Any:
+    """A set subclass instance: its class, elements in slot order, table and attributes."""
+    d = getattr(s, "__dict__", None)
+    return (
+        new_set_like,
+        (type(s),),
+        (list(s), record, dict(d) if d else None),
+        None,
+        None,
+        fill_set_like,
+    )
+
+
+_IDENTITY_HASH: Any = object.__hash__
+
+
+def identity_hashed(e: Any) -> bool:
+    """Whether ``e`` hashes by its identity (so a copy of it hashes otherwise)."""
+    h: Any = type(e).__hash__
+    return h is _IDENTITY_HASH and e is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Classes made in a workflow
+
+
+def metaclass_problem(cls: type) -> str | None:
+    """Why a restore could not rebuild the class ``cls`` made at run time: its metaclass, made
+    at run time too, runs code that reads variables of its enclosing function (cloudpickle makes
+    the metaclass's functions with empty cells and fills them after the class is made)."""
+    meta: Any = type(cls)
+    if meta is type or "<locals>" not in meta.__qualname__:
+        return None
+    for k in meta.__mro__:
+        if k is type:
+            break
+        for name in ("__new__", "__init__", "__prepare__"):
+            f = k.__dict__.get(name)
+            f = getattr(f, "__func__", f)
+            if isinstance(f, types.FunctionType) and f.__closure__:
+                return (
+                    f"class {cls.__qualname__} is made with metaclass {meta.__qualname__}, made "
+                    f"in the workflow too, whose {name} reads variables of the workflow "
+                    f"({', '.join(f.__code__.co_freevars)}: its closure, super() included); a "
+                    "restore makes the class before those variables are back. Define the "
+                    "metaclass at module level and pass what it needs as class keywords "
+                    "(class K(metaclass=M, tag=...))"
+                )
+    return None
