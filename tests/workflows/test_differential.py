@@ -33,6 +33,7 @@ CORPUS_MODULES = [
     "corpus_restore",
     "corpus_combos",
     "corpus_mixed",
+    "corpus_coroutines",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).

@@ -82,6 +82,10 @@ class CompiledCode:
         self.globals: dict[str, Any] = {}  # the workflow module's namespace
         self.block_asts: list[Any] = []
         self.stubs: dict[int, Any] = {}
+        # 3.11: per lowered comprehension that awaits (by its result slot), a function that
+        # raises at the comprehension's line, where a StopIteration leaving it becomes a
+        # RuntimeError (empty since 3.12, where comprehensions are inlined).
+        self.comp_stops: dict[str, Any] = {}
         self._point_text: dict[int, str] = {}  # describe_point's answers: asked at every step
         self.table: PointTable | None = None  # the points' identities, for upgrades (_upgrade)
 
@@ -156,14 +160,17 @@ class WorkflowFunction(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> SubCall[R]:
         """An awaitable call: ``await wf(x)`` inside a workflow runs ``wf`` inline."""
-        return SubCall(self, args, kwargs)
+        # Bound now, as a native call binds them: a wrong call raises here, not at its await.
+        return SubCall(self, args, kwargs, self._binder(*args, **kwargs))
 
     def start(self, *args: P.args, **kwargs: P.kwargs) -> Continuation:
         """A new continuation with the arguments bound (like the native call); runs nothing."""
         return Continuation([self._new_frame(args, kwargs)], self.__workflow_key__, self.fingerprint)
 
     def _new_frame(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Frame:
-        bound = self._binder(*args, **kwargs)
+        return self._frame_of(self._binder(*args, **kwargs))
+
+    def _frame_of(self, bound: dict[str, Any]) -> Frame:
         f = Frame.__new__(Frame)
         f._af_code = self._code
         d = f.__dict__
@@ -430,7 +437,8 @@ def _compile(
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
     code.block_asts = asts
     code.globals = fn.__globals__
-    code.stubs = _stubs(em, fn, filename)
+    code.stubs = {pc: _raiser(fn, filename, n) for pc, n in em.point_nodes.items()}
+    code.comp_stops = {slot: _raiser(fn, filename, n) for slot, n in em.comp_nodes.items()}
     code.table = PointTable(
         describe_points(node, em.point_nodes, em.shapes, locals_, COMPILER_VERSION),
         start_point(params, COMPILER_VERSION),
@@ -573,28 +581,27 @@ def _codegen(
     return blocks, handlers, hctx, asts
 
 
-def _stubs(em: Emitter, fn: Any, filename: str) -> dict[int, Any]:
-    """Per await, a function that re-raises at that await's line, in the workflow's name.
+def _raiser(fn: Any, filename: str, node: ast.AST) -> Any:
+    """A function that re-raises its argument at ``node``'s line, in the workflow's name.
 
-    When a sub-workflow raises into its caller, passing the exception through the caller's stub
-    adds the caller's ``await helper(...)`` line to the traceback, as native code shows it.
+    Per await: when a sub-workflow raises into its caller, passing the exception through the
+    caller's function adds the caller's ``await helper(...)`` line to the traceback, as native
+    code shows it. Per comprehension (3.11): the line of the RuntimeError a StopIteration
+    leaving it becomes.
     """
-    out = {}
-    for pc, node in em.point_nodes.items():
-        body: list[ast.stmt] = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
-        args = ast.arguments(
-            posonlyargs=[], args=[ast.arg("_af_e")], vararg=None, kwonlyargs=[],
-            kw_defaults=[], kwarg=None, defaults=[],
-        )
-        kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
-        fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
-        fill_locations(fdef, node)
-        co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
-        fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
-        if hasattr(fcode, "co_qualname"):
-            fcode = fcode.replace(co_qualname=fn.__qualname__)
-        out[pc] = types.FunctionType(fcode, {}, fn.__name__)
-    return out
+    body: list[ast.stmt] = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
+    args = ast.arguments(
+        posonlyargs=[], args=[ast.arg("_af_e")], vararg=None, kwonlyargs=[],
+        kw_defaults=[], kwarg=None, defaults=[],
+    )
+    kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+    fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
+    fill_locations(fdef, node)
+    co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
+    fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+    if hasattr(fcode, "co_qualname"):
+        fcode = fcode.replace(co_qualname=fn.__qualname__)
+    return types.FunctionType(fcode, {}, fn.__name__)
 
 
 def _binder(fn: Any, node: ast.AsyncFunctionDef) -> Callable[..., dict[str, Any]]:

@@ -102,6 +102,9 @@ class Emitter:
         self.run: list[ast.stmt] = []
         self.points: dict[int, tuple[int, str]] = {}
         self.point_nodes: dict[int, ast.Await] = {}
+        # 3.11 runs a comprehension that awaits as a coroutine of its own: per such lowered
+        # comprehension, its result slot (on the frame exactly while it runs) and its node.
+        self.comp_nodes: dict[str, ast.AST] = {}
         self.slots: dict[str, str] = {}
         self.uid_n = 0
         self.src: ast.AST = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
@@ -1025,6 +1028,8 @@ class Emitter:
         for name, slot in ren.items():
             self.slots[slot] = f"the variable {name!r} of the {what} at line {e.lineno}"
         self.slots[res] = f"the result being built by the {what} at line {e.lineno}"
+        if COMPREHENSION_IS_COROUTINE:
+            self.comp_nodes[res] = e
         e = copy.deepcopy(e)
         for n in ast.walk(e):
             if isinstance(n, ast.Await) and not hasattr(n, "_af_text"):
@@ -1094,6 +1099,9 @@ RT_NAME = "_af_rt"
 
 # Whether nested ``and``/``or`` in a value test each operand once (CPython 3.11's jump threading).
 _THREADED_BOOLOPS = sys.version_info < (3, 12)
+# Whether a comprehension that awaits runs as a coroutine of its own (3.11; PEP 709 inlines it
+# since 3.12): a StopIteration leaving it becomes a RuntimeError there (PEP 479).
+COMPREHENSION_IS_COROUTINE = sys.version_info < (3, 12)
 
 
 _COMP_NAMES = {
