@@ -20,7 +20,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 from .._errors import CompileError, CompileWarning
 from .._registry import register, resolve
 from . import _runtime
-from ._lower import EXC, Emitter, Lowered
+from ._lower import ROOT, Emitter, Lowered
 from ._runtime import Continuation, Frame, SubCall
 from ._scope import (
     FRAME,
@@ -96,8 +96,9 @@ class CompiledCode:
             if fdef is None:
                 continue
             region = self.handlers[label]
-            out.append(f"# block {label}  on exception -> {region[0]} ({region[1]})"
-                       f"{'  handling ' + str(self.hctx[label]) if self.hctx[label] else ''}")
+            handling = ", ".join(f"{slot} ({kind.name.lower()})" for slot, kind in self.hctx[label])
+            out.append(f"# block {label}  on exception -> {region.target} ({region.slot})"
+                       f"{'  handling ' + handling if handling else ''}")
             out.append(ast.unparse(fdef))
         return "\n".join(out)
 
@@ -541,7 +542,7 @@ def _codegen(
 
     nblocks = max(low.blocks) + 1
     blocks: list[Any] = [None] * nblocks
-    handlers: list[Any] = [(None, None, EXC, ())] * nblocks
+    handlers: list[Any] = [ROOT] * nblocks
     hctx: list[Any] = [()] * nblocks
     asts: list[Any] = [None] * nblocks
     glob = fn.__globals__

@@ -39,6 +39,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, Wor
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 from . import _settable
+from ._lower import Exit, Handler
 from ._pickler import (
     LiveIter,
     ModuleData,
@@ -375,26 +376,31 @@ def reraise(exc: BaseException) -> Reraise:
 def route(f: Frame, items: tuple[tuple[Any, ...], ...], kind: str, payload: Any) -> Any:
     """Leave regions along a static route: clear slots, run the next ``finally`` or arrive.
 
-    ``items``: ``(0, slot)`` set to None, ``(1, name)`` unbind, ``(3, name)`` unbind a module
-    global, ``(2, slot, pc)`` run that finally
-    with the completion stored in ``slot``. ``kind`` is ``"ret"`` (payload: value) or ``"jump"``
-    (payload: target block).
+    ``items``: the steps of the route (``_lower.Exit``): ``(RESET, slot)`` set to None,
+    ``(UNBIND, name)`` unbind, ``(UNBIND_GLOBAL, name)`` unbind a module global,
+    ``(RUN_FINALLY, slot, pc)`` run that finally with the completion stored in ``slot``. ``kind``
+    is ``"ret"`` (payload: value) or ``"jump"`` (payload: target block).
     """
     d = f.__dict__
     for i, it in enumerate(items):
         op = it[0]
-        if op == 2:
+        if op == Exit.RUN_FINALLY:
             d[it[1]] = (kind, payload, items[i + 1 :])
             return it[2]
-        if op == 0:
-            d[it[1]] = None
-        elif op == 1:
-            d.pop(it[1], None)
-        else:
-            f._af_code.globals.pop(it[1], None)
+        _clear(f, d, op, it[1])
     if kind == "ret":
         return Done(payload)
     return payload
+
+
+def _clear(f: Frame, d: dict[str, Any], op: int, name: str) -> None:
+    """One clear of a region being left (``_lower.Exit``)."""
+    if op == Exit.RESET:
+        d[name] = None
+    elif op == Exit.UNBIND:
+        d.pop(name, None)
+    else:  # UNBIND_GLOBAL: an ``except ... as name`` of a name declared global
+        f._af_code.globals.pop(name, None)
 
 
 class Leap:
@@ -742,13 +748,8 @@ def _drive(
                 continue
             d = f.__dict__
             for c in clears:
-                if c[0] == 0:
-                    d[c[1]] = None
-                elif c[0] == 1:
-                    d.pop(c[1], None)
-                else:  # an ``except ... as name`` of a name declared global
-                    code.globals.pop(c[1], None)
-            d[slot] = pending if kind == 0 else ("exc", pending)
+                _clear(f, d, c[0], c[1])
+            d[slot] = pending if kind == Handler.EXCEPT else ("exc", pending)
             f._af_pc = target
             pending = None
         pc = f._af_pc
