@@ -82,7 +82,7 @@ class Frame:
     """
 
     __slots__ = ("_af_code", "__dict__")
-    _af_code: Any  # the CompiledCode (of _api, which imports this module)
+    _af_code: Any  # the CompiledCode (of _code)
     # Set by the generated code (in __dict__, so they pickle with the locals).
     _af_pc: int
     _af_sent: Any
