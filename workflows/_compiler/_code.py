@@ -50,8 +50,10 @@ class CompiledCode:
                 continue
             region = self.handlers[label]
             handling = ", ".join(f"{slot} ({kind.name.lower()})" for slot, kind in self.hctx[label])
-            out.append(f"# block {label}  on exception -> {region.target} ({region.slot})"
-                       f"{'  handling ' + handling if handling else ''}")
+            out.append(
+                f"# block {label}  on exception -> {region.target} ({region.slot})"
+                f"{'  handling ' + handling if handling else ''}"
+            )
             out.append(ast.unparse(fdef))
         return "\n".join(out)
 

@@ -52,7 +52,9 @@ def compile_function(
     b = Bindings().scan(node.body)
     params = arg_names(node.args)
     locals_ = (set(params) | b.bound) - b.globals
-    check(node, filename, lines, fn.__code__.co_freevars, enclosing, fn.__globals__, WorkflowFunction)
+    check(
+        node, filename, lines, fn.__code__.co_freevars, enclosing, fn.__globals__, WorkflowFunction
+    )
 
     # Names captured by nested scopes (or bound by except clauses) stay on the frame always.
     probe = Rewriter(locals_)
@@ -137,15 +139,28 @@ def _codegen(
     for label, blk in low.blocks.items():
         body = [Temps().visit(s) for s in blk.stmts] if cross else list(blk.stmts)
         if not body or not isinstance(body[-1], (ast.Return, ast.Raise)):
-            body.append(ast.Return(ast.Call(ast.Attribute(ast.Name(RT, ast.Load()), "Done", ast.Load()), [ast.Constant(None)], [])))
+            body.append(
+                ast.Return(
+                    ast.Call(
+                        ast.Attribute(ast.Name(RT, ast.Load()), "Done", ast.Load()),
+                        [ast.Constant(None)],
+                        [],
+                    )
+                )
+            )
         if globals_:
             body.insert(0, ast.Global(list(globals_)))
         src = blk.src
         for s in body:
             fill_locations(s, src)
         args = ast.arguments(
-            posonlyargs=[], args=[ast.arg(FRAME), ast.arg(RT)], vararg=None, kwonlyargs=[],
-            kw_defaults=[], kwarg=None, defaults=[],
+            posonlyargs=[],
+            args=[ast.arg(FRAME), ast.arg(RT)],
+            vararg=None,
+            kwonlyargs=[],
+            kw_defaults=[],
+            kwarg=None,
+            defaults=[],
         )
         kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
         fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
@@ -179,8 +194,13 @@ def _raiser(fn: Any, filename: str, node: ast.AST) -> Any:
     """
     body: list[ast.stmt] = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
     args = ast.arguments(
-        posonlyargs=[], args=[ast.arg("_af_e")], vararg=None, kwonlyargs=[],
-        kw_defaults=[], kwarg=None, defaults=[],
+        posonlyargs=[],
+        args=[ast.arg("_af_e")],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
     )
     kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
     fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)

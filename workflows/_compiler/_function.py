@@ -29,7 +29,10 @@ class WorkflowFunction(Generic[P, R]):
     __workflow_key__: str
 
     def __init__(
-        self, fn: Callable[P, Coroutine[Any, Any, R]], code: CompiledCode, binder: Callable[..., Any]
+        self,
+        fn: Callable[P, Coroutine[Any, Any, R]],
+        code: CompiledCode,
+        binder: Callable[..., Any],
     ) -> None:
         self.__wrapped__ = fn
         self._code = code
@@ -51,7 +54,9 @@ class WorkflowFunction(Generic[P, R]):
 
     def start(self, *args: P.args, **kwargs: P.kwargs) -> Continuation:
         """A new continuation with the arguments bound (like the native call); runs nothing."""
-        return Continuation([self._new_frame(args, kwargs)], self.__workflow_key__, self.fingerprint)
+        return Continuation(
+            [self._new_frame(args, kwargs)], self.__workflow_key__, self.fingerprint
+        )
 
     def _new_frame(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Frame:
         return self._frame_of(self._binder(*args, **kwargs))
@@ -89,8 +94,11 @@ class WorkflowFunction(Generic[P, R]):
         checked before anything is stored; a wrong answer (or an exception) keeps the workflow
         held, with the reason.
         """
-        if not isinstance(from_version, str) or len(from_version) < 8 or not all(
-                c in "0123456789abcdef" for c in from_version):
+        if (
+            not isinstance(from_version, str)
+            or len(from_version) < 8
+            or not all(c in "0123456789abcdef" for c in from_version)
+        ):
             raise ValueError(
                 f"{self.__workflow_key__}.upgrade(from_version={from_version!r}): give the old "
                 "code's fingerprint, or its first 8 or more hex digits (lower case)"

@@ -38,9 +38,11 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
     ``CompileError`` (a ``SyntaxError``) at decoration time, listing every problem.
     """
     if fn is None:
+
         def deco(f: Any) -> WorkflowFunction[Any, Any]:
             compiled: WorkflowFunction[Any, Any] = workflow(f, name=name)
             return compiled
+
         return deco
     if isinstance(fn, WorkflowFunction):
         return fn
