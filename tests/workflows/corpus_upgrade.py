@@ -354,6 +354,96 @@ def up(point, old):
     return "procedure visit #1", {"name": old["name"]}
 ''',
     ),
+    # ---- a local assigned on one path only, the other paths leaving: not live before it
+    Pair(
+        "match_case_assigns", "a match case assigns a new local; the other cases return or raise",
+        """
+async def sort(name):
+    kind = await signal("kind")
+    match kind:
+        case "parcel":
+            log("parcel")
+        case "letter":
+            return "letter"
+        case _:
+            raise ValueError(kind)
+    await timer("ship", after=1)
+    return "shipped"
+""",
+        """
+async def sort(name):
+    kind = await signal("kind")
+    match kind:
+        case "parcel":
+            label = kind.upper()
+        case "letter":
+            return "letter"
+        case _:
+            raise ValueError(kind)
+    await timer("ship", after=1)
+    return "shipped " + label
+""",
+        [], ["parcel", None],
+    ),
+    Pair(
+        "if_branch_assigns", "the same logic written with if/elif/else",
+        """
+async def sort(name):
+    kind = await signal("kind")
+    if kind == "parcel":
+        log("parcel")
+    elif kind == "letter":
+        return "letter"
+    else:
+        raise ValueError(kind)
+    await timer("ship", after=1)
+    return "shipped"
+""",
+        """
+async def sort(name):
+    kind = await signal("kind")
+    if kind == "parcel":
+        label = kind.upper()
+    elif kind == "letter":
+        return "letter"
+    else:
+        raise ValueError(kind)
+    await timer("ship", after=1)
+    return "shipped " + label
+""",
+        [], ["parcel", None],
+    ),
+    Pair(
+        "bare_except_returns", "a local assigned after a try whose bare except returns, read by "
+        "an outer handler",
+        """
+async def fetch(name):
+    try:
+        try:
+            got = await signal("data")
+        except:
+            return "no data"
+        log(got)
+        await timer("settle", after=1)
+    except ValueError:
+        return "bad"
+    return got
+""",
+        """
+async def fetch(name):
+    try:
+        try:
+            got = await signal("data")
+        except:
+            return "no data"
+        size = len(got)
+        await timer("settle", after=1)
+    except ValueError:
+        return f"bad after {size}"
+    return got
+""",
+        [], ["abc", None],
+    ),
     # ---- unsafe: held, saying what did not match
     Pair(
         "renamed_live_local", "a renamed local that is live",

@@ -391,7 +391,8 @@ _COMPREHENSION_FRAMES = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"})
 def tb_lines(tb: Any) -> list[tuple[str, int | None, str]]:
     """A traceback's entries as (file name, line, function), without the drivers' frames."""
     out = []
-    for fs in traceback.extract_tb(tb):
+    frames = [frame for frame, _ in traceback.walk_tb(tb)]
+    for frame, fs in zip(frames, traceback.extract_tb(tb), strict=True):
         path = os.path.abspath(fs.filename) if os.sep in fs.filename else fs.filename
         if path == _DRIVER_FILES[0] or path.startswith(_DRIVER_FILES[1]):
             continue
@@ -400,6 +401,12 @@ def tb_lines(tb: Any) -> list[tuple[str, int | None, str]]:
             # comprehension starts; since 3.12 it is inlined and the line is the inner one.
             if out and out[-1][0] == os.path.basename(fs.filename):
                 out[-1] = (out[-1][0], fs.lineno, out[-1][2])
+            else:
+                # The traceback starts in the comprehension (an exception it raised and that
+                # became another at its end): inlined, that line is in the enclosing function.
+                qualname = getattr(frame.f_code, "co_qualname", fs.name)
+                enclosing = qualname.rpartition(".<locals>.")[0].rpartition(".")[2] or fs.name
+                out.append((os.path.basename(fs.filename), fs.lineno, enclosing))
             continue
         out.append((os.path.basename(fs.filename), fs.lineno, fs.name))
     return out

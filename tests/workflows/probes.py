@@ -171,6 +171,14 @@ def fail(n: Any, name: str | None = None) -> Any:
     return procedure(risky, n, name=name)
 
 
+def halt(v: Any, k: Any) -> Any:
+    """``v``, or a ``StopIteration(v)`` raised when ``v`` and ``k`` agree modulo 3 (PEP 479:
+    leaving a coroutine, or on 3.11 a comprehension that awaits, it becomes a RuntimeError)."""
+    if v % 3 == k % 3:
+        raise StopIteration(v)
+    return v
+
+
 def wait(name: str = "t", after: float = 1.0) -> Any:
     """A timer command."""
     return timer(name, after)

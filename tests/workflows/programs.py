@@ -35,6 +35,7 @@ def namespace() -> dict[str, Any]:
         "select": select,
         "log": probes.log,
         "tick": probes.tick,
+        "halt": probes.halt,
         "sub": probes.sub,
         "Box": probes.Box,
         "Point": probes.Point,
@@ -389,6 +390,18 @@ class LateLambdaComp(Expr):
         return f"sum(f() for f in [(lambda: i) for i in range({self.k}) if (await get(i)) > -9])"
 
 
+@dataclass(frozen=True)
+class CompStop(Expr):
+    """A StopIteration raised in a lowered comprehension: on 3.11 it leaves the comprehension
+    (a coroutine of its own) as a RuntimeError; since 3.12 as itself (PEP 479, PEP 709)."""
+
+    k: int
+    e: Expr
+
+    def render(self) -> str:
+        return f"sum([halt(await get(i), {self.e.render()}) for i in range({self.k})])"
+
+
 def _contains(e: Expr, kinds: tuple[type, ...]) -> bool:
     if isinstance(e, kinds):
         return True
@@ -442,6 +455,7 @@ def _extend(children: st.SearchStrategy[Expr]) -> st.SearchStrategy[Expr]:
         st.builds(LambdaComp, st.integers(0, 3)),
         st.builds(NestedBool, st.sampled_from(["and", "or"]), children, children, children),
         st.builds(LateLambdaComp, st.integers(0, 3)),
+        st.builds(CompStop, st.integers(1, 3), children),
     )
 
 

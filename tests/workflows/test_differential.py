@@ -35,6 +35,7 @@ CORPUS_MODULES = [
     "corpus_mixed",
     "corpus_sharing",
     "corpus_modstate",
+    "corpus_coroutines",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).

@@ -162,14 +162,14 @@ def _filter_leaps(original, keep: Callable[[list[Any]], list[Any]]):
 
 def leaps_skip_finally(original):
     """break/continue/return leave a try without running its finally."""
-    return _filter_leaps(original, lambda leaps: [e for e in leaps if e[0] != "fin"])
+    return _filter_leaps(original, lambda leaps: [e for e in leaps if not isinstance(e, _lower.FinallyEntry)])
 
 
 def leaps_skip_outer_finally(original):
     """A leap runs only the innermost finally it crosses (the spike's double-finally area)."""
 
     def keep(leaps):
-        fins = [i for i, e in enumerate(leaps) if e[0] == "fin"]
+        fins = [i for i, e in enumerate(leaps) if isinstance(e, _lower.FinallyEntry)]
         return [e for i, e in enumerate(leaps) if i not in fins[:-1]]
 
     return _filter_leaps(original, keep)

@@ -182,7 +182,7 @@ def test_corpus_figures() -> None:
     moves = [p for p in PAIRS if p.moves]
     held = [p for p in PAIRS if not p.moves]
     explicit = [p for p in PAIRS if p.upgrader]
-    assert (len(PAIRS), len(moves), len(held), len(explicit)) == (35, 18, 17, 5)
+    assert (len(PAIRS), len(moves), len(held), len(explicit)) == (38, 21, 17, 5)
 
 
 def test_the_point_identity_survives_edits_elsewhere() -> None:
@@ -382,3 +382,82 @@ def test_across_compiler_versions_only_frames_without_the_compilers_own_state_mo
     e = _held_or_moved(looping, other_compiler)
     assert isinstance(e, VersionMismatch)
     assert "the iterator of the for-loop at line 3 is state of the compiler that made it (actorflow-compiler-0)" in str(e)
+
+
+def test_liveness_follows_paths_that_end_in_match_try_finally_and_loops() -> None:
+    """A path that leaves by return/raise/break/continue reads nothing after it, whatever the
+    construct it is in: a match with a case that takes every subject, a try with a bare except,
+    a finally reached only by a return, a ``while True`` left only by return, an await in a
+    return or raise statement."""
+    live = _live('''
+async def w(a):
+    v = await signal("m")
+    match v:
+        case 0:
+            y = a
+        case [_, *_]:
+            return 0
+        case other:
+            raise ValueError(other)
+    try:
+        got = await signal("t")
+    except:
+        return y
+    z = got
+    await signal("z")
+    try:
+        return await signal("f")
+    finally:
+        log("f")
+    return q
+''')
+    assert live["signal 'm' #1"] == {"a"}  # y: no path reads it before the case assigns it
+    assert live["signal 't' #1"] == {"y"}
+    assert live["signal 'f' #1"] == set()  # q follows a try that only returns: dead
+    loop = _live('''
+async def w(a):
+    n = 0
+    while True:
+        n += await signal("tick")
+        if n > a:
+            return n
+    return after
+''')
+    assert loop["signal 'tick' #1"] == {"a", "n"}
+    dead = _live('''
+async def w(a):
+    b = 1
+    raise ValueError(await signal("r"))
+    return b
+''')
+    assert dead["signal 'r' #1"] == set()
+
+
+def test_liveness_keeps_the_paths_that_fall_through() -> None:
+    """Without a case that takes every subject, no case matching goes on past the match; a try
+    whose except names a type sends other exceptions on; a finally reached normally goes on."""
+    live = _live('''
+async def w(a):
+    v = await signal("m")
+    match v:
+        case 0:
+            y = a
+        case 1:
+            return 0
+    try:
+        try:
+            got = await signal("t")
+        except KeyError:
+            return 1
+        y = got
+    except ValueError:
+        return y
+    try:
+        await signal("f")
+    finally:
+        log("f")
+    return y
+''')
+    assert live["signal 'm' #1"] == {"a", "y"}
+    assert live["signal 't' #1"] == {"y"}
+    assert live["signal 'f' #1"] == {"y"}

@@ -109,3 +109,87 @@ def _moved_at_every_step(prog, x):
         patch.undo()
     if len(compiled.steps) > 1:
         assert counts["moved"] + counts["kept"] >= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Liveness does not depend on how a branch is written
+
+
+@st.composite
+def _branch_bodies(draw, in_loop: bool):
+    simple = [
+        "x{i} = v",
+        "log(x{i})",
+        "return x{i}",
+        "raise ValueError(v)",
+        "await timer('b', after=1)",
+        "x{i} = await signal('s')",
+        "pass",
+    ]
+    if in_loop:
+        simple += ["break", "continue"]
+    n = draw(st.integers(1, 3))
+    return [draw(st.sampled_from(simple)).format(i=draw(st.integers(0, 2))) for _ in range(n)]
+
+
+@st.composite
+def _chains(draw):
+    in_loop = draw(st.booleans())
+    n = draw(st.integers(2, 4))
+    bodies = [draw(_branch_bodies(in_loop)) for _ in range(n)]
+    catch_all = draw(st.booleans())
+    tail = [
+        draw(st.sampled_from(["x{i} = 1", "log(x{i})", "await signal('after')"])).format(
+            i=draw(st.integers(0, 2))
+        )
+        for _ in range(draw(st.integers(1, 3)))
+    ]
+    return in_loop, bodies, catch_all, tail
+
+
+def _render(chain, as_match: bool) -> str:
+    in_loop, bodies, catch_all, tail = chain
+    ind = "        " if in_loop else "    "
+    lines = ["async def w(a):", "    v = await signal('v')"]
+    if in_loop:
+        lines.append("    for turn in range(2):")
+    if as_match:
+        lines.append(f"{ind}match v:")
+        for i, body in enumerate(bodies):
+            last = i == len(bodies) - 1
+            lines.append(f"{ind}    case {'_' if last and catch_all else i}:")
+            lines += [f"{ind}        {s}" for s in body]
+    else:
+        for i, body in enumerate(bodies):
+            last = i == len(bodies) - 1
+            head = "if" if i == 0 else "elif"
+            lines.append(f"{ind}else:" if last and catch_all else f"{ind}{head} v == {i}:")
+            lines += [f"{ind}    {s}" for s in body]
+    lines += [f"{ind}{s}" for s in tail]
+    lines.append("    return (a, x0, x1, x2)")
+    return "\n".join(lines) + "\n"
+
+
+def _live_sets(src: str) -> dict[str, frozenset[str] | None]:
+    ns = namespace()
+    ns.update(signal=workflows.signal, timer=workflows.timer)
+    note(src)
+    wf = compile_workflow_source(src, "liveness_program.py", "w", ns)
+    table = wf._code.table
+    return {ident: p.live for ident, p in table.point_by_ident.items()}
+
+
+@settings(
+    max_examples=int(_DEEP) if _DEEP else 150,
+    deadline=None,
+    derandomize=not _DEEP,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(chain=_chains())
+def test_a_match_and_the_same_if_chain_have_the_same_live_locals(chain):
+    """A chain of branches written as ``match v: case 0: ... case _:`` and as ``if v == 0: ...
+    else:`` (with or without a last branch that takes everything, in a loop or not, with
+    branches that return, raise, break, continue or assign): the same locals are live at every
+    await, so an edit of one upgrades as the same edit of the other."""
+    assert _live_sets(_render(chain, True)) == _live_sets(_render(chain, False))

@@ -1,12 +1,14 @@
 """The ``@workflow`` compiler: ``async def`` -> a picklable, resumable state machine.
 
 Pure like the rest of ``workflows``: standard library and cloudpickle only. The pipeline is
-``_api`` (source, validation, codegen, registration), ``_validate`` (rejections), ``_scope``
-(name resolution and rewriting), ``_lower`` (exploding awaits into blocks) and ``_runtime``
-(frames, the block driver, checkpoints).
+``_workflow`` (``@workflow``: finding the source, registration), ``_validate`` (rejections and
+warnings), ``_scope`` (name resolution and rewriting), ``_lower`` (exploding awaits into blocks),
+``_codegen`` (block functions and their tables: a ``_code.CompiledCode``, wrapped in a
+``_function.WorkflowFunction``) and ``_runtime`` (frames, the block driver, checkpoints).
 """
 
-from ._api import CompiledCode, WorkflowFunction, compile_workflow_source, workflow
+from ._code import CompiledCode
+from ._function import WorkflowFunction
 from ._runtime import (
     Continuation,
     SubCall,
@@ -16,6 +18,7 @@ from ._runtime import (
     restore_upgrading,
     step,
 )
+from ._workflow import compile_workflow_source, workflow
 
 __all__ = [
     "CompiledCode",

@@ -3,7 +3,13 @@
 Statements without ``await`` stay verbatim (names rewritten by ``_scope.Rewriter``). Each block
 becomes a function ``(_af_f, _af_rt)`` returning the next block id, ``Suspend``, ``Done`` or
 ``Reraise``. Every block lies in exactly one exception region; the region gives the static handler
-entry ``(target, slot, kind, clears)`` the driver uses when the block raises.
+entry (a ``Region``: target, slot, kind, clears) the driver uses when the block raises.
+
+While lowering, the constructs a ``break``, ``continue`` or ``return`` may leave are kept on a
+control stack (``Emitter.leaps``) of typed entries, as regenerator keeps its ``LoopEntry`` and
+``TryEntry`` and CPython its fblock types: a loop (``LoopEntry``), a ``finally`` to run on the way
+out (``FinallyEntry``), slots to clear on the way out (``ClearEntry``). A leap's route through them
+is emitted into the generated code as a tuple of constants, each step ``(Exit, name[, label])``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import ast
 import copy
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from enum import IntEnum
+from typing import Any, NamedTuple
 
 from ._scope import (
     COMPS,
@@ -32,9 +39,92 @@ from ._scope import (
     target_names,
 )
 
-Region = tuple[int | None, str | None, int, tuple[tuple[Any, ...], ...]]
-ROOT: Region = (None, None, 0, ())
-EXC, FIN = 0, 1
+
+class Handler(IntEnum):
+    """What a region's handler receives in its slot when a block of the region raises."""
+
+    EXCEPT = 0  # the exception itself: an ``except`` dispatcher tests it
+    FINALLY = 1  # the completion ``("exc", exception)``: a ``finally`` runs, then re-raises it
+
+
+class Exit(IntEnum):
+    """One step of leaving a region: what to undo of the construct being left.
+
+    The generated code and the block tables hold the value (an int); the driver's ``route``
+    and its exception path read it.
+    """
+
+    RESET = 0  # set a slot to None (a for-loop's iterator, the exception a handler handles)
+    UNBIND = 1  # remove a frame local (``except ... as name``, a comprehension's variables)
+    RUN_FINALLY = 2  # run the finally at a label, the completion stored in a slot (leaps only)
+    UNBIND_GLOBAL = 3  # remove a module global (``except ... as name`` of a name declared global)
+
+
+class Clear(NamedTuple):
+    """A slot a region clears when it is left (by an exception, or by a leap through it)."""
+
+    op: Exit  # RESET, UNBIND or UNBIND_GLOBAL
+    name: str
+
+    def emit(self) -> tuple[int, str]:
+        """The step as the generated code holds it (a tuple of plain constants)."""
+        return (int(self.op), self.name)
+
+
+class RunFinally(NamedTuple):
+    """A ``finally`` a leap runs on its way out: the completion goes in ``slot``."""
+
+    slot: str
+    label: int
+
+    def emit(self) -> tuple[int, str, int]:
+        return (int(Exit.RUN_FINALLY), self.slot, self.label)
+
+
+class Region(NamedTuple):
+    """The handler of the blocks of one exception region, and what leaving it clears."""
+
+    target: int | None  # the handler's block (None: the exception leaves the frame)
+    slot: str | None  # where the handler finds the exception (or the completion)
+    kind: Handler
+    clears: tuple[Clear, ...]
+
+    def clearing(self, clears: tuple[Clear, ...]) -> Region:
+        """The same handler, with ``clears`` undone first when a block of it raises."""
+        return self._replace(clears=clears + self.clears)
+
+
+ROOT = Region(None, None, Handler.EXCEPT, ())
+# The handlers a block runs inside, innermost first: the slot of each and its kind (which
+# exception the block sees as being handled).
+Handling = tuple[tuple[str, Handler], ...]
+
+
+@dataclass(frozen=True)
+class LoopEntry:
+    """A loop on the control stack: where ``break`` and ``continue`` go."""
+
+    brk: int
+    cont: int
+
+
+@dataclass(frozen=True)
+class FinallyEntry:
+    """A ``finally`` on the control stack: a leap out of its try runs it first."""
+
+    slot: str  # the try's completion slot
+    label: int  # the finally's first block
+
+
+@dataclass(frozen=True)
+class ClearEntry:
+    """A construct on the control stack whose slots a leap out of it clears (an except
+    clause's exception and name, a finally's completion)."""
+
+    clears: tuple[Clear, ...]
+
+
+ControlEntry = LoopEntry | FinallyEntry | ClearEntry
 
 
 def has_await(node: ast.AST) -> bool:
@@ -67,7 +157,7 @@ def has_loop(node: ast.AST) -> bool:
 class Block:
     stmts: list[ast.stmt]
     region: Region
-    hctx: tuple[tuple[str, int], ...]
+    hctx: Handling
     src: ast.AST
 
 
@@ -97,11 +187,14 @@ class Emitter:
         self.cur: int = -1
         self.ended = True
         self.region: Region = ROOT
-        self.hctx: tuple[tuple[str, int], ...] = ()
-        self.leaps: list[tuple[Any, ...]] = []
+        self.hctx: Handling = ()
+        self.leaps: list[ControlEntry] = []
         self.run: list[ast.stmt] = []
         self.points: dict[int, tuple[int, str]] = {}
         self.point_nodes: dict[int, ast.Await] = {}
+        # 3.11 runs a comprehension that awaits as a coroutine of its own: per such lowered
+        # comprehension, its result slot (on the frame exactly while it runs) and its node.
+        self.comp_nodes: dict[str, ast.AST] = {}
         self.slots: dict[str, str] = {}
         self.uid_n = 0
         self.src: ast.AST = ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
@@ -129,7 +222,9 @@ class Emitter:
         self.cur = label
         self.ended = False
 
-    def start_at(self, label: int, region: Region | None = None, hctx: Any = None) -> None:
+    def start_at(
+        self, label: int, region: Region | None = None, hctx: Handling | None = None
+    ) -> None:
         """End the current block (falling through to ``label``) and start block ``label``."""
         self.flush()
         if not self.ended:
@@ -140,7 +235,7 @@ class Emitter:
             self.hctx = hctx
         self.start(label)
 
-    def goto_new(self, region: Region | None = None, hctx: Any = None) -> int:
+    def goto_new(self, region: Region | None = None, hctx: Handling | None = None) -> int:
         label = self.new_label()
         self.start_at(label, region, hctx)
         return label
@@ -183,9 +278,11 @@ class Emitter:
             return frame_attr(lkey(name), ast.Store())
         return ast.Name(name, ast.Store())
 
-    def clear_name(self, name: str) -> tuple[int, str]:
+    def clear_name(self, name: str) -> Clear:
         """The region clear that unbinds ``name`` (an ``except ... as name`` left abruptly)."""
-        return (1, lkey(name)) if name in self.locals else (3, name)
+        if name in self.locals:
+            return Clear(Exit.UNBIND, lkey(name))
+        return Clear(Exit.UNBIND_GLOBAL, name)
 
     def unbind(self, name: str) -> list[ast.stmt]:
         """The implicit ``name = None; del name`` at the end of ``except ... as name``."""
@@ -262,17 +359,18 @@ class Emitter:
 
     def leap(self, kind: str, value: ast.expr | None, node: ast.AST) -> list[ast.stmt]:
         """Statements for an escaping ``break``/``continue``/``return``."""
-        items: list[tuple[Any, ...]] = []
+        steps: list[Clear | RunFinally] = []
         target = None
         for entry in reversed(self.leaps):
-            if entry[0] == "loop":
+            if isinstance(entry, LoopEntry):
                 if kind != "return":
-                    target = entry[1] if kind == "break" else entry[2]
+                    target = entry.brk if kind == "break" else entry.cont
                     break
-            elif entry[0] == "fin":
-                items.append((2, entry[1], entry[2]))
+            elif isinstance(entry, FinallyEntry):
+                steps.append(RunFinally(entry.slot, entry.label))
             else:
-                items.extend(entry[1])
+                steps.extend(entry.clears)
+        items = [step.emit() for step in steps]
         if kind == "return":
             v = value if value is not None else ast.Constant(None)
             if items:
@@ -424,7 +522,7 @@ class Emitter:
         other = self.new_label() if s.orelse else after
         if not (isinstance(s.test, ast.Constant) and s.test.value):
             self.branch(s.test, other, False)
-        self.leaps.append(("loop", after, head))
+        self.leaps.append(LoopEntry(after, head))
         self.structure.append(("while", "", -1))
         self.body(s.body)
         self.structure.pop()
@@ -444,9 +542,9 @@ class Emitter:
         v = self.expr(s.iter)
         self.emit(ast.Assign([frame_attr(it, ast.Store())], rt_call("iter", v)))
         outer_region = self.region
-        if outer_region[0] is not None:
+        if outer_region.target is not None:
             # An exception leaving the loop drops its iterator, as native code does.
-            self.region = _add(outer_region, ((0, it),))
+            self.region = outer_region.clearing((Clear(Exit.RESET, it),))
         head = self.goto_new()
         after = self.new_label()
         brk = self.new_label()
@@ -465,7 +563,7 @@ class Emitter:
             )
         )
         self.emit(ast.Assign([self.rw(s.target)], ast.Name("_af_v", ast.Load())))
-        self.leaps.append(("loop", brk, head))
+        self.leaps.append(LoopEntry(brk, head))
         self.structure.append(("for", f"{ast.unparse(s.target)} in {ast.unparse(s.iter)}", k))
         self.body(s.body)
         self.structure.pop()
@@ -493,11 +591,11 @@ class Emitter:
         fin_l = self.new_label() if s.finalbody else None
         disp = self.new_label() if s.handlers else None
         if fin_l is not None:
-            covered: Region = (fin_l, fin, FIN, ())
-            self.leaps.append(("fin", fin, fin_l))
+            covered = Region(fin_l, fin, Handler.FINALLY, ())
+            self.leaps.append(FinallyEntry(fin, fin_l))
         else:
             covered = outer_region
-        body_region: Region = (disp, exc, EXC, ()) if disp is not None else covered
+        body_region = Region(disp, exc, Handler.EXCEPT, ()) if disp is not None else covered
         self.goto_new(body_region, outer_hctx)
         clauses = [f"except {ast.unparse(h.type)}" if h.type else "except" for h in s.handlers]
         clauses += ["else"] * bool(s.orelse) + ["finally"] * bool(s.finalbody)
@@ -523,8 +621,8 @@ class Emitter:
 
         exit_try()
         if disp is not None:
-            hctx = ((exc, EXC),) + outer_hctx
-            self.start_at(disp, _add(covered, ((0, exc),)), hctx)
+            hctx = ((exc, Handler.EXCEPT),) + outer_hctx
+            self.start_at(disp, covered.clearing((Clear(Exit.RESET, exc),)), hctx)
             labels = []
             for h in s.handlers:
                 hl = self.new_label()
@@ -545,13 +643,13 @@ class Emitter:
             if not self.ended:
                 self.emit(ast.Return(rt_call("reraise", frame_attr(exc))))
             for h, hl in zip(s.handlers, labels, strict=True):
-                clears: tuple[tuple[Any, ...], ...] = ((0, exc),)
+                clears: tuple[Clear, ...] = (Clear(Exit.RESET, exc),)
                 if h.name:
                     clears += (self.clear_name(h.name),)
                 saved = self.src
                 self.src = h.body[0]
-                self.start_at(hl, _add(covered, clears), hctx)
-                self.leaps.append(("clear", clears))
+                self.start_at(hl, covered.clearing(clears), hctx)
+                self.leaps.append(ClearEntry(clears))
                 self.structure.append(("except", f"{clauses[labels.index(hl)]} of {shape}", k))
                 self.body(h.body)
                 self.structure.pop()
@@ -568,8 +666,9 @@ class Emitter:
             self.leaps.pop()
             saved = self.src
             self.src = s.finalbody[0]
-            self.start_at(fin_l, _add(outer_region, ((0, fin),)), ((fin, FIN),) + outer_hctx)
-            self.leaps.append(("clear", ((0, fin),)))
+            fin_clear = (Clear(Exit.RESET, fin),)
+            self.start_at(fin_l, outer_region.clearing(fin_clear), ((fin, Handler.FINALLY),) + outer_hctx)
+            self.leaps.append(ClearEntry(fin_clear))
             self.structure.append(("finally", shape, k))
             self.body(s.finalbody)
             self.structure.pop()
@@ -1025,6 +1124,8 @@ class Emitter:
         for name, slot in ren.items():
             self.slots[slot] = f"the variable {name!r} of the {what} at line {e.lineno}"
         self.slots[res] = f"the result being built by the {what} at line {e.lineno}"
+        if COMPREHENSION_IS_COROUTINE:
+            self.comp_nodes[res] = e
         e = copy.deepcopy(e)
         for n in ast.walk(e):
             if isinstance(n, ast.Await) and not hasattr(n, "_af_text"):
@@ -1075,10 +1176,10 @@ class Emitter:
         # The loop variables and the result live on the frame only while the comprehension
         # runs, as in its own scope natively: they go when it ends, or when it raises.
         kept = [v for n, v in ren.items() if n not in held] + ([hold] if held else [])
-        gone = tuple((1, v) for v in kept) + ((1, res),)
+        gone = tuple(Clear(Exit.UNBIND, v) for v in kept) + (Clear(Exit.UNBIND, res),)
         saved_region = self.region
-        if saved_region[0] is not None:
-            self.region = _add(saved_region, gone)
+        if saved_region.target is not None:
+            self.region = saved_region.clearing(gone)
         self.structure.append(("comprehension", what, k))
         self.body(stmts)
         self.structure.pop()
@@ -1094,6 +1195,9 @@ RT_NAME = "_af_rt"
 
 # Whether nested ``and``/``or`` in a value test each operand once (CPython 3.11's jump threading).
 _THREADED_BOOLOPS = sys.version_info < (3, 12)
+# Whether a comprehension that awaits runs as a coroutine of its own (3.11; PEP 709 inlines it
+# since 3.12): a StopIteration leaving it becomes a RuntimeError there (PEP 479).
+COMPREHENSION_IS_COROUTINE = sys.version_info < (3, 12)
 
 
 _COMP_NAMES = {
@@ -1219,10 +1323,6 @@ def _hold_captured(e: Any, ren: dict[str, str], hold: str) -> set[str]:
 
     Hold().visit(e)
     return {user[v] for v in captured}
-
-
-def _add(region: Region, clears: tuple[tuple[Any, ...], ...]) -> Region:
-    return (region[0], region[1], region[2], clears + region[3])
 
 
 _IOPS = {

@@ -14,6 +14,7 @@ import os
 import pickle
 import struct
 import sys
+import warnings
 from collections.abc import Generator
 from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
     iadd,
@@ -38,6 +39,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch, Wor
 from .._registry import resolve
 from .._step import Finished, Raised, StepResult, Suspended
 from . import _settable
+from ._lower import Exit, Handler
 from ._pickler import (
     LiveIter,
     ModuleData,
@@ -50,7 +52,7 @@ from ._pickler import (
     loads,
     never_shared,
 )
-from ._scope import FRAME, LOCAL, RT, user_name, variable_of
+from ._scope import FRAME, LOCAL, RT, SYNTH, user_name, variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
 
 R = TypeVar("R")  # a sub-workflow call's return type (SubCall)
@@ -80,7 +82,7 @@ class Frame:
     """
 
     __slots__ = ("_af_code", "__dict__")
-    _af_code: Any  # the CompiledCode (of _api, which imports this module)
+    _af_code: Any  # the CompiledCode (of _code)
     # Set by the generated code (in __dict__, so they pickle with the locals).
     _af_pc: int
     _af_sent: Any
@@ -164,26 +166,107 @@ class Reraise:
         self.exc = exc
 
 
+# The life of an inline call, as a native coroutine's: made, its frame running (on the stack),
+# and done (returned, raised or closed).
+CALL_NEW, CALL_RUNNING, CALL_DONE = 0, 1, 2
+
+
 class SubCall(Generic[R]):
-    """``wf(*args)`` of a ``@workflow``: awaited in a workflow, it runs ``wf`` inline (giving its ``R``)."""
+    """``wf(*args)`` of a ``@workflow``: awaited in a workflow, it runs ``wf`` inline (giving its ``R``).
 
-    __slots__ = ("wf", "args", "kwargs")
+    It behaves as the coroutine a native call makes: the arguments are bound at the call (a
+    binding error is raised there), nothing of ``wf`` runs until it is awaited, it can be awaited
+    once (again: ``RuntimeError: cannot reuse already awaited coroutine``; while it runs:
+    ``ValueError: coroutine already executing``), ``close()`` before that means it never runs, and
+    one dropped without being awaited or closed warns ``coroutine '...' was never awaited``.
+    """
 
-    def __init__(self, wf: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    __slots__ = ("wf", "args", "kwargs", "bound", "state", "saved")
+
+    def __init__(
+        self, wf: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+        bound: dict[str, Any] | None = None, state: int = CALL_NEW,
+    ) -> None:
+        # ``bound`` None: bound at the first await (a call saved by a checkpoint of an earlier
+        # release, whose calls were bound there).
         self.wf = wf
-        self.args = args
-        self.kwargs = kwargs
+        self.args: tuple[Any, ...] | None = args
+        self.kwargs: dict[str, Any] | None = kwargs
+        self.bound = bound  # the arguments bound to the parameters (None once its frame exists)
+        self.state = state
+        self.saved = False  # checkpointed: the restored copy is the one that may still run
 
     def __await__(self) -> Generator[Any, Any, R]:
         # Native execution (the differential tests, plain asyncio use): delegate to the coroutine.
-        result: R = yield from self.wf.__wrapped__(*self.args, **self.kwargs).__await__()
+        if self.state != CALL_NEW:
+            raise _reuse_error(self.state)
+        self.state = CALL_RUNNING
+        args, kwargs = self.args or (), self.kwargs or {}
+        self.args = self.kwargs = self.bound = None
+        try:
+            result: R = yield from self.wf.__wrapped__(*args, **kwargs).__await__()
+        finally:
+            self.state = CALL_DONE
         return result
 
+    def close(self) -> None:
+        """As ``coroutine.close()``: a call not awaited yet will never run (awaiting it raises)."""
+        if self.state == CALL_RUNNING:
+            raise ValueError("coroutine already executing")
+        self.state = CALL_DONE
+        self.args = self.kwargs = self.bound = None
+
+    def _start(self) -> Frame:
+        """The frame of the call's first await (its state is checked by the driver).
+
+        The compiled machine marks the call done at once: its frame does not point back to it,
+        so that a frame holds only its own state; only a call awaited again while it runs (by
+        itself) tells the difference, with the RuntimeError of a finished call instead of the
+        ValueError of a running one.
+        """
+        bound = self.bound
+        if bound is None:
+            bound = self.wf._binder(*(self.args or ()), **(self.kwargs or {}))
+        self.state = CALL_DONE
+        self.args = self.kwargs = self.bound = None
+        frame: Frame = self.wf._frame_of(bound)
+        return frame
+
+    def __del__(self) -> None:
+        if self.state == CALL_NEW and not self.saved:
+            try:
+                warnings.warn(
+                    f"coroutine '{self.wf.__qualname__}' was never awaited",
+                    RuntimeWarning,
+                    stacklevel=2,
+                    source=self,
+                )
+            except Exception:  # noqa: S110  (interpreter shutdown: nothing left to warn with)
+                pass
+
     def __reduce__(self) -> Any:
-        return (SubCall, (self.wf, self.args, self.kwargs))
+        self.saved = True
+        return (_subcall, (self.wf, self.args, self.kwargs, self.bound, self.state))
 
     def __repr__(self) -> str:
         return f"<call of workflow {self.wf.__workflow_key__}>"
+
+
+def _subcall(
+    wf: Any, args: tuple[Any, ...] | None, kwargs: dict[str, Any] | None,
+    bound: dict[str, Any] | None, state: int,
+) -> SubCall[Any]:
+    call: SubCall[Any] = SubCall.__new__(SubCall)
+    call.wf, call.args, call.kwargs, call.bound, call.state = wf, args, kwargs, bound, state
+    call.saved = False
+    return call
+
+
+def _reuse_error(state: int) -> BaseException:
+    """The native error for awaiting a coroutine that is running (``state`` 1) or done."""
+    if state == CALL_RUNNING:
+        return ValueError("coroutine already executing")
+    return RuntimeError("cannot reuse already awaited coroutine")
 
 
 # --------------------------------------------------------------------------------------------
@@ -293,26 +376,31 @@ def reraise(exc: BaseException) -> Reraise:
 def route(f: Frame, items: tuple[tuple[Any, ...], ...], kind: str, payload: Any) -> Any:
     """Leave regions along a static route: clear slots, run the next ``finally`` or arrive.
 
-    ``items``: ``(0, slot)`` set to None, ``(1, name)`` unbind, ``(3, name)`` unbind a module
-    global, ``(2, slot, pc)`` run that finally
-    with the completion stored in ``slot``. ``kind`` is ``"ret"`` (payload: value) or ``"jump"``
-    (payload: target block).
+    ``items``: the steps of the route (``_lower.Exit``): ``(RESET, slot)`` set to None,
+    ``(UNBIND, name)`` unbind, ``(UNBIND_GLOBAL, name)`` unbind a module global,
+    ``(RUN_FINALLY, slot, pc)`` run that finally with the completion stored in ``slot``. ``kind``
+    is ``"ret"`` (payload: value) or ``"jump"`` (payload: target block).
     """
     d = f.__dict__
     for i, it in enumerate(items):
         op = it[0]
-        if op == 2:
+        if op == Exit.RUN_FINALLY:
             d[it[1]] = (kind, payload, items[i + 1 :])
             return it[2]
-        if op == 0:
-            d[it[1]] = None
-        elif op == 1:
-            d.pop(it[1], None)
-        else:
-            f._af_code.globals.pop(it[1], None)
+        _clear(f, d, op, it[1])
     if kind == "ret":
         return Done(payload)
     return payload
+
+
+def _clear(f: Frame, d: dict[str, Any], op: int, name: str) -> None:
+    """One clear of a region being left (``_lower.Exit``)."""
+    if op == Exit.RESET:
+        d[name] = None
+    elif op == Exit.UNBIND:
+        d.pop(name, None)
+    else:  # UNBIND_GLOBAL: an ``except ... as name`` of a name declared global
+        f._af_code.globals.pop(name, None)
 
 
 class Leap:
@@ -529,17 +617,27 @@ def _stop_iteration_error(e: StopIteration) -> RuntimeError:
         return err
 
 
-def _new_child(call: SubCall[Any], active: BaseException | None) -> Frame:
-    # Binding the helper's arguments happens inside the caller's handler natively (a TypeError
-    # there chains to the handled exception).
-    if active is None:
-        return call.wf._new_frame(call.args, call.kwargs)  # type: ignore[no-any-return]
-    ctx, tb, sup = active.__context__, active.__traceback__, active.__suppress_context__
+def _comprehension_stop(f: Frame, e: StopIteration) -> BaseException:
+    """``e`` raised while a lowered comprehension of ``f`` runs (3.11): the RuntimeError it
+    becomes where it leaves the innermost one, at that comprehension's line (PEP 479); else ``e``.
+
+    A comprehension's result slot is on the frame exactly while it runs; a nested one's slot has
+    the larger number.
+    """
+    d = f.__dict__
+    live = [slot for slot in f._af_code.comp_stops if slot in d]
+    if not live:
+        return e
+    innermost = max(live, key=lambda slot: int(slot[len(SYNTH):-1]))
+    err = RuntimeError("coroutine raised StopIteration")
+    err.__cause__ = e  # sets __suppress_context__, as ``raise ... from e`` does
+    err.__context__ = e
     try:
-        raise active
-    except BaseException:
-        active.__context__, active.__traceback__, active.__suppress_context__ = ctx, tb, sup
-        return call.wf._new_frame(call.args, call.kwargs)  # type: ignore[no-any-return]
+        f._af_code.comp_stops[innermost](err)
+    except RuntimeError:
+        pass
+    _trim(err)
+    return err
 
 
 def _through_caller(e: BaseException, stub: Any) -> None:
@@ -629,6 +727,8 @@ def _drive(
     inherited = _inherited_exc(frames, floor)
     while True:
         if pending is not None:
+            if code.comp_stops and isinstance(pending, StopIteration):
+                pending = _comprehension_stop(f, pending)
             target, slot, kind, clears = code.handlers[f._af_pc]
             if target is None:
                 if isinstance(pending, StopIteration):
@@ -648,13 +748,8 @@ def _drive(
                 continue
             d = f.__dict__
             for c in clears:
-                if c[0] == 0:
-                    d[c[1]] = None
-                elif c[0] == 1:
-                    d.pop(c[1], None)
-                else:  # an ``except ... as name`` of a name declared global
-                    code.globals.pop(c[1], None)
-            d[slot] = pending if kind == 0 else ("exc", pending)
+                _clear(f, d, c[0], c[1])
+            d[slot] = pending if kind == Handler.EXCEPT else ("exc", pending)
             f._af_pc = target
             pending = None
         pc = f._af_pc
@@ -687,10 +782,17 @@ def _drive(
                 seen = _own_exc(f)
                 if seen is None:
                     seen = inherited
+                if value.state != CALL_NEW:
+                    # Raised by the caller's await, while it handles what it handles.
+                    err = _reuse_error(value.state)
+                    if seen is not None:
+                        err.__context__ = seen
+                    _through_caller(err, code.stubs.get(f._af_pc))
+                    pending = err
+                    continue
                 try:
-                    child = _new_child(value, seen)
-                except BaseException as e:
-                    # Binding the helper's arguments fails at the caller's await line.
+                    child = value._start()
+                except BaseException as e:  # binding a call saved by an earlier release
                     _trim(e)
                     _through_caller(e, code.stubs.get(f._af_pc))
                     pending = e

@@ -61,6 +61,9 @@ class Point:
     compiler: str
     # Locals that may hold a value there in a run of this code (assigned before it on some path).
     bound: frozenset[str] | None = None
+    # Of the live locals, those no run of this code can have assigned there (a read of one is an
+    # UnboundLocalError): known for the loaded code only, never recorded.
+    unset: frozenset[str] = frozenset()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -184,6 +187,7 @@ def describe_points(
     """The ``Point`` of each resume label of a compiled workflow."""
     live = Liveness(locals_).run(node)
     bound = may_be_bound(node, locals_)
+    can_be_bound = may_be_bound(node, locals_, sound=True)
     order = sorted(point_nodes, key=lambda lbl: _pos(point_nodes[lbl]))
     digests: dict[int, str] = {}
 
@@ -220,6 +224,8 @@ def describe_points(
             uid_at=uid_at,
             compiler=compiler,
             bound=bound.get(pos),
+            unset=(live.get(pos, frozenset()) - can_be_bound.get(pos, frozenset())) if not twice
+            else frozenset(),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -236,10 +242,17 @@ def start_point(params: Iterable[str], compiler: str) -> Point:
     return Point("start", 0, (), (), ps, (), 0, compiler, ps)
 
 
-def may_be_bound(node: ast.AsyncFunctionDef, locals_: set[str]) -> dict[tuple[int, int, int, int], frozenset[str]]:
+def may_be_bound(
+    node: ast.AsyncFunctionDef, locals_: set[str], sound: bool = False
+) -> dict[tuple[int, int, int, int], frozenset[str]]:
     """Per await, the locals that may have a value when it is reached (errs towards more): the
     parameters, the names bound by statements that end before it, and those bound anywhere in
-    a loop around it (an earlier turn may have bound them)."""
+    a loop around it (an earlier turn may have bound them).
+
+    With ``sound``, every way a name can be bound before the await counts too (a def's own name,
+    a walrus in a construct's header or earlier in the await's own statement, any name a nested
+    function uses, which it may bind through ``nonlocal``): a name not in that set cannot have a
+    value there in any run."""
     params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
     params |= {a.arg for a in (node.args.vararg, node.args.kwarg) if a is not None}
     sites: list[tuple[str, tuple[int, int], tuple[int, ...]]] = []
@@ -250,7 +263,9 @@ def may_be_bound(node: ast.AsyncFunctionDef, locals_: set[str]) -> dict[tuple[in
         for m in _walk_own(s):
             if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store):
                 out.add(m.id)
-            elif isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and m is not s:
+            elif isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and (
+                sound or m is not s
+            ):
                 out.add(m.name)
             elif isinstance(m, ast.ExceptHandler) and m.name:
                 out.add(m.name)
@@ -290,6 +305,16 @@ def may_be_bound(node: ast.AsyncFunctionDef, locals_: set[str]) -> dict[tuple[in
                         header.add(h.name)
                 for c in getattr(s, "cases", None) or []:
                     header |= names_bound(c.pattern)
+                # A walrus in a test, iterable, subject, context expression or guard binds
+                # before the bodies run (and before an await later in the same expression).
+                for attr in ("test", "iter", "subject") if sound else ():
+                    if getattr(s, attr, None) is not None:
+                        header |= names_bound(getattr(s, attr))
+                for item in getattr(s, "items", None) or [] if sound else []:
+                    header |= names_bound(item.context_expr)
+                for c in getattr(s, "cases", None) or [] if sound else []:
+                    if c.guard is not None:
+                        header |= names_bound(c.guard)
                 start = (s.lineno, s.col_offset)
                 for n in header:
                     sites.append((n, start, inner))
@@ -310,16 +335,29 @@ def may_be_bound(node: ast.AsyncFunctionDef, locals_: set[str]) -> dict[tuple[in
                 for body in children:
                     walk(body, inner)
                 continue
-            for n in names_bound(s):
+            bound_here = names_bound(s)
+            for n in bound_here:
                 sites.append((n, end, inner))
+            if sound and any(isinstance(m, ast.Await) for m in _walk_own(s)):
+                # A name the statement binds may be bound at an await in it (a walrus before
+                # the await in the same expression): errs towards more, as a whole.
+                for n in bound_here:
+                    sites.append((n, (s.lineno, s.col_offset), inner))
             for m in _walk_own(s):
                 if isinstance(m, ast.Await):
                     awaits.append((_pos(m), inner))
 
     walk(node.body, ())
+    # A name a nested function or lambda uses may be bound by it (``nonlocal``) wherever it is
+    # called: bound anywhere, as far as this tells.
+    captured = set()
+    for s in node.body if sound else []:
+        for n in _walk_own(s):
+            if isinstance(n, _NESTED):
+                captured |= {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
     out = {}
     for pos, loops in awaits:
-        here = set(params)
+        here = set(params) | captured
         for name, end, site_loops in sites:
             if end <= (pos[0], pos[1]) or (set(loops) & set(site_loops)):
                 here.add(name)
@@ -426,7 +464,8 @@ class Liveness:
                 self.mark(item.context_expr, live, ctx)
             return live
         if isinstance(s, ast.Match):
-            live = out
+            # No case matching goes on after the match, unless a case always matches.
+            live = frozenset() if any(_catches_all(c) for c in s.cases) else out
             for case in s.cases:
                 caps = frozenset(_captures(case.pattern))
                 body = self.block(case.body, out, ctx)
@@ -458,7 +497,15 @@ class Liveness:
             live = (out - {s.name}) | self.uses(s)
         else:  # Expr, AugAssign, Assert, Pass, Global, Nonlocal, TypeAlias, ...
             live = out | self.uses(s)
-        self.mark(s, out - _assigned_after(s) | self.uses(s) | _ret_ctx(s, ctx), ctx)
+        # After an await in the statement: where the statement goes (a return or raise never
+        # reaches the statement after it).
+        if isinstance(s, ast.Return):
+            after = ctx.ret
+        elif isinstance(s, ast.Raise):
+            after = ctx.exc
+        else:
+            after = out - _assigned_after(s)
+        self.mark(s, after | self.uses(s), ctx)
         return live
 
     def uses_all(self, nodes: Iterable[ast.AST]) -> frozenset[str]:
@@ -481,7 +528,9 @@ class Liveness:
         return head  # pragma: no cover  (monotone over a finite set: it converges)
 
     def _while(self, s: ast.While, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
-        orelse = self.block(s.orelse, out, ctx)
+        # ``while True``: the loop ends only by a leap (its else never runs).
+        forever = isinstance(s.test, ast.Constant) and bool(s.test.value)
+        orelse = frozenset() if forever else self.block(s.orelse, out, ctx)
 
         def head_of(head: frozenset[str]) -> frozenset[str]:
             inner = _Ctx(out, head, ctx.ret, ctx.exc)
@@ -508,14 +557,25 @@ class Liveness:
 
     def _try(self, s: ast.Try | ast.TryStar, out: frozenset[str], ctx: _Ctx) -> frozenset[str]:
         if s.finalbody:
-            # After the finally: wherever the completion that entered it goes.
-            fin = self.block(s.finalbody, out | ctx.exc | ctx.brk | ctx.cont | ctx.ret, ctx)
+            # After the finally: wherever a completion that can enter it goes (an exception
+            # always can; the others only if the try has a path that ends that way).
+            clauses = [s.body, s.orelse, *(h.body for h in s.handlers)]
+            leaves = set().union(*(_leaps(c) for c in clauses))
+            falls = (_completes(s.body) and _completes(s.orelse)) or any(
+                _completes(h.body) for h in s.handlers)
+            entering = ctx.exc | (out if falls else frozenset())
+            entering |= ctx.brk if ast.Break in leaves else frozenset()
+            entering |= ctx.cont if ast.Continue in leaves else frozenset()
+            entering |= ctx.ret if ast.Return in leaves else frozenset()
+            fin = self.block(s.finalbody, entering, ctx)
             inner = _Ctx(ctx.brk | fin, ctx.cont | fin, ctx.ret | fin, ctx.exc | fin)
             after = fin
         else:
             inner = ctx
             after = out
-        handlers: frozenset[str] = inner.exc  # an exception no clause matches goes on
+        # An exception no clause matches goes on, unless a bare ``except:`` takes every one.
+        catch_all = any(h.type is None for h in s.handlers)
+        handlers: frozenset[str] = frozenset() if catch_all else inner.exc
         for h in s.handlers:
             body = self.block(h.body, after, inner)
             if h.name:
@@ -526,8 +586,79 @@ class Liveness:
         return self.block(s.body, orelse if s.orelse else after, body_ctx)
 
 
-def _ret_ctx(s: ast.stmt, ctx: _Ctx) -> frozenset[str]:
-    return ctx.ret if isinstance(s, ast.Return) else frozenset()
+def _catches_all(case: ast.match_case) -> bool:
+    """Whether a match case matches every subject (an unguarded capture or wildcard)."""
+    return case.guard is None and _irrefutable(case.pattern)
+
+
+def _irrefutable(p: ast.pattern) -> bool:
+    if isinstance(p, ast.MatchAs):
+        return p.pattern is None or _irrefutable(p.pattern)
+    if isinstance(p, ast.MatchOr):
+        return any(_irrefutable(alt) for alt in p.patterns)
+    return False
+
+
+def _completes(stmts: list[ast.stmt]) -> bool:
+    """Whether running ``stmts`` may end at their end, rather than always leave them by a
+    ``return``, ``raise``, ``break`` or ``continue`` (errs towards True: a path it cannot rule
+    out is a path)."""
+    return all(_stmt_completes(s) for s in stmts)
+
+
+def _stmt_completes(s: ast.stmt) -> bool:
+    if isinstance(s, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+        return False
+    if isinstance(s, ast.If):
+        return _completes(s.body) or _completes(s.orelse)
+    if isinstance(s, ast.Match):
+        if not any(_catches_all(c) for c in s.cases):
+            return True
+        return any(_completes(c.body) for c in s.cases)
+    if isinstance(s, ast.While):
+        if isinstance(s.test, ast.Constant) and bool(s.test.value):
+            return ast.Break in _leaps(s.body, loops=False)
+        return True
+    if isinstance(s, (ast.Try, ast.TryStar)):
+        if s.finalbody and not _completes(s.finalbody):
+            return False
+        body = _completes(s.body) and _completes(s.orelse)
+        return body or any(_completes(h.body) for h in s.handlers)
+    # A with may swallow the exception that ends its body; loops may run no turn.
+    return True
+
+
+def _leaps(stmts: list[ast.stmt], loops: bool = True) -> set[type]:
+    """The kinds of leap (``ast.Return``, ``ast.Break``, ``ast.Continue``) in ``stmts`` that
+    leave them: returns anywhere in the workflow's own scope, and breaks and continues outside
+    the loops nested in them. With ``loops=False``: only the break/continue of the loop whose
+    body ``stmts`` is."""
+    out: set[type] = set()
+
+    def visit(body: list[ast.stmt], in_loop: bool) -> None:
+        for s in body:
+            if isinstance(s, ast.Return):
+                out.add(ast.Return)
+            elif isinstance(s, (ast.Break, ast.Continue)):
+                if not in_loop:
+                    out.add(type(s))
+            elif isinstance(s, _NESTED):
+                continue
+            else:
+                nested = in_loop or isinstance(s, (ast.For, ast.AsyncFor, ast.While))
+                for field_ in ("body", "orelse", "finalbody"):
+                    inner = getattr(s, field_, None) or []
+                    # A loop's else runs after the loop: its leaps are the enclosing level's.
+                    visit(inner, in_loop if field_ == "orelse" else nested)
+                for h in getattr(s, "handlers", None) or []:
+                    visit(h.body, in_loop)
+                for c in getattr(s, "cases", None) or []:
+                    visit(c.body, in_loop)
+
+    visit(stmts, False)
+    if not loops:
+        out.discard(ast.Return)
+    return out
 
 
 def _assigned_after(s: ast.stmt) -> frozenset[str]:
@@ -729,7 +860,9 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     if new.live is None or old.live is None:
         reasons.append("which locals are live there is not known")
     else:
-        missing = sorted(new.live - old.live)
+        # A name the new code may read there but cannot have assigned by then (it is assigned
+        # only later) is read unbound on that path whatever the frame holds: it needs no value.
+        missing = sorted(new.live - new.unset - old.live)
         if missing:
             gone = sorted(old.live - new.live)
             was = f" (live in the old code: {', '.join(gone)})" if gone else ""
@@ -757,6 +890,10 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
         fp.how = "held"
         return
     _map_slots(fp, d, code, old, new, keep_locals=True)
+    # ... and a value the old frame has for it is dropped: the new code reads it unbound.
+    for n in new.unset:
+        if LOCAL + n in d:
+            fp.renames[LOCAL + n] = None
     fp.how = "held" if fp.reasons else "automatic"
     fp.label = code.label_of_point[new.ident]
 
@@ -785,7 +922,7 @@ def _plan_explicit(fp: FramePlan, d: dict[str, Any], code: PointTable, answer: A
         fp.reasons.append(f"its upgrade function returned names that are not locals of the new "
                           f"code: {', '.join(map(str, bad))}")
     if new.live is not None:
-        missing = sorted(new.live - set(values))
+        missing = sorted(new.live - new.unset - set(values))
         if missing:
             fp.reasons.append(f"its upgrade function gave no value for {', '.join(missing)}, "
                               f"live at {new.where()}")

@@ -1,14 +1,18 @@
-"""Decoration-time checks: every construct a workflow cannot use, each with what to write instead."""
+"""Decoration-time checks: every construct a workflow cannot use, each with what to write instead
+(``check`` raises them as one CompileError), and the CompileWarnings of constructs that may bite
+later (``warn``)."""
 
 from __future__ import annotations
 
 import ast
 import builtins
 import types
+import warnings
 from typing import Any
 
+from .._errors import CompileError, CompileWarning
 from ._lower import _awaits_only_in_outer_iterable, has_await
-from ._scope import Bindings
+from ._scope import Bindings, arg_names
 
 Problem = tuple[ast.AST, str]
 
@@ -324,3 +328,93 @@ def _param_names(a: ast.arguments) -> list[str]:
     if a.kwarg:
         out.append(a.kwarg.arg)
     return out
+
+
+def _problem(msg: str, node: ast.AST, filename: str, lines: list[str]) -> CompileError:
+    lineno = getattr(node, "lineno", None)
+    col = getattr(node, "col_offset", None)
+    text = lines[lineno - 1] if lineno and lineno <= len(lines) else None
+    end_lineno = getattr(node, "end_lineno", None)
+    end_col = getattr(node, "end_col_offset", None)
+    return CompileError(
+        msg,
+        filename,
+        lineno,
+        None if col is None else col + 1,
+        text,
+        end_lineno,
+        None if end_col is None else end_col + 1,
+    )
+
+
+_IN_MAIN = (
+    "defined in the __main__ script, so it is stored under {key!r}: a process started another "
+    "way (another script, `wf`, a test, or this file imported by name) looks for it under "
+    "another name and its running workflows cannot recover there; move it to a module of its "
+    "own and import it from the script (or give it a stable key: @workflow(name=\"app.{name}\"))"
+)
+
+
+def warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: str) -> None:
+    """Issue a CompileWarning at the user's own line for each construct that may bite later, and
+    at the ``async def`` of a workflow of ``__main__`` (once per function: the warnings registry
+    of its module keeps each message and line once)."""
+    g = fn.__globals__
+    registry = g.setdefault("__warningregistry__", {})
+    # The warnings machinery asks a module's loader for the source line; since 3.12 it refuses
+    # globals without a __spec__.loader (a module built by types.ModuleType and exec). The lines
+    # are in linecache already (the compiler read them), so such a module passes none.
+    # A module run as ``python -m pkg.mod`` is ``__main__`` with pkg.mod's loader, which refuses
+    # to read the source of ``__main__`` (ImportError): none passed for it either.
+    module_globals = g
+    if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None or g.get("__name__") == "__main__":
+        module_globals = None
+    problems = compile_warnings(node, b)
+    if key.startswith("__main__:"):
+        problems.insert(0, (node, _IN_MAIN.format(key=key, name=fn.__name__)))
+    for n, msg in problems:
+        warnings.warn_explicit(
+            f"workflow {key}: {msg}",
+            CompileWarning,
+            filename,
+            getattr(n, "lineno", node.lineno),
+            module=g.get("__name__"),
+            registry=registry,
+            module_globals=module_globals,
+        )
+
+
+def check(
+    node: ast.AsyncFunctionDef,
+    filename: str,
+    lines: list[str],
+    freevars: tuple[str, ...],
+    enclosing: str | None,
+    globals_: dict[str, Any] | None = None,
+    workflow_type: type | None = None,
+) -> None:
+    """Raise one CompileError listing every problem of the workflow ``node``.
+
+    With the workflow module's ``globals_`` (and the type of compiled workflows, whose calls are
+    commands too), commands built and dropped are problems too.
+    """
+    b = Bindings().scan(node.body)
+    locals_ = (set(arg_names(node.args)) | b.bound) - b.globals
+    problems = Validator(node, locals_, freevars, enclosing).run()
+    if globals_ is not None and workflow_type is not None:
+        problems += unawaited_commands(node, locals_, globals_, workflow_type)
+        problems.sort(key=lambda p: (getattr(p[0], "lineno", 0), getattr(p[0], "col_offset", 0)))
+    if problems:
+        errs = [_problem(m, n, filename, lines) for n, m in problems]
+        first = errs[0]
+        more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+        raise CompileError(
+            f"{first.msg}{more}",
+            first.filename,
+            first.lineno,
+            first.offset,
+            first.text,
+            first.end_lineno,
+            first.end_offset,
+            problems=errs,
+        )

@@ -1,0 +1,243 @@
+"""Code generation: a workflow's lowered blocks become functions, with their static tables."""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import copy
+import hashlib
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from ._code import CompiledCode
+from ._function import WorkflowFunction
+from ._lower import ROOT, Emitter, Lowered
+from ._scope import (
+    FRAME,
+    RT,
+    Bindings,
+    Rewriter,
+    arg_names,
+    fill_locations,
+    frame_attr,
+    rt_call,
+)
+from ._signals import scan as scan_signals
+from ._upgrade import PointTable, describe_points, start_point
+from ._validate import check, warn
+
+# 2: locals are frame attributes v_<name>; 3: a nested and/or as a value is lowered into the
+# enclosing operator's jumps on 3.11, and comprehension variables read by a lambda made in the
+# comprehension live in a holder per run (the same source compiles to other blocks and slots).
+COMPILER_VERSION = "actorflow-compiler-3"
+_PY312 = sys.version_info >= (3, 12)
+# ``compile()`` inherits the caller's __future__ imports unless told not to: generated code must
+# follow the workflow's own module instead (``from __future__ import annotations`` or not).
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+
+
+def compile_function(
+    fn: Any,
+    node: ast.AsyncFunctionDef,
+    filename: str,
+    lines: list[str],
+    key: str,
+    enclosing: str | None,
+) -> WorkflowFunction[Any, Any]:
+    """Check, lower and generate the workflow ``fn`` (its parsed ``node``): the WorkflowFunction."""
+    b = Bindings().scan(node.body)
+    params = arg_names(node.args)
+    locals_ = (set(params) | b.bound) - b.globals
+    check(
+        node, filename, lines, fn.__code__.co_freevars, enclosing, fn.__globals__, WorkflowFunction
+    )
+
+    # Names captured by nested scopes (or bound by except clauses) stay on the frame always.
+    probe = Rewriter(locals_)
+    for s in copy.deepcopy(node.body):
+        probe.visit(s)
+    no_cache = set(probe.captured)
+    for n in ast.walk(node):
+        if isinstance(n, ast.ExceptHandler) and n.name:
+            no_cache.add(n.name)
+
+    def source_of(e: ast.AST) -> str:
+        return ast.unparse(e)
+
+    em = Emitter(locals_, no_cache, source_of, filename)
+    em.src = node.body[0]
+    em.start(em.new_label())
+    em.body(node.body)
+    em.flush()
+    if not em.ended:
+        for s in em.leap("return", None, node.body[-1]):
+            em.emit(s)
+    low = Lowered(em.blocks, em.points, em.slots)
+
+    fingerprint = _fingerprint(node)
+    blocks, handlers, hctx, asts = _codegen(low, em, fn, filename, sorted(b.globals))
+    code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
+    code.block_asts = asts
+    code.globals = fn.__globals__
+    code.stubs = {pc: _raiser(fn, filename, n) for pc, n in em.point_nodes.items()}
+    code.comp_stops = {slot: _raiser(fn, filename, n) for slot, n in em.comp_nodes.items()}
+    code.table = PointTable(
+        describe_points(node, em.point_nodes, em.shapes, locals_, COMPILER_VERSION),
+        start_point(params, COMPILER_VERSION),
+        locals_,
+        code.describe_slot,
+    )
+    warn(fn, node, b, filename, key)
+    wf = WorkflowFunction(fn, code, _binder(fn, node))
+    wf._signal_scan = scan_signals(node)
+    return wf
+
+
+def _fingerprint(node: ast.AsyncFunctionDef) -> str:
+    n = copy.copy(node)
+    n.decorator_list = []
+    dump = ast.dump(n, include_attributes=False)
+    return hashlib.sha256(f"{COMPILER_VERSION}\n{dump}".encode()).hexdigest()
+
+
+def _codegen(
+    low: Lowered, em: Emitter, fn: Any, filename: str, globals_: list[str]
+) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    # Temporaries used in one block stay block locals; the rest live on the frame and are
+    # cleared when consumed.
+    where: dict[str, set[int]] = {}
+    for label, blk in low.blocks.items():
+        for s in blk.stmts:
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and n.id.startswith("_af_t"):
+                    where.setdefault(n.id, set()).add(label)
+    cross = {name for name, ls in where.items() if len(ls) > 1}
+
+    class Temps(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> Any:
+            if n.id not in cross:
+                return n
+            if isinstance(n.ctx, ast.Store):
+                return ast.copy_location(frame_attr(n.id, ast.Store()), n)
+            if id(n) in em.peeks:
+                return ast.copy_location(frame_attr(n.id), n)
+            return ast.copy_location(
+                rt_call("take", ast.Name(FRAME, ast.Load()), ast.Constant(n.id)), n
+            )
+
+    nblocks = max(low.blocks) + 1
+    blocks: list[Any] = [None] * nblocks
+    handlers: list[Any] = [ROOT] * nblocks
+    hctx: list[Any] = [()] * nblocks
+    asts: list[Any] = [None] * nblocks
+    glob = fn.__globals__
+    qualname = fn.__qualname__
+    for label, blk in low.blocks.items():
+        body = [Temps().visit(s) for s in blk.stmts] if cross else list(blk.stmts)
+        if not body or not isinstance(body[-1], (ast.Return, ast.Raise)):
+            body.append(
+                ast.Return(
+                    ast.Call(
+                        ast.Attribute(ast.Name(RT, ast.Load()), "Done", ast.Load()),
+                        [ast.Constant(None)],
+                        [],
+                    )
+                )
+            )
+        if globals_:
+            body.insert(0, ast.Global(list(globals_)))
+        src = blk.src
+        for s in body:
+            fill_locations(s, src)
+        args = ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg(FRAME), ast.arg(RT)],
+            vararg=None,
+            kwonlyargs=[],
+            kw_defaults=[],
+            kwarg=None,
+            defaults=[],
+        )
+        kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+        fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
+        fill_locations(fdef, src)
+        mod = ast.Module([fdef], [])
+        try:
+            co = compile(mod, filename, "exec", fn.__code__.co_flags & _FUTURE_FLAGS, True)
+        except Exception as e:  # a compiler bug: show the generated code
+            raise RuntimeError(
+                f"internal error compiling block {label} of {qualname}: {e}\n{ast.unparse(mod)}"
+            ) from e
+        fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+        if hasattr(fcode, "co_qualname"):
+            fcode = fcode.replace(co_qualname=qualname)
+        f = types.FunctionType(fcode, glob, fn.__name__)
+        f.__qualname__ = qualname
+        blocks[label] = f
+        asts[label] = fdef
+        handlers[label] = blk.region
+        hctx[label] = blk.hctx
+    return blocks, handlers, hctx, asts
+
+
+def _raiser(fn: Any, filename: str, node: ast.AST) -> Any:
+    """A function that re-raises its argument at ``node``'s line, in the workflow's name.
+
+    Per await: when a sub-workflow raises into its caller, passing the exception through the
+    caller's function adds the caller's ``await helper(...)`` line to the traceback, as native
+    code shows it. Per comprehension (3.11): the line of the RuntimeError a StopIteration
+    leaving it becomes.
+    """
+    body: list[ast.stmt] = [ast.Raise(ast.Name("_af_e", ast.Load()), None)]
+    args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg("_af_e")],
+        vararg=None,
+        kwonlyargs=[],
+        kw_defaults=[],
+        kwarg=None,
+        defaults=[],
+    )
+    kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+    fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
+    fill_locations(fdef, node)
+    co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
+    fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+    if hasattr(fcode, "co_qualname"):
+        fcode = fcode.replace(co_qualname=fn.__qualname__)
+    return types.FunctionType(fcode, {}, fn.__name__)
+
+
+def _binder(fn: Any, node: ast.AsyncFunctionDef) -> Callable[..., dict[str, Any]]:
+    """A plain function with the workflow's signature that returns its bound arguments."""
+    a = node.args
+    parts: list[str] = []
+    pos = a.posonlyargs + a.args
+    first_default = len(pos) - len(a.defaults)
+    for i, p in enumerate(pos):
+        parts.append(p.arg + ("=None" if i >= first_default else ""))
+        if a.posonlyargs and i == len(a.posonlyargs) - 1:
+            parts.append("/")
+    if a.vararg:
+        parts.append("*" + a.vararg.arg)
+    elif a.kwonlyargs:
+        parts.append("*")
+    for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        parts.append(k.arg + ("=None" if d is not None else ""))
+    if a.kwarg:
+        parts.append("**" + a.kwarg.arg)
+    src = f"def {fn.__name__}({', '.join(parts)}):\n    return locals()\n"
+    ns: dict[str, Any] = {}
+    exec(src, ns)  # noqa: S102  (generated from the workflow's own parameter list)
+    binder = ns[fn.__name__]
+    binder.__defaults__ = fn.__defaults__
+    binder.__kwdefaults__ = fn.__kwdefaults__
+    binder.__qualname__ = fn.__qualname__
+    return binder  # type: ignore[no-any-return]
+
+
+__all__ = ["COMPILER_VERSION", "compile_function"]
