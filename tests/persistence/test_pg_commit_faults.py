@@ -2,7 +2,7 @@
 
 The fault injector (``pgfault.FaultProxy``) sits on 127.0.0.1 between the store and the test
 server and cuts a connection before, half-way into, during and after a COMMIT (and after it with
-the message a terminated session gets); ``_PipelineExitFault`` is a psycopg shim that raises what
+the message a terminated session gets); ``pgfault.PipelineExitFault`` is a psycopg shim that raises what
 psycopg raises when a pipeline cannot be left (``cannot exit pipeline mode while busy``, no
 SQLSTATE) once a COMMIT went through, on a connection left open or closed. Each case asserts that
 what the write wrote is there exactly once (rows, inbox entries, reducer rows), that the caller
