@@ -9,7 +9,7 @@ from typing import Any
 from actors import ActorSystem
 from persistence._pg._store import PgStore
 from persistence._pg._writer import PgWriter
-from tests.persistence.test_pg_commit_faults import _PipelineExitFault
+from tests.persistence.pgfault import PipelineExitFault
 
 from . import flows
 
@@ -29,7 +29,7 @@ def test_a_signal_whose_step_committed_unknown_is_consumed_once(
         ref = system.start(flows.counter, 3)
         system.idle(timeout=T)
         w = _writer(system)
-        shim = _PipelineExitFault(w, close=True)
+        shim = PipelineExitFault(w, close=True)
         real = w._commit_outcome
         told: list[bool | None] = []
 

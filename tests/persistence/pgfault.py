@@ -22,6 +22,10 @@ contains ``match`` is its own COMMIT:
   command``) in place of the answer, before the cut: what ``pg_terminate_backend`` does to a
   session whose COMMIT has just gone through.
 
+``PipelineExitFault`` is a psycopg shim for what a proxy cannot make: the error psycopg raises
+when a pipeline cannot be left (``cannot exit pipeline mode while busy``, no SQLSTATE) once a
+COMMIT went through.
+
 Each fault is recorded in ``faults`` (mode, what matched). The client connects with
 ``sslmode=disable`` and ``gssencmode=disable`` (``url``) so that the stream is plain.
 """
@@ -36,7 +40,13 @@ import struct
 import threading
 import time
 import urllib.parse
-from typing import Literal
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import psycopg
+
+from persistence._pg._reducer_db import PgDatabase
+from persistence._pg._writer import PgWriter
 
 Mode = Literal["before", "partial", "during", "after", "terminated"]
 MODES: tuple[Mode, ...] = ("before", "partial", "during", "after", "terminated")
@@ -349,3 +359,54 @@ class _Link:
         if out:
             self.client.sendall(out)
         return True
+
+
+# -- a psycopg shim ---------------------------------------------------------------------------------
+class PipelineExitFault:
+    """Wraps a ``PgWriter``'s connections: once armed, the next pipeline that sent COMMIT is left
+    (on the server: committed) and then ``OperationalError: cannot exit pipeline mode while
+    busy`` is raised, the connection left open (``close=False``) or closed."""
+
+    def __init__(self, writer: PgWriter, *, close: bool) -> None:
+        self.close = close
+        self.left = 0
+        self.fired = 0
+        connect = writer._connect
+        writer._connect = lambda: _ShimConn(connect(), self)  # type: ignore[method-assign,assignment]
+        writer.conn = _ShimConn(writer.conn, self)  # type: ignore[assignment]
+        writer.db = PgDatabase(writer.conn, writer.sync)
+
+    def arm(self, times: int = 1) -> None:
+        self.left += times
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        self.fired += 1
+        return True
+
+
+class _ShimConn:
+    def __init__(self, real: psycopg.Connection[Any], shim: PipelineExitFault) -> None:
+        self._real = real
+        self._shim = shim
+        self._commit = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(query, str) and query.strip().upper() == "COMMIT":
+            self._commit = True
+        return self._real.execute(query, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[Any]:
+        self._commit = False
+        with self._real.pipeline() as p:
+            yield p
+        if self._commit and self._shim.take():
+            if self._shim.close:
+                self._real.close()
+            raise psycopg.OperationalError("cannot exit pipeline mode while busy")

@@ -2,7 +2,7 @@
 
 The fault injector (``pgfault.FaultProxy``) sits on 127.0.0.1 between the store and the test
 server and cuts a connection before, half-way into, during and after a COMMIT (and after it with
-the message a terminated session gets); ``_PipelineExitFault`` is a psycopg shim that raises what
+the message a terminated session gets); ``pgfault.PipelineExitFault`` is a psycopg shim that raises what
 psycopg raises when a pipeline cannot be left (``cannot exit pipeline mode while busy``, no
 SQLSTATE) once a COMMIT went through, on a connection left open or closed. Each case asserts that
 what the write wrote is there exactly once (rows, inbox entries, reducer rows), that the caller
@@ -11,7 +11,6 @@ was told it succeeded, and how the writer settled the COMMIT's outcome.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -21,13 +20,12 @@ import psycopg
 import pytest
 
 from persistence import SIGNAL, OutSignal, StepWrite, StorageUnavailable, open_store
-from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._store import PgStore
 from persistence._pg._writer import PgWriter
 from tests.pgserver import PASSWORD, SUPERUSER, PgServer
 
 from .conftest import new_wf
-from .pgfault import MODES, FaultProxy, Mode
+from .pgfault import MODES, FaultProxy, Mode, PipelineExitFault
 
 # Modes whose COMMIT reaches the server (it commits); the others' never does.
 COMMITTED = {"during": True, "after": True, "terminated": True, "before": False, "partial": False}
@@ -73,57 +71,6 @@ def _count(conn: psycopg.Connection[Any], sql: str, params: Any = None) -> int:
 def _writer(store: Any) -> PgWriter:
     assert isinstance(store, PgStore) and store._writer is not None
     return store._writer
-
-
-# -- the psycopg shim -------------------------------------------------------------------------------
-class _PipelineExitFault:
-    """Wraps a ``PgWriter``'s connections: once armed, the next pipeline that sent COMMIT is left
-    (on the server: committed) and then ``OperationalError: cannot exit pipeline mode while
-    busy`` is raised, the connection left open (``close=False``) or closed."""
-
-    def __init__(self, writer: PgWriter, *, close: bool) -> None:
-        self.close = close
-        self.left = 0
-        self.fired = 0
-        connect = writer._connect
-        writer._connect = lambda: _ShimConn(connect(), self)  # type: ignore[method-assign,assignment]
-        writer.conn = _ShimConn(writer.conn, self)  # type: ignore[assignment]
-        writer.db = PgDatabase(writer.conn, writer.sync)
-
-    def arm(self, times: int = 1) -> None:
-        self.left += times
-
-    def take(self) -> bool:
-        if self.left <= 0:
-            return False
-        self.left -= 1
-        self.fired += 1
-        return True
-
-
-class _ShimConn:
-    def __init__(self, real: psycopg.Connection[Any], shim: _PipelineExitFault) -> None:
-        self._real = real
-        self._shim = shim
-        self._commit = False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(query, str) and query.strip().upper() == "COMMIT":
-            self._commit = True
-        return self._real.execute(query, *args, **kwargs)
-
-    @contextlib.contextmanager
-    def pipeline(self) -> Iterator[Any]:
-        self._commit = False
-        with self._real.pipeline() as p:
-            yield p
-        if self._commit and self._shim.take():
-            if self._shim.close:
-                self._real.close()
-            raise psycopg.OperationalError("cannot exit pipeline mode while busy")
 
 
 # -- the writes -------------------------------------------------------------------------------------
@@ -256,7 +203,7 @@ def test_an_unrecognised_error_after_commit_is_settled_by_the_server(
     schema = pg_store_url.rsplit("schema=", 1)[1]
     with _direct(pg_server, schema) as direct, open_store(pg_store_url) as store:
         _setup(store, direct)
-        shim = _PipelineExitFault(_writer(store), close=close)
+        shim = PipelineExitFault(_writer(store), close=close)
         do(store, shim.arm)
         assert shim.fired == 1
         check(direct)
