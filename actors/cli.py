@@ -326,21 +326,23 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if args.db == ":memory:" or (not url and not Path(args.db).exists()):
         raise CliError(f"database {_shown(args.db)!r} does not exist (give --db PATH; the default is workflows.db)")
     here = ""
+    store: Store | None = None
     if url:
         # A cluster's schema is never locked: a node that runs on it carries the prune out
-        # (its leader, between its steps), as the owner of a file does; wf does not join it.
-        reader = _open(args.db)
+        # (its leader, between its steps), as the owner of a file does. With none, this prunes
+        # on a connection of its own: wf never joins the cluster (no node row of its own).
+        store = _open(args.db)
         try:
-            node = owner_of(reader)
+            node = owner_of(store)
         except PersistenceError as e:
+            store.close()
             raise CliError(str(e)) from e
-        finally:
-            reader.close()
         if node is not None:
+            store.close()
             return _prune_through_owner(args, node.get("pid"), node.get("node_id"))
-        here = f" (no node runs on it: pruned here, as node {PRUNE_NODE!r}, which left after)"
+        here = " (no node runs on it: pruned here, without joining the cluster)"
     try:
-        store = open_store(args.db, owner=True, node_id=PRUNE_NODE if url else None)
+        store = store or open_store(args.db, owner=True)
     except DatabaseLocked as e:
         return _prune_through_owner(args, e.pid)
     except (PersistenceError, ValueError) as e:  # ValueError: a URL that cannot be read
@@ -364,10 +366,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
     ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)} UTC)" if now > wall else ""
     print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}{here}")
     return 0
-
-
-# The node name wf prune runs under on a PostgreSQL schema no node runs on: one row, reused.
-PRUNE_NODE = "wf-prune"
 
 
 def _prune_through_owner(args: argparse.Namespace, pid: object, node_id: object = None) -> int:

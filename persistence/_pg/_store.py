@@ -240,6 +240,23 @@ class PgStore(SqlStore):
         role = "owner" if self.owner else "reader"
         return f"<PgStore {self.path} schema={self.schema} {role}{' closed' if self._closed else ''}>"
 
+    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+        """As the SQL store's; a reader (``owner=False``) prunes on a transaction of its own,
+        without joining the cluster: finished workflows are written by no node, and the rows it
+        deletes are locked, skipping those another prune holds, so a node pruning meanwhile
+        deletes each workflow once too (``wf prune`` on a schema no node runs on)."""
+        if self._writer is not None:
+            return super().prune_finished(before, limit)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"prune_finished() limit must be a positive int, got {limit!r}")
+        self._check_open()
+
+        def run(conn: psycopg.Connection[Any]) -> list[str]:
+            with conn.transaction():
+                return _writes.prune_finished(_Transaction(conn, self), float(before), limit)  # type: ignore[arg-type]
+
+        return self._external(run)
+
     def owner_info(self) -> dict[str, object] | None:
         """A running node of the schema (pid, host, since: the one that joined first, and its
         node_id), or None if none runs."""
@@ -544,3 +561,19 @@ class PgStore(SqlStore):
         """Run a read-only query (``?`` placeholders, as for reducers); rows as dicts."""
         return self._read(lambda conn: list(PgDatabase(conn).query(sql, params)))
 
+
+class _Transaction:
+    """The part of a writer that a write function of ``_writes`` uses, over one transaction of
+    a reader's own connection (no batch, no fence: for writes no node makes, such as a prune)."""
+
+    def __init__(self, conn: psycopg.Connection[Any], store: PgStore) -> None:
+        self.conn = conn
+        self.dialect = store.dialect
+        self.path = store.path
+        self.waits: dict[str, tuple[str, ...]] = {}
+
+    def execute(self, template: str, params: Any = None) -> Any:
+        return self.conn.execute(self.dialect.sql(template), params)
+
+    def query_all(self, template: str, params: Any = None) -> list[tuple[Any, ...]]:
+        return list(self.execute(template, params).fetchall())

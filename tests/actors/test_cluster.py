@@ -445,3 +445,37 @@ def test_a_start_refused_while_this_node_took_its_shard_over_still_runs_here(
         assert ref.id == wid
         assert ref.result(timeout=T) == 0.0
         assert cluster.owner(wid) == "node-2"
+
+
+def test_a_frozen_node_keeps_its_name_until_it_dies_and_a_system_without_node_id_joins(pg_store_url: str) -> None:
+    """As the PostgreSQL guide says: a restart under the node_id of a process that is frozen
+    (SIGSTOP) is refused with NodeIdInUse for as long as that process lives; a system opened
+    without a node_id joins the cluster beside it as a node of its own; once the frozen process
+    is killed, its name is free at once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    program = ("import sys, time\nfrom actors import ActorSystem\n"
+               "with ActorSystem(sys.argv[1], node_id='game-1'):\n"
+               "    print('up', flush=True)\n    time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", program, pg_store_url], cwd=root, text=True,
+                            stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(root)))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        proc.send_signal(signal.SIGSTOP)
+        with pytest.raises(NodeIdInUse, match=rf"node_id 'game-1' is in use .*process {proc.pid}"):
+            ActorSystem(pg_store_url, node_id="game-1")
+        with ActorSystem(pg_store_url) as second:  # no node_id: host name and pid
+            assert second.node_id != "game-1"
+            assert {n.node_id for n in second.nodes()} == {"game-1", second.node_id}
+        proc.kill()
+        proc.wait(T)
+        with ActorSystem(pg_store_url, node_id="game-1") as again:
+            assert again.node_id == "game-1"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(T)

@@ -54,7 +54,9 @@ def test_housekeeping_through_a_storage_outage_warns_once_and_resumes(tmp_path) 
     warned = [e for e in logs if e["event"] == "housekeeping_failed"]
     assert [e["log_level"] for e in warned] == ["warning"], warned
     assert "the disk is full (test)" in warned[0]["error"]
-    assert [e["event"] for e in logs if e["event"] == "housekeeping_resumed"] == ["housekeeping_resumed"]
+    assert [e["event"] for e in logs if e["event"] == "housekeeping_resumed"] == [
+        "housekeeping_resumed"
+    ]
     assert _errors(logs) == []
 
 
@@ -84,13 +86,20 @@ def test_a_postgresql_server_away_and_back_logs_no_error(monkeypatch: pytest.Mon
                 reader = open_store(f"{url}&schema={schema_of(url)}", owner=False)
                 server.pause()
                 started = time.monotonic()
-                with TestClient(create_app(reader, url, allowed_hosts=frozenset({"testserver"}))) as c:
+                with TestClient(
+                    create_app(reader, url, allowed_hosts=frozenset({"testserver"}))
+                ) as c:
                     # wf ui meanwhile: the store's message, as 503; never "no system runs".
                     r = c.get("/")
                     assert r.status_code == 503, r.text[:500]
-                    assert "cannot reach the PostgreSQL server" in r.text and "no system runs" not in r.text
+                    assert (
+                        "cannot reach the PostgreSQL server" in r.text
+                        and "no system runs" not in r.text
+                    )
                     assert c.get("/api/counts").status_code == 503
-                time.sleep(max(0.0, 3.0 - (time.monotonic() - started)))  # every service's rounds fail
+                time.sleep(
+                    max(0.0, 3.0 - (time.monotonic() - started))
+                )  # every service's rounds fail
                 server.resume()
                 deadline = time.monotonic() + T
                 while True:  # the signal is taken once the node has its shards again
