@@ -94,7 +94,6 @@ def test_a_signal_is_stepped_on_an_engine_thread_never_the_senders(system):
 def test_an_interrupt_in_the_callers_wait_leaves_the_signal_durable_or_unacknowledged(db, clock, held_commits):
     """Ctrl-C while ``signal()`` waits for the commit of the step that takes it: the interrupt
     reaches the caller only; the engine goes on, and the signal is consumed exactly once."""
-    import os
     import signal as os_signal
 
     # Python leaves SIGINT ignored when it started so (a background job of a shell script, as CI
