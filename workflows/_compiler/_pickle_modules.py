@@ -400,6 +400,9 @@ class ModuleData:
         self._paths: dict[int, Ref] | None = None
         self.active = False  # some namespace has data to walk
         self.truncated: list[str] | None = None  # the modules walked, if the walk stopped early
+        # Set by the plain-locals check where the locals are plain but for floats or ints held
+        # more than once: all those (by id), so that the checkpoint is written in one pass.
+        self.shared_numbers: set[int] | None = None
 
     def _index(self) -> None:
         ns = self._ns = [(key, namespace(g)) for key, g in self._spaces.values()]

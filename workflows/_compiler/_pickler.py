@@ -1,38 +1,23 @@
 """The checkpoint pickler: what a continuation's state becomes in its bytes, and back.
 
-cloudpickle alone would change the meaning of some live values across a restore. This pickler
-keeps them, or refuses them with an error that names what cannot be kept:
+One contract (docs/reference.md, "What a checkpoint keeps"), kept by one pickler that is asked
+about every object it writes (``persistent_id``), not by a list of cases:
 
-* exceptions keep ``__cause__``, ``__context__``, ``__suppress_context__``, every attribute set
-  on them (``__notes__``, ``e.extra = 5``) and their traceback (rebuilt from its file, line,
-  function and column positions, so it prints the user's own lines); an exception that its own
-  reduce cannot rebuild (an ``__init__`` that does not take its ``args``) is refused here, at
-  checkpoint, not at the restore;
-* dict, dict-view and set iterators checkpoint as the container (pickled with the other locals,
-  so shared) and a position, not as a snapshot of the remaining items: values written after the
-  restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
-  step of the loop; a set's loop goes on from its table slot, or, where the set came back in
-  another order (another ``PYTHONHASHSEED``), over the elements it had still to visit;
-* a deque iterator, forward or reversed, keeps the deque, the items it has still to yield and
-  how many times the deque changed since it was made (``_dequestate``), so that one whose deque
-  changed raises ``deque mutated during iteration`` at its next step after a restore too; where
-  those fields cannot be read (another interpreter) it is refused;
-* a class made inside a workflow keeps its ``__qualname__`` when cloudpickle rebuilds it in
-  another process (it would become the bare name);
-* functions made inside a workflow keep the workflow module's real namespace as their globals
-  (cloudpickle gives them a copy), and objects a local shares with module data are checkpointed
-  by reference: a global of the workflow's module by its name (a module-level sentinel such as
-  ``_MISSING = object()``, a module-level list, dict or set), an object reached from one, or a
-  global of another user module the workflow's module reaches or an object reached from that,
-  by its path (``CONFIG["items"]``, ``config.ITEMS[0]``), so a local holding one is the module's
-  object after a restore (``ModuleData``);
-* a set is rebuilt with the hash table it had, slot by slot: its elements where they were, the
-  dummy entries of removed elements, the size and the ``pop`` finger (``_settable``), so that it
-  iterates, pops, grows and resizes after a restore as it would have without one; a set whose
-  elements hash otherwise in the restoring process (``str`` under another ``PYTHONHASHSEED``)
-  fails the restore instead. A frozenset, which cannot be laid out that way, is refused when its
-  rebuilt table would differ;
-* an open file is refused (cloudpickle would turn one opened for reading into a ``StringIO``).
+* by reference: an object the workflow's modules reach (``_pickle_modules``: a walk of module
+  data through every container, class, function and instance of the application, kept while
+  module data is as it found it) is written as its path, and comes back as the module's object
+  (or, where the path leads nowhere in the restoring process, as the value it had); a function
+  the workflow made and put into module data is put back there;
+* by value, with the sharing between locals: pickle's memo, plus floats and big ints held more
+  than once (written once, then as references to that one); exceptions with their whole state
+  (``_pickle_exceptions``); dict, set and deque iterators as their container and a position
+  (``_pickle_iters``); sets with their hash table (``_pickle_sets``, ``_settable``); live views
+  as views of their container, set subclasses with their table, records whose ``__getattr__``
+  needs their state (``_pickle_values``);
+* refused at the checkpoint, naming the value (``ValueRefused``, ``ResourceRefused``, and the
+  refusals of the modules above): whatever a restore could not give back.
+
+This module holds the picklers, the reducers they dispatch to, and ``dumps``/``loads``.
 """
 
 from __future__ import annotations
@@ -232,7 +217,6 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         self._spaces = spaces
         self._data = data if data is not None else ModuleData(spaces)
         self._globals: dict[int, Any] | None = None  # the data's globals, when first needed
-        self.reached = False  # an object reached through module data was met
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -369,14 +353,10 @@ def _keep_qualname(cls: type, r: Any) -> None:
 
 # Types the pickler writes with rules of their own, whatever module data holds.
 def _reduce_live_iter(p: _Pickler, it: LiveIter) -> Any:
-    if it._kind == "set" and _settable.SUPPORTED:
-        p.reached = True  # written as its position by CheckpointPickler's persistent_id
     return (_restore_live_iter, it.state())
 
 
 def _reduce_set_iter(p: _Pickler, it: Any) -> Any:
-    if _settable.SUPPORTED:
-        p.reached = True  # written as its position by CheckpointPickler's persistent_id
     return _reduce_native_iter(it)
 
 
@@ -428,9 +408,10 @@ def never_shared(*objs: Any) -> None:
 
 
 class CheckpointPickler(_Pickler):
-    """cloudpickle with all the checkpoint's rules (see the module docstring): also sets (kept
-    in their order) and module-level containers (kept by name), through persistent ids. A
-    Python call for every object pickled: ``dumps`` uses it only where they occur."""
+    """cloudpickle with all the checkpoint's rules (see the module docstring), through
+    persistent ids too: module data by reference, sets in their order, shared numbers once. A
+    Python call for every object pickled: the checkpoint of plain locals (numbers, strings,
+    builtin containers of them, none shared with a module) skips it (``_runtime``)."""
 
     def __init__(
         self,
@@ -522,12 +503,7 @@ class CheckpointPickler(_Pickler):
             return None
         if i not in shared:
             return None
-        pid = self._number_pids.get(i)
-        if pid is not None:
-            return pid
-        self._number_pids[i] = (f"N{len(self._number_pids)}",)
-        value = f"f{n.hex()}" if t is float else f"i{n:x}"
-        return (f"n{len(self._number_pids) - 1}:{value}",)
+        return number_pid(self._number_pids, n, t)
 
     def _set_iter_pid(self, it: Any) -> Any:
         """A set loop, or a set iterator: ("i", the set, the size it checks, its slot, the
@@ -556,6 +532,33 @@ class CheckpointPickler(_Pickler):
                     for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
                 ]
             )
+
+
+def number_pid(pids: dict[int, tuple[str]], n: Any, t: type) -> tuple[str]:
+    """The reference a checkpoint writes for a float or int held twice: its value at its first
+    occurrence (``n<index>:<f hex | i hex>``), ``N<index>`` after."""
+    i = id(n)
+    pid = pids.get(i)
+    if pid is not None:
+        return pid
+    pids[i] = (f"N{len(pids)}",)
+    value = f"f{n.hex()}" if t is float else f"i{n:x}"
+    return (f"n{len(pids) - 1}:{value}",)
+
+
+class NumbersPickler(pickle.Pickler):
+    """The C pickler, writing the floats and ints of ``shared`` (by id) once each."""
+
+    def __init__(self, file: Any, shared: set[int]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared = shared
+        self._pids: dict[int, tuple[str]] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        t = type(obj)
+        if (t is int or t is float) and id(obj) in self._shared:
+            return number_pid(self._pids, obj, t)
+        return None
 
 
 class CheckpointUnpickler(pickle.Unpickler):
@@ -659,6 +662,12 @@ def dumps(
         data = ModuleData(spaces)
     buf = io.BytesIO()
     buf.write(_REFS)
+    if data.shared_numbers is not None:
+        # Plain locals (numbers, strings, builtin containers of them, none of them module data)
+        # but for the floats and ints held twice, all known: the C pickler, asked only to
+        # write those once.
+        NumbersPickler(buf, data.shared_numbers).dump(obj)
+        return buf.getvalue()
     p = CheckpointPickler(buf, spaces, data)
     p.dump(obj)
     if p.shared_numbers:

@@ -807,13 +807,14 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         data = ModuleData(_spaces(frames))
     budget = _PLAIN_BUDGET
     numbers: dict[int, Any] = {}  # floats and big ints met: one met twice is shared (by identity)
+    shared: set[int] = set()
     while stack:
         o = stack.pop()
         t = type(o)
         if t in _SCALARS:
             if t is float or t is int and not -5 <= o <= 256:
                 if id(o) in numbers:
-                    return False  # held twice: the checkpoint pickler keeps it one object
+                    shared.add(id(o))  # held twice: the checkpoint pickler keeps it one object
                 numbers[id(o)] = o
             continue
         budget -= 1
@@ -840,6 +841,11 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
             stack.append(o.__self__)
         else:
             return False
+    if shared:
+        # Plain but for numbers held twice: all of them are known, so the checkpoint pickler
+        # writes the frames once, keeping each of those one object.
+        data.shared_numbers = shared
+        return False
     return True
 
 
