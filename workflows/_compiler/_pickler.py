@@ -23,12 +23,15 @@ This module holds the picklers, the reducers they dispatch to, and ``dumps``/``l
 from __future__ import annotations
 
 import builtins
+import gc
 import io
 import itertools
+import operator
 import pickle
 import sys
 import types
 import typing
+from collections import Counter
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
@@ -217,6 +220,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         self._spaces = spaces
         self._data = data if data is not None else ModuleData(spaces)
         self._globals: dict[int, Any] | None = None  # the data's globals, when first needed
+        self.reached = False  # an object kept by reference, or a set iterator, was met
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -233,6 +237,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if ref is not None:
                 return (workflow_global, ref)
         if t is types.FunctionType or isinstance(obj, type):
+            if self._data.active and id(obj) in self._data.paths():
+                self.reached = True  # kept by its path (an observer the workflow registered)
             if t is not type and t is not types.FunctionType and "<locals>" in obj.__qualname__:
                 problem = metaclass_problem(obj)
                 if problem is not None:
@@ -247,6 +253,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
             return r
+        if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
+            self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
         if isinstance(obj, set):
@@ -351,12 +359,30 @@ def _keep_qualname(cls: type, r: Any) -> None:
         args[3]["__qualname__"] = cls.__qualname__
 
 
+class _AliasedFrames:
+    """Frames, and the locals that hold the same float or int as an earlier local (the C
+    pickler writes such a number twice): made one object again by ``alias_frames``."""
+
+    __slots__ = ("frames", "aliases")
+
+    def __init__(self, frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> None:
+        self.frames = frames
+        self.aliases = aliases
+
+    def __reduce__(self) -> Any:
+        return (alias_frames, (self.frames, self.aliases))
+
+
 # Types the pickler writes with rules of their own, whatever module data holds.
 def _reduce_live_iter(p: _Pickler, it: LiveIter) -> Any:
+    if it._kind == "set" and _settable.SUPPORTED:
+        p.reached = True  # written as its position by CheckpointPickler's persistent_id
     return (_restore_live_iter, it.state())
 
 
 def _reduce_set_iter(p: _Pickler, it: Any) -> Any:
+    if _settable.SUPPORTED:
+        p.reached = True  # written as its position by CheckpointPickler's persistent_id
     return _reduce_native_iter(it)
 
 
@@ -369,6 +395,9 @@ _OWN_OVERRIDES: dict[type, Any] = {
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
 _UNSHARED: set[type] = {
+    type(iter(range(0))),  # written by their own reduce (a range and a position)
+    type(iter(range(1 << 64))),
+    _AliasedFrames,
     types.BuiltinFunctionType,
     types.ModuleType,
     types.CodeType,
@@ -430,6 +459,7 @@ class CheckpointPickler(_Pickler):
         # then writes again with ``shared`` set: each of those as a reference after its first.
         self.numbers: dict[int, Any] = {}
         self.shared_numbers: set[int] = set()
+        self._occurs: dict[int, int] = {}
         self._shared: set[int] | None = shared
         self._number_pids: dict[int, tuple[str]] = {}
         self._fallback: int | None = None  # the object a path reference is writing by value
@@ -497,7 +527,10 @@ class CheckpointPickler(_Pickler):
         shared = self._shared
         if shared is None:
             if i in self.numbers:
-                self.shared_numbers.add(i)
+                # Held twice: unless only by locals the frames' aliases make one again.
+                seen = self._occurs[i] = self._occurs.get(i, 1) + 1
+                if seen > self._data.direct_counts.get(i, 1):
+                    self.shared_numbers.add(i)
             else:
                 self.numbers[i] = n
             return None
@@ -532,6 +565,21 @@ class CheckpointPickler(_Pickler):
                     for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
                 ]
             )
+
+
+def alias_frames(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> list[Any]:
+    """The restored frames, each aliased local holding its earlier local's object again."""
+    for fi, name, fj, other in aliases:
+        frames[fi].__dict__[name] = frames[fj].__dict__[other]
+    return frames
+
+
+_BY_NAME.add(alias_frames)
+
+
+def aliased(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> Any:
+    """What a checkpoint pickles for ``frames``: the frames, with their aliases if any."""
+    return _AliasedFrames(frames, aliases) if aliases else frames
 
 
 def number_pid(pids: dict[int, tuple[str]], n: Any, t: type) -> tuple[str]:
@@ -660,26 +708,81 @@ def dumps(
     _refresh_dispatch()
     if data is None:
         data = ModuleData(spaces)
-    buf = io.BytesIO()
-    buf.write(_REFS)
     if data.shared_numbers is not None:
         # Plain locals (numbers, strings, builtin containers of them, none of them module data)
         # but for the floats and ints held twice, all known: the C pickler, asked only to
         # write those once.
-        NumbersPickler(buf, data.shared_numbers).dump(obj)
-        return buf.getvalue()
-    p = CheckpointPickler(buf, spaces, data)
-    p.dump(obj)
-    if p.shared_numbers:
-        # Some float or int is held in more than one place: again, keeping it one object.
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces, data, shared=p.shared_numbers).dump(obj)
-    return buf.getvalue()
+        NumbersPickler(buf, data.shared_numbers).dump(obj)
+        return buf.getvalue()
+    if data.aliases:
+        obj = aliased(obj, data.aliases)
+    buf = io.BytesIO()
+    p = _Pickler(buf, spaces, data)
+    p.dump(obj)
+    payload = buf.getvalue()
+    # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
+    # object reached through module data, a module-level container or one reached through module
+    # data among the objects written (the C pickler writes lists, dicts and sets without asking
+    # reducer_override), or a float or int held twice: again, with the rules for them.
+    if (
+        _EMPTY_SET in payload
+        or _FROZENSET in payload
+        or p.reached
+        or _shares_containers(data, memo := p.memo.copy())
+        or _numbers_held_twice(data, memo)
+    ):
+        buf = io.BytesIO()
+        buf.write(_REFS)
+        cp = CheckpointPickler(buf, spaces, data)
+        cp.dump(obj)
+        if cp.shared_numbers:
+            buf = io.BytesIO()
+            buf.write(_REFS)
+            CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)
+        payload = buf.getvalue()
+    return payload
+
+
+def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
+    containers = data.containers()
+    if not containers and not data.active:
+        return False
+    if containers and not containers.keys().isdisjoint(memo):
+        return True
+    return data.active and (not data.paths().keys().isdisjoint(memo) or data.truncated is not None)
+
+
+def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
+    """Whether a float or big int is held twice among the containers the first pass wrote (the
+    C pickler writes each occurrence anew), other than by locals the frames' aliases make one.
+    Counted at C speed: only objects met more than once are looked at."""
+    if not memo:
+        return False
+    held = gc.get_referents(*map(_SECOND, memo.values()))
+    kinds = list(map(type, held))
+    nums = list(itertools.compress(held, map(operator.is_, kinds, itertools.repeat(float))))
+    ints = itertools.compress(held, map(operator.is_, kinds, itertools.repeat(int)))
+    nums.extend(itertools.filterfalse(_SMALL_INTS.__contains__, ints))
+    if len(nums) < 2:
+        return False
+    counts = Counter(map(id, nums))
+    if len(counts) == len(nums):
+        return False  # no number is held twice
+    if data.direct_counts:  # locals made one again by the aliases: each may be met once per local
+        counts.subtract({i: k - 1 for i, k in data.direct_counts.items()})
+    return max(counts.values()) > 1
+
+
+_SMALL_INTS = range(-5, 257)  # one object per value in every process
+_SECOND = operator.itemgetter(1)
 
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
 _REFS = b"R"
+_EMPTY_SET = pickle.EMPTY_SET
+_FROZENSET = pickle.FROZENSET
 
 
 __all__ = [
@@ -692,6 +795,7 @@ __all__ = [
     "Namespace",
     "ResourceRefused",
     "SetNotRestorable",
+    "aliased",
     "dumps",
     "live_iter",
     "loads",
