@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import collections
 import importlib
+import itertools
 import operator
 import os
 import site
 import sys
 import sysconfig
 import types
+from collections import Counter
 from typing import Any
 
 from .._registry import resolve
@@ -400,6 +402,34 @@ class ModuleData:
         self._paths: dict[int, Ref] | None = None
         self.active = False  # some namespace has data to walk
         self.truncated: list[str] | None = None  # the modules walked, if the walk stopped early
+        # Set by the plain-locals check where the locals are plain but for floats or ints held
+        # more than once: all those (by id), so that the checkpoint is written in one pass.
+        self.shared_numbers: set[int] | None = None
+        # (frame index, local, value) of each local holding the same float or int as an earlier
+        # one (``find_aliases``): written twice, made one object again at the restore.
+        self.aliases: list[tuple[int, str, int, str]] = []
+        self.direct_counts: dict[int, int] = {}  # per id of a number in aliases: its locals
+
+    def find_aliases(self, frames: Any) -> None:
+        """Set ``aliases`` and ``direct_counts`` for the floats and big ints that more than one
+        of the frames' locals hold (a check of identities at C speed first: usually none)."""
+        values: list[Any] = list(itertools.chain.from_iterable(f.__dict__.values() for f in frames))
+        ids = list(map(id, values))
+        counts = Counter(ids)
+        if len(counts) == len(ids):
+            return
+        names = [(fi, name) for fi, f in enumerate(frames) for name in f.__dict__]
+        first: dict[int, tuple[int, str]] = {}
+        for k in [k for k, i in enumerate(ids) if counts[i] > 1]:
+            v = values[k]
+            t = type(v)
+            if t is float or t is int and not -5 <= v <= 256:
+                i = ids[k]
+                if i in first:
+                    self.aliases.append((*names[k], *first[i]))
+                    self.direct_counts[i] = self.direct_counts.get(i, 1) + 1
+                else:
+                    first[i] = names[k]
 
     def _index(self) -> None:
         ns = self._ns = [(key, namespace(g)) for key, g in self._spaces.values()]

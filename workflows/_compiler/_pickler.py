@@ -1,49 +1,37 @@
 """The checkpoint pickler: what a continuation's state becomes in its bytes, and back.
 
-cloudpickle alone would change the meaning of some live values across a restore. This pickler
-keeps them, or refuses them with an error that names what cannot be kept:
+One contract (docs/reference.md, "What a checkpoint keeps"), kept by one pickler that is asked
+about every object it writes (``persistent_id``), not by a list of cases:
 
-* exceptions keep ``__cause__``, ``__context__``, ``__suppress_context__``, every attribute set
-  on them (``__notes__``, ``e.extra = 5``) and their traceback (rebuilt from its file, line,
-  function and column positions, so it prints the user's own lines); an exception that its own
-  reduce cannot rebuild (an ``__init__`` that does not take its ``args``) is refused here, at
-  checkpoint, not at the restore;
-* dict, dict-view and set iterators checkpoint as the container (pickled with the other locals,
-  so shared) and a position, not as a snapshot of the remaining items: values written after the
-  restore are seen, and a container that changed size still raises ``RuntimeError`` at the next
-  step of the loop; a set's loop goes on from its table slot, or, where the set came back in
-  another order (another ``PYTHONHASHSEED``), over the elements it had still to visit;
-* a deque iterator, forward or reversed, keeps the deque, the items it has still to yield and
-  how many times the deque changed since it was made (``_dequestate``), so that one whose deque
-  changed raises ``deque mutated during iteration`` at its next step after a restore too; where
-  those fields cannot be read (another interpreter) it is refused;
-* a class made inside a workflow keeps its ``__qualname__`` when cloudpickle rebuilds it in
-  another process (it would become the bare name);
-* functions made inside a workflow keep the workflow module's real namespace as their globals
-  (cloudpickle gives them a copy), and objects a local shares with module data are checkpointed
-  by reference: a global of the workflow's module by its name (a module-level sentinel such as
-  ``_MISSING = object()``, a module-level list, dict or set), an object reached from one, or a
-  global of another user module the workflow's module reaches or an object reached from that,
-  by its path (``CONFIG["items"]``, ``config.ITEMS[0]``), so a local holding one is the module's
-  object after a restore (``ModuleData``);
-* a set is rebuilt with the hash table it had, slot by slot: its elements where they were, the
-  dummy entries of removed elements, the size and the ``pop`` finger (``_settable``), so that it
-  iterates, pops, grows and resizes after a restore as it would have without one; a set whose
-  elements hash otherwise in the restoring process (``str`` under another ``PYTHONHASHSEED``)
-  fails the restore instead. A frozenset, which cannot be laid out that way, is refused when its
-  rebuilt table would differ;
-* an open file is refused (cloudpickle would turn one opened for reading into a ``StringIO``).
+* by reference: an object the workflow's modules reach (``_pickle_modules``: a walk of module
+  data through every container, class, function and instance of the application, kept while
+  module data is as it found it) is written as its path, and comes back as the module's object
+  (or, where the path leads nowhere in the restoring process, as the value it had); a function
+  the workflow made and put into module data is put back there;
+* by value, with the sharing between locals: pickle's memo, plus floats and big ints held more
+  than once (written once, then as references to that one); exceptions with their whole state
+  (``_pickle_exceptions``); dict, set and deque iterators as their container and a position
+  (``_pickle_iters``); sets with their hash table (``_pickle_sets``, ``_settable``); live views
+  as views of their container, set subclasses with their table, records whose ``__getattr__``
+  needs their state (``_pickle_values``);
+* refused at the checkpoint, naming the value (``ValueRefused``, ``ResourceRefused``, and the
+  refusals of the modules above): whatever a restore could not give back.
+
+This module holds the picklers, the reducers they dispatch to, and ``dumps``/``loads``.
 """
 
 from __future__ import annotations
 
 import builtins
+import gc
 import io
 import itertools
+import operator
 import pickle
 import sys
 import types
 import typing
+from collections import Counter
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
@@ -232,7 +220,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         self._spaces = spaces
         self._data = data if data is not None else ModuleData(spaces)
         self._globals: dict[int, Any] | None = None  # the data's globals, when first needed
-        self.reached = False  # an object reached through module data was met
+        self.reached = False  # an object kept by reference, or a set iterator, was met
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -249,6 +237,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if ref is not None:
                 return (workflow_global, ref)
         if t is types.FunctionType or isinstance(obj, type):
+            if self._data.active and id(obj) in self._data.paths():
+                self.reached = True  # kept by its path (an observer the workflow registered)
             if t is not type and t is not types.FunctionType and "<locals>" in obj.__qualname__:
                 problem = metaclass_problem(obj)
                 if problem is not None:
@@ -263,6 +253,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
             return r
+        if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
+            self.reached = True  # kept by its path: CheckpointPickler's persistent_id
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
         if isinstance(obj, set):
@@ -367,6 +359,20 @@ def _keep_qualname(cls: type, r: Any) -> None:
         args[3]["__qualname__"] = cls.__qualname__
 
 
+class _AliasedFrames:
+    """Frames, and the locals that hold the same float or int as an earlier local (the C
+    pickler writes such a number twice): made one object again by ``alias_frames``."""
+
+    __slots__ = ("frames", "aliases")
+
+    def __init__(self, frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> None:
+        self.frames = frames
+        self.aliases = aliases
+
+    def __reduce__(self) -> Any:
+        return (alias_frames, (self.frames, self.aliases))
+
+
 # Types the pickler writes with rules of their own, whatever module data holds.
 def _reduce_live_iter(p: _Pickler, it: LiveIter) -> Any:
     if it._kind == "set" and _settable.SUPPORTED:
@@ -389,6 +395,9 @@ _OWN_OVERRIDES: dict[type, Any] = {
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
 _UNSHARED: set[type] = {
+    type(iter(range(0))),  # written by their own reduce (a range and a position)
+    type(iter(range(1 << 64))),
+    _AliasedFrames,
     types.BuiltinFunctionType,
     types.ModuleType,
     types.CodeType,
@@ -428,9 +437,10 @@ def never_shared(*objs: Any) -> None:
 
 
 class CheckpointPickler(_Pickler):
-    """cloudpickle with all the checkpoint's rules (see the module docstring): also sets (kept
-    in their order) and module-level containers (kept by name), through persistent ids. A
-    Python call for every object pickled: ``dumps`` uses it only where they occur."""
+    """cloudpickle with all the checkpoint's rules (see the module docstring), through
+    persistent ids too: module data by reference, sets in their order, shared numbers once. A
+    Python call for every object pickled: the checkpoint of plain locals (numbers, strings,
+    builtin containers of them, none shared with a module) skips it (``_runtime``)."""
 
     def __init__(
         self,
@@ -449,6 +459,7 @@ class CheckpointPickler(_Pickler):
         # then writes again with ``shared`` set: each of those as a reference after its first.
         self.numbers: dict[int, Any] = {}
         self.shared_numbers: set[int] = set()
+        self._occurs: dict[int, int] = {}
         self._shared: set[int] | None = shared
         self._number_pids: dict[int, tuple[str]] = {}
         self._fallback: int | None = None  # the object a path reference is writing by value
@@ -516,18 +527,16 @@ class CheckpointPickler(_Pickler):
         shared = self._shared
         if shared is None:
             if i in self.numbers:
-                self.shared_numbers.add(i)
+                # Held twice: unless only by locals the frames' aliases make one again.
+                seen = self._occurs[i] = self._occurs.get(i, 1) + 1
+                if seen > self._data.direct_counts.get(i, 1):
+                    self.shared_numbers.add(i)
             else:
                 self.numbers[i] = n
             return None
         if i not in shared:
             return None
-        pid = self._number_pids.get(i)
-        if pid is not None:
-            return pid
-        self._number_pids[i] = (f"N{len(self._number_pids)}",)
-        value = f"f{n.hex()}" if t is float else f"i{n:x}"
-        return (f"n{len(self._number_pids) - 1}:{value}",)
+        return number_pid(self._number_pids, n, t)
 
     def _set_iter_pid(self, it: Any) -> Any:
         """A set loop, or a set iterator: ("i", the set, the size it checks, its slot, the
@@ -556,6 +565,48 @@ class CheckpointPickler(_Pickler):
                     for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
                 ]
             )
+
+
+def alias_frames(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> list[Any]:
+    """The restored frames, each aliased local holding its earlier local's object again."""
+    for fi, name, fj, other in aliases:
+        frames[fi].__dict__[name] = frames[fj].__dict__[other]
+    return frames
+
+
+_BY_NAME.add(alias_frames)
+
+
+def aliased(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> Any:
+    """What a checkpoint pickles for ``frames``: the frames, with their aliases if any."""
+    return _AliasedFrames(frames, aliases) if aliases else frames
+
+
+def number_pid(pids: dict[int, tuple[str]], n: Any, t: type) -> tuple[str]:
+    """The reference a checkpoint writes for a float or int held twice: its value at its first
+    occurrence (``n<index>:<f hex | i hex>``), ``N<index>`` after."""
+    i = id(n)
+    pid = pids.get(i)
+    if pid is not None:
+        return pid
+    pids[i] = (f"N{len(pids)}",)
+    value = f"f{n.hex()}" if t is float else f"i{n:x}"
+    return (f"n{len(pids) - 1}:{value}",)
+
+
+class NumbersPickler(pickle.Pickler):
+    """The C pickler, writing the floats and ints of ``shared`` (by id) once each."""
+
+    def __init__(self, file: Any, shared: set[int]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._shared = shared
+        self._pids: dict[int, tuple[str]] = {}
+
+    def persistent_id(self, obj: Any) -> Any:
+        t = type(obj)
+        if (t is int or t is float) and id(obj) in self._shared:
+            return number_pid(self._pids, obj, t)
+        return None
 
 
 class CheckpointUnpickler(pickle.Unpickler):
@@ -657,20 +708,81 @@ def dumps(
     _refresh_dispatch()
     if data is None:
         data = ModuleData(spaces)
-    buf = io.BytesIO()
-    buf.write(_REFS)
-    p = CheckpointPickler(buf, spaces, data)
-    p.dump(obj)
-    if p.shared_numbers:
-        # Some float or int is held in more than one place: again, keeping it one object.
+    if data.shared_numbers is not None:
+        # Plain locals (numbers, strings, builtin containers of them, none of them module data)
+        # but for the floats and ints held twice, all known: the C pickler, asked only to
+        # write those once.
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces, data, shared=p.shared_numbers).dump(obj)
-    return buf.getvalue()
+        NumbersPickler(buf, data.shared_numbers).dump(obj)
+        return buf.getvalue()
+    if data.aliases:
+        obj = aliased(obj, data.aliases)
+    buf = io.BytesIO()
+    p = _Pickler(buf, spaces, data)
+    p.dump(obj)
+    payload = buf.getvalue()
+    # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
+    # object reached through module data, a module-level container or one reached through module
+    # data among the objects written (the C pickler writes lists, dicts and sets without asking
+    # reducer_override), or a float or int held twice: again, with the rules for them.
+    if (
+        _EMPTY_SET in payload
+        or _FROZENSET in payload
+        or p.reached
+        or _shares_containers(data, memo := p.memo.copy())
+        or _numbers_held_twice(data, memo)
+    ):
+        buf = io.BytesIO()
+        buf.write(_REFS)
+        cp = CheckpointPickler(buf, spaces, data)
+        cp.dump(obj)
+        if cp.shared_numbers:
+            buf = io.BytesIO()
+            buf.write(_REFS)
+            CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)
+        payload = buf.getvalue()
+    return payload
+
+
+def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
+    containers = data.containers()
+    if not containers and not data.active:
+        return False
+    if containers and not containers.keys().isdisjoint(memo):
+        return True
+    return data.active and (not data.paths().keys().isdisjoint(memo) or data.truncated is not None)
+
+
+def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
+    """Whether a float or big int is held twice among the containers the first pass wrote (the
+    C pickler writes each occurrence anew), other than by locals the frames' aliases make one.
+    Counted at C speed: only objects met more than once are looked at."""
+    if not memo:
+        return False
+    held = gc.get_referents(*map(_SECOND, memo.values()))
+    kinds = list(map(type, held))
+    nums = list(itertools.compress(held, map(operator.is_, kinds, itertools.repeat(float))))
+    ints = itertools.compress(held, map(operator.is_, kinds, itertools.repeat(int)))
+    nums.extend(itertools.filterfalse(_SMALL_INTS.__contains__, ints))
+    if len(nums) < 2:
+        return False
+    counts = Counter(map(id, nums))
+    if len(counts) == len(nums):
+        return False  # no number is held twice
+    if data.direct_counts:  # locals made one again by the aliases: each may be met once per local
+        counts.subtract({i: k - 1 for i, k in data.direct_counts.items()})
+    return max(counts.values()) > 1
+
+
+_SMALL_INTS = range(-5, 257)  # one object per value in every process
+_SECOND = operator.itemgetter(1)
 
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
 _REFS = b"R"
+_EMPTY_SET = pickle.EMPTY_SET
+_FROZENSET = pickle.FROZENSET
 
 
 __all__ = [
@@ -683,6 +795,7 @@ __all__ = [
     "Namespace",
     "ResourceRefused",
     "SetNotRestorable",
+    "aliased",
     "dumps",
     "live_iter",
     "loads",

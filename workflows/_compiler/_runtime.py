@@ -47,6 +47,7 @@ from ._pickler import (
     ModuleTooLarge,
     ResourceRefused,
     SetNotRestorable,
+    aliased,
     dumps,
     live_iter,
     loads,
@@ -875,7 +876,9 @@ def checkpoint(cont: Continuation) -> bytes:
     data = ModuleData(spaces, frames)  # the module data, looked into only if needed
     if _plain_frames(frames, data):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster.
-        return prefix + pickle.dumps(frames, protocol=pickle.HIGHEST_PROTOCOL)
+        return prefix + pickle.dumps(aliased(frames, data.aliases), protocol=pickle.HIGHEST_PROTOCOL)
+    if data.shared_numbers is None and not data.aliases:
+        data.find_aliases(frames)  # locals that hold one float or int (unless known already)
     try:
         payload = dumps(frames, spaces, data)
     except Exception as e:
@@ -890,7 +893,6 @@ _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 _BuiltinMethod: type = type([].append)
-_RangeIter: type = type(iter(range(0)))
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
@@ -908,15 +910,15 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     if data is None:
         data = ModuleData(_spaces(frames))
     budget = _PLAIN_BUDGET
-    numbers: dict[int, Any] = {}  # floats and big ints met: one met twice is shared (by identity)
+    numbers: dict[int, int] = {}  # floats and big ints met, by id: how many times
+    twice = False
     while stack:
         o = stack.pop()
         t = type(o)
         if t in _SCALARS:
             if t is float or t is int and not -5 <= o <= 256:
-                if id(o) in numbers:
-                    return False  # held twice: the checkpoint pickler keeps it one object
-                numbers[id(o)] = o
+                n = numbers[id(o)] = numbers.get(id(o), 0) + 1
+                twice = twice or n > 1
             continue
         budget -= 1
         if budget < 0:
@@ -935,12 +937,21 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
                 return False
             stack.extend(o.keys())
             stack.extend(o.values())
-        elif t is _RangeIter:
-            continue  # the C pickler writes it as its range and position, as cloudpickle would
         elif t is _BuiltinMethod and type(o.__self__) in _CONTAINERS:
             # A method of a plain container, held across an await (`xs.append(await ...)`).
             stack.append(o.__self__)
         else:
+            return False
+    if twice:
+        # A float or big int held twice: by locals only, the C pickler writes it twice and the
+        # restore makes the locals hold one object again (``aliases``); else the checkpoint
+        # pickler writes the frames once, each of those numbers once (all of them are known).
+        data.find_aliases(frames)
+        direct = data.direct_counts
+        shared = {i for i, n in numbers.items() if n > 1}
+        if any(numbers[i] != direct.get(i) for i in shared):
+            data.shared_numbers = shared
+            data.aliases = []
             return False
     return True
 
