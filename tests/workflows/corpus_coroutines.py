@@ -11,7 +11,7 @@ from __future__ import annotations
 from workflows import ProcedureFailed, procedure, timer, workflow
 
 from .diffharness import C, add
-from .probes import fetch, halt, log
+from .probes import fetch, halt, ident, log
 
 # --- StopIteration in a comprehension that awaits ------------------------------------------------
 
@@ -60,6 +60,36 @@ async def stop_in_a_nested_comprehension(n):
 
 
 add(stop_in_a_nested_comprehension, C(0), C(1), C(3))
+
+
+def _stop_thrown(cmd, index):
+    return StopIteration(index)
+
+
+@workflow
+async def stop_thrown_at_an_await(n):
+    """A StopIteration thrown in at an await leaves the awaited command as a RuntimeError
+    ('generator raised StopIteration'), whose context is what the workflow handles there."""
+    try:
+        await procedure(ident, n)
+    except RuntimeError as e:
+        log(("plain", str(e), repr(e.__cause__), repr(e.__context__)))
+    try:
+        raise KeyError(n)
+    except KeyError:
+        try:
+            return [await procedure(ident, i) for i in range(n)]
+        except BaseException as e:
+            log((type(e).__name__, str(e), repr(e.__cause__), repr(e.__context__)))
+            return "caught"
+
+
+add(
+    stop_thrown_at_an_await,
+    C(2, fail_at=frozenset({0, 2}), error=_stop_thrown),
+    C(2, fail_at=frozenset({1}), error=_stop_thrown),
+    C(2),
+)
 
 
 # --- inline calls are coroutines ------------------------------------------------------------------

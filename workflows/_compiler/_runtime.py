@@ -706,16 +706,22 @@ def step(cont: Continuation, send: Any = None, throw: BaseException | None = Non
     cont._state = 1
     frames = cont._frames
     f = frames[-1]
-    pending = throw
     if throw is None:
         f._af_sent = send
     else:
         active = _own_exc(f)
-        if active is not None and active is not throw and throw.__context__ is None:
+        if isinstance(throw, StopIteration):
+            # Natively it is thrown into the awaited command's ``__await__`` generator, which it
+            # leaves as this RuntimeError (PEP 479), raised in the frame at its await.
+            err = RuntimeError("generator raised StopIteration")
+            err.__cause__ = throw
+            err.__context__ = active if active is not None else throw
+            throw = err
+        elif active is not None and active is not throw and throw.__context__ is None:
             throw.__context__ = active
         # Raised at the await, as natively: its traceback starts at the user's await line.
         _through_caller(throw, f._af_code.stubs.get(f._af_pc))
-    return _drive(cont, frames, f, pending, len(frames) if throw is not None else 0)
+    return _drive(cont, frames, f, throw, len(frames) if throw is not None else 0)
 
 
 def _drive(
