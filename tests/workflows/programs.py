@@ -766,10 +766,18 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         "sgrow2",
         "ndel",
         "chain",
+        "later",
     ]
     if in_loop:
         choices.append("leap")
     kind = draw(st.sampled_from(choices))
+    if kind == "later":
+        # An inline call made now and awaited after other work (which may await), maybe
+        # awaited again: nothing of it runs before its await, and it runs once.
+        templates = ["pend = sub({0})", "log(({1}, await pend))"]
+        if draw(st.booleans()):
+            templates += ["try:", "    await pend", "except RuntimeError as pe:", "    log(str(pe))"]
+        return Lines(tuple(templates), (draw(e), draw(e)))
     if kind == "assign":
         return Line(f"{draw(st.sampled_from(TARGETS))} = {{}}", (draw(e),))
     if kind == "aug":
