@@ -45,6 +45,7 @@ from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
 
+from . import _serve
 from ._activator import Activator
 from ._actor import (
     DirectSignal,
@@ -98,6 +99,7 @@ class NodeInfo:
     shards: int
     heartbeat_age: float
     started_at: float
+    state: str = "up"  # or "stale": its heartbeat is older than its lease (frozen, or killed alone)
 
 
 @dataclass(frozen=True)
@@ -757,6 +759,13 @@ class ActorSystem:
         cluster's node hands its shards off to the other nodes first."""
         self._stop_system(handoff=True)
 
+    def serve(self) -> None:
+        """Block until SIGTERM or SIGINT, then shut down cleanly (a cluster's node hands its
+        shards off first, and shows as ``left``); returns at once if the system is shut down
+        otherwise meanwhile. Call it from the main thread, which receives the signals."""
+        self._check_open()
+        _serve.serve(lambda: self._closed, self.shutdown, self.db)
+
     def _crash(self) -> None:
         """Stop without handing anything off, as a crash would as far as the database can tell
         (the test cluster's ``crash``): the other nodes find this one dead and take over."""
@@ -1348,8 +1357,8 @@ class ActorSystem:
         cluster = self._rt.cluster
         if cluster is None:
             return [NodeInfo(self.node_id, 1, 0.0, self._started_at)]
-        return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at)
-                for n in cluster.nodes() if n.state == "up"]
+        return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at, n.state)
+                for n in cluster.nodes() if n.state in ("up", "stale")]
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

@@ -253,6 +253,9 @@ def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
     it, so every row held 0. PostgreSQL only marks the column dropped; rows keep their bytes until
     they are next written."""
     cur.execute(f"ALTER TABLE {s}.workflows DROP COLUMN restarts")
+    # Each node's heartbeat ttl, so that any reader (``wf nodes``) can tell a node whose heartbeat
+    # is older than its lease (``stale``) from one that is up.
+    cur.execute(f"ALTER TABLE {s}.af_nodes ADD COLUMN ttl double precision")
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
