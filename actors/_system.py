@@ -66,6 +66,7 @@ from ._later import Later
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds
+from ._schedules import ScheduleInfo, Schedules
 from ._timers import TimerService
 from ._work import WorkCounter
 from ._writes import new_workflow_record
@@ -116,6 +117,7 @@ class WorkflowInfo:
     result: Any
     error: dict[str, Any] | None
     test_mode: bool
+    scheduled_at: float | None = None  # the tick (epoch seconds) of a workflow a schedule started
 
 
 def _waiting_text(waiting_on: str | None) -> str | None:
@@ -536,7 +538,7 @@ class WorkflowRef(Generic[R]):
         return Status(self._record().status)
 
     def info(self) -> WorkflowInfo:
-        return info_from_record(self._record())
+        return self._system._schedules.with_ticks([info_from_record(self._record())])[0]
 
     def result(self, timeout: float | None = None) -> R:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
@@ -723,6 +725,7 @@ class ActorSystem:
             )
             with acting_for(self._log_token):
                 self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
+                self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))
                 # Requests the `wf` CLI left while no system owned the file, before recovery runs
                 # anything: a cancel among them lands before the procedures it disarms run again.
                 self._take_external()
@@ -844,6 +847,7 @@ class ActorSystem:
                 # Retention: one short batch per round, the next soon after while more is due.
                 if self._leads() and self._retention.tick():
                     pause = self._retention.pace()
+                self._schedules.tick(self._leads())
                 if self._rt.activator.has_waiting():
                     self._rt.activator.passivate_idle(0.0)
                 if time.monotonic() - last_passivate >= min(1.0, self._rt.passivate_after):
@@ -1256,7 +1260,7 @@ class ActorSystem:
         self._check_open()
         st = Status(status).value if status is not None else None
         ty = getattr(type, "__workflow_key__", type)
-        return [info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)]
+        return self._schedules.with_ticks([info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)])
 
     def idle(self, timeout: float | None = None) -> None:
         """Block until nothing is left to do now: no message queued, no step or procedure running,
@@ -1301,6 +1305,7 @@ class ActorSystem:
         return (
             not self._external_pending()
             and not (self._leads() and self._retention.due())
+            and not self._schedules.due(self._leads())
             and not rt.timers.has_due()
             and not rt.activator.has_waiting()
             and rt.work.count == 0
@@ -1349,6 +1354,37 @@ class ActorSystem:
         """Once an append committed (on the writer's thread): wake its workflow."""
         if written.exception() is None:
             self._rt.wake([written.result()])
+
+    def schedule(
+        self,
+        id: str,
+        wf: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        cron: str | None = None,
+        every: float | None = None,
+        timezone: str = "UTC",
+        overlap: str = "skip",
+        catchup: str = "latest",
+    ) -> ScheduleInfo:
+        """Start ``wf(*args)`` at each tick of ``cron`` (in ``timezone``) or every ``every``
+        seconds, as the workflow ``f"{id}@{tick}"`` (tick in ISO 8601 UTC); stored, so it goes on
+        across restarts, and each tick starts exactly once. ``overlap="skip"`` skips a tick while
+        the previous run still runs (``"allow"``: it does not); after downtime
+        ``catchup="latest"`` starts the latest missed tick only (``"all"``, ``"none"``).
+        Scheduling an id again updates it. An invalid expression raises ``ValueError``."""
+        self._check_open()
+        return self._schedules.schedule(id, wf, args, cron, every, timezone, overlap, catchup)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule of the database, with its next tick."""
+        self._check_open()
+        return self._schedules.schedules()
+
+    def unschedule(self, id: str) -> bool:
+        """Delete the schedule ``id`` (the workflows it started stay); False if there was none."""
+        self._check_open()
+        return self._schedules.unschedule(id)
 
     def nodes(self) -> list[NodeInfo]:
         """The live nodes of the cluster on this database (on SQLite: this process alone, which

@@ -547,6 +547,16 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    from ._schedules import print_schedules
+
+    store = _open(args.db)
+    try:
+        return print_schedules(store, as_json=args.json)
+    finally:
+        store.close()
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be 1 to 65535, got {args.port}")
@@ -647,6 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("nodes", "list the nodes of the cluster on a postgresql:// URL: state, shards, heartbeat")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_nodes)
+
+    sp = add("schedules", "list the schedules: what each starts, when, its next tick and last run")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_schedules)
 
     sp = add("ui", "serve a web view of the workflows, with actions (needs the ui extra)")
     sp.add_argument("--host", default="127.0.0.1",

@@ -3,7 +3,7 @@ processes."""
 
 from __future__ import annotations
 
-from workflows import info, signal, timer, workflow
+from workflows import reducer, signal, workflow, workflow_id
 
 
 @workflow
@@ -13,13 +13,13 @@ async def gate(tag: str) -> str:
     return f"{tag}:{got}"
 
 
-@workflow
-async def tick_job(name: str) -> float | None:
-    """A scheduled run: returns the tick it was started for."""
-    return info().scheduled_at
+@reducer
+def record_beat(db, wid: str) -> None:  # type: ignore[no-untyped-def]
+    db["beats"].insert({"workflow_id": wid, "n": 1})
 
 
 @workflow
-async def napper(seconds: float) -> str:
-    await timer("nap", seconds)
-    return "rested"
+async def beat() -> str:
+    """A scheduled run of the SIGKILL test: one row per run, by a reducer (exactly once)."""
+    reducer(record_beat, workflow_id())
+    return workflow_id()

@@ -50,7 +50,8 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.migrate(conn, schema, "here") == 0
         assert _tables(conn, schema) == [
             "af_nodes", "af_shards", "af_wakeups", "external", "history", "inbox", "meta",
-            "procedures", "subscriptions", "timers", "waits", "workflows",
+            "procedures", "schedule_runs", "schedules", "subscriptions", "timers", "waits",
+            "workflows",
         ]
         assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION
         assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op
