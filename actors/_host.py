@@ -17,6 +17,7 @@ class Host(Protocol):
     clock: Clock
     dispatcher: Dispatcher
     commit_timeout: float
+    metrics: Any  # an ``actors._metrics.Metrics``, or None when metrics are off
 
     def carry_out(
         self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool,

@@ -194,6 +194,7 @@ class ProcedureExecutor:
         # backoff): key -> (attempt, next attempt time). A shutdown gives their counts back.
         self._counted: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
+        self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()
@@ -284,6 +285,7 @@ class ProcedureExecutor:
             return
         if recovered and not self._count_recovered(key, workflow_id, function, args_blob, attempt):
             return
+        started = time.perf_counter()
         try:
             call = loads(args_blob)
             retry = call.get("retry") or DEFAULT_RETRY
@@ -294,7 +296,10 @@ class ProcedureExecutor:
                 raise
             info = error_info(e)
             retryable = type(e).__name__ not in retry.non_retryable and info["type"] not in retry.non_retryable
-            if retryable and attempt < retry.maximum_attempts and not self._closed:
+            again = retryable and attempt < retry.maximum_attempts and not self._closed
+            if self.metrics is not None:
+                self.metrics.attempt(function, time.perf_counter() - started, "retry" if again else "failed")
+            if again:
                 delay = retry.delay(attempt)
                 next_at = self._clock.now() + delay
                 log.warning(
@@ -323,6 +328,8 @@ class ProcedureExecutor:
             )
             self._hand_over(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
             return
+        if self.metrics is not None:
+            self.metrics.attempt(function, time.perf_counter() - started, "ok")
         self._hand_over(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
 
     def _count_recovered(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> bool:

@@ -385,8 +385,13 @@ class Schedules:
                 next_tick=when.after(tick),
                 skip_while_running=last if row.overlap == "skip" else None,
             ).result(self.rt.commit_timeout)
+            metrics = self.rt.metrics
+            if metrics is not None and outcome != "existed":  # (that one, its starter counted)
+                metrics.count("ticks", outcome if start else "missed")
             if outcome == "started" and seed is not None:
                 self.started += 1
+                if metrics is not None:
+                    metrics.workflow_started(row.workflow)
                 last = seed[0].id
                 self._kick(seed)
                 log.info(

@@ -63,6 +63,7 @@ from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
 from ._later import Later
+from ._metrics import Metrics, registry_for
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds
@@ -194,6 +195,8 @@ class Runtime:
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
         self.later = Later(self.work)
+        self.metrics: Metrics | None = None  # set by the system when it counts (``metrics=``)
+        self.shards_taken = 0
         # A storage episode (writes failing for a reason of the storage): when it began, how many
         # writes failed, and each waiting workflow's count of attempts (its backoff).
         self._storage_since: float | None = None
@@ -211,6 +214,7 @@ class Runtime:
         assert self.cluster is not None
         self.work.inc()
         try:
+            self.shards_taken += len(shards)
             work = self.cluster.recovery_work(shards)
             self.timers.refill()
             for row in work.procedures:
@@ -242,6 +246,8 @@ class Runtime:
 
     # -- called by actors ------------------------------------------------------------------------
     def _fire_timer(self, row: TimerRow) -> None:
+        if self.metrics is not None:
+            self.metrics.timer_fired(self.clock.now() - row.due_at)
         if self.owns(row.workflow_id):  # else its shard moved: the new owner fires it
             self.activator.deliver(row.workflow_id, TimerFired(row))
 
@@ -282,6 +288,9 @@ class Runtime:
             types = {w.id: w.type for w in sw.new_workflows}
             spread = {w.id for w in sw.new_workflows if w.spread}
             remote = False
+            if self.metrics is not None:
+                for child in ack.created:
+                    self.metrics.workflow_started(types.get(child))
             for child in ack.created:
                 log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
                 if self.cluster is not None and child not in spread:
@@ -409,6 +418,8 @@ class Runtime:
         cause: BaseException | None = error
         while cause is not None and not isinstance(cause, StorageUnavailable):
             cause = cause.__cause__
+        if self.metrics is not None:
+            self.metrics.count("storage_faults")
         with self._restart_lock:
             first = self._storage_since is None
             if first:
@@ -681,9 +692,12 @@ class ActorSystem:
         retention: float | None = 7 * 86400,
         node_id: str | None = None,
         node_ttl: float = 10.0,
+        metrics: Any = None,
         _local_time: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
+        # Checked before anything opens: a missing prometheus_client says what to install.
+        registry = registry_for(metrics)
         if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
             raise TypeError(f"node_id must be a non-empty string, got {node_id!r}")
         # This process's name in a cluster (SPEC §9): host name and process id unless given.
@@ -715,6 +729,11 @@ class ActorSystem:
         self._log_token: object = None
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
+            if registry is not None:
+                rt.metrics = rt.procedures.metrics = Metrics(registry, rt)
+                writer = getattr(store, "_writer", None)
+                if writer is not None:
+                    writer.on_commit = rt.metrics.commit
             # Every event of this system names its node and how many shards the node holds (none
             # for a system of no cluster), whichever thread logs it: this system's own, or the
             # caller's in one of its public calls, or one of its async calls' executor.
@@ -741,6 +760,8 @@ class ActorSystem:
             self._closed = True
             unbind_node(self._log_token)
             if rt is not None:
+                if rt.metrics is not None:
+                    rt.metrics.close()
                 for stop in (rt.later.stop, rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
                     try:
                         stop()
@@ -798,6 +819,8 @@ class ActorSystem:
             rt.store.close()  # a cluster's node hands its shards off once its writes are in
         else:
             crash()
+        if rt.metrics is not None:
+            rt.metrics.close()
         log.info("system_shutdown", db=self.db)
         unbind_node(self._log_token)
 
@@ -1181,6 +1204,10 @@ class ActorSystem:
             if p.exception() is None:
                 remote = False
                 cluster = self._rt.cluster
+                if self._rt.metrics is not None:
+                    for seed, ok in zip(seeds, p.result(), strict=True):
+                        if ok:
+                            self._rt.metrics.workflow_started(seed[0].type)
                 for seed, ok in zip(seeds, p.result(), strict=True):
                     # (A root workflow just created: its shard is its own id's, known unread.)
                     if ok and (cluster is None or cluster.owns_new(seed[0].id)):
@@ -1236,6 +1263,8 @@ class ActorSystem:
             if p.exception() is not None:
                 return
             delivered, dropped = p.result()
+            if self._rt.metrics is not None:
+                self._rt.metrics.signal_sent("broadcast", len(delivered))
             self._rt.wake(delivered)
             for wid, why in dropped:
                 # A subscriber that ended is expected; a full inbox is worth a warning (as for a
@@ -1334,6 +1363,8 @@ class ActorSystem:
             blob = dumps(payload)
         except Exception as e:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
+        if kind == SIGNAL and self._rt.metrics is not None:
+            self._rt.metrics.signal_sent("client")
         try:
             if kind == SIGNAL and self._rt.owns(workflow_id):
                 # Handed to the workflow's actor, which makes it durable (consumed by the step it

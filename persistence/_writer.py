@@ -110,6 +110,8 @@ class Writer:
         self.path = path
         self.dialect = dialect
         self.commits = 0
+        # Told each batch's size and seconds once it is done (the runtime's metrics), if set.
+        self.on_commit: Callable[[int, float], None] | None = None
         # The committed wait set of recently stepped workflows (one batch runs at a time, so it
         # is exact): a step awaiting the same signals as before skips rewriting them.
         self.waits: dict[str, tuple[str, ...]] = {}
@@ -268,11 +270,15 @@ class Writer:
             self._shutdown()
 
     def _run_batch(self, batch: list[_Op]) -> None:
+        started = time.perf_counter()
         try:
             self._commit_batch(batch)
         except BaseException as exc:  # the writer outlives any batch
             log.exception("store_batch_failed")
             self._fail(batch, exc)
+        observe = self.on_commit
+        if observe is not None:
+            observe(len(batch), time.perf_counter() - started)
 
     def _take(self, room: int) -> list[_Op]:
         """Up to ``room`` queued writes, oldest first (called holding the lock)."""

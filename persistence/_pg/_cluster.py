@@ -651,6 +651,7 @@ class ClusterNode(Cluster):
         self._notify_thread: threading.Thread | None = None
         self._rejoin = False
         self.rounds = 0
+        self.takeovers = 0  # nodes this one declared dead
 
     # -- lifecycle ----------------------------------------------------------------------------
     def open(self) -> None:
@@ -975,7 +976,7 @@ class ClusterNode(Cluster):
         # StorageUnavailable: its lock may be free and the others may take every shard, so the
         # node writes nothing more (``_run`` self-fences) and rejoins.
         # The probe first: the heartbeat then says when this node last looked (``wait_seen``).
-        m.detect_dead()
+        self.takeovers += len(m.detect_dead())
         alive = m.heartbeat()
         if not alive:
             self._self_fence("it was declared dead by another node (no heartbeat within the ttl)")
