@@ -23,9 +23,10 @@ from persistence._log import Log
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType
 from workflows._procedure_context import procedure_running
-from workflows._registry import resolve
+from workflows._registry import lookup_options, resolve
 
 from ._clock import Clock
+from ._limits import Limits
 from ._work import WorkCounter
 
 log = Log("procedures")
@@ -34,6 +35,15 @@ log = Log("procedures")
 _STORAGE_BACKOFF = (0.01, 1.0)
 
 DEFAULT_RETRY = RetryPolicy()
+
+
+def _options(function: str) -> dict[str, Any]:
+    """The ``@procedure(...)`` options of ``function`` (none if this process lacks its code: its
+    attempt then says so)."""
+    try:
+        return lookup_options(resolve("procedure", function))
+    except UnknownWorkflowType:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -195,6 +205,7 @@ class ProcedureExecutor:
         self._counted: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
         self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
+        self.limits = Limits(store, clock, call_at)  # ``@procedure(concurrency=, rate=)``
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()
@@ -209,6 +220,7 @@ class ProcedureExecutor:
         with self._lock:
             self._closed = True
             unstarted, self._counted = self._counted, {}
+        self.limits.close()
         for _ in self._pool.shutdown():
             self._work.dec()
         if not give_back:
@@ -247,9 +259,20 @@ class ProcedureExecutor:
     def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False) -> None:
         if self._closed:
             return
+        gate = self.limits.gate(function, lambda: _options(function))
+        if gate is not None:  # a limited procedure: the attempt starts when its turn comes
+            gate.submit(key, workflow_id, lambda done: self._start(key, workflow_id, function, args, attempt, recovered, done),
+                        recovered)
+            return
+        self._start(key, workflow_id, function, args, attempt, recovered, None)
+
+    def _start(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool,
+               done: Callable[[], None] | None) -> None:
+        if self._closed:
+            return
         self._work.inc()
         try:
-            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered)
+            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered, done)
         except RuntimeError:  # pool shut down while the system closes
             self._work.dec()
 
@@ -263,12 +286,15 @@ class ProcedureExecutor:
             self._counted.pop(key, None)
             return True
 
-    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool) -> None:
+    def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool,
+             done: Callable[[], None] | None = None) -> None:
         try:
             self._attempt(key, workflow_id, function, args_blob, attempt, recovered)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
             log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
+            if done is not None:
+                done()  # its limit's next in line starts (counted as work before this is uncounted)
             self._work.dec()
 
     def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool = False) -> None:

@@ -730,7 +730,7 @@ class ActorSystem:
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
             if registry is not None:
-                rt.metrics = rt.procedures.metrics = Metrics(registry, rt)
+                rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt)
                 writer = getattr(store, "_writer", None)
                 if writer is not None:
                     writer.on_commit = rt.metrics.commit

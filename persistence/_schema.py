@@ -201,6 +201,12 @@ def _v5(db: sqlite_utils.Database) -> None:
         "CREATE TABLE schedule_runs (workflow_id TEXT PRIMARY KEY, schedule_id TEXT NOT NULL, "
         "tick REAL NOT NULL)"
     )
+    # Procedure calls waiting for their limit (``@procedure(concurrency=, rate=)``), as `wf show`
+    # and the web view tell it; the call itself is its pending ``procedures`` row.
+    db.execute(
+        "CREATE TABLE limit_waits (key TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, since REAL NOT NULL)"
+    )
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

@@ -63,7 +63,7 @@ PRUNE_CHUNK = 500
 # tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
 # that this names every such table of the schema.
 WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external",
-                   "schedule_runs")
+                   "schedule_runs", "limit_waits")
 
 
 def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tuple[Any, ...]:

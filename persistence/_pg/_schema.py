@@ -268,6 +268,10 @@ def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
         f"CREATE TABLE {s}.schedule_runs (workflow_id text PRIMARY KEY, "
         f"schedule_id text NOT NULL, tick double precision NOT NULL)"
     )
+    cur.execute(
+        f"CREATE TABLE {s}.limit_waits (key text PRIMARY KEY, workflow_id text NOT NULL, "
+        f"kind text NOT NULL, since double precision NOT NULL)"
+    )
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

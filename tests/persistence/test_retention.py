@@ -94,6 +94,7 @@ def _populate(store: SqliteStore) -> None:
         "INSERT INTO subscriptions (name, filter_key, workflow_id) VALUES ('tick', '1', 'old')",
         "INSERT INTO external (kind, workflow_id, name, payload, created_at) VALUES ('cancel', 'old', NULL, 'null', 1)",
         "INSERT INTO schedule_runs (workflow_id, schedule_id, tick) VALUES ('old', 'nightly', 5)",
+        "INSERT INTO limit_waits (key, workflow_id, kind, since) VALUES ('old-p', 'old', 'concurrency', 5)",
     ):
         _raw(store, sql, (b"\x00",) if "?" in sql else ())
     store.create_workflow(new_wf("late"))
