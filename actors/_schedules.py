@@ -7,8 +7,8 @@ transaction that creates the workflow ``f"{id}@{tick}"`` (the tick in ISO 8601 U
 schedule past the tick; start-by-id lets the id in once, so a tick starts exactly once across a
 crash between "due" and "started" and across a change of leader.
 
-Cron expressions are read by cronsim (five fields, or six with seconds first; ``L``, ``W``, ``#``
-and the ``@daily`` forms), in the schedule's time zone through ``zoneinfo``, so a daily 02:30
+Cron expressions are read by cronsim (five fields, or six with seconds first; ranges, steps,
+names, ``L`` and ``#``), in the schedule's time zone through ``zoneinfo``, so a daily 02:30
 follows the zone's daylight saving time. ``every`` counts seconds from the Unix epoch: every 3600
 ticks on the hour (UTC).
 
@@ -317,7 +317,14 @@ class Schedules:
         if self.since is None:
             self.since = now
         mono = time.monotonic()
-        for row in stored.due(self.store, now):
+        try:
+            rows = stored.due(self.store, now)
+        except PersistenceError as e:
+            # The store is away: the writes' own episode is logged by the runtime; look again
+            # at the next round.
+            log.debug("schedule_read_failed", error=str(e))
+            return
+        for row in rows:
             retry_at, backoff = self._retry.get(row.id, (0.0, 0.0))
             if retry_at > mono:
                 continue

@@ -113,3 +113,24 @@ def test_limit_options_are_checked_at_decoration() -> None:
         procedure(concurrency=0)(lambda: None)
     with pytest.raises(ValueError, match="rate= must be a positive number of starts per second"):
         procedure(rate=-1)(lambda: None)
+
+
+def test_in_a_3_node_cluster_each_node_holds_the_limit_for_its_own_attempts(
+    pg_store_url: str,
+) -> None:
+    """A limit holds in one system: each node runs at most 3 attempts at once, and every call
+    completes wherever its workflow runs."""
+    from actors.testing import Cluster
+
+    with Cluster(pg_store_url, 3, procedure_workers=8) as cluster:
+        refs = cluster["node-1"].start_many(lf.call_three, [(n,) for n in range(60)])
+        assert sorted(r.result(timeout=T) for r in refs) == list(range(60))
+        cluster.idle(T)
+        most = {
+            name: s._rt.procedures.limits.gates.get("tests.actors.limit_flows:three_at_once")
+            for name, s in cluster.nodes.items()
+        }
+        ran = {name: g.most for name, g in most.items() if g is not None}
+    assert len(ran) >= 2 and all(1 <= m <= 3 for m in ran.values()), ran
+    assert lf.MOST[0] <= 3 * len(ran)
+    assert sorted(int(w) for w, _ in lf.STARTS) == list(range(60))  # each once
