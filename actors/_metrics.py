@@ -68,6 +68,12 @@ class _Histogram:
         self.total += value
         self.n += 1
 
+    def merge(self, other: _Histogram) -> None:
+        for i, c in enumerate(list(other.counts)):
+            self.counts[i] += c
+        self.total += other.total
+        self.n += other.n
+
     def buckets(self) -> list[tuple[str, float]]:
         out, running = [], 0
         for bound, c in zip(
@@ -135,18 +141,6 @@ HISTOGRAMS = {
         ("type",),
         FAST,
     ),
-    "commit_size": (
-        "actorflow_commit_batch_size",
-        "Writes (steps, starts, signals) per committed transaction of the writer.",
-        (),
-        BATCH,
-    ),
-    "commit_seconds": (
-        "actorflow_commit_batch_duration_seconds",
-        "Time of one group commit of the writer, statements and COMMIT.",
-        (),
-        FAST,
-    ),
     "timer_late": (
         "actorflow_timer_lateness_seconds",
         "How late a timer fired after its due time (system clock).",
@@ -162,22 +156,42 @@ HISTOGRAMS = {
 }
 
 
+class _Tally:
+    """One thread's counts and histograms: only that thread adds to them, so no lock is taken
+    on the hot path; a scrape reads every thread's (a dict copy is atomic under the GIL)."""
+
+    __slots__ = ("counts", "hists")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, dict[tuple[str, ...], float]] = {k: {} for k in COUNTERS}
+        self.hists: dict[str, dict[tuple[str, ...], _Histogram]] = {k: {} for k in HISTOGRAMS}
+
+    def inc(self, key: str, labels: tuple[str, ...], n: float = 1) -> None:
+        d = self.counts[key]
+        d[labels] = d.get(labels, 0) + n
+
+    def hist(self, key: str, labels: tuple[str, ...]) -> _Histogram:
+        h = self.hists[key].get(labels)
+        if h is None:
+            h = self.hists[key][labels] = _Histogram(HISTOGRAMS[key][3])
+        return h
+
+
 class Metrics:
     """The metrics of one system, registered in ``registry``; ``close()`` unregisters them.
 
-    The runtime's calls add to plain dicts under one lock (a few hundred nanoseconds each, where
-    prometheus_client's own metrics take a few microseconds); ``collect`` turns them into the
-    families when the registry is scraped.
+    The runtime's calls add to plain dicts of the calling thread's own (``_Tally``): no lock, a
+    few hundred nanoseconds a call, where prometheus_client's own metrics take a lock and a few
+    microseconds; ``collect`` sums the threads' tallies into the families when the registry is
+    scraped.
     """
 
     def __init__(self, registry: Any, rt: Any) -> None:
         self.registry = registry
         self._rt = rt
-        self._lock = threading.Lock()
-        self.counts: dict[str, dict[tuple[str, ...], float]] = {k: {} for k in COUNTERS}
-        self.hists: dict[str, dict[tuple[str, ...], _Histogram]] = {k: {} for k in HISTOGRAMS}
-        for k in ("timers", "storage_faults"):
-            self.counts[k][()] = 0.0
+        self._lock = threading.Lock()  # the list of tallies only
+        self._local = threading.local()
+        self._tallies: list[_Tally] = []
         registry.register(self)
 
     def close(self) -> None:
@@ -187,38 +201,36 @@ class Metrics:
             pass
 
     # -- what the runtime calls ----------------------------------------------------------------
-    def _hist(self, key: str, labels: tuple[str, ...]) -> _Histogram:
-        h = self.hists[key].get(labels)
-        if h is None:
-            h = self.hists[key][labels] = _Histogram(HISTOGRAMS[key][3])
-        return h
-
-    def _inc(self, key: str, labels: tuple[str, ...], n: float = 1) -> None:
-        d = self.counts[key]
-        d[labels] = d.get(labels, 0) + n
+    def _tally(self) -> _Tally:
+        try:
+            t: _Tally = self._local.tally
+        except AttributeError:
+            t = self._local.tally = _Tally()
+            with self._lock:
+                self._tallies.append(t)
+        return t
 
     def step(self, workflow_type: str, sw: Any, started: float) -> None:
         """A step of a workflow of ``workflow_type`` committed (``started``: perf_counter at its
         start; 0 if it is not a step the workflow's code ran)."""
-        took = time.perf_counter() - started if started else None
+        t = self._tally()
         labels = (workflow_type,)
-        sent = sum(1 for s in sw.signals if s.kind == SIGNAL) if sw.signals else 0
-        with self._lock:
-            self._inc("steps", labels)
-            if took is not None:
-                self._hist("step_seconds", labels).add(took)
-            if sw.create is not None:
-                self._inc("started", labels)
-            if sw.status in FINISHED:
-                self._inc("finished", (workflow_type, sw.status))
+        t.inc("steps", labels)
+        if started:
+            t.hist("step_seconds", labels).add(time.perf_counter() - started)
+        if sw.create is not None:
+            t.inc("started", labels)
+        if sw.status in FINISHED:
+            t.inc("finished", (workflow_type, sw.status))
+        if sw.signals:
+            sent = sum(1 for s in sw.signals if s.kind == SIGNAL)
             if sent:
-                self._inc("signals", ("workflow",), sent)
+                t.inc("signals", ("workflow",), sent)
 
     def count(self, key: str, *labels: str, n: float = 1) -> None:
         """Add ``n`` to the counter ``key`` (of ``COUNTERS``) with these label values."""
         if n:
-            with self._lock:
-                self._inc(key, labels, n)
+            self._tally().inc(key, labels, n)
 
     def workflow_started(self, workflow_type: str | None, n: int = 1) -> None:
         self.count("started", workflow_type or "unknown", n=n)
@@ -227,25 +239,20 @@ class Metrics:
         self.count("signals", source, n=n)
 
     def timer_fired(self, late: float) -> None:
-        with self._lock:
-            self._inc("timers", ())
-            self._hist("timer_late", ()).add(max(0.0, late))
+        t = self._tally()
+        t.inc("timers", ())
+        t.hist("timer_late", ()).add(max(0.0, late))
 
     def attempt(self, function: str, seconds: float, outcome: str) -> None:
         """A procedure attempt ended: ``"ok"``, ``"retry"`` or ``"failed"`` (for good)."""
+        t = self._tally()
         labels = (function,)
-        with self._lock:
-            self._inc("attempts", labels)
-            self._hist("proc_seconds", labels).add(seconds)
-            if outcome == "retry":
-                self._inc("retries", labels)
-            elif outcome == "failed":
-                self._inc("failures", labels)
-
-    def commit(self, size: int, seconds: float) -> None:
-        with self._lock:
-            self._hist("commit_size", ()).add(size)
-            self._hist("commit_seconds", ()).add(seconds)
+        t.inc("attempts", labels)
+        t.hist("proc_seconds", labels).add(seconds)
+        if outcome == "retry":
+            t.inc("retries", labels)
+        elif outcome == "failed":
+            t.inc("failures", labels)
 
     # -- the collector ---------------------------------------------------------------------------
     def describe(self) -> list[Any]:
@@ -255,11 +262,21 @@ class Metrics:
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
         with self._lock:
-            counts = {k: dict(v) for k, v in self.counts.items()}
-            hists = {
-                k: {lv: (h.buckets(), h.total) for lv, h in v.items()}
-                for k, v in self.hists.items()
-            }
+            tallies = list(self._tallies)
+        counts: dict[str, dict[tuple[str, ...], float]] = {k: {} for k in COUNTERS}
+        counts["timers"][()] = counts["storage_faults"][()] = 0.0  # (shown from the start)
+        merged: dict[str, dict[tuple[str, ...], _Histogram]] = {k: {} for k in HISTOGRAMS}
+        for t in tallies:
+            for key in COUNTERS:
+                for lv, v in dict(t.counts[key]).items():
+                    counts[key][lv] = counts[key].get(lv, 0.0) + v
+            for key in HISTOGRAMS:
+                for lv, h in dict(t.hists[key]).items():
+                    m = merged[key].get(lv)
+                    if m is None:
+                        m = merged[key][lv] = _Histogram(h.bounds)
+                    m.merge(h)
+        hists = {k: {lv: (h.buckets(), h.total) for lv, h in v.items()} for k, v in merged.items()}
         for key, (name, doc, labels) in COUNTERS.items():
             if counts[key]:
                 c = CounterMetricFamily(name, doc, labels=labels)
@@ -268,10 +285,10 @@ class Metrics:
                 yield c
         for key, (name, doc, labels, _bounds) in HISTOGRAMS.items():
             if hists[key]:
-                h = HistogramMetricFamily(name, doc, labels=labels)
+                family = HistogramMetricFamily(name, doc, labels=labels)
                 for lv, (buckets, total) in sorted(hists[key].items()):
-                    h.add_metric(lv, buckets, total)
-                yield h
+                    family.add_metric(lv, buckets, total)
+                yield family
         yield from _live(self._rt)
 
 
@@ -296,6 +313,23 @@ def _live(rt: Any) -> Iterator[Any]:
         "replies, child results).",
         value=act.queued(),
     )
+    writer = getattr(rt.store, "_writer", None)
+    if writer is not None:
+        yield CounterMetricFamily(
+            "actorflow_commit_batches",
+            "Group commits of the writer (transactions).",
+            value=writer.batches,
+        )
+        yield CounterMetricFamily(
+            "actorflow_commit_batch_writes",
+            "Writes (steps, starts, signals) in the writer's group commits: over batches, the mean batch size.",
+            value=writer.batched_writes,
+        )
+        yield CounterMetricFamily(
+            "actorflow_commit_batch_seconds",
+            "Seconds spent in the writer's group commits (statements and COMMIT): over batches, the mean latency.",
+            value=writer.batch_seconds,
+        )
     cluster = rt.cluster
     if cluster is not None:
         yield GaugeMetricFamily(

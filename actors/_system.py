@@ -731,9 +731,6 @@ class ActorSystem:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after)
             if registry is not None:
                 rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt)
-                writer = getattr(store, "_writer", None)
-                if writer is not None:
-                    writer.on_commit = rt.metrics.commit
             # Every event of this system names its node and how many shards the node holds (none
             # for a system of no cluster), whichever thread logs it: this system's own, or the
             # caller's in one of its public calls, or one of its async calls' executor.

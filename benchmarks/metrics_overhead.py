@@ -56,9 +56,12 @@ def main() -> None:
         )
     off, on = statistics.median(rates[False]), statistics.median(rates[True])
     coff, con = statistics.median(cpu[False]), statistics.median(cpu[True])
+    # On a shared machine the fastest run of each is the one least disturbed by the others.
+    best_off, best_on = min(cpu[False]), min(cpu[True])
     print(
-        f"  wall on/off {on / off:.3f}; CPU per signal on/off {con / coff:.3f} "
-        f"(metrics cost {100 * (con / coff - 1):+.1f} % CPU)"
+        f"  wall on/off {on / off:.3f}; CPU per signal on/off: medians {con / coff:.3f} "
+        f"({100 * (con / coff - 1):+.1f} %), best runs {best_on / best_off:.3f} "
+        f"({100 * (best_on / best_off - 1):+.1f} %)"
     )
 
 

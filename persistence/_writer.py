@@ -110,8 +110,11 @@ class Writer:
         self.path = path
         self.dialect = dialect
         self.commits = 0
-        # Told each batch's size and seconds once it is done (the runtime's metrics), if set.
-        self.on_commit: Callable[[int, float], None] | None = None
+        # Batches run, the writes in them and their seconds, for the runtime's metrics (added
+        # to by the one thread that holds the batch lock: no other lock needed).
+        self.batches = 0
+        self.batched_writes = 0
+        self.batch_seconds = 0.0
         # The committed wait set of recently stepped workflows (one batch runs at a time, so it
         # is exact): a step awaiting the same signals as before skips rewriting them.
         self.waits: dict[str, tuple[str, ...]] = {}
@@ -276,9 +279,9 @@ class Writer:
         except BaseException as exc:  # the writer outlives any batch
             log.exception("store_batch_failed")
             self._fail(batch, exc)
-        observe = self.on_commit
-        if observe is not None:
-            observe(len(batch), time.perf_counter() - started)
+        self.batches += 1
+        self.batched_writes += len(batch)
+        self.batch_seconds += time.perf_counter() - started
 
     def _take(self, room: int) -> list[_Op]:
         """Up to ``room`` queued writes, oldest first (called holding the lock)."""

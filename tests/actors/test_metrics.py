@@ -76,10 +76,12 @@ def test_a_scrape_after_a_known_workload_has_exactly_the_expected_counts(db: str
         )
         assert value("actorflow_actors_live") == system.live_actors()
         assert value("actorflow_inbox_messages") == 0
-        assert (value("actorflow_commit_batch_size_count") or 0) > 0
-        assert value("actorflow_commit_batch_size_sum") >= value(
-            "actorflow_commit_batch_size_count"
-        )  # type: ignore[operator]
+        writer = system._rt.store._writer
+        assert value("actorflow_commit_batches_total") == writer.batches > 0
+        assert (
+            value("actorflow_commit_batch_writes_total") == writer.batched_writes >= writer.batches
+        )
+        assert (value("actorflow_commit_batch_seconds_total") or 0) > 0
         text = generate_latest(registry).decode()
         assert "ord-" not in text and "doom-1" not in text  # ids are never labels
         if db.startswith("postgresql"):
