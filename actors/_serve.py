@@ -39,14 +39,30 @@ def serve(closed: Callable[[], bool], shutdown: Callable[[], None], db: str) -> 
         stop.set()
 
     previous: dict[int, Any] = {s: signal.signal(s, handler) for s in SIGNALS}
+    restored = False
+
+    def restore() -> None:
+        nonlocal restored
+        if not restored:
+            restored = True
+            for s, h in previous.items():
+                signal.signal(s, h)
+
     try:
         log.info("system_serving", db=db, stops_on="SIGTERM or SIGINT")
         while not stop.wait(_POLL):
             if closed():
                 return 0
-        log.info("system_stop_signal", db=db, signal=signal.Signals(got[0]).name)
+        log.info(
+            "system_stop_signal",
+            db=db,
+            signal=signal.Signals(got[0]).name,
+            then="a second signal stops the process at once",
+        )
+        # A second signal during the shutdown does what it did before serve(): an impatient
+        # operator's second Ctrl-C (or SIGTERM) ends the process without waiting.
+        restore()
         shutdown()
         return got[0]
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        restore()
