@@ -13,12 +13,14 @@ from ._errors import (
     UnknownWorkflow,
     WorkflowNotRunning,
 )
+from ._schedules import ScheduleInfo
 from ._system import ActorSystem, NodeInfo, WorkflowInfo, WorkflowRef
 
 __all__ = [
     "ActorSystem",
     "ActorSystemError",
     "NodeInfo",
+    "ScheduleInfo",
     "Status",
     "SystemClosed",
     "TimerNotArmed",

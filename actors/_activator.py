@@ -41,6 +41,7 @@ class Activator:
         # Live actors with nothing to do, least recently used first: eviction takes the first.
         self._idle: OrderedDict[str, None] = OrderedDict()
         self._waiting: OrderedDict[str, list[Any]] = OrderedDict()
+        self.passivated = 0  # actors stopped so far (metrics)
         # Busy actors to stop once they are idle (their workflow's shard moved to another node).
         self._stop_when_idle: set[str] = set()
         self._closed = False
@@ -48,6 +49,12 @@ class Activator:
     def live_count(self) -> int:
         with self._lock:
             return len(self._live)
+
+    def queued(self) -> int:
+        """Messages delivered and not handled yet (in the actors' mailboxes, or waiting for a
+        slot)."""
+        with self._lock:
+            return sum(s.busy for s in self._live.values()) + sum(len(m) for m in self._waiting.values())
 
     def has_waiting(self) -> bool:
         with self._lock:
@@ -142,6 +149,7 @@ class Activator:
         return slot
 
     def _stop_locked(self, workflow_id: str, slot: _Slot) -> None:
+        self.passivated += 1
         del self._live[workflow_id]
         self._idle.pop(workflow_id, None)
         # The actor is idle (busy == 0), so its mailbox is empty: stopping it loses nothing. The

@@ -19,6 +19,7 @@ import collections
 import dataclasses
 import functools
 import json
+import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -194,6 +195,7 @@ class WorkflowActor(PooledActor):
         self.instance: WorkflowInstance | None = None
         # The start whose first step creates the record, until that step commits.
         self.creating: Kick | None = None
+        self.step_started = 0.0  # perf_counter at the start of the step under way (metrics)
         self.cont_blob = b""  # the last committed checkpoint
         self.recent: str | None = None
         self.recent_count = 0
@@ -731,6 +733,7 @@ class WorkflowActor(PooledActor):
         """Carry out ``decision``: run the step it resumes (or store its progress), commit, act."""
         inst = self.instance
         assert inst is not None
+        self.step_started = time.perf_counter()
         sw = self._write_base(decision)
         if not decision.resume:
             assert decision.wait is not None
@@ -941,6 +944,9 @@ class WorkflowActor(PooledActor):
         if sw.create is not None:
             self._settle_start(True)
         self.host.storage_ok(self.id)
+        if self.host.metrics is not None:
+            self.host.metrics.step(self.type, sw, self.step_started)
+            self.step_started = 0.0
         self.host.workflow_log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:
             if self.recent_count < RECENT_STEPS:

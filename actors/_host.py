@@ -19,6 +19,7 @@ class Host(Protocol):
     dispatcher: Dispatcher
     commit_timeout: float
     workflow_log: Log  # the system's ``workflow`` logger, its context bound (``SystemLog``)
+    metrics: Any  # an ``actors._metrics.Metrics``, or None when metrics are off
 
     def carry_out(
         self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool,

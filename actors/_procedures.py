@@ -23,9 +23,10 @@ from persistence._log import Log
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType
 from workflows._procedure_context import procedure_running
-from workflows._registry import resolve
+from workflows._registry import lookup_options, resolve
 
 from ._clock import Clock
+from ._limits import Limits
 from ._work import WorkCounter
 
 _NO_SYSTEM = Log("procedures")  # an executor made for no system in particular
@@ -34,6 +35,15 @@ _NO_SYSTEM = Log("procedures")  # an executor made for no system in particular
 _STORAGE_BACKOFF = (0.01, 1.0)
 
 DEFAULT_RETRY = RetryPolicy()
+
+
+def _options(function: str) -> dict[str, Any]:
+    """The ``@procedure(...)`` options of ``function`` (none if this process lacks its code: its
+    attempt then says so)."""
+    try:
+        return lookup_options(resolve("procedure", function))
+    except UnknownWorkflowType:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -197,6 +207,8 @@ class ProcedureExecutor:
         # backoff): key -> (attempt, next attempt time). A shutdown gives their counts back.
         self._counted: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
+        self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
+        self.limits = Limits(store, clock, call_at)  # ``@procedure(concurrency=, rate=)``
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()
@@ -211,6 +223,7 @@ class ProcedureExecutor:
         with self._lock:
             self._closed = True
             unstarted, self._counted = self._counted, {}
+        self.limits.close()
         for _ in self._pool.shutdown():
             self._work.dec()
         if not give_back:
@@ -252,9 +265,21 @@ class ProcedureExecutor:
                 count: bool = False) -> None:
         if self._closed:
             return
+        gate = self.limits.gate(function, lambda: _options(function))
+        if gate is not None:  # a limited procedure: the attempt starts when its turn comes
+            gate.submit(key, workflow_id,
+                        lambda done: self._start(key, workflow_id, function, args, attempt, recovered, count, done),
+                        recovered)
+            return
+        self._start(key, workflow_id, function, args, attempt, recovered, count, None)
+
+    def _start(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool,
+               count: bool, done: Callable[[], None] | None) -> None:
+        if self._closed:
+            return
         self._work.inc()
         try:
-            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered, count)
+            self._pool.submit(self._run, key, workflow_id, function, args, attempt, recovered, count, done)
         except RuntimeError:  # pool shut down while the system closes
             self._work.dec()
 
@@ -269,12 +294,14 @@ class ProcedureExecutor:
             return True
 
     def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool,
-             count: bool = False) -> None:
+             count: bool = False, done: Callable[[], None] | None = None) -> None:
         try:
             self._attempt(key, workflow_id, function, args_blob, attempt, recovered, count)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
             self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
+            if done is not None:
+                done()  # its limit's next in line starts (counted as work before this is uncounted)
             self._work.dec()
 
     def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool = False,
@@ -294,6 +321,7 @@ class ProcedureExecutor:
             return
         if count and not self._count_start(key, attempt):
             return
+        started = time.perf_counter()
         try:
             call = loads(args_blob)
             retry = call.get("retry") or DEFAULT_RETRY
@@ -304,7 +332,10 @@ class ProcedureExecutor:
                 raise
             info = error_info(e)
             retryable = type(e).__name__ not in retry.non_retryable and info["type"] not in retry.non_retryable
-            if retryable and attempt < retry.maximum_attempts and not self._closed:
+            again = retryable and attempt < retry.maximum_attempts and not self._closed
+            if self.metrics is not None:
+                self.metrics.attempt(function, time.perf_counter() - started, "retry" if again else "failed")
+            if again:
                 delay = retry.delay(attempt)
                 next_at = self._clock.now() + delay
                 self._log.warning(
@@ -325,6 +356,8 @@ class ProcedureExecutor:
             )
             self._hand_over(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
             return
+        if self.metrics is not None:
+            self.metrics.attempt(function, time.perf_counter() - started, "ok")
         self._hand_over(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
 
     def _count_start(self, key: str, attempt: int) -> bool:

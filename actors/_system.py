@@ -46,6 +46,7 @@ from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
 
+from . import _serve
 from ._activator import Activator
 from ._actor import (
     DirectSignal,
@@ -63,9 +64,11 @@ from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._host import Host
 from ._later import Later
+from ._metrics import Metrics, registry_for
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds
+from ._schedules import ScheduleInfo, Schedules
 from ._timers import TimerService
 from ._work import WorkCounter
 from ._writes import new_workflow_record
@@ -97,6 +100,7 @@ class NodeInfo:
     shards: int
     heartbeat_age: float
     started_at: float
+    state: str = "up"  # or "stale": its heartbeat is older than its lease (frozen, or killed alone)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class WorkflowInfo:
     result: Any
     error: dict[str, Any] | None
     test_mode: bool
+    scheduled_at: float | None = None  # the tick (epoch seconds) of a workflow a schedule started
 
 
 def _waiting_text(waiting_on: str | None) -> str | None:
@@ -195,6 +200,8 @@ class Runtime:
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
         self.later = Later(self.work, log=self.log)
+        self.metrics: Metrics | None = None  # set by the system when it counts (``metrics=``)
+        self.shards_taken = 0
         # A storage episode (writes failing for a reason of the storage): when it began, how many
         # writes failed, and each waiting workflow's count of attempts (its backoff).
         self._storage_since: float | None = None
@@ -213,6 +220,7 @@ class Runtime:
         assert self.cluster is not None
         self.work.inc()
         try:
+            self.shards_taken += len(shards)
             work = self.cluster.recovery_work(shards)
             self.timers.refill()
             for row in work.procedures:
@@ -244,6 +252,8 @@ class Runtime:
 
     # -- called by actors ------------------------------------------------------------------------
     def _fire_timer(self, row: TimerRow) -> None:
+        if self.metrics is not None:
+            self.metrics.timer_fired(self.clock.now() - row.due_at)
         if self.owns(row.workflow_id):  # else its shard moved: the new owner fires it
             self.activator.deliver(row.workflow_id, TimerFired(row))
 
@@ -284,6 +294,9 @@ class Runtime:
             types = {w.id: w.type for w in sw.new_workflows}
             spread = {w.id for w in sw.new_workflows if w.spread}
             remote = False
+            if self.metrics is not None:
+                for child in ack.created:
+                    self.metrics.workflow_started(types.get(child))
             for child in ack.created:
                 self.log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
                 if self.cluster is not None and child not in spread:
@@ -411,6 +424,8 @@ class Runtime:
         cause: BaseException | None = error
         while cause is not None and not isinstance(cause, StorageUnavailable):
             cause = cause.__cause__
+        if self.metrics is not None:
+            self.metrics.count("storage_faults")
         with self._restart_lock:
             first = self._storage_since is None
             if first:
@@ -522,7 +537,7 @@ class WorkflowRef(Generic[R]):
         return Status(self._record().status)
 
     def info(self) -> WorkflowInfo:
-        return info_from_record(self._record())
+        return self._system._schedules.with_ticks([info_from_record(self._record())])[0]
 
     def result(self, timeout: float | None = None) -> R:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
@@ -664,9 +679,12 @@ class ActorSystem:
         retention: float | None = 7 * 86400,
         node_id: str | None = None,
         node_ttl: float = 10.0,
+        metrics: Any = None,
         _local_time: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
+        # Checked before anything opens: a missing prometheus_client says what to install.
+        registry = registry_for(metrics)
         if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
             raise TypeError(f"node_id must be a non-empty string, got {node_id!r}")
         # This process's name in a cluster (SPEC §9): host name and process id unless given.
@@ -707,7 +725,10 @@ class ActorSystem:
         rt: Runtime | None = None
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after, system_log)
+            if registry is not None:
+                rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt)
             self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log)
+            self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))
             # Requests the `wf` CLI left while no system owned the file, before recovery runs
             # anything: a cancel among them lands before the procedures it disarms run again.
             self._take_external()
@@ -722,6 +743,8 @@ class ActorSystem:
             # file is released for the next ActorSystem of this process.
             self._closed = True
             if rt is not None:
+                if rt.metrics is not None:
+                    rt.metrics.close()
                 for stop in (rt.later.stop, rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
                     try:
                         stop()
@@ -741,6 +764,13 @@ class ActorSystem:
         """Stop every actor and service and release the database. Nothing durable is lost. A
         cluster's node hands its shards off to the other nodes first."""
         self._stop_system(handoff=True)
+
+    def serve(self) -> None:
+        """Block until SIGTERM or SIGINT, then shut down cleanly (a cluster's node hands its
+        shards off first, and shows as ``left``); returns at once if the system is shut down
+        otherwise meanwhile. Call it from the main thread, which receives the signals."""
+        self._check_open()
+        _serve.serve(lambda: self._closed, self.shutdown, self.db)
 
     def _crash(self) -> None:
         """Stop without handing anything off, as a crash would as far as the database can tell
@@ -767,6 +797,8 @@ class ActorSystem:
             rt.store.close()  # a cluster's node hands its shards off once its writes are in
         else:
             crash()
+        if rt.metrics is not None:
+            rt.metrics.close()
         self._log.info("system_shutdown", db=self.db)
 
     def _check_open(self) -> None:
@@ -809,6 +841,7 @@ class ActorSystem:
                 # Retention: one short batch per round, the next soon after while more is due.
                 if self._leads() and self._retention.tick():
                     pause = self._retention.pace()
+                self._schedules.tick(self._leads())
                 if self._rt.activator.has_waiting():
                     self._rt.activator.passivate_idle(0.0)
                 if time.monotonic() - last_passivate >= min(1.0, self._rt.passivate_after):
@@ -1161,6 +1194,10 @@ class ActorSystem:
             if p.exception() is None:
                 remote = False
                 cluster = self._rt.cluster
+                if self._rt.metrics is not None:
+                    for seed, ok in zip(seeds, p.result(), strict=True):
+                        if ok:
+                            self._rt.metrics.workflow_started(seed[0].type)
                 for seed, ok in zip(seeds, p.result(), strict=True):
                     # (A root workflow just created: its shard is its own id's, known unread.)
                     if ok and (cluster is None or cluster.owns_new(seed[0].id)):
@@ -1216,6 +1253,8 @@ class ActorSystem:
             if p.exception() is not None:
                 return
             delivered, dropped = p.result()
+            if self._rt.metrics is not None:
+                self._rt.metrics.signal_sent("broadcast", len(delivered))
             self._rt.wake(delivered)
             for wid, why in dropped:
                 # A subscriber that ended is expected; a full inbox is worth a warning (as for a
@@ -1240,7 +1279,7 @@ class ActorSystem:
         self._check_open()
         st = Status(status).value if status is not None else None
         ty = getattr(type, "__workflow_key__", type)
-        return [info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)]
+        return self._schedules.with_ticks([info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)])
 
     def idle(self, timeout: float | None = None) -> None:
         """Block until nothing is left to do now: no message queued, no step or procedure running,
@@ -1285,6 +1324,7 @@ class ActorSystem:
         return (
             not self._external_pending()
             and not (self._leads() and self._retention.due())
+            and not self._schedules.due(self._leads())
             and not rt.timers.has_due()
             and not rt.activator.has_waiting()
             and rt.work.count == 0
@@ -1313,6 +1353,8 @@ class ActorSystem:
             blob = dumps(payload)
         except Exception as e:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
+        if kind == SIGNAL and self._rt.metrics is not None:
+            self._rt.metrics.signal_sent("client")
         try:
             if kind == SIGNAL and self._rt.owns(workflow_id):
                 # Handed to the workflow's actor, which makes it durable (consumed by the step it
@@ -1334,6 +1376,37 @@ class ActorSystem:
         if written.exception() is None:
             self._rt.wake([written.result()])
 
+    def schedule(
+        self,
+        id: str,
+        wf: WorkflowFunction[..., Any],
+        /,
+        *args: Any,
+        cron: str | None = None,
+        every: float | None = None,
+        timezone: str = "UTC",
+        overlap: str = "skip",
+        catchup: str = "latest",
+    ) -> ScheduleInfo:
+        """Start ``wf(*args)`` at each tick of ``cron`` (in ``timezone``) or every ``every``
+        seconds, as the workflow ``f"{id}@{tick}"`` (tick in ISO 8601 UTC); stored, so it goes on
+        across restarts, and each tick starts exactly once. ``overlap="skip"`` skips a tick while
+        the previous run still runs (``"allow"``: it does not); after downtime
+        ``catchup="latest"`` starts the latest missed tick only (``"all"``, ``"none"``).
+        Scheduling an id again updates it. An invalid expression raises ``ValueError``."""
+        self._check_open()
+        return self._schedules.schedule(id, wf, args, cron, every, timezone, overlap, catchup)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        """Every schedule of the database, with its next tick."""
+        self._check_open()
+        return self._schedules.schedules()
+
+    def unschedule(self, id: str) -> bool:
+        """Delete the schedule ``id`` (the workflows it started stay); False if there was none."""
+        self._check_open()
+        return self._schedules.unschedule(id)
+
     def nodes(self) -> list[NodeInfo]:
         """The live nodes of the cluster on this database (on SQLite: this process alone, which
         holds the whole file as one shard)."""
@@ -1341,8 +1414,8 @@ class ActorSystem:
         cluster = self._rt.cluster
         if cluster is None:
             return [NodeInfo(self.node_id, 1, 0.0, self._started_at)]
-        return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at)
-                for n in cluster.nodes() if n.state == "up"]
+        return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at, n.state)
+                for n in cluster.nodes() if n.state in ("up", "stale")]
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

@@ -156,6 +156,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         store.close()
 
 
+def _limit_waits(store: Store, workflow_id: str) -> dict[str, str]:
+    """{procedure key: the limit it waits for} of the workflow's calls (``@procedure(concurrency=,
+    rate=)``)."""
+    from persistence._limits import waits_of
+    from persistence._sqlstore import SqlStore
+
+    return waits_of(store, workflow_id) if isinstance(store, SqlStore) else {}
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     store = _open(args.db)
     try:
@@ -164,6 +173,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         timers = store.timers(rec.id)
         inbox = store.inbox(rec.id)
         procs = store.procedures(rec.id)
+        limited = _limit_waits(store, rec.id) if procs else {}
         if args.history < 0:
             raise CliError(f"--history must be 0 or more, got {args.history}")
         children = store.list_workflows(parent_id=rec.id)
@@ -193,7 +203,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 for m in inbox
             ],
             "procedures": [
-                {"key": p.key, "function": p.function, "status": p.status, "attempts": p.attempts} for p in procs
+                {"key": p.key, "function": p.function, "status": p.status, "attempts": p.attempts,
+                 "waiting_for_limit": limited.get(p.key)} for p in procs
             ],
             "children": [{"id": c.id, "type": c.type, "status": c.status} for c in shown_children],
             "children_by_status": dict(sorted(by_status.items())),
@@ -214,6 +225,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"created   {_ts(rec.created_at)}   updated {_ts(rec.updated_at)}   steps {rec.step_seq}")
         if rec.status == "running":
             print(f"waiting   {info.waiting_on or '-'}")
+            for p in procs:
+                if p.key in limited:
+                    print(f"          (procedure {p.function} is waiting for its {limited[p.key]} limit)")
         if timers:
             print("timers")
             for t in timers:
@@ -225,7 +239,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         if procs:
             print("procedures")
             for p in procs:
-                print(f"  {p.function} [{p.status}, {p.attempts} attempt(s)] key {p.key}")
+                wait = f", waiting for its {limited[p.key]} limit" if p.key in limited else ""
+                print(f"  {p.function} [{p.status}, {p.attempts} attempt(s){wait}] key {p.key}")
         if children:
             counts = ", ".join(f"{n} {st}" for st, n in sorted(by_status.items()))
             print(f"children  {len(children)}: {counts}")
@@ -497,6 +512,16 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    from ._schedules import print_schedules
+
+    store = _open(args.db)
+    try:
+        return print_schedules(store, as_json=args.json)
+    finally:
+        store.close()
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CliError(f"--port must be 1 to 65535, got {args.port}")
@@ -597,6 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("nodes", "list the nodes of the cluster on a postgresql:// URL: state, shards, heartbeat")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_nodes)
+
+    sp = add("schedules", "list the schedules: what each starts, when, its next tick and last run")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(func=cmd_schedules)
 
     sp = add("ui", "serve a web view of the workflows, with actions (needs the ui extra)")
     sp.add_argument("--host", default="127.0.0.1",

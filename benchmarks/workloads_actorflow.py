@@ -98,6 +98,10 @@ async def looper(n: int) -> int:
 
 
 def _system(args: argparse.Namespace, db: str | None = None, **kw: object) -> ActorSystem:
+    if getattr(args, "metrics", False):
+        from prometheus_client import CollectorRegistry
+
+        kw["metrics"] = CollectorRegistry()  # counted, as an application that exports them
     system = ActorSystem(db or args.db or os.path.join(args.dir, "af.db"), durability=args.durability, **kw)
     if args.start_after:
         # One node of several (benchmarks/cluster.py): open, say so, and start the clock only
@@ -130,13 +134,13 @@ def signals_one(args: argparse.Namespace) -> None:
     with _system(args) as system:
         ref = system.start(collect, args.n)
         system.idle(timeout=WAIT)  # the receiver is parked on its first await
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(args.n):
             ref.signal("item", 1)
         total = ref.result(timeout=WAIT)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert total == args.n, f"consumed {total} of {args.n}"
-    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed)
+    report(n=args.n, seconds=elapsed, per_s=args.n / elapsed, cpu_us_per=1e6 * cpu / args.n)
 
 
 def signals_many(args: argparse.Namespace) -> None:
@@ -410,6 +414,7 @@ def main() -> None:
     p.add_argument("--start-after", dest="start_after", default=None,
                    help="once open, wait for this file to exist before starting (several nodes)")
     p.add_argument("--broadcast", action="store_true", help="recovery: wake all by one broadcast")
+    p.add_argument("--metrics", action="store_true", help="count Prometheus metrics (ActorSystem(metrics=...))")
     args = p.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     WORKLOADS[args.workload](args)

@@ -188,6 +188,25 @@ def _v5(db: sqlite_utils.Database) -> None:
     intensity is counted in memory, per episode), so every row held 0. No index names it; SQLite
     rewrites the table once, in the migration's transaction."""
     db.execute("ALTER TABLE workflows DROP COLUMN restarts")
+    # Schedules (``persistence._schedules``): each one's definition and its ``done_until`` (every
+    # tick at or before it is done: started or skipped), and the tick each scheduled workflow was
+    # started for (deleted with its workflow).
+    db.execute(
+        "CREATE TABLE schedules (id TEXT PRIMARY KEY, workflow TEXT NOT NULL, args BLOB NOT NULL, "
+        "cron TEXT, every REAL, timezone TEXT NOT NULL, overlap TEXT NOT NULL, "
+        "catchup TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
+        "done_until REAL NOT NULL, next_tick REAL, last_started TEXT)"
+    )
+    db.execute(
+        "CREATE TABLE schedule_runs (workflow_id TEXT PRIMARY KEY, schedule_id TEXT NOT NULL, "
+        "tick REAL NOT NULL)"
+    )
+    # Procedure calls waiting for their limit (``@procedure(concurrency=, rate=)``), as `wf show`
+    # and the web view tell it; the call itself is its pending ``procedures`` row.
+    db.execute(
+        "CREATE TABLE limit_waits (key TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, since REAL NOT NULL)"
+    )
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

@@ -276,8 +276,9 @@ class NodeRow:
     """A node of a cluster as its database knows it (``system.nodes()``, ``wf nodes``).
 
     ``heartbeat_age`` is by the database's clock; ``started_at`` (epoch seconds) is when its
-    current incarnation joined; ``state`` is ``up``, ``dead`` (declared so by another node) or
-    ``left`` (shut down, its shards handed off).
+    current incarnation joined; ``state`` is ``up``, ``stale`` (up by its row, but its heartbeat
+    is older than its ttl: frozen, or killed with no other node left to declare it dead),
+    ``dead`` (declared so by another node) or ``left`` (shut down, its shards handed off).
     """
 
     node_id: str

@@ -111,6 +111,11 @@ class Writer:
         self.log = log if log is not None else _NO_SYSTEM  # its system's ``store`` logger
         self.dialect = dialect
         self.commits = 0
+        # Batches run, the writes in them and their seconds, for the runtime's metrics (added
+        # to by the one thread that holds the batch lock: no other lock needed).
+        self.batches = 0
+        self.batched_writes = 0
+        self.batch_seconds = 0.0
         # The committed wait set of recently stepped workflows (one batch runs at a time, so it
         # is exact): a step awaiting the same signals as before skips rewriting them.
         self.waits: dict[str, tuple[str, ...]] = {}
@@ -269,11 +274,15 @@ class Writer:
             self._shutdown()
 
     def _run_batch(self, batch: list[_Op]) -> None:
+        started = time.perf_counter()
         try:
             self._commit_batch(batch)
         except BaseException as exc:  # the writer outlives any batch
             self.log.exception("store_batch_failed")
             self._fail(batch, exc)
+        self.batches += 1
+        self.batched_writes += len(batch)
+        self.batch_seconds += time.perf_counter() - started
 
     def _take(self, room: int) -> list[_Op]:
         """Up to ``room`` queued writes, oldest first (called holding the lock)."""

@@ -62,7 +62,8 @@ PRUNE_CHUNK = 500
 # (besides the workflow's own row): pruning a workflow deletes its rows in each. Application
 # tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
 # that this names every such table of the schema.
-WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external")
+WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external",
+                   "schedule_runs", "limit_waits")
 
 
 def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tuple[Any, ...]:

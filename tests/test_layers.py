@@ -12,7 +12,7 @@ ALLOWED = {
     "workflows": {"workflows", "cloudpickle"},
     "persistence": {"persistence", "sqlite_utils", "cloudpickle", "psycopg", "psycopg_pool", "structlog"},
     "actors": {"actors", "workflows", "persistence", "pykka", "structlog", "rich", "sqlite_utils", "cloudpickle", "pytest",
-               "starlette", "uvicorn", "jinja2"},
+               "starlette", "uvicorn", "jinja2", "cronsim", "prometheus_client"},
 }
 
 

@@ -52,7 +52,8 @@ def _in_step() -> bool:
 def procedure(fn: Callable[P, R], /) -> ProcedureFunction[P, R]: ...  # type: ignore[overload-overlap]  # it is a command too
 @overload
 def procedure(
-    fn: None = None, /, *, retry: RetryPolicy | None = None, timeout: _Seconds | None = None
+    fn: None = None, /, *, retry: RetryPolicy | None = None, timeout: _Seconds | None = None,
+    concurrency: int | None = None, rate: float | None = None,
 ) -> Callable[[F], F]: ...
 @overload
 def procedure(
@@ -107,11 +108,13 @@ def procedure(  # type: ignore[misc]  # ``fn`` may also be named in ``**kwargs``
     In a workflow: ``value = await procedure(fn, *args, timeout=None, retry=None)``.
     """
     if fn is None:
+        # (Only the decorator takes these: in a call, keywords are the procedure's own.)
+        concurrency, rate = kwargs.pop("concurrency", None), kwargs.pop("rate", None)
         if args or kwargs or name is not None:
             raise TypeError("procedure() needs the procedure function as its first argument")
 
         def deco(f: F) -> F:
-            return _register_procedure(f, timeout, retry)
+            return _register_procedure(f, timeout, retry, concurrency, rate)
 
         return deco
     if not args and not kwargs and name is None and not _in_step():
@@ -121,12 +124,14 @@ def procedure(  # type: ignore[misc]  # ``fn`` may also be named in ``**kwargs``
     return _commands.procedure(fn, *args, timeout=timeout, retry=retry, name=name, **kwargs)
 
 
-def _register_procedure(fn: F, timeout: Any, retry: RetryPolicy | None) -> F:
+def _register_procedure(
+    fn: F, timeout: Any, retry: RetryPolicy | None, concurrency: Any = None, rate: Any = None
+) -> F:
     if not callable(fn):
         raise TypeError(f"@procedure decorates a function, got {fn!r}")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError(f"@procedure retry= must be a RetryPolicy, got {retry!r}")
-    opts: dict[str, Any] = {}
+    opts: dict[str, Any] = _limits(getattr(fn, "__qualname__", repr(fn)), concurrency, rate)
     if timeout is not None:
         opts["timeout"] = _commands._seconds(timeout, f"@procedure {fn.__qualname__} timeout")
     if retry is not None:
@@ -134,6 +139,26 @@ def _register_procedure(fn: F, timeout: Any, retry: RetryPolicy | None) -> F:
     register("procedure", fn, **opts)
     fn.__actorflow_kind__ = "procedure"  # type: ignore[attr-defined]
     return fn
+
+
+def _limits(name: str, concurrency: Any, rate: Any) -> dict[str, Any]:
+    """``@procedure(concurrency=, rate=)``, checked: the attempts of the procedure running at once
+    in one system, and started per second (the runtime holds the others in line)."""
+    opts: dict[str, Any] = {}
+    if concurrency is not None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(
+                f"@procedure {name}: concurrency= must be a whole number of attempts, 1 or more, "
+                f"got {concurrency!r}"
+            )
+        opts["concurrency"] = concurrency
+    if rate is not None:
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0 or rate == float("inf"):
+            raise ValueError(
+                f"@procedure {name}: rate= must be a positive number of starts per second, got {rate!r}"
+            )
+        opts["rate"] = float(rate)
+    return opts
 
 
 @overload

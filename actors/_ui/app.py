@@ -367,6 +367,12 @@ def create_app(store: Store, db: str, *, read_only: bool = False,
         nodes = await in_thread(data.nodes, ui.store)
         return ui.page("nodes.html", nodes=nodes, nodes_shown=bool(nodes))
 
+    async def schedules_page(request: Request) -> Response:
+        from actors._schedules import schedule_rows
+
+        rows = await in_thread(schedule_rows, ui.store)
+        return ui.page("schedules.html", schedules=rows)
+
     async def action(request: Request) -> Response:
         if ui.read_only:
             return PlainTextResponse("refused: this server was started with --read-only; it takes no actions",
@@ -399,6 +405,7 @@ def create_app(store: Store, db: str, *, read_only: bool = False,
         Route("/api/state", state),
         Route("/value", value),
         Route("/nodes", nodes_page),
+        Route("/schedules", schedules_page),
         Route("/w/{wid:path}", workflow),
         Route("/signal", action, methods=["POST"]),
         Route("/cancel", action, methods=["POST"]),

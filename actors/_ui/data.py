@@ -256,11 +256,19 @@ def timeline(history: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _limit_waits(store: Store, workflow_id: str) -> dict[str, str]:
+    from persistence._limits import waits_of
+    from persistence._sqlstore import SqlStore
+
+    return waits_of(store, workflow_id) if isinstance(store, SqlStore) else {}
+
+
 def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[str, Any] | None:
     """Everything the workflow's page shows, or None if there is no such workflow."""
     rec, inbox, timers, procs = store.load_state(wid)
     if rec is None:
         return None
+    limited = _limit_waits(store, rec.id) if procs else {}
     now = time.time() if now is None else now
     w = waiting(rec)
     arms = []
@@ -330,7 +338,8 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         "blocked": (w or {}).get("blocked"),
         "timers": [{"id": t.id, "name": t.name, "due_at": t.due_at, "overdue": t.due_at < now} for t in timers],
         "buffered": buffered,
-        "procedures": [{"key": p.key, "function": p.function, "status": p.status,
+        "procedures": [{"key": p.key, "function": p.function,
+                        "status": p.status + (f", waiting for its {limited[p.key]} limit" if p.key in limited else ""),
                         "attempts": p.attempts, "next_attempt_at": p.next_attempt_at} for p in procs],
         "subscriptions": store.subscriptions(rec.id),
         "children": children,

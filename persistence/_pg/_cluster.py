@@ -190,11 +190,12 @@ class Membership:
             self.incarnation = str(uuid.uuid4())
             self._exec(
                 "INSERT INTO {s}.af_nodes (node_id, incarnation, lock_key, state, heartbeat_at, "
-                "started_at, pid, host) VALUES (%s, %s, %s, 'up', now(), now(), %s, %s) "
+                "started_at, pid, host, ttl) VALUES (%s, %s, %s, 'up', now(), now(), %s, %s, %s) "
                 "ON CONFLICT (node_id) DO UPDATE SET incarnation = EXCLUDED.incarnation, "
                 "lock_key = EXCLUDED.lock_key, state = 'up', heartbeat_at = now(), "
-                "started_at = now(), probed_at = NULL, pid = EXCLUDED.pid, host = EXCLUDED.host",
-                (self.node_id, self.incarnation, self.lock_key, os.getpid(), socket.gethostname()),
+                "started_at = now(), probed_at = NULL, pid = EXCLUDED.pid, host = EXCLUDED.host, "
+                "ttl = EXCLUDED.ttl",
+                (self.node_id, self.incarnation, self.lock_key, os.getpid(), socket.gethostname(), self.ttl),
             )
             self._measure_offset()
             self.last_heartbeat = time.monotonic()
@@ -429,8 +430,12 @@ class Membership:
 def read_nodes(conn: psycopg.Connection[Any], schema: str) -> list[NodeRow]:
     """The nodes of ``schema`` on any connection (``wf nodes``, ``system.nodes()``)."""
     s = quote(schema)
+    # A node still ``up`` whose heartbeat is older than its ttl shows as ``stale``: it may be
+    # frozen, or killed with no other node left to declare it dead.
     rows = conn.execute(
-        f"SELECT n.node_id, n.incarnation::text, n.state, "
+        f"SELECT n.node_id, n.incarnation::text, CASE WHEN n.state = 'up' AND "
+        f"n.heartbeat_at < now() - make_interval(secs => coalesce(n.ttl, {TTL})) "
+        f"THEN 'stale' ELSE n.state END, "
         f"extract(epoch FROM now() - n.heartbeat_at), extract(epoch FROM n.started_at), n.pid, "
         f"n.host, (SELECT count(*) FROM {s}.af_shards s WHERE s.owner = n.incarnation) "
         f"FROM {s}.af_nodes n ORDER BY n.node_id"
@@ -530,6 +535,7 @@ class ClusterNode(Cluster):
         self._notify_thread: threading.Thread | None = None
         self._rejoin = False
         self.rounds = 0
+        self.takeovers = 0  # nodes this one declared dead
 
     # -- lifecycle ----------------------------------------------------------------------------
     def open(self) -> None:
@@ -854,7 +860,7 @@ class ClusterNode(Cluster):
         # StorageUnavailable: its lock may be free and the others may take every shard, so the
         # node writes nothing more (``_run`` self-fences) and rejoins.
         # The probe first: the heartbeat then says when this node last looked (``wait_seen``).
-        m.detect_dead()
+        self.takeovers += len(m.detect_dead())
         alive = m.heartbeat()
         if not alive:
             self._self_fence("it was declared dead by another node (no heartbeat within the ttl)")

@@ -251,6 +251,25 @@ def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
     cur.execute(f"ALTER TABLE {s}.workflows DROP COLUMN restarts")
     for sql in ddl(s):
         cur.execute(sql)
+    # Each node's heartbeat ttl, so that any reader (``wf nodes``) can tell a node whose heartbeat
+    # is older than its lease (``stale``) from one that is up.
+    cur.execute(f"ALTER TABLE {s}.af_nodes ADD COLUMN ttl double precision")
+    # Schedules, as SQLite's version 5 has them (``persistence._schedules``).
+    cur.execute(
+        f"CREATE TABLE {s}.schedules (id text PRIMARY KEY, workflow text NOT NULL, "
+        f"args bytea NOT NULL, cron text, every double precision, timezone text NOT NULL, "
+        f"overlap text NOT NULL, catchup text NOT NULL, created_at double precision NOT NULL, "
+        f"updated_at double precision NOT NULL, done_until double precision NOT NULL, "
+        f"next_tick double precision, last_started text)"
+    )
+    cur.execute(
+        f"CREATE TABLE {s}.schedule_runs (workflow_id text PRIMARY KEY, "
+        f"schedule_id text NOT NULL, tick double precision NOT NULL)"
+    )
+    cur.execute(
+        f"CREATE TABLE {s}.limit_waits (key text PRIMARY KEY, workflow_id text NOT NULL, "
+        f"kind text NOT NULL, since double precision NOT NULL)"
+    )
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

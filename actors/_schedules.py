@@ -1,0 +1,503 @@
+"""Schedules (SPEC §13): start a workflow at each tick of a cron expression, or every N seconds.
+
+A schedule is a row of the store (``persistence._schedules``), so it survives restarts, and its
+ticks are driven on the system's clock by the system's housekeeping (a ``VirtualClock`` drives
+them in tests): on a cluster, by the node that leads (holds shard 0). Each tick is started by one
+transaction that creates the workflow ``f"{id}@{tick}"`` (the tick in ISO 8601 UTC) and moves the
+schedule past the tick; start-by-id lets the id in once, so a tick starts exactly once across a
+crash between "due" and "started" and across a change of leader.
+
+Cron expressions are read by cronsim (five fields, or six with seconds first; ranges, steps,
+names, ``L`` and ``#``), in the schedule's time zone through ``zoneinfo``, so a daily 02:30
+follows the zone's daylight saving time. ``every`` counts seconds from the Unix epoch: every 3600
+ticks on the hour (UTC).
+
+After downtime (ticks that fell due more than ``MISSED_GRACE`` seconds before the driver began),
+``catchup`` decides: ``"latest"`` starts the latest missed tick only, ``"all"`` every one (at most
+``PER_ROUND`` per round, then the next round goes on), ``"none"`` none. Ticks that fall due while
+the driver runs are all started, however late it gets to them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from persistence import PersistenceError, dumps, loads
+from persistence import _schedules as stored
+from persistence._log import Log
+from persistence._schedules import ScheduleRow
+from workflows._errors import check_text
+from workflows._registry import resolve
+
+from ._actor import Kick
+
+if TYPE_CHECKING:
+    from persistence import NewWorkflow
+
+    from ._clock import Clock
+
+log = Log("schedules")
+
+OVERLAP = ("skip", "allow")
+CATCHUP = ("latest", "all", "none")
+# A tick that fell due this long (system clock seconds) before the driver began was missed
+# (the system was down): ``catchup`` applies to it. One due since is started in any case.
+MISSED_GRACE = 60.0
+# Ticks one schedule starts in one round of the housekeeping (a catch-up of ``"all"`` after long
+# downtime goes on over the next rounds, leaving the writer to the running workflows between).
+PER_ROUND = 100
+# After a failed round (storage away, a workflow type that cannot be imported), a schedule is
+# tried again after this many seconds (real time), doubling up to the maximum.
+RETRY = (0.5, 30.0)
+
+Seed = tuple["NewWorkflow", Any, bytes]
+_Info = TypeVar("_Info", bound="_HasId")
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A schedule, as ``system.schedule()`` and ``system.schedules()`` return it.
+
+    ``workflow`` is the workflow's type (``module:qualname``); ``cron`` or ``every`` (seconds) say
+    when; ``next_tick`` is the next tick (epoch seconds; None once the expression has no more);
+    ``last_started`` is the id of the latest workflow it started (None before the first).
+    """
+
+    id: str
+    workflow: str
+    cron: str | None
+    every: float | None
+    next_tick: float | None
+    last_started: str | None
+    timezone: str = "UTC"
+    overlap: str = "skip"
+    catchup: str = "latest"
+
+
+def tick_text(tick: float) -> str:
+    """A tick in ISO 8601 UTC, as in a scheduled workflow's id: ``2026-01-31T02:00:00Z``."""
+    when = dt.datetime.fromtimestamp(tick, dt.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if when.microsecond else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_id(schedule_id: str, tick: float) -> str:
+    """The id of the workflow a schedule starts at ``tick``."""
+    return f"{schedule_id}@{tick_text(tick)}"
+
+
+class Timing:
+    """When a schedule's ticks are: a cron expression in a time zone, or a period."""
+
+    def __init__(self, cron: str | None, every: float | None, timezone: str) -> None:
+        self.cron, self.every = cron, every
+        self.zone = ZoneInfo(timezone)
+
+    def _cron(self, after: float, reverse: bool = False) -> Iterator[float]:
+        from cronsim import CronSim
+
+        assert self.cron is not None
+        start = dt.datetime.fromtimestamp(after, self.zone)
+        for when in CronSim(self.cron, start, reverse=reverse):
+            yield when.timestamp()
+
+    def after(self, t: float) -> float | None:
+        """The first tick strictly after ``t`` (None if there is none)."""
+        if self.every is not None:
+            return (math.floor(t / self.every) + 1) * self.every
+        return next(self._cron(t), None)
+
+    def last(self, t: float) -> float | None:
+        """The last tick at or before ``t``."""
+        if self.every is not None:
+            return math.floor(t / self.every) * self.every
+        # cronsim's reverse walk starts at the whole second before a time with microseconds.
+        return next(self._cron(t + 1e-6, reverse=True), None)
+
+    def between(self, a: float, b: float) -> Iterator[float]:
+        """The ticks in ``(a, b]``, in order."""
+        t = self.after(a)
+        while t is not None and t <= b:
+            yield t
+            t = self.after(t)
+
+
+def timing(schedule_id: str, cron: str | None, every: float | None, timezone: str) -> Timing:
+    """Check what ``schedule()`` was given for when, raising ``ValueError`` saying what is wrong."""
+    where = f"schedule {schedule_id!r}"
+    if (cron is None) == (every is None):
+        raise ValueError(
+            f"{where}: give exactly one of cron= (a cron expression) or every= (seconds)"
+        )
+    if every is not None:
+        if (
+            isinstance(every, bool)
+            or not isinstance(every, int | float)
+            or not math.isfinite(every)
+            or every <= 0
+        ):
+            raise ValueError(f"{where}: every= must be a positive number of seconds, got {every!r}")
+    if not isinstance(timezone, str):
+        raise ValueError(
+            f"{where}: timezone= must be a zone name such as 'Europe/Paris', got {timezone!r}"
+        )
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise ValueError(
+            f"{where}: unknown time zone {timezone!r} ({e}); use an IANA name such as 'UTC' or "
+            f"'Europe/Paris' (the system's tz database, or the tzdata package)"
+        ) from None
+    if cron is not None:
+        try:
+            from cronsim import CronSim, CronSimError
+        except ImportError:
+            raise ImportError(
+                "cron= schedules need cronsim, which is not installed: pip install "
+                "'actorflow[cron]' (or pip install -e '.[cron]' from a checkout); every= "
+                "schedules need nothing more"
+            ) from None
+        if not isinstance(cron, str):
+            raise ValueError(f"{where}: cron= must be a string such as '0 2 * * *', got {cron!r}")
+        try:
+            next(iter(CronSim(cron, dt.datetime.now(zone))))
+        except (CronSimError, StopIteration) as e:
+            why = str(e) or "it matches no time"
+            raise ValueError(
+                f"{where}: invalid cron expression {cron!r}: {why}. A cron expression has five "
+                f"fields, minute hour day-of-month month day-of-week (or six, with seconds first): "
+                f"'0 2 * * *' is 02:00 every day, '*/15 * * * 1-5' every 15 minutes on weekdays"
+            ) from None
+    return Timing(cron, float(every) if every is not None else None, timezone)
+
+
+def info_of(row: ScheduleRow) -> ScheduleInfo:
+    return ScheduleInfo(
+        row.id,
+        row.workflow,
+        row.cron,
+        row.every,
+        row.next_tick,
+        row.last_started,
+        row.timezone,
+        row.overlap,
+        row.catchup,
+    )
+
+
+class Schedules:
+    """A system's schedules: what ``schedule()``/``schedules()``/``unschedule()`` do, and the
+    driver the housekeeping runs (``tick``) on the node that leads."""
+
+    def __init__(
+        self,
+        rt: Any,
+        clock: Clock,
+        seed: Callable[[Any, str, str, tuple[Any, ...], float], Seed],
+    ) -> None:
+        self.rt, self.clock, self._seed = rt, clock, seed
+        self.store: Any = rt.store
+        # When this node began driving the schedules (system clock), while it does: from its
+        # opening, or (a cluster's node) from the round that found it leading.
+        self.since: float | None = clock.now()
+        self._retry: dict[str, tuple[float, float]] = {}  # id -> (monotonic retry time, backoff)
+        self.started = 0  # ticks this node started (a workflow created), for the tests and metrics
+        self.skipped = 0
+
+    # -- the API ----------------------------------------------------------------------------------
+    def schedule(
+        self,
+        schedule_id: str,
+        wf: Any,
+        args: tuple[Any, ...],
+        cron: str | None,
+        every: float | None,
+        timezone: str,
+        overlap: str,
+        catchup: str,
+    ) -> ScheduleInfo:
+        if not isinstance(schedule_id, str) or not schedule_id:
+            raise TypeError(f"a schedule id must be a non-empty string, got {schedule_id!r}")
+        check_text(schedule_id, "schedule id")
+        key = getattr(wf, "__workflow_key__", None)
+        if key is None:
+            raise TypeError(
+                f"system.schedule({schedule_id!r}, ...) needs a @workflow function, got {wf!r}"
+            )
+        if overlap not in OVERLAP:
+            raise ValueError(
+                f"schedule {schedule_id!r}: overlap= must be one of {', '.join(map(repr, OVERLAP))}, got {overlap!r}"
+            )
+        if catchup not in CATCHUP:
+            raise ValueError(
+                f"schedule {schedule_id!r}: catchup= must be one of {', '.join(map(repr, CATCHUP))}, got {catchup!r}"
+            )
+        when = timing(schedule_id, cron, every, timezone)
+        try:
+            blob = dumps(tuple(args))
+        except Exception as e:
+            raise TypeError(
+                f"schedule {schedule_id!r}: its arguments cannot be pickled ({e}); pass plain data"
+            ) from e
+        now = self.clock.now()
+        old = stored.schedule(self.store, schedule_id)
+        done_until = old.done_until if old is not None else now
+        row = ScheduleRow(
+            schedule_id,
+            key,
+            blob,
+            cron,
+            when.every,
+            timezone,
+            overlap,
+            catchup,
+            now,
+            now,
+            done_until,
+            when.after(done_until),
+            None,
+        )
+        stored.put(self.store, row)
+        self._retry.pop(schedule_id, None)
+        log.info(
+            "schedule_set",
+            schedule_id=schedule_id,
+            workflow_type=key,
+            cron=cron,
+            every=when.every,
+            updated=old is not None,
+            next_tick=row.next_tick,
+        )
+        got = stored.schedule(self.store, schedule_id)
+        return info_of(got if got is not None else row)
+
+    def schedules(self) -> list[ScheduleInfo]:
+        return [info_of(r) for r in stored.schedules(self.store)]
+
+    def unschedule(self, schedule_id: str) -> bool:
+        gone = stored.delete(self.store, schedule_id)
+        log.info("schedule_removed", schedule_id=schedule_id, found=gone)
+        return gone
+
+    def with_ticks(self, infos: list[_Info]) -> list[_Info]:
+        """``infos`` with ``scheduled_at`` set on the workflows a schedule started."""
+        maybe = [i.id for i in infos if "@" in i.id]
+        if not maybe:
+            return infos
+        ticks = stored.ticks_of(self.store, maybe)
+        return [replace(i, scheduled_at=ticks[i.id]) if i.id in ticks else i for i in infos]  # type: ignore[type-var]
+
+    # -- the driver -------------------------------------------------------------------------------
+    def due(self, leads: bool) -> bool:
+        """True if this node drives the schedules and a tick is due now (what ``idle`` waits for)."""
+        if not leads:
+            return False
+        now, mono = self.clock.now(), time.monotonic()
+        return any(
+            self._retry.get(r.id, (0.0, 0.0))[0] <= mono for r in stored.due(self.store, now)
+        )
+
+    def tick(self, leads: bool) -> None:
+        """One round: start (or skip) every tick due now. Called by the housekeeping loop."""
+        if not leads:
+            self.since = None
+            return
+        now = self.clock.now()
+        if self.since is None:
+            self.since = now
+        mono = time.monotonic()
+        try:
+            rows = stored.due(self.store, now)
+        except PersistenceError as e:
+            # The store is away: the writes' own episode is logged by the runtime; look again
+            # at the next round.
+            log.debug("schedule_read_failed", error=str(e))
+            return
+        for row in rows:
+            retry_at, backoff = self._retry.get(row.id, (0.0, 0.0))
+            if retry_at > mono:
+                continue
+            try:
+                self._run(row, now)
+                self._retry.pop(row.id, None)
+            except Exception as e:
+                backoff = min(max(backoff * 2, RETRY[0]), RETRY[1])
+                self._retry[row.id] = (time.monotonic() + backoff, backoff)
+                level = log.warning if isinstance(e, PersistenceError | TimeoutError) else log.error
+                level(
+                    "schedule_tick_failed",
+                    schedule_id=row.id,
+                    workflow_type=row.workflow,
+                    error=f"{type(e).__name__}: {e}",
+                    retry_in=backoff,
+                )
+
+    def _plan(self, row: ScheduleRow, when: Timing, now: float) -> list[tuple[float, bool]]:
+        """The ticks to do now, in order: (tick, start it) (False: move past it, starting none)."""
+        assert self.since is not None
+        plan: list[tuple[float, bool]] = []
+        start = row.done_until
+        missed_until = min(now, self.since - MISSED_GRACE)
+        if start < missed_until:
+            if row.catchup == "all":
+                plan = [
+                    (t, True)
+                    for _, t in zip(
+                        range(PER_ROUND), when.between(start, missed_until), strict=False
+                    )
+                ]
+                if len(plan) == PER_ROUND:
+                    return plan
+            else:
+                last = when.last(missed_until)
+                if last is not None and last > start:
+                    plan = [(last, row.catchup == "latest")]
+            if plan:
+                start = plan[-1][0]
+            if row.catchup != "all" and missed_until > start:
+                plan.append((missed_until, False))  # the rest of the downtime held no tick to start
+                start = missed_until
+        for t in when.between(start, now):
+            if len(plan) >= PER_ROUND:
+                break
+            plan.append((t, True))
+        return plan
+
+    def _run(self, row: ScheduleRow, now: float) -> None:
+        when = Timing(row.cron, row.every, row.timezone)
+        plan = self._plan(row, when, now)
+        if not plan:
+            return  # another driver moved it on since this one read it (its row is stale)
+        wf = resolve("workflow", row.workflow)
+        args = loads(row.args)
+        last = row.last_started
+        for tick, start in plan:
+            seed = self._seed(wf, row.workflow, run_id(row.id, tick), args, now) if start else None
+            outcome = stored.start_tick(
+                self.store,
+                row.id,
+                tick,
+                seed[0] if seed else None,
+                next_tick=when.after(tick),
+                skip_while_running=last if row.overlap == "skip" else None,
+            ).result(self.rt.commit_timeout)
+            metrics = self.rt.metrics
+            if metrics is not None and outcome != "existed":  # (that one, its starter counted)
+                metrics.count("ticks", outcome if start else "missed")
+            if outcome == "started" and seed is not None:
+                self.started += 1
+                if metrics is not None:
+                    metrics.workflow_started(row.workflow)
+                last = seed[0].id
+                self._kick(seed)
+                log.info(
+                    "schedule_tick_started",
+                    schedule_id=row.id,
+                    workflow_id=seed[0].id,
+                    workflow_type=row.workflow,
+                    tick=tick_text(tick),
+                    late=round(now - tick, 3),
+                )
+            elif outcome == "existed" and seed is not None:
+                last = seed[0].id
+            elif start:
+                self.skipped += 1
+                log.info(
+                    "schedule_tick_skipped",
+                    schedule_id=row.id,
+                    tick=tick_text(tick),
+                    reason=f"its previous run {last!r} still runs (overlap='skip')",
+                )
+            else:
+                log.info(
+                    "schedule_ticks_missed",
+                    schedule_id=row.id,
+                    until=tick_text(tick),
+                    catchup=row.catchup,
+                )
+
+    def _kick(self, seed: Seed) -> None:
+        """Run a workflow just created by a tick: here if its shard is this node's, else its
+        owner's (the commit left it a wake-up)."""
+        cluster = self.rt.cluster
+        wid = seed[0].id
+        if cluster is None or cluster.owns_new(wid):
+            self.rt.activator.deliver(wid, Kick(seed))
+        else:
+            cluster.publish_wake()
+
+
+def _when(r: ScheduleRow) -> str:
+    return f"cron {r.cron} {r.timezone}" if r.cron is not None else f"every {r.every:g}s"
+
+
+def schedule_rows(store: Any) -> list[dict[str, Any]]:
+    """The schedules as the web view lists them (times as ISO 8601 UTC text)."""
+    return [
+        {
+            "id": r.id,
+            "workflow": r.workflow,
+            "when": _when(r),
+            "next_tick": tick_text(r.next_tick) if r.next_tick is not None else "-",
+            "last_started": r.last_started,
+            "overlap": r.overlap,
+            "catchup": r.catchup,
+        }
+        for r in stored.schedules(store)
+    ]
+
+
+def print_schedules(store: Any, *, as_json: bool) -> int:
+    """``wf schedules``: every schedule of the database, with its next tick and its last run."""
+    rows = stored.schedules(store)
+    if as_json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "workflow": r.workflow,
+                        "cron": r.cron,
+                        "every": r.every,
+                        "timezone": r.timezone,
+                        "overlap": r.overlap,
+                        "catchup": r.catchup,
+                        "next_tick": r.next_tick,
+                        "last_started": r.last_started,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    if not rows:
+        print("no schedules (system.schedule(id, wf, cron=... or every=...) makes one)")
+        return 0
+    table = [("ID", "WORKFLOW", "WHEN", "NEXT TICK", "LAST STARTED")]
+    for r in rows:
+        when = f"cron {r.cron} {r.timezone}" if r.cron is not None else f"every {r.every:g}s"
+        table.append(
+            (
+                r.id,
+                r.workflow,
+                when,
+                tick_text(r.next_tick) if r.next_tick is not None else "-",
+                r.last_started or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+    return 0

@@ -1,0 +1,24 @@
+"""Workflows the schedule tests start."""
+
+from __future__ import annotations
+
+from workflows import reducer, timer, workflow, workflow_id
+
+
+@reducer
+def record_run(db, wid: str, name: str) -> None:  # type: ignore[no-untyped-def]
+    db["sched_runs"].insert({"workflow_id": wid, "name": name}, pk="workflow_id")
+
+
+@workflow
+async def report(name: str) -> str:
+    """A scheduled run: records itself once (a reducer: exactly once) and ends."""
+    reducer(record_run, workflow_id(), name)
+    return name
+
+
+@workflow
+async def slow_report(hours: float) -> str:
+    """A scheduled run that takes ``hours`` of (virtual) time."""
+    await timer("work", hours * 3600)
+    return "done"

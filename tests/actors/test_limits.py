@@ -1,0 +1,136 @@
+"""Procedure limits (SPEC §13): ``@procedure(concurrency=N, rate=R)`` bounds the attempts running
+at once (measured inside the procedure) and started per second, retries included; calls beyond
+wait in order, and `wf show` and the web view say so."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from actors import ActorSystem, Status
+from actors import cli as wf_cli
+from persistence import open_store
+
+from . import limit_flows as lf
+
+T = 60.0
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> None:
+    lf.reset()
+
+
+def test_100_calls_with_concurrency_3_never_run_more_than_3_at_once(db: str) -> None:
+    with ActorSystem(db, procedure_workers=8) as system:
+        refs = system.start_many(lf.call_three, [(n,) for n in range(100)])
+        assert [r.result(timeout=T) for r in refs] == list(range(100))
+        system.idle(T)
+        gate = system._rt.procedures.limits.gates["tests.actors.limit_flows:three_at_once"]
+        assert gate is not None and gate.most == 3
+    assert lf.MOST[0] == 3  # never more, and the limit was reached: 3 ran at once
+    assert sorted(int(w) for w, _ in lf.STARTS) == list(range(100))  # each once
+
+
+def test_retries_count_against_the_limit(db: str) -> None:
+    with ActorSystem(db, procedure_workers=8) as system:
+        refs = system.start_many(lf.call_flaky, [(n,) for n in range(20)])
+        assert [r.result(timeout=T) for r in refs] == list(range(20))
+    assert lf.MOST[0] == 2
+    assert len(lf.STARTS) == 40  # two attempts each: the failed one and its retry
+
+
+def test_calls_beyond_the_limit_start_in_the_order_they_were_made(db: str) -> None:
+    with ActorSystem(db, procedure_workers=8) as system:
+        ref = system.start(lf.call_in_order, 12)
+        assert ref.result(timeout=T) == list(range(12))
+    assert [w for w, _ in lf.STARTS] == [str(i) for i in range(12)]
+    assert lf.MOST[0] == 1
+
+
+def test_rate_10_spreads_the_starts_a_tenth_of_a_second_apart(db: str) -> None:
+    with ActorSystem(db, procedure_workers=8) as system:
+        refs = system.start_many(lf.call_rated, [(n,) for n in range(20)])
+        assert sorted(r.result(timeout=T) for r in refs) == list(range(20))
+    times = sorted(t for _, t in lf.STARTS)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    # The limit spaces the starts it lets go 0.1 s apart; seen from inside the procedure, a start
+    # may come a little late (a worker thread's wake-up), and the next on time after it.
+    assert statistics.median(gaps) >= 0.095
+    assert times[-1] - times[0] >= 1.8  # 20 starts at 10 a second: about 2 seconds
+    assert max(sum(1 for t in times if s <= t < s + 1.0) for s in times) <= 11
+
+
+def test_wf_show_and_the_web_view_say_a_call_waits_for_its_limit(db: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    with ActorSystem(db, procedure_workers=8) as system:
+        refs = [system.start(lf.call_held, n, id=f"held-{n}") for n in range(3)]
+        deadline = time.monotonic() + T
+        store = open_store(db, owner=False)
+        try:
+            while len(store.read_table("SELECT key FROM limit_waits")) < 2:
+                assert time.monotonic() < deadline, "two calls never waited for the limit"
+                time.sleep(0.02)
+            waiting = [
+                r.id
+                for r in refs
+                if store.read_table("SELECT key FROM limit_waits WHERE workflow_id = ?", (r.id,))
+            ]
+            assert len(waiting) == 2
+            capsys.readouterr()
+            assert wf_cli.main(["show", waiting[0], "--db", db]) == 0
+            out = capsys.readouterr().out
+            assert "waiting for its concurrency limit" in out
+            assert wf_cli.main(["show", waiting[0], "--db", db, "--json"]) == 0
+            assert '"waiting_for_limit": "concurrency"' in capsys.readouterr().out
+            pytest.importorskip("starlette")
+            from starlette.testclient import TestClient
+
+            from actors._ui import create_app
+
+            page = (
+                TestClient(create_app(store, db, allowed_hosts=frozenset({"testserver"})))
+                .get(f"/w/{waiting[0]}")
+                .text
+            )
+            assert "waiting for its concurrency limit" in page
+        finally:
+            lf.GATE.set()
+            store.close()
+        assert sorted(r.result(timeout=T) for r in refs) == [0, 1, 2]
+        system.idle(T)
+        assert system._rt.store.read_table("SELECT key FROM limit_waits") == []  # notes gone
+        assert all(r.status() is Status.COMPLETED for r in refs)
+
+
+def test_limit_options_are_checked_at_decoration() -> None:
+    from workflows import procedure
+
+    with pytest.raises(
+        ValueError, match="concurrency= must be a whole number of attempts, 1 or more"
+    ):
+        procedure(concurrency=0)(lambda: None)
+    with pytest.raises(ValueError, match="rate= must be a positive number of starts per second"):
+        procedure(rate=-1)(lambda: None)
+
+
+def test_in_a_3_node_cluster_each_node_holds_the_limit_for_its_own_attempts(
+    pg_store_url: str,
+) -> None:
+    """A limit holds in one system: each node runs at most 3 attempts at once, and every call
+    completes wherever its workflow runs."""
+    from actors.testing import Cluster
+
+    with Cluster(pg_store_url, 3, procedure_workers=8) as cluster:
+        refs = cluster["node-1"].start_many(lf.call_three, [(n,) for n in range(60)])
+        assert sorted(r.result(timeout=T) for r in refs) == list(range(60))
+        cluster.idle(T)
+        most = {
+            name: s._rt.procedures.limits.gates.get("tests.actors.limit_flows:three_at_once")
+            for name, s in cluster.nodes.items()
+        }
+        ran = {name: g.most for name, g in most.items() if g is not None}
+    assert len(ran) >= 2 and all(1 <= m <= 3 for m in ran.values()), ran
+    assert lf.MOST[0] <= 3 * len(ran)
+    assert sorted(int(w) for w, _ in lf.STARTS) == list(range(60))  # each once

@@ -1,0 +1,113 @@
+"""Prometheus metrics (SPEC §13): a scrape of the system's registry after a known workload holds
+exactly the expected counts, labelled by workflow type and procedure function, never by id."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+prometheus_client = pytest.importorskip("prometheus_client")
+
+from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+
+from actors import ActorSystem, Status  # noqa: E402
+from actors.testing import VirtualClock  # noqa: E402
+
+from . import metric_flows  # noqa: E402
+from .metric_flows import doomed, order  # noqa: E402
+
+T = 30.0
+ORDER = "tests.actors.metric_flows:order"
+DOOMED = "tests.actors.metric_flows:doomed"
+CHARGE = "tests.actors.metric_flows:charge"
+REFUSE = "tests.actors.metric_flows:refuse"
+
+
+def test_a_scrape_after_a_known_workload_has_exactly_the_expected_counts(db: str) -> None:
+    metric_flows.FAILED_ONCE.clear()
+    clock = VirtualClock()
+    registry = CollectorRegistry()
+    with ActorSystem(db, clock=clock, metrics=registry) as system:
+        refs = [system.start(order, n, id=f"ord-{n}") for n in range(3)]
+        bad = system.start(doomed, id="doom-1")
+        system.idle(T)
+        for r in refs:
+            r.signal("pay", 1)
+        system.idle(T)
+        clock.advance(1.0)  # charge(0)'s retry
+        system.idle(T)
+        clock.advance(5.0)  # the timers: orders 1 and 2 a second late, order 0 on time
+        system.idle(T)
+        assert [r.result(timeout=T) for r in refs] == [1, 11, 21]
+        assert bad.status() is Status.FAILED
+
+        def value(name: str, **labels: str) -> float | None:
+            v: float | None = registry.get_sample_value(name, labels)
+            return v
+
+        # Each workflow's row counts its committed steps (step_seq).
+        store = system._rt.store
+        steps = {
+            t: sum(store.load_workflow(i.id).step_seq for i in system.workflows(type=t))
+            for t in (ORDER, DOOMED)
+        }
+        assert value("actorflow_workflows_started_total", type=ORDER) == 3
+        assert value("actorflow_workflows_started_total", type=DOOMED) == 1
+        assert value("actorflow_workflows_finished_total", type=ORDER, status="completed") == 3
+        assert value("actorflow_workflows_finished_total", type=DOOMED, status="failed") == 1
+        assert value("actorflow_workflows_finished_total", type=ORDER, status="failed") is None
+        assert value("actorflow_steps_total", type=ORDER) == steps[ORDER]
+        assert value("actorflow_steps_total", type=DOOMED) == steps[DOOMED]
+        assert value("actorflow_step_duration_seconds_count", type=ORDER) == steps[ORDER]
+        assert value("actorflow_signals_sent_total", source="client") == 3
+        assert value("actorflow_timers_fired_total") == 3
+        assert value("actorflow_timer_lateness_seconds_count") == 3
+        assert value("actorflow_timer_lateness_seconds_sum") == pytest.approx(2.0)
+        assert value("actorflow_procedure_attempts_total", function=CHARGE) == 4
+        assert value("actorflow_procedure_retries_total", function=CHARGE) == 1
+        assert value("actorflow_procedure_failures_total", function=CHARGE) is None
+        assert value("actorflow_procedure_attempts_total", function=REFUSE) == 1
+        assert value("actorflow_procedure_failures_total", function=REFUSE) == 1
+        assert value("actorflow_procedure_duration_seconds_count", function=CHARGE) == 4
+        assert (
+            value("actorflow_storage_faults_total") is None
+            or value("actorflow_storage_faults_total") == 0
+        )
+        assert value("actorflow_actors_live") == system.live_actors()
+        assert value("actorflow_inbox_messages") == 0
+        writer = system._rt.store._writer
+        assert value("actorflow_commit_batches_total") == writer.batches > 0
+        assert (
+            value("actorflow_commit_batch_writes_total") == writer.batched_writes >= writer.batches
+        )
+        assert (value("actorflow_commit_batch_seconds_total") or 0) > 0
+        text = generate_latest(registry).decode()
+        assert "ord-" not in text and "doom-1" not in text  # ids are never labels
+        if db.startswith("postgresql"):
+            assert value("actorflow_cluster_shards_owned") == 256
+    # Shut down: its families are gone from the registry, which the next system may use.
+    assert registry.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) is None
+    with ActorSystem(db, clock=clock, metrics=registry) as system:
+        assert registry.get_sample_value("actorflow_actors_live") == 0
+
+
+def test_metrics_true_without_prometheus_client_says_what_to_install(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # an import of it now fails
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[metrics\]'"):
+        ActorSystem(str(tmp_path / "wf.db"), metrics=True)
+    with pytest.raises(TypeError, match="metrics= takes True"):
+        monkeypatch.undo()
+        ActorSystem(str(tmp_path / "wf.db"), metrics="yes")
+    with ActorSystem(str(tmp_path / "wf.db")) as system:  # the file was never taken
+        assert system.workflows() == []
+
+
+def test_metrics_true_uses_the_default_registry_and_leaves_it_at_shutdown(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from prometheus_client import REGISTRY
+
+    with ActorSystem(str(tmp_path / "wf.db"), metrics=True) as system:
+        system.start(order, 5, id="o")
+        system.idle(T)
+        assert REGISTRY.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) == 1
+    assert REGISTRY.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) is None

@@ -1,0 +1,274 @@
+"""Schedules (SPEC §13) on a virtual clock, on SQLite and PostgreSQL: a cron and an ``every``
+schedule over a simulated week with restarts between, downtime under each ``catchup`` policy,
+``overlap``, a crash between "tick due" and "workflow started", and a 3-node cluster whose leader
+is killed at tick time; every tick starts exactly once (the workflows are counted by id)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+
+import pytest
+
+from actors import ActorSystem, ScheduleInfo, Status
+from actors import cli as wf_cli
+from actors._schedules import run_id, tick_text
+from actors.testing import VirtualClock
+from persistence import _schedules as stored
+
+from .sched_flows import report, slow_report
+
+T = 30.0
+HOUR = 3600.0
+# 2024-01-01T00:00:00Z, a Monday: ticks fall on round times.
+START = 1_704_067_200.0
+
+
+def runs(system: ActorSystem, prefix: str) -> list[str]:
+    """The ids of the workflows a schedule started, in order."""
+    return sorted(i.id for i in system.workflows() if i.id.startswith(prefix + "@"))
+
+
+def expected(prefix: str, ticks: list[float]) -> list[str]:
+    return sorted(run_id(prefix, t) for t in ticks)
+
+
+def test_a_cron_and_an_every_schedule_over_a_simulated_week_with_restarts(db: str) -> None:
+    clock = VirtualClock(START)
+    week = 7 * 24 * HOUR
+    system = ActorSystem(db, clock=clock)
+    try:
+        for _day in range(7):
+            # The application schedules at every start: the same ids again, which updates them
+            # and keeps how far they got.
+            # Six hourly ticks fall due at each step: "allow" starts each (under "skip",
+            # the first would still run when the next one is started).
+            hourly = system.schedule("hourly", report, "h", every=HOUR, overlap="allow")
+            nightly = system.schedule(
+                "nightly", report, "n", cron="30 2 * * *", timezone="Europe/Paris"
+            )
+            assert isinstance(hourly, ScheduleInfo) and hourly.every == HOUR
+            assert nightly.cron == "30 2 * * *" and nightly.next_tick is not None
+            for _ in range(4):
+                clock.advance(6 * HOUR)
+                system.idle(T)
+            system.shutdown()  # a restart every day, the clock standing still meanwhile
+            system = ActorSystem(db, clock=clock)
+        system.idle(T)
+        hours = [START + HOUR * k for k in range(1, 169)]
+        assert runs(system, "hourly") == expected("hourly", hours)
+        # 02:30 in Paris is 01:30 UTC in January, on each of the seven days.
+        nights = [START + 86400 * d + 1.5 * HOUR for d in range(7)]
+        assert runs(system, "nightly") == expected("nightly", nights)
+        assert all(i.status is Status.COMPLETED for i in system.workflows())
+        # Each run's tick is its info's scheduled_at; a workflow started by hand has none.
+        first = system.get(run_id("nightly", nights[0])).info()
+        assert first.scheduled_at == nights[0] and first.id == "nightly@2024-01-01T01:30:00Z"
+        assert system.start(report, "x", id="by-hand").info().scheduled_at is None
+        listed = {s.id: s for s in system.schedules()}
+        assert listed["hourly"].next_tick == START + week + HOUR
+        assert listed["hourly"].last_started == run_id("hourly", START + week)
+        assert listed["nightly"].next_tick == START + week + 1.5 * HOUR
+        rows = system._rt.store.read_table("SELECT workflow_id FROM sched_runs")
+        # Every run's reducer ran once: one row each, none twice.
+        assert Counter(r["workflow_id"] for r in rows) == Counter(
+            runs(system, "hourly") + runs(system, "nightly") + ["by-hand"]
+        )
+    finally:
+        system.shutdown()
+
+
+@pytest.mark.parametrize("catchup, missed_started", [("latest", 1), ("all", 5), ("none", 0)])
+def test_downtime_under_each_catchup_policy(db: str, catchup: str, missed_started: int) -> None:
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        # (Under overlap="skip", the missed ticks after the first would find it running.)
+        system.schedule("job", report, catchup, every=HOUR, catchup=catchup, overlap="allow")
+        for _ in range(2):
+            clock.advance(HOUR)
+            system.idle(T)
+        assert len(runs(system, "job")) == 2
+    clock.advance(5.5 * HOUR)  # down over the ticks of hours 3 to 7
+    with ActorSystem(db, clock=clock) as system:
+        system.idle(T)
+        missed = [START + HOUR * h for h in range(3, 8)]
+        want = {"latest": missed[-1:], "all": missed, "none": []}[catchup]
+        assert runs(system, "job") == expected("job", [START + HOUR, START + 2 * HOUR, *want])
+        assert len(want) == missed_started
+        clock.advance(HOUR)  # the tick of hour 8 is on time, whatever the policy
+        system.idle(T)
+        assert run_id("job", START + 8 * HOUR) in runs(system, "job")
+        assert system.schedules()[0].next_tick == START + 9 * HOUR
+
+
+@pytest.mark.parametrize("overlap", ["skip", "allow"])
+def test_overlap_skip_skips_ticks_while_the_previous_run_runs(db: str, overlap: str) -> None:
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("slow", slow_report, 2.5, every=HOUR, overlap=overlap)
+        for _ in range(12):  # six hours, in half-hour steps
+            clock.advance(HOUR / 2)
+            system.idle(T)
+        started = runs(system, "slow")
+        if overlap == "skip":
+            # Hour 1 runs until 3:30, so 2 and 3 are skipped; hour 4 runs until 6:30: 5 and 6 too.
+            assert started == expected("slow", [START + HOUR, START + 4 * HOUR])
+        else:
+            assert started == expected("slow", [START + HOUR * h for h in range(1, 7)])
+
+
+def test_a_crash_between_tick_due_and_workflow_started_starts_it_once(db: str, monkeypatch) -> None:
+    """A crash before the tick's transaction commits leaves nothing: the next system starts the
+    tick. A crash after it committed (its first step not run yet) leaves the workflow, which
+    recovery runs, and the tick is not started again."""
+    clock = VirtualClock(START)
+    real = stored.start_tick
+    system = ActorSystem(db, clock=clock)
+    system.schedule("job", report, "j", every=HOUR)
+
+    def crash_before_commit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise TimeoutError("the process died here")
+
+    monkeypatch.setattr(stored, "start_tick", crash_before_commit)
+    clock.advance(HOUR)
+    # The tick stays due: it is tried again with backoff (idle does not wait for a schedule in
+    # backoff), never started.
+    system.idle(T)
+    assert system.schedules()[0].last_started is None
+    system._crash()
+    assert runs_of(db) == []
+    monkeypatch.setattr(stored, "start_tick", real)
+
+    # Now the commit goes in, and the process dies before the workflow's first step.
+    system = ActorSystem(db, clock=clock)
+    monkeypatch.setattr("actors._schedules.Schedules._kick", lambda self, seed: None)
+    system.idle(T)
+    assert runs_of(db) == [run_id("job", START + HOUR)]
+    system._crash()
+    monkeypatch.undo()
+    with ActorSystem(db, clock=clock) as system:
+        system.idle(T)
+        ref = system.get(run_id("job", START + HOUR))
+        assert ref.result(timeout=T) == "j"
+        assert runs(system, "job") == [run_id("job", START + HOUR)]
+        assert system.schedules()[0].last_started == ref.id
+
+
+def runs_of(db: str) -> list[str]:
+    from persistence import open_store
+
+    store = open_store(db, owner=False)
+    try:
+        return sorted(r.id for r in store.list_workflows() if "@" in r.id)
+    finally:
+        store.close()
+
+
+def test_schedule_checks_its_arguments_and_updates_unschedules_and_lists(db: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        with pytest.raises(
+            ValueError, match=r"invalid cron expression '61 \* \* \* \*': Bad minute.*five"
+        ):
+            system.schedule("bad", report, "x", cron="61 * * * *")
+        with pytest.raises(ValueError, match="exactly one of cron="):
+            system.schedule("bad", report, "x")
+        with pytest.raises(ValueError, match="exactly one of cron="):
+            system.schedule("bad", report, "x", cron="* * * * *", every=5)
+        with pytest.raises(ValueError, match="every= must be a positive number"):
+            system.schedule("bad", report, "x", every=0)
+        with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
+            system.schedule("bad", report, "x", cron="0 2 * * *", timezone="Mars/Olympus")
+        with pytest.raises(ValueError, match="overlap= must be one of 'skip', 'allow'"):
+            system.schedule("bad", report, "x", every=60, overlap="queue")
+        with pytest.raises(ValueError, match="catchup= must be one of 'latest', 'all', 'none'"):
+            system.schedule("bad", report, "x", every=60, catchup="some")
+        with pytest.raises(TypeError, match="needs a @workflow function"):
+            system.schedule("bad", print, every=60)  # type: ignore[arg-type]
+        assert system.schedules() == []
+
+        system.schedule("digest", report, "old", every=HOUR)
+        info = system.schedule("digest", report, "new", cron="0 */2 * * *")  # updated in place
+        assert (info.cron, info.every, info.next_tick) == ("0 */2 * * *", None, START + 2 * HOUR)
+        assert [s.id for s in system.schedules()] == ["digest"]
+        clock.advance(2 * HOUR)
+        system.idle(T)
+        assert system.get(run_id("digest", START + 2 * HOUR)).result(timeout=T) == "new"
+
+        capsys.readouterr()
+        assert wf_cli.main(["schedules", "--db", db]) == 0
+        out = capsys.readouterr().out
+        assert "digest" in out and "0 */2 * * *" in out and tick_text(START + 4 * HOUR) in out
+        assert wf_cli.main(["schedules", "--db", db, "--json"]) == 0
+        [row] = json.loads(capsys.readouterr().out)
+        assert row["id"] == "digest" and row["next_tick"] == START + 4 * HOUR
+        assert row["last_started"] == run_id("digest", START + 2 * HOUR)
+
+        assert system.unschedule("digest") is True
+        assert system.unschedule("digest") is False
+        clock.advance(4 * HOUR)
+        system.idle(T)
+        assert runs(system, "digest") == [run_id("digest", START + 2 * HOUR)]  # it stays; no more
+
+
+def test_tick_ids_are_iso_8601_utc() -> None:
+    assert run_id("nightly", START) == "nightly@2024-01-01T00:00:00Z"
+    assert tick_text(START + 0.25) == "2024-01-01T00:00:00.250000Z"
+    assert dt.datetime.fromisoformat(tick_text(START).replace("Z", "+00:00")).timestamp() == START
+
+
+def test_in_a_3_node_cluster_with_the_leader_killed_at_tick_time_every_tick_starts_once(
+    pg_store_url: str,
+) -> None:
+    """The node that leads (holds shard 0) drives the schedules; killed just as a tick falls due,
+    its successor as leader starts that tick (or finds it started): never none, never two."""
+    from actors.testing import Cluster
+
+    clock = VirtualClock(START)
+    with Cluster(pg_store_url, 3, clock=clock) as cluster:
+        cluster["node-2"].schedule("beat", report, "b", every=60.0, overlap="allow")
+        ticks = []
+        killed = []
+        for k in range(1, 13):
+            clock.advance(60.0)
+            ticks.append(START + 60.0 * k)
+            if k % 3 == 0:  # at the tick: before the leader's next round, or during its start
+                leader = next(n for n, s in cluster.nodes.items() if s._leads())
+                cluster.crash(leader)
+                killed.append(leader)
+                cluster.add()
+            cluster.idle(T)
+        assert len(killed) == 4  # (a new node of the same name may lead again: a new incarnation)
+        node = next(iter(cluster))
+        started = Counter(i.id for i in node.workflows() if i.id.startswith("beat@"))
+        assert started == Counter(expected("beat", ticks))  # each tick exactly once
+        assert all(node.get(w).result(timeout=T) == "b" for w in started)
+        rows = node._rt.store.read_table("SELECT workflow_id FROM sched_runs")
+        assert Counter(r["workflow_id"] for r in rows) == started  # each run's reducer once
+        assert node.schedules()[0].next_tick == ticks[-1] + 60.0
+
+
+def test_the_web_view_lists_the_schedules_with_their_next_tick(db: str) -> None:
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from actors._ui import create_app
+    from persistence import open_store
+
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("nightly", report, "n", cron="0 2 * * *", timezone="Europe/Paris")
+        system.schedule("<b>x</b>", report, "x", every=90.0)
+        clock.advance(HOUR)
+        system.idle(T)
+        store = open_store(db, owner=False)
+        try:
+            client = TestClient(create_app(store, db, allowed_hosts=frozenset({"testserver"})))
+            page = client.get("/schedules").text
+            assert "nightly" in page and "cron 0 2 * * * Europe/Paris" in page
+            assert tick_text(START + HOUR + 86400) in page  # the next 02:00 in Paris, 01:00 UTC
+            assert "every 90s" in page and "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+            assert 'href="/schedules"' in client.get("/").text
+        finally:
+            store.close()
