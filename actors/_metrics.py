@@ -23,8 +23,8 @@ from typing import Any
 from persistence import FINISHED, SIGNAL
 
 INSTALL = (
-    "ActorSystem(metrics=...) needs prometheus_client, which is not installed: pip install "
-    "'actorflow[metrics]' (or pip install -e '.[metrics]' from a checkout)"
+    "ActorSystem(metrics=...) needs prometheus_client, which is not installed; install the "
+    "metrics extra from a checkout with pip install -e '.[metrics]'"
 )
 
 # Buckets of the duration histograms (seconds): a step or a commit takes a millisecond or so,

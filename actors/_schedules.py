@@ -164,9 +164,8 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
             from cronsim import CronSim, CronSimError
         except ImportError:
             raise ImportError(
-                "cron= schedules need cronsim, which is not installed: pip install "
-                "'actorflow[cron]' (or pip install -e '.[cron]' from a checkout); every= "
-                "schedules need nothing more"
+                "cron= schedules need cronsim, which is not installed; install the cron extra "
+                "from a checkout with pip install -e '.[cron]' (every= schedules need nothing more)"
             ) from None
         if not isinstance(cron, str):
             raise ValueError(f"{where}: cron= must be a string such as '0 2 * * *', got {cron!r}")
