@@ -532,6 +532,8 @@ class ModuleData:
         assert self._ns is not None
         index: dict[int, Ref] = {}
         checks: list[tuple[Any, list[Any]]] = []
+        lists: list[list[Any]] = []
+        dicts: list[dict[Any, Any]] = []
         seen: set[int] = set()
         queue: collections.deque[tuple[Any, tuple[str, str, str], tuple[tuple[str, Any], ...]]] = (
             collections.deque()
@@ -581,7 +583,12 @@ class ModuleData:
             kids = children(o, modules)
             if kids is None:
                 continue
-            if type(o) is not tuple and type(o) is not frozenset:
+            to = type(o)
+            if to is list:
+                lists.append(o)
+            elif to is dict:
+                dicts.append(o)
+            elif to is not tuple and to is not frozenset:
                 checks.append((o, contents(o, modules)))
             if not kids:
                 continue
@@ -600,9 +607,8 @@ class ModuleData:
                 if tv not in _UNINDEXED:
                     queue.append((v, root, path))
         spaces = [n for _key, n in self._ns]
-        return _Walk(
-            spaces, [namespace(vars(m)) for m in others.values()], index, truncated, checks
-        )
+        others_ns = [namespace(vars(m)) for m in others.values()]
+        return _Walk(spaces, others_ns, index, truncated, checks, lists, dicts)
 
 
 class _Walk:
@@ -610,7 +616,18 @@ class _Walk:
     started from (each rebuilt when a global is rebound) and, per object it looked into (every
     mutable container, instance, class and function it followed), what it found in it."""
 
-    __slots__ = ("spaces", "others", "index", "truncated", "checks", "modules")
+    __slots__ = (
+        "spaces",
+        "others",
+        "index",
+        "truncated",
+        "checks",
+        "modules",
+        "lists",
+        "dicts",
+        "sizes",
+        "items",
+    )
 
     def __init__(
         self,
@@ -619,6 +636,8 @@ class _Walk:
         index: dict[int, Ref],
         truncated: list[str] | None,
         checks: list[tuple[Any, list[Any]]],
+        lists: list[list[Any]],
+        dicts: list[dict[Any, Any]],
     ) -> None:
         self.spaces = spaces
         self.others = others
@@ -626,6 +645,23 @@ class _Walk:
         self.truncated = truncated
         self.checks = checks
         self.modules = {n.module for n in spaces} | {n.module for n in others}
+        # The lists and dicts it looked into, checked together at C speed: their sizes, and
+        # their items (keys and values) one after the other.
+        self.lists = lists
+        self.dicts = dicts
+        self.sizes = self._sizes()
+        self.items = self._items()
+
+    def _sizes(self) -> list[int]:
+        return [*map(len, self.lists), *map(len, self.dicts)]
+
+    def _items(self) -> list[Any]:
+        chain = itertools.chain.from_iterable
+        return [
+            *chain(self.lists),
+            *chain(map(dict.keys, self.dicts)),
+            *chain(map(dict.values, self.dicts)),
+        ]
 
     def current(self, ns: list[tuple[str, Namespace]]) -> bool:
         """Whether module data is as this walk found it: the same namespaces (no global rebound,
@@ -638,6 +674,8 @@ class _Walk:
         for m in self.others:
             if namespace(m.g) is not m:
                 return False
+        if self._sizes() != self.sizes or not all(map(operator.is_, self._items(), self.items)):
+            return False
         modules = self.modules
         for o, seen in self.checks:
             now = contents(o, modules)
