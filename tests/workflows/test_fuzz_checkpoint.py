@@ -143,6 +143,13 @@ FRAGMENTS = [
         after="log((nf{i} in lf{i}, lf{i}.index(nf{i}), lf{i}[1] is bi{i}, lf{i}[0] is lf{i}[2]))",
     ),
     Fragment(
+        "one float and one big int in three locals",
+        before="fa{i} = fb{i} = fc{i} = float('nan')\nia{i} = ib{i} = ic{i} = 10 ** 25 + x",
+        after=(
+            "log((fa{i} is fb{i}, fb{i} is fc{i}, fa{i} in [fc{i}], ia{i} is ib{i}, ib{i} is ic{i}))"
+        ),
+    ),
+    Fragment(
         "exception attributes",
         module=(
             "class SE{i}(Exception):\n    __slots__ = ('code',)\n"

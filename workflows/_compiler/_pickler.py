@@ -31,7 +31,6 @@ import pickle
 import sys
 import types
 import typing
-from collections import Counter
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
@@ -757,24 +756,26 @@ def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
 def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
     """Whether a float or big int is held twice among the containers the first pass wrote (the
     C pickler writes each occurrence anew), other than by locals the frames' aliases make one.
-    Counted at C speed: only objects met more than once are looked at."""
+    Counted at C speed: the items of the containers written, the numbers among them, and how
+    many distinct ones there are against how many the aliases allow."""
     if not memo:
         return False
-    held = gc.get_referents(*map(_SECOND, memo.values()))
+    objs = list(map(_SECOND, memo.values()))
+    containers = itertools.compress(objs, map(_CONTAINERS.__contains__, map(type, objs)))
+    held = gc.get_referents(*containers)
     kinds = list(map(type, held))
     nums = list(itertools.compress(held, map(operator.is_, kinds, itertools.repeat(float))))
     ints = itertools.compress(held, map(operator.is_, kinds, itertools.repeat(int)))
     nums.extend(itertools.filterfalse(_SMALL_INTS.__contains__, ints))
     if len(nums) < 2:
         return False
-    counts = Counter(map(id, nums))
-    if len(counts) == len(nums):
-        return False  # no number is held twice
-    if data.direct_counts:  # locals made one again by the aliases: each may be met once per local
-        counts.subtract({i: k - 1 for i, k in data.direct_counts.items()})
-    return max(counts.values()) > 1
+    direct = data.direct_counts
+    allowed = sum(direct.values()) - len(direct)  # occurrences the aliases account for
+    return len(set(map(id, nums))) < len(nums) - allowed
 
 
+_SECOND = operator.itemgetter(1)
+_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _SMALL_INTS = range(-5, 257)  # one object per value in every process
 _SECOND = operator.itemgetter(1)
 
