@@ -32,6 +32,9 @@ class Demo:
              *(["--no-view"] if no_view else []), "--seed", str(SEED), *extra],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            # Ctrl-C as in a terminal, though the suite may run as a background job of a shell
+            # script (SIGINT ignored, and inherited so by every child).
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.seen: list[str] = []
