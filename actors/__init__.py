@@ -8,16 +8,19 @@ from workflows import Status
 
 from ._errors import (
     ActorSystemError,
+    AskFailed,
     SystemClosed,
     TimerNotArmed,
     UnknownWorkflow,
     WorkflowNotRunning,
+    WorkflowPruned,
 )
 from ._system import ActorSystem, NodeInfo, WorkflowInfo, WorkflowRef
 
 __all__ = [
     "ActorSystem",
     "ActorSystemError",
+    "AskFailed",
     "NodeInfo",
     "Status",
     "SystemClosed",
@@ -25,5 +28,6 @@ __all__ = [
     "UnknownWorkflow",
     "WorkflowInfo",
     "WorkflowNotRunning",
+    "WorkflowPruned",
     "WorkflowRef",
 ]

@@ -28,6 +28,7 @@ from persistence import (
     CHILD,
     FAILED,
     RECENT_STEPS,
+    REQUEST,
     RUNNING,
     SIGNAL,
     Fenced,
@@ -58,7 +59,7 @@ from workflows._instance import Arrival, Decision, StepOutcome, Wait, WorkflowIn
 from workflows._registry import resolve
 from workflows._step import Finished, Raised
 
-from . import _writes
+from . import _replies, _writes
 from ._errors import TimerNotArmed
 from ._host import Host
 from ._pool import PooledActor
@@ -541,6 +542,8 @@ class WorkflowActor(PooledActor):
             self._take_row(message, fresh)
             if not fresh and message.row is not None and message.row.kind == SIGNAL:
                 self._catch_up()
+            if message.row is not None and message.row.kind == REQUEST:
+                self._warn_if_never_awaited(message.row.name, "ask")
         elif isinstance(message, TimerFired):
             if message.debug or not self.test_mode:
                 self.fired[message.row.id] = message.row
@@ -645,7 +648,7 @@ class WorkflowActor(PooledActor):
             self._warn_if_never_awaited(message.name)
         message.reply.set_result(None)
 
-    def _warn_if_never_awaited(self, name: str) -> None:
+    def _warn_if_never_awaited(self, name: str, what: str = "signal") -> None:
         # Only for a signal buffered, not one taken at once: a name the code never awaits stays
         # in the inbox for good (a typo, or a signal meant for another workflow).
         try:
@@ -653,7 +656,7 @@ class WorkflowActor(PooledActor):
         except Exception:  # the code is not here (a blocked workflow): nothing to compare with
             return
         if names is not None and name not in names:
-            self.log.warning("signal_not_awaited", signal=name, awaited=sorted(names))
+            self.log.warning(f"{what}_not_awaited", **{what: name}, awaited=sorted(names))
 
     def _record_outcome(self, message: ProcedureDone) -> None:
         try:
@@ -698,6 +701,9 @@ class WorkflowActor(PooledActor):
             if r.kind == SIGNAL:
                 if r.name in names:  # its payload is unpickled only if a step takes it
                     arrivals.append(Arrival(SIGNAL, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
+            elif r.kind == REQUEST:
+                if r.name in wait.request_names():  # an ask: its Request, unpickled if taken
+                    arrivals.append(Arrival(REQUEST, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
             elif r.kind == CHILD:
                 ok, value = loads(r.payload)
                 arrivals.append(Arrival(CHILD, r.name, arrived, r.seq, ok == "ok", value if ok == "ok" else None,
@@ -775,6 +781,7 @@ class WorkflowActor(PooledActor):
                 sw.subscribe.append((eff.name, filter_key(eff.filter_value)))
             elif isinstance(eff, Unsubscribe):
                 sw.unsubscribe.append((eff.name, filter_key(eff.filter_value)))
+        _replies.step_effects(sw, outcome.effects, self.id)  # publish(), reply()
 
     def _new_wait(self, sw: StepWrite, outcome: StepOutcome) -> None:
         """What a suspending step writes of its new wait: timers, procedure calls and children
@@ -984,6 +991,8 @@ def _cause(decision: Decision) -> tuple[str, str]:
         return ("gather", f',"taken":{consumed}')
     if w.kind == SIGNAL:
         cause = ("signal", ',"name":' + json.dumps(w.key))
+    elif w.kind == REQUEST:
+        cause = ("request", ',"name":' + json.dumps(w.key))
     elif w.kind == "timer":
         cause = ("timer", ',"name":' + json.dumps(arm.target))
     elif w.kind == CHILD:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from persistence import (
@@ -45,6 +45,7 @@ from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
 
+from . import _talk
 from ._activator import Activator
 from ._actor import (
     DirectSignal,
@@ -114,6 +115,8 @@ class WorkflowInfo:
     result: Any
     error: dict[str, Any] | None
     test_mode: bool
+    # What the workflow published (``publish(key, value)``): the last value of each key.
+    published: dict[str, Any] = field(default_factory=dict)
 
 
 def _waiting_text(waiting_on: str | None) -> str | None:
@@ -129,6 +132,8 @@ def _waiting_text(waiting_on: str | None) -> str | None:
             parts.append(f"timer {a['name']!r} due {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a['due_at']))}Z")
         elif a["kind"] == "signal":
             parts.append(f"signal {a['name']!r}")
+        elif a["kind"] == "request":
+            parts.append(f"ask {a['name']!r}")
         elif a["kind"] == "procedure":
             parts.append(f"procedure {a['function']}")
         else:
@@ -141,7 +146,7 @@ def _waiting_text(waiting_on: str | None) -> str | None:
     return text
 
 
-def info_from_record(rec: WorkflowRecord) -> WorkflowInfo:
+def info_from_record(rec: WorkflowRecord, published: dict[str, Any] | None = None) -> WorkflowInfo:
     result = None
     if rec.result is not None:
         try:
@@ -159,6 +164,7 @@ def info_from_record(rec: WorkflowRecord) -> WorkflowInfo:
         result=result,
         error=json.loads(rec.error) if rec.error else None,
         test_mode=rec.test_mode,
+        published=published if published is not None else {},
     )
 
 
@@ -268,6 +274,8 @@ class Runtime:
         seeds: dict[str, Any] | None = None,
     ) -> None:
         """Carry out what a committed step asked for: only now may anything leave the actor."""
+        if sw.published or sw.replies:
+            self.news(workflow_id)
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
         if timers and not test_mode:
@@ -344,6 +352,13 @@ class Runtime:
         self._finish_wake(workflow_id)
         if self.cluster is not None:
             self.cluster.publish_done([workflow_id])
+
+    def news(self, workflow_id: str) -> None:
+        """A step of this node published or replied: wake whoever waits on ``workflow_id``
+        (``ref.published``, ``ref.ask``) here, and tell the nodes that said they wait on it."""
+        self._finish_wake(workflow_id)
+        if self.cluster is not None:
+            self.cluster.publish_news([workflow_id])
 
     def _finish_wake(self, workflow_id: str) -> None:
         with self._finish_lock:
@@ -534,7 +549,41 @@ class WorkflowRef(Generic[R]):
         return Status(self._record().status)
 
     def info(self) -> WorkflowInfo:
-        return info_from_record(self._record())
+        rec = self._record()
+        return info_from_record(rec, _talk.published_values(self._system, [rec.id]).get(rec.id, {}))
+
+    def published(self, key: str, timeout: float | None = None) -> Any:
+        """The value the workflow last published under ``key`` (``publish(key, value)``), read
+        from the store: also while it is passivated, after it ended, or on another node.
+
+        ``timeout`` None: do not wait (``KeyError`` if nothing was published under ``key``);
+        otherwise wait up to ``timeout`` seconds for a first value (``TimeoutError``), woken by
+        the commit that publishes it. ``Any``: what a workflow publishes is not known statically.
+        """
+        return _talk.published(self._system, self.id, key, timeout)
+
+    async def published_async(self, key: str, timeout: float | None = None) -> Any:
+        """``published`` for asyncio code: no thread waits; the reads run on the executor."""
+        return await _talk.published_async(self._system, self.id, key, timeout)
+
+    def ask(self, name: str, payload: Any = None, timeout: float | None = None,
+            ask_id: str | None = None) -> Any:
+        """Ask the workflow ``name`` with ``payload`` (its ``await request(name)`` gets a
+        ``Request``) and return what it replies (``Any``: not known statically).
+
+        The request is durable before this waits. Raises ``AskFailed`` (carrying the error the
+        workflow replied with ``reply(req, error=exc)``), ``WorkflowNotRunning`` (the workflow
+        had ended, or ended without replying), ``TimeoutError`` after ``timeout`` seconds (the
+        request stays: ask again with the same ``ask_id`` to go on waiting). Asked again with the
+        ``ask_id`` of an earlier ask (after a crash), it returns that ask's reply and asks
+        nothing new.
+        """
+        return _talk.ask(self._system, self.id, name, payload, timeout, ask_id)
+
+    async def ask_async(self, name: str, payload: Any = None, timeout: float | None = None,
+                        ask_id: str | None = None) -> Any:
+        """``ask`` for asyncio code: no thread waits for the reply."""
+        return await _talk.ask_async(self._system, self.id, name, payload, timeout, ask_id)
 
     def result(self, timeout: float | None = None) -> R:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
@@ -1247,7 +1296,9 @@ class ActorSystem:
         self._check_open()
         st = Status(status).value if status is not None else None
         ty = getattr(type, "__workflow_key__", type)
-        return [info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)]
+        recs = self._rt.store.list_workflows(status=st, type=ty)
+        published = _talk.published_values(self, [r.id for r in recs])
+        return [info_from_record(r, published.get(r.id, {})) for r in recs]
 
     def idle(self, timeout: float | None = None) -> None:
         """Block until nothing is left to do now: no message queued, no step or procedure running,

@@ -188,6 +188,22 @@ def _v5(db: sqlite_utils.Database) -> None:
     intensity is counted in memory, per episode), so every row held 0. No index names it; SQLite
     rewrites the table once, in the migration's transaction."""
     db.execute("ALTER TABLE workflows DROP COLUMN restarts")
+    for ddl in TALK_DDL:
+        db.execute(ddl)
+
+
+# What workflows say to the outside (``persistence/_talk.py``), and the ids pruned workflows
+# leave taken (tombstones): part of the newest version's schema.
+TALK_DDL = (
+    "CREATE TABLE published (workflow_id TEXT NOT NULL, key TEXT NOT NULL, value BLOB, "
+    "step_seq INTEGER NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (workflow_id, key))",
+    "CREATE TABLE asks (workflow_id TEXT NOT NULL, ask_id TEXT NOT NULL, name TEXT NOT NULL, "
+    "status TEXT NOT NULL, reply BLOB, error TEXT, created_at REAL NOT NULL, replied_at REAL, "
+    "PRIMARY KEY (workflow_id, ask_id))",
+    "CREATE TABLE tombstones (id TEXT PRIMARY KEY, type TEXT NOT NULL, status TEXT NOT NULL, "
+    "ended_at REAL NOT NULL, pruned_at REAL NOT NULL)",
+    "CREATE INDEX tombstones_pruned ON tombstones(pruned_at)",
+)
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

@@ -16,10 +16,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Self, TypeVar
 
-from persistence import _sql, _writes
+from persistence import _sql, _talk, _writes
 from persistence._errors import PersistenceError, StoreClosed
 from persistence._promise import Promise
 from persistence._sql import Dialect
+from persistence._talk import AskRow
 from persistence._types import (
     CANCEL,
     RUNNING,
@@ -518,6 +519,39 @@ class SqlStore(Store):
         ]
         events.sort(key=lambda e: e[:3])
         return [e[3] for e in events[-limit:]] if limit > 0 else []
+
+    # -- what workflows say to the outside (``persistence/_talk.py``) ----------------------------
+    def submit_ask(
+        self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[AskRow | None, Delivered | None]]:
+        """Store an ask and its request (or find the one stored with that id), queued: the
+        future resolves after COMMIT with ``(row found, None)`` or ``(None, request delivered)``."""
+        return self._write(lambda w: _talk.ask(w, workflow_id, ask_id, name, payload, at))
+
+    def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
+        """The ask ``ask_id`` of ``workflow_id`` as stored, or None (by primary key)."""
+        return _talk.read_ask(self._rows, workflow_id, ask_id)
+
+    def running(self, workflow_id: str) -> bool | None:
+        """True if the workflow runs, False if it ended, None if there is no such workflow."""
+        return _talk.is_running(self._rows, workflow_id)
+
+    def published(self, workflow_id: str, key: str) -> bytes | None:
+        """The value ``workflow_id`` last published under ``key`` (pickled), or None."""
+        rows = self._rows(_talk.PUBLISHED_ONE, (workflow_id, key))
+        return bytes(rows[0][0]) if rows else None
+
+    def published_of(self, workflow_ids: list[str]) -> dict[str, dict[str, bytes]]:
+        """Every value each of ``workflow_ids`` published, by workflow and key (pickled)."""
+        out: dict[str, dict[str, bytes]] = {}
+        ids = list(dict.fromkeys(workflow_ids))
+        for start in range(0, len(ids), _writes.CONSUME_CHUNK):
+            cond, params = self.dialect.any_of("workflow_id", ids[start : start + _writes.CONSUME_CHUNK], "text")
+            for wid, key, value in self._rows(
+                f"SELECT workflow_id, key, value FROM {{s}}.published WHERE {cond} ORDER BY key", params
+            ):
+                out.setdefault(str(wid), {})[str(key)] = bytes(value)
+        return out
 
     def running_count(self) -> int:
         """Return how many workflows are running (by the partial index)."""

@@ -11,9 +11,12 @@ import abc
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from persistence._promise import Promise
+
+if TYPE_CHECKING:
+    from persistence._talk import AskReply, AskRow
 
 # Status values stored in workflows.status.
 RUNNING = "running"
@@ -128,6 +131,10 @@ class StepWrite:
     # The workflow's own record, for the first step (step 1) of a workflow started in this
     # process: the row is inserted as that step leaves it (``WorkflowExists`` if the id is taken).
     create: NewWorkflow | None = None
+    # Values published by the step, ``(key, pickled value)`` in call order, and its replies to
+    # asks (``persistence._talk``): stored with it.
+    published: list[tuple[str, bytes]] = field(default_factory=list)
+    replies: list[AskReply] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -370,6 +377,11 @@ class Cluster(abc.ABC):
     def publish_done(self, workflow_ids: list[str]) -> None:
         """Tell the other nodes waiting on these workflows that they finished (after the
         commit)."""
+
+    @abc.abstractmethod
+    def publish_news(self, workflow_ids: list[str]) -> None:
+        """Tell the other nodes waiting on these workflows that a step published or replied
+        (after the commit); unlike ``publish_done``, their interest is kept."""
 
     @abc.abstractmethod
     def publish_interest(self, workflow_id: str) -> None:
@@ -628,6 +640,31 @@ class Store(Protocol):
 
     @abc.abstractmethod
     def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]: ...
+
+    # -- what workflows say to the outside (``persistence/_talk.py``) ----------------------------
+    def submit_ask(
+        self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[AskRow | None, Delivered | None]]:
+        """Store an ask with its request in the workflow's inbox (or find the one stored under
+        that id), queued: resolves after COMMIT with ``(row found, None)`` or ``(None, request
+        delivered)``; raises ``UnknownWorkflowId`` or ``WorkflowFinished`` for a new one."""
+        raise NotImplementedError
+
+    def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
+        """The ask ``ask_id`` of ``workflow_id`` as stored, or None."""
+        raise NotImplementedError
+
+    def running(self, workflow_id: str) -> bool | None:
+        """True if the workflow runs, False if it ended, None if there is no such workflow."""
+        raise NotImplementedError
+
+    def published(self, workflow_id: str, key: str) -> bytes | None:
+        """The value ``workflow_id`` last published under ``key`` (pickled), or None."""
+        raise NotImplementedError
+
+    def published_of(self, workflow_ids: list[str]) -> dict[str, dict[str, bytes]]:
+        """Every value each of ``workflow_ids`` published, by workflow and key (pickled)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from persistence import _sql
+from persistence import _sql, _talk
 from persistence._errors import (
     InboxFull,
     PersistenceError,
@@ -62,7 +62,8 @@ PRUNE_CHUNK = 500
 # (besides the workflow's own row): pruning a workflow deletes its rows in each. Application
 # tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
 # that this names every such table of the schema.
-WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external")
+WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external",
+                   "published", "asks")
 
 
 def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tuple[Any, ...]:
@@ -364,6 +365,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
 
         checks.append(check_children)
 
+    _talk.step_writes(w, step, ended)  # published values, replies, asks left unanswered
     if ended:
         # A finished workflow takes nothing more: drop what it still held (its waits too, unless
         # it had none), before its own outgoing messages (a message to itself is then dropped as

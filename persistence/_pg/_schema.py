@@ -253,6 +253,17 @@ def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
     it, so every row held 0. PostgreSQL only marks the column dropped; rows keep their bytes until
     they are next written."""
     cur.execute(f"ALTER TABLE {s}.workflows DROP COLUMN restarts")
+    for ddl in (
+        f"CREATE TABLE {s}.published (workflow_id text NOT NULL, key text NOT NULL, value bytea, "
+        f"step_seq bigint NOT NULL, updated_at double precision NOT NULL, PRIMARY KEY (workflow_id, key))",
+        f"CREATE TABLE {s}.asks (workflow_id text NOT NULL, ask_id text NOT NULL, name text NOT NULL, "
+        f"status text NOT NULL, reply bytea, error text, created_at double precision NOT NULL, "
+        f"replied_at double precision, PRIMARY KEY (workflow_id, ask_id))",
+        f"CREATE TABLE {s}.tombstones (id text PRIMARY KEY, type text NOT NULL, status text NOT NULL, "
+        f"ended_at double precision NOT NULL, pruned_at double precision NOT NULL)",
+        f"CREATE INDEX tombstones_pruned ON {s}.tombstones (pruned_at)",
+    ):
+        cur.execute(ddl)
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
