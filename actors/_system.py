@@ -955,7 +955,10 @@ class ActorSystem:
                     self._rt.wake([d])
                     log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     continue  # its row went with the append
-                if r.kind == "fire_timer":
+                if r.kind == "ask":  # stored by its ask id: carried out again after a crash, it asks once
+                    _talk.carry_out_external_ask(self, r.workflow_id, r.name or "", payload)
+                    log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                elif r.kind == "fire_timer":
                     self._fire_timer(r.workflow_id, r.name or "", 30.0, external_seq=r.seq)
                     log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     # Its row goes with the step that takes the timer; until then it may be read

@@ -143,6 +143,14 @@ def start_ask(
     return ask_id, row
 
 
+def carry_out_external_ask(sysm: ActorSystem, workflow_id: str, name: str, request: Any) -> None:
+    """An ask the ``wf`` CLI left (``{"ask_id", "payload"}``, JSON): stored as ``ask`` stores
+    one; its reply is read back from the asks table by the CLI."""
+    if not isinstance(request, dict) or not isinstance(request.get("ask_id"), str):
+        raise ValueError(f"an external ask needs {{'ask_id': str, 'payload': ...}}, got {request!r}")
+    start_ask(sysm, workflow_id, name, request.get("payload"), request["ask_id"])
+
+
 def _wake(rt: Runtime, p: Promise[tuple[AskRow | None, Delivered | None]]) -> None:
     if p.exception() is None:
         delivered = p.result()[1]

@@ -36,7 +36,8 @@ from persistence import (
 from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
 
-from ._errors import ActorSystemError, span
+from . import _talk
+from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
 from ._system import _waiting_text, info_from_record
 
 
@@ -181,7 +182,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     store = _open(args.db)
     try:
         rec = _record_or_fail(store, args.id, _shown(args.db))
-        info = info_from_record(rec)
+        published = {k: _safe_loads(v) for k, v in store.published_of([rec.id]).get(rec.id, {}).items()}
+        info = info_from_record(rec, published)
         timers = store.timers(rec.id)
         inbox = store.inbox(rec.id)
         procs = store.procedures(rec.id)
@@ -219,6 +221,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "children_by_status": dict(sorted(by_status.items())),
             "result": _jsonable(info.result),
             "error": info.error,
+            "published": {k: _jsonable(v) for k, v in published.items()},
             "history": [{"seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")} for h in history],
             "history_cut": cut,
             "steps_not_kept": steps_not_kept,
@@ -253,6 +256,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"  {c.id} ({_short(c.type)}) {c.status}")
             if len(shown_children) < len(children):
                 print(f"  ... {len(children) - len(shown_children)} more (--all-children lists them all)")
+        if published:
+            print("published")
+            for k, v in published.items():
+                print(f"  {k:<20} {_clip(repr(v), args.full)}")
         if rec.status == "completed":
             print(f"result    {_clip(repr(info.result), args.full)}")
         if info.error:
@@ -296,7 +303,7 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         rec = _record_or_fail(store, args.id, _shown(args.db))
         check_request(store, rec, kind, name)
         if kind == "signal" and name is not None:
-            _warn_if_never_awaited(rec, name)
+            _warn_if_never_awaited(rec, name, "a signal")
         seq = store.post_external(kind, rec.id, name, payload, at=time.time())
         owner = store.owner_info() if isinstance(store, SqliteStore) else None
         if owner is not None:
@@ -340,15 +347,15 @@ def _signal_names_of(key: str) -> frozenset[str] | None:
     return names_in_source(source, qualname)
 
 
-def _warn_if_never_awaited(rec: Any, name: str) -> None:
-    """Warn on stderr when the workflow's code never awaits a signal ``name`` (SPEC: the compiler
-    knows every literal signal name). The signal is queued all the same."""
+def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
+    """Warn on stderr when the workflow's code never awaits a signal (or request) ``name``
+    (SPEC: the compiler knows every literal signal and request name). It is queued all the same."""
     names = _signal_names_of(rec.type)
     if names is None or name in names:
         return
     awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
     print(
-        f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits a signal named "
+        f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits {what} named "
         f"{name!r}; the signals it awaits: {awaited}. Queued anyway: it stays in the workflow's inbox.",
         file=sys.stderr,
     )
@@ -360,6 +367,50 @@ def cmd_signal(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as e:
         raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '{{\"amount\": 100}}'") from e
     return _post(args, "signal", args.name, json.dumps(value))
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Ask a workflow (through the system that runs it, as every `wf` request goes) and print
+    its reply as JSON (repr where it is not JSON); a refusal exits 1 with the replied error."""
+    try:
+        value = json.loads(args.payload) if args.payload is not None else None
+    except json.JSONDecodeError as e:
+        raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '50'") from e
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout}")
+    store = _open(args.db)
+    try:
+        rec = _record_or_fail(store, args.id, _shown(args.db))
+        ask_id = args.ask_id or _talk.new_ask_id()
+        row = store.ask(rec.id, ask_id)
+        if row is None:
+            check_request(store, rec, "ask", args.name)
+            _warn_if_never_awaited(rec, args.name, "a request")
+            store.post_external("ask", rec.id, args.name, json.dumps({"ask_id": ask_id, "payload": value}), at=time.time())
+        deadline = time.monotonic() + args.timeout
+        pause = 0.02
+        while row is None or not row.answered:
+            if time.monotonic() >= deadline:
+                raise CliError(
+                    f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
+                    f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id}` waits for its reply"
+                    + ("" if owner_of(store) or not isinstance(store, SqliteStore) else
+                       f" (no system has {_shown(args.db)} open: the next one to start carries it out)")
+                )
+            time.sleep(pause)  # the CLI shares no notification with the system: a short reread
+            pause = min(pause * 2, 0.25)
+            row = store.ask(rec.id, ask_id)
+            if row is None and store.running(rec.id) is False and store.ask(rec.id, ask_id) is None:
+                raise CliError(f"workflow {rec.id!r} finished before it took ask {args.name!r}")
+        try:
+            reply = _talk.ask_outcome(row)
+        except (AskFailed, WorkflowNotRunning) as e:
+            print(f"wf: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(_jsonable(reply)))
+        return 0
+    finally:
+        store.close()
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -615,6 +666,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.add_argument("payload", nargs="?", default=None, help="JSON payload (default null)")
     sp.set_defaults(func=cmd_signal)
+
+    sp = add("ask", "ask a workflow (its `await request(NAME)`) with a JSON payload; print its reply")
+    sp.add_argument("id")
+    sp.add_argument("name")
+    sp.add_argument("payload", nargs="?", default=None, help="JSON payload (default null)")
+    sp.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)")
+    sp.add_argument("--ask-id", default=None, help="the ask's id: asked again, it prints the stored reply")
+    sp.set_defaults(func=cmd_ask)
 
     sp = add("cancel", "cancel a workflow (its finally blocks run)")
     sp.add_argument("id")

@@ -259,7 +259,7 @@ class ExternalRow:
     """A request appended by another process (the ``wf`` CLI) for the owner to carry out."""
 
     seq: int
-    kind: str  # "signal" | "cancel" | "fire_timer" | "prune" (workflow_id "")
+    kind: str  # "signal" | "cancel" | "fire_timer" | "ask" | "prune" (workflow_id "")
     workflow_id: str
     name: str | None
     payload: str | None  # JSON text

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from persistence._writer import Writer
 
 INBOX_KINDS = (SIGNAL, CANCEL, CHILD)
-EXTERNAL_KINDS = ("signal", "cancel", "fire_timer", "prune")
+EXTERNAL_KINDS = ("signal", "cancel", "fire_timer", "prune", "ask")
 STATUSES = (RUNNING, *FINISHED)
 # Rows consumed by one DELETE: a gather of a hundred children consumes their hundred outcomes in
 # one statement, not a hundred. (SQLite binds at most 32766 parameters; a few hundred keep each

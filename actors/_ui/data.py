@@ -270,6 +270,8 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
             label = f"timer {a.get('name')!r}"
         elif kind == "signal":
             label = f"signal {a.get('name')!r}"
+        elif kind == "request":
+            label = f"ask {a.get('name')!r}"
         elif kind == "procedure":
             label = f"procedure {a.get('function')}"
         elif kind == "child":
@@ -284,6 +286,10 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         buffered.append({"seq": m.seq, "kind": m.kind, "name": m.name, "payload": text,
                          "whole": whole, "at": m.created_at})
     children, more, by_status = _tree(store, rec.id)
+    published = []
+    for key, blob in store.published_of([rec.id]).get(rec.id, {}).items():
+        text, whole = clip(shown_value(blob))
+        published.append({"key": key, "value": text, "whole": whole})
     history = store.history(rec.id, limit=HISTORY_SHOWN)
     # The first step the row still describes: the ones before it are no longer kept.
     kept_steps = []
@@ -341,6 +347,7 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         "recent_steps_kept": RECENT_STEPS,
         "result": result,
         "error": error,
+        "published": published,
         "pending": pending,
         "now": now,
     }

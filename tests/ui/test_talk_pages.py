@@ -1,0 +1,32 @@
+"""The web view's workflow page shows what the workflow published, escaped, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from actors import ActorSystem  # noqa: E402
+from actors.testing import VirtualClock  # noqa: E402
+from tests.actors import talk_flows as tf  # noqa: E402
+
+from .test_pages import EVIL, client_for, db  # noqa: E402, F401  (the fixture)
+
+T = 30
+
+
+def test_the_workflow_page_shows_published_values(db) -> None:  # noqa: F811
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(tf.account, 100, id="acct")
+        assert ref.ask("withdraw", 25, timeout=T) == 75
+        s.start(tf.progress, 1, id="p")
+        s.idle(timeout=T)
+        s.get("p").signal("tick")
+        s.idle(timeout=T)
+        with client_for(db) as c:
+            html = c.get("/w/acct").text
+            assert "<h2>Published</h2>" in html
+            assert '<td class="k">balance</td><td><pre class="value">75</pre>' in html
+            assert "ask &#39;withdraw&#39;" in html or "ask 'withdraw'" in html
+            html = c.get("/w/p").text
+            assert "step 1 of 1" in html and EVIL not in html
