@@ -15,12 +15,14 @@ from ._errors import (
     WorkflowNotRunning,
     WorkflowPruned,
 )
+from ._history import HistoryEntry
 from ._system import ActorSystem, NodeInfo, WorkflowInfo, WorkflowRef
 
 __all__ = [
     "ActorSystem",
     "ActorSystemError",
     "AskFailed",
+    "HistoryEntry",
     "NodeInfo",
     "Status",
     "SystemClosed",

@@ -59,7 +59,7 @@ from workflows._instance import Arrival, Decision, StepOutcome, Wait, WorkflowIn
 from workflows._registry import resolve
 from workflows._step import Finished, Raised
 
-from . import _replies, _writes
+from . import _history, _replies, _writes
 from ._errors import TimerNotArmed
 from ._host import Host
 from ._pool import PooledActor
@@ -908,9 +908,15 @@ class WorkflowActor(PooledActor):
         elif self.recent_count < RECENT_STEPS:
             sw.recent = text + "\n" + line
         else:
-            sw.recent = text[text.index("\n") + 1:] + "\n" + line
+            cut = text.index("\n")
+            sw.recent = text[cut + 1:] + "\n" + line
+            # The oldest step the row describes goes to the history table (whole history).
+            if self.host.store.history_limit is None or self.host.store.history_limit > RECENT_STEPS:
+                sw.evicted = text[:cut]
 
     def _commit(self, sw: StepWrite) -> Steps:
+        _history.describe(sw)  # what it armed, published, sent, replied
+        sw.history_keep = _history.keep_rows(self.host.store.history_limit)
         if self.fire_requests:
             sw.consume_external = [
                 self.fire_requests[t] for t in (*sw.consume_timers, *sw.cancel_timers)

@@ -45,7 +45,7 @@ from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
 
-from . import _talk
+from . import _history, _talk, _tombstones
 from ._activator import Activator
 from ._actor import (
     DirectSignal,
@@ -61,6 +61,7 @@ from ._actor import (
 from ._aio import AsyncBridge
 from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
+from ._history import HistoryEntry
 from ._host import Host
 from ._later import Later
 from ._pool import Dispatcher
@@ -552,6 +553,19 @@ class WorkflowRef(Generic[R]):
         rec = self._record()
         return info_from_record(rec, _talk.published_values(self._system, [rec.id]).get(rec.id, {}))
 
+    def history(self, limit: int | None = None, before: int | None = None) -> list[HistoryEntry]:
+        """The workflow's history, oldest first: every step (what woke it, what it armed,
+        published, sent or replied) and how it ended, kept until the workflow is pruned (the
+        newest ``history_limit`` steps if the system was given one).
+
+        Paged: the newest ``limit`` entries (all if None) before position ``before`` (an entry's
+        ``position``; None: up to the newest). ``history(limit=50)`` is the last page;
+        ``history(limit=50, before=page[0].position)`` the one before it.
+        """
+        self._record()  # UnknownWorkflow, as the other calls
+        rows = self._system._rt.store.history(self.id, limit=_ALL)
+        return _history.page(rows, limit, before)
+
     def published(self, key: str, timeout: float | None = None) -> Any:
         """The value the workflow last published under ``key`` (``publish(key, value)``), read
         from the store: also while it is passivated, after it ended, or on another node.
@@ -672,6 +686,7 @@ class WorkflowRef(Generic[R]):
 
 
 _REF_TOKEN = object()
+_ALL = 2**62  # a history read with no limit
 _IDLE_POLL = 0.005  # seconds between the checks of idle_async
 
 
@@ -726,9 +741,15 @@ class ActorSystem:
         retention: float | None = 7 * 86400,
         node_id: str | None = None,
         node_ttl: float = 10.0,
+        history_limit: int | None = None,
+        id_retention: float | None = 30 * 86400,
         _local_time: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
+        # The newest steps of each workflow its history keeps (None: every step, SPEC §10).
+        self.history_limit = _history.check_limit(history_limit)
+        # Seconds a pruned workflow's id stays taken (its tombstone); None: for good.
+        self.id_retention = check_seconds(id_retention, "id_retention", allow_none=True)
         if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
             raise TypeError(f"node_id must be a non-empty string, got {node_id!r}")
         # This process's name in a cluster (SPEC §9): host name and process id unless given.
@@ -750,6 +771,7 @@ class ActorSystem:
         self._external_backoff = _EXTERNAL_BACKOFF[0]
         store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
                            node_id=self.node_id, node_ttl=ttl, local_time=_local_time)
+        store.history_limit = self.history_limit
         cluster = store.cluster()
         if clock is None:
             # A cluster's timers fire by the database's clock, so that a node whose own clock is
@@ -769,7 +791,8 @@ class ActorSystem:
                 self._threads,
             )
             with acting_for(self._log_token):
-                self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned)
+                self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned,
+                                            id_retention=self.id_retention)
                 # Requests the `wf` CLI left while no system owned the file, before recovery runs
                 # anything: a cancel among them lands before the procedures it disarms run again.
                 self._take_external()
@@ -1041,45 +1064,50 @@ class ActorSystem:
     @overload
     def start(
         self, wf: WorkflowFunction[[], R], /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1], R], a1: A1, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(self, wf: WorkflowFunction[P, R], /, *args: P.args, **kwargs: P.kwargs) -> WorkflowRef[R]: ...
 
     def start(  # type: ignore[misc]  # ``wf`` may also be named in ``**kwargs``
-        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False
+        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False,
+        reuse_id: bool = False,
     ) -> WorkflowRef[Any]:
-        """Start ``wf(*args)`` durably and return its ref; an existing ``id`` starts nothing new."""
+        """Start ``wf(*args)`` durably and return its ref; an existing ``id`` starts nothing new.
+
+        The id of a finished workflow that was pruned stays taken for ``id_retention`` seconds:
+        starting it raises ``WorkflowPruned`` (naming when it ended), unless ``reuse_id=True``.
+        """
         self._check_open()
         key = getattr(wf, "__workflow_key__", None)
         if key is None:
@@ -1090,6 +1118,8 @@ class ActorSystem:
             check_text(id, "workflow id")
         if id is not None and self._rt.store.load_workflow(id) is not None:
             return WorkflowRef(self, id, _token=_REF_TOKEN)
+        if id is not None and not reuse_id:
+            _tombstones.refuse_pruned(self._rt.store, id, self.clock.now(), self.id_retention)
         cluster = self._rt.cluster
         if id is not None and cluster is not None and not cluster.owns(id):
             # Its shard is another node's: the record goes in here, its first step runs there.
@@ -1110,37 +1140,37 @@ class ActorSystem:
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[], R], /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1], R], a1: A1, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
@@ -1148,7 +1178,8 @@ class ActorSystem:
     ) -> WorkflowRef[R]: ...
 
     async def start_async(  # type: ignore[misc]  # ``wf`` may also be named in ``**kwargs``
-        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False
+        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False,
+        reuse_id: bool = False,
     ) -> WorkflowRef[Any]:
         """``start`` for asyncio code: the ref, once the start is durable, without blocking the loop.
 
@@ -1157,7 +1188,7 @@ class ActorSystem:
         the awaiting task does not undo a start already under way. Typed as ``start``.
         """
         ref: WorkflowRef[Any] = await self._aio.run(
-            self._closed_error, lambda: self.start(wf, *args, id=id, test_mode=test_mode)
+            self._closed_error, lambda: self.start(wf, *args, id=id, test_mode=test_mode, reuse_id=reuse_id)
         )
         return ref
 
@@ -1168,6 +1199,7 @@ class ActorSystem:
         *,
         ids: list[str] | None = None,
         test_mode: bool = False,
+        reuse_id: bool = False,
     ) -> list[WorkflowRef[R]]:
         """Start ``wf(*a)`` for each tuple in ``args``, durably, in one transaction.
 
@@ -1189,6 +1221,9 @@ class ActorSystem:
                 raise TypeError(f"workflow ids must be non-empty strings, got {wid!r}")
             check_text(wid, "workflow id")
         now = self.clock.now()
+        if not generated and not reuse_id:
+            for wid in ids:
+                _tombstones.refuse_pruned(self._rt.store, wid, now, self.id_retention)
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         created = self._create(seeds)
         while generated and not all(created):

@@ -25,7 +25,6 @@ from typing import Any
 
 from persistence import (
     FINISHED,
-    RECENT_STEPS,
     DatabaseLocked,
     PersistenceError,
     SqliteStore,
@@ -196,9 +195,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         history = store.history(rec.id, limit=args.history + 1) if args.history else []
         cut = len(history) > args.history
         history = history[len(history) - args.history:] if cut else history
-        # The newest RECENT_STEPS steps are kept in the workflow's row; older ones are not kept.
-        kept = len(rec.recent_steps.split("\n")) if rec.recent_steps else 0
-        steps_not_kept = max(0, rec.step_seq - kept)
+        # Every step is kept, unless the system keeps the newest few (``history_limit``).
+        oldest = store.oldest_step_kept(rec.id) if rec.step_seq else None
+        steps_not_kept = max(0, (oldest or 1) - 1)
         data = {
             "id": rec.id,
             "type": rec.type,
@@ -270,8 +269,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"  {_ts(h.at)}  {h.event:<14} {h.detail}")
         if steps_not_kept and not cut and args.history:
             print(
-                f"  (steps 1 to {steps_not_kept} are not kept: a workflow's row keeps its newest "
-                f"{RECENT_STEPS} steps; its ends, blocks and dropped signals are all kept)"
+                f"  (steps 1 to {steps_not_kept} are not kept: the system that ran it keeps the newest "
+                f"steps of each workflow, ActorSystem(history_limit=...))"
             )
         return 0
     finally:
@@ -464,10 +463,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
             total += n
             if n < PRUNE_BATCH:
                 break
+        kept = store.tombstone_count()
     finally:
         store.close()
     ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)} UTC)" if now > wall else ""
-    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}")
+    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}; "
+          f"{_ids_kept(kept)}")
     return 0
 
 
@@ -489,14 +490,20 @@ def _prune_through_owner(args: argparse.Namespace, pid: int | None) -> int:
                     f"on by itself (or at the system's next start). Check with `wf list --db {_shown(args.db)}`."
                 )
             time.sleep(0.1)
+        kept = store.tombstone_count()
     finally:
         store.close()
     result = json.loads(answer)
     if "error" in result:
         raise CliError(f"{who} refused the prune request: {result['error']}")
     print(f"pruned {_count(int(result['pruned']))} that finished more than {span(args.older_than)} ago, "
-          f"through {who}, on its clock")
+          f"through {who}, on its clock; {_ids_kept(kept)}")
     return 0
+
+
+def _ids_kept(n: int) -> str:
+    return (f"{n:,} id{'' if n == 1 else 's'} of pruned workflows kept taken (starting one raises "
+            f"WorkflowPruned for the system's id_retention, unless start(..., reuse_id=True))")
 
 
 def _upgrade_row(rec: Any) -> dict[str, Any]:

@@ -28,8 +28,8 @@ from persistence._errors import (
 APPLICATION_ID = 0x41465731
 SCHEMA_VERSION = 5
 
-# How many history rows to keep per workflow, and every how many steps to trim (by index).
-HISTORY_KEEP = 200
+# Every how many steps a workflow's history is trimmed (by index), when the system keeps only the
+# newest steps (``history_limit``; by default every step is kept).
 HISTORY_TRIM_EVERY = 50
 # How many of a workflow's newest steps its row describes (``recent_steps``: what woke each).
 RECENT_STEPS = 16

@@ -17,6 +17,7 @@ from persistence._promise import Promise
 
 if TYPE_CHECKING:
     from persistence._talk import AskReply, AskRow
+    from persistence._tombstones import Tombstone
 
 # Status values stored in workflows.status.
 RUNNING = "running"
@@ -135,6 +136,11 @@ class StepWrite:
     # asks (``persistence._talk``): stored with it.
     published: list[tuple[str, bytes]] = field(default_factory=list)
     replies: list[AskReply] = field(default_factory=list)
+    # The line of ``recent`` this step pushes out of the row (its oldest step's): kept in the
+    # history table, inserted with the step's other events. ``history_keep``: how many rows of
+    # the history table the workflow keeps (None: every one, the whole history).
+    evicted: str | None = None
+    history_keep: int | None = None
 
 
 @dataclass(frozen=True)
@@ -422,6 +428,10 @@ class Store(Protocol):
         return None
 
     # -- lifecycle --------------------------------------------------------------------------
+    # The newest steps of each workflow the history keeps (None: every step); set by the
+    # system that owns the store (``ActorSystem(history_limit=...)``).
+    history_limit: int | None = None
+
     @abc.abstractmethod
     def close(self) -> None: ...
 
@@ -525,9 +535,22 @@ class Store(Protocol):
         """The result left for request ``seq`` (removed as it is read), or None while not done."""
 
     @abc.abstractmethod
-    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+    def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
         """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with
-        every row they left, in one transaction; return their ids."""
+        every row they left, in one transaction; return their ids. Each leaves its tombstone,
+        pruned ``at`` (epoch seconds; None: now)."""
+
+    def tombstone(self, workflow_id: str) -> Tombstone | None:
+        """What a pruned workflow of this id left (its tombstone), or None."""
+        raise NotImplementedError
+
+    def expire_tombstones(self, before: float) -> int:
+        """Delete the tombstones left by prunes before ``before``; how many."""
+        raise NotImplementedError
+
+    def tombstone_count(self) -> int:
+        """How many pruned workflows' ids are kept taken (their tombstones)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def oldest_finished(self) -> float | None:
@@ -664,6 +687,10 @@ class Store(Protocol):
 
     def published_of(self, workflow_ids: list[str]) -> dict[str, dict[str, bytes]]:
         """Every value each of ``workflow_ids`` published, by workflow and key (pickled)."""
+        raise NotImplementedError
+
+    def oldest_step_kept(self, workflow_id: str) -> int | None:
+        """The number of the oldest step the workflow's history still holds (None: no step)."""
         raise NotImplementedError
 
     @abc.abstractmethod

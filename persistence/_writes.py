@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from persistence import _sql, _talk
+from persistence import _history, _sql, _talk, _tombstones
 from persistence._errors import (
     InboxFull,
     PersistenceError,
@@ -31,7 +31,7 @@ from persistence._errors import (
     WorkflowExists,
     WorkflowFinished,
 )
-from persistence._schema import HISTORY_KEEP, HISTORY_TRIM_EVERY
+from persistence._schema import HISTORY_TRIM_EVERY
 from persistence._types import (
     CANCEL,
     CHILD,
@@ -431,14 +431,17 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
         # shows (`wf show`), before the step's events; one that finds its target ended is
         # expected.
-        history = [*(
+        rows = [(wid, at, event, detail) for event, detail in (*(
             ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
             for t, n, why in lost_here
-        ), *step.history]
-        if history:
-            w.executemany(_sql.INSERT_HISTORY, [(wid, at, event, detail) for event, detail in history])
-        if step.step_seq % HISTORY_TRIM_EVERY == 0:
-            w.execute(_sql.TRIM_HISTORY, (wid, wid, HISTORY_KEEP - 1))
+        ), *step.history)]
+        if step.evicted is not None:  # the step the row no longer describes: kept here
+            rows.insert(0, (wid, *_history.split_line(step.evicted)))
+        if rows:
+            w.executemany(_sql.INSERT_HISTORY, rows)
+        keep = step.history_keep
+        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
+            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
         return StepAck(
             timer_ids=[_first(c) for c in timer_curs],
             delivered=delivered, created=[child.id for child, _ in children], dropped=dropped,
@@ -492,9 +495,9 @@ def take_meta(w: Writer, key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def prune_finished(w: Writer, before: float, limit: int) -> list[str]:
+def prune_finished(w: Writer, before: float, limit: int, at: float | None = None) -> list[str]:
     """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with every
-    row they left; return their ids.
+    row they left; return their ids. Each leaves a tombstone (pruned ``at``; None: not).
 
     Selected inside the write transaction (on PostgreSQL, locked, skipping rows another prune
     holds), so a workflow is deleted once, whoever else prunes. A finished workflow holds no
@@ -514,6 +517,8 @@ def prune_finished(w: Writer, before: float, limit: int) -> list[str]:
     ]
     for start in range(0, len(ids), PRUNE_CHUNK):
         chunk = ids[start : start + PRUNE_CHUNK]
+        if at is not None:
+            _tombstones.bury(w, chunk, at)
         for table in WORKFLOW_TABLES:
             _delete_of(w, table, "workflow_id", "text", chunk, None)
         cond, params = d.any_of("id", chunk, "text")

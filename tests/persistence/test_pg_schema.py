@@ -49,8 +49,8 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.classify(conn, schema, "here") == 0
         assert _schema.migrate(conn, schema, "here") == 0
         assert _tables(conn, schema) == [
-            "af_nodes", "af_shards", "af_wakeups", "external", "history", "inbox", "meta",
-            "procedures", "subscriptions", "timers", "waits", "workflows",
+            "af_nodes", "af_shards", "af_wakeups", "asks", "external", "history", "inbox", "meta",
+            "procedures", "published", "subscriptions", "timers", "tombstones", "waits", "workflows",
         ]
         assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION
         assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op

@@ -30,3 +30,23 @@ def test_the_workflow_page_shows_published_values(db) -> None:  # noqa: F811
             assert "ask &#39;withdraw&#39;" in html or "ask 'withdraw'" in html
             html = c.get("/w/p").text
             assert "step 1 of 1" in html and EVIL not in html
+
+
+def test_the_workflow_page_pages_the_whole_history(db) -> None:  # noqa: F811
+    from actors._ui.data import HISTORY_SHOWN
+    from tests.actors import flows
+
+    n = HISTORY_SHOWN + 10
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.collect, n, id="long")
+        for i in range(n):
+            ref.signal("item", i)
+        assert len(ref.result(timeout=T)) == n
+        with client_for(db) as c:
+            html = c.get("/w/long").text
+            assert f"newest {HISTORY_SHOWN} events" in html and "not kept" not in html
+            assert "?older=" + str(HISTORY_SHOWN) in html and "newer events" not in html
+            html = c.get(f"/w/long?older={HISTORY_SHOWN}").text
+            # The rest: the start and the first signals (n + 2 events in all).
+            assert f"{n + 2 - HISTORY_SHOWN} events before the newest {HISTORY_SHOWN}" in html
+            assert "started" in html and "older events" not in html and "newer events" in html
