@@ -374,9 +374,9 @@ class WorkflowActor(PooledActor):
         self.test_mode = rec.test_mode
         recent = rec.recent_steps or None
         count = recent.count("\n") + 1 if recent else 0
-        if recent and count > RECENT_STEPS:  # written by a version that kept more
-            recent = "\n".join(recent.split("\n")[-RECENT_STEPS:])
-            count = RECENT_STEPS
+        if recent and count > _history.ROW_MOST:  # edited by hand: the newest are kept
+            recent = "\n".join(recent.split("\n")[-_history.ROW_MOST:])
+            count = _history.ROW_MOST
         self.recent, self.recent_count = recent, count
         assert rec.continuation is not None
         env = loads(rec.continuation)
@@ -905,13 +905,17 @@ class WorkflowActor(PooledActor):
         text = self.recent
         if not text:
             sw.recent = line
-        elif self.recent_count < RECENT_STEPS:
+        elif self.recent_count < _history.ROW_MOST:
             sw.recent = text + "\n" + line
         else:
-            cut = text.index("\n")
+            # The row is full: its oldest steps go to the history table, all in this step's one
+            # statement (whole history), and it describes the newest RECENT_STEPS again.
+            cut = -1
+            for _ in range(_history.ROW_MOST - RECENT_STEPS + 1):
+                cut = text.index("\n", cut + 1)
             sw.recent = text[cut + 1:] + "\n" + line
-            # The oldest step the row describes goes to the history table (whole history).
-            if self.host.store.history_limit is None or self.host.store.history_limit > RECENT_STEPS:
+            limit = self.host.store.history_limit
+            if limit is None or limit > RECENT_STEPS:
                 sw.evicted = text[:cut]
 
     def _commit(self, sw: StepWrite) -> Steps:
@@ -942,8 +946,7 @@ class WorkflowActor(PooledActor):
         self.host.storage_ok(self.id)
         log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:
-            if self.recent_count < RECENT_STEPS:
-                self.recent_count += 1
+            self.recent_count = sw.recent.count("\n") + 1
             self.recent = sw.recent
         if sw.consume_inbox:
             consumed = set(sw.consume_inbox)

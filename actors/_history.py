@@ -1,9 +1,10 @@
 """A workflow's whole history (SPEC §10): what each step did, kept until the workflow is pruned.
 
 A workflow's row describes its newest steps (``recent_steps``, written by the UPDATE every step
-makes anyway). A step that pushes the oldest of them out of the row writes that line into the
-history table (``StepWrite.evicted``): one INSERT inside the step's transaction, the same
-statement as the step's other events (its end, the signals it could not deliver). So every step
+makes anyway): at least ``RECENT_STEPS``, at most ``ROW_MOST``. The step that finds the row full
+moves its oldest lines into the history table (``StepWrite.evicted``): inside the step's
+transaction, in the same statement as the step's other events (its end, the signals it could not
+deliver), once every ``ROW_MOST - RECENT_STEPS`` steps. So every step
 is kept, in the row or in the table, and ``ref.history()`` reads both. ``history_limit=N`` keeps
 the newest N steps of each workflow instead (older rows are trimmed every few steps).
 
@@ -21,6 +22,10 @@ from persistence import CHILD, RECENT_STEPS, SIGNAL, HistoryRow, StepWrite
 
 # How many names a step's line lists of each kind (the rest are counted).
 NAMES_SHOWN = 8
+# The most steps a workflow's row describes: when it is full, the oldest go to the history table
+# together, in one step's statement, and the row describes the newest RECENT_STEPS again (so a
+# long-running workflow writes the history table once every ROW_MOST - RECENT_STEPS steps).
+ROW_MOST = 2 * RECENT_STEPS
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,9 @@ def carry_out_external_ask(sysm: ActorSystem, workflow_id: str, name: str, reque
     """An ask the ``wf`` CLI left (``{"ask_id", "payload"}``, JSON): stored as ``ask`` stores
     one; its reply is read back from the asks table by the CLI."""
     if not isinstance(request, dict) or not isinstance(request.get("ask_id"), str):
-        raise ValueError(f"an external ask needs {{'ask_id': str, 'payload': ...}}, got {request!r}")
+        raise ValueError(
+            f"an external ask needs {{'ask_id': str, 'payload': ...}}, got {request!r}"
+        )
     start_ask(sysm, workflow_id, name, request.get("payload"), request["ask_id"])
 
 
@@ -219,16 +221,18 @@ def ask(
         ask_id, row = start_ask(sysm, workflow_id, name, payload, ask_id)
         recheck = RECHECK
         while row is None or not row.answered:
-            row = check_ask(sysm, workflow_id, ask_id, name)
-            if row is not None:
-                break
+            # Waited for first: the reply's commit wakes us (registered before the ask was
+            # written, so a reply that came already has), then one read finds it.
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise _timed_out(workflow_id, name, ask_id, timeout)
             with contextlib.suppress(TimeoutError):
-                waiting.woken.result(recheck if remaining is None else min(remaining, recheck))
+                waiting.woken.result(
+                    recheck if remaining is None else max(0.0, min(remaining, recheck))
+                )
             recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
             waiting.renew()
+            row = check_ask(sysm, workflow_id, ask_id, name)
+            if row is None and remaining is not None and remaining <= 0:
+                raise _timed_out(workflow_id, name, ask_id, timeout)
         return ask_outcome(row)
     finally:
         waiting.close()
@@ -257,22 +261,21 @@ async def ask_async(
             woken, wake = sysm._aio.waiter()
             waiting.woken.add_done_callback(wake)
             try:
-                row = await sysm._aio.run(
-                    sysm._closed_error, check_ask, sysm, workflow_id, ask_id, name
-                )
-                if row is not None:
-                    break
+                # Waited for first, as in ``ask``: then one read finds the reply.
                 remaining = None if deadline is None else deadline - loop.time()
-                if remaining is not None and remaining <= 0:
-                    raise _timed_out(workflow_id, name, ask_id, timeout)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
-                        woken, recheck if remaining is None else min(remaining, recheck)
+                        woken, recheck if remaining is None else max(0.0, min(remaining, recheck))
                     )
                 recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
             finally:
                 woken.cancel()
             waiting.renew()
+            row = await sysm._aio.run(
+                sysm._closed_error, check_ask, sysm, workflow_id, ask_id, name
+            )
+            if row is None and remaining is not None and remaining <= 0:
+                raise _timed_out(workflow_id, name, ask_id, timeout)
         return ask_outcome(row)
     finally:
         waiting.close()

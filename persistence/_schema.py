@@ -31,7 +31,8 @@ SCHEMA_VERSION = 5
 # Every how many steps a workflow's history is trimmed (by index), when the system keeps only the
 # newest steps (``history_limit``; by default every step is kept).
 HISTORY_TRIM_EVERY = 50
-# How many of a workflow's newest steps its row describes (``recent_steps``: what woke each).
+# How many of a workflow's newest steps its row describes at least (``recent_steps``: what woke
+# each; at most twice as many, then the older ones move to the history table together).
 RECENT_STEPS = 16
 
 

@@ -131,15 +131,11 @@ def ask(
     The result's ``finish()`` gives ``(row, None)`` for an ask stored before, ``(None,
     delivered)`` for a new one, or raises ``UnknownWorkflowId``/``WorkflowFinished``.
     """
-    before = w.query_one(ASK, (workflow_id, ask_id))
-    if before is not None:
-        row = ask_row(before)
-        return Deferred(lambda: (row, None))
     inserted = w.execute(INSERT_ASK, (workflow_id, ask_id, name, at), wait=True)
-    if inserted.rowcount != 1:  # asked at the same moment by another caller: that one's
-        again = w.query_one(ASK, (workflow_id, ask_id))
-        assert again is not None
-        row = ask_row(again)
+    if inserted.rowcount != 1:  # asked before (or at the same moment, by another caller)
+        before = w.query_one(ASK, (workflow_id, ask_id))
+        assert before is not None
+        row = ask_row(before)
         return Deferred(lambda: (row, None))
     cur = w.insert_id(
         _sql.DELIVER, "seq", (workflow_id, REQUEST, name, payload, at, workflow_id), wait=True

@@ -136,7 +136,7 @@ class StepWrite:
     # asks (``persistence._talk``): stored with it.
     published: list[tuple[str, bytes]] = field(default_factory=list)
     replies: list[AskReply] = field(default_factory=list)
-    # The line of ``recent`` this step pushes out of the row (its oldest step's): kept in the
+    # The lines of ``recent`` this step moves out of the row (its oldest steps'): kept in the
     # history table, inserted with the step's other events. ``history_keep``: how many rows of
     # the history table the workflow keeps (None: every one, the whole history).
     evicted: str | None = None

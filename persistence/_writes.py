@@ -435,8 +435,8 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
             ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
             for t, n, why in lost_here
         ), *step.history)]
-        if step.evicted is not None:  # the step the row no longer describes: kept here
-            rows.insert(0, (wid, *_history.split_line(step.evicted)))
+        if step.evicted is not None:  # the steps the row no longer describes: kept here
+            rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
         if rows:
             w.executemany(_sql.INSERT_HISTORY, rows)
         keep = step.history_keep

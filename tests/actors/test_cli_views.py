@@ -118,11 +118,13 @@ def test_show_history_honours_the_limit_and_says_which_steps_are_not_kept(db, ca
     assert "not kept" not in out
     data = json.loads(wf(capsys, "show", "count", "--db", db, "--history", "400", "--json")[1])
     assert data["steps_not_kept"] == 0 and not data["history_cut"]
+    m = 3 * RECENT_STEPS
     with ActorSystem(db, clock=VirtualClock(), history_limit=RECENT_STEPS) as s:
-        ref = s.start(flows.counter, n + 5, id="cut")
-        for _ in range(n):
+        ref = s.start(flows.counter, m + 5, id="cut")
+        for _ in range(m):
             ref.signal("inc", 1)
         s.idle(timeout=T)
+    steps = m + 1
     code, out, _ = wf(capsys, "show", "cut", "--db", db, "--history", "400")
     history = out[out.index("\nhistory"):].strip().splitlines()
     kept = len(history) - 2
