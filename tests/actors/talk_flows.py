@@ -109,3 +109,10 @@ async def replies_twice() -> str:
 async def request_or_signal() -> object:
     ev = await select(request("r"), signal("s"))
     return (ev.name, ev.kind, ev.value.payload, ev.value.id)
+
+
+@workflow
+async def publishes(key: str, value: object) -> None:
+    """Publishes ``value`` under ``key``, then waits for ``stop``."""
+    publish(key, value)
+    await signal("stop")

@@ -16,6 +16,9 @@ T = 30
 
 
 def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F811
+    """wf ask prints the reply as JSON; asked again by --ask-id it prints the stored one; a refusal,
+    an unawaited name (warned) that times out, or a finished workflow exit 1 saying why; wf show
+    lists published values."""
     with ActorSystem(db, clock=VirtualClock()) as s:
         s.start(tf.account, 100, id="acct")
         s.idle(timeout=T)
@@ -41,6 +44,7 @@ def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F81
 
 
 def test_wf_ask_made_while_stopped_is_answered_by_the_next_system(db, capsys, tmp_path):  # noqa: F811
+    """wf ask made while no system runs waits, and the next system to open the database answers it."""
     with ActorSystem(db, clock=VirtualClock()) as s:
         s.start(tf.account, 10, id="acct")
         s.idle(timeout=T)

@@ -20,6 +20,8 @@ DAY = 86400.0
 
 
 def test_start_of_a_pruned_id_raises_workflow_pruned_unless_reuse_id(db, clock):
+    """start, start_many and start_async of a pruned id raise WorkflowPruned (an UnknownWorkflow)
+    naming its end; reuse_id=True starts a new workflow under it."""
     with ActorSystem(db, clock=clock) as system:
         ref = system.start(tf.account, 5, id="order-1")
         ref.signal("close")
@@ -50,6 +52,8 @@ def test_start_of_a_pruned_id_raises_workflow_pruned_unless_reuse_id(db, clock):
 
 
 def test_a_tombstone_outlives_a_restart_and_goes_after_id_retention(db, clock):
+    """A tombstone is durable across restarts and is deleted by the sweep once older than
+    id_retention, freeing the id."""
     with ActorSystem(db, clock=clock, id_retention=DAY) as system:
         ref = system.start(tf.never_answers, id="patrol")
         ref.cancel("enough")
@@ -71,6 +75,7 @@ def test_a_tombstone_outlives_a_restart_and_goes_after_id_retention(db, clock):
 
 
 def test_id_retention_none_keeps_the_id_taken_for_good_and_zero_frees_it(db, clock):
+    """id_retention=None keeps a pruned id taken for good; 0 frees it."""
     with ActorSystem(db, clock=clock, id_retention=None) as system:
         system.start(tf.progress, 0, id="a").result(T)
         clock.advance(1)
@@ -84,6 +89,7 @@ def test_id_retention_none_keeps_the_id_taken_for_good_and_zero_frees_it(db, clo
 
 
 def test_wf_prune_says_how_many_ids_it_keeps(db, capsys):
+    """wf prune says how many ids of pruned workflows it keeps taken."""
     with ActorSystem(db) as system:
         refs = [system.start(tf.progress, 0, id=f"p{i}") for i in range(3)]
         assert [r.result(T) for r in refs] == [0, 0, 0]

@@ -20,6 +20,8 @@ def db(request: pytest.FixtureRequest, tmp_path) -> str:
 
 
 def test_withdrawals_get_the_new_balance_or_a_refusal(db):
+    """withdraw asks get the new balance, or AskFailed carrying the account's Refused; deposits are
+    signals; the balance is published."""
     with ActorSystem(db, clock=VirtualClock()) as system:
         ref = system.start(bank.account, "bob", 100, id="acct-bob")
         assert ref.ask("withdraw", 40, timeout=T) == 60
@@ -36,6 +38,8 @@ def test_withdrawals_get_the_new_balance_or_a_refusal(db):
 
 
 def test_the_program_runs_twice_without_paying_twice(db, capsys):
+    """Run twice, the program's withdrawals (asked by id) are answered from their stored replies:
+    nothing is paid twice."""
     bank.main(db)
     assert capsys.readouterr().out.splitlines() == [
         "withdrew 50: balance 70",
