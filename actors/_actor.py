@@ -914,13 +914,13 @@ class WorkflowActor(PooledActor):
             for _ in range(_history.ROW_MOST - RECENT_STEPS + 1):
                 cut = text.index("\n", cut + 1)
             sw.recent = text[cut + 1:] + "\n" + line
-            limit = self.host.store.history_limit
+            limit = self.host.store.history_limit()
             if limit is None or limit > RECENT_STEPS:
                 sw.evicted = text[:cut]
 
     def _commit(self, sw: StepWrite) -> Steps:
         _history.describe(sw)  # what it armed, published, sent, replied
-        sw.history_keep = _history.keep_rows(self.host.store.history_limit)
+        sw.history_keep = _history.keep_rows(self.host.store.history_limit())
         if self.fire_requests:
             sw.consume_external = [
                 self.fire_requests[t] for t in (*sw.consume_timers, *sw.cancel_timers)

@@ -771,7 +771,7 @@ class ActorSystem:
         self._external_backoff = _EXTERNAL_BACKOFF[0]
         store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
                            node_id=self.node_id, node_ttl=ttl, local_time=_local_time)
-        store.history_limit = self.history_limit
+        store.keep_history(self.history_limit)
         cluster = store.cluster()
         if clock is None:
             # A cluster's timers fire by the database's clock, so that a node whose own clock is

@@ -548,6 +548,16 @@ class SqlStore(Store):
         events.sort(key=lambda e: e[:3])
         return [e[3] for e in events[-limit:]] if limit > 0 else []
 
+    _history_limit: int | None = None
+
+    def keep_history(self, limit: int | None) -> None:
+        """Keep the newest ``limit`` steps of each workflow's history (None: every step)."""
+        self._history_limit = limit
+
+    def history_limit(self) -> int | None:
+        """The newest steps of each workflow the history keeps (None: every step)."""
+        return self._history_limit
+
     # -- what workflows say to the outside (``persistence/_talk.py``) ----------------------------
     def submit_ask(
         self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float

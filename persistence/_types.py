@@ -428,12 +428,17 @@ class Store(Protocol):
         return None
 
     # -- lifecycle --------------------------------------------------------------------------
-    # The newest steps of each workflow the history keeps (None: every step); set by the
-    # system that owns the store (``ActorSystem(history_limit=...)``).
-    history_limit: int | None = None
-
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    def keep_history(self, limit: int | None) -> None:
+        """Keep the newest ``limit`` steps of each workflow's history (None: every step): what
+        the system that owns the store was told (``ActorSystem(history_limit=...)``)."""
+        raise NotImplementedError
+
+    def history_limit(self) -> int | None:
+        """What ``keep_history`` was told (None until then: every step)."""
+        raise NotImplementedError
 
     # -- writes (durable when they return) ---------------------------------------------------
     @abc.abstractmethod
