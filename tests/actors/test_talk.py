@@ -168,7 +168,8 @@ def test_ask_on_a_finished_workflow_raises_at_once_but_a_stored_reply_is_still_r
     with pytest.raises(
         WorkflowNotRunning, match="cannot ask 'withdraw': workflow 'acct' has already finished"
     ):
-        ref.ask("withdraw", 1, timeout=T)  # refused by the write itself: nothing waited
+        ref.ask("withdraw", 1, timeout=T, ask_id="after-end")  # refused by the write itself
+    assert Inside(system)._rt.store.ask("acct", "after-end") is None  # rolled back with it
     assert ref.ask("withdraw", 1, ask_id="before-end", timeout=T) == 4
 
 
