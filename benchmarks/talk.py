@@ -114,7 +114,12 @@ def _signals_one(src: pathlib.Path, n: int) -> dict[str, float]:
         env = {**os.environ, "PYTHONPATH": str(src)}
         out = subprocess.run(
             [sys.executable, str(HERE / "talk.py"), "child2a", "--dir", tmp, "--n", str(n)],
-            capture_output=True, text=True, env=env, cwd=tmp, timeout=600, check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,
+            timeout=600,
+            check=True,
         )
     figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return figures
@@ -124,7 +129,9 @@ def history(n: int, reps: int, against: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = pathlib.Path(tmp) / "base"
         base.mkdir()
-        archive = subprocess.run(["git", "archive", against], cwd=ROOT, capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", against], cwd=ROOT, capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
         this, before = [], []
         for _ in range(reps):
@@ -136,8 +143,12 @@ def history(n: int, reps: int, against: str) -> None:
         b = statistics.median(r[key] for r in before)
         rows[key] = (a, b, a / b)
     print(f"workload 2a, {n} signals, durability full, median of {reps} (runs alternated)")
-    print(f"  signals/s      whole history {rows['per_s'][0]:9,.0f}   {against} {rows['per_s'][1]:9,.0f}   ratio {rows['per_s'][2]:.3f}")
-    print(f"  CPU ms/signal  whole history {rows['cpu_ms'][0]:9.3f}   {against} {rows['cpu_ms'][1]:9.3f}   ratio {rows['cpu_ms'][2]:.3f}")
+    print(
+        f"  signals/s      whole history {rows['per_s'][0]:9,.0f}   {against} {rows['per_s'][1]:9,.0f}   ratio {rows['per_s'][2]:.3f}"
+    )
+    print(
+        f"  CPU ms/signal  whole history {rows['cpu_ms'][0]:9.3f}   {against} {rows['cpu_ms'][1]:9.3f}   ratio {rows['cpu_ms'][2]:.3f}"
+    )
     print(json.dumps({"this": this, "against": before}))
 
 
