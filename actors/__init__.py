@@ -8,17 +8,22 @@ from workflows import Status
 
 from ._errors import (
     ActorSystemError,
+    AskFailed,
     SystemClosed,
     TimerNotArmed,
     UnknownWorkflow,
     WorkflowNotRunning,
+    WorkflowPruned,
 )
+from ._history import HistoryEntry
 from ._schedules import ScheduleInfo
 from ._system import ActorSystem, NodeInfo, WorkflowInfo, WorkflowRef
 
 __all__ = [
     "ActorSystem",
     "ActorSystemError",
+    "AskFailed",
+    "HistoryEntry",
     "NodeInfo",
     "ScheduleInfo",
     "Status",
@@ -27,5 +32,6 @@ __all__ = [
     "UnknownWorkflow",
     "WorkflowInfo",
     "WorkflowNotRunning",
+    "WorkflowPruned",
     "WorkflowRef",
 ]

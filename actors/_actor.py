@@ -29,6 +29,7 @@ from persistence import (
     CHILD,
     FAILED,
     RECENT_STEPS,
+    REQUEST,
     RUNNING,
     SIGNAL,
     Fenced,
@@ -58,7 +59,7 @@ from workflows._instance import Arrival, Decision, StepOutcome, Wait, WorkflowIn
 from workflows._registry import resolve
 from workflows._step import Finished, Raised
 
-from . import _writes
+from . import _history, _replies, _writes
 from ._errors import TimerNotArmed
 from ._host import Host
 from ._pool import PooledActor
@@ -373,9 +374,9 @@ class WorkflowActor(PooledActor):
         self.test_mode = rec.test_mode
         recent = rec.recent_steps or None
         count = recent.count("\n") + 1 if recent else 0
-        if recent and count > RECENT_STEPS:  # written by a version that kept more
-            recent = "\n".join(recent.split("\n")[-RECENT_STEPS:])
-            count = RECENT_STEPS
+        if recent and count > _history.ROW_MOST:  # edited by hand: the newest are kept
+            recent = "\n".join(recent.split("\n")[-_history.ROW_MOST:])
+            count = _history.ROW_MOST
         self.recent, self.recent_count = recent, count
         assert rec.continuation is not None
         env = loads(rec.continuation)
@@ -541,6 +542,8 @@ class WorkflowActor(PooledActor):
             self._take_row(message, fresh)
             if not fresh and message.row is not None and message.row.kind == SIGNAL:
                 self._catch_up()
+            if message.row is not None and message.row.kind == REQUEST:
+                self._warn_if_never_awaited(message.row.name, "ask")
         elif isinstance(message, TimerFired):
             if message.debug or not self.test_mode:
                 self.fired[message.row.id] = message.row
@@ -661,7 +664,7 @@ class WorkflowActor(PooledActor):
             self._warn_if_never_awaited(message.name)
         message.reply.set_result(None)
 
-    def _warn_if_never_awaited(self, name: str) -> None:
+    def _warn_if_never_awaited(self, name: str, what: str = "signal") -> None:
         # Only for a signal buffered, not one taken at once: a name the code never awaits stays
         # in the inbox for good (a typo, or a signal meant for another workflow).
         try:
@@ -669,7 +672,7 @@ class WorkflowActor(PooledActor):
         except Exception:  # the code is not here (a blocked workflow): nothing to compare with
             return
         if names is not None and name not in names:
-            self.log.warning("signal_not_awaited", signal=name, awaited=sorted(names))
+            self.log.warning(f"{what}_not_awaited", **{what: name}, awaited=sorted(names))
 
     def _record_outcome(self, message: ProcedureDone) -> None:
         try:
@@ -714,6 +717,9 @@ class WorkflowActor(PooledActor):
             if r.kind == SIGNAL:
                 if r.name in names:  # its payload is unpickled only if a step takes it
                     arrivals.append(Arrival(SIGNAL, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
+            elif r.kind == REQUEST:
+                if r.name in wait.request_names():  # an ask: its Request, unpickled if taken
+                    arrivals.append(Arrival(REQUEST, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
             elif r.kind == CHILD:
                 ok, value = loads(r.payload)
                 arrivals.append(Arrival(CHILD, r.name, arrived, r.seq, ok == "ok", value if ok == "ok" else None,
@@ -792,6 +798,7 @@ class WorkflowActor(PooledActor):
                 sw.subscribe.append((eff.name, filter_key(eff.filter_value)))
             elif isinstance(eff, Unsubscribe):
                 sw.unsubscribe.append((eff.name, filter_key(eff.filter_value)))
+        _replies.step_effects(sw, outcome.effects, self.id)  # publish(), reply()
 
     def _new_wait(self, sw: StepWrite, outcome: StepOutcome) -> None:
         """What a suspending step writes of its new wait: timers, procedure calls and children
@@ -915,12 +922,22 @@ class WorkflowActor(PooledActor):
         text = self.recent
         if not text:
             sw.recent = line
-        elif self.recent_count < RECENT_STEPS:
+        elif self.recent_count < _history.ROW_MOST:
             sw.recent = text + "\n" + line
         else:
-            sw.recent = text[text.index("\n") + 1:] + "\n" + line
+            # The row is full: its oldest steps go to the history table, all in this step's one
+            # statement (whole history), and it describes the newest RECENT_STEPS again.
+            cut = -1
+            for _ in range(_history.ROW_MOST - RECENT_STEPS + 1):
+                cut = text.index("\n", cut + 1)
+            sw.recent = text[cut + 1:] + "\n" + line
+            limit = self.host.store.history_limit()
+            if limit is None or limit > RECENT_STEPS:
+                sw.evicted = text[:cut]
 
     def _commit(self, sw: StepWrite) -> Steps:
+        _history.describe(sw)  # what it armed, published, sent, replied
+        sw.history_keep = _history.keep_rows(self.host.store.history_limit())
         if self.fire_requests:
             sw.consume_external = [
                 self.fire_requests[t] for t in (*sw.consume_timers, *sw.cancel_timers)
@@ -949,8 +966,7 @@ class WorkflowActor(PooledActor):
             self.step_started = 0.0
         self.host.workflow_log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:
-            if self.recent_count < RECENT_STEPS:
-                self.recent_count += 1
+            self.recent_count = sw.recent.count("\n") + 1
             self.recent = sw.recent
         if sw.consume_inbox:
             consumed = set(sw.consume_inbox)
@@ -1004,6 +1020,8 @@ def _cause(decision: Decision) -> tuple[str, str]:
         return ("gather", f',"taken":{consumed}')
     if w.kind == SIGNAL:
         cause = ("signal", ',"name":' + json.dumps(w.key))
+    elif w.kind == REQUEST:
+        cause = ("request", ',"name":' + json.dumps(w.key))
     elif w.kind == "timer":
         cause = ("timer", ',"name":' + json.dumps(arm.target))
     elif w.kind == CHILD:

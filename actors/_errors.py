@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 
 def span(seconds: float) -> str:
     """A duration as a person reads it: 7d, 1h, 90m, 45s."""
@@ -74,3 +76,44 @@ class TimerNotArmed(ActorSystemError):
 
 class SystemClosed(ActorSystemError):
     """The ActorSystem was shut down."""
+
+
+class AskFailed(ActorSystemError):
+    """The workflow answered an ask with ``reply(req, error=exc)``.
+
+    ``error`` is the exception it replied (None if it could not be stored or loaded here),
+    ``error_type`` and ``error_message`` its type's name and message as stored.
+    """
+
+    def __init__(self, workflow_id: str, name: str, ask_id: str, error_type: str | None,
+                 error_message: str | None, error: BaseException | None = None) -> None:
+        self.workflow_id = workflow_id
+        self.name = name
+        self.ask_id = ask_id
+        self.error_type = error_type
+        self.error_message = error_message
+        self.error = error
+        super().__init__(
+            f"ask {name!r} (id {ask_id!r}) to workflow {workflow_id!r} was refused: "
+            f"{error_type}: {error_message}"
+        )
+
+
+class WorkflowPruned(UnknownWorkflow):
+    """``start`` with the id of a finished workflow that was pruned: the id stays taken for the
+    system's ``id_retention`` (its tombstone), so that "start it by id on every run" never runs a
+    finished workflow twice. ``start(..., reuse_id=True)`` starts a new one under the id."""
+
+    def __init__(self, workflow_id: str, workflow_type: str, status: str, ended_at: float) -> None:
+        self.workflow_type = workflow_type
+        self.status = status
+        self.ended_at = ended_at
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ended_at))
+        KeyError.__init__(
+            self,
+            f"workflow {workflow_id!r} ({workflow_type}) ended {status} at {when}Z and was pruned; "
+            f"its id stays taken for the system's id_retention. Start it with reuse_id=True to "
+            f"run a new workflow under this id, or choose another id",
+        )
+        self.workflow_id = workflow_id
+        self.pruned = None

@@ -35,6 +35,8 @@ MIN_BATCH, MAX_BATCH, FIRST_BATCH = 20, 2_000, 200
 # Between two batches the writer is left to the running workflows for as long as the last batch
 # took (at most PACE_MAX): a sweep or prune takes at most about half of the writer's time.
 PACE_MAX = 0.05
+# Tombstones past the id retention are deleted at most this often (seconds).
+EXPIRE_EVERY = 60.0
 # After a failed batch (a storage fault), the next try waits this long (doubling up to the max).
 RETRY_FIRST, RETRY_MAX = 0.5, 30.0
 
@@ -68,9 +70,15 @@ class Retention:
         retention: float | None,
         on_pruned: Callable[[list[str]], None],
         log: Log | None = None,
+        *,
+        id_retention: float | None = None,
     ) -> None:
         self._log = log if log is not None else _NO_SYSTEM  # its system's ``system`` logger
         self.store = store
+        # Seconds the tombstone of a pruned workflow keeps its id taken (None: for good); the
+        # sweep deletes older ones, at most once a minute.
+        self.id_retention = id_retention
+        self._next_expiry = 0.0
         self.clock = clock
         self.retention = retention
         self._on_pruned = on_pruned
@@ -120,6 +128,7 @@ class Retention:
                     self._log.info("prune_request_done", request=seq, pruned=total)
                 more = bool(self._requests)
             elif not self._sweep_due():
+                self._expire_tombstones()
                 return False
             else:
                 assert self.retention is not None
@@ -133,6 +142,17 @@ class Retention:
             self._retry_at = now + self._retry_delay
             self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
             return False
+
+    def _expire_tombstones(self) -> None:
+        """Free the ids of workflows pruned longer than ``id_retention`` ago (one short write,
+        at most once a minute of the system's clock)."""
+        now = self.clock.now()
+        if self.id_retention is None or now < self._next_expiry:
+            return
+        self._next_expiry = now + EXPIRE_EVERY
+        n = self.store.expire_tombstones(now - self.id_retention)
+        if n:
+            self._log.info("tombstones_expired", count=n, id_retention=self.id_retention)
 
     def request(self, seq: int, payload: str | None) -> None:
         """Take on the `wf prune` request ``seq`` (payload ``{"older_than": seconds}``), once.
@@ -167,7 +187,7 @@ class Retention:
         with self._lock:
             size = self.batch
             t0 = time.perf_counter()
-            ids = self.store.prune_finished(cutoff, size)
+            ids = self.store.prune_finished(cutoff, size, at=self.clock.now())
             took = self.last_took = time.perf_counter() - t0
             if len(ids) == size:  # only a full batch says how long a full one takes
                 if took < TARGET_BATCH_SECONDS / 2:

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from persistence import (
@@ -46,7 +46,7 @@ from workflows import Cancelled, Status, WorkflowFailed, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, check_text
 
-from . import _serve
+from . import _history, _serve, _talk, _tombstones
 from ._activator import Activator
 from ._actor import (
     DirectSignal,
@@ -62,6 +62,7 @@ from ._actor import (
 from ._aio import AsyncBridge
 from ._clock import AnchoredClock, Clock, SystemClock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
+from ._history import HistoryEntry
 from ._host import Host
 from ._later import Later
 from ._metrics import Metrics, registry_for
@@ -118,6 +119,8 @@ class WorkflowInfo:
     error: dict[str, Any] | None
     test_mode: bool
     scheduled_at: float | None = None  # the tick (epoch seconds) of a workflow a schedule started
+    # What the workflow published (``publish(key, value)``): the last value of each key.
+    published: dict[str, Any] = field(default_factory=dict)
 
 
 def _waiting_text(waiting_on: str | None) -> str | None:
@@ -133,6 +136,8 @@ def _waiting_text(waiting_on: str | None) -> str | None:
             parts.append(f"timer {a['name']!r} due {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a['due_at']))}Z")
         elif a["kind"] == "signal":
             parts.append(f"signal {a['name']!r}")
+        elif a["kind"] == "request":
+            parts.append(f"ask {a['name']!r}")
         elif a["kind"] == "procedure":
             parts.append(f"procedure {a['function']}")
         else:
@@ -145,7 +150,7 @@ def _waiting_text(waiting_on: str | None) -> str | None:
     return text
 
 
-def info_from_record(rec: WorkflowRecord) -> WorkflowInfo:
+def info_from_record(rec: WorkflowRecord, published: dict[str, Any] | None = None) -> WorkflowInfo:
     result = None
     if rec.result is not None:
         try:
@@ -163,6 +168,7 @@ def info_from_record(rec: WorkflowRecord) -> WorkflowInfo:
         result=result,
         error=json.loads(rec.error) if rec.error else None,
         test_mode=rec.test_mode,
+        published=published if published is not None else {},
     )
 
 
@@ -284,6 +290,8 @@ class Runtime:
         seeds: dict[str, Any] | None = None,
     ) -> None:
         """Carry out what a committed step asked for: only now may anything leave the actor."""
+        if sw.published or sw.replies:
+            self.news(workflow_id)
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
         if timers and not test_mode:
@@ -363,6 +371,13 @@ class Runtime:
         self._finish_wake(workflow_id)
         if self.cluster is not None:
             self.cluster.publish_done([workflow_id])
+
+    def news(self, workflow_id: str) -> None:
+        """A step of this node published or replied: wake whoever waits on ``workflow_id``
+        (``ref.published``, ``ref.ask``) here, and tell the nodes that said they wait on it."""
+        self._finish_wake(workflow_id)
+        if self.cluster is not None:
+            self.cluster.publish_news([workflow_id])
 
     def _finish_wake(self, workflow_id: str) -> None:
         with self._finish_lock:
@@ -537,7 +552,55 @@ class WorkflowRef(Generic[R]):
         return Status(self._record().status)
 
     def info(self) -> WorkflowInfo:
-        return self._system._schedules.with_ticks([info_from_record(self._record())])[0]
+        rec = self._record()
+        info = info_from_record(rec, _talk.published_values(self._system, [rec.id]).get(rec.id, {}))
+        return self._system._schedules.with_ticks([info])[0]
+
+    def history(self, limit: int | None = None, before: int | None = None) -> list[HistoryEntry]:
+        """The workflow's history, oldest first: every step (what woke it, what it armed,
+        published, sent or replied) and how it ended, kept until the workflow is pruned (the
+        newest ``history_limit`` steps if the system was given one).
+
+        Paged: the newest ``limit`` entries (all if None) before position ``before`` (an entry's
+        ``position``; None: up to the newest). ``history(limit=50)`` is the last page;
+        ``history(limit=50, before=page[0].position)`` the one before it.
+        """
+        self._record()  # UnknownWorkflow, as the other calls
+        rows = self._system._rt.store.history(self.id, limit=_ALL)
+        return _history.page(rows, limit, before)
+
+    def published(self, key: str, timeout: float | None = None) -> Any:
+        """The value the workflow last published under ``key`` (``publish(key, value)``), read
+        from the store: also while it is passivated, after it ended, or on another node.
+
+        ``timeout`` None: do not wait (``KeyError`` if nothing was published under ``key``);
+        otherwise wait up to ``timeout`` seconds for a first value (``TimeoutError``), woken by
+        the commit that publishes it. ``Any``: what a workflow publishes is not known statically.
+        """
+        return _talk.published(self._system, self.id, key, timeout)
+
+    async def published_async(self, key: str, timeout: float | None = None) -> Any:
+        """``published`` for asyncio code: no thread waits; the reads run on the executor."""
+        return await _talk.published_async(self._system, self.id, key, timeout)
+
+    def ask(self, name: str, payload: Any = None, timeout: float | None = None,
+            ask_id: str | None = None) -> Any:
+        """Ask the workflow ``name`` with ``payload`` (its ``await request(name)`` gets a
+        ``Request``) and return what it replies (``Any``: not known statically).
+
+        The request is durable before this waits. Raises ``AskFailed`` (carrying the error the
+        workflow replied with ``reply(req, error=exc)``), ``WorkflowNotRunning`` (the workflow
+        had ended, or ended without replying), ``TimeoutError`` after ``timeout`` seconds (the
+        request stays: ask again with the same ``ask_id`` to go on waiting). Asked again with the
+        ``ask_id`` of an earlier ask (after a crash), it returns that ask's reply and asks
+        nothing new.
+        """
+        return _talk.ask(self._system, self.id, name, payload, timeout, ask_id)
+
+    async def ask_async(self, name: str, payload: Any = None, timeout: float | None = None,
+                        ask_id: str | None = None) -> Any:
+        """``ask`` for asyncio code: no thread waits for the reply."""
+        return await _talk.ask_async(self._system, self.id, name, payload, timeout, ask_id)
 
     def result(self, timeout: float | None = None) -> R:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
@@ -626,6 +689,7 @@ class WorkflowRef(Generic[R]):
 
 
 _REF_TOKEN = object()
+_ALL = 2**62  # a history read with no limit
 _IDLE_POLL = 0.005  # seconds between the checks of idle_async
 
 
@@ -679,12 +743,18 @@ class ActorSystem:
         retention: float | None = 7 * 86400,
         node_id: str | None = None,
         node_ttl: float = 10.0,
+        history_limit: int | None = None,
+        id_retention: float | None = 30 * 86400,
         metrics: Any = None,
         _local_time: Callable[[], float] | None = None,
     ) -> None:
         self.db = db
         # Checked before anything opens: a missing prometheus_client says what to install.
         registry = registry_for(metrics)
+        # The newest steps of each workflow its history keeps (None: every step, SPEC §10).
+        self.history_limit = _history.check_limit(history_limit)
+        # Seconds a pruned workflow's id stays taken (its tombstone); None: for good.
+        self.id_retention = check_seconds(id_retention, "id_retention", allow_none=True)
         if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
             raise TypeError(f"node_id must be a non-empty string, got {node_id!r}")
         # This process's name in a cluster (SPEC §9): host name and process id unless given.
@@ -712,6 +782,7 @@ class ActorSystem:
         self._log = system_log.part("system")
         store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
                            node_id=self.node_id, node_ttl=ttl, local_time=_local_time, _log=system_log)
+        store.keep_history(self.history_limit)
         cluster = store.cluster()
         if cluster is None:
             system_log.node_id = None  # (a store that is no cluster's node: no node to name)
@@ -727,7 +798,8 @@ class ActorSystem:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after, system_log)
             if registry is not None:
                 rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt)
-            self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log)
+            self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log,
+                                        id_retention=self.id_retention)
             self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))
             # Requests the `wf` CLI left while no system owned the file, before recovery runs
             # anything: a cancel among them lands before the procedures it disarms run again.
@@ -925,7 +997,10 @@ class ActorSystem:
                     self._rt.wake([d])
                     self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     continue  # its row went with the append
-                if r.kind == "fire_timer":
+                if r.kind == "ask":  # stored by its ask id: carried out again after a crash, it asks once
+                    _talk.carry_out_external_ask(self, r.workflow_id, r.name or "", payload)
+                    self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
+                elif r.kind == "fire_timer":
                     self._fire_timer(r.workflow_id, r.name or "", 30.0, external_seq=r.seq)
                     self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     # Its row goes with the step that takes the timer; until then it may be read
@@ -1015,45 +1090,50 @@ class ActorSystem:
     @overload
     def start(
         self, wf: WorkflowFunction[[], R], /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1], R], a1: A1, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     def start(self, wf: WorkflowFunction[P, R], /, *args: P.args, **kwargs: P.kwargs) -> WorkflowRef[R]: ...
 
     def start(  # type: ignore[misc]  # ``wf`` may also be named in ``**kwargs``
-        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False
+        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False,
+        reuse_id: bool = False,
     ) -> WorkflowRef[Any]:
-        """Start ``wf(*args)`` durably and return its ref; an existing ``id`` starts nothing new."""
+        """Start ``wf(*args)`` durably and return its ref; an existing ``id`` starts nothing new.
+
+        The id of a finished workflow that was pruned stays taken for ``id_retention`` seconds:
+        starting it raises ``WorkflowPruned`` (naming when it ended), unless ``reuse_id=True``.
+        """
         self._check_open()
         key = getattr(wf, "__workflow_key__", None)
         if key is None:
@@ -1064,6 +1144,8 @@ class ActorSystem:
             check_text(id, "workflow id")
         if id is not None and self._rt.store.load_workflow(id) is not None:
             return WorkflowRef(self, id, _token=_REF_TOKEN)
+        if id is not None and not reuse_id:
+            _tombstones.refuse_pruned(self._rt.store, id, self.clock.now(), self.id_retention)
         cluster = self._rt.cluster
         if id is not None and cluster is not None and not cluster.owns(id):
             # Its shard is another node's: the record goes in here, its first step runs there.
@@ -1084,37 +1166,37 @@ class ActorSystem:
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[], R], /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1], R], a1: A1, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
         self, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
-        id: str | None = None, test_mode: bool = False,
+        id: str | None = None, test_mode: bool = False, reuse_id: bool = False,
     ) -> WorkflowRef[R]: ...
     @overload
     async def start_async(
@@ -1122,7 +1204,8 @@ class ActorSystem:
     ) -> WorkflowRef[R]: ...
 
     async def start_async(  # type: ignore[misc]  # ``wf`` may also be named in ``**kwargs``
-        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False
+        self, wf: Any, *args: Any, id: str | None = None, test_mode: bool = False,
+        reuse_id: bool = False,
     ) -> WorkflowRef[Any]:
         """``start`` for asyncio code: the ref, once the start is durable, without blocking the loop.
 
@@ -1131,7 +1214,7 @@ class ActorSystem:
         the awaiting task does not undo a start already under way. Typed as ``start``.
         """
         ref: WorkflowRef[Any] = await self._aio.run(
-            self._closed_error, lambda: self.start(wf, *args, id=id, test_mode=test_mode)
+            self._closed_error, lambda: self.start(wf, *args, id=id, test_mode=test_mode, reuse_id=reuse_id)
         )
         return ref
 
@@ -1142,6 +1225,7 @@ class ActorSystem:
         *,
         ids: list[str] | None = None,
         test_mode: bool = False,
+        reuse_id: bool = False,
     ) -> list[WorkflowRef[R]]:
         """Start ``wf(*a)`` for each tuple in ``args``, durably, in one transaction.
 
@@ -1163,6 +1247,9 @@ class ActorSystem:
                 raise TypeError(f"workflow ids must be non-empty strings, got {wid!r}")
             check_text(wid, "workflow id")
         now = self.clock.now()
+        if not generated and not reuse_id:
+            for wid in ids:
+                _tombstones.refuse_pruned(self._rt.store, wid, now, self.id_retention)
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         created = self._create(seeds)
         while generated and not all(created):
@@ -1279,7 +1366,9 @@ class ActorSystem:
         self._check_open()
         st = Status(status).value if status is not None else None
         ty = getattr(type, "__workflow_key__", type)
-        return self._schedules.with_ticks([info_from_record(r) for r in self._rt.store.list_workflows(status=st, type=ty)])
+        recs = self._rt.store.list_workflows(status=st, type=ty)
+        published = _talk.published_values(self, [r.id for r in recs])
+        return self._schedules.with_ticks([info_from_record(r, published.get(r.id, {})) for r in recs])
 
     def idle(self, timeout: float | None = None) -> None:
         """Block until nothing is left to do now: no message queued, no step or procedure running,

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from persistence import (
-    RECENT_STEPS,
     DatabaseLocked,
     PersistenceError,
     SqliteStore,
@@ -32,8 +31,8 @@ from persistence import (
     loads,
     open_store,
 )
-from persistence._store import recent_steps
 
+from . import _talk
 from ._cli_shared import (
     CliError,
     _open,
@@ -44,7 +43,7 @@ from ._cli_shared import (
     check_request,
     owner_of,
 )
-from ._errors import ActorSystemError, span
+from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
 from ._system import _waiting_text, info_from_record
 
 
@@ -85,17 +84,6 @@ def _record_or_fail(store: Store, wid: str, db: str) -> Any:
 
 
 DEFAULT_LIMIT = 50  # wf list
-def _steps_not_kept(rec: Any) -> int:
-    """How many of a workflow's first steps its row no longer describes (``recent_steps``)."""
-    numbers = []
-    for h in recent_steps(rec.id, rec.recent_steps):
-        try:
-            numbers.append(int(json.loads(h.detail)["step"]))
-        except (ValueError, TypeError, KeyError):
-            pass
-    return max(0, min(numbers) - 1) if numbers else rec.step_seq
-
-
 CHILDREN_SHOWN = 10  # wf show, without --all-children
 VALUE_SHOWN = 2000  # characters of a payload, result or error message wf show prints, without --full
 
@@ -169,7 +157,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     store = _open(args.db)
     try:
         rec = _record_or_fail(store, args.id, _shown(args.db))
-        info = info_from_record(rec)
+        published = {k: _safe_loads(v) for k, v in store.published_of([rec.id]).get(rec.id, {}).items()}
+        info = info_from_record(rec, published)
         timers = store.timers(rec.id)
         inbox = store.inbox(rec.id)
         procs = store.procedures(rec.id)
@@ -183,10 +172,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         history = store.history(rec.id, limit=args.history + 1) if args.history else []
         cut = len(history) > args.history
         history = history[len(history) - args.history:] if cut else history
-        # The newest RECENT_STEPS steps are kept in the workflow's row; older ones are not kept.
-        # Counted from the first step the row still names: a step that wrote no line there (an
-        # upgrade, kept in the history) is not one the row has dropped.
-        steps_not_kept = _steps_not_kept(rec)
+        # Every step is kept, unless the system keeps the newest few (``history_limit``).
+        oldest = store.oldest_step_kept(rec.id) if rec.step_seq else None
+        steps_not_kept = max(0, (oldest or 1) - 1)
         data = {
             "id": rec.id,
             "type": rec.type,
@@ -210,6 +198,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "children_by_status": dict(sorted(by_status.items())),
             "result": _jsonable(info.result),
             "error": info.error,
+            "published": {k: _jsonable(v) for k, v in published.items()},
             "history": [{"seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")} for h in history],
             "history_cut": cut,
             "steps_not_kept": steps_not_kept,
@@ -248,6 +237,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"  {c.id} ({_short(c.type)}) {c.status}")
             if len(shown_children) < len(children):
                 print(f"  ... {len(children) - len(shown_children)} more (--all-children lists them all)")
+        if published:
+            print("published")
+            for k, v in published.items():
+                print(f"  {k:<20} {_clip(repr(v), args.full)}")
         if rec.status == "completed":
             print(f"result    {_clip(repr(info.result), args.full)}")
         if info.error:
@@ -258,8 +251,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                 print(f"  {_ts(h.at)}  {h.event:<14} {h.detail}")
         if steps_not_kept and not cut and args.history:
             print(
-                f"  (steps 1 to {steps_not_kept} are not kept: a workflow's row keeps its newest "
-                f"{RECENT_STEPS} steps; its ends, blocks and dropped signals are all kept)"
+                f"  (steps 1 to {steps_not_kept} are not kept: the system that ran it keeps the newest "
+                f"steps of each workflow, ActorSystem(history_limit=...))"
             )
         return 0
     finally:
@@ -272,7 +265,7 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         rec = _record_or_fail(store, args.id, _shown(args.db))
         check_request(store, rec, kind, name)
         if kind == "signal" and name is not None:
-            _warn_if_never_awaited(rec, name)
+            _warn_if_never_awaited(rec, name, "a signal")
         seq = store.post_external(kind, rec.id, name, payload, at=time.time())
         owner = store.owner_info() if isinstance(store, SqliteStore) else None
         if owner is not None:
@@ -287,15 +280,15 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         store.close()
 
 
-def _warn_if_never_awaited(rec: Any, name: str) -> None:
-    """Warn on stderr when the workflow's code never awaits a signal ``name`` (SPEC: the compiler
-    knows every literal signal name). The signal is queued all the same."""
+def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
+    """Warn on stderr when the workflow's code never awaits a signal (or request) ``name``
+    (SPEC: the compiler knows every literal signal and request name). It is queued all the same."""
     names = _signal_names_of(rec.type)
     if names is None or name in names:
         return
     awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
     print(
-        f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits a signal named "
+        f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits {what} named "
         f"{name!r}; the signals it awaits: {awaited}. Queued anyway: it stays in the workflow's inbox.",
         file=sys.stderr,
     )
@@ -307,6 +300,50 @@ def cmd_signal(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as e:
         raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '{{\"amount\": 100}}'") from e
     return _post(args, "signal", args.name, json.dumps(value))
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """Ask a workflow (through the system that runs it, as every `wf` request goes) and print
+    its reply as JSON (repr where it is not JSON); a refusal exits 1 with the replied error."""
+    try:
+        value = json.loads(args.payload) if args.payload is not None else None
+    except json.JSONDecodeError as e:
+        raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '50'") from e
+    if args.timeout <= 0:
+        raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout}")
+    store = _open(args.db)
+    try:
+        rec = _record_or_fail(store, args.id, _shown(args.db))
+        ask_id = args.ask_id or _talk.new_ask_id()
+        row = store.ask(rec.id, ask_id)
+        if row is None:
+            check_request(store, rec, "ask", args.name)
+            _warn_if_never_awaited(rec, args.name, "a request")
+            store.post_external("ask", rec.id, args.name, json.dumps({"ask_id": ask_id, "payload": value}), at=time.time())
+        deadline = time.monotonic() + args.timeout
+        pause = 0.02
+        while row is None or not row.answered:
+            if time.monotonic() >= deadline:
+                raise CliError(
+                    f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
+                    f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id}` waits for its reply"
+                    + ("" if owner_of(store) or not isinstance(store, SqliteStore) else
+                       f" (no system has {_shown(args.db)} open: the next one to start carries it out)")
+                )
+            time.sleep(pause)  # the CLI shares no notification with the system: a short reread
+            pause = min(pause * 2, 0.25)
+            row = store.ask(rec.id, ask_id)
+            if row is None and store.running(rec.id) is False and store.ask(rec.id, ask_id) is None:
+                raise CliError(f"workflow {rec.id!r} finished before it took ask {args.name!r}")
+        try:
+            reply = _talk.ask_outcome(row)
+        except (AskFailed, WorkflowNotRunning) as e:
+            print(f"wf: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(_jsonable(reply)))
+        return 0
+    finally:
+        store.close()
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -376,10 +413,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
             total += n
             if n < PRUNE_BATCH:
                 break
+        kept = store.tombstone_count()
     finally:
         store.close()
     ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)} UTC)" if now > wall else ""
-    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}{here}")
+    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}{here}; "
+          f"{_ids_kept(kept)}")
     return 0
 
 
@@ -403,14 +442,20 @@ def _prune_through_owner(args: argparse.Namespace, pid: object, node_id: object 
                     f"on by itself (or at the system's next start). Check with `wf list --db {_shown(args.db)}`."
                 )
             time.sleep(0.1)
+        kept = store.tombstone_count()
     finally:
         store.close()
     result = json.loads(answer)
     if "error" in result:
         raise CliError(f"{who} refused the prune request: {result['error']}")
     print(f"pruned {_count(int(result['pruned']))} that finished more than {span(args.older_than)} ago, "
-          f"through {who}, on its clock")
+          f"through {who}, on its clock; {_ids_kept(kept)}")
     return 0
+
+
+def _ids_kept(n: int) -> str:
+    return (f"{n:,} id{'' if n == 1 else 's'} of pruned workflows kept taken (starting one raises "
+            f"WorkflowPruned for the system's id_retention, unless start(..., reuse_id=True))")
 
 
 def _upgrade_row(rec: Any) -> dict[str, Any]:
@@ -590,6 +635,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.add_argument("payload", nargs="?", default=None, help="JSON payload (default null)")
     sp.set_defaults(func=cmd_signal)
+
+    sp = add("ask", "ask a workflow (its `await request(NAME)`) with a JSON payload; print its reply")
+    sp.add_argument("id")
+    sp.add_argument("name")
+    sp.add_argument("payload", nargs="?", default=None, help="JSON payload (default null)")
+    sp.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)")
+    sp.add_argument("--ask-id", default=None, help="the ask's id: asked again, it prints the stored reply")
+    sp.set_defaults(func=cmd_ask)
 
     sp = add("cancel", "cancel a workflow (its finally blocks run)")
     sp.add_argument("id")

@@ -1,7 +1,19 @@
 # examples/auction.py
 """The README's workflows: an auction with one deadline, and a sale of several lots at once."""
 
-from workflows import Event, gather, now, procedure, reducer, select, signal, spawn, timer, workflow
+from workflows import (
+    Event,
+    gather,
+    now,
+    procedure,
+    publish,
+    reducer,
+    select,
+    signal,
+    spawn,
+    timer,
+    workflow,
+)
 
 
 @procedure
@@ -20,6 +32,7 @@ async def auction(item_id: int, seller: str) -> dict:
     high_bidder = None
     reducer(announce, f"auction for {item_id} opens at {price}")
     closes_at = now() + 60                          # one deadline for the whole auction
+    publish("state", {"price": price, "high_bidder": high_bidder})  # ref.published("state")
     while True:
         match await select(timer("end", at=closes_at), signal("bid"), signal("cancel")):
             case Event("end"):
@@ -27,6 +40,7 @@ async def auction(item_id: int, seller: str) -> dict:
             case Event("bid", bid):
                 if bid["amount"] > price:
                     high_bidder, price = bid["bidder"], bid["amount"]
+                    publish("state", {"price": price, "high_bidder": high_bidder})
             case Event("cancel") if high_bidder is None:
                 return {"cancelled": True}
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from actors import ActorSystem, Status, UnknownWorkflow
 from actors.testing import VirtualClock
-from persistence import PersistenceError, open_store
+from persistence import PersistenceError, loads, open_store
 from persistence._urls import display_url, is_url
 
 from . import simulation, world
@@ -195,7 +195,10 @@ class WorldWatch:
             minted = value("SELECT COALESCE(SUM(amount), 0) AS n FROM world_mint")
             state = {r["key"]: r["value"] for r in store.read_table("SELECT key, value FROM world_state")}
             boss = store.read_table("SELECT hp, max_hp, phase FROM world_characters WHERE id = 'dragon'")
-            open_auctions = value("SELECT COUNT(*) AS n FROM world_auctions WHERE status = 'open'")
+            open_ids = [r["id"] for r in store.read_table("SELECT id FROM world_auctions WHERE status = 'open'")]
+            open_auctions = len(open_ids)
+            # The live bids, as the auctions publish them (read without loading their actors).
+            bids = [loads(values["bid"]) for values in store.published_of(open_ids).values() if "bid" in values]
             sold = value("SELECT COUNT(*) AS n FROM world_auctions WHERE status = 'sold'")
             locked = value("SELECT COUNT(*) AS n FROM world_items WHERE locked_by IS NOT NULL")
             last = value("SELECT text FROM world_announcements ORDER BY id DESC LIMIT 1")
@@ -216,6 +219,7 @@ class WorldWatch:
             "day": f"{day}, {phase}",
             "gold": f"{purses} + {held} escrow / {minted}",
             "auctions": f"{open_auctions} open, {sold} sold",
+            "top bid": _top_bid(bids),
             "items locked": locked,
             "dragon": f"{boss[0]['hp']}/{boss[0]['max_hp']} hp, phase {boss[0]['phase']}" if boss else "-",
             "last announcement": last or "",
@@ -305,6 +309,15 @@ class WorldWatch:
         for row in list(self.recent)[:fit]:
             recent.add_row(*row)
         return Group(header, wf, w, last, recent)
+
+
+def _top_bid(bids: list[dict[str, Any]]) -> str:
+    """The open auction with the highest price, from what the auctions published."""
+    top = max(bids, key=lambda b: b.get("price") or 0, default=None)
+    if top is None:
+        return "-"
+    who = top.get("high_bidder") or "no bids yet"
+    return f"{top.get('price')} for {top.get('item')} ({who})"
 
 
 def _summary(value: Any) -> str:

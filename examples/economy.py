@@ -13,6 +13,7 @@ from workflows import (
     Event,
     now,
     procedure,
+    publish,
     reducer,
     select,
     signal,
@@ -91,6 +92,8 @@ async def auction(item_id: str, seller: str, starting_price: int, duration_secs:
     ends_at = now() + duration_secs
 
     reducer(open_auction, me, seller, item_id, price, ends_at)
+    # What a client reads of the auction now (ref.published("bid"), the demo's live view).
+    publish("bid", {"item": item_id, "price": price, "high_bidder": None, "ends_at": ends_at})
     # The reducer locked the item only if the seller had it free; ask what it decided.
     if await procedure(items_locked_by, me) != [item_id]:
         reducer(close_auction, me, "unavailable")
@@ -127,6 +130,7 @@ async def auction(item_id: str, seller: str, starting_price: int, duration_secs:
                     high_bidder, high_hold, price = bidder, hold, amount
                     ends_at = max(ends_at, now() + 10)
                     reducer(announce_bid, me, bidder, amount, ends_at)
+                    publish("bid", {"item": item_id, "price": price, "high_bidder": bidder, "ends_at": ends_at})
 
                 case Event("cancel"):
                     if high_bidder is None:

@@ -34,6 +34,7 @@ from persistence._promise import Promise
 from persistence._schema import APPLICATION_ID, RECENT_STEPS, SCHEMA_VERSION
 from persistence._serialization import dumps, is_plain, loads, register_plain
 from persistence._store import SqliteStore, open_store
+from persistence._talk import ASK_ENDED, ASK_ERROR, ASK_OK, ASK_PENDING, REQUEST, AskReply, AskRow
 from persistence._types import (
     CANCEL,
     CANCELLED,
@@ -64,6 +65,13 @@ from persistence._types import (
 )
 
 __all__ = [
+    "ASK_ENDED",
+    "ASK_ERROR",
+    "ASK_OK",
+    "ASK_PENDING",
+    "REQUEST",
+    "AskReply",
+    "AskRow",
     "Promise",
     "is_plain",
     "register_plain",

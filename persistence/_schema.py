@@ -28,10 +28,11 @@ from persistence._errors import (
 APPLICATION_ID = 0x41465731
 SCHEMA_VERSION = 5
 
-# How many history rows to keep per workflow, and every how many steps to trim (by index).
-HISTORY_KEEP = 200
+# Every how many steps a workflow's history is trimmed (by index), when the system keeps only the
+# newest steps (``history_limit``; by default every step is kept).
 HISTORY_TRIM_EVERY = 50
-# How many of a workflow's newest steps its row describes (``recent_steps``: what woke each).
+# How many of a workflow's newest steps its row describes at least (``recent_steps``: what woke
+# each; at most twice as many, then the older ones move to the history table together).
 RECENT_STEPS = 16
 
 
@@ -207,6 +208,22 @@ def _v5(db: sqlite_utils.Database) -> None:
         "CREATE TABLE limit_waits (key TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, "
         "kind TEXT NOT NULL, since REAL NOT NULL)"
     )
+    for ddl in TALK_DDL:
+        db.execute(ddl)
+
+
+# What workflows say to the outside (``persistence/_talk.py``), and the ids pruned workflows
+# leave taken (tombstones): part of the newest version's schema.
+TALK_DDL = (
+    "CREATE TABLE published (workflow_id TEXT NOT NULL, key TEXT NOT NULL, value BLOB, "
+    "step_seq INTEGER NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (workflow_id, key))",
+    "CREATE TABLE asks (workflow_id TEXT NOT NULL, ask_id TEXT NOT NULL, name TEXT NOT NULL, "
+    "status TEXT NOT NULL, reply BLOB, error TEXT, created_at REAL NOT NULL, replied_at REAL, "
+    "PRIMARY KEY (workflow_id, ask_id))",
+    "CREATE TABLE tombstones (id TEXT PRIMARY KEY, type TEXT NOT NULL, status TEXT NOT NULL, "
+    "ended_at REAL NOT NULL, pruned_at REAL NOT NULL)",
+    "CREATE INDEX tombstones_pruned ON tombstones(pruned_at)",
+)
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

@@ -13,15 +13,20 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Self, TypeVar
 
-from persistence import _sql, _writes
+from persistence import _sql, _talk, _tombstones, _writes
 from persistence._errors import PersistenceError, StoreClosed
+from persistence._history import step_of
 from persistence._promise import Promise
 from persistence._sql import Dialect
+from persistence._talk import AskRow
+from persistence._tombstones import Tombstone
 from persistence._types import (
     CANCEL,
+    FINISHED,
     RUNNING,
     Delivered,
     Dropped,
@@ -280,7 +285,7 @@ class SqlStore(Store):
 
         return self._external(take)
 
-    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+    def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
         """Delete up to ``limit`` workflows that finished before ``before`` (oldest first), with
         every row they left in any table, in one transaction; return their ids.
 
@@ -289,8 +294,27 @@ class SqlStore(Store):
         """
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"prune_finished() limit must be a positive int, got {limit!r}")
-        ids: list[str] = self._write_wait(lambda w: _writes.prune_finished(w, float(before), limit))
+        pruned_at = time.time() if at is None else float(at)
+        ids: list[str] = self._write_wait(lambda w: _writes.prune_finished(w, float(before), limit, pruned_at))
         return ids
+
+    def tombstone(self, workflow_id: str) -> Tombstone | None:
+        """What a pruned workflow of this id left (its tombstone), or None."""
+        rows = self._rows(_tombstones.TOMBSTONE, (workflow_id,))
+        return _tombstones.tombstone(rows[0]) if rows else None
+
+    def expire_tombstones(self, before: float) -> int:
+        """Delete the tombstones left by prunes before ``before``; how many. A read of the
+        index's first entry first: no write while none is that old."""
+        oldest = self._rows(_tombstones.OLDEST)[0][0]
+        if oldest is None or oldest >= before:
+            return 0
+        n: int = self._write_wait(lambda w: _tombstones.expire(w, float(before)))
+        return n
+
+    def tombstone_count(self) -> int:
+        """How many pruned workflows' ids are kept taken (their tombstones)."""
+        return int(self._rows(_tombstones.COUNT)[0][0])
 
     def delete_external(self, seqs: list[int]) -> None:
         """Delete handled requests."""
@@ -511,13 +535,77 @@ class SqlStore(Store):
         rows = self._rows(_sql.HISTORY, (workflow_id, limit))
         recent = self._rows(_sql.RECENT_STEPS, (workflow_id,))
         steps = recent_steps(workflow_id, recent[0][0] if recent else None)
-        # By millisecond, the precision the steps are kept at.
-        events = [(round(h.at * 1000), 0, i, h) for i, h in enumerate(steps)]
-        events += [
-            (int(r[2] * 1000), 1, i, HistoryRow(int(r[0]), *r[1:])) for i, r in enumerate(rows)
-        ]
+        # By millisecond, the precision the steps are kept at; in one millisecond, steps in
+        # their order (those the row no longer describes are in the table), then other events.
+        events: list[tuple[int, int, int, HistoryRow]] = []
+        for i, h in enumerate(steps):
+            n = step_of(h.detail)
+            events.append((round(h.at * 1000), 0, n if n is not None else i, h))
+        for i, r in enumerate(rows):
+            h = HistoryRow(int(r[0]), *r[1:])
+            n = step_of(h.detail) if h.event not in FINISHED else None
+            events.append((int(r[2] * 1000), 0 if n is not None else 1, n if n is not None else i, h))
         events.sort(key=lambda e: e[:3])
         return [e[3] for e in events[-limit:]] if limit > 0 else []
+
+    _history_limit: int | None = None
+
+    def keep_history(self, limit: int | None) -> None:
+        """Keep the newest ``limit`` steps of each workflow's history (None: every step)."""
+        self._history_limit = limit
+
+    def history_limit(self) -> int | None:
+        """The newest steps of each workflow the history keeps (None: every step)."""
+        return self._history_limit
+
+    # -- what workflows say to the outside (``persistence/_talk.py``) ----------------------------
+    def submit_ask(
+        self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[AskRow | None, Delivered | None]]:
+        """Store an ask and its request (or find the one stored with that id), queued: the
+        future resolves after COMMIT with ``(row found, None)`` or ``(None, request delivered)``."""
+        return self._write(lambda w: _talk.ask(w, workflow_id, ask_id, name, payload, at))
+
+    def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
+        """The ask ``ask_id`` of ``workflow_id`` as stored, or None (by primary key)."""
+        return _talk.read_ask(self._rows, workflow_id, ask_id)
+
+    def running(self, workflow_id: str) -> bool | None:
+        """True if the workflow runs, False if it ended, None if there is no such workflow."""
+        return _talk.is_running(self._rows, workflow_id)
+
+    def published(self, workflow_id: str, key: str) -> bytes | None:
+        """The value ``workflow_id`` last published under ``key`` (pickled), or None."""
+        rows = self._rows(_talk.PUBLISHED_ONE, (workflow_id, key))
+        return bytes(rows[0][0]) if rows else None
+
+    def published_of(self, workflow_ids: list[str]) -> dict[str, dict[str, bytes]]:
+        """Every value each of ``workflow_ids`` published, by workflow and key (pickled)."""
+        out: dict[str, dict[str, bytes]] = {}
+        ids = list(dict.fromkeys(workflow_ids))
+        for start in range(0, len(ids), _writes.CONSUME_CHUNK):
+            cond, params = self.dialect.any_of("workflow_id", ids[start : start + _writes.CONSUME_CHUNK], "text")
+            for wid, key, value in self._rows(
+                f"SELECT workflow_id, key, value FROM {{s}}.published WHERE {cond} ORDER BY key", params
+            ):
+                out.setdefault(str(wid), {})[str(key)] = bytes(value)
+        return out
+
+    def oldest_step_kept(self, workflow_id: str) -> int | None:
+        """The number of the oldest step the workflow's history still holds (by index: the
+        table's first rows, else the row's newest steps); None if it holds no step."""
+        for (detail,) in self._rows(
+            "SELECT detail FROM {s}.history WHERE workflow_id = ? ORDER BY seq LIMIT 50", (workflow_id,)
+        ):
+            n = step_of(detail)
+            if n is not None:
+                return n
+        recent = self._rows(_sql.RECENT_STEPS, (workflow_id,))
+        for h in recent_steps(workflow_id, recent[0][0] if recent else None):
+            n = step_of(h.detail)
+            if n is not None:
+                return n
+        return None
 
     def running_count(self) -> int:
         """Return how many workflows are running (by the partial index)."""

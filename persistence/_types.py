@@ -11,9 +11,13 @@ import abc
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from persistence._promise import Promise
+
+if TYPE_CHECKING:
+    from persistence._talk import AskReply, AskRow
+    from persistence._tombstones import Tombstone
 
 # Status values stored in workflows.status.
 RUNNING = "running"
@@ -128,6 +132,15 @@ class StepWrite:
     # The workflow's own record, for the first step (step 1) of a workflow started in this
     # process: the row is inserted as that step leaves it (``WorkflowExists`` if the id is taken).
     create: NewWorkflow | None = None
+    # Values published by the step, ``(key, pickled value)`` in call order, and its replies to
+    # asks (``persistence._talk``): stored with it.
+    published: list[tuple[str, bytes]] = field(default_factory=list)
+    replies: list[AskReply] = field(default_factory=list)
+    # The lines of ``recent`` this step moves out of the row (its oldest steps'): kept in the
+    # history table, inserted with the step's other events. ``history_keep``: how many rows of
+    # the history table the workflow keeps (None: every one, the whole history).
+    evicted: str | None = None
+    history_keep: int | None = None
 
 
 @dataclass(frozen=True)
@@ -252,7 +265,7 @@ class ExternalRow:
     """A request appended by another process (the ``wf`` CLI) for the owner to carry out."""
 
     seq: int
-    kind: str  # "signal" | "cancel" | "fire_timer" | "prune" (workflow_id "")
+    kind: str  # "signal" | "cancel" | "fire_timer" | "ask" | "prune" (workflow_id "")
     workflow_id: str
     name: str | None
     payload: str | None  # JSON text
@@ -373,6 +386,11 @@ class Cluster(abc.ABC):
         commit)."""
 
     @abc.abstractmethod
+    def publish_news(self, workflow_ids: list[str]) -> None:
+        """Tell the other nodes waiting on these workflows that a step published or replied
+        (after the commit); unlike ``publish_done``, their interest is kept."""
+
+    @abc.abstractmethod
     def publish_interest(self, workflow_id: str) -> None:
         """Tell the other nodes that ``result()`` here waits on ``workflow_id`` (run elsewhere):
         whichever finishes it says so (``publish_done``)."""
@@ -413,6 +431,15 @@ class Store(Protocol):
     # -- lifecycle --------------------------------------------------------------------------
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    def keep_history(self, limit: int | None) -> None:
+        """Keep the newest ``limit`` steps of each workflow's history (None: every step): what
+        the system that owns the store was told (``ActorSystem(history_limit=...)``)."""
+        raise NotImplementedError
+
+    def history_limit(self) -> int | None:
+        """What ``keep_history`` was told (None until then: every step)."""
+        raise NotImplementedError
 
     # -- writes (durable when they return) ---------------------------------------------------
     @abc.abstractmethod
@@ -514,9 +541,22 @@ class Store(Protocol):
         """The result left for request ``seq`` (removed as it is read), or None while not done."""
 
     @abc.abstractmethod
-    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+    def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
         """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with
-        every row they left, in one transaction; return their ids."""
+        every row they left, in one transaction; return their ids. Each leaves its tombstone,
+        pruned ``at`` (epoch seconds; None: now)."""
+
+    def tombstone(self, workflow_id: str) -> Tombstone | None:
+        """What a pruned workflow of this id left (its tombstone), or None."""
+        raise NotImplementedError
+
+    def expire_tombstones(self, before: float) -> int:
+        """Delete the tombstones left by prunes before ``before``; how many."""
+        raise NotImplementedError
+
+    def tombstone_count(self) -> int:
+        """How many pruned workflows' ids are kept taken (their tombstones)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def oldest_finished(self) -> float | None:
@@ -629,6 +669,35 @@ class Store(Protocol):
 
     @abc.abstractmethod
     def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]: ...
+
+    # -- what workflows say to the outside (``persistence/_talk.py``) ----------------------------
+    def submit_ask(
+        self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[AskRow | None, Delivered | None]]:
+        """Store an ask with its request in the workflow's inbox (or find the one stored under
+        that id), queued: resolves after COMMIT with ``(row found, None)`` or ``(None, request
+        delivered)``; raises ``UnknownWorkflowId`` or ``WorkflowFinished`` for a new one."""
+        raise NotImplementedError
+
+    def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
+        """The ask ``ask_id`` of ``workflow_id`` as stored, or None."""
+        raise NotImplementedError
+
+    def running(self, workflow_id: str) -> bool | None:
+        """True if the workflow runs, False if it ended, None if there is no such workflow."""
+        raise NotImplementedError
+
+    def published(self, workflow_id: str, key: str) -> bytes | None:
+        """The value ``workflow_id`` last published under ``key`` (pickled), or None."""
+        raise NotImplementedError
+
+    def published_of(self, workflow_ids: list[str]) -> dict[str, dict[str, bytes]]:
+        """Every value each of ``workflow_ids`` published, by workflow and key (pickled)."""
+        raise NotImplementedError
+
+    def oldest_step_kept(self, workflow_id: str) -> int | None:
+        """The number of the oldest step the workflow's history still holds (None: no step)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from persistence import _sql
+from persistence import _history, _sql, _talk, _tombstones
 from persistence._errors import (
     InboxFull,
     PersistenceError,
@@ -31,7 +31,7 @@ from persistence._errors import (
     WorkflowExists,
     WorkflowFinished,
 )
-from persistence._schema import HISTORY_KEEP, HISTORY_TRIM_EVERY
+from persistence._schema import HISTORY_TRIM_EVERY
 from persistence._types import (
     CANCEL,
     CHILD,
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from persistence._writer import Writer
 
 INBOX_KINDS = (SIGNAL, CANCEL, CHILD)
-EXTERNAL_KINDS = ("signal", "cancel", "fire_timer", "prune")
+EXTERNAL_KINDS = ("signal", "cancel", "fire_timer", "prune", "ask")
 STATUSES = (RUNNING, *FINISHED)
 # Rows consumed by one DELETE: a gather of a hundred children consumes their hundred outcomes in
 # one statement, not a hundred. (SQLite binds at most 32766 parameters; a few hundred keep each
@@ -63,7 +63,7 @@ PRUNE_CHUNK = 500
 # tables (the reducers' own) are never touched. ``tests/persistence/test_retention.py`` checks
 # that this names every such table of the schema.
 WORKFLOW_TABLES = ("history", "inbox", "timers", "procedures", "waits", "subscriptions", "external",
-                   "schedule_runs", "limit_waits")
+                   "schedule_runs", "limit_waits", "published", "asks")
 
 
 def _workflow_values(w: Writer, wf: NewWorkflow, step: StepWrite | None) -> tuple[Any, ...]:
@@ -365,6 +365,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
 
         checks.append(check_children)
 
+    _talk.step_writes(w, step, ended)  # published values, replies, asks left unanswered
     if ended:
         # A finished workflow takes nothing more: drop what it still held (its waits too, unless
         # it had none), before its own outgoing messages (a message to itself is then dropped as
@@ -430,14 +431,17 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
         # shows (`wf show`), before the step's events; one that finds its target ended is
         # expected.
-        history = [*(
+        rows = [(wid, at, event, detail) for event, detail in (*(
             ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
             for t, n, why in lost_here
-        ), *step.history]
-        if history:
-            w.executemany(_sql.INSERT_HISTORY, [(wid, at, event, detail) for event, detail in history])
-        if step.step_seq % HISTORY_TRIM_EVERY == 0:
-            w.execute(_sql.TRIM_HISTORY, (wid, wid, HISTORY_KEEP - 1))
+        ), *step.history)]
+        if step.evicted is not None:  # the steps the row no longer describes: kept here
+            rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
+        if rows:
+            w.executemany(_sql.INSERT_HISTORY, rows)
+        keep = step.history_keep
+        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
+            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
         return StepAck(
             timer_ids=[_first(c) for c in timer_curs],
             delivered=delivered, created=[child.id for child, _ in children], dropped=dropped,
@@ -491,9 +495,9 @@ def take_meta(w: Writer, key: str) -> str | None:
     return None if row is None else str(row[0])
 
 
-def prune_finished(w: Writer, before: float, limit: int) -> list[str]:
+def prune_finished(w: Writer, before: float, limit: int, at: float | None = None) -> list[str]:
     """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with every
-    row they left; return their ids.
+    row they left; return their ids. Each leaves a tombstone (pruned ``at``; None: not).
 
     Selected inside the write transaction (on PostgreSQL, locked, skipping rows another prune
     holds), so a workflow is deleted once, whoever else prunes. A finished workflow holds no
@@ -513,6 +517,8 @@ def prune_finished(w: Writer, before: float, limit: int) -> list[str]:
     ]
     for start in range(0, len(ids), PRUNE_CHUNK):
         chunk = ids[start : start + PRUNE_CHUNK]
+        if at is not None:
+            _tombstones.bury(w, chunk, at)
         for table in WORKFLOW_TABLES:
             _delete_of(w, table, "workflow_id", "text", chunk, None)
         cond, params = d.any_of("id", chunk, "text")

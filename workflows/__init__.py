@@ -32,6 +32,7 @@ from ._errors import (
 )
 from ._procedure_context import idempotency_key
 from ._status import Status
+from ._talk import Request, publish, reply, request
 
 __all__ = [
     "Cancelled",
@@ -42,6 +43,7 @@ __all__ = [
     "CompileWarning",
     "Event",
     "ProcedureFailed",
+    "Request",
     "RetryPolicy",
     "Status",
     "UnknownWorkflowType",
@@ -55,7 +57,10 @@ __all__ = [
     "info",
     "now",
     "procedure",
+    "publish",
     "reducer",
+    "reply",
+    "request",
     "select",
     "send",
     "signal",

@@ -24,6 +24,9 @@ from typing import (
 )
 
 from ._errors import check_text
+
+if TYPE_CHECKING:
+    from . import _talk
 from ._registry import function_key, lookup_options
 
 P = ParamSpec("P")
@@ -136,6 +139,21 @@ class Signal(Command):
 
 
 @dataclass(frozen=True)
+class RequestCommand(Command):
+    """Suspend until an ask called ``name`` arrives; the result is its ``Request``."""
+
+    name: str
+    kind: ClassVar[str] = "request"
+
+    if TYPE_CHECKING:
+        def __await__(self) -> Generator[Command, Any, _talk.Request]: ...
+
+    @property
+    def arm_name(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
 class Procedure(Command, Generic[R]):
     """Call a procedure (a side effect that returns a value) and suspend until it replies.
 
@@ -219,7 +237,7 @@ class ProcedureFunction(Protocol[P, R_co]):
     def __await__(self) -> Generator[Any, Any, R_co]: ...
 
 
-_ARM_TYPES = (Timer, Signal, Procedure, Spawn)
+_ARM_TYPES = (Timer, Signal, RequestCommand, Procedure, Spawn)
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -358,7 +376,7 @@ def _check_arms(what: str, commands: tuple[Any, ...]) -> tuple[Command, ...]:
     for c in commands:
         if not isinstance(c, _ARM_TYPES):
             raise TypeError(
-                f"{what}() takes timer(), signal(), procedure() and spawn() commands, got {c!r}"
+                f"{what}() takes timer(), signal(), request(), procedure() and spawn() commands, got {c!r}"
             )
     return tuple(commands)
 
@@ -393,7 +411,7 @@ def gather(*commands: Command | ProcedureFunction[..., Any]) -> Gather:
 class Event:
     """What ``await select(...)`` returns: which arm fired, and its value.
 
-    ``kind`` is ``"timer"``, ``"signal"``, ``"procedure"`` or ``"child"``. Match it with
+    ``kind`` is ``"timer"``, ``"signal"``, ``"request"``, ``"procedure"`` or ``"child"``. Match it with
     ``case Event("bid", bid):``.
     """
 

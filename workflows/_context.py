@@ -62,7 +62,26 @@ class Broadcast:
     payload: Any = None
 
 
-Effect = ReducerCall | Subscribe | Unsubscribe | Send | Broadcast
+@dataclass(frozen=True)
+class Publish:
+    """``publish(key, value)``: ``value`` readable by clients under ``key`` once the step commits."""
+
+    key: str
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """``reply(req, value)`` or ``reply(req, error=exc)``: the answer to ask ``ask_id``, stored
+    with the step (``error`` set: the asker's ``AskFailed`` carries it)."""
+
+    ask_id: str
+    name: str
+    value: Any = None
+    error: BaseException | None = None
+
+
+Effect = ReducerCall | Subscribe | Unsubscribe | Send | Broadcast | Publish | Reply
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._commands import Command, Event, Gather, Procedure, Select, Signal, Spawn, Timer
+from ._commands import (
+    Command,
+    Event,
+    Gather,
+    Procedure,
+    RequestCommand,
+    Select,
+    Signal,
+    Spawn,
+    Timer,
+)
 from ._compiler import checkpoint, step
 from ._context import Effect, StepContext
 from ._errors import Cancelled, CheckpointError, ChildFailed, ProcedureFailed, WorkflowError
@@ -43,7 +53,7 @@ __all__ = [
     "build_wait",
 ]
 
-TIMER, SIGNAL, PROCEDURE, CHILD = "timer", "signal", "procedure", "child"
+TIMER, SIGNAL, PROCEDURE, CHILD, REQUEST = "timer", "signal", "procedure", "child", "request"
 
 # Why the arms a step disarms lose, by what ended them.
 LOST_SELECT = "the select that spawned it was won by another arm"
@@ -55,9 +65,9 @@ class Arm:
     """One thing a wait waits for."""
 
     index: int
-    kind: str  # "timer" | "signal" | "procedure" | "child"
+    kind: str  # "timer" | "signal" | "request" | "procedure" | "child"
     name: str  # the Event name of this arm
-    target: str  # timer name | signal name | procedure function key | child workflow type
+    target: str  # timer name | signal name | request name | procedure function key | child workflow type
     due_at: float | None = None  # timers
     timer_id: int | None = None  # timers, known once the step that armed it committed
     proc_key: str | None = None  # procedures: idempotency key
@@ -81,6 +91,9 @@ class Wait:
 
     def signal_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(a.target for a in self.pending() if a.kind == SIGNAL))
+
+    def request_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(a.target for a in self.pending() if a.kind == REQUEST))
 
     def arm_for_signal(self, name: str) -> Arm | None:
         for a in self.arms:
@@ -139,6 +152,8 @@ def build_wait(command: Command, *, workflow_id: str, step_seq: int, now: float)
             arm = Arm(i, TIMER, c.arm_name, c.name, due_at=c.due(now))
         elif isinstance(c, Signal):
             arm = Arm(i, SIGNAL, c.arm_name, c.name)
+        elif isinstance(c, RequestCommand):
+            arm = Arm(i, REQUEST, c.arm_name, c.name)
         elif isinstance(c, Procedure):
             arm = Arm(i, PROCEDURE, c.arm_name, c.function, proc_key=f"{workflow_id}#{step_seq}.{i}")
         elif isinstance(c, Spawn):
@@ -332,12 +347,15 @@ class WorkflowInstance:
     def _resolve(self, wait: Wait, arrivals: Sequence[Arrival], load: Callable[[Any], Any] | None) -> Decision | None:
         # The pending arms by what resolves them (a gather of n children must not cost n * n).
         by_signal: dict[str, list[Arm]] = {}
+        by_request: dict[str, list[Arm]] = {}
         by_key: dict[tuple[str, Any], Arm] = {}
         for a in wait.arms:
             if a.done:
                 continue
             if a.kind == SIGNAL:
                 by_signal.setdefault(a.target, []).append(a)
+            elif a.kind == REQUEST:
+                by_request.setdefault(a.target, []).append(a)
             elif a.kind == CHILD:
                 by_key[(CHILD, a.child_id)] = a
             elif a.kind == TIMER and a.timer_id is not None:
@@ -349,8 +367,8 @@ class WorkflowInstance:
         taken: list[Arrival] = []
         dropped: list[Arrival] = []
         for arrival in arrivals:
-            if arrival.kind == SIGNAL:
-                arms = by_signal.get(arrival.key)
+            if arrival.kind == SIGNAL or arrival.kind == REQUEST:
+                arms = (by_signal if arrival.kind == SIGNAL else by_request).get(arrival.key)
                 arm = arms.pop(0) if arms else None
             else:
                 arm = by_key.pop((arrival.kind, arrival.key), None)

@@ -24,8 +24,9 @@ from ._commands import Command
 from ._compiler import Continuation, WorkflowFunction, checkpoint, restore
 from ._context import Effect
 from ._errors import WorkflowError
-from ._instance import Arrival, Decision, StepOutcome, Wait, WorkflowInstance
+from ._instance import REQUEST, Arrival, Decision, StepOutcome, Wait, WorkflowInstance
 from ._step import Finished, Raised, StepResult, Suspended
+from ._talk import Request
 
 __all__ = ["WorkflowHarness"]
 
@@ -127,6 +128,13 @@ class WorkflowHarness:
         runtime would buffer it; the harness does not)."""
         self._check_running("signal")
         return self._offer(Arrival.signal(name, payload))
+
+    def ask(self, name: str, payload: Any = None, *, ask_id: str = "ask-1") -> StepResult | None:
+        """Deliver an ask ``name`` as the runtime would: the first pending ``request(name)``
+        takes it as a ``Request`` (its replies are ``Reply`` values among ``effects``). None if
+        the workflow does not await that request now."""
+        self._check_running("ask")
+        return self._offer(Arrival(REQUEST, name, value=Request(name, payload, ask_id)))
 
     def fire_timer(self, name: str) -> StepResult | None:
         """Fire the armed timer ``name`` as the runtime would; None if no such timer is armed."""

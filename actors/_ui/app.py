@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as _dt
+import functools
 import hmac
 import json
 import secrets
@@ -335,7 +336,11 @@ def create_app(store: Store, db: str, *, read_only: bool = False,
 
     async def workflow(request: Request) -> Response:
         wid = request.path_params["wid"]
-        page = await in_thread(data.workflow_page, ui.store, wid)
+        try:
+            older = int(request.query_params.get("older", "0"))
+        except ValueError:
+            older = 0
+        page = await in_thread(functools.partial(data.workflow_page, ui.store, wid, older=older))
         if page is None:
             pruned = await in_thread(ui.store.pruned_total)
             why = (f"it never existed, or it finished and was pruned after its retention ({pruned:,} pruned so far)"

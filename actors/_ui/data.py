@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-from persistence import RECENT_STEPS, STATUSES, Store, WorkflowRecord, loads
+from persistence import STATUSES, Store, WorkflowRecord, loads
 
 from .._system import _waiting_text
 
@@ -263,8 +263,9 @@ def _limit_waits(store: Store, workflow_id: str) -> dict[str, str]:
     return waits_of(store, workflow_id) if isinstance(store, SqlStore) else {}
 
 
-def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[str, Any] | None:
-    """Everything the workflow's page shows, or None if there is no such workflow."""
+def workflow_page(store: Store, wid: str, *, now: float | None = None, older: int = 0) -> dict[str, Any] | None:
+    """Everything the workflow's page shows, or None if there is no such workflow. Its history
+    is paged: ``older`` newest events are left out (the page before them is shown)."""
     rec, inbox, timers, procs = store.load_state(wid)
     if rec is None:
         return None
@@ -278,6 +279,8 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
             label = f"timer {a.get('name')!r}"
         elif kind == "signal":
             label = f"signal {a.get('name')!r}"
+        elif kind == "request":
+            label = f"ask {a.get('name')!r}"
         elif kind == "procedure":
             label = f"procedure {a.get('function')}"
         elif kind == "child":
@@ -292,15 +295,16 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         buffered.append({"seq": m.seq, "kind": m.kind, "name": m.name, "payload": text,
                          "whole": whole, "at": m.created_at})
     children, more, by_status = _tree(store, rec.id)
-    history = store.history(rec.id, limit=HISTORY_SHOWN)
-    # The first step the row still describes: the ones before it are no longer kept.
-    kept_steps = []
-    for h in history:
-        if h.seq is None:
-            try:
-                kept_steps.append(int(json.loads(h.detail).get("step")))
-            except (ValueError, TypeError, AttributeError):
-                pass
+    published = []
+    for key, blob in store.published_of([rec.id]).get(rec.id, {}).items():
+        text, whole = clip(shown_value(blob))
+        published.append({"key": key, "value": text, "whole": whole})
+    older = max(0, older)
+    rows = store.history(rec.id, limit=older + HISTORY_SHOWN + 1)
+    more = len(rows) > older + HISTORY_SHOWN
+    history = rows[max(0, len(rows) - older - HISTORY_SHOWN): max(0, len(rows) - older)]
+    # Every step is kept, unless the system keeps the newest few (``history_limit``).
+    oldest = store.oldest_step_kept(rec.id) if rec.step_seq else None
     result = error = None
     if rec.status == "completed":
         text, whole = clip(shown_value(rec.result))
@@ -346,10 +350,13 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None) -> dict[s
         "children_more": more,
         "children_by_status": by_status,
         "history": timeline(history),
-        "steps_not_kept": min(kept_steps) - 1 if kept_steps else 0,
-        "recent_steps_kept": RECENT_STEPS,
+        "history_older": older + HISTORY_SHOWN if more else None,
+        "history_newer": max(0, older - HISTORY_SHOWN) if older else None,
+        "history_skipped": older,
+        "steps_not_kept": max(0, (oldest or 1) - 1),
         "result": result,
         "error": error,
+        "published": published,
         "pending": pending,
         "now": now,
     }

@@ -531,6 +531,7 @@ class ClusterNode(Cluster):
         self._interest: dict[str, float] = {}
         self._announced: dict[str, float] = {}
         self._recent_done: dict[str, float] = {}
+        self._recent_news: dict[str, float] = {}
         self._interest_lock = threading.Lock()
         self._notify_thread: threading.Thread | None = None
         self._rejoin = False
@@ -726,6 +727,21 @@ class ClusterNode(Cluster):
                 self._want_done.extend(wanted)
                 self._notify_cond.notify()
 
+    def publish_news(self, workflow_ids: list[str]) -> None:
+        """Tell the nodes that wait on these workflows (``ref.published``, ``ref.ask``) that a
+        step published or replied: a "done:" notice, as for an end, but the interest stays (more
+        news may come), and the news is remembered a moment for an interest that comes late."""
+        if self.alone():
+            return
+        now = time.monotonic()
+        with self._interest_lock:
+            wanted = [wid for wid in workflow_ids if self._interest.get(wid, 0.0) > now]
+            _bounded_put(self._recent_news, workflow_ids, now, now - RECENT_DONE)
+        if wanted:
+            with self._notify_cond:
+                self._want_done.extend(wanted)
+                self._notify_cond.notify()
+
     def publish_interest(self, workflow_id: str) -> None:
         """Say that ``result()`` here waits on ``workflow_id``, which another node runs."""
         if self.alone():
@@ -746,7 +762,9 @@ class ClusterNode(Cluster):
         with self._interest_lock:
             ended = [wid for wid in workflow_ids if self._recent_done.get(wid, -RECENT_DONE) > now - RECENT_DONE]
             _bounded_put(self._interest, [w for w in workflow_ids if w not in ended], now + INTEREST_TTL, now)
-        return ended
+            news = [w for w in workflow_ids
+                    if w not in ended and self._recent_news.get(w, -RECENT_DONE) > now - RECENT_DONE]
+        return ended + news
 
     def _notify_loop(self) -> None:
         while not self._stop.is_set():

@@ -270,6 +270,17 @@ def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
         f"CREATE TABLE {s}.limit_waits (key text PRIMARY KEY, workflow_id text NOT NULL, "
         f"kind text NOT NULL, since double precision NOT NULL)"
     )
+    for sql in (
+        f"CREATE TABLE {s}.published (workflow_id text NOT NULL, key text NOT NULL, value bytea, "
+        f"step_seq bigint NOT NULL, updated_at double precision NOT NULL, PRIMARY KEY (workflow_id, key))",
+        f"CREATE TABLE {s}.asks (workflow_id text NOT NULL, ask_id text NOT NULL, name text NOT NULL, "
+        f"status text NOT NULL, reply bytea, error text, created_at double precision NOT NULL, "
+        f"replied_at double precision, PRIMARY KEY (workflow_id, ask_id))",
+        f"CREATE TABLE {s}.tombstones (id text PRIMARY KEY, type text NOT NULL, status text NOT NULL, "
+        f"ended_at double precision NOT NULL, pruned_at double precision NOT NULL)",
+        f"CREATE INDEX tombstones_pruned ON {s}.tombstones (pruned_at)",
+    ):
+        cur.execute(sql)
 
 
 # Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.

@@ -57,11 +57,11 @@ def test_list_and_show_while_the_owner_runs(db, capsys):
         assert "end" in out and "unheard-of" in out and "(test mode)" in out
         history = out[out.index("\nhistory\n"):].splitlines()[2:]
         assert [line.split(None, 3)[2:] for line in history] == [
-            ["started", '{"step": 1}'], ["signal", '{"step": 2, "name": "bid"}'],
+            ["started", '{"step": 1, "armed": ["timer end"]}'], ["signal", '{"step": 2, "name": "bid", "armed": ["timer end"]}'],
         ]
         code, out, _ = wf(capsys, "show", "auction-1", "--db", db, "--json")
         assert [(h["seq"], h["event"], h["detail"]) for h in json.loads(out)["history"]] == [
-            (None, "started", {"step": 1}), (None, "signal", {"step": 2, "name": "bid"}),
+            (None, "started", {"step": 1, "armed": ["timer end"]}), (None, "signal", {"step": 2, "name": "bid", "armed": ["timer end"]}),
         ]
         code, out, _ = wf(capsys, "show", "parent-1", "--db", db, "--json")
         data = json.loads(out)

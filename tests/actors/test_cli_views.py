@@ -100,7 +100,8 @@ def test_show_summarizes_children_unless_asked_for_all(db, capsys):
 
 def test_show_history_honours_the_limit_and_says_which_steps_are_not_kept(db, capsys):
     """--history N shows the newest N events and says when it cut older ones; asked for more
-    than is kept, it shows what is kept and says that only the newest steps are kept."""
+    than there are, it shows the whole history (every step is kept); only a system that keeps
+    the newest steps (``history_limit``) leaves steps out, and then it says which."""
     n = RECENT_STEPS + 14
     with ActorSystem(db, clock=VirtualClock()) as s:
         ref = s.start(flows.counter, n + 5, id="count")
@@ -112,15 +113,26 @@ def test_show_history_honours_the_limit_and_says_which_steps_are_not_kept(db, ca
     assert len(out[out.index("\nhistory"):].strip().splitlines()) == 1 + 5
     code, out, _ = wf(capsys, "show", "count", "--db", db, "--history", "400")
     history = out[out.index("\nhistory"):].strip().splitlines()
-    assert history[0] == "history"
-    assert len(history) == 1 + RECENT_STEPS + 1
     steps = n + 1  # its start, then one step per signal
-    assert history[-1].strip() == (
-        f"(steps 1 to {steps - RECENT_STEPS} are not kept: a workflow's row keeps its newest "
-        f"{RECENT_STEPS} steps; its ends, blocks and dropped signals are all kept)"
-    )
+    assert history[0] == "history" and len(history) == 1 + steps
+    assert "not kept" not in out
     data = json.loads(wf(capsys, "show", "count", "--db", db, "--history", "400", "--json")[1])
-    assert data["steps_not_kept"] == steps - RECENT_STEPS and not data["history_cut"]
+    assert data["steps_not_kept"] == 0 and not data["history_cut"]
+    m = 3 * RECENT_STEPS
+    with ActorSystem(db, clock=VirtualClock(), history_limit=RECENT_STEPS) as s:
+        ref = s.start(flows.counter, m + 5, id="cut")
+        for _ in range(m):
+            ref.signal("inc", 1)
+        s.idle(timeout=T)
+    steps = m + 1
+    code, out, _ = wf(capsys, "show", "cut", "--db", db, "--history", "400")
+    history = out[out.index("\nhistory"):].strip().splitlines()
+    kept = len(history) - 2
+    assert RECENT_STEPS <= kept < steps
+    assert history[-1].strip() == (
+        f"(steps 1 to {steps - kept} are not kept: the system that ran it keeps the newest steps "
+        f"of each workflow, ActorSystem(history_limit=...))"
+    )
     code, _, err = wf(capsys, "show", "count", "--db", db, "--history", "-2")
     assert code == 1 and "--history must be 0 or more" in err
 

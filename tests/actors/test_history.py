@@ -51,6 +51,10 @@ def test_history_says_what_woke_each_step(db, clock):
     events = _steps_and_ends(db, "k")
     assert [e[3] for e in events] == [True] * (len(events) - 1) + [False]  # the end: history table
     assert [e[1].pop("step") for e in events[:-1]] == list(range(1, len(events)))
+    # What each step armed (the waits it made), beside what woke it.
+    armed = [e[1].pop("armed", None) for e in events[:-1]]
+    assert armed[:6] == [None, ["timer pause"], ["procedure double"], ["procedure refuses"],
+                         ["child k/child-5.0", "child k/child-5.1"], None]
     double_fn, refuses_fn = f"{flows.__name__}:double", f"{flows.__name__}:refuses"
     assert [(e[0], e[1]) for e in events[:5]] == [
         ("started", {}),
@@ -75,12 +79,13 @@ def test_history_says_what_woke_each_step(db, clock):
     assert events[0][2] == pytest.approx(t0) and events[2][2] == pytest.approx(t0 + 5)
 
 
-def test_history_keeps_the_newest_steps_across_restarts(db, clock):
-    """A workflow's row describes its newest RECENT_STEPS steps; a restart goes on from them
-    (no step lost or described twice)."""
+def test_history_keeps_every_step_across_restarts(db, clock):
+    """Every step is kept (the row describes the newest RECENT_STEPS to 2 * RECENT_STEPS, the
+    history table the ones before), and a restart goes on from them: no step lost or described
+    twice."""
     from persistence import RECENT_STEPS
 
-    n = RECENT_STEPS + 5
+    n = 3 * RECENT_STEPS + 5
     with ActorSystem(db, clock=clock) as system:
         ref = system.start(flows.collect, n, id="c")
         for i in range(8):
@@ -93,8 +98,44 @@ def test_history_keeps_the_newest_steps_across_restarts(db, clock):
             ref.signal("item", i)
         assert ref.result(timeout=T) == list(range(n))
     events = _steps_and_ends(db, "c")
-    assert len(events) == RECENT_STEPS + 1
-    assert [(e[0], e[1]) for e in events[:-1]] == [
-        ("signal", {"step": s, "name": "item"}) for s in range(n + 2 - RECENT_STEPS, n + 2)
+    assert len(events) == n + 2
+    assert [(e[0], e[1]) for e in events[:-1]] == [("started", {"step": 1})] + [
+        ("signal", {"step": s, "name": "item"}) for s in range(2, n + 2)
     ]
     assert events[-1][0] == "completed"
+    in_row = [e[3] for e in events[:-1]]
+    kept = in_row.count(True)
+    assert RECENT_STEPS <= kept <= 2 * RECENT_STEPS
+    assert in_row == [False] * (len(in_row) - kept) + [True] * kept  # the older: the table
+
+
+def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock):
+    """``ref.history(limit, before)`` pages the whole history, oldest first; with
+    ``history_limit=N`` only the newest (about N) steps stay, and ``wf show`` says so."""
+    n = 120
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.collect, n, id="whole")
+        for i in range(n):
+            ref.signal("item", i)
+        assert len(ref.result(timeout=T)) == n
+        every = ref.history()
+        assert [e.step for e in every] == [*range(1, n + 2), None]
+        assert [e.position for e in every] == list(range(n + 2))
+        assert every[-1].event == "completed" and every[5].detail == {"name": "item"}
+        last = ref.history(limit=10)
+        assert [e.step for e in last] == [*range(n - 7, n + 2), None]
+        before = ref.history(limit=10, before=last[0].position)
+        assert [e.step for e in before] == list(range(n - 17, n - 7))
+        assert ref.history(limit=0) == [] and ref.history(before=0) == []
+        with pytest.raises(ValueError, match="limit must be an int >= 0"):
+            ref.history(limit=-1)
+    with ActorSystem(db, clock=clock, history_limit=30) as system:
+        ref = system.start(flows.collect, n, id="cut")
+        for i in range(n):
+            ref.signal("item", i)
+        ref.result(timeout=T)
+        steps = [e.step for e in ref.history() if e.step is not None]
+        assert steps == list(range(steps[0], n + 2)) and 30 <= len(steps) < 30 + 50
+        assert len(system.get("whole").history()) == n + 2  # written before the limit: all kept
+    with pytest.raises(ValueError, match="history_limit must be a positive int"):
+        ActorSystem(db, history_limit=0)

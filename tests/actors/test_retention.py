@@ -234,7 +234,7 @@ def test_an_id_pruned_while_its_actor_is_live_starts_a_new_workflow(db, clock) -
         assert system.get("again").result(timeout=T) == 4
         clock.advance(1)
         assert system.prune(older_than=0) == 1
-        ref = system.start(counts, 2, id="again")
+        ref = system.start(counts, 2, id="again", reuse_id=True)  # its id stays taken otherwise
         assert ref.status() is Status.RUNNING
         ref.signal("inc", 1)
         ref.signal("inc", 2)

@@ -37,11 +37,11 @@ class SmallDisk:
 
     def fill(self, leave: int) -> None:
         """Fill the disk, leaving about ``leave`` bytes free."""
-        with open(self.filler, "ab") as f:
+        # Unbuffered: a write the disk cannot take fails alone, with nothing left to flush at close.
+        with open(self.filler, "ab", buffering=0) as f:
             with contextlib.suppress(OSError):
                 while True:
                     f.write(b"\0" * 65536)
-                    f.flush()
         size = self.filler.stat().st_size
         os.truncate(self.filler, max(0, size - leave))
 

@@ -148,12 +148,17 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(tmp_path, target)
         assert persistence.loads(blob) == n, f"l{g}: its count and its reducers' rows disagree"
     assert con.execute("SELECT count(*) FROM inbox").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM timers").fetchone()[0] == 0
-    # Each workflow's row describes its newest steps once each, in order, up to its last: a step
-    # run again after a kill left no line of its uncommitted run.
-    for wid, last, text in con.execute("SELECT id, step_seq, recent_steps FROM workflows"):
+    # Each workflow's row describes its newest steps once each, in order, up to its last, and the
+    # history table every step before them: its whole history, each step once (a step run again
+    # after a kill left no line of its uncommitted run).
+    for wid, last, text in con.execute("SELECT id, step_seq, recent_steps FROM workflows").fetchall():
         steps = [json.loads(line)[2]["step"] for line in text.split("\n")]
         assert steps == list(range(last - len(steps) + 1, last + 1)), f"{wid}: steps {steps}, last {last}"
-        assert len(steps) == min(last, persistence.RECENT_STEPS), f"{wid}: {len(steps)} of {last} steps"
+        assert min(last, persistence.RECENT_STEPS) <= len(steps) <= 2 * persistence.RECENT_STEPS, wid
+        older = [json.loads(d).get("step") for (d,) in con.execute(
+            "SELECT detail FROM history WHERE workflow_id = ? ORDER BY seq", (wid,)).fetchall()]
+        older = [s for s in older if s is not None and s < steps[0]]
+        assert older == list(range(1, steps[0])), f"{wid}: the table keeps steps {older[:5]}..., the row from {steps[0]}"
     con.close()
     print(f"kills: {killed}")
     assert killed >= 1, "no kill landed: the workload finished before its first round was committed"

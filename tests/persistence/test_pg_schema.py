@@ -49,9 +49,9 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.classify(conn, schema, "here") == 0
         assert _schema.migrate(conn, schema, "here") == 0
         assert _tables(conn, schema) == [
-            "af_appends", "af_nodes", "af_shards", "af_wakeups", "external", "history", "inbox",
-            "limit_waits", "meta", "procedures", "schedule_runs", "schedules", "subscriptions",
-            "timers", "waits", "workflows",
+            "af_appends", "af_nodes", "af_shards", "af_wakeups", "asks", "external", "history",
+            "inbox", "limit_waits", "meta", "procedures", "published", "schedule_runs", "schedules",
+            "subscriptions", "timers", "tombstones", "waits", "workflows",
         ]
         assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION
         assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op

@@ -95,6 +95,8 @@ def _populate(store: SqliteStore) -> None:
         "INSERT INTO external (kind, workflow_id, name, payload, created_at) VALUES ('cancel', 'old', NULL, 'null', 1)",
         "INSERT INTO schedule_runs (workflow_id, schedule_id, tick) VALUES ('old', 'nightly', 5)",
         "INSERT INTO limit_waits (key, workflow_id, kind, since) VALUES ('old-p', 'old', 'concurrency', 5)",
+        "INSERT INTO published (workflow_id, key, value, step_seq, updated_at) VALUES ('old', 'k', ?, 1, 1)",
+        "INSERT INTO asks (workflow_id, ask_id, name, status, created_at) VALUES ('old', 'a', 'q', 'ended', 1)",
     ):
         _raw(store, sql, (b"\x00",) if "?" in sql else ())
     store.create_workflow(new_wf("late"))
@@ -148,7 +150,8 @@ def test_workflow_tables_name_every_table_of_the_schema(db_path: str) -> None:
     keyed = {t for t in tables if "workflow_id" in {c[1] for c in conn.execute(f"PRAGMA table_info({t})")}}
     conn.close()
     assert keyed == set(WORKFLOW_TABLES)
-    assert set(tables) - keyed == {"meta", "workflows", "schedules"}
+    # Tombstones are what pruning leaves of a workflow (its id, type, status and end), by id.
+    assert set(tables) - keyed == {"meta", "workflows", "schedules", "tombstones"}
 
 
 def test_prune_leaves_application_tables_alone(store: SqliteStore) -> None:

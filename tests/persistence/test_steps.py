@@ -29,7 +29,7 @@ from persistence import (
     loads,
     open_store,
 )
-from persistence._schema import HISTORY_KEEP, HISTORY_TRIM_EVERY
+from persistence._schema import HISTORY_TRIM_EVERY
 from persistence._types import DropCause, Dropped
 
 from .conftest import has_table, new_wf, step
@@ -366,11 +366,13 @@ def test_reducer_failure_rolls_back_step(store) -> None:
 
 
 def test_history_recorded_and_trimmed(store) -> None:
-    """History rows are kept, the newest HISTORY_KEEP per workflow, trimmed every few steps."""
+    """History rows are kept, the newest ``history_keep`` per workflow (what a history_limit
+    sets), trimmed every few steps."""
+    HISTORY_KEEP = 200
     store.create_workflow(new_wf("a"))
     n = HISTORY_TRIM_EVERY * 6
     for i in range(n):
-        store.commit_step(step(store, "a", history=[("step", f'{{"i": {i}}}')]))
+        store.commit_step(step(store, "a", history=[("step", f'{{"i": {i}}}')], history_keep=HISTORY_KEEP))
     rows = store.history("a", limit=10_000)
     assert HISTORY_KEEP <= len(rows) < HISTORY_KEEP + HISTORY_TRIM_EVERY
     assert rows[-1].detail == f'{{"i": {n - 1}}}'

@@ -199,6 +199,15 @@ def test_right_uses_pass_mypy_strict(
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
 
 
+def test_talking_to_workflows_passes_mypy_strict(
+    user_venv: pathlib.Path, tmp_path: pathlib.Path, mypy_cache: pathlib.Path
+) -> None:
+    """A user file that publishes, asks and reads history (``ask``/``published`` are ``Any``,
+    ``await request(...)`` a ``Request``) passes `mypy --strict` with no error."""
+    out = _mypy(user_venv, "talk_ok.py", tmp_path, mypy_cache)
+    assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
+
+
 def test_the_guide_example_passes_mypy_strict_and_runs(
     user_venv: pathlib.Path, tmp_path: pathlib.Path, mypy_cache: pathlib.Path
 ) -> None:

@@ -1,6 +1,7 @@
 """The signal names a workflow's code awaits, read from its source.
 
-``signal("bid")`` and ``subscribe("raid_call", ...)`` name a signal with a literal; the runtime
+``signal("bid")`` and ``subscribe("raid_call", ...)`` name a signal with a literal, and
+``request("withdraw")`` an ask's name (signals and asks share the one set of names); the runtime
 and ``wf signal`` use the set to warn about a signal no code of the workflow ever awaits (a typo,
 or a signal meant for another workflow). A name that is not a literal, or an awaited call whose
 target cannot be told from the source, makes the set unknown: nothing is warned about then.
@@ -12,10 +13,10 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
-# The commands that take a signal name as their first argument.
-_NAMED = {"signal", "subscribe"}
+# The commands that take a signal (or request) name as their first argument.
+_NAMED = {"signal", "subscribe", "request"}
 # Awaited calls that are commands (their own arguments are scanned), not inline workflows.
-_COMMANDS = {"signal", "timer", "select", "gather", "procedure", "spawn"}
+_COMMANDS = {"signal", "request", "timer", "select", "gather", "procedure", "spawn"}
 
 
 def _callee(call: ast.Call) -> str | None:

@@ -208,9 +208,10 @@ def unawaited_commands(
     ``timer("t", 1)`` on its own line does nothing: a command runs only when awaited. The callee
     is resolved in the workflow's module (a name bound in the workflow is not resolved).
     """
-    from .. import _commands
+    from .. import _commands, _talk
 
     makers = {id(getattr(_commands, n)): n for n in ("timer", "signal", "procedure", "spawn", "select", "gather")}
+    makers[id(_talk.request)] = "request"
     out: list[Problem] = []
     for n in _own_scope(fn_node.body):
         if not isinstance(n, ast.Expr):

@@ -1,0 +1,392 @@
+"""Clients talking to a running workflow: ``ref.published`` and ``ref.ask`` (SPEC §12).
+
+Both read the store, never the workflow's actor: a passivated or finished workflow, or one
+another node of a cluster runs, answers the same way. A waiting caller is woken by the commit
+that publishes or replies (``Runtime.news``: in this process directly; on a cluster, through
+the "done:" notices a node sends to the nodes that said they wait on the workflow), and rereads
+the row now and then in case a notice was lost (after 0.5 s, doubling up to 5 s).
+
+An ask is durable before ``ask`` waits: its row and its request (an inbox row of kind
+``request``) commit in one transaction. Asked again with the same ``ask_id`` (a caller that
+crashed and retries), the stored ask is found and its reply returned; nothing is asked twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from persistence import (
+    ASK_ENDED,
+    ASK_OK,
+    AskRow,
+    Delivered,
+    Promise,
+    UnknownWorkflowId,
+    WorkflowFinished,
+    dumps,
+    loads,
+)
+from persistence._log import Log
+from workflows._errors import check_text
+from workflows._talk import Request
+
+from ._errors import AskFailed, WorkflowNotRunning
+
+if TYPE_CHECKING:
+    from persistence import Store
+
+    from ._aio import AsyncBridge
+    from ._clock import Clock
+    from ._errors import SystemClosed, UnknownWorkflow
+
+
+class Runtime(Protocol):
+    """What this module uses of the system's runtime (``_system.Runtime``)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def commit_timeout(self) -> float: ...
+
+    def await_finish(self, workflow_id: str) -> Promise[None]: ...
+    def forget_finish(self, workflow_id: str, p: Promise[None]) -> None: ...
+    def wake(self, delivered: Iterable[Delivered]) -> None: ...
+
+
+class ActorSystem(Protocol):
+    """What this module uses of ``ActorSystem`` (which imports it)."""
+
+    @property
+    def _rt(self) -> Runtime: ...
+    @property
+    def _aio(self) -> AsyncBridge: ...
+    @property
+    def clock(self) -> Clock: ...
+
+    def _check_open(self) -> None: ...
+    def _closed_error(self) -> SystemClosed: ...
+    def _unknown(self, workflow_id: str) -> UnknownWorkflow: ...
+
+
+log = Log("talk")
+
+# Rereads of a waiting caller without a wake-up: after this many seconds, doubling up to the max.
+RECHECK = 0.5
+RECHECK_MAX = 5.0
+_MISSING = object()
+
+
+def new_ask_id() -> str:
+    return "ask-" + os.urandom(8).hex()
+
+
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what} name must be a non-empty string, got {name!r}")
+    check_text(name, f"{what} name")
+    return name
+
+
+class _Waiting:
+    """One caller's wait for news of a workflow (a publish, a reply, its end)."""
+
+    def __init__(self, rt: Runtime, workflow_id: str) -> None:
+        self.rt = rt
+        self.workflow_id = workflow_id
+        self.woken: Promise[None] = rt.await_finish(workflow_id)
+
+    def renew(self) -> None:
+        """Register for the next news (before the next read, so news between the two wakes)."""
+        self.rt.forget_finish(self.workflow_id, self.woken)
+        self.woken = self.rt.await_finish(self.workflow_id)
+
+    def close(self) -> None:
+        self.rt.forget_finish(self.workflow_id, self.woken)
+
+
+# -- ask ---------------------------------------------------------------------------------------
+def start_ask(
+    sysm: ActorSystem, workflow_id: str, name: str, payload: Any, ask_id: str | None
+) -> tuple[str, AskRow | None]:
+    """Store the ask (or find the one stored under ``ask_id``); ``(ask_id, row found)``."""
+    sysm._check_open()
+    check_name(name, "ask")
+    if ask_id is None:
+        ask_id = new_ask_id()
+    elif not isinstance(ask_id, str) or not ask_id:
+        raise TypeError(f"ask() ask_id must be a non-empty string or None, got {ask_id!r}")
+    check_text(ask_id, "ask() ask_id")
+    try:
+        blob = dumps(Request(name, payload, ask_id))
+    except Exception as e:
+        raise TypeError(f"ask {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
+    rt = sysm._rt
+    try:
+        written = rt.store.submit_ask(workflow_id, ask_id, name, blob, at=sysm.clock.now())
+        written.add_done_callback(lambda p: _wake(rt, p))
+        row, _ = written.result(rt.commit_timeout)
+    except UnknownWorkflowId:
+        raise sysm._unknown(workflow_id) from None
+    except WorkflowFinished as e:
+        raise WorkflowNotRunning(workflow_id, e.status, f"ask {name!r}") from e
+    if row is not None and row.name != name:
+        raise ValueError(
+            f"ask_id {ask_id!r} of workflow {workflow_id!r} was used for an ask {row.name!r}, "
+            f"not {name!r}; an ask_id names one ask"
+        )
+    return ask_id, row
+
+
+def carry_out_external_ask(sysm: ActorSystem, workflow_id: str, name: str, request: Any) -> None:
+    """An ask the ``wf`` CLI left (``{"ask_id", "payload"}``, JSON): stored as ``ask`` stores
+    one; its reply is read back from the asks table by the CLI."""
+    if not isinstance(request, dict) or not isinstance(request.get("ask_id"), str):
+        raise ValueError(
+            f"an external ask needs {{'ask_id': str, 'payload': ...}}, got {request!r}"
+        )
+    start_ask(sysm, workflow_id, name, request.get("payload"), request["ask_id"])
+
+
+def _wake(rt: Runtime, p: Promise[tuple[AskRow | None, Delivered | None]]) -> None:
+    if p.exception() is None:
+        delivered = p.result()[1]
+        if delivered is not None:
+            rt.wake([delivered])
+
+
+def ask_outcome(row: AskRow) -> Any:
+    """The reply of an answered ask, or the error it raises."""
+    if row.status == ASK_OK:
+        return loads(row.reply) if row.reply is not None else None
+    info = json.loads(row.error or "{}")
+    if row.status == ASK_ENDED:
+        raise WorkflowNotRunning(
+            row.workflow_id, str(info.get("status")), f"answer ask {row.name!r} (id {row.ask_id!r})"
+        )
+    error: BaseException | None = None
+    if row.reply is not None:
+        with contextlib.suppress(Exception):
+            loaded = loads(row.reply)
+            error = loaded if isinstance(loaded, BaseException) else None
+    raise AskFailed(
+        row.workflow_id, row.name, row.ask_id, info.get("type"), info.get("message"), error
+    ) from error
+
+
+def check_ask(sysm: ActorSystem, workflow_id: str, ask_id: str, name: str) -> AskRow | None:
+    """The ask's row if answered; None while pending. A pending ask of a workflow that ended
+    (asked as it ended, on a cluster) fails; one whose workflow is gone was pruned."""
+    store = sysm._rt.store
+    row = store.ask(workflow_id, ask_id)
+    if row is not None and row.answered:
+        return row
+    running = store.running(workflow_id)
+    if running is None:
+        raise sysm._unknown(workflow_id)
+    if not running:
+        row = store.ask(workflow_id, ask_id)  # answered by its last step, read again after it
+        if row is not None and row.answered:
+            return row
+        rec = store.load_workflow(workflow_id)
+        raise WorkflowNotRunning(
+            workflow_id, rec.status if rec else "pruned", f"answer ask {name!r} (id {ask_id!r})"
+        )
+    return None
+
+
+def _timed_out(workflow_id: str, name: str, ask_id: str, timeout: float | None) -> TimeoutError:
+    return TimeoutError(
+        f"ask {name!r} (id {ask_id!r}) to workflow {workflow_id!r} got no reply within {timeout}s; "
+        f"the request stays stored: ask again with ask_id={ask_id!r} to go on waiting for its reply"
+    )
+
+
+def ask(
+    sysm: ActorSystem,
+    workflow_id: str,
+    name: str,
+    payload: Any,
+    timeout: float | None,
+    ask_id: str | None,
+) -> Any:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    waiting = _Waiting(sysm._rt, workflow_id)  # before the write: a reply right after it wakes us
+    try:
+        ask_id, row = start_ask(sysm, workflow_id, name, payload, ask_id)
+        recheck = RECHECK
+        while row is None or not row.answered:
+            # Waited for first: the reply's commit wakes us (registered before the ask was
+            # written, so a reply that came already has), then one read finds it.
+            remaining = None if deadline is None else deadline - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                waiting.woken.result(
+                    recheck if remaining is None else max(0.0, min(remaining, recheck))
+                )
+            recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
+            waiting.renew()
+            row = check_ask(sysm, workflow_id, ask_id, name)
+            if row is None and remaining is not None and remaining <= 0:
+                raise _timed_out(workflow_id, name, ask_id, timeout)
+        return ask_outcome(row)
+    finally:
+        waiting.close()
+
+
+async def ask_async(
+    sysm: ActorSystem,
+    workflow_id: str,
+    name: str,
+    payload: Any,
+    timeout: float | None,
+    ask_id: str | None,
+) -> Any:
+    sysm._check_open()
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    rt = sysm._rt
+    waiting = _Waiting(rt, workflow_id)
+    try:
+        ask_id, row = await sysm._aio.run(
+            sysm._closed_error, start_ask, sysm, workflow_id, name, payload, ask_id
+        )
+        assert ask_id is not None
+        recheck = RECHECK
+        while row is None or not row.answered:
+            woken, wake = sysm._aio.waiter()
+            waiting.woken.add_done_callback(wake)
+            try:
+                # Waited for first, as in ``ask``: then one read finds the reply.
+                remaining = None if deadline is None else deadline - loop.time()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        woken, recheck if remaining is None else max(0.0, min(remaining, recheck))
+                    )
+                recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
+            finally:
+                woken.cancel()
+            waiting.renew()
+            row = await sysm._aio.run(
+                sysm._closed_error, check_ask, sysm, workflow_id, ask_id, name
+            )
+            if row is None and remaining is not None and remaining <= 0:
+                raise _timed_out(workflow_id, name, ask_id, timeout)
+        return ask_outcome(row)
+    finally:
+        waiting.close()
+
+
+# -- published ---------------------------------------------------------------------------------
+def read_published(sysm: ActorSystem, workflow_id: str, key: str) -> tuple[Any, bool | None]:
+    """``(value or _MISSING, running)``: what ``workflow_id`` published under ``key``."""
+    sysm._check_open()
+    store = sysm._rt.store
+    blob = store.published(workflow_id, key)
+    if blob is not None:
+        return loads(blob), True
+    running = store.running(workflow_id)
+    if running is None:
+        raise sysm._unknown(workflow_id)
+    if not running:
+        blob = store.published(workflow_id, key)  # published by its last step, read after it
+        if blob is not None:
+            return loads(blob), False
+    return _MISSING, running
+
+
+def _not_published(
+    workflow_id: str, key: str, running: bool | None, timeout: float | None
+) -> BaseException:
+    if not running:
+        return KeyError(f"workflow {workflow_id!r} ended without publishing {key!r}")
+    if timeout is None:
+        return KeyError(
+            f"workflow {workflow_id!r} has published nothing under {key!r} yet; pass timeout= "
+            f"to wait for a first value"
+        )
+    return TimeoutError(
+        f"workflow {workflow_id!r} published nothing under {key!r} within {timeout}s"
+    )
+
+
+def published(sysm: ActorSystem, workflow_id: str, key: str, timeout: float | None) -> Any:
+    check_name(key, "published() key")
+    value, running = read_published(sysm, workflow_id, key)
+    if value is not _MISSING:
+        return value
+    if timeout is None or not running:
+        raise _not_published(workflow_id, key, running, timeout)
+    deadline = time.monotonic() + timeout
+    waiting = _Waiting(sysm._rt, workflow_id)
+    try:
+        recheck = RECHECK
+        while True:
+            value, running = read_published(sysm, workflow_id, key)
+            if value is not _MISSING:
+                return value
+            remaining = deadline - time.monotonic()
+            if not running or remaining <= 0:
+                raise _not_published(workflow_id, key, running, timeout)
+            with contextlib.suppress(TimeoutError):
+                waiting.woken.result(min(remaining, recheck))
+            recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
+            waiting.renew()
+    finally:
+        waiting.close()
+
+
+async def published_async(
+    sysm: ActorSystem, workflow_id: str, key: str, timeout: float | None
+) -> Any:
+    check_name(key, "published() key")
+    sysm._check_open()
+    loop = asyncio.get_running_loop()
+    run: Callable[..., Any] = sysm._aio.run
+    value, running = await run(sysm._closed_error, read_published, sysm, workflow_id, key)
+    if value is not _MISSING:
+        return value
+    if timeout is None or not running:
+        raise _not_published(workflow_id, key, running, timeout)
+    deadline = loop.time() + timeout
+    waiting = _Waiting(sysm._rt, workflow_id)
+    try:
+        recheck = RECHECK
+        while True:
+            woken, wake = sysm._aio.waiter()
+            waiting.woken.add_done_callback(wake)
+            try:
+                value, running = await run(
+                    sysm._closed_error, read_published, sysm, workflow_id, key
+                )
+                if value is not _MISSING:
+                    return value
+                remaining = deadline - loop.time()
+                if not running or remaining <= 0:
+                    raise _not_published(workflow_id, key, running, timeout)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken, min(remaining, recheck))
+                recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
+            finally:
+                woken.cancel()
+            waiting.renew()
+    finally:
+        waiting.close()
+
+
+def published_values(sysm: ActorSystem, workflow_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Every published value of each workflow, loaded (one that cannot be: what went wrong)."""
+    out: dict[str, dict[str, Any]] = {}
+    for wid, values in sysm._rt.store.published_of(workflow_ids).items():
+        loaded: dict[str, Any] = {}
+        for key, blob in values.items():
+            try:
+                loaded[key] = loads(blob)
+            except Exception as e:  # a value whose class is gone here
+                loaded[key] = f"<value cannot be loaded: {e}>"
+        out[wid] = loaded
+    return out

@@ -1,0 +1,118 @@
+"""Workflows that publish values and answer asks, for ``test_talk.py`` (importable by
+``module:qualname``, so a restarted system finds them)."""
+
+from __future__ import annotations
+
+import threading
+
+from workflows import (
+    Event,
+    Request,
+    publish,
+    reducer,
+    reply,
+    request,
+    select,
+    signal,
+    workflow,
+)
+
+# How many times each (workflow, ask id) was taken by a step that committed or not: a test that
+# asks twice with one ask_id checks that the workflow saw it once.
+SEEN: dict[str, list[str]] = {}
+SEEN_LOCK = threading.Lock()
+REDUCER_FAILS: dict[str, int] = {}
+
+
+def seen(tag: str, req: Request) -> None:
+    with SEEN_LOCK:
+        SEEN.setdefault(tag, []).append(req.id)
+
+
+@reducer
+def fails_always(db, tag: str) -> None:
+    REDUCER_FAILS[tag] = REDUCER_FAILS.get(tag, 0) + 1
+    raise RuntimeError(f"reducer of {tag} fails")
+
+
+@workflow
+async def account(balance: int) -> int:
+    """A bank account: ``withdraw`` asks answered with the new balance, or refused."""
+    publish("balance", balance)
+    while True:
+        ev = await select(request("withdraw"), request("balance"), signal("close"))
+        match ev:
+            case Event("withdraw", req):
+                seen("account", req)
+                amount = req.payload
+                if not isinstance(amount, int) or amount <= 0:
+                    reply(req, error=ValueError(f"withdraw needs a positive int, got {amount!r}"))
+                elif amount > balance:
+                    reply(
+                        req,
+                        error=ValueError(f"insufficient funds: balance {balance}, asked {amount}"),
+                    )
+                else:
+                    balance -= amount
+                    publish("balance", balance)
+                    reply(req, balance)
+            case Event("balance", req):
+                reply(req, balance)
+            case Event("close"):
+                return balance
+
+
+@workflow
+async def progress(steps: int) -> int:
+    """Publishes its progress at each signal ``tick``."""
+    for i in range(steps):
+        await signal("tick")
+        publish("done", i + 1)
+        publish("label", f"step {i + 1} of {steps}")
+    return steps
+
+
+@workflow
+async def publishes_then_fails_reducer(tag: str) -> None:
+    publish("state", "before")
+    await signal("go")
+    publish("state", "rolled back")
+    reducer(fails_always, tag)
+    await signal("never")
+
+
+@workflow
+async def answers_one(name: str) -> str:
+    """Answers one ask, then waits for ``stop``: later asks stay unanswered until it ends."""
+    req = await request(name)
+    seen("answers_one", req)
+    reply(req, f"got {req.payload}")
+    await signal("stop")
+    return "stopped"
+
+
+@workflow
+async def never_answers() -> str:
+    await signal("stop")
+    return "stopped"
+
+
+@workflow
+async def replies_twice() -> str:
+    req = await request("q")
+    reply(req, 1)
+    reply(req, 2)
+    return "unreachable"
+
+
+@workflow
+async def request_or_signal() -> object:
+    ev = await select(request("r"), signal("s"))
+    return (ev.name, ev.kind, ev.value.payload, ev.value.id)
+
+
+@workflow
+async def publishes(key: str, value: object) -> None:
+    """Publishes ``value`` under ``key``, then waits for ``stop``."""
+    publish(key, value)
+    await signal("stop")

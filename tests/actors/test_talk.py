@@ -1,0 +1,281 @@
+"""Talking to a running workflow (SPEC §12): published values, and asks with replies.
+
+Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from structlog.testing import capture_logs
+
+import actors._talk
+from actors import ActorSystem, AskFailed, Status, WorkflowNotRunning
+from workflows import WorkflowError, WorkflowFailed
+
+from . import talk_flows as tf
+from .runtime_support import Inside, T, _wait_until
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    with tf.SEEN_LOCK:
+        tf.SEEN.clear()
+    tf.REDUCER_FAILS.clear()
+
+
+# -- published values ---------------------------------------------------------------------------
+def test_published_value_is_read_after_its_step_commits_last_write_wins(system):
+    """A value published by a step is readable once the step commits; the last write of a key wins;
+    nothing published is a KeyError; info() and workflows() hold every key."""
+    ref = system.start(tf.progress, 3, id="p")
+    system.idle(T)
+    with pytest.raises(KeyError, match="published nothing under 'done' yet"):
+        ref.published("done")
+    ref.signal("tick")
+    ref.signal("tick")
+    system.idle(T)
+    assert ref.published("done") == 2
+    assert ref.published("label") == "step 2 of 3"
+    assert ref.info().published == {"done": 2, "label": "step 2 of 3"}
+    assert [i.published for i in system.workflows()] == [{"done": 2, "label": "step 2 of 3"}]
+
+
+@pytest.fixture
+def no_reread(monkeypatch):
+    """A waiting caller rereads the store only after an hour: what it gets, it got woken."""
+    monkeypatch.setattr(actors._talk, "RECHECK", 3600.0)
+    monkeypatch.setattr(actors._talk, "RECHECK_MAX", 3600.0)
+
+
+def waits_on(system, workflow_id: str) -> bool:
+    """Someone in ``system`` waits for news of ``workflow_id`` (a publish, a reply, its end)."""
+    return workflow_id in Inside(system)._rt._finish_waiters
+
+
+def test_published_with_a_timeout_waits_for_the_first_value_woken_by_the_commit(system, no_reread):
+    """``published(key, timeout=...)`` waits for a first value and is woken by the commit that
+    publishes it (rereads are an hour apart here); with nothing published it times out."""
+    ref = system.start(tf.progress, 1, id="p")
+    system.idle(T)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(ref.published("done", timeout=T)))
+    reader.start()
+    _wait_until(lambda: waits_on(system, "p"), "the reader waits")
+    ref.signal("tick")
+    reader.join(T)
+    assert got == [1]
+    assert ref.status() is Status.COMPLETED
+    running = system.start(tf.progress, 1, id="q")
+    with pytest.raises(TimeoutError, match="published nothing under 'other' within 0.05s"):
+        running.published("other", timeout=0.05)
+
+
+def test_published_values_outlive_passivation_and_the_end_and_a_restart(db, clock):
+    """Published values are read from the store: while the workflow is passivated (no actor is loaded
+    for it), after a restart, and after it finished."""
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(tf.progress, 2, id="p")
+        ref.signal("tick")
+        s.idle(T)
+        assert Inside(s).passivate_idle(0.0) >= 1
+        live = s.live_actors()
+        assert ref.published("done") == 1  # read from the store: the actor is not loaded again
+        assert s.live_actors() == live
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.get("p")
+        assert ref.published("label") == "step 1 of 2"
+        ref.signal("tick")
+        assert ref.result(T) == 2
+        assert ref.published("done") == 2
+        with pytest.raises(KeyError, match="ended without publishing 'nope'"):
+            ref.published("nope", timeout=T)  # a finished workflow publishes nothing more
+
+
+def test_a_step_that_rolled_back_never_published(system):
+    """A step whose reducer raises is rolled back with what it published: the value before it stays."""
+    ref = system.start(tf.publishes_then_fails_reducer, "rb", id="rb")
+    system.idle(T)
+    assert ref.published("state") == "before"
+    ref.signal("go")
+    with pytest.raises(WorkflowFailed, match="reducer of rb fails"):
+        ref.result(T)  # the reducer fails at every restart: the workflow fails for good
+    assert tf.REDUCER_FAILS["rb"] >= 2
+    assert ref.published("state") == "before"
+
+
+def test_published_async_waits_without_blocking_the_loop(system):
+    """published_async waits for a first value while the event loop goes on."""
+    ref = system.start(tf.progress, 1, id="p")
+    system.idle(T)
+
+    async def main():
+        task = asyncio.ensure_future(ref.published_async("done", timeout=T))
+        ticks = 0
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+            ticks += 1
+        await ref.signal_async("tick")
+        value = await asyncio.wait_for(task, T)
+        with pytest.raises(KeyError):
+            await ref.published_async("missing")
+        return value, ticks
+
+    assert asyncio.run(main()) == (1, 5)
+
+
+# -- asks -----------------------------------------------------------------------------------------
+def test_ask_returns_the_reply_and_a_refusal_raises_ask_failed(system, no_reread):
+    """ask returns the workflow's reply; reply(req, error=...) raises AskFailed carrying the
+    exception."""
+    ref = system.start(tf.account, 100, id="acct")
+    assert ref.ask("withdraw", 30, timeout=T) == 70
+    with pytest.raises(AskFailed, match="insufficient funds: balance 70, asked 500") as e:
+        ref.ask("withdraw", 500, timeout=T)
+    assert e.value.error_type == "ValueError" and isinstance(e.value.error, ValueError)
+    assert ref.ask("balance", timeout=T) == 70
+    assert ref.published("balance") == 70
+
+
+def test_an_ask_id_asked_again_returns_the_stored_reply_without_asking_twice(system):
+    """An ask asked again with its ask_id returns the stored reply and the workflow sees it once; an
+    ask_id names one ask of one name."""
+    ref = system.start(tf.account, 100, id="acct")
+    assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 90
+    assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 90
+    assert ref.ask("balance", timeout=T) == 90
+    assert tf.SEEN["account"] == ["w-1"]
+    with pytest.raises(ValueError, match="was used for an ask 'withdraw', not 'balance'"):
+        ref.ask("balance", ask_id="w-1", timeout=T)
+
+
+def test_an_ask_waits_in_the_inbox_until_it_is_awaited(system):
+    """An ask sent before the workflow awaits its request waits in the inbox and is answered later."""
+    ref = system.start(tf.answers_one, "late", id="late")
+    system.idle(T)
+    assert ref.ask("late", "x", timeout=T) == "got x"
+
+
+def test_ask_on_a_finished_workflow_raises_at_once_but_a_stored_reply_is_still_returned(system):
+    """An ask to a finished workflow raises WorkflowNotRunning at once; an ask id it answered before
+    still gets its stored reply."""
+    ref = system.start(tf.account, 5, id="acct")
+    assert ref.ask("withdraw", 1, ask_id="before-end", timeout=T) == 4
+    ref.signal("close")
+    assert ref.result(T) == 4
+    with pytest.raises(
+        WorkflowNotRunning, match="cannot ask 'withdraw': workflow 'acct' has already finished"
+    ):
+        ref.ask("withdraw", 1, timeout=T, ask_id="after-end")  # refused by the write itself
+    assert Inside(system)._rt.store.ask("acct", "after-end") is None  # rolled back with it
+    assert ref.ask("withdraw", 1, ask_id="before-end", timeout=T) == 4
+
+
+def test_a_workflow_that_ends_with_unanswered_asks_fails_them(system, no_reread):
+    """Asks a workflow never answered fail with WorkflowNotRunning when it ends."""
+    ref = system.start(tf.never_answers, id="mute")
+    system.idle(T)
+    errors: list[BaseException] = []
+
+    def asker(i: int) -> None:
+        try:
+            ref.ask("anything", i, timeout=T)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=asker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    _wait_until(lambda: len(Inside(system)._rt.store.inbox("mute")) == 3, "three asks stored")
+    ref.signal("stop")
+    for t in threads:
+        t.join(T)
+    assert ref.result(T) == "stopped"
+    assert len(errors) == 3 and all(isinstance(e, WorkflowNotRunning) for e in errors), errors
+    assert "ended (completed) without replying" not in str(errors[0])  # the asker's own words
+    assert "cannot answer ask 'anything'" in str(errors[0])
+
+
+def test_ask_times_out_and_the_request_stays_for_a_second_ask_with_its_id(system):
+    """An ask that times out leaves its request stored: asking again with its id goes on waiting for
+    that reply."""
+    ref = system.start(tf.answers_one, "q", id="slow")
+    ref_mute = system.start(tf.never_answers, id="mute")
+    with pytest.raises(TimeoutError, match="ask again with ask_id='a1'"):
+        ref_mute.ask("q", ask_id="a1", timeout=0.05)
+    assert ref.ask("q", 1, ask_id="a1", timeout=T) == "got 1"
+
+
+def test_an_ask_survives_a_restart_of_the_system(db, clock):
+    """An answered ask is stored: after a restart the same ask id returns its reply without asking
+    the workflow again."""
+    with ActorSystem(db, clock=clock) as s:
+        s.start(tf.never_answers, id="gate")
+        ref = s.start(tf.answers_one, "late", id="late")
+        s.idle(T)
+        # Stored, then the asker gives up (or crashes).
+        with pytest.raises(TimeoutError):
+            s.get("gate").ask("late", ask_id="lost", timeout=0.01)
+        assert ref.ask("late", "first", ask_id="k", timeout=T) == "got first"
+    with ActorSystem(db, clock=clock) as s:
+        assert s.get("late").ask("late", "ignored", ask_id="k", timeout=T) == "got first"
+        assert tf.SEEN["answers_one"] == ["k"]
+
+
+def test_a_second_reply_to_one_request_raises_in_the_workflow_and_the_first_stands(system):
+    """A request is answered once: a second reply raises WorkflowError in the workflow, and the asker
+    has the first."""
+    ref = system.start(tf.replies_twice, id="twice")
+    assert ref.ask("q", timeout=T) == 1
+    with pytest.raises(Exception, match="was answered already; each request is answered once"):
+        ref.result(T)
+
+
+def test_ask_async_does_not_block_the_loop(system):
+    """ask_async answers concurrent asks while the event loop goes on."""
+    ref = system.start(tf.account, 10, id="acct")
+
+    async def main():
+        ticks = 0
+        task = asyncio.ensure_future(
+            asyncio.gather(*(ref.ask_async("withdraw", 1, timeout=T) for _ in range(5)))
+        )
+        while not task.done():
+            await asyncio.sleep(0.001)
+            ticks += 1
+        return sorted(task.result()), ticks
+
+    balances, ticks = asyncio.run(main())
+    assert balances == [5, 6, 7, 8, 9] and ticks > 0
+
+
+def test_an_ask_whose_name_the_workflow_never_awaits_warns(system):
+    """An ask of a name the workflow's code never awaits logs ask_not_awaited, naming the names it
+    awaits."""
+    ref = system.start(tf.account, 10, id="acct")
+    system.idle(T)
+    with capture_logs() as logs:
+        with pytest.raises(TimeoutError):
+            ref.ask("deposit", 5, timeout=0.2)
+    warned = [e for e in logs if e["event"] == "ask_not_awaited"]
+    assert warned and warned[0]["ask"] == "deposit" and "withdraw" in warned[0]["awaited"]
+
+
+def test_request_in_select_wins_as_an_event_of_kind_request(system):
+    """request() is a select arm that wins as Event(name, req) of kind 'request' (harness and
+    runtime); the compiler knows its literal name."""
+    from workflows import publish
+    from workflows.testing import WorkflowHarness
+
+    h = WorkflowHarness(tf.request_or_signal)
+    h.ask("r", 7, ask_id="i")
+    assert h.result() == ("r", "request", 7, "i")
+    assert tf.request_or_signal.signal_names == frozenset({"r", "s"})
+    with pytest.raises(WorkflowError, match="outside a running workflow"):
+        publish("k", 1)
+    ref = system.start(tf.request_or_signal, id="sel")
+    with pytest.raises(WorkflowNotRunning, match="cannot answer ask 'r'"):
+        ref.ask("r", 8, ask_id="j", timeout=T)  # it won, but the workflow returned without replying
+    assert ref.result(T) == ("r", "request", 8, "j")

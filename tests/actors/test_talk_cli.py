@@ -1,0 +1,59 @@
+"""``wf ask`` and the published values of ``wf show``, on SQLite and PostgreSQL, with a running
+system carrying the requests out."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from actors import ActorSystem
+from actors.testing import VirtualClock
+
+from . import talk_flows as tf
+from .test_cli import db, wf  # noqa: F401  (the fixture)
+
+T = 30
+
+
+def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F811
+    """wf ask prints the reply as JSON; asked again by --ask-id it prints the stored one; a refusal,
+    an unawaited name (warned) that times out, or a finished workflow exit 1 saying why; wf show
+    lists published values."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        code, out, err = wf(
+            capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "cli-1"
+        )
+        assert (code, out.strip()) == (0, "70"), err
+        code, out, _ = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "cli-1")
+        assert (code, out.strip()) == (0, "70")  # asked again by id: the stored reply
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "1000", "--db", db)
+        assert code == 1 and "insufficient funds: balance 70, asked 1000" in err
+        code, out, err = wf(capsys, "ask", "acct", "deposit", "5", "--db", db, "--timeout", "0.3")
+        assert code == 1 and "never awaits a request named 'deposit'" in err
+        assert "no reply to ask 'deposit'" in err
+        code, out, _ = wf(capsys, "show", "acct", "--db", db)
+        assert "published\n  balance              70" in out
+        code, out, _ = wf(capsys, "show", "acct", "--db", db, "--json")
+        assert json.loads(out)["published"] == {"balance": 70}
+        s.get("acct").signal("close")
+        s.idle(timeout=T)
+        code, _, err = wf(capsys, "ask", "acct", "withdraw", "1", "--db", db)
+        assert code == 1 and "has already finished (completed)" in err
+
+
+def test_wf_ask_made_while_stopped_is_answered_by_the_next_system(db, capsys, tmp_path):  # noqa: F811
+    """wf ask made while no system runs waits, and the next system to open the database answers it."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 10, id="acct")
+        s.idle(timeout=T)
+    got: list[tuple[int, str, str]] = []
+    asker = threading.Thread(
+        target=lambda: got.append(wf(capsys, "ask", "acct", "withdraw", "4", "--db", db))
+    )
+    asker.start()
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        asker.join(T)
+        assert got and got[0][0] == 0 and got[0][1].strip() == "6"
+        assert s.get("acct").published("balance") == 6

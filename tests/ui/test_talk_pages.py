@@ -1,0 +1,54 @@
+"""The web view's workflow page shows what the workflow published, escaped, on both backends."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from actors import ActorSystem  # noqa: E402
+from actors.testing import VirtualClock  # noqa: E402
+from tests.actors import talk_flows as tf  # noqa: E402
+
+from .test_pages import EVIL, client_for, db  # noqa: E402, F401  (the fixture)
+
+T = 30
+
+
+def test_the_workflow_page_shows_published_values(db) -> None:  # noqa: F811
+    """The workflow's page lists what it published (escaped) and an ask it waits for."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(tf.account, 100, id="acct")
+        assert ref.ask("withdraw", 25, timeout=T) == 75
+        s.start(tf.publishes, EVIL, EVIL, id="p")
+        s.idle(timeout=T)
+        with client_for(db) as c:
+            html = c.get("/w/acct").text
+            assert "<h2>Published</h2>" in html
+            assert '<td class="k">balance</td><td><pre class="value">75</pre>' in html
+            assert "ask &#39;withdraw&#39;" in html or "ask 'withdraw'" in html
+            html = c.get("/w/p").text
+            assert EVIL not in html  # a key and a value from the database are text, escaped
+            assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
+
+
+def test_the_workflow_page_pages_the_whole_history(db) -> None:  # noqa: F811
+    """The workflow's page shows the newest history events and links to the older ones, down to the
+    start."""
+    from actors._ui.data import HISTORY_SHOWN
+    from tests.actors import flows
+
+    n = HISTORY_SHOWN + 10
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.collect, n, id="long")
+        for i in range(n):
+            ref.signal("item", i)
+        assert len(ref.result(timeout=T)) == n
+        with client_for(db) as c:
+            html = c.get("/w/long").text
+            assert f"newest {HISTORY_SHOWN} events" in html and "not kept" not in html
+            assert "?older=" + str(HISTORY_SHOWN) in html and "newer events" not in html
+            html = c.get(f"/w/long?older={HISTORY_SHOWN}").text
+            # The rest: the start and the first signals (n + 2 events in all).
+            assert f"{n + 2 - HISTORY_SHOWN} events before the newest {HISTORY_SHOWN}" in html
+            assert "started" in html and "older events" not in html and "newer events" in html
