@@ -240,20 +240,21 @@ class PgStore(SqlStore):
         role = "owner" if self.owner else "reader"
         return f"<PgStore {self.path} schema={self.schema} {role}{' closed' if self._closed else ''}>"
 
-    def prune_finished(self, before: float, limit: int = 1000) -> list[str]:
+    def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
         """As the SQL store's; a reader (``owner=False``) prunes on a transaction of its own,
         without joining the cluster: finished workflows are written by no node, and the rows it
         deletes are locked, skipping those another prune holds, so a node pruning meanwhile
         deletes each workflow once too (``wf prune`` on a schema no node runs on)."""
         if self._writer is not None:
-            return super().prune_finished(before, limit)
+            return super().prune_finished(before, limit, at=at)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ValueError(f"prune_finished() limit must be a positive int, got {limit!r}")
         self._check_open()
+        pruned_at = time.time() if at is None else float(at)
 
         def run(conn: psycopg.Connection[Any]) -> list[str]:
             with conn.transaction():
-                return _writes.prune_finished(_Transaction(conn, self), float(before), limit)  # type: ignore[arg-type]
+                return _writes.prune_finished(_Transaction(conn, self), float(before), limit, pruned_at)  # type: ignore[arg-type]
 
         return self._external(run)
 
