@@ -2,7 +2,9 @@
 
 ``PRAGMA application_id`` marks a file as actorflow's (so another application's SQLite file is
 refused, never migrated), ``PRAGMA user_version`` is the schema version, and the ``meta`` table
-keeps facts about the file (creation, the owning process).
+keeps facts about the file (its schema line, creation, the owning process). Version 1 is the
+first released schema; files of development builds before it (versions 1 to 5 of an earlier
+numbering, without the ``schema_line`` mark) are refused, never migrated.
 """
 
 from __future__ import annotations

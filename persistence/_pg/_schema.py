@@ -5,7 +5,8 @@ the URL names another with ``?schema=name``), so that it never mixes with the ap
 tables (which reducers create where the connection's search_path says, ``public`` by default). Its
 ``meta`` table marks the schema as actorflow's (``application_id``) and holds its version
 (``schema_version``): a schema that holds other tables is another application's and is refused,
-never migrated, and one of a newer version is refused as SQLite's are.
+never migrated, and one of a newer version, or one a development build made before 0.1.0 (no
+``schema_line`` in its meta table), is refused as SQLite's are.
 
 The tables mirror SQLite's (``persistence/_schema.py``) in PostgreSQL types, with what a server
 needs: the step's UPDATE names no indexed column (so PostgreSQL can update the row in place, a
