@@ -370,11 +370,7 @@ class WorkflowActor(PooledActor):
         self.type = rec.type
         self.test_mode = rec.test_mode
         recent = rec.recent_steps or None
-        count = recent.count("\n") + 1 if recent else 0
-        if recent and count > RECENT_STEPS:  # written by a version that kept more
-            recent = "\n".join(recent.split("\n")[-RECENT_STEPS:])
-            count = RECENT_STEPS
-        self.recent, self.recent_count = recent, count
+        self.recent, self.recent_count = recent, recent.count("\n") + 1 if recent else 0
         assert rec.continuation is not None
         env = loads(rec.continuation)
         wait = envelope_wait(env)
