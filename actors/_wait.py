@@ -48,6 +48,6 @@ def envelope(blob: bytes, packed_wait: bytes | None) -> dict[str, Any]:
 
 
 def envelope_wait(env: dict[str, Any]) -> Wait | None:
-    """The wait of a stored envelope (files written before ``wait_p`` hold the Wait itself)."""
-    packed = env.get("wait_p")
-    return loads(packed) if packed is not None else env.get("wait")
+    """The wait of a stored envelope (None: the workflow waits on nothing)."""
+    packed = env["wait_p"]
+    return loads(packed) if packed is not None else None

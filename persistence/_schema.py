@@ -2,7 +2,9 @@
 
 ``PRAGMA application_id`` marks a file as actorflow's (so another application's SQLite file is
 refused, never migrated), ``PRAGMA user_version`` is the schema version, and the ``meta`` table
-keeps facts about the file (creation, the owning process).
+keeps facts about the file (its schema line, creation, the owning process). Version 1 is the
+first released schema; files of development builds before it (versions 1 to 5 of an earlier
+numbering, without the ``schema_line`` mark) are refused, never migrated.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from persistence._errors import (
 
 # "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
 APPLICATION_ID = 0x41465731
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 1
 
 # Every how many steps a workflow's history is trimmed (by index), when the system keeps only the
 # newest steps (``history_limit``; by default every step is kept).
@@ -36,184 +38,8 @@ HISTORY_TRIM_EVERY = 50
 RECENT_STEPS = 16
 
 
-def _v1(db: sqlite_utils.Database) -> None:
-    """Create the first schema."""
-    db.table("meta").create({"key": str, "value": str}, pk="key")
-    db.table("workflows").create(
-        {
-            "id": str,
-            "type": str,
-            "status": str,
-            "parent_id": str,
-            "detached": int,
-            "test_mode": int,
-            "continuation": bytes,
-            "fingerprint": str,
-            "waiting_on": str,
-            "result": bytes,
-            "error": str,
-            "step_seq": int,
-            "restarts": int,
-            "created_at": float,
-            "updated_at": float,
-        },
-        pk="id",
-        not_null={"type", "status", "detached", "test_mode", "step_seq", "restarts",
-                  "created_at", "updated_at"},
-        defaults={"detached": 0, "test_mode": 0, "step_seq": 0, "restarts": 0},
-    )
-    # Partial indexes, so that a step (which rewrites step_seq) touches neither: running
-    # workflows in creation order (listing, recovery), and the never-stepped ones (a start whose
-    # first step has not committed yet is work to do at recovery).
-    db.execute("CREATE INDEX workflows_running ON workflows(created_at) WHERE status = 'running'")
-    db.execute(
-        "CREATE INDEX workflows_fresh ON workflows(id) WHERE status = 'running' AND step_seq = 0"
-    )
-    db.table("workflows").create_index(["parent_id"], index_name="workflows_parent")
-    db.table("workflows").create_index(["type", "status"], index_name="workflows_type")
-
-    # AUTOINCREMENT so a sequence number is never handed out twice, even after the newest row
-    # was consumed: seqs are how the runtime names what it consumes.
-    db.execute(
-        "CREATE TABLE inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
-        "kind TEXT NOT NULL, name TEXT NOT NULL, payload BLOB NOT NULL, created_at REAL NOT NULL)"
-    )
-    db.table("inbox").create_index(["workflow_id", "seq"], index_name="inbox_workflow")
-    # Cancels and child outcomes are always work; they are few, so a partial index finds them.
-    db.execute("CREATE INDEX inbox_control ON inbox(workflow_id) WHERE kind != 'signal'")
-
-    db.table("waits").create(
-        {"workflow_id": str, "name": str}, pk=("workflow_id", "name"),
-        not_null={"workflow_id", "name"},
-    )
-
-    db.execute(
-        "CREATE TABLE timers (id INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
-        "name TEXT NOT NULL, due_at REAL NOT NULL)"
-    )
-    db.table("timers").create_index(["due_at"], index_name="timers_due")
-    db.table("timers").create_index(["workflow_id"], index_name="timers_workflow")
-
-    db.table("procedures").create(
-        {
-            "key": str,
-            "workflow_id": str,
-            "function": str,
-            "args": bytes,
-            "status": str,
-            "attempts": int,
-            "result": bytes,
-            "error": str,
-            "next_attempt_at": float,
-            "created_at": float,
-        },
-        pk="key",
-        not_null={"workflow_id", "function", "args", "status", "attempts", "next_attempt_at",
-                  "created_at"},
-        defaults={"status": "pending", "attempts": 0, "next_attempt_at": 0.0},
-    )
-    db.table("procedures").create_index(["workflow_id"], index_name="procedures_workflow")
-    db.execute(
-        "CREATE INDEX procedures_pending ON procedures(next_attempt_at) WHERE status = 'pending'"
-    )
-    db.execute(
-        "CREATE INDEX procedures_finished ON procedures(workflow_id) WHERE status != 'pending'"
-    )
-
-    db.table("subscriptions").create(
-        {"name": str, "filter_key": str, "workflow_id": str},
-        pk=("name", "filter_key", "workflow_id"),
-        not_null={"name", "filter_key", "workflow_id"},
-    )
-    db.table("subscriptions").create_index(["workflow_id"], index_name="subscriptions_workflow")
-
-    db.table("history").create(
-        {"seq": int, "workflow_id": str, "at": float, "event": str, "detail": str},
-        pk="seq",
-        not_null={"workflow_id", "at", "event"},
-    )
-    db.table("history").create_index(["workflow_id", "seq"], index_name="history_workflow")
-
-    db.execute(
-        "CREATE TABLE external (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
-        "workflow_id TEXT NOT NULL, name TEXT, payload TEXT, created_at REAL NOT NULL)"
-    )
-
-
-def _v2(db: sqlite_utils.Database) -> None:
-    """Each workflow's newest steps, in its own row.
-
-    One line of JSON per step (``[at, event, detail]``, ``at`` in whole milliseconds), newest
-    last, at most ``RECENT_STEPS``: written by the UPDATE that every step makes anyway, so the
-    step history costs no page of its own (a row in the history table costs two per commit).
-    Rows written before have none.
-    """
-    db.execute("ALTER TABLE workflows ADD COLUMN recent_steps TEXT")
-
-
-def _v3(db: sqlite_utils.Database) -> None:
-    """Retention: when each finished workflow ended, by index; no continuation kept past the end.
-
-    ``finished_at`` is the system clock's time of the step that ended the workflow (NULL while it
-    runs); the partial index holds finished workflows only, oldest first, for the retention sweep
-    and ``prune``. Steps of running workflows never name the column, so they never touch it.
-    Workflows that had ended before get their last update as their end, and lose the
-    continuation they kept (nothing reads it once a workflow has ended).
-    """
-    db.execute("ALTER TABLE workflows ADD COLUMN finished_at REAL")
-    db.execute(
-        "UPDATE workflows SET finished_at = updated_at, continuation = NULL "
-        "WHERE status != 'running'"
-    )
-    db.execute(
-        "CREATE INDEX workflows_finished ON workflows(finished_at) WHERE finished_at IS NOT NULL"
-    )
-
-
-def _v4(db: sqlite_utils.Database) -> None:
-    """Listing by creation time (``browse_workflows``, the web view), by index at any size.
-
-    Workflows of one status (and of one type and status) in creation order, with the id to break
-    ties and to match an id prefix on the index alone: a page is a short range of one index per
-    status, never a sort of the table. Steps leave all three columns alone (status changes once,
-    at the end), so a step touches neither index. The type index gains the two columns (its
-    prefix, which counts by type and status read, stays as it was).
-    """
-    db.execute("CREATE INDEX workflows_listed ON workflows(status, created_at, id)")
-    db.execute("DROP INDEX workflows_type")
-    db.execute("CREATE INDEX workflows_type ON workflows(type, status, created_at, id)")
-
-
-def _v5(db: sqlite_utils.Database) -> None:
-    """The ``restarts`` column of the workflows table goes: no step ever set it (the restart
-    intensity is counted in memory, per episode), so every row held 0. No index names it; SQLite
-    rewrites the table once, in the migration's transaction."""
-    db.execute("ALTER TABLE workflows DROP COLUMN restarts")
-    # Schedules (``persistence._schedules``): each one's definition and its ``done_until`` (every
-    # tick at or before it is done: started or skipped), and the tick each scheduled workflow was
-    # started for (deleted with its workflow).
-    db.execute(
-        "CREATE TABLE schedules (id TEXT PRIMARY KEY, workflow TEXT NOT NULL, args BLOB NOT NULL, "
-        "cron TEXT, every REAL, timezone TEXT NOT NULL, overlap TEXT NOT NULL, "
-        "catchup TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
-        "done_until REAL NOT NULL, next_tick REAL, last_started TEXT)"
-    )
-    db.execute(
-        "CREATE TABLE schedule_runs (workflow_id TEXT PRIMARY KEY, schedule_id TEXT NOT NULL, "
-        "tick REAL NOT NULL)"
-    )
-    # Procedure calls waiting for their limit (``@procedure(concurrency=, rate=)``), as `wf show`
-    # and the web view tell it; the call itself is its pending ``procedures`` row.
-    db.execute(
-        "CREATE TABLE limit_waits (key TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, "
-        "kind TEXT NOT NULL, since REAL NOT NULL)"
-    )
-    for ddl in TALK_DDL:
-        db.execute(ddl)
-
-
 # What workflows say to the outside (``persistence/_talk.py``), and the ids pruned workflows
-# leave taken (tombstones): part of the newest version's schema.
+# leave taken (tombstones).
 TALK_DDL = (
     "CREATE TABLE published (workflow_id TEXT NOT NULL, key TEXT NOT NULL, value BLOB, "
     "step_seq INTEGER NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (workflow_id, key))",
@@ -226,9 +52,132 @@ TALK_DDL = (
 )
 
 
-# Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3, _v4, _v5]
+def _v1(db: sqlite_utils.Database) -> None:
+    """Create the schema: every table and index, as one list of statements.
+
+    A table or index added before the first release goes into this list. Once a release is made,
+    a change goes into a new migration (``_v2``) appended to ``MIGRATIONS``.
+    """
+    for sql in (
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+        f"INSERT INTO meta (key, value) VALUES {SCHEMA_LINE!r}",
+        # ``recent_steps``: the workflow's newest steps, one line of JSON per step
+        # (``[at, event, detail]``, ``at`` in whole milliseconds), newest last, at most
+        # ``RECENT_STEPS``; written by the UPDATE every step makes anyway, so the step history
+        # costs no page of its own (a row in the history table costs two per commit).
+        # ``finished_at``: the system clock's time of the step that ended the workflow (NULL while
+        # it runs); no continuation is kept past the end.
+        """CREATE TABLE workflows (
+            id TEXT PRIMARY KEY,
+            type TEXT NOT NULL,
+            status TEXT NOT NULL,
+            parent_id TEXT,
+            detached INTEGER NOT NULL DEFAULT 0,
+            test_mode INTEGER NOT NULL DEFAULT 0,
+            continuation BLOB,
+            fingerprint TEXT,
+            waiting_on TEXT,
+            result BLOB,
+            error TEXT,
+            step_seq INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            recent_steps TEXT,
+            finished_at REAL
+        )""",
+        # Partial indexes, so that a step (which rewrites step_seq) touches neither: running
+        # workflows in creation order (listing, recovery), and the never-stepped ones (a start
+        # whose first step has not committed yet is work to do at recovery).
+        "CREATE INDEX workflows_running ON workflows(created_at) WHERE status = 'running'",
+        "CREATE INDEX workflows_fresh ON workflows(id) WHERE status = 'running' AND step_seq = 0",
+        "CREATE INDEX workflows_parent ON workflows(parent_id)",
+        # Listing by creation time (``browse_workflows``, the web view), by index at any size:
+        # workflows of one status (and of one type and status) in creation order, with the id to
+        # break ties and to match an id prefix on the index alone. Steps leave these columns
+        # alone (status changes once, at the end), so a step touches neither index.
+        "CREATE INDEX workflows_type ON workflows(type, status, created_at, id)",
+        "CREATE INDEX workflows_listed ON workflows(status, created_at, id)",
+        # Finished workflows only, oldest end first: the retention sweep and ``prune``. Steps of
+        # running workflows never name the column, so they never touch it.
+        "CREATE INDEX workflows_finished ON workflows(finished_at) WHERE finished_at IS NOT NULL",
+        # AUTOINCREMENT so a sequence number is never handed out twice, even after the newest
+        # row was consumed: seqs are how the runtime names what it consumes.
+        "CREATE TABLE inbox (seq INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, name TEXT NOT NULL, payload BLOB NOT NULL, created_at REAL NOT NULL)",
+        "CREATE INDEX inbox_workflow ON inbox(workflow_id, seq)",
+        # Cancels and child outcomes are always work; they are few, so a partial index finds them.
+        "CREATE INDEX inbox_control ON inbox(workflow_id) WHERE kind != 'signal'",
+        """CREATE TABLE waits (
+            workflow_id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            PRIMARY KEY (workflow_id, name)
+        )""",
+        "CREATE TABLE timers (id INTEGER PRIMARY KEY AUTOINCREMENT, workflow_id TEXT NOT NULL, "
+        "name TEXT NOT NULL, due_at REAL NOT NULL)",
+        "CREATE INDEX timers_due ON timers(due_at)",
+        "CREATE INDEX timers_workflow ON timers(workflow_id)",
+        """CREATE TABLE procedures (
+            key TEXT PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            function TEXT NOT NULL,
+            args BLOB NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending',
+            attempts INTEGER NOT NULL DEFAULT 0,
+            result BLOB,
+            error TEXT,
+            next_attempt_at REAL NOT NULL DEFAULT 0.0,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE INDEX procedures_workflow ON procedures(workflow_id)",
+        "CREATE INDEX procedures_pending ON procedures(next_attempt_at) WHERE status = 'pending'",
+        "CREATE INDEX procedures_finished ON procedures(workflow_id) WHERE status != 'pending'",
+        """CREATE TABLE subscriptions (
+            name TEXT NOT NULL,
+            filter_key TEXT NOT NULL,
+            workflow_id TEXT NOT NULL,
+            PRIMARY KEY (name, filter_key, workflow_id)
+        )""",
+        "CREATE INDEX subscriptions_workflow ON subscriptions(workflow_id)",
+        """CREATE TABLE history (
+            seq INTEGER PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            event TEXT NOT NULL,
+            detail TEXT
+        )""",
+        "CREATE INDEX history_workflow ON history(workflow_id, seq)",
+        "CREATE TABLE external (seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, "
+        "workflow_id TEXT NOT NULL, name TEXT, payload TEXT, created_at REAL NOT NULL)",
+        # Schedules (``persistence._schedules``): each one's definition and its ``done_until``
+        # (every tick at or before it is done: started or skipped), and the tick each scheduled
+        # workflow was started for (deleted with its workflow).
+        "CREATE TABLE schedules (id TEXT PRIMARY KEY, workflow TEXT NOT NULL, args BLOB NOT NULL, "
+        "cron TEXT, every REAL, timezone TEXT NOT NULL, overlap TEXT NOT NULL, "
+        "catchup TEXT NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
+        "done_until REAL NOT NULL, next_tick REAL, last_started TEXT)",
+        "CREATE TABLE schedule_runs (workflow_id TEXT PRIMARY KEY, schedule_id TEXT NOT NULL, "
+        "tick REAL NOT NULL)",
+        # Procedure calls waiting for their limit (``@procedure(concurrency=, rate=)``), as `wf
+        # show` and the web view tell it; the call itself is its pending ``procedures`` row.
+        "CREATE TABLE limit_waits (key TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, "
+        "kind TEXT NOT NULL, since REAL NOT NULL)",
+        # What workflows say to the outside (``persistence/_talk.py``), and the ids pruned
+        # workflows leave taken (tombstones).
+        *TALK_DDL,
+    ):
+        db.execute(sql)
+
+
+# Version N is reached by running MIGRATIONS[N - 1]. To change the schema after a release, append
+# a function (``_v2``: the ALTER/CREATE statements from version 1 to 2) and raise SCHEMA_VERSION;
+# never edit a released one (files made by it exist).
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
 assert len(MIGRATIONS) == SCHEMA_VERSION
+
+# Every file of the released schema line says so in its meta table (version 1 writes the row).
+# Development builds before 0.1.0 wrote versions 1 to 5 without it (squashed into this version
+# 1): a file without the row is one of theirs, whatever its version.
+SCHEMA_LINE = ("schema_line", "release")
 
 
 def _is_sqlite_error(exc: BaseException, *codes: int) -> bool:
@@ -253,6 +202,7 @@ def classify(conn: sqlite3.Connection, path: str) -> int:
         CorruptDatabase: the file is not a SQLite database, or is malformed.
         ForeignDatabase: the file belongs to another application.
         SchemaTooNew: the file's schema is newer than this code reads.
+        PersistenceError: the file was made by a development build before 0.1.0.
     """
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
@@ -293,9 +243,29 @@ def classify(conn: sqlite3.Connection, path: str) -> int:
                 path=path,
             )
         return 0  # an empty SQLite file: ours to initialise
+    if version > 0 and not _released_line(conn, tables):
+        remedy = "move the file away (or delete it) and start the system again on its path"
+        raise PersistenceError(dev_build_message(path, version, remedy), path=path)
     if version > SCHEMA_VERSION:
         raise SchemaTooNew(path, found=version, supported=SCHEMA_VERSION)
     return version
+
+
+def _released_line(conn: sqlite3.Connection, tables: list[str]) -> bool:
+    """Whether the file's meta table marks it as one of the released schema line."""
+    if "meta" not in tables:
+        return False
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_LINE[0],)).fetchone()
+    return row is not None and row[0] == SCHEMA_LINE[1]
+
+
+def dev_build_message(where: str, version: int, remedy: str) -> str:
+    """What to say of a database a development build made before 0.1.0 (its ``version``)."""
+    return (
+        f"{where} was made by a development build of actorflow from before 0.1.0 (schema "
+        f"version {version} of the pre-release numbering, no {SCHEMA_LINE[0]!r} mark in its "
+        f"meta table); this actorflow cannot read or convert it. Recreate it: {remedy}."
+    )
 
 
 def migrate(conn: sqlite3.Connection, path: str, version: int) -> None:

@@ -502,8 +502,7 @@ def prune_finished(w: Writer, before: float, limit: int, at: float | None = None
     Selected inside the write transaction (on PostgreSQL, locked, skipping rows another prune
     holds), so a workflow is deleted once, whoever else prunes. A finished workflow holds no
     timer, procedure, wait or subscription (its last step dropped them) and takes no message,
-    but its rows are deleted in each table all the same: a database written by an older version,
-    or edited by hand, may hold some.
+    but its rows are deleted in each table all the same: a database edited by hand may hold some.
     """
     d = w.dialect
     ids = [

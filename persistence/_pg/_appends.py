@@ -40,7 +40,7 @@ _counter = itertools.count(1)
 
 
 def ddl(s: str) -> list[str]:
-    """The table of the keys, for the (quoted) schema ``s`` (the newest migration's)."""
+    """The table of the keys, for the (quoted) schema ``s`` (part of ``_schema``'s version 1)."""
     return [
         f"""CREATE TABLE {s}.af_appends (
             key text PRIMARY KEY,

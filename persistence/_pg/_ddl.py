@@ -1,4 +1,4 @@
-"""DDL that both the schema's migrations (``_schema``) and the cluster (``_cluster``) rely on: the
+"""DDL that both the schema (``_schema``) and the cluster (``_cluster``) rely on: the
 storage settings of queue tables, and the cluster's tables, fence and routing triggers. A leaf
 module: it imports neither of them, so they need not import each other."""
 
@@ -21,16 +21,13 @@ def shard_sql(column: str, shards: int) -> str:
 
 
 def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
-    """The statements of migration 3 for the (quoted) schema ``s``."""
+    """The cluster's statements of the schema (``_schema._v1``) for the (quoted) schema ``s``,
+    after the workflows and inbox tables."""
     me = "nullif(current_setting('actorflow.incarnation', true), '')::uuid"
     own_hash = shard_sql("NEW.id", shards)
     return [
-        # The shard of every workflow, in its row; the rows there are before this migration get
-        # their own id's shard (children included: they were all one node's anyway).
-        f"ALTER TABLE {s}.workflows ADD COLUMN shard integer",
-        f"UPDATE {s}.workflows SET shard = {shard_sql('id', shards)}",
-        f"ALTER TABLE {s}.workflows ALTER COLUMN shard SET NOT NULL",
-        # A partial index on columns a running step leaves alone: the step's UPDATE stays HOT.
+        # The shard of every workflow is in its row (the workflows table's ``shard`` column, set
+        # by the af_place trigger). A partial index on columns a running step leaves alone: the step's UPDATE stays HOT.
         f"CREATE INDEX workflows_shard ON {s}.workflows (shard) WHERE status = 'running'",
         f"""CREATE TABLE {s}.af_nodes (
             node_id text PRIMARY KEY,
@@ -41,7 +38,10 @@ def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
             started_at timestamptz NOT NULL,
             probed_at timestamptz,
             pid integer,
-            host text
+            host text,
+            -- its heartbeat ttl, so that any reader (``wf nodes``) can tell a node whose
+            -- heartbeat is older than its lease (``stale``) from one that is up
+            ttl double precision
         )""",
         f"""CREATE TABLE {s}.af_shards (
             shard integer PRIMARY KEY,

@@ -5,7 +5,8 @@ the URL names another with ``?schema=name``), so that it never mixes with the ap
 tables (which reducers create where the connection's search_path says, ``public`` by default). Its
 ``meta`` table marks the schema as actorflow's (``application_id``) and holds its version
 (``schema_version``): a schema that holds other tables is another application's and is refused,
-never migrated, and one of a newer version is refused as SQLite's are.
+never migrated, and one of a newer version, or one a development build made before 0.1.0 (no
+``schema_line`` in its meta table), is refused as SQLite's are.
 
 The tables mirror SQLite's (``persistence/_schema.py``) in PostgreSQL types, with what a server
 needs: the step's UPDATE names no indexed column (so PostgreSQL can update the row in place, a
@@ -28,10 +29,10 @@ import psycopg.conninfo
 from persistence._errors import ForeignDatabase, PersistenceError, ReadOnlyDatabase, SchemaTooNew
 from persistence._pg._ddl import QUEUE, cluster_ddl
 from persistence._pg._errors import _message, connect_error, is_lost, translate_error
-from persistence._schema import APPLICATION_ID
+from persistence._schema import APPLICATION_ID, SCHEMA_LINE, dev_build_message
 from persistence._urls import display_url
 
-PG_SCHEMA_VERSION = 5
+PG_SCHEMA_VERSION = 1
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)
@@ -90,7 +91,9 @@ CONNECT_DEFAULTS = {
 }
 
 
-def connect(conninfo: str, where: str, *, autocommit: bool = False, **settings: str) -> psycopg.Connection[Any]:
+def connect(
+    conninfo: str, where: str, *, autocommit: bool = False, **settings: str
+) -> psycopg.Connection[Any]:
     """Open a connection (errors as the store's), with ``settings`` as session parameters."""
     given = psycopg.conninfo.conninfo_to_dict(conninfo)
     params: dict[str, Any] = {k: v for k, v in CONNECT_DEFAULTS.items() if k not in given}
@@ -107,9 +110,17 @@ def connect(conninfo: str, where: str, *, autocommit: bool = False, **settings: 
 
 
 def _v1(cur: psycopg.Cursor[Any], s: str) -> None:
-    """The first schema: SQLite's version 2, in PostgreSQL types."""
+    """Create the schema: SQLite's tables in PostgreSQL types, and the cluster's, as one list of
+    statements.
+
+    A table or index added before the first release goes into this list. Once a release is made,
+    a change goes into a new migration (``_v2``) appended to ``MIGRATIONS``.
+    """
+    from persistence._pg._appends import ddl as appends_ddl
+
     for sql in (
         f"CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)",
+        f"INSERT INTO {s}.meta (key, value) VALUES {SCHEMA_LINE!r}",
         f"""CREATE TABLE {s}.workflows (
             id text PRIMARY KEY,
             type text NOT NULL,
@@ -123,11 +134,12 @@ def _v1(cur: psycopg.Cursor[Any], s: str) -> None:
             result bytea,
             error text,
             step_seq bigint NOT NULL DEFAULT 0,
-            restarts integer NOT NULL DEFAULT 0,
             created_at double precision NOT NULL,
             updated_at double precision NOT NULL,
             recent_steps text,
-            fresh boolean NOT NULL DEFAULT false
+            fresh boolean NOT NULL DEFAULT false,
+            finished_at double precision,
+            shard integer NOT NULL
         ) WITH ({WORKFLOWS})""",
         # Partial indexes on columns a running step leaves alone: running workflows in creation
         # order (listing, recovery), and the never-stepped ones (a start whose first step has not
@@ -135,7 +147,16 @@ def _v1(cur: psycopg.Cursor[Any], s: str) -> None:
         f"CREATE INDEX workflows_running ON {s}.workflows (created_at) WHERE status = 'running'",
         f"CREATE INDEX workflows_fresh ON {s}.workflows (id) WHERE status = 'running' AND fresh",
         f"CREATE INDEX workflows_parent ON {s}.workflows (parent_id)",
-        f"CREATE INDEX workflows_type ON {s}.workflows (type, status)",
+        # Listing by creation time: workflows of one status, and of one type and status, in
+        # creation order with the id, so that a page of ``browse_workflows`` is a short range of
+        # one index per status (ids in code point order, ``COLLATE "C"``, as Python and SQLite
+        # sort them). A running step names none of these columns; status changes once, at the end.
+        f'CREATE INDEX workflows_type ON {s}.workflows (type, status, created_at, id COLLATE "C")',
+        f'CREATE INDEX workflows_listed ON {s}.workflows (status, created_at, id COLLATE "C")',
+        # Retention: finished workflows only, oldest end first (a running step never names the
+        # column, so its UPDATE stays HOT).
+        f"CREATE INDEX workflows_finished ON {s}.workflows (finished_at) "
+        f"WHERE finished_at IS NOT NULL",
         # Identity columns: a sequence number is never handed out twice (seqs are how the
         # runtime names what it consumes).
         f"""CREATE TABLE {s}.inbox (
@@ -201,76 +222,24 @@ def _v1(cur: psycopg.Cursor[Any], s: str) -> None:
             payload text,
             created_at double precision NOT NULL
         ) WITH ({QUEUE})""",
-    ):
-        cur.execute(sql)
-
-
-def _v2(cur: psycopg.Cursor[Any], s: str) -> None:
-    """Retention (SQLite's version 3): when each finished workflow ended, by a partial index of
-    finished workflows only (a running step never names the column, so its UPDATE stays HOT);
-    workflows that had ended get their last update as their end and lose their continuation."""
-    for sql in (
-        f"ALTER TABLE {s}.workflows ADD COLUMN finished_at double precision",
-        f"UPDATE {s}.workflows SET finished_at = updated_at, continuation = NULL "
-        f"WHERE status != 'running'",
-        f"CREATE INDEX workflows_finished ON {s}.workflows (finished_at) "
-        f"WHERE finished_at IS NOT NULL",
-    ):
-        cur.execute(sql)
-
-
-def _v3(cur: psycopg.Cursor[Any], s: str) -> None:
-    """Listing by creation time (SQLite's version 4): workflows of one status, and of one type and
-    status, in creation order with the id, so that a page of ``browse_workflows`` is a short
-    range of one index per status (ids in code point order, ``COLLATE "C"``, as Python and SQLite
-    sort them). A running step names none of these columns (its UPDATE stays
-    HOT); status changes once, at the end."""
-    for sql in (
-        f'CREATE INDEX workflows_listed ON {s}.workflows (status, created_at, id COLLATE "C")',
-        f"DROP INDEX {s}.workflows_type",
-        f'CREATE INDEX workflows_type ON {s}.workflows (type, status, created_at, id COLLATE "C")',
-    ):
-        cur.execute(sql)
-
-
-def _v4(cur: psycopg.Cursor[Any], s: str) -> None:
-    """A cluster of nodes on one schema (``_cluster``): each workflow's shard in its row, the
-    nodes, the shard leases with their epochs, the wake-ups for another shard's owner, the fence
-    and the routing triggers."""
-    for sql in cluster_ddl(s):
-        cur.execute(sql)
-
-
-def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
-    """The ``restarts`` column of the workflows table goes (SQLite's version 5): no step ever set
-    it, so every row held 0. PostgreSQL only marks the column dropped; rows keep their bytes until
-    they are next written. The idempotency keys of appends (``_appends``): a table the server
-    keeps them in, so that no append is written twice."""
-    from persistence._pg._appends import ddl
-
-    cur.execute(f"ALTER TABLE {s}.workflows DROP COLUMN restarts")
-    for sql in ddl(s):
-        cur.execute(sql)
-    # Each node's heartbeat ttl, so that any reader (``wf nodes``) can tell a node whose heartbeat
-    # is older than its lease (``stale``) from one that is up.
-    cur.execute(f"ALTER TABLE {s}.af_nodes ADD COLUMN ttl double precision")
-    # Schedules, as SQLite's version 5 has them (``persistence._schedules``).
-    cur.execute(
+        # A cluster of nodes on one schema (``_cluster``): the nodes, the shard leases with their
+        # epochs, the wake-ups for another shard's owner, the fence and the routing triggers.
+        *cluster_ddl(s),
+        # The idempotency keys of appends (``_appends``), so that no append is written twice.
+        *appends_ddl(s),
+        # Schedules, as SQLite has them (``persistence._schedules``), and the procedure calls
+        # waiting for their limit (``@procedure(concurrency=, rate=)``).
         f"CREATE TABLE {s}.schedules (id text PRIMARY KEY, workflow text NOT NULL, "
         f"args bytea NOT NULL, cron text, every double precision, timezone text NOT NULL, "
         f"overlap text NOT NULL, catchup text NOT NULL, created_at double precision NOT NULL, "
         f"updated_at double precision NOT NULL, done_until double precision NOT NULL, "
-        f"next_tick double precision, last_started text)"
-    )
-    cur.execute(
+        f"next_tick double precision, last_started text)",
         f"CREATE TABLE {s}.schedule_runs (workflow_id text PRIMARY KEY, "
-        f"schedule_id text NOT NULL, tick double precision NOT NULL)"
-    )
-    cur.execute(
+        f"schedule_id text NOT NULL, tick double precision NOT NULL)",
         f"CREATE TABLE {s}.limit_waits (key text PRIMARY KEY, workflow_id text NOT NULL, "
-        f"kind text NOT NULL, since double precision NOT NULL)"
-    )
-    for sql in (
+        f"kind text NOT NULL, since double precision NOT NULL)",
+        # What workflows say to the outside (``persistence/_talk.py``), and the ids pruned
+        # workflows leave taken (tombstones).
         f"CREATE TABLE {s}.published (workflow_id text NOT NULL, key text NOT NULL, value bytea, "
         f"step_seq bigint NOT NULL, updated_at double precision NOT NULL, PRIMARY KEY (workflow_id, key))",
         f"CREATE TABLE {s}.asks (workflow_id text NOT NULL, ask_id text NOT NULL, name text NOT NULL, "
@@ -283,8 +252,10 @@ def _v5(cur: psycopg.Cursor[Any], s: str) -> None:
         cur.execute(sql)
 
 
-# Version N is reached by running MIGRATIONS[N - 1]; append, never edit a released one.
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3, _v4, _v5]
+# Version N is reached by running MIGRATIONS[N - 1]. To change the schema after a release, append
+# a function (``_v2``: the ALTER/CREATE statements from version 1 to 2) and raise
+# PG_SCHEMA_VERSION; never edit a released one (schemas made by it exist).
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 
@@ -295,8 +266,11 @@ def _missing_privilege(conn: Any, schema: str, where: str, exc: BaseException) -
         usage = conn.execute("SELECT has_schema_privilege(%s, 'USAGE')", (schema,)).fetchone()[0]
     except psycopg.Error:
         usage = None
-    what = (f"USAGE on the schema {schema!r}" if usage is False
-            else f"SELECT on the tables of the schema {schema!r}")
+    what = (
+        f"USAGE on the schema {schema!r}"
+        if usage is False
+        else f"SELECT on the tables of the schema {schema!r}"
+    )
     return ReadOnlyDatabase(
         f"the PostgreSQL user {user!r} of {where} lacks {what} ({_message(exc)}): the schema is "
         f"actorflow's or another's, this user may not look. Grant it, as the schema's owner: "
@@ -313,6 +287,7 @@ def classify(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
     Raises:
         ForeignDatabase: the schema holds tables of another application.
         SchemaTooNew: it was written by a newer actorflow.
+        PersistenceError: it was made by a development build before 0.1.0.
     """
     tables = [
         r[0]
@@ -332,7 +307,8 @@ def classify(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
                     str(k): str(v)
                     for k, v in conn.execute(
                         f"SELECT key, value FROM {quote(schema)}.meta "
-                        f"WHERE key IN ('application_id', 'schema_version')"
+                        f"WHERE key IN ('application_id', 'schema_version', %s)",
+                        (SCHEMA_LINE[0],),
                     )
                 }
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -360,6 +336,16 @@ def classify(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
             f"the database from a backup.",
             path=where,
         ) from None
+    if facts.get(SCHEMA_LINE[0]) != SCHEMA_LINE[1]:
+        raise PersistenceError(
+            dev_build_message(
+                f"schema {schema!r} of {where}",
+                version,
+                f"drop it (DROP SCHEMA {quote(schema)} CASCADE) or name another in the URL "
+                f"(?schema=name), and start the system again",
+            ),
+            path=where,
+        )
     if version > PG_SCHEMA_VERSION:
         raise SchemaTooNew(f"{where} (schema {schema})", found=version, supported=PG_SCHEMA_VERSION)
     return version
@@ -393,8 +379,14 @@ def migrate(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
                 conn.execute(
                     f"INSERT INTO {s}.meta (key, value) VALUES (%s, %s), (%s, %s), (%s, %s) "
                     f"ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                    ("application_id", MARK, "schema_version", str(version),
-                     f"migrated_to_{version}_at", repr(time.time())),
+                    (
+                        "application_id",
+                        MARK,
+                        "schema_version",
+                        str(version),
+                        f"migrated_to_{version}_at",
+                        repr(time.time()),
+                    ),
                 )
         except psycopg.Error as exc:
             raise translate_error(exc, where, conn) from exc

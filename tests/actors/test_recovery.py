@@ -38,29 +38,6 @@ def test_recovery_continues_where_it_was(db, clock):
         assert s2.get("s").result(timeout=T) == 100
 
 
-def test_a_file_with_waits_stored_whole_resumes(db, clock):
-    """Files written before the wait was stored as its own payload hold the Wait object in the
-    step envelope: such a workflow resumes, takes its signals and finishes."""
-    from persistence import dumps, loads
-
-    with ActorSystem(db, clock=clock) as s:
-        ref = s.start(flows.collect, 2)
-        s.idle(timeout=T)
-        ref.signal("item", "a")
-        s.idle(timeout=T)
-    conn = connect(db)
-    (blob,) = conn.execute("SELECT continuation FROM workflows WHERE id = ?", (ref.id,)).fetchone()
-    env = loads(blob)
-    old = dumps({"cont": env["cont"], "wait": loads(env["wait_p"])})
-    conn.execute("UPDATE workflows SET continuation = ? WHERE id = ?", (old, ref.id))
-    conn.commit()
-    conn.close()
-    with ActorSystem(db, clock=clock) as s:
-        again = s.get(ref.id)
-        again.signal("item", "b")
-        assert again.result(timeout=T) == ["a", "b"]
-
-
 def test_timer_rows_are_matched_to_their_arms_by_what_they_say(db, clock):
     """At recovery each timer row goes to the arm it was armed for (its name and due time), not
     to the arm at its place in id order: a row armed again with a later id still fires its own."""

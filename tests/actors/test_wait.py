@@ -47,14 +47,11 @@ def test_a_wait_that_is_not_fresh_is_built_as_it_is() -> None:
     assert loads(stored_forms(g, fresh=True)[0]).results == {0: "x"}
 
 
-def test_envelopes_old_and_new_give_the_wait() -> None:
+def test_envelopes_give_the_wait() -> None:
     w = _signals("a")
     new = loads(dumps(envelope(b"blob", stored_forms(w, fresh=True)[0])))
     assert new["cont"] == b"blob" and envelope_wait(new) == w
-    old = loads(dumps({"cont": b"blob", "wait": w}))  # as files written before hold it
-    assert envelope_wait(old) == w
-    assert envelope_wait({"cont": b"blob", "wait": None}) is None
-    assert envelope_wait(envelope(b"blob", None)) is None
+    assert envelope_wait(loads(dumps(envelope(b"blob", None)))) is None
 
 
 def _reference(wait: Wait) -> str:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-import sqlite_utils
 
 from persistence import SqliteStore, StepWrite, Store, open_store
-from persistence._schema import APPLICATION_ID, MIGRATIONS
 
 from .conftest import new_wf, step
 
@@ -108,16 +106,9 @@ def test_a_reader_browses_while_the_owner_runs(db_path: str) -> None:
             assert [r.id for r in reader.browse_workflows(limit=2)] == ["w9", "w4"]
 
 
-def test_a_version_3_file_gains_the_listing_indexes(db_path: str) -> None:
-    """Migrating a version 3 file adds workflows_listed and widens workflows_type; pages then
+def test_pages_read_by_the_listing_indexes(db_path: str) -> None:
+    """A new file has workflows_listed and workflows_type in creation order with the id; pages
     read by them, never by a sort of the table."""
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
-    for m in MIGRATIONS[:3]:
-        m(db)
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 3")
-    conn.close()
     with open_store(db_path) as s:
         assert isinstance(s, SqliteStore)
         s.create_workflows([new_wf("a", type="m:t", at=1.0)])

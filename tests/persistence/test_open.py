@@ -1,4 +1,4 @@
-"""Opening files: creation, ownership, migrations, and every kind of bad file."""
+"""Opening files: creation, ownership, the schema version, and every kind of bad file."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
-import sqlite_utils
 
 from persistence import (
     APPLICATION_ID,
@@ -23,10 +22,7 @@ from persistence import (
     PersistenceError,
     ReadOnlyDatabase,
     SchemaTooNew,
-    StepWrite,
     StoreClosed,
-    dumps,
-    loads,
     open_store,
 )
 from persistence._schema import MIGRATIONS
@@ -251,6 +247,7 @@ def test_schema_too_new(db_path: str) -> None:
         with pytest.raises(SchemaTooNew, match="upgrade actorflow") as info:
             open_store(db_path, owner=owner)
         assert info.value.found == SCHEMA_VERSION + 1
+        assert "development build" not in str(info.value)
     # The owner lock was released on failure.
     conn = sqlite3.connect(db_path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -258,96 +255,55 @@ def test_schema_too_new(db_path: str) -> None:
     open_store(db_path).close()
 
 
-def _version_1_file(path: str) -> None:
-    """A file as actorflow 0.1's first schema left it, with one workflow in it."""
+def _development_file(path: str, version: int) -> None:
+    """A file as a development build before 0.1.0 left it: actorflow's mark, a schema version
+    of the pre-release numbering, and a workflows table with the ``restarts`` column those
+    builds' first version had, but no ``schema_line`` mark in its meta table."""
     conn = sqlite3.connect(path, isolation_level=None)
-    MIGRATIONS[0](sqlite_utils.Database(conn))
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 1")
-    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')")
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
     conn.execute(
-        "INSERT INTO workflows (id, type, status, detached, test_mode, continuation, fingerprint, "
-        "step_seq, restarts, created_at, updated_at) VALUES ('old', 'mod:wf', 'running', 0, 0, "
-        "?, 'fp1', 3, 0, 1.0, 2.0)", (dumps({"pc": 3}),),
+        "CREATE TABLE workflows (id TEXT PRIMARY KEY, type TEXT NOT NULL, status TEXT NOT NULL, "
+        "step_seq INTEGER NOT NULL DEFAULT 0, restarts INTEGER NOT NULL DEFAULT 0)"
     )
-    conn.execute("INSERT INTO history (workflow_id, at, event, detail) VALUES ('old', 1.5, 'blocked', '{}')")
-    conn.close()
-
-
-def test_version_1_file_is_migrated_by_its_owner(db_path: str) -> None:
-    """A file of schema version 1 is read by no reader until an owner opens it; the owner
-    migrates it (recent_steps added) and keeps every row; steps then describe themselves."""
-    _version_1_file(db_path)
-    with pytest.raises(PersistenceError, match="schema version 1, older .* to migrate it"):
-        open_store(db_path, owner=False)
-    with open_store(db_path) as s:
-        rec = s.load_workflow("old")
-        assert (rec.step_seq, rec.recent_steps, loads(rec.continuation)) == (3, None, {"pc": 3})
-        assert [(h.event, h.at) for h in s.history("old")] == [("blocked", 1.5)]
-        s.commit_step(StepWrite(workflow_id="old", step_seq=4, updated_at=3.0,
-                                recent='[3000,"signal",{"step":4,"name":"go"}]'))
-    conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "5"
-    conn.close()
-    with open_store(db_path, owner=False) as r:
-        assert [(h.event, h.at) for h in r.history("old")] == [("blocked", 1.5), ("signal", 3.0)]
-
-
-def _version_4_file(path: str) -> None:
-    """A file as schema version 4 left it (the migrations of that code, run in order), with a
-    running workflow, a finished one, an inbox message, a timer and a pending procedure."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
-    for migration in MIGRATIONS[:4]:
-        migration(db)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 4")
-    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '4')")
-    for wid, status, cont, finished in (("live", "running", dumps({"pc": 7}), None),
-                                        ("done", "completed", None, 9.0)):
-        conn.execute(
-            "INSERT INTO workflows (id, type, status, parent_id, detached, test_mode, continuation, "
-            "fingerprint, waiting_on, result, error, step_seq, restarts, created_at, updated_at, "
-            "recent_steps, finished_at) VALUES (?, 'mod:wf', ?, NULL, 0, 0, ?, 'fp1', ?, ?, NULL, "
-            "7, 0, 1.0, 8.0, '[8000,\"signal\",{}]', ?)",
-            (wid, status, cont, '{"signals": ["go"]}' if cont else None,
-             None if cont else dumps(42), finished),
-        )
-    conn.execute("INSERT INTO inbox (workflow_id, kind, name, payload, created_at) "
-                 "VALUES ('live', 'signal', 'go', ?, 5.0)", (dumps("payload"),))
-    conn.execute("INSERT INTO timers (workflow_id, name, due_at) VALUES ('live', 'tick', 60.0)")
-    conn.execute("INSERT INTO procedures (key, workflow_id, function, args, status, attempts, "
-                 "next_attempt_at, created_at) VALUES ('live#1', 'live', 'm:f', ?, 'pending', 2, "
-                 "30.0, 4.0)", (dumps(((), {})),))
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(version),))
+    conn.execute("INSERT INTO workflows (id, type, status) VALUES ('old', 'mod:wf', 'running')")
     conn.close()
 
 
-def test_version_4_file_loses_the_restarts_column_and_keeps_its_data(db_path: str) -> None:
-    """Migrating a version 4 file drops the unused ``restarts`` column of the workflows table;
-    every row (workflows running and finished, inbox, timers, procedures) reads as it was, and
-    steps go on on it."""
-    _version_4_file(db_path)
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_development_build_file_is_refused_and_left_alone(db_path: str, version: int) -> None:
+    """A file of a development build before 0.1.0 (versions 1 to 5 of the pre-release
+    numbering) is refused by owners and readers alike, as such, with what to do: not migrated,
+    not "too new", and left as it was."""
+    _development_file(db_path, version)
+    before = pathlib.Path(db_path).read_bytes()
+    for owner in (True, False):
+        with pytest.raises(PersistenceError) as info:
+            open_store(db_path, owner=owner)
+        assert not isinstance(info.value, (SchemaTooNew, ForeignDatabase))
+        message = str(info.value)
+        assert f"{db_path} was made by a development build of actorflow from before 0.1.0" in message
+        assert f"schema version {version} of the pre-release numbering" in message
+        assert "Recreate it: move the file away" in message
+    assert pathlib.Path(db_path).read_bytes() == before
+    # Recreated, the path works.
+    os.remove(db_path)
     with open_store(db_path) as s:
-        live, done = s.load_workflow("live"), s.load_workflow("done")
-        assert (live.status, live.step_seq, loads(live.continuation), live.fingerprint,
-                live.waiting_on, live.created_at, live.updated_at, live.recent_steps,
-                live.finished_at) == ("running", 7, {"pc": 7}, "fp1", '{"signals": ["go"]}', 1.0,
-                                      8.0, '[8000,"signal",{}]', None)
-        assert (done.status, loads(done.result), done.continuation, done.finished_at) == (
-            "completed", 42, None, 9.0)
-        assert [(m.name, loads(m.payload)) for m in s.inbox("live")] == [("go", "payload")]
-        assert [(t.name, t.due_at) for t in s.timers("live")] == [("tick", 60.0)]
-        assert [(p.key, p.status, p.attempts, p.next_attempt_at) for p in s.procedures("live")] == [
-            ("live#1", "pending", 2, 30.0)]
-        s.commit_step(StepWrite(workflow_id="live", step_seq=8, updated_at=10.0,
-                                continuation=dumps({"pc": 8})))
-        assert loads(s.load_workflow("live").continuation) == {"pc": 8}
+        assert s.create_workflow(new_wf("a"))
+
+
+def test_schema_has_one_version_and_marks_its_line(db_path: str) -> None:
+    """Version 1 is the whole schema; a new file carries the released line's mark, which is what
+    tells it from a development build's file of the same number."""
+    assert (SCHEMA_VERSION, len(MIGRATIONS)) == (1, 1)
+    open_store(db_path).close()
     conn = sqlite3.connect(db_path)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert (meta["schema_line"], meta["schema_version"]) == ("release", "1")
     columns = [r[1] for r in conn.execute("PRAGMA table_info(workflows)")]
-    assert "restarts" not in columns and "step_seq" in columns
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "5"
+    assert "restarts" not in columns and {"recent_steps", "finished_at"} <= set(columns)
     conn.close()
 
 

@@ -1,4 +1,4 @@
-"""The PostgreSQL schema and its migrations, and psycopg's errors as the store's, each against
+"""The PostgreSQL schema and its migration, and psycopg's errors as the store's, each against
 the real server: what a URL points at is recognised (actorflow's, empty, another application's,
 newer), and each way of failing to reach or keep the server says what happened."""
 
@@ -57,7 +57,9 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op
         meta = dict(conn.execute(f"SELECT key, value FROM {schema}.meta").fetchall())
         assert meta["application_id"] == str(0x41465731)
-        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION)
+        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION) == "1"
+        assert meta["schema_line"] == "release"
+        assert len(_schema.MIGRATIONS) == 1
     finally:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
@@ -88,47 +90,43 @@ def test_openers_racing_migrate_once(pg_url: str, conn: psycopg.Connection[Any])
     assert conn.execute(f"SELECT count(*) FROM {schema}.meta WHERE key = 'schema_version'").fetchone() == (1,)
 
 
-def test_a_version_4_schema_loses_the_restarts_column_and_keeps_its_data(
-        conn: psycopg.Connection[Any], pg_store_url: str) -> None:
-    """A schema as version 4 left it (that code's migrations, run in order), with rows in it, is
-    migrated by the store that opens it: the unused ``restarts`` column of the workflows table
-    goes, and every row reads as it was."""
-    from persistence import StepWrite, dumps, loads, open_store
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_a_development_build_schema_is_refused_untouched(
+        conn: psycopg.Connection[Any], pg_store_url: str, version: int) -> None:
+    """A schema a development build before 0.1.0 made (versions 1 to 5 of the pre-release
+    numbering: actorflow's mark, no ``schema_line``) is refused as such, by the migration and by
+    stores of both kinds, with what to do; nothing in it changes."""
+    from persistence import open_store
+
+    from .conftest import new_wf
 
     schema = schema_of(pg_store_url)
     s = _schema.quote(schema)
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-        for migration in _schema.MIGRATIONS[:4]:
-            migration(cur, s)
-        cur.execute(f"INSERT INTO {s}.meta (key, value) VALUES ('application_id', %s), "
-                    f"('schema_version', '4')", (_schema.MARK,))
-        cur.execute(
-            f"INSERT INTO {s}.workflows (id, type, status, detached, test_mode, continuation, "
-            f"fingerprint, waiting_on, step_seq, restarts, created_at, updated_at, recent_steps) "
-            f"VALUES ('live', 'mod:wf', 'running', false, false, %s, 'fp1', "
-            f"'{{\"signals\": [\"go\"]}}', 7, 0, 1.0, 8.0, 'r')", (dumps({"pc": 7}),))
-        cur.execute(f"INSERT INTO {s}.inbox (workflow_id, kind, name, payload, created_at) "
-                    f"VALUES ('live', 'signal', 'go', %s, 5.0)", (dumps("payload"),))
-        cur.execute(f"INSERT INTO {s}.procedures (key, workflow_id, function, args, status, "
-                    f"attempts, next_attempt_at, created_at) VALUES ('live#1', 'live', 'm:f', %s, "
-                    f"'pending', 2, 30.0, 4.0)", (dumps(((), {})),))
-    assert _schema.classify(conn, schema, "here") == 4
+    with conn.transaction():
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        conn.execute(f"CREATE TABLE {s}.meta (key text PRIMARY KEY, value text NOT NULL)")
+        conn.execute(f"INSERT INTO {s}.meta (key, value) VALUES ('application_id', %s), "
+                     f"('schema_version', %s)", (_schema.MARK, str(version)))
+        conn.execute(f"CREATE TABLE {s}.workflows (id text PRIMARY KEY, "
+                     f"restarts integer NOT NULL DEFAULT 0)")
+        conn.execute(f"INSERT INTO {s}.workflows (id) VALUES ('old')")
+    expected = (f"schema '{schema}' of here was made by a development build of actorflow from "
+                f"before 0.1.0 (schema version {version} of the pre-release numbering")
+    with pytest.raises(PersistenceError) as info:
+        _schema.migrate(conn, schema, "here")
+    assert not isinstance(info.value, (SchemaTooNew, ForeignDatabase))
+    assert expected in str(info.value) and "DROP SCHEMA" in str(info.value)
+    for owner in (True, False):
+        with pytest.raises(PersistenceError, match="development build") as info:
+            open_store(pg_store_url, owner=owner)
+        assert not isinstance(info.value, SchemaTooNew)
+    assert _tables(conn, schema) == ["meta", "workflows"]
+    assert dict(conn.execute(f"SELECT key, value FROM {s}.meta").fetchall()) == {
+        "application_id": _schema.MARK, "schema_version": str(version)}
+    # Recreated, the schema works.
+    conn.execute(f"DROP SCHEMA {s} CASCADE")
     with open_store(pg_store_url) as store:
-        live = store.load_workflow("live")
-        assert (live.status, live.step_seq, loads(live.continuation), live.fingerprint,
-                live.waiting_on, live.created_at, live.updated_at, live.recent_steps) == (
-            "running", 7, {"pc": 7}, "fp1", '{"signals": ["go"]}', 1.0, 8.0, "r")
-        assert [(m.name, loads(m.payload)) for m in store.inbox("live")] == [("go", "payload")]
-        assert [(p.key, p.attempts) for p in store.procedures("live")] == [("live#1", 2)]
-        store.commit_step(StepWrite(workflow_id="live", step_seq=8, updated_at=10.0,
-                                    continuation=dumps({"pc": 8})))
-        assert loads(store.load_workflow("live").continuation) == {"pc": 8}
-    columns = [r[0] for r in conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
-        "AND table_name = 'workflows'", (schema,))]
-    assert "restarts" not in columns and "step_seq" in columns
-    assert _schema.classify(conn, schema, "here") == _schema.PG_SCHEMA_VERSION == 5
+        assert store.create_workflow(new_wf("a"))
 
 
 def test_another_applications_schema_is_refused_untouched(conn: psycopg.Connection[Any], pg_url: str) -> None:

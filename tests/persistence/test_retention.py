@@ -19,7 +19,6 @@ from persistence import (
     dumps,
     open_store,
 )
-from persistence._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from persistence._writes import WORKFLOW_TABLES
 
 from .conftest import new_wf, step
@@ -194,38 +193,3 @@ def test_prune_request_result_round_trip(db_path: str) -> None:
         assert reader.take_external_result(seq) is None
 
 
-def _version_2_file(path: str) -> None:
-    """A file as schema version 2 left it: one running workflow, one completed keeping its
-    continuation (as every finished workflow did then), with a history row."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    db = sqlite_utils.Database(conn)
-    MIGRATIONS[0](db)
-    MIGRATIONS[1](db)
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 2")
-    for wid, status in (("live", "running"), ("ended", "completed")):
-        conn.execute(
-            "INSERT INTO workflows (id, type, status, detached, test_mode, continuation, "
-            "fingerprint, step_seq, restarts, created_at, updated_at) VALUES (?, 'mod:wf', ?, 0, 0, "
-            "?, 'fp1', 3, 0, 1.0, ?)", (wid, status, dumps({"pc": 3}), 2.0 if wid == "live" else 6.0),
-        )
-    conn.execute("INSERT INTO history (workflow_id, at, event, detail) VALUES ('ended', 6, 'completed', '{}')")
-    conn.close()
-
-
-def test_version_2_file_is_migrated_for_retention(db_path: str) -> None:
-    """Migrating a version 2 file stamps each finished workflow's end (its last update), drops
-    the continuation it kept, and leaves running ones as they were; pruning then works on it."""
-    _version_2_file(db_path)
-    with open_store(db_path) as s:
-        live, ended = s.load_workflow("live"), s.load_workflow("ended")
-        assert (live.finished_at, live.continuation) == (None, dumps({"pc": 3}))
-        assert (ended.finished_at, ended.continuation, ended.status) == (6.0, None, "completed")
-        assert s.prune_finished(5.0) == []
-        assert s.prune_finished(7.0) == ["ended"]
-        assert s.history("ended") == []
-    conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    assert conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE name = 'workflows_finished'").fetchone()[0] == 1
-    conn.close()

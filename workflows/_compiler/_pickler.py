@@ -68,7 +68,7 @@ from ._pickle_modules import (
     workflow_global,
     workflow_globals,
 )
-from ._pickle_sets import SetNotRestorable, _frozenset_problem, _set_record, fill_set
+from ._pickle_sets import SetNotRestorable, _frozenset_problem, _set_record
 from ._pickle_values import (
     _PLAN,
     _VIEW_KINDS,
@@ -672,9 +672,6 @@ class CheckpointUnpickler(pickle.Unpickler):
         while done < len(self._sets):
             records = self.load()
             for s, (rec, order) in zip(self._sets[done:], records, strict=False):
-                if isinstance(rec, int):  # written before tables were recorded: the order only
-                    fill_set(s, order, rec)
-                    continue
                 why = _settable.rebuild(s, order, _settable.Table.from_record(rec))
                 if why is not None and failed is None:
                     failed = (why, s)

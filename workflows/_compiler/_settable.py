@@ -40,7 +40,6 @@ is False and the checkpoint refuses sets whose table is not the plain one (see `
 
 from __future__ import annotations
 
-import array
 import ctypes
 import hashlib
 import itertools
@@ -89,11 +88,11 @@ SEED = hash("actorflow: the hash seed of this process")
 class Table:
     """A set's table as data: its size, its finger, per slot its kind (EMPTY, USED or DUMMY),
     a digest of every slot's hash field (which the elements' hashes determine), and the string
-    hash seed of the process it was read in (``SEED``; None in records made before it was)."""
+    hash seed of the process it was read in (``SEED``)."""
 
     __slots__ = ("size", "finger", "kinds", "hashes", "seed")
 
-    def __init__(self, size: int, finger: int, kinds: bytes, hashes: bytes, seed: int | None = SEED) -> None:
+    def __init__(self, size: int, finger: int, kinds: bytes, hashes: bytes, seed: int = SEED) -> None:
         self.size = size
         self.finger = finger
         self.kinds = kinds
@@ -114,8 +113,6 @@ class Table:
 
     @classmethod
     def from_record(cls, rec: tuple[Any, ...]) -> Table:
-        if len(rec) == 4:  # recorded without the seed
-            return cls(*rec, seed=None)
         return cls(*rec)
 
 
@@ -263,19 +260,11 @@ def rebuild(s: set[Any], elements: list[Any], t: Table) -> str | None:
         return None
     s.clear()
     s.update(elements)
-    if t.seed != SEED if t.seed is not None else _hash_column(t.kinds, elements) != t.hashes:
+    if t.seed != SEED:
         # Recorded where strings hash otherwise (another PYTHONHASHSEED): no table of these
         # hashes is the recorded one. The same elements, in this process's order.
         return None
     return f"its table could not be rebuilt: made {got!r}, recorded {t!r}"
-
-
-def _hash_column(kinds: bytes, elements: list[Any]) -> bytes:
-    """The digest ``read`` gives of the hash field of every slot, for ``elements`` (in slot order)
-    on the USED slots of ``kinds``, as they hash in this process."""
-    it = iter(elements)
-    col = array.array("q", [hash(next(it)) if k == USED else (-1 if k == DUMMY else 0) for k in kinds])
-    return hashlib.blake2b(col.tobytes(), digest_size=16).digest()
 
 
 def _in_order(s: set[Any], elements: list[Any]) -> bool:
