@@ -151,12 +151,22 @@ def _modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
 def _module_imports(path: pathlib.Path, root: pathlib.Path, modules: dict[str, pathlib.Path]) -> set[str]:
     """The modules of ``modules`` that ``path`` imports, at module level or inside functions:
     ``from a import b`` is module ``a.b`` if there is one, else ``a``; a name that is no module
-    counts as its nearest enclosing module."""
+    counts as its nearest enclosing module. Imports under ``if TYPE_CHECKING:`` never run, so
+    they make no circle."""
     tree = ast.parse(path.read_text(), str(path))
     parts = path.relative_to(root).with_suffix("").parts
     package = parts[:-1]  # what a relative import starts from (a package's own __init__ included)
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
     named: set[str] = set()
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             named.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
