@@ -102,6 +102,11 @@ COUNTERS = {
         "Signals sent: by clients (signal), by workflows (send) and by broadcasts (one per recipient).",
         ("source",),
     ),
+    "asks": (
+        "actorflow_asks_sent",
+        "Asks sent to workflows by clients (ask, ask_async, wf ask); an ask repeated with its ask_id is not counted again.",
+        (),
+    ),
     "timers": ("actorflow_timers_fired", "Timers fired.", ()),
     "attempts": (
         "actorflow_procedure_attempts",

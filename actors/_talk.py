@@ -135,6 +135,8 @@ def start_ask(
         raise sysm._unknown(workflow_id) from None
     except WorkflowFinished as e:
         raise WorkflowNotRunning(workflow_id, e.status, f"ask {name!r}") from e
+    if row is None and rt.metrics is not None:  # a new ask (one found by its ask_id was counted)
+        rt.metrics.count("asks")
     if row is not None and row.name != name:
         raise ValueError(
             f"ask_id {ask_id!r} of workflow {workflow_id!r} was used for an ask {row.name!r}, "

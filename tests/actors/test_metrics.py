@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from actors import ActorSystem, Status  # noqa: E402
 from actors.testing import VirtualClock  # noqa: E402
 
-from . import metric_flows  # noqa: E402
+from . import metric_flows, talk_flows  # noqa: E402
 from .metric_flows import doomed, order  # noqa: E402
 
 T = 30.0
@@ -90,6 +90,17 @@ def test_a_scrape_after_a_known_workload_has_exactly_the_expected_counts(db: str
     assert registry.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) is None
     with ActorSystem(db, clock=clock, metrics=registry) as system:
         assert registry.get_sample_value("actorflow_actors_live") == 0
+
+
+def test_asks_are_counted_once_each_also_when_asked_again_by_their_ask_id(db: str) -> None:
+    """Each ask a client sends counts once in ``actorflow_asks_sent_total``; asking again with the
+    same ``ask_id`` (after a crash) returns the stored reply and counts nothing more."""
+    registry = CollectorRegistry()
+    with ActorSystem(db, metrics=registry) as system:
+        ref = system.start(talk_flows.answers_one, "q", id="asked")
+        assert ref.ask("q", 1, timeout=T, ask_id="a-1") == "got 1"
+        assert ref.ask("q", 1, timeout=T, ask_id="a-1") == "got 1"
+        assert registry.get_sample_value("actorflow_asks_sent_total") == 1
 
 
 def test_metrics_true_without_prometheus_client_says_what_to_install(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
