@@ -150,6 +150,14 @@ def append_inbox(
     sent = _deliver(w, workflow_id, kind, name, payload, at, limit)
     if external_seq is not None:
         w.execute(_sql.DELETE_EXTERNAL, (external_seq,))  # undone with the append, if it fails
+    return delivered(w, workflow_id, limit, sent)
+
+
+def delivered(
+    w: Writer, workflow_id: str, limit: int, sent: Callable[[], Delivered | Dropped]
+) -> Deferred[Delivered]:
+    """What an append of one message hands back: the ``Delivered`` row once committed, or the
+    error that says why the message was not appended (unknown id, full inbox, finished)."""
 
     def finish() -> Delivered:
         result = sent()

@@ -22,8 +22,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from persistence import _sql
-from persistence._errors import InboxFull, PersistenceError, UnknownWorkflowId, WorkflowFinished
+from persistence import _sql, _writes
+from persistence._errors import PersistenceError
 from persistence._types import CANCEL, CHILD, RUNNING, SIGNAL, Delivered, DropCause, Dropped
 from persistence._writer import Deferred, Writer
 
@@ -140,18 +140,7 @@ def append_inbox(
     if external_seq is not None:
         w.execute(_sql.DELETE_EXTERNAL, (external_seq,))  # undone with the append, if it fails
     _prune(w)
-
-    def finish() -> Delivered:
-        result = sent()
-        if isinstance(result, Delivered):
-            return result
-        if result.cause is DropCause.UNKNOWN:
-            raise UnknownWorkflowId(workflow_id, path=w.path)
-        if result.cause is DropCause.INBOX_FULL:
-            raise InboxFull(workflow_id, limit=limit, path=w.path)
-        raise WorkflowFinished(workflow_id, str(result.status), path=w.path)
-
-    return Deferred(finish)
+    return _writes.delivered(w, workflow_id, limit, sent)
 
 
 def broadcast(
