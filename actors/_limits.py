@@ -22,8 +22,6 @@ from typing import Any
 from persistence import _limits as stored
 from persistence._log import Log
 
-log = Log("procedures")
-
 # What an attempt that got its turn is given: run it, and call ``done`` once it has ended.
 Start = Callable[[Callable[[], None]], None]
 
@@ -113,9 +111,10 @@ class Limits:
     """The gates of a system's limited procedures, made as their first call comes."""
 
     def __init__(
-        self, store: Any, clock: Any, call_at: Callable[[float, Callable[[], None]], None]
+        self, store: Any, clock: Any, call_at: Callable[[float, Callable[[], None]], None], log: Log
     ) -> None:
         self.store, self.clock, self.call_at = store, clock, call_at
+        self.log = log  # its system's ``procedures`` logger
         self.gates: dict[str, Gate | None] = {}
         self.metrics: Any = None
         self._lock = threading.Lock()
@@ -141,7 +140,7 @@ class Limits:
             if why:
                 if self.metrics is not None:
                     self.metrics.count("limited", function, why)
-                log.debug(
+                self.log.debug(
                     "procedure_waiting_for_limit",
                     key=key,
                     workflow_id=workflow_id,
@@ -152,7 +151,7 @@ class Limits:
             else:
                 stored.started(self.store, key)
         except Exception as e:  # only what `wf show` says is lost: the call itself is its row
-            log.warning("procedure_limit_note_failed", key=key, function=function, error=repr(e))
+            self.log.warning("procedure_limit_note_failed", key=key, function=function, error=repr(e))
 
     def close(self) -> None:
         with self._lock:

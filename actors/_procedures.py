@@ -208,7 +208,7 @@ class ProcedureExecutor:
         self._counted: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
         self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
-        self.limits = Limits(store, clock, call_at)  # ``@procedure(concurrency=, rate=)``
+        self.limits = Limits(store, clock, call_at, self._log)  # ``@procedure(concurrency=, rate=)``
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from ._clock import Clock
 
-log = Log("schedules")
 
 OVERLAP = ("skip", "allow")
 CATCHUP = ("latest", "all", "none")
@@ -206,6 +205,7 @@ class Schedules:
         seed: Callable[[Any, str, str, tuple[Any, ...], float], Seed],
     ) -> None:
         self.rt, self.clock, self._seed = rt, clock, seed
+        self.log: Log = rt.system_log.part("schedules")
         self.store: Any = rt.store
         # When this node began driving the schedules (system clock), while it does: from its
         # opening, or (a cluster's node) from the round that found it leading.
@@ -269,7 +269,7 @@ class Schedules:
         )
         stored.put(self.store, row)
         self._retry.pop(schedule_id, None)
-        log.info(
+        self.log.info(
             "schedule_set",
             schedule_id=schedule_id,
             workflow_type=key,
@@ -286,7 +286,7 @@ class Schedules:
 
     def unschedule(self, schedule_id: str) -> bool:
         gone = stored.delete(self.store, schedule_id)
-        log.info("schedule_removed", schedule_id=schedule_id, found=gone)
+        self.log.info("schedule_removed", schedule_id=schedule_id, found=gone)
         return gone
 
     def with_ticks(self, infos: list[_Info]) -> list[_Info]:
@@ -321,7 +321,7 @@ class Schedules:
         except PersistenceError as e:
             # The store is away: the writes' own episode is logged by the runtime; look again
             # at the next round.
-            log.debug("schedule_read_failed", error=str(e))
+            self.log.debug("schedule_read_failed", error=str(e))
             return
         for row in rows:
             retry_at, backoff = self._retry.get(row.id, (0.0, 0.0))
@@ -333,7 +333,7 @@ class Schedules:
             except Exception as e:
                 backoff = min(max(backoff * 2, RETRY[0]), RETRY[1])
                 self._retry[row.id] = (time.monotonic() + backoff, backoff)
-                level = log.warning if isinstance(e, PersistenceError | TimeoutError) else log.error
+                level = self.log.warning if isinstance(e, PersistenceError | TimeoutError) else self.log.error
                 level(
                     "schedule_tick_failed",
                     schedule_id=row.id,
@@ -400,7 +400,7 @@ class Schedules:
                     metrics.workflow_started(row.workflow)
                 last = seed[0].id
                 self._kick(seed)
-                log.info(
+                self.log.info(
                     "schedule_tick_started",
                     schedule_id=row.id,
                     workflow_id=seed[0].id,
@@ -412,14 +412,14 @@ class Schedules:
                 last = seed[0].id
             elif start:
                 self.skipped += 1
-                log.info(
+                self.log.info(
                     "schedule_tick_skipped",
                     schedule_id=row.id,
                     tick=tick_text(tick),
                     reason=f"its previous run {last!r} still runs (overlap='skip')",
                 )
             else:
-                log.info(
+                self.log.info(
                     "schedule_ticks_missed",
                     schedule_id=row.id,
                     until=tick_text(tick),

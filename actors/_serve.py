@@ -16,14 +16,12 @@ from typing import Any
 
 from persistence._log import Log
 
-log = Log("system")
-
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How often the wait looks whether the system was shut down by other means meanwhile.
 _POLL = 0.25
 
 
-def serve(closed: Callable[[], bool], shutdown: Callable[[], None], db: str) -> int:
+def serve(closed: Callable[[], bool], shutdown: Callable[[], None], db: str, log: Log) -> int:
     """Block until SIGTERM or SIGINT, then ``shutdown()``; return the signal's number (0 if the
     system was shut down otherwise meanwhile). The previous handlers are put back after."""
     if threading.current_thread() is not threading.main_thread():

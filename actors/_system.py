@@ -180,6 +180,7 @@ class Runtime:
     def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float,
                  system_log: SystemLog, actor_threads: int = 16) -> None:
         # The system's context, bound once (``SystemLog``): each service gets its part's logger.
+        self.system_log = system_log
         self.log = system_log.part("system")
         self.workflow_log = system_log.part("workflow")
         self.store = store
@@ -842,7 +843,7 @@ class ActorSystem:
         shards off first, and shows as ``left``); returns at once if the system is shut down
         otherwise meanwhile. Call it from the main thread, which receives the signals."""
         self._check_open()
-        _serve.serve(lambda: self._closed, self.shutdown, self.db)
+        _serve.serve(lambda: self._closed, self.shutdown, self.db, self._log)
 
     def _crash(self) -> None:
         """Stop without handing anything off, as a crash would as far as the database can tell

@@ -32,7 +32,6 @@ from persistence import (
     dumps,
     loads,
 )
-from persistence._log import Log
 from workflows._errors import check_text
 from workflows._talk import Request
 
@@ -75,8 +74,6 @@ class ActorSystem(Protocol):
     def _closed_error(self) -> SystemClosed: ...
     def _unknown(self, workflow_id: str) -> UnknownWorkflow: ...
 
-
-log = Log("talk")
 
 # Rereads of a waiting caller without a wake-up: after this many seconds, doubling up to the max.
 RECHECK = 0.5

@@ -1199,8 +1199,7 @@ def _plan(header: dict[str, Any], payload: bytes) -> tuple[Upgrade, list[Frame] 
     key = header["key"]
     plans = []
     for entry in header["frames"]:
-        fkey, fp = entry[0], entry[1]
-        rec = entry[2] if len(entry) > 2 else None
+        fkey, fp, rec = entry
         wf = resolve("workflow", fkey)
         unreadable = None
         try:

@@ -821,8 +821,8 @@ def plan_frame(
     if old is None:
         fp.how = "held"
         fp.reasons.append(
-            "its checkpoint records no suspension point (it was written by a version of "
-            "actorflow before upgrades), so it cannot be moved"
+            "its checkpoint records no readable suspension point for this frame, so it cannot "
+            "be moved"
         )
         return
     if upgrader is not None:
