@@ -23,6 +23,14 @@ async def plain_locals(n: int) -> list:
 
 
 @workflow
+async def range_loop(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * await signal("x")
+    return total
+
+
+@workflow
 async def closure_local(k: int) -> int:
     scale = lambda v: v * k  # noqa: E731 - a local function, which only cloudpickle can carry
     got = await signal("x")
@@ -54,6 +62,18 @@ def test_plain_locals_take_the_fast_path_with_cloudpickles_bytes() -> None:
     assert checkpoint(cont).endswith(_dumps(cont._frames))
     _, r = _run_restoring_each_time(plain_locals, (2,), ["a", "b"])
     assert isinstance(r, Finished) and r.value == [["a", "b"], {"a": (1, 2.5, None)}]
+
+
+def test_a_loop_over_a_range_takes_the_fast_path_with_cloudpickles_bytes() -> None:
+    """A range iterator holds no object: the C pickler writes it as cloudpickle does."""
+    for n in (3, 1 << 64):
+        cont = range_loop.start(n)
+        step(cont)
+        step(cont, send=2)
+        assert _plain_frames(cont._frames)
+        assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(range_loop, (3,), [1, 2, 3])
+    assert isinstance(r, Finished) and r.value == 0 * 1 + 1 * 2 + 2 * 3
 
 
 def test_a_local_function_goes_through_cloudpickle_and_resumes() -> None:

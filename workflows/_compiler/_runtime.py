@@ -899,14 +899,18 @@ _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 _BuiltinMethod: type = type([].append)
-_PLAIN_KINDS = _SCALARS | _SEQUENCES | {dict, _BuiltinMethod}  # what _plain_frames looks into
+# Iterators over a range hold no object (a range and a position: what cloudpickle writes too,
+# as they are never module data).
+_RANGE_ITERS = frozenset({type(builtin_iter(range(0))), type(builtin_iter(range(1 << 64)))})
+_LEAVES = _SCALARS | _RANGE_ITERS  # nothing in them to walk
+_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod}  # what _plain_frames looks into
 _POINT = operator.attrgetter("_af_code", "_af_pc")  # a frame's code and where it is
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
 def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
-    """True if every frame holds only plain data (scalars, builtin containers of them) that the C
-    pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
+    """True if every frame holds only plain data (scalars, iterators over ranges, builtin
+    containers of them) that the C pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
     give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
     module-level list, dict or set (kept by name) and none reached through module data (kept by
     its path); a float or big int held twice only by locals (the restore makes them one object
@@ -926,7 +930,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     # turn: once walked, it holds every value at each of its occurrences.
     for o in values:
         t = type(o)
-        if t in _SCALARS:
+        if t in _LEAVES:
             continue
         budget -= 1
         if budget < 0:
