@@ -78,8 +78,11 @@ def child(workload: str, n: int) -> None:
 
 
 def _run(python: str, workload: str, n: int) -> dict[str, float]:
+    import run  # noqa: PLC0415 (on the path once main() has put it there)
+
     out = subprocess.run([python, str(pathlib.Path(__file__)), "--child", workload, "--n", str(n)],
-                         capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+                         capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir(),
+                         env=run.child_env(python))
     if out.returncode != 0:
         raise SystemExit(f"{python} {workload} failed:\n{out.stderr[-3000:]}")
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
