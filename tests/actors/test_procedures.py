@@ -139,3 +139,22 @@ def test_shutdown_hands_back_the_calls_not_started_and_counts_them_done():
 def test_a_pool_needs_a_thread():
     with pytest.raises(ValueError, match="procedure_workers must be at least 1"):
         _Workers(0, "test-proc")
+
+
+def test_a_call_goes_to_an_idle_thread_before_a_new_one_starts():
+    pool = _Workers(4, "test-proc")
+    try:
+        for i in range(5):
+            done = threading.Event()
+            pool.submit(done.set)
+            assert done.wait(10)
+            deadline = time.monotonic() + 10
+            while not pool._idle and time.monotonic() < deadline:
+                time.sleep(0.001)  # the thread is back among the idle ones
+            assert len(pool._idle) == 1, i
+        assert len(pool._threads) == 1
+    finally:
+        pool.shutdown()
+    for t in pool._threads:
+        t.join(10)
+        assert not t.is_alive()
