@@ -7,6 +7,10 @@ the ids it deleted (``forget``); on a SQLite file, no other process prunes while
 it (``wf prune`` asks the owner). On a cluster another node may prune, so an outcome is kept
 only while this node is alone, and all are dropped once another node has been seen live
 (``Cluster.alone_mark``): a node that joins is seen before it has opened.
+
+A workflow a start of this process created is kept as running until its end is remembered:
+``result()`` then waits for that end without reading first (and reads after its usual bound,
+for an end this process did not see).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ class Outcome(NamedTuple):
 class Outcomes:
     def __init__(self, cluster: Cluster | None) -> None:
         self._cluster = cluster
-        self._kept: collections.OrderedDict[str, tuple[Outcome, int]] = collections.OrderedDict()
+        # workflow id -> (its outcome, or None while it runs, started here; the mark it was kept under)
+        self._kept: collections.OrderedDict[str, tuple[Outcome | None, int]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def _mark(self) -> int | None:
@@ -51,8 +56,19 @@ class Outcomes:
             if len(self._kept) > KEPT:
                 self._kept.popitem(last=False)
 
-    def get(self, workflow_id: str) -> Outcome | None:
-        """The outcome of ``workflow_id`` if it finished here and is known unchanged since."""
+    def started(self, workflow_id: str) -> None:
+        """A start of this process created ``workflow_id`` (its first step committed): it runs
+        until its end is remembered (which it may already be)."""
+        mark = self._mark()
+        if mark is None:
+            return
+        with self._lock:
+            if workflow_id not in self._kept:
+                self._kept[workflow_id] = (None, mark)
+                if len(self._kept) > KEPT:
+                    self._kept.popitem(last=False)
+
+    def _entry(self, workflow_id: str) -> tuple[Outcome | None, int] | None:
         with self._lock:
             entry = self._kept.get(workflow_id)
         if entry is None:
@@ -61,7 +77,18 @@ class Outcomes:
             with self._lock:
                 self._kept.clear()
             return None
-        return entry[0]
+        return entry
+
+    def get(self, workflow_id: str) -> Outcome | None:
+        """The outcome of ``workflow_id`` if it finished here and is known unchanged since."""
+        entry = self._entry(workflow_id)
+        return None if entry is None else entry[0]
+
+    def running(self, workflow_id: str) -> bool:
+        """True if ``workflow_id`` was started here and no end of it was seen here since (it
+        runs, unless it ended in a way this process missed: a reader of it reads again soon)."""
+        entry = self._entry(workflow_id)
+        return entry is not None and entry[0] is None
 
     def forget(self, workflow_ids: list[str]) -> None:
         """These workflows were pruned."""

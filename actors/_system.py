@@ -610,6 +610,7 @@ class WorkflowRef(Generic[R]):
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
         rt = self._system._rt
         deadline = None if timeout is None else time.monotonic() + timeout
+        first = True
         while True:
             self._system._check_open()
             ended = rt.outcomes.get(self.id)  # it finished here: no read
@@ -618,6 +619,14 @@ class WorkflowRef(Generic[R]):
             # Registered before the read, so a finish between the two still wakes us.
             woken = rt.await_finish(self.id)
             try:
+                if first and (deadline is None or deadline > time.monotonic()) and rt.outcomes.running(self.id):
+                    # Started here and not ended since: no read to learn that it runs. (The
+                    # reads of the next rounds are there for an end this process missed.)
+                    first = False
+                    with contextlib.suppress(TimeoutError):
+                        woken.result(0.5 if deadline is None else min(deadline - time.monotonic(), 0.5))
+                    continue
+                first = False
                 rec = self._record()
                 if rec.status in FINISHED:
                     break
@@ -1169,7 +1178,10 @@ class ActorSystem:
             # this thread only waits for that.
             created: Promise[bool] = Promise()
             self._rt.activator.deliver(wid, Kick(seed, created))
-            if created.result(self._rt.commit_timeout) or id is not None:
+            if created.result(self._rt.commit_timeout):
+                self._rt.outcomes.started(wid)
+                return WorkflowRef(self, wid, _token=_REF_TOKEN)
+            if id is not None:
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
             # A generated id already taken (48 random bits: rare, not impossible in a file that
             # keeps millions of workflows): that workflow is someone else's, so draw another.

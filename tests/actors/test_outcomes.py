@@ -108,3 +108,24 @@ def test_a_workflow_another_node_pruned_is_unknown_to_the_node_it_finished_on(pg
         for ref in (alone, crowded):
             with pytest.raises(UnknownWorkflow):
                 ref.result(T)
+
+
+def test_result_of_a_workflow_started_here_that_runs_times_out_saying_so(db, clock, monkeypatch):
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(waits)
+        system.idle(T)
+        reads = count_reads(monkeypatch, system)
+        with pytest.raises(TimeoutError, match="did not finish within 0.2s"):
+            ref.result(0.2)
+        assert reads == [ref.id]  # read once, for what the error says
+
+
+def test_an_end_this_process_did_not_see_is_read_from_the_store(db, clock):
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(echo, 4)
+        assert ref.result(T) == 4
+        outcomes = system._rt.outcomes
+        outcomes.forget([ref.id])
+        outcomes.started(ref.id)  # as if it still ran
+        assert outcomes.running(ref.id)
+        assert ref.result(T) == 4
