@@ -97,7 +97,8 @@ class Dispatcher:
     The actors to run wait in a run queue; the threads with nothing to run sleep in a stack, each
     on its own lock. An actor scheduled while a thread is idle is handed to the thread that went
     idle last, and wakes only that one; while every thread is busy it waits in the queue, and the
-    first thread to end its slice takes it with no wake-up at all. (A ``queue.SimpleQueue`` waited
+    first thread to end its slice takes it with no wake-up at all. One woken thread at a time: the
+    actors scheduled before it starts wait in the queue, and it wakes the next as it starts. (A ``queue.SimpleQueue`` waited
     on by several idle threads wakes two of them per item: the one that takes it, and another that
     finds nothing and sleeps again.)
     """
@@ -108,6 +109,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._runq: collections.deque[PooledActor] = collections.deque()
         self._idle: list[_Idle] = []
+        self._waking = False  # a thread was handed an actor and woken, and has not started yet
         self._stopping = False
         # Actors scheduled: queued, running, or paused until a promise (a commit) settles.
         # Shutdown waits for none to be left, so a paused message is finished (answering a
@@ -134,22 +136,38 @@ class Dispatcher:
         """Run ``actor``, which has just been scheduled (it was not queued, running or paused)."""
         with self._lock:
             self._in_flight += 1
-            idle = self._idle.pop() if self._idle else None
-            if idle is None:
-                self._runq.append(actor)
-                return
-        idle.actor = actor
-        idle.gate.release()
+            woken = self._hand_locked(actor)
+        if woken is not None:
+            woken.gate.release()
 
     def resume(self, actor: PooledActor) -> None:
         """Run ``actor`` again: the promise its paused message waited for has settled."""
         with self._lock:
-            idle = self._idle.pop() if self._idle else None
-            if idle is None:
-                self._runq.append(actor)
-                return
-        idle.actor = actor
-        idle.gate.release()
+            woken = self._hand_locked(actor)
+        if woken is not None:
+            woken.gate.release()
+
+    def _hand_locked(self, actor: PooledActor) -> _Idle | None:
+        """Give ``actor`` to the thread that went idle last, to be woken (its gate released,
+        after the lock), unless a thread woken earlier has not started yet: then it waits in the
+        queue, and that thread, as it starts, wakes the next (a burst of actors wakes threads one
+        after another, as each gets going, not all at once to fight over the GIL)."""
+        if self._idle and not self._waking:
+            sleeper = self._idle.pop()
+            sleeper.actor = actor
+            self._waking = True
+            return sleeper
+        self._runq.append(actor)
+        return None
+
+    def _next_locked(self) -> _Idle | None:
+        """With actors queued, an idle thread to wake for the queue's head (None if none)."""
+        if self._runq and self._idle and not self._waking:
+            sleeper = self._idle.pop()
+            sleeper.actor = self._runq.popleft()
+            self._waking = True
+            return sleeper
+        return None
 
     def shutdown(self, timeout: float = 5.0) -> None:
         # A paused message resumes once its commit is done (the writer still runs at this point):
@@ -194,13 +212,23 @@ class Dispatcher:
                             self._drained.set()
                 if runq:
                     actor = runq.popleft()
-                    continue
-                actor = None  # an idle thread must not keep the last actor it ran alive
-                if self._stopping:
-                    return
-                idle.append(me)
+                    woken = self._next_locked()  # more queued than this thread takes: help
+                else:
+                    actor = woken = None  # an idle thread keeps no actor it ran alive
+                    if self._stopping:
+                        return
+                    idle.append(me)
+            if woken is not None:
+                woken.gate.release()
+            if actor is not None:
+                continue
             me.gate.acquire()
-            actor, me.actor = me.actor, None
+            with lock:
+                self._waking = False
+                actor, me.actor = me.actor, None
+                woken = self._next_locked()  # the rest of a burst: the next thread gets going
+            if woken is not None:
+                woken.gate.release()
             if actor is None:
                 return  # woken by shutdown
 

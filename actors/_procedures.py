@@ -131,8 +131,10 @@ class _Workers:
     queue entry, not a ``Future`` with a ``Condition`` (an ``RLock`` and a waiter list, in Python) that
     nobody reads. A call is handed to the thread that went idle last and wakes only that one; while
     every thread is busy it waits in the queue, and the first thread to finish takes it with no
-    wake-up (several idle threads waiting on one ``queue.SimpleQueue`` wake two per call). A thread
-    starts when a call comes and none is idle, while fewer than ``size`` run.
+    wake-up (several idle threads waiting on one ``queue.SimpleQueue`` wake two per call). One
+    woken thread at a time: calls that come before it starts wait in the queue, and it wakes the
+    next as it starts. A thread starts when a call comes and none is idle, while fewer than
+    ``size`` run.
     """
 
     def __init__(self, size: int, name: str, log: Log = _NO_SYSTEM) -> None:
@@ -143,6 +145,7 @@ class _Workers:
         self._name = name
         self._calls: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
         self._idle: list[_Idle] = []
+        self._waking = False  # a thread was handed a call and woken, and has not started yet
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -152,21 +155,32 @@ class _Workers:
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
         """Queue ``fn(*args)``; RuntimeError once shut down."""
-        start = None
+        start = woken = None
         with self._lock:
             if self._closed:
                 raise RuntimeError("the procedure pool is shut down")
-            idle = self._idle.pop() if self._idle else None
-            if idle is None:
+            if self._idle and not self._waking:
+                woken = self._idle.pop()
+                woken.item = (fn, args)
+                self._waking = True
+            else:
                 self._calls.append((fn, args))
-                if len(self._threads) < self._size:
+                if not self._idle and len(self._threads) < self._size:
                     start = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
                     self._threads.append(start)
-        if idle is not None:
-            idle.item = (fn, args)
-            idle.gate.release()
+        if woken is not None:
+            woken.gate.release()
         elif start is not None:
             start.start()
+
+    def _next_locked(self) -> _Idle | None:
+        """With calls queued, an idle thread to wake for the oldest (None if none)."""
+        if self._calls and self._idle and not self._waking and not self._closed:
+            sleeper = self._idle.pop()
+            sleeper.item = self._calls.popleft()
+            self._waking = True
+            return sleeper
+        return None
 
     def shutdown(self) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
         """Take no more calls; each thread ends after the call it runs. Returns the calls queued.
@@ -189,17 +203,24 @@ class _Workers:
         item: tuple[Callable[..., None], tuple[Any, ...]] | None = None
         while True:
             with self._lock:
-                if self._calls and not self._closed:
-                    item = self._calls.popleft()
-                elif self._closed:
+                if self._closed:
                     return
+                if self._calls:
+                    item = self._calls.popleft()
+                    woken = self._next_locked()  # more queued than this thread takes: help
                 else:
+                    woken = None
                     self._idle.append(me)
             if item is None:
                 me.gate.acquire()
-                item, me.item = me.item, None
-                if item is None:
-                    return  # woken by shutdown
+                with self._lock:
+                    self._waking = False
+                    item, me.item = me.item, None
+                    woken = self._next_locked()  # the rest of a burst: the next thread gets going
+            if woken is not None:
+                woken.gate.release()
+            if item is None:
+                return  # woken by shutdown
             fn, args = item
             try:
                 fn(*args)

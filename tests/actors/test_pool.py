@@ -127,3 +127,13 @@ def test_a_stopped_actor_answers_what_is_left_in_its_mailbox_and_leaves_the_live
     assert actor not in dispatcher.live
     with pytest.raises(pykka.ActorDeadError):
         ref.ask("late", timeout=WAIT)
+
+
+def test_a_burst_of_actors_scheduled_on_idle_threads_all_run(dispatcher):
+    """Actors scheduled while a woken thread has not started yet wait in the run queue; each
+    thread that starts wakes the next, and a thread ending its slice takes what is queued."""
+    refs = [Recorder.start(dispatcher) for _ in range(200)]
+    answers = [ref.ask(i, block=False) for i, ref in enumerate(refs)]
+    assert [a.get(timeout=WAIT) for a in answers] == list(range(200))
+    for ref in refs:
+        ref.stop(block=False)
