@@ -757,6 +757,8 @@ def main(argv: list[str] | None = None) -> int:
     # A run stopped by SIGTERM still removes what it made (the --against worktree, the scratch).
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     t0 = time.monotonic()
+    if args.dir:
+        os.makedirs(args.dir, exist_ok=True)  # (a scratch directory named but not made yet)
     with tempfile.TemporaryDirectory(prefix="actorflow-bench-", dir=args.dir) as tmp:
         rn = Runner(tmp, args.timeout, not args.quiet)
         against = prepare_against(args.against, tmp) if args.against else None
