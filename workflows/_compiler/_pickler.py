@@ -35,7 +35,8 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _dequestate, _settable
+from . import _cached, _dequestate, _dynclass, _settable
+from ._instdict import shared_dict, with_adopted_dict
 from ._pickle_exceptions import _reduce_exception, _set_exc_state
 from ._pickle_iters import (
     _NATIVE_ITERS,
@@ -167,6 +168,7 @@ _OWN_REDUCERS[types.CodeType] = _reduce_code
 _OWN_REDUCERS.update(dict.fromkeys(_VIEW_KINDS, _reduce_view))
 _OWN_REDUCERS[types.MappingProxyType] = _reduce_proxy
 _OWN_REDUCERS[memoryview] = _reduce_memoryview
+_OWN_REDUCERS.update(_cached.REDUCERS)
 if _TypeAliasType is not None:
     _OWN_REDUCERS[_TypeAliasType] = _reduce_type_alias
 if sys.version_info >= (3, 12):
@@ -251,6 +253,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             r = super().reducer_override(obj)  # cloudpickle's: classes and functions only
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
+                r = _dynclass.once(obj, r)  # its hooks run only if made anew; its __slots__ kept
             return r
         if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
             self.reached = True  # kept by its path: CheckpointPickler's persistent_id
@@ -261,6 +264,11 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         plan = _PLAN.get(t)
         if plan is None:
             plan = _plan(t)
+        if t.__dictoffset__ and (d := shared_dict(obj)) is not None:
+            # vars(obj) held apart from obj: the restore gives it back as obj's __dict__
+            own = plan[0] or plan[1] is not None
+            rv = reduce_object(obj, self.proto) if own else obj.__reduce_ex__(self.proto)
+            return with_adopted_dict(obj, d, rv)
         if plan[0] or plan[1] is not None:
             return reduce_object(obj, self.proto)
         return NotImplemented

@@ -1,0 +1,72 @@
+"""Instances whose ``__dict__`` is held apart from them (``d = vars(obj)``, ``obj.__dict__`` in a
+local or a container): the restore gives the instance that very dict back as its ``__dict__``.
+
+pickle writes such an instance's state as its ``__dict__`` (the same object, so shared with any
+other holder of it in the pickle's memo), and its ``BUILD`` copies that state into the new
+instance's own dict: the holder then has a dict the instance no longer sees. For an instance whose
+``__dict__`` is held by something else, and whose state is that dict, the checkpoint writes a
+state setter that makes the restored state dict the instance's ``__dict__`` (what it was).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def _held(obj: Any) -> tuple[dict[str, Any] | None, int]:
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None, 0
+    if type(d) is not dict:
+        return None, 0
+    return d, sys.getrefcount(d)
+
+
+class _Probe:
+    pass
+
+
+# The references to an instance's __dict__ that _held counts when nothing else holds it (the
+# instance's own, the local, the argument), measured here so that it holds for this Python.
+_BASE = _held(_Probe())[1]
+
+
+def shared_dict(obj: Any) -> dict[str, Any] | None:
+    """``obj.__dict__`` if something other than ``obj`` holds it (a local, a container, a pickle's
+    memo), else None. A dict held only by its instance is written as pickle writes it."""
+    d, n = _held(obj)
+    if n <= _BASE:
+        return None
+    try:  # a class whose __dict__ cannot be assigned: written as pickle writes it
+        object.__setattr__(obj, "__dict__", d)
+    except Exception:
+        return None
+    return d
+
+
+def adopt_state(obj: Any, state: Any) -> None:
+    """The state setter of an instance whose ``__dict__`` is held apart: ``state`` (a dict, or
+    ``(dict, slots)``) becomes its ``__dict__`` itself; slots are set as pickle sets them."""
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state is not None:
+        object.__setattr__(obj, "__dict__", state)
+    if slots:
+        for k, v in slots.items():
+            object.__setattr__(obj, k, v)
+
+
+def with_adopted_dict(obj: Any, d: dict[str, Any], rv: Any) -> Any:
+    """``rv`` (the reduce value of ``obj``) with ``adopt_state`` as its state setter, where its
+    state is ``d`` (the instance's ``__dict__``); ``rv`` unchanged otherwise (a class whose own
+    ``__getstate__``/``__reduce__`` decides its state)."""
+    if not isinstance(rv, tuple) or len(rv) < 3:
+        return rv
+    state = rv[2]
+    if not (state is d or isinstance(state, tuple) and len(state) == 2 and state[0] is d):
+        return rv
+    rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
+    return (rv[0], rv[1], state, rest[0], rest[1], adopt_state)
