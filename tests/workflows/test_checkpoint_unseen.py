@@ -7,6 +7,8 @@ does not.
 
 from __future__ import annotations
 
+import collections
+import fractions
 import pickle
 import re
 import textwrap
@@ -182,3 +184,56 @@ def test_a_class_made_anew_by_a_restore_keeps_its_slots():
     m = back._frames[0].__dict__["v_m"]
     assert not hasattr(m, "__dict__")
     assert _send(back).value == (4, "refused")
+
+
+class Bag(collections.Counter):
+    pass
+
+
+class Teams(collections.defaultdict):
+    pass
+
+
+class Price(fractions.Fraction):
+    pass
+
+
+def test_attributes_of_standard_container_subclasses_survive():
+    """Counter, defaultdict and Fraction subclasses keep the attributes set on their instances
+    (their base's reduce leaves them out), and a held vars() of one is its __dict__."""
+    b = Bag(gold=2)
+    b.owner = "ann"
+    t = Teams(list)
+    t["red"].append(1)
+    t.season = 3
+    p = Price(1, 3)
+    p.currency = "gold"
+    rb, rt, rp, rd = _roundtrip([b, t, p, vars(b)])
+    assert (dict(rb), rb.owner) == ({"gold": 2}, "ann")
+    assert (dict(rt), rt.season, rt.default_factory) == ({"red": [1]}, 3, list)
+    assert (rp, rp.currency) == (fractions.Fraction(1, 3), "gold")
+    assert rd is vars(rb)
+
+
+class OwnedBag(collections.Counter):
+    def __init__(self, owner, *args, **kw):
+        super().__init__(*args, **kw)
+        self.owner = owner
+
+
+class OwnedLog(collections.OrderedDict):
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner
+
+
+def test_a_subclass_with_its_own_init_is_rebuilt_as_its_base_builds_it():
+    """A Counter or OrderedDict subclass whose __init__ takes other arguments than its base's
+    comes back with its items and attributes (pickle would pass the items to that __init__: the
+    bag's owner became its counts, the log failed to rebuild)."""
+    b = OwnedBag("ann", gold=2)
+    lg = OwnedLog("bob")
+    lg["x"] = 1
+    rb, rl = _roundtrip([b, lg])
+    assert (dict(rb), rb.owner, type(rb)) == ({"gold": 2}, "ann", OwnedBag)
+    assert (list(rl.items()), rl.owner) == ([("x", 1)], "bob")

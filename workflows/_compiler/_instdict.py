@@ -70,3 +70,79 @@ def with_adopted_dict(obj: Any, d: dict[str, Any], rv: Any) -> Any:
         return rv
     rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
     return (rv[0], rv[1], state, rest[0], rest[1], adopt_state)
+
+
+# Subclasses of a standard library class whose own reduce leaves the instance's __dict__ out
+# (Counter, defaultdict, Fraction, Decimal, datetime...): pickle gives their instances back
+# without the attributes user code set on them. Per class: whether its reduce is such a one.
+_DROPS: dict[type, bool] = {}
+_STDLIB = frozenset(sys.stdlib_module_names) | {"builtins"}
+
+
+def _reduce_provider(t: type) -> type | None:
+    for k in t.__mro__:
+        if "__reduce_ex__" in k.__dict__ or "__reduce__" in k.__dict__:
+            return k
+    return None
+
+
+def may_drop_dict(t: type) -> bool:
+    """Whether ``t`` is a user subclass of a standard library class that has its own reduce
+    (cached per class); its instances' reduce is then checked for a missing state."""
+    drops = _DROPS.get(t)
+    if drops is None:
+        k = _reduce_provider(t)
+        drops = (
+            k is not None
+            and k is not object
+            and k is not t
+            and (k.__module__ or "").partition(".")[0] in _STDLIB
+            and (t.__module__ or "").partition(".")[0] not in _STDLIB
+        )
+        if len(_DROPS) > 4096:
+            _DROPS.clear()
+        _DROPS[t] = drops
+    return drops
+
+
+def with_instance_dict(obj: Any, rv: Any) -> Any:
+    """``rv`` (the reduce value of ``obj``) with ``obj``'s attributes as its state, where the
+    base class's reduce left them out; ``rv`` unchanged where it has a state or there is none."""
+    if not isinstance(rv, tuple) or len(rv) < 2 or len(rv) > 2 and rv[2] is not None:
+        return rv
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+        object.__setattr__(obj, "__dict__", d)  # one that a restore can set
+    except Exception:
+        return rv
+    if type(d) is not dict or not d:
+        return rv
+    rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
+    return (rv[0], rv[1], d, rest[0], rest[1], adopt_state)
+
+
+def rebuild_as_base(t: type, base: type, args: tuple[Any, ...]) -> Any:
+    """An instance of ``t`` made from ``args`` as ``base`` makes one (its ``__new__`` and
+    ``__init__``), not through the ``__init__``/``__new__`` that ``t`` has of its own."""
+    obj = base.__new__(t, *args)
+    if base.__init__ is not object.__init__:
+        base.__init__(obj, *args)
+    return obj
+
+
+def as_base(t: type, rv: Any) -> Any:
+    """``rv`` made with ``rebuild_as_base`` where it calls ``t`` itself with the arguments of the
+    standard library base's reduce (``Counter``: ``cls(dict(self))``) and ``t`` has an
+    ``__init__`` or ``__new__`` of its own, which would take them otherwise (``LootBag(owner,
+    **counts)`` would get the counts as its owner, or fail at the restore)."""
+    if not isinstance(rv, tuple) or len(rv) < 2 or rv[0] is not t or type(rv[1]) is not tuple:
+        return rv
+    base = _reduce_provider(t)
+    if base is None:
+        return rv
+    for k in t.__mro__:
+        if k is base:
+            return rv  # t makes its instances as its base does
+        if "__init__" in k.__dict__ or "__new__" in k.__dict__:
+            break
+    return (rebuild_as_base, (t, base, rv[1]), *rv[2:])

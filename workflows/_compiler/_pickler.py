@@ -36,7 +36,13 @@ from typing import Any
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _cached, _dequestate, _dynclass, _settable
-from ._instdict import shared_dict, with_adopted_dict
+from ._instdict import (
+    as_base,
+    may_drop_dict,
+    shared_dict,
+    with_adopted_dict,
+    with_instance_dict,
+)
 from ._pickle_exceptions import _reduce_exception, _set_exc_state
 from ._pickle_iters import (
     _NATIVE_ITERS,
@@ -264,11 +270,18 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         plan = _PLAN.get(t)
         if plan is None:
             plan = _plan(t)
-        if t.__dictoffset__ and (d := shared_dict(obj)) is not None:
-            # vars(obj) held apart from obj: the restore gives it back as obj's __dict__
-            own = plan[0] or plan[1] is not None
-            rv = reduce_object(obj, self.proto) if own else obj.__reduce_ex__(self.proto)
-            return with_adopted_dict(obj, d, rv)
+        if t.__dictoffset__:
+            # vars(obj) held apart from obj: the restore gives it back as obj's __dict__; a
+            # subclass of Counter, defaultdict, Fraction...: its attributes, which their reduce
+            # leaves out
+            d = shared_dict(obj)
+            drops = may_drop_dict(t)
+            if d is not None or drops:
+                own = plan[0] or plan[1] is not None
+                rv = reduce_object(obj, self.proto) if own else obj.__reduce_ex__(self.proto)
+                if d is not None:
+                    rv = with_adopted_dict(obj, d, rv)
+                return with_instance_dict(obj, as_base(t, rv)) if drops else rv
         if plan[0] or plan[1] is not None:
             return reduce_object(obj, self.proto)
         return NotImplemented
