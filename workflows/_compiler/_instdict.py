@@ -125,8 +125,9 @@ def rebuild_as_base(t: type, base: type, args: tuple[Any, ...]) -> Any:
     """An instance of ``t`` made from ``args`` as ``base`` makes one (its ``__new__`` and
     ``__init__``), not through the ``__init__``/``__new__`` that ``t`` has of its own."""
     obj = base.__new__(t, *args)
-    if base.__init__ is not object.__init__:
-        base.__init__(obj, *args)
+    init = getattr(base, "__init__")  # noqa: B009 - the class's, looked up on the class
+    if init is not object.__init__:
+        init(obj, *args)
     return obj
 
 
