@@ -13,12 +13,15 @@ import decimal
 import functools
 import itertools
 import re
+import sys
 import weakref
 
 import pytest
 
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
+
+from .corpus_unseen import ITERTOOLS_HELD
 
 PATTERN = re.compile(r"/(\w+)\s+(\d+)")
 
@@ -138,3 +141,22 @@ def test_an_unpicklable_local_is_refused_at_the_await_naming_it(wf, args, variab
     assert any(hint in msg for hint in ("del it", "list(", "keep the awaits out", "instead"))
     h = WorkflowHarness(wf, *args, native=True)
     assert not h.done
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="itertools objects pickle on 3.11")
+def test_programs_holding_itertools_objects_are_refused_from_3_12():
+    """corpus_unseen's patrols, auctions and streams that hold an itertools.count, cycle, chain,
+    islice, groupby, accumulate, repeat or tee across an await (exact on 3.11, corpus_unseen)
+    are refused at their first such await from 3.12, naming the variable and list(...)."""
+    assert len(ITERTOOLS_HELD) >= 9
+    for wf, case in ITERTOOLS_HELD:
+        with pytest.raises(CheckpointError) as info:
+            h = WorkflowHarness(wf, *case.args, roundtrip=True)
+            for _ in range(20):
+                if h.done:
+                    break
+                h.send(case.oracle(h.command, []).value)
+        err = info.value
+        assert err.variable and f"'{err.variable}'" in str(err), str(err)
+        assert (err.value_type or "").startswith("itertools."), str(err)
+        assert "list(...)" in str(err)
