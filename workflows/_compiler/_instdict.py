@@ -36,8 +36,11 @@ _BASE = _held(_Probe())[1]
 def shared_dict(obj: Any) -> dict[str, Any] | None:
     """``obj.__dict__`` if something other than ``obj`` holds it (a local, a container, a pickle's
     memo), else None. A dict held only by its instance is written as pickle writes it."""
-    d, n = _held(obj)
-    if n <= _BASE:
+    try:  # as _held counts: the instance's reference, d's and getrefcount's argument
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    if type(d) is not dict or sys.getrefcount(d) <= _BASE:
         return None
     try:  # a class whose __dict__ cannot be assigned: written as pickle writes it
         object.__setattr__(obj, "__dict__", d)

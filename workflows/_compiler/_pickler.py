@@ -750,11 +750,16 @@ def dumps(
         or _shares_containers(data, memo := p.memo.copy())
         or _numbers_held_twice(data, memo)
     ):
+        # The earlier pass's memo lets go of what it wrote: an instance's __dict__ it holds
+        # would look held apart from its instance (shared_dict) to the next pass.
+        p.clear_memo()
+        memo = None
         buf = io.BytesIO()
         buf.write(_REFS)
         cp = CheckpointPickler(buf, spaces, data)
         cp.dump(obj)
         if cp.shared_numbers:
+            cp.clear_memo()
             buf = io.BytesIO()
             buf.write(_REFS)
             CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)
