@@ -74,6 +74,11 @@ def test_a_held_instance_dict_is_the_instance_dict_after_a_restore():
         assert obj.me is obj and obj.hp == 3
         d["hp"] = 9
         assert obj.hp == 9
+    fresh = Sheet(hp=1)
+    state = {"hero": fresh, "sheet": vars(fresh)}
+    del fresh
+    back = _roundtrip(state)  # the dict held once besides its instance
+    assert back["sheet"] is vars(back["hero"])
 
 
 def test_an_unshared_instance_dict_is_written_as_pickle_writes_it():

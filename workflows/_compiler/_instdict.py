@@ -14,29 +14,25 @@ import sys
 from typing import Any
 
 
-def _held(obj: Any) -> tuple[dict[str, Any] | None, int]:
-    try:
-        d = object.__getattribute__(obj, "__dict__")
-    except Exception:
-        return None, 0
-    if type(d) is not dict:
-        return None, 0
-    return d, sys.getrefcount(d)
+def _count(obj: Any) -> int:
+    d = object.__getattribute__(obj, "__dict__")
+    return sys.getrefcount(d)
 
 
 class _Probe:
     pass
 
 
-# The references to an instance's __dict__ that _held counts when nothing else holds it (the
-# instance's own, the local, the argument), measured here so that it holds for this Python.
-_BASE = _held(_Probe())[1]
+# The references to an instance's __dict__ that shared_dict counts when nothing else holds it
+# (the instance's own, the local, getrefcount's argument), measured here (by _count, which
+# counts as shared_dict does) so that it holds for this Python.
+_BASE = _count(_Probe())
 
 
 def shared_dict(obj: Any) -> dict[str, Any] | None:
     """``obj.__dict__`` if something other than ``obj`` holds it (a local, a container, a pickle's
     memo), else None. A dict held only by its instance is written as pickle writes it."""
-    try:  # as _held counts: the instance's reference, d's and getrefcount's argument
+    try:  # counted as _count counts
         d = object.__getattribute__(obj, "__dict__")
     except Exception:
         return None
