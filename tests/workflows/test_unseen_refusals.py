@@ -160,3 +160,28 @@ def test_programs_holding_itertools_objects_are_refused_from_3_12():
         assert err.variable and f"'{err.variable}'" in str(err), str(err)
         assert (err.value_type or "").startswith("itertools."), str(err)
         assert "list(...)" in str(err)
+
+
+class Segment:
+    def __init__(self, i, nxt):
+        self.i = i
+        self.next = nxt
+
+
+@workflow
+async def holds_long_trail(n):
+    """A breadcrumb trail of 5,000 linked segments kept across an await."""
+    trail = None
+    for i in range(5000):
+        trail = Segment(i, trail)
+    await timer("t", 1)
+    return trail.i
+
+
+def test_a_chain_too_deep_for_pickle_is_refused_with_what_to_hold_instead():
+    """A linked list deeper than pickle's recursion is refused naming the variable and saying to
+    hold the nodes in a list."""
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(holds_long_trail, 1, roundtrip=True)
+    assert info.value.variable == "trail"
+    assert "hold the nodes in a list" in str(info.value)
