@@ -62,6 +62,7 @@ from workflows._step import Finished, Raised
 from . import _history, _replies, _writes
 from ._errors import TimerNotArmed
 from ._host import Host
+from ._outcomes import Outcome
 from ._pool import PooledActor
 from ._procedures import ProcedureDone, pack_call, record_outcome
 from ._wait import envelope, envelope_wait, stored_forms
@@ -863,7 +864,7 @@ class WorkflowActor(PooledActor):
             **({"error": sent[1]["message"]} if sent[0] == "err" else {}),
         )
         self.host.carry_out(self.id, sw, ack, [], self.test_mode)
-        self.host.finished(self.id)
+        self.host.finished(self.id, Outcome(sw.status, sw.result, sw.error))
 
     def _cancel_blocked(self, cancel: InboxRow) -> Steps:
         """End a workflow that cannot run (its code changed or is missing) as cancelled.

@@ -8,6 +8,7 @@ from persistence import StepAck, StepWrite, Store, TimerRow
 from persistence._log import Log
 
 from ._clock import Clock
+from ._outcomes import Outcome
 from ._pool import Dispatcher
 
 
@@ -31,8 +32,8 @@ class Host(Protocol):
     def fault(self, workflow_id: str, error: BaseException, workflow_type: str | None = None) -> None:
         """A runtime fault in the workflow's actor: restart it with backoff, or escalate."""
 
-    def finished(self, workflow_id: str) -> None:
-        """The workflow has ended: wake those waiting for its result."""
+    def finished(self, workflow_id: str, outcome: Outcome) -> None:
+        """The workflow has ended (its end committed): wake those waiting for its result."""
 
     def message_done(self, workflow_id: str) -> None:
         """The actor has handled one message (for passivation and ``idle()``)."""

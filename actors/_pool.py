@@ -19,7 +19,6 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import queue
 import sys
 import threading
 import weakref
@@ -74,18 +73,49 @@ class _Inbox:
         return not self._items
 
 
+class _Idle:
+    """A dispatcher thread with nothing to run: asleep on a lock of its own until it is given an
+    actor (or told to stop, with none). One thread is woken per actor, never several for one."""
+
+    __slots__ = ("gate", "actor")
+
+    def __init__(self) -> None:
+        self.gate = threading.Lock()
+        self.gate.acquire()  # held while the thread sleeps; released by whoever gives it work
+        self.actor: PooledActor | None = None
+
+
+# What a slice leaves its actor as (``PooledActor._run_slice``).
+_AGAIN = 0  # still scheduled with messages left: it goes back on the run queue
+_DONE = 1  # no longer scheduled (its mailbox is empty, or it stopped)
+_PAUSED = 2  # still scheduled, waiting for a promise whose callback puts it back on the queue
+
+
 class Dispatcher:
-    """A fixed set of threads running scheduled actors, one slice of messages at a time."""
+    """A fixed set of threads running scheduled actors, one slice of messages at a time.
+
+    The actors to run wait in a run queue; the threads with nothing to run sleep in a stack, each
+    on its own lock. An actor scheduled while a thread is idle is handed to the thread that went
+    idle last, and wakes only that one; while every thread is busy it waits in the queue, and the
+    first thread to end its slice takes it with no wake-up at all. One woken thread at a time: the
+    actors scheduled before it starts wait in the queue, and it wakes the next as it starts. (A ``queue.SimpleQueue`` waited
+    on by several idle threads wakes two of them per item: the one that takes it, and another that
+    finds nothing and sleeps again.)
+    """
 
     def __init__(self, threads: int, name: str = "actorflow-actor") -> None:
         if threads < 1:
             raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
-        self._queue: queue.SimpleQueue[PooledActor | None] = queue.SimpleQueue()
-        # Slices queued or running, plus actors paused until a commit (a paused actor stays
-        # counted from its pause to its next slice): shutdown waits for none to be left, so a
-        # paused message is finished (answering a signal's sender, say).
+        self._lock = threading.Lock()
+        self._runq: collections.deque[PooledActor] = collections.deque()
+        self._idle: list[_Idle] = []
+        self._waking = False  # a thread was handed an actor and woken, and has not started yet
+        self._stopping = False
+        # Actors scheduled: queued, running, or paused until a promise (a commit) settles.
+        # Shutdown waits for none to be left, so a paused message is finished (answering a
+        # signal's sender, say). Set when the count reaches zero while shutdown waits for that.
         self._in_flight = 0
-        self._state = threading.Condition(threading.Lock())
+        self._drained: threading.Event | None = None
         # The started actors not yet stopped. This is what keeps an actor alive (as its own thread
         # does for a pykka ThreadingActor): refs and inboxes only hold it weakly.
         self.live: set[PooledActor] = set()
@@ -103,38 +133,104 @@ class Dispatcher:
         return len(self._threads)
 
     def submit(self, actor: PooledActor) -> None:
-        self._count(1)
-        self._queue.put(actor)
+        """Run ``actor``, which has just been scheduled (it was not queued, running or paused)."""
+        with self._lock:
+            self._in_flight += 1
+            woken = self._hand_locked(actor)
+        if woken is not None:
+            woken.gate.release()
 
-    def _count(self, n: int) -> None:
-        with self._state:
-            self._in_flight += n
-            if not self._in_flight:
-                self._state.notify_all()
+    def resume(self, actor: PooledActor) -> None:
+        """Run ``actor`` again: the promise its paused message waited for has settled."""
+        with self._lock:
+            woken = self._hand_locked(actor)
+        if woken is not None:
+            woken.gate.release()
+
+    def _hand_locked(self, actor: PooledActor) -> _Idle | None:
+        """Give ``actor`` to the thread that went idle last, to be woken (its gate released,
+        after the lock), unless a thread woken earlier has not started yet: then it waits in the
+        queue, and that thread, as it starts, wakes the next (a burst of actors wakes threads one
+        after another, as each gets going, not all at once to fight over the GIL)."""
+        if self._idle and not self._waking:
+            sleeper = self._idle.pop()
+            sleeper.actor = actor
+            self._waking = True
+            return sleeper
+        self._runq.append(actor)
+        return None
+
+    def _next_locked(self) -> _Idle | None:
+        """With actors queued, an idle thread to wake for the queue's head (None if none)."""
+        if self._runq and self._idle and not self._waking:
+            sleeper = self._idle.pop()
+            sleeper.actor = self._runq.popleft()
+            self._waking = True
+            return sleeper
+        return None
 
     def shutdown(self, timeout: float = 5.0) -> None:
         # A paused message resumes once its commit is done (the writer still runs at this point):
         # let every queued, running and paused message end before the threads stop.
-        with self._state:
-            self._state.wait_for(lambda: not self._in_flight, timeout)
-        for _ in self._threads:
-            self._queue.put(None)
+        with self._lock:
+            drained = None
+            if self._in_flight:
+                drained = self._drained = threading.Event()
+        if drained is not None:
+            drained.wait(timeout)
+        with self._lock:
+            self._stopping = True
+            idle = list(self._idle)
+            self._idle.clear()
+        for sleeper in idle:
+            sleeper.gate.release()  # with no actor: the thread ends
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout)
 
     def _work(self) -> None:
+        me = _Idle()
+        lock, runq, idle = self._lock, self._runq, self._idle
+        actor: PooledActor | None = None
+        outcome = _DONE
         while True:
-            actor = self._queue.get()
+            if actor is not None:
+                try:
+                    outcome = actor._run_slice()
+                except BaseException:  # a dispatcher thread must survive any actor
+                    logger.exception("actorflow: actor slice failed")
+                    outcome = _DONE
+            # One lock for the end of this slice and the start of the next: the actor goes back
+            # on the queue, or is no longer counted, and this thread takes the queue's head.
+            with lock:
+                if actor is not None:
+                    if outcome == _AGAIN:
+                        runq.append(actor)
+                    elif outcome == _DONE:
+                        self._in_flight -= 1
+                        if not self._in_flight and self._drained is not None:
+                            self._drained.set()
+                if runq:
+                    actor = runq.popleft()
+                    woken = self._next_locked()  # more queued than this thread takes: help
+                else:
+                    actor = woken = None  # an idle thread keeps no actor it ran alive
+                    if self._stopping:
+                        return
+                    idle.append(me)
+            if woken is not None:
+                woken.gate.release()
+            if actor is not None:
+                continue
+            me.gate.acquire()
+            with lock:
+                self._waking = False
+                actor, me.actor = me.actor, None
+                woken = self._next_locked()  # the rest of a burst: the next thread gets going
+            if woken is not None:
+                woken.gate.release()
             if actor is None:
-                return
-            try:
-                actor._run_slice()
-            except BaseException:  # a dispatcher thread must survive any actor
-                logger.exception("actorflow: actor slice failed")
-            finally:
-                self._count(-1)
-            actor = None  # an idle thread must not keep the last actor it ran alive
+                return  # woken by shutdown
 
 
 _counter = itertools.count()
@@ -178,40 +274,54 @@ class PooledActor(pykka.Actor):
         self._pause_on, self._resume = promise, resume
 
     def _wake(self, _promise: Any) -> None:
-        self._dispatcher.submit(self)
-        self._dispatcher._count(-1)  # the pause's own count, now carried by the slice
+        self._dispatcher.resume(self)
 
-    def _run_slice(self) -> None:
+    def _run_slice(self) -> int:
+        """Run up to ``SLICE`` messages (the rest of a paused one first); what it leaves the actor
+        as is for the dispatcher (``_AGAIN``, ``_DONE`` or ``_PAUSED``)."""
         if not self._setup_done:
             self._setup_done = True
             self._actor_loop_setup()
-        inbox = self.actor_inbox
+        items = self.actor_inbox._items
+        stopped = self.actor_stopped
         resume, self._resume = self._resume, None
         if resume is not None:
             self._guard(resume)
-        for _ in range(SLICE):
-            if self._pause_on is not None or self.actor_stopped.is_set():
-                break
-            with self._sched_lock:
-                if inbox.empty():
+        handled = 0
+        while True:
+            promise = self._pause_on
+            if promise is not None:
+                if stopped.is_set():
                     break
-                envelope = inbox.get()
+                self._pause_on = None
+                resume, self._resume = self._resume, None
+                if promise.done():  # settled already (on this thread, say): go on at once
+                    self._guard(resume)  # type: ignore[arg-type]
+                    continue
+                # Still scheduled, so no put() schedules it again: only the promise wakes it, and
+                # only after this thread is done with it (this is the slice's last act).
+                self._resume = resume
+                promise.add_done_callback(self._wake)
+                return _PAUSED
+            if handled == SLICE or stopped.is_set():
+                break
+            # Only this thread takes messages (put() appends under the lock), so the pop needs
+            # no lock; whether the mailbox is empty as the actor unschedules itself does.
+            try:
+                envelope = items.popleft()
+            except IndexError:
+                break
+            handled += 1
             self._handle_envelope(envelope)
-        if self._pause_on is not None and not self.actor_stopped.is_set():
-            # Still scheduled, so no put() schedules it again: only the promise wakes it, and only
-            # after this thread is done with it.
-            promise, self._pause_on = self._pause_on, None
-            self._dispatcher._count(1)
-            promise.add_done_callback(self._wake)
-            return
-        if self.actor_stopped.is_set():
+            envelope = None
+        if stopped.is_set():
             self._actor_loop_teardown()
-            return
+            return _DONE
         with self._sched_lock:
-            if inbox.empty():
-                self._scheduled = False
-            else:
-                self._dispatcher.submit(self)
+            if items:
+                return _AGAIN
+            self._scheduled = False
+            return _DONE
 
     def _handle_envelope(self, envelope: Any) -> None:
         try:

@@ -8,8 +8,8 @@ retry policy's bounded number of attempts.
 
 from __future__ import annotations
 
+import collections
 import json
-import queue
 import sys
 import threading
 import time
@@ -112,12 +112,29 @@ class AttemptsDied(Exception):
     """
 
 
+class _Idle:
+    """A worker thread with no call to run: asleep on a lock of its own until it is given one
+    (or told to end, with none)."""
+
+    __slots__ = ("gate", "item")
+
+    def __init__(self) -> None:
+        self.gate = threading.Lock()
+        self.gate.acquire()  # held while the thread sleeps; released by whoever gives it a call
+        self.item: tuple[Callable[..., None], tuple[Any, ...]] | None = None
+
+
 class _Workers:
-    """A bounded set of threads taking calls from one queue.
+    """A bounded set of threads running calls in the order they come.
 
     What the runtime needs of ``concurrent.futures.ThreadPoolExecutor`` and no more: a call is a
     queue entry, not a ``Future`` with a ``Condition`` (an ``RLock`` and a waiter list, in Python) that
-    nobody reads. Threads start as calls come, one per call while fewer than ``size`` run.
+    nobody reads. A call is handed to the thread that went idle last and wakes only that one; while
+    every thread is busy it waits in the queue, and the first thread to finish takes it with no
+    wake-up (several idle threads waiting on one ``queue.SimpleQueue`` wake two per call). One
+    woken thread at a time: calls that come before it starts wait in the queue, and it wakes the
+    next as it starts. A thread starts when a call comes and none is idle, while fewer than
+    ``size`` run.
     """
 
     def __init__(self, size: int, name: str, log: Log = _NO_SYSTEM) -> None:
@@ -126,7 +143,9 @@ class _Workers:
             raise ValueError(f"procedure_workers must be at least 1, got {size}")
         self._size = size
         self._name = name
-        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._calls: collections.deque[tuple[Callable[..., None], tuple[Any, ...]]] = collections.deque()
+        self._idle: list[_Idle] = []
+        self._waking = False  # a thread was handed a call and woken, and has not started yet
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -136,15 +155,32 @@ class _Workers:
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
         """Queue ``fn(*args)``; RuntimeError once shut down."""
-        if len(self._threads) < self._size:
-            with self._lock:
-                if not self._closed and len(self._threads) < self._size:
-                    t = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-                    self._threads.append(t)
-                    t.start()
-        if self._closed:
-            raise RuntimeError("the procedure pool is shut down")
-        self._queue.put((fn, args))
+        start = woken = None
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the procedure pool is shut down")
+            if self._idle and not self._waking:
+                woken = self._idle.pop()
+                woken.item = (fn, args)
+                self._waking = True
+            else:
+                self._calls.append((fn, args))
+                if not self._idle and len(self._threads) < self._size:
+                    start = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+                    self._threads.append(start)
+        if woken is not None:
+            woken.gate.release()
+        elif start is not None:
+            start.start()
+
+    def _next_locked(self) -> _Idle | None:
+        """With calls queued, an idle thread to wake for the oldest (None if none)."""
+        if self._calls and self._idle and not self._waking and not self._closed:
+            sleeper = self._idle.pop()
+            sleeper.item = self._calls.popleft()
+            self._waking = True
+            return sleeper
+        return None
 
     def shutdown(self) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
         """Take no more calls; each thread ends after the call it runs. Returns the calls queued.
@@ -154,30 +190,43 @@ class _Workers:
         """
         with self._lock:
             self._closed = True
-            threads = len(self._threads)
-        dropped = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not None:
-                dropped.append(item)
-        for _ in range(threads):
-            self._queue.put(None)
+            dropped = list(self._calls)
+            self._calls.clear()
+            idle = list(self._idle)
+            self._idle.clear()
+        for sleeper in idle:
+            sleeper.gate.release()  # with no call: the thread ends
         return dropped
 
     def _work(self) -> None:
+        me = _Idle()
+        item: tuple[Callable[..., None], tuple[Any, ...]] | None = None
         while True:
-            item = self._queue.get()
+            with self._lock:
+                if self._closed:
+                    return
+                if self._calls:
+                    item = self._calls.popleft()
+                    woken = self._next_locked()  # more queued than this thread takes: help
+                else:
+                    woken = None
+                    self._idle.append(me)
             if item is None:
-                return
+                me.gate.acquire()
+                with self._lock:
+                    self._waking = False
+                    item, me.item = me.item, None
+                    woken = self._next_locked()  # the rest of a burst: the next thread gets going
+            if woken is not None:
+                woken.gate.release()
+            if item is None:
+                return  # woken by shutdown
             fn, args = item
             try:
                 fn(*args)
             except BaseException:  # a worker thread must survive any call
                 self._log.exception("actorflow: procedure call failed in its worker")
-            del item, fn, args  # an idle thread must not keep the last call's values alive
+            item = fn = args = None  # type: ignore[assignment]  # an idle thread keeps no call's values alive
 
 
 class ProcedureExecutor:

@@ -323,6 +323,18 @@ class Schedules:
             # at the next round.
             self.log.debug("schedule_read_failed", error=str(e))
             return
+        if not rows:
+            return
+        # The round is work while it runs: once a tick's start commits, the schedule is no longer
+        # due, but its workflow is handed to the actors only after; ``idle`` must not see the gap.
+        work = self.rt.work
+        work.inc()
+        try:
+            self._run_due(rows, now, mono)
+        finally:
+            work.dec()
+
+    def _run_due(self, rows: list[ScheduleRow], now: float, mono: float) -> None:
         for row in rows:
             retry_at, backoff = self._retry.get(row.id, (0.0, 0.0))
             if retry_at > mono:

@@ -66,6 +66,7 @@ from ._history import HistoryEntry
 from ._host import Host
 from ._later import Later
 from ._metrics import Metrics, registry_for
+from ._outcomes import Outcome, Outcomes
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
 from ._retention import Retention, check_seconds
@@ -203,6 +204,7 @@ class Runtime:
         )
         # result() callers waiting for a workflow to finish, woken by the step that finishes it.
         self._finish_waiters: dict[str, list[Promise[None]]] = {}
+        self.outcomes = Outcomes(self.cluster)  # how the workflows that ended here ended
         self._finish_lock = threading.Lock()
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
@@ -362,13 +364,15 @@ class Runtime:
         """Workflows just deleted by retention: wake whoever waits on their result (it reads them
         gone), forget their restart history. (A live actor still holding one of them reloads when
         a new workflow takes its id: its Kick carries a seed.)"""
+        self.outcomes.forget(workflow_ids)
         for wid in workflow_ids:
             self._finish_wake(wid)
             with self._restart_lock:
                 self._restarts.pop(wid, None)
 
-    def finished(self, workflow_id: str) -> None:
+    def finished(self, workflow_id: str, outcome: Outcome) -> None:
         """A step of this node finished ``workflow_id``: wake ``result()`` here and on the others."""
+        self.outcomes.remember(workflow_id, outcome)
         self._finish_wake(workflow_id)
         if self.cluster is not None:
             self.cluster.publish_done([workflow_id])
@@ -607,10 +611,23 @@ class WorkflowRef(Generic[R]):
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
         rt = self._system._rt
         deadline = None if timeout is None else time.monotonic() + timeout
+        first = True
         while True:
+            self._system._check_open()
+            ended = rt.outcomes.get(self.id)  # it finished here: no read
+            if ended is not None:
+                return self._outcome(ended)
             # Registered before the read, so a finish between the two still wakes us.
             woken = rt.await_finish(self.id)
             try:
+                if first and (deadline is None or deadline > time.monotonic()) and rt.outcomes.running(self.id):
+                    # Started here and not ended since: no read to learn that it runs. (The
+                    # reads of the next rounds are there for an end this process missed.)
+                    first = False
+                    with contextlib.suppress(TimeoutError):
+                        woken.result(0.5 if deadline is None else min(deadline - time.monotonic(), 0.5))
+                    continue
+                first = False
                 rec = self._record()
                 if rec.status in FINISHED:
                     break
@@ -641,6 +658,9 @@ class WorkflowRef(Generic[R]):
         deadline = None if timeout is None else loop.time() + timeout
         recheck = 0.5
         while True:
+            ended = rt.outcomes.get(self.id)  # it finished here: no read
+            if ended is not None:
+                return self._outcome(ended)
             woken, wake = sysm._aio.waiter()
             finish = rt.await_finish(self.id)  # registered before the read, as in result()
             finish.add_done_callback(wake)
@@ -665,7 +685,7 @@ class WorkflowRef(Generic[R]):
             f"(status {rec.status}, waiting on {_waiting_text(rec.waiting_on)})"
         )
 
-    def _outcome(self, rec: WorkflowRecord) -> R:
+    def _outcome(self, rec: WorkflowRecord | Outcome) -> R:
         """The result of a finished workflow's record, or the error it ended with, raised."""
         if rec.status == "completed":
             # What this workflow returned (its R), or None when it returned nothing.
@@ -1159,7 +1179,10 @@ class ActorSystem:
             # this thread only waits for that.
             created: Promise[bool] = Promise()
             self._rt.activator.deliver(wid, Kick(seed, created))
-            if created.result(self._rt.commit_timeout) or id is not None:
+            if created.result(self._rt.commit_timeout):
+                self._rt.outcomes.started(wid)
+                return WorkflowRef(self, wid, _token=_REF_TOKEN)
+            if id is not None:
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
             # A generated id already taken (48 random bits: rare, not impossible in a file that
             # keeps millions of workflows): that workflow is someone else's, so draw another.

@@ -112,7 +112,7 @@ class Runner:
         label = " ".join([pathlib.Path(script).stem + (f"@{tag}" if tag else ""), *argv])
         t0 = time.monotonic()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True,
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(python),
                                   timeout=timeout or self.timeout, start_new_session=True)
         except subprocess.TimeoutExpired as e:
             return self._fail(label, f"timed out after {e.timeout:.0f}s", e.stderr or "")
@@ -127,7 +127,7 @@ class Runner:
         cmd = [sys.executable, script, *prepare]
         label = " ".join([pathlib.Path(script).stem, *prepare])
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+                                env=child_env(sys.executable), start_new_session=True)
         deadline = time.monotonic() + self.timeout
         ready = False
         assert proc.stdout is not None
@@ -180,6 +180,16 @@ def _git(*argv: str) -> str:
     if proc.returncode != 0:
         raise SystemExit(f"git {' '.join(argv)} failed: {proc.stderr.strip()}")
     return proc.stdout.strip()
+
+
+def child_env(python: str) -> dict[str, str]:
+    """The environment of a workload process run by ``python``: this checkout's code for this
+    interpreter, and for another revision's venv its own installed code (a PYTHONPATH set for
+    this side must not reach that one, or both sides run the same code)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if python == sys.executable:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH")) if p)
+    return env
 
 
 def prepare_against(rev: str, tmp: str) -> Against:

@@ -1,6 +1,6 @@
 """The store under the runtime: one SQLite file, or a PostgreSQL schema shared by a cluster of nodes.
 
-``open_store`` opens either from a path or a ``postgresql://`` URL; both backends keep the same
+``open_store`` opens either from a path or a ``postgresql://`` URL; both backends (``_sqlite``, ``_pg``) keep the same
 rows behind one ``Store`` interface. The PostgreSQL backend (``persistence._pg``, with its node
 leases and shards) is imported only when a URL is opened.
 
@@ -30,10 +30,12 @@ from persistence._errors import (
     WorkflowExists,
     WorkflowFinished,
 )
+from persistence._format import APPLICATION_ID, RECENT_STEPS
+from persistence._open import open_store
 from persistence._promise import Promise
-from persistence._schema import APPLICATION_ID, RECENT_STEPS, SCHEMA_VERSION
 from persistence._serialization import dumps, is_plain, loads, register_plain
-from persistence._store import SqliteStore, open_store
+from persistence._sqlite._schema import SCHEMA_VERSION
+from persistence._sqlite._store import SqliteStore
 from persistence._talk import ASK_ENDED, ASK_ERROR, ASK_OK, ASK_PENDING, REQUEST, AskReply, AskRow
 from persistence._types import (
     CANCEL,

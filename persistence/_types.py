@@ -361,6 +361,12 @@ class Cluster(abc.ABC):
         """True if no other node was live at the last round (nothing else appends to inboxes)."""
 
     @abc.abstractmethod
+    def alone_mark(self) -> int | None:
+        """None unless this node is alone (as ``alone``, at a recent round); else a number that
+        changes once another node has been seen live: while it is the same, no other node can
+        have written (a node that joins is seen before it has opened)."""
+
+    @abc.abstractmethod
     def owns_new(self, workflow_id: str) -> bool:
         """True if a new root workflow ``workflow_id`` would be in a shard leased here."""
 

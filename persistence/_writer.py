@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-import sqlite_utils
-
 from persistence._errors import StoreClosed
 from persistence._log import Log
 from persistence._promise import Promise
-from persistence._schema import translate_error
-from persistence._sql import SQLITE, Dialect
+from persistence._sql import Dialect
 
 _NO_SYSTEM = Log("store")  # a writer made for no system in particular
 
@@ -525,100 +521,3 @@ class Writer:
             op.future.set_result(value)
         for op, exc in failed:
             op.future.set_exception(exc)
-
-
-class _Answer:
-    """The rows of a statement that returned rows, read at once (a SQLite statement left with
-    rows unread would stay in progress, and COMMIT would refuse to run)."""
-
-    __slots__ = ("_rows", "rowcount")
-
-    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
-        self._rows = rows
-        self.rowcount = rowcount
-
-    def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows.pop(0) if self._rows else None
-
-    def fetchall(self) -> list[tuple[Any, ...]]:
-        rows, self._rows = self._rows, []
-        return rows
-
-
-class SqliteWriter(Writer):
-    """The writer on a SQLite connection: ``BEGIN IMMEDIATE``, statements answered at once.
-
-    Args:
-        conn: The write connection (``isolation_level=None``); the writer closes it.
-        path: The database path, for error messages.
-        gate: A lock held across each transaction, when readers must not overlap writes (the
-            shared-cache in-memory database has table locks, not WAL snapshots).
-    """
-
-    def __init__(
-        self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None, *,
-        log: Log | None = None,
-    ) -> None:
-        self.conn = conn
-        # What reducers receive: sqlite-utils on this very connection, inside the transaction.
-        self.db = sqlite_utils.Database(conn, execute_plugins=False)
-        self._gate = gate
-        super().__init__(path, SQLITE, name="actorflow-writer", log=log)
-
-    def execute(self, template: str, params: Any = (), *, wait: bool = False) -> Any:
-        cur = self.conn.execute(SQLITE.sql(template), params)
-        if cur.description is not None:
-            return _Answer(cur.fetchall(), cur.rowcount)
-        return cur
-
-    def insert_id(self, template: str, column: str, params: Any, *, wait: bool = False) -> Any:
-        cur = self.conn.execute(SQLITE.sql(template), params)
-        return _Answer([(cur.lastrowid,)] if cur.rowcount == 1 else [], cur.rowcount)
-
-    def executemany(self, template: str, rows: list[tuple[Any, ...]]) -> None:
-        self.conn.executemany(SQLITE.sql(template), rows)
-
-    def query_one(self, template: str, params: Any = ()) -> tuple[Any, ...] | None:
-        rows = self.conn.execute(SQLITE.sql(template), params).fetchall()
-        return rows[0] if rows else None
-
-    def query_all(self, template: str, params: Any = ()) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = self.conn.execute(SQLITE.sql(template), params).fetchall()
-        return rows
-
-    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
-        return self._gate if self._gate is not None else contextlib.nullcontext()
-
-    def _begin(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def _commit(self) -> None:
-        self.conn.execute("COMMIT")
-
-    def _rollback(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-
-    def _savepoint(self) -> None:
-        self.conn.execute("SAVEPOINT op")
-
-    def _release_savepoint(self) -> None:
-        self.conn.execute("RELEASE op")
-
-    def _undo_savepoint(self) -> bool:
-        if not self.conn.in_transaction:
-            return False  # an error (disk full, I/O) that ended the transaction
-        self.conn.execute("ROLLBACK TO op")
-        self.conn.execute("RELEASE op")
-        return True
-
-    def _ended(self) -> bool:
-        return not self.conn.in_transaction
-
-    def _error(self, exc: BaseException, committing: bool = False) -> BaseException:
-        return translate_error(exc, self.path)
-
-    def _close_connection(self) -> None:
-        self._rollback()
-        self.conn.close()

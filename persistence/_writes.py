@@ -31,7 +31,7 @@ from persistence._errors import (
     WorkflowExists,
     WorkflowFinished,
 )
-from persistence._schema import HISTORY_TRIM_EVERY
+from persistence._format import HISTORY_TRIM_EVERY
 from persistence._types import (
     CANCEL,
     CHILD,

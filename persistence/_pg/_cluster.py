@@ -134,6 +134,9 @@ class Membership:
         # this node by wake-ups), and when that probe ran (database clock).
         self.peers = 0
         self.probed_at: Any = None
+        # Probes that found a peer: set after ``peers``, so that one who reads this and then
+        # ``peers`` at zero knows no peer was seen since (``ClusterNode.alone_mark``).
+        self.crowded = 0
 
     # -- what any thread may ask ----------------------------------------------------------------
     def owned(self) -> dict[int, int]:
@@ -297,6 +300,8 @@ class Membership:
             "FROM unnest(%s::bigint[]) AS k", (keys,)
         ) if got} if keys else set()
         self.peers = sum(1 for r in rows if int(r[2]) not in free)
+        if self.peers:
+            self.crowded += 1
         self.probed_at = started
         dead = []
         for node_id, inc, key, stale, state in rows:
@@ -650,6 +655,13 @@ class ClusterNode(Cluster):
 
     def alone(self) -> bool:
         return self.membership.peers == 0
+
+    def alone_mark(self) -> int | None:
+        m = self.membership
+        mark = m.crowded  # read before peers: see Membership.crowded
+        if m.peers or time.monotonic() - m.last_heartbeat > 2 * m.heartbeat_every:
+            return None  # another node is live, or this one has not looked lately
+        return mark
 
     def owns_new(self, workflow_id: str) -> bool:
         return self.membership.owns_shard(self.own_shard(workflow_id))

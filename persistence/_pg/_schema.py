@@ -8,7 +8,7 @@ tables (which reducers create where the connection's search_path says, ``public`
 never migrated, and one of a newer version, or one a development build made before 0.1.0 (no
 ``schema_line`` in its meta table), is refused as SQLite's are.
 
-The tables mirror SQLite's (``persistence/_schema.py``) in PostgreSQL types, with what a server
+The tables mirror SQLite's (``persistence/_sqlite/_schema.py``) in PostgreSQL types, with what a server
 needs: the step's UPDATE names no indexed column (so PostgreSQL can update the row in place, a
 "HOT" update: the never-stepped index keys on a ``fresh`` flag, not on ``step_seq``), the
 workflows table leaves room on its pages for that (fillfactor 80), and the tables used as queues
@@ -27,9 +27,9 @@ import psycopg
 import psycopg.conninfo
 
 from persistence._errors import ForeignDatabase, PersistenceError, ReadOnlyDatabase, SchemaTooNew
+from persistence._format import APPLICATION_ID, SCHEMA_LINE, dev_build_message
 from persistence._pg._ddl import QUEUE, cluster_ddl
 from persistence._pg._errors import _message, connect_error, is_lost, translate_error
-from persistence._schema import APPLICATION_ID, SCHEMA_LINE, dev_build_message
 from persistence._urls import display_url
 
 PG_SCHEMA_VERSION = 1

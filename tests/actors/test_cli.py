@@ -211,7 +211,7 @@ def test_demo_never_takes_its_file_from_wf_db(monkeypatch):
 def test_errors_of_the_file_are_one_line(tmp_path, capsys, monkeypatch):
     """A store error while wf posts a request (here a read-only file) prints one line and exits
     1, with the store's message; it used to print a traceback."""
-    import persistence._store
+    import persistence._sqlite._store
     from persistence import ReadOnlyDatabase
 
     db = str(tmp_path / "ro.db")
@@ -221,7 +221,7 @@ def test_errors_of_the_file_are_one_line(tmp_path, capsys, monkeypatch):
     def read_only(self, *a, **k):
         raise ReadOnlyDatabase(f"{db} cannot be written (test); make the file writable", path=db)
 
-    monkeypatch.setattr(persistence._store.SqliteStore, "post_external", read_only)
+    monkeypatch.setattr(persistence._sqlite._store.SqliteStore, "post_external", read_only)
     code, out, err = wf(capsys, "signal", "--db", db, "c", "item", "1")
     assert code == 1 and err == f"wf: error: {db} cannot be written (test); make the file writable\n"
 

@@ -139,3 +139,53 @@ def test_shutdown_hands_back_the_calls_not_started_and_counts_them_done():
 def test_a_pool_needs_a_thread():
     with pytest.raises(ValueError, match="procedure_workers must be at least 1"):
         _Workers(0, "test-proc")
+
+
+def test_a_call_goes_to_an_idle_thread_before_a_new_one_starts():
+    pool = _Workers(4, "test-proc")
+    try:
+        for i in range(5):
+            done = threading.Event()
+            pool.submit(done.set)
+            assert done.wait(10)
+            deadline = time.monotonic() + 10
+            while not pool._idle and time.monotonic() < deadline:
+                time.sleep(0.001)  # the thread is back among the idle ones
+            assert len(pool._idle) == 1, i
+        assert len(pool._threads) == 1
+    finally:
+        pool.shutdown()
+    for t in pool._threads:
+        t.join(10)
+        assert not t.is_alive()
+
+
+def test_a_burst_of_calls_on_idle_threads_runs_every_call():
+    """Calls that come while a woken thread has not started yet wait in the queue; each thread
+    that starts wakes the next, so none is left behind."""
+    pool = _Workers(4, "test-proc")
+    try:
+        warm = [threading.Event() for _ in range(4)]
+        hold = threading.Event()
+        for e in warm:
+            pool.submit(lambda e=e: (e.set(), hold.wait(10)))
+        assert all(e.wait(10) for e in warm)  # four threads, all busy
+        hold.set()
+        deadline = time.monotonic() + 10
+        while len(pool._idle) < 4 and time.monotonic() < deadline:
+            time.sleep(0.001)  # all four idle again
+        done = threading.Semaphore(0)
+        lock = threading.Lock()
+        ran: list[int] = []
+
+        def call(i: int) -> None:
+            with lock:
+                ran.append(i)
+            done.release()
+
+        for i in range(200):
+            pool.submit(call, i)
+        assert all(done.acquire(timeout=10) for _ in range(200))
+        assert sorted(ran) == list(range(200)) and len(pool._threads) == 4
+    finally:
+        pool.shutdown()

@@ -118,6 +118,29 @@ def test_overlap_skip_skips_ticks_while_the_previous_run_runs(db: str, overlap: 
             assert started == expected("slow", [START + HOUR * h for h in range(1, 7)])
 
 
+def test_idle_waits_for_a_tick_from_its_commit_until_its_workflow_is_handed_on(db: str, monkeypatch) -> None:
+    """Once a tick's start commits the schedule is no longer due, and its workflow reaches the
+    actors only after: ``idle`` in that gap would return before the workflow's first step (which
+    then runs at a later clock reading, arming its timers late)."""
+    from actors._schedules import Schedules
+
+    clock = VirtualClock(START)
+    seen: list[bool] = []
+    real_kick = Schedules._kick
+    with ActorSystem(db, clock=clock) as system:
+
+        def kick(self, seed):  # type: ignore[no-untyped-def]
+            seen.append(system._idle_now())  # in the gap: committed, not handed on yet
+            real_kick(self, seed)
+
+        monkeypatch.setattr(Schedules, "_kick", kick)
+        system.schedule("slow", slow_report, 2.5, every=HOUR)
+        clock.advance(HOUR)
+        system.idle(T)
+        assert seen == [False]
+        assert system.get(run_id("slow", START + HOUR)).info().status is Status.RUNNING
+
+
 def test_a_crash_between_tick_due_and_workflow_started_starts_it_once(db: str, monkeypatch) -> None:
     """A crash before the tick's transaction commits leaves nothing: the next system starts the
     tick. A crash after it committed (its first step not run yet) leaves the workflow, which

@@ -25,7 +25,7 @@ from persistence import (
     StoreClosed,
     open_store,
 )
-from persistence._schema import MIGRATIONS
+from persistence._sqlite._schema import MIGRATIONS
 
 from .conftest import new_wf
 
@@ -170,7 +170,7 @@ def test_reader_keeps_its_locks_when_an_owner_closes(db_path: str) -> None:
     """Closing an owner does not close a descriptor of the file while a reader of this process
     has it open (closing any descriptor of a file drops all of a process's POSIX locks on it,
     SQLite's included): the descriptor is kept, reused by the next owner, and closed later."""
-    import persistence._ownership as ownership
+    import persistence._sqlite._ownership as ownership
 
     open_store(db_path).close()
     with open_store(db_path, owner=False) as reader:
@@ -447,7 +447,7 @@ def test_lock_file_this_user_may_not_open_is_named(db_path: str, monkeypatch) ->
     message blamed a read-only directory, which it is not."""
     import errno
 
-    import persistence._ownership as ownership
+    import persistence._sqlite._ownership as ownership
 
     open_store(db_path).close()  # the lock file now exists
     real_open = os.open
@@ -467,14 +467,14 @@ def test_lock_file_this_user_may_not_open_is_named(db_path: str, monkeypatch) ->
 def test_reader_in_a_read_only_directory(db_path: str, monkeypatch) -> None:
     """A reader of a file whose directory it may not write (SQLite cannot create the -shm file
     there) reads it immutable when no write-ahead log is left, and says why not when one is."""
-    import persistence._store
+    import persistence._sqlite._store
 
     with open_store(db_path) as s:
         s.create_workflow(new_wf("a"))
     assert not os.path.exists(db_path + "-wal") or os.path.getsize(db_path + "-wal") == 0
     directory = os.path.dirname(db_path)
     real_access = os.access
-    monkeypatch.setattr(persistence._store.os, "access",
+    monkeypatch.setattr(persistence._sqlite._store.os, "access",
                         lambda p, mode: False if p == directory else real_access(p, mode))
     with open_store(db_path, owner=False) as reader:
         assert reader._immutable  # no -shm file needed

@@ -29,7 +29,7 @@ from persistence import (
     loads,
     open_store,
 )
-from persistence._schema import HISTORY_TRIM_EVERY
+from persistence._format import HISTORY_TRIM_EVERY
 from persistence._types import DropCause, Dropped
 
 from .conftest import has_table, new_wf, step

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from workflows import signal, workflow
 from workflows._compiler import checkpoint, restore, step
-from workflows._compiler._runtime import _dumps, _plain_frames
+from workflows._compiler._pickler import _REFS
+from workflows._compiler._runtime import _dumps, _plain_frames, _read_header
 from workflows._step import Finished
 
 
@@ -19,6 +20,14 @@ async def plain_locals(n: int) -> list:
     while len(seen) < n:
         seen.append(await signal("x"))  # the bound method is held across the await
     return [seen, names]
+
+
+@workflow
+async def range_loop(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i * await signal("x")
+    return total
 
 
 @workflow
@@ -55,6 +64,18 @@ def test_plain_locals_take_the_fast_path_with_cloudpickles_bytes() -> None:
     assert isinstance(r, Finished) and r.value == [["a", "b"], {"a": (1, 2.5, None)}]
 
 
+def test_a_loop_over_a_range_takes_the_fast_path_with_cloudpickles_bytes() -> None:
+    """A range iterator holds no object: the C pickler writes it as cloudpickle does."""
+    for n in (3, 1 << 64):
+        cont = range_loop.start(n)
+        step(cont)
+        step(cont, send=2)
+        assert _plain_frames(cont._frames)
+        assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(range_loop, (3,), [1, 2, 3])
+    assert isinstance(r, Finished) and r.value == 0 * 1 + 1 * 2 + 2 * 3
+
+
 def test_a_local_function_goes_through_cloudpickle_and_resumes() -> None:
     cont = closure_local.start(3)
     step(cont)
@@ -69,3 +90,59 @@ def test_a_live_iterator_goes_through_cloudpickle_and_resumes() -> None:
     assert not _plain_frames(cont._frames)
     _, r = _run_restoring_each_time(iterator_local, (), [1, 2, 3])
     assert isinstance(r, Finished) and r.value == [11, 22, 33]
+
+
+@workflow
+async def numbers_in_locals(x: int) -> list:
+    nan = twin = float("nan")
+    big = other = 10**30 + x
+    zero = also_zero = 0  # small ints: one object per value anyway
+    out = []
+    for v in iter([1, 2]):  # a live iterator: not plain locals
+        out.append((nan is twin, big is other, zero is also_zero, v + await signal("x")))
+    return out
+
+
+@workflow
+async def numbers_in_plain_locals(x: int) -> list:
+    nan = twin = float("nan")
+    big = other = 10**30 + x
+    out = []
+    while len(out) < 2:
+        out.append((nan is twin, big is other, await signal("x")))
+    return out
+
+
+@workflow
+async def numbers_in_locals_and_a_list(x: int) -> list:
+    nan = float("nan")
+    big = 10**30 + x
+    held = [nan, big]
+    out = []
+    for v in iter([1, 2]):
+        out.append((held[0] is nan, held[1] is big, v + await signal("x")))
+    return out
+
+
+def test_a_float_and_a_big_int_held_by_two_locals_stay_one_object_each() -> None:
+    """Two locals holding one NaN, two holding one big int: the same object again after each
+    restore (written by cloudpickle, not the slower checkpoint pickler), beside repeated small
+    ints."""
+    cont = numbers_in_locals.start(1)
+    step(cont)
+    assert not _plain_frames(cont._frames)
+    assert not _read_header(checkpoint(cont))[1].startswith(_REFS)
+    _, r = _run_restoring_each_time(numbers_in_locals, (1,), [10, 20])
+    assert isinstance(r, Finished) and r.value == [(True, True, True, 11), (True, True, True, 22)]
+    cont = numbers_in_plain_locals.start(1)
+    step(cont)
+    assert _plain_frames(cont._frames)  # the C pickler's, the restore making them one again
+    _, r = _run_restoring_each_time(numbers_in_plain_locals, (1,), [10, 20])
+    assert isinstance(r, Finished) and r.value == [(True, True, 10), (True, True, 20)]
+
+
+def test_a_float_and_a_big_int_held_by_a_local_and_a_list_stay_one_object_each() -> None:
+    """A NaN and a big int held by a local and by a list beside a live iterator: the list holds
+    the locals' objects after each restore."""
+    _, r = _run_restoring_each_time(numbers_in_locals_and_a_list, (1,), [10, 20])
+    assert isinstance(r, Finished) and r.value == [(True, True, 11), (True, True, 22)]

@@ -13,7 +13,7 @@ import site
 import sys
 import sysconfig
 import types
-from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from .._registry import resolve
@@ -384,6 +384,18 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
 Ref = tuple[Any, ...]  # ("g", key, name) | ("p", key, name, steps, type) | ("m", module, ...)
 
 
+def number_ids(objs: list[Any]) -> list[int]:
+    """The ids of the floats and ints among ``objs`` that pickle writes anew at each occurrence
+    (all but the cached small ints, one object per value in every process), one per occurrence.
+    At C speed."""
+    numbers = itertools.compress(objs, map(_NUMBERS.__contains__, map(type, objs)))
+    return list(itertools.filterfalse(_SMALL_INT_IDS.__contains__, map(id, numbers)))
+
+
+_NUMBERS = frozenset({float, int})
+_SMALL_INT_IDS = frozenset(map(id, range(-5, 257)))  # the cached small ints, alive with Python
+
+
 class ModuleTooLarge(TypeError):
     """The path walk of one checkpoint stopped at its budget before it could tell whether an
     object the state holds is module data."""
@@ -393,73 +405,70 @@ class ModuleData:
     """The module data one checkpoint looks the objects it writes up in (see above): the
     globals of the frames' namespaces and, walked when first asked, the paths."""
 
+    # Every checkpoint makes one; most read little of it: what is not set per instance is
+    # these defaults.
+    _ns: list[tuple[str, Namespace]] | None = None
+    _globals: dict[int, tuple[str, str, dict[str, Any]]] | None = None
+    _containers: dict[int, str]
+    _paths: dict[int, Ref] | None = None
+    active = False  # some namespace has data to walk
+    truncated: list[str] | None = None  # the modules walked, if the walk stopped early
+    # Set by the plain-locals check where the locals are plain but for floats or ints held more
+    # than once: all those (by id), so that the checkpoint is written in one pass.
+    shared_numbers: set[int] | None = None
+    # (frame index, local, frame index, earlier local) of each local of ``own`` holding the same
+    # float or big int as an earlier one (``find_aliases``; None until looked for): written
+    # twice, made one object again at the restore.
+    aliases: list[tuple[int, str, int, str]] | None = None
+    direct_counts: Mapping[int, int] = types.MappingProxyType({})  # per number aliased: its locals
+
     def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]], own: Any = None) -> None:
         self._spaces = spaces
         self._own = own  # the list being checkpointed: it and its items' __dict__ are its own
-        self._ns: list[tuple[str, Namespace]] | None = None
-        self._globals: dict[int, tuple[str, str, dict[str, Any]]] | None = None
-        self._containers: dict[int, str] = {}
-        self._paths: dict[int, Ref] | None = None
-        self.active = False  # some namespace has data to walk
-        self.truncated: list[str] | None = None  # the modules walked, if the walk stopped early
-        # Set by the plain-locals check where the locals are plain but for floats or ints held
-        # more than once: all those (by id), so that the checkpoint is written in one pass.
-        self.shared_numbers: set[int] | None = None
-        # (frame index, local, value) of each local holding the same float or int as an earlier
-        # one (``find_aliases``): written twice, made one object again at the restore.
-        self.aliases: list[tuple[int, str, int, str]] = []
-        self.direct_counts: dict[int, int] = {}  # per id of a number in aliases: its locals
 
-    def find_aliases(self, frames: Any) -> None:
-        """Set ``aliases`` and ``direct_counts`` for the floats and big ints that more than one
-        of the frames' locals hold (a check of identities at C speed first: usually none)."""
-        if len(frames) == 1:
-            self._aliases_of_one(frames[0].__dict__)
-            return
-        values: list[Any] = list(itertools.chain.from_iterable(f.__dict__.values() for f in frames))
-        ids = list(map(id, values))
-        counts = Counter(ids)
-        if len(counts) == len(ids):
-            return
-        names = [(fi, name) for fi, f in enumerate(frames) for name in f.__dict__]
-        first: dict[int, tuple[int, str]] = {}
-        for k in [k for k, i in enumerate(ids) if counts[i] > 1]:
-            v = values[k]
-            t = type(v)
-            if t is float or t is int and not -5 <= v <= 256:
-                i = ids[k]
-                if i in first:
-                    self.aliases.append((*names[k], *first[i]))
-                    self.direct_counts[i] = self.direct_counts.get(i, 1) + 1
-                else:
-                    first[i] = names[k]
-
-    def _aliases_of_one(self, d: dict[str, Any]) -> None:
-        """``find_aliases`` for one frame's locals ``d``, at C speed but for the aliases."""
-        ids = list(map(id, d.values()))
-        holder = dict(zip(ids, d, strict=True))  # per object: the last local holding it
-        if len(holder) == len(ids):
-            return
-        names = list(d)
-        later = list(map(operator.ne, map(holder.__getitem__, ids), names))
-        for name in itertools.compress(names, later):  # a local some later local aliases
-            v = d[name]
-            t = type(v)
-            if t is float or t is int and not -5 <= v <= 256:
-                i = id(v)
-                self.aliases.append((0, name, 0, holder[i]))
-                self.direct_counts[i] = self.direct_counts.get(i, 1) + 1
+    def find_aliases(self) -> list[tuple[int, str, int, str]]:
+        """``aliases``, looked for once (with ``direct_counts`` for them): whether any float or
+        big int is held by two locals, and only then which; at C speed but for the aliases."""
+        if self.aliases is not None:
+            return self.aliases
+        self.aliases = []
+        own = self._own or ()
+        values: list[Any] = []
+        for f in own:
+            values.extend(f.__dict__.values())
+        ids = number_ids(values)
+        numbers = set(ids)
+        if len(numbers) == len(ids):
+            return self.aliases
+        names: list[tuple[int, str]] = []
+        for fi, f in enumerate(own):
+            names.extend(zip(itertools.repeat(fi), f.__dict__))
+        all_ids = list(map(id, values))
+        first = dict(zip(reversed(all_ids), reversed(names), strict=True))  # its first local
+        later = map(operator.is_not, map(first.__getitem__, all_ids), names)
+        aliasing = map(operator.and_, map(numbers.__contains__, all_ids), later)
+        counts: dict[int, int] = {}
+        for k in itertools.compress(range(len(names)), aliasing):  # a later local of a number
+            i = all_ids[k]
+            self.aliases.append((*names[k], *first[i]))
+            counts[i] = counts.get(i, 1) + 1
+        self.direct_counts = counts
+        return self.aliases
 
     def _index(self) -> None:
-        ns = self._ns = [(key, namespace(g)) for key, g in self._spaces.values()]
-        if len(ns) == 1:
-            self._globals, self._containers = ns[0][1].refs(ns[0][0]), ns[0][1].containers
-        else:
-            self._globals, self._containers = {}, {}
-            for key, n in reversed(ns):  # the first frame's namespace wins
-                self._globals.update(n.refs(key))
-                self._containers.update(n.containers)
-        self.active = any(n.roots or n.imports for _key, n in ns)
+        if len(self._spaces) == 1:  # the frames run in one module (most do)
+            ((key, g),) = self._spaces.values()
+            n = namespace(g)
+            self._ns = [(key, n)]
+            self._globals, self._containers = n.refs(key), n.containers
+            self.active = bool(n.roots or n.imports)
+            return
+        self._ns = [(key, namespace(g)) for key, g in self._spaces.values()]
+        self._globals, self._containers = {}, {}
+        for key, n in reversed(self._ns):  # the first frame's namespace wins
+            self._globals.update(n.refs(key))
+            self._containers.update(n.containers)
+            self.active = self.active or bool(n.roots or n.imports)
 
     def globals(self) -> dict[int, tuple[str, str, dict[str, Any]]]:
         """id -> (workflow key, name, namespace) of the non-plain globals of the frames'

@@ -69,6 +69,7 @@ from ._pickle_modules import (
     _resolve_ref,
     _Unresolved,
     namespace,
+    number_ids,
     rebind_ref,
     ref_text,
     user_module,
@@ -193,10 +194,7 @@ _DISPATCH: dict[type, Any] = {}
 _DISPATCH_SIZES: list[int] = []
 
 
-def _refresh_dispatch() -> None:
-    sizes = [len(m) for m in _CLOUD_TABLES]
-    if sizes == _DISPATCH_SIZES:
-        return
+def _refresh_dispatch(sizes: list[int]) -> None:
     merged: dict[type, Any] = {}
     for m in reversed(_CLOUD_TABLES):
         merged.update(m)
@@ -231,11 +229,11 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
+        if t in _UNSHARED or t is types.FunctionType and obj in _BY_NAME:
+            return NotImplemented
         own = _OWN_OVERRIDES.get(t)
         if own is not None:
             return own(self, obj)
-        if t in _UNSHARED or t is types.FunctionType and obj in _BY_NAME:
-            return NotImplemented
         refs = self._globals
         if refs is None:
             refs = self._globals = self._data.globals()
@@ -277,8 +275,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             d = shared_dict(obj)
             drops = may_drop_dict(t)
             if d is not None or drops:
-                own = plan[0] or plan[1] is not None
-                rv = reduce_object(obj, self.proto) if own else obj.__reduce_ex__(self.proto)
+                custom = plan[0] or plan[1] is not None
+                rv = reduce_object(obj, self.proto) if custom else obj.__reduce_ex__(self.proto)
                 if d is not None:
                     rv = with_adopted_dict(obj, d, rv)
                 return with_instance_dict(obj, as_base(t, rv)) if drops else rv
@@ -597,7 +595,7 @@ def alias_frames(frames: list[Any], aliases: list[tuple[int, str, int, str]]) ->
 _BY_NAME.add(alias_frames)
 
 
-def aliased(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> Any:
+def aliased(frames: list[Any], aliases: list[tuple[int, str, int, str]] | None) -> Any:
     """What a checkpoint pickles for ``frames``: the frames, with their aliases if any."""
     return _AliasedFrames(frames, aliases) if aliases else frames
 
@@ -718,11 +716,13 @@ def loads(payload: bytes) -> Any:
 def dumps(
     obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]], data: ModuleData | None = None
 ) -> bytes:
-    """Pickle ``obj`` with the checkpoint's rules (``data``: the frames' module data, if the
-    caller has looked into it already for this checkpoint)."""
+    """Pickle ``obj`` with the checkpoint's rules (``data``: the module data of this checkpoint,
+    if the caller has made it: for the frames, ``ModuleData(spaces, frames)``)."""
     if not _STD_NAMES:
         _refresh_std_names()
-    _refresh_dispatch()
+    sizes = list(map(len, _CLOUD_TABLES))
+    if sizes != _DISPATCH_SIZES:  # a reducer registered since the last checkpoint
+        _refresh_dispatch(sizes)
     if data is None:
         data = ModuleData(spaces)
     if data.shared_numbers is not None:
@@ -733,16 +733,15 @@ def dumps(
         buf.write(_REFS)
         NumbersPickler(buf, data.shared_numbers).dump(obj)
         return buf.getvalue()
-    if data.aliases:
-        obj = aliased(obj, data.aliases)
     buf = io.BytesIO()
     p = _Pickler(buf, spaces, data)
-    p.dump(obj)
+    p.dump(aliased(obj, data.find_aliases()))
     payload = buf.getvalue()
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
     # object reached through module data, a module-level container or one reached through module
     # data among the objects written (the C pickler writes lists, dicts and sets without asking
-    # reducer_override), or a float or int held twice: again, with the rules for them.
+    # reducer_override), or a float or big int held twice but by locals only: again, with the
+    # rules for them.
     if (
         _EMPTY_SET in payload
         or _FROZENSET in payload
@@ -750,21 +749,28 @@ def dumps(
         or _shares_containers(data, memo := p.memo.copy())
         or _numbers_held_twice(data, memo)
     ):
-        # The earlier pass's memo lets go of what it wrote: an instance's __dict__ it holds
+        # The first pass's memo lets go of what it wrote: an instance's __dict__ it holds
         # would look held apart from its instance (shared_dict) to the next pass.
         p.clear_memo()
         memo = None
+        return _checkpoint_pickle(obj, spaces, data)
+    return payload
+
+
+def _checkpoint_pickle(obj: Any, spaces: Any, data: ModuleData) -> bytes:
+    """``obj`` written by CheckpointPickler: once, or twice if it met floats or ints held more
+    than once (other than by the locals the aliases make one again)."""
+    obj = aliased(obj, data.find_aliases())
+    buf = io.BytesIO()
+    buf.write(_REFS)
+    cp = CheckpointPickler(buf, spaces, data)
+    cp.dump(obj)
+    if cp.shared_numbers:
+        cp.clear_memo()  # as the first pass's, for the instances' __dict__s
         buf = io.BytesIO()
         buf.write(_REFS)
-        cp = CheckpointPickler(buf, spaces, data)
-        cp.dump(obj)
-        if cp.shared_numbers:
-            cp.clear_memo()
-            buf = io.BytesIO()
-            buf.write(_REFS)
-            CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)
-        payload = buf.getvalue()
-    return payload
+        CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)
+    return buf.getvalue()
 
 
 def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
@@ -777,30 +783,17 @@ def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
 
 
 def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
-    """Whether a float or big int is held twice among the containers the first pass wrote (the
-    C pickler writes each occurrence anew), other than by locals the frames' aliases make one.
-    Counted at C speed: the items of the containers written, the numbers among them, and how
-    many distinct ones there are against how many the aliases allow."""
-    if not memo:
-        return False
+    """Whether a float or big int occurs more than once among the items of the containers the
+    first pass wrote (the C pickler writes each occurrence anew), beyond the locals the aliases
+    make one again. At C speed."""
     objs = list(map(_SECOND, memo.values()))
     containers = itertools.compress(objs, map(_CONTAINERS.__contains__, map(type, objs)))
-    held = gc.get_referents(*containers)
-    kinds = list(map(type, held))
-    nums = list(itertools.compress(held, map(operator.is_, kinds, itertools.repeat(float))))
-    ints = itertools.compress(held, map(operator.is_, kinds, itertools.repeat(int)))
-    nums.extend(itertools.filterfalse(_SMALL_INTS.__contains__, ints))
-    if len(nums) < 2:
-        return False
-    direct = data.direct_counts
-    allowed = sum(direct.values()) - len(direct)  # occurrences the aliases account for
-    return len(set(map(id, nums))) < len(nums) - allowed
+    ids = number_ids(gc.get_referents(*containers))
+    return len(set(ids)) < len(ids) - len(data.aliases or ())
 
 
 _SECOND = operator.itemgetter(1)
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
-_SMALL_INTS = range(-5, 257)  # one object per value in every process
-_SECOND = operator.itemgetter(1)
 
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
@@ -825,5 +818,6 @@ __all__ = [
     "loads",
     "namespace",
     "never_shared",
+    "number_ids",
     "user_module",
 ]

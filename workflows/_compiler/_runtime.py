@@ -10,11 +10,13 @@ from __future__ import annotations
 import builtins
 import gc
 import json
+import operator
 import os
 import pickle
 import struct
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Generator
 from operator import (  # noqa: F401  (augmented assignment across an await: _af_rt.iadd, ...)
     iadd,
@@ -52,6 +54,7 @@ from ._pickler import (
     live_iter,
     loads,
     never_shared,
+    number_ids,
 )
 from ._scope import FRAME, LOCAL, RT, SYNTH, user_name, variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
@@ -853,8 +856,7 @@ def checkpoint(cont: Continuation) -> bytes:
             location=None,
         )
     frames = cont._frames
-    hkey = (cont._key, cont._fingerprint, cont._state,
-            *[(f._af_code, f.__dict__.get("_af_pc")) for f in frames])
+    hkey = (cont._key, cont._fingerprint, cont._state, *map(_POINT, frames))
     cached = _HEADERS.get(hkey)
     if cached is None:
         started = cont._state != 0
@@ -883,8 +885,6 @@ def checkpoint(cont: Continuation) -> bytes:
     if _plain_frames(frames, data):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster.
         return prefix + pickle.dumps(aliased(frames, data.aliases), protocol=pickle.HIGHEST_PROTOCOL)
-    if data.shared_numbers is None and not data.aliases:
-        data.find_aliases(frames)  # locals that hold one float or int (unless known already)
     try:
         payload = dumps(frames, spaces, data)
     except Exception as e:
@@ -899,32 +899,38 @@ _SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
 _SEQUENCES = frozenset({list, tuple, set, frozenset})
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 _BuiltinMethod: type = type([].append)
+# Iterators over a range hold no object (a range and a position: what cloudpickle writes too,
+# as they are never module data).
+_RANGE_ITERS = frozenset({type(builtin_iter(range(0))), type(builtin_iter(range(1 << 64)))})
+_LEAVES = _SCALARS | _RANGE_ITERS  # nothing in them to walk
+_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod}  # what _plain_frames looks into
+_POINT = operator.attrgetter("_af_code", "_af_pc")  # a frame's code and where it is
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
 def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
-    """True if every frame holds only plain data (scalars, builtin containers of them) that the C
-    pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
+    """True if every frame holds only plain data (scalars, iterators over ranges, builtin
+    containers of them) that the C pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
     give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
     module-level list, dict or set (kept by name) and none reached through module data (kept by
-    its path)."""
-    stack: list[Any] = []
+    its path); a float or big int held twice only by locals (the restore makes them one object
+    again: ``data.aliases``). Sets ``data.shared_numbers`` where such a number is held twice
+    otherwise."""
+    values: list[Any] = []
     for f in frames:
         if type(f) is not Frame:
             return False
-        stack.extend(f.__dict__.values())
+        values.extend(f.__dict__.values())
+    if not _PLAIN_KINDS.issuperset(map(type, values)):
+        return False  # a local of another kind (an iterator, a function, an instance, ...)
     if data is None:
-        data = ModuleData(_spaces(frames))
+        data = ModuleData(_spaces(frames), frames)
     budget = _PLAIN_BUDGET
-    numbers: dict[int, int] = {}  # floats and big ints met, by id: how many times
-    twice = False
-    while stack:
-        o = stack.pop()
+    # The items of each container met are appended to ``values``, which the loop reaches in
+    # turn: once walked, it holds every value at each of its occurrences.
+    for o in values:
         t = type(o)
-        if t in _SCALARS:
-            if t is float or t is int and not -5 <= o <= 256:
-                n = numbers[id(o)] = numbers.get(id(o), 0) + 1
-                twice = twice or n > 1
+        if t in _LEAVES:
             continue
         budget -= 1
         if budget < 0:
@@ -937,28 +943,25 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
                 return False
             if t is not tuple and _shared(o, data):
                 return False
-            stack.extend(o)
+            values.extend(o)
         elif t is dict:
             if _shared(o, data):
                 return False
-            stack.extend(o.keys())
-            stack.extend(o.values())
+            values.extend(o.keys())
+            values.extend(o.values())
         elif t is _BuiltinMethod and type(o.__self__) in _CONTAINERS:
             # A method of a plain container, held across an await (`xs.append(await ...)`).
-            stack.append(o.__self__)
+            values.append(o.__self__)
         else:
             return False
-    if twice:
-        # A float or big int held twice: by locals only, the C pickler writes it twice and the
-        # restore makes the locals hold one object again (``aliases``); else the checkpoint
-        # pickler writes the frames once, each of those numbers once (all of them are known).
-        data.find_aliases(frames)
-        direct = data.direct_counts
-        shared = {i for i, n in numbers.items() if n > 1}
-        if any(numbers[i] != direct.get(i) for i in shared):
-            data.shared_numbers = shared
-            data.aliases = []
-            return False
+    ids = number_ids(values)
+    repeats = len(ids) - len(set(ids))
+    if repeats and repeats > len(data.find_aliases()):
+        # A float or big int held twice, not only by locals: the C pickler is asked to write
+        # each of those once (all of them are known).
+        data.shared_numbers = {i for i, n in Counter(ids).items() if n > 1}
+        data.aliases = []
+        return False
     return True
 
 
@@ -1085,7 +1088,7 @@ def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
     try:
         if blob[:4] != MAGIC:
             raise ValueError("it does not start with the checkpoint marker")
-        (n,) = struct.unpack(">I", blob[4:8])
+        n = int.from_bytes(blob[4:8], "big")
         hb = blob[8 : 8 + n]
         payload = blob[8 + n :]
         header = _READ_HEADERS.get(hb)

@@ -25,17 +25,13 @@ from persistence._errors import (
     SchemaTooNew,
     StorageIOError,
 )
+from persistence._format import (
+    APPLICATION_ID,
+    SCHEMA_LINE,
+    dev_build_message,
+)
 
-# "AFW1" as a big-endian 32-bit integer: the SQLite header field that names the application.
-APPLICATION_ID = 0x41465731
 SCHEMA_VERSION = 1
-
-# Every how many steps a workflow's history is trimmed (by index), when the system keeps only the
-# newest steps (``history_limit``; by default every step is kept).
-HISTORY_TRIM_EVERY = 50
-# How many of a workflow's newest steps its row describes at least (``recent_steps``: what woke
-# each; at most twice as many, then the older ones move to the history table together).
-RECENT_STEPS = 16
 
 
 # What workflows say to the outside (``persistence/_talk.py``), and the ids pruned workflows
@@ -174,10 +170,6 @@ def _v1(db: sqlite_utils.Database) -> None:
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
-# Every file of the released schema line says so in its meta table (version 1 writes the row).
-# Development builds before 0.1.0 wrote versions 1 to 5 without it (squashed into this version
-# 1): a file without the row is one of theirs, whatever its version.
-SCHEMA_LINE = ("schema_line", "release")
 
 
 def _is_sqlite_error(exc: BaseException, *codes: int) -> bool:
@@ -257,15 +249,6 @@ def _released_line(conn: sqlite3.Connection, tables: list[str]) -> bool:
         return False
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (SCHEMA_LINE[0],)).fetchone()
     return row is not None and row[0] == SCHEMA_LINE[1]
-
-
-def dev_build_message(where: str, version: int, remedy: str) -> str:
-    """What to say of a database a development build made before 0.1.0 (its ``version``)."""
-    return (
-        f"{where} was made by a development build of actorflow from before 0.1.0 (schema "
-        f"version {version} of the pre-release numbering, no {SCHEMA_LINE[0]!r} mark in its "
-        f"meta table); this actorflow cannot read or convert it. Recreate it: {remedy}."
-    )
 
 
 def migrate(conn: sqlite3.Connection, path: str, version: int) -> None:

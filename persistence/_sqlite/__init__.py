@@ -1,0 +1,1 @@
+"""The SQLite backend: one file, one owning process (a cluster of one)."""

@@ -1,0 +1,139 @@
+"""Pooled actors on the shared dispatcher: one message at a time per actor, in order, pauses, and
+a shutdown that lets paused messages finish."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+import pytest
+
+from actors._pool import SLICE, Dispatcher, PooledActor
+from persistence._promise import Promise
+
+WAIT = 10.0
+
+
+class Recorder(PooledActor):
+    """Records the messages it handles, and how many of its messages ran at once (at most one)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        super().__init__(dispatcher)
+        self.seen: list[Any] = []
+        self.running = 0
+        self.most = 0
+        self.gates: dict[Any, Promise[None]] = {}  # message -> the promise it pauses on
+
+    def on_receive(self, message: Any) -> Any:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            gate = self.gates.get(message)
+            if gate is not None:
+                self.pause_until(gate, lambda: self.seen.append(("resumed", message)))
+            self.seen.append(message)
+            return message
+        finally:
+            self.running -= 1
+
+
+@pytest.fixture
+def dispatcher():
+    d = Dispatcher(4, name="test-pool")
+    yield d
+    d.shutdown(timeout=WAIT)
+
+
+def test_each_actor_takes_its_messages_one_at_a_time_in_order_while_the_threads_run_many(dispatcher):
+    refs = [Recorder.start(dispatcher) for _ in range(6)]
+    actors = [r.actor_inbox._actor for r in refs]
+    n = 3 * SLICE + 5  # more than a slice: each actor goes back on the run queue between slices
+
+    def send(i: int) -> None:
+        for k in range(n):
+            refs[i].tell((i, k))
+
+    senders = [threading.Thread(target=send, args=(i,)) for i in range(len(refs))]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join(WAIT)
+    for i, ref in enumerate(refs):
+        assert ref.ask("last", timeout=WAIT) == "last"
+        assert actors[i].seen == [(i, k) for k in range(n)] + ["last"]
+        assert actors[i].most == 1
+
+
+def test_a_paused_message_holds_its_actor_until_its_promise_settles_and_shutdown_waits_for_it():
+    dispatcher = Dispatcher(2, name="test-pool")
+    ref = Recorder.start(dispatcher)
+    actor = ref.actor_inbox._actor
+    gate: Promise[None] = Promise()
+    actor.gates["first"] = gate  # set before any message: the actor reads it on its thread
+    ref.tell("first")
+    second = ref.ask("second", block=False)
+    with pytest.raises(pykka.Timeout):
+        second.get(timeout=0.05)  # the actor is paused in "first": it takes nothing else
+    stopped = threading.Event()
+    closer = threading.Thread(target=lambda: (dispatcher.shutdown(timeout=WAIT), stopped.set()))
+    closer.start()
+    assert not stopped.wait(0.05)  # shutdown waits for the paused message
+    gate.set_result(None)
+    assert second.get(timeout=WAIT) == "second"
+    assert stopped.wait(WAIT)
+    closer.join(WAIT)
+    assert actor.seen == ["first", ("resumed", "first"), "second"]
+    assert not any(t.is_alive() for t in dispatcher.threads())
+
+
+def test_a_promise_settled_before_the_pause_goes_on_at_once(dispatcher):
+    ref = Recorder.start(dispatcher)
+    actor = ref.actor_inbox._actor
+    done: Promise[None] = Promise()
+    done.set_result(None)
+    actor.gates["first"] = done
+    ref.tell("first")
+    assert ref.ask("second", timeout=WAIT) == "second"
+    assert actor.seen == ["first", ("resumed", "first"), "second"]
+
+
+def test_one_thread_runs_every_actor_queued_behind_the_one_it_runs():
+    dispatcher = Dispatcher(1, name="test-pool")
+    try:
+        release = threading.Event()
+
+        class Blocker(PooledActor):
+            def on_receive(self, message: Any) -> Any:
+                release.wait(WAIT)
+                return message
+
+        held = Blocker.start(dispatcher).ask("held", block=False)
+        others = [Recorder.start(dispatcher) for _ in range(3)]
+        answers = [r.ask(i, block=False) for i, r in enumerate(others)]
+        release.set()
+        assert held.get(timeout=WAIT) == "held"
+        assert [f.get(timeout=WAIT) for f in answers] == [0, 1, 2]
+    finally:
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def test_a_stopped_actor_answers_what_is_left_in_its_mailbox_and_leaves_the_live_set(dispatcher):
+    ref = Recorder.start(dispatcher)
+    actor = ref.actor_inbox._actor
+    assert ref.ask("one", timeout=WAIT) == "one"
+    assert actor in dispatcher.live
+    ref.stop(timeout=WAIT)
+    assert actor not in dispatcher.live
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("late", timeout=WAIT)
+
+
+def test_a_burst_of_actors_scheduled_on_idle_threads_all_run(dispatcher):
+    """Actors scheduled while a woken thread has not started yet wait in the run queue; each
+    thread that starts wakes the next, and a thread ending its slice takes what is queued."""
+    refs = [Recorder.start(dispatcher) for _ in range(200)]
+    answers = [ref.ask(i, block=False) for i, ref in enumerate(refs)]
+    assert [a.get(timeout=WAIT) for a in answers] == list(range(200))
+    for ref in refs:
+        ref.stop(block=False)
