@@ -36,6 +36,7 @@ CORPUS_MODULES = [
     "corpus_sharing",
     "corpus_modstate",
     "corpus_coroutines",
+    "corpus_unseen",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).
@@ -45,7 +46,13 @@ for _name in CORPUS_MODULES:
 # Cases whose compiled run is known to differ (compiler bugs reported, not yet fixed), keyed by
 # (check, "<entry name>-<case index>" or "<entry name>-derived"). Marked xfail(strict=True), so a
 # fix turns them into failures until the mark is removed.
-KNOWN_BUGS: dict[tuple[str, str], str] = {}
+_NS_VARS = (
+    "vars() of a SimpleNamespace held apart from it comes back as a copy (its __dict__ cannot "
+    "be assigned at the restore)"
+)
+KNOWN_BUGS: dict[tuple[str, str], str] = {
+    ("roundtrip", "corpus_unseen:namespace_config_vars-0"): _NS_VARS,
+}
 
 
 def _params(check: str) -> list[object]:
@@ -61,10 +68,19 @@ def _params(check: str) -> list[object]:
     return out
 
 
+def _from(module: str) -> list:
+    return [e for e in CORPUS if e.wf.__module__.rpartition(".")[2] == module]
+
+
 def test_corpus_is_large_enough():
-    """The corpus has at least 100 workflows and several cases for most of them."""
-    assert len(CORPUS) >= 100
-    assert sum(len(e.cases) for e in CORPUS) >= 3 * len(CORPUS)
+    """The corpus has at least 100 workflows and several cases for most of them; corpus_unseen
+    (programs written without looking at the checkpoint's code, one input each for the most
+    part) has at least 60 of its own."""
+    unseen = _from("corpus_unseen")
+    assert len(unseen) >= 60
+    rest = [e for e in CORPUS if e not in unseen]
+    assert len(rest) >= 100
+    assert sum(len(e.cases) for e in rest) >= 3 * len(rest)
 
 
 @pytest.mark.parametrize(("entry", "case"), _params("native"))

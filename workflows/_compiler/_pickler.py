@@ -35,7 +35,14 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _dequestate, _settable
+from . import _cached, _dequestate, _dynclass, _settable
+from ._instdict import (
+    as_base,
+    may_drop_dict,
+    shared_dict,
+    with_adopted_dict,
+    with_instance_dict,
+)
 from ._pickle_exceptions import _reduce_exception, _set_exc_state
 from ._pickle_iters import (
     _NATIVE_ITERS,
@@ -168,6 +175,7 @@ _OWN_REDUCERS[types.CodeType] = _reduce_code
 _OWN_REDUCERS.update(dict.fromkeys(_VIEW_KINDS, _reduce_view))
 _OWN_REDUCERS[types.MappingProxyType] = _reduce_proxy
 _OWN_REDUCERS[memoryview] = _reduce_memoryview
+_OWN_REDUCERS.update(_cached.REDUCERS)
 if _TypeAliasType is not None:
     _OWN_REDUCERS[_TypeAliasType] = _reduce_type_alias
 if sys.version_info >= (3, 12):
@@ -249,6 +257,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             r = super().reducer_override(obj)  # cloudpickle's: classes and functions only
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
+                r = _dynclass.once(obj, r)  # its hooks run only if made anew; its __slots__ kept
             return r
         if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
             self.reached = True  # kept by its path: CheckpointPickler's persistent_id
@@ -259,6 +268,18 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         plan = _PLAN.get(t)
         if plan is None:
             plan = _plan(t)
+        if t.__dictoffset__:
+            # vars(obj) held apart from obj: the restore gives it back as obj's __dict__; a
+            # subclass of Counter, defaultdict, Fraction...: its attributes, which their reduce
+            # leaves out
+            d = shared_dict(obj)
+            drops = may_drop_dict(t)
+            if d is not None or drops:
+                custom = plan[0] or plan[1] is not None
+                rv = reduce_object(obj, self.proto) if custom else obj.__reduce_ex__(self.proto)
+                if d is not None:
+                    rv = with_adopted_dict(obj, d, rv)
+                return with_instance_dict(obj, as_base(t, rv)) if drops else rv
         if plan[0] or plan[1] is not None:
             return reduce_object(obj, self.proto)
         return NotImplemented
@@ -728,6 +749,10 @@ def dumps(
         or _shares_containers(data, memo := p.memo.copy())
         or _numbers_held_twice(data, memo)
     ):
+        # The first pass's memo lets go of what it wrote: an instance's __dict__ it holds
+        # would look held apart from its instance (shared_dict) to the next pass.
+        p.clear_memo()
+        memo = None
         return _checkpoint_pickle(obj, spaces, data)
     return payload
 
@@ -741,6 +766,7 @@ def _checkpoint_pickle(obj: Any, spaces: Any, data: ModuleData) -> bytes:
     cp = CheckpointPickler(buf, spaces, data)
     cp.dump(obj)
     if cp.shared_numbers:
+        cp.clear_memo()  # as the first pass's, for the instances' __dict__s
         buf = io.BytesIO()
         buf.write(_REFS)
         CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)

@@ -1024,6 +1024,12 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                     )
                 elif tname in ("generator", "async_generator"):
                     hint = "a generator cannot be checkpointed; wrap it in list(...)"
+                elif isinstance(e, RecursionError) or "excessively deep recursion" in str(e):
+                    hint = (
+                        "it reaches its objects through a chain of references deeper than "
+                        "pickle follows (a long linked list: node.next.next...); hold the nodes "
+                        "in a list across the await and link them again after it"
+                    )
                 elif isinstance(e, ResourceRefused):
                     hint = (
                         "close it before the await (a 'with open(...)' block that does not span "

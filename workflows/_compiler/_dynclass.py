@@ -1,0 +1,60 @@
+"""Classes made in a workflow, rebuilt by a restore: their class-creation hooks run only where
+the class is made anew.
+
+cloudpickle rebuilds a class made at run time by making a new class (``types.new_class``, which
+runs the bases' ``__init_subclass__``, the metaclass and ``__set_name__``) and then, if the
+process still has the original class, returning the original and dropping the new one. The hooks
+of the dropped class have run all the same: a plugin base whose ``__init_subclass__`` registers
+every subclass in a module list gets a second, dead class there at every restore. Here the
+original is looked up first, and the class is made (its hooks run, as at its class statement)
+only in a process that does not have it, and with its ``__slots__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cloudpickle  # type: ignore[import-untyped]  # ships no type information
+
+_cp = cloudpickle.cloudpickle
+_MAKE = getattr(_cp, "_make_skeleton_class", None)
+# cloudpickle's classes by tracker id (a WeakValueDictionary): the classes of this process that a
+# restore gives back as themselves. Where a cloudpickle release no longer has it, classes are
+# rebuilt as cloudpickle rebuilds them (test_unseen_refusals pins that it is there).
+TRACKER: Any = getattr(_cp, "_DYNAMIC_CLASS_TRACKER_BY_ID", None)
+
+
+def make_class_once(
+    type_constructor: Any, name: str, bases: Any, type_kwargs: Any, tracker_id: Any, extra: Any
+) -> Any:
+    """The class with ``tracker_id`` if this process has it; else cloudpickle's new class."""
+    if tracker_id is not None and TRACKER is not None:
+        existing = TRACKER.get(tracker_id)
+        if existing is not None:
+            return existing
+    assert _MAKE is not None
+    if "__slots__" in type_kwargs:
+        try:
+            return _MAKE(type_constructor, name, bases, type_kwargs, tracker_id, extra)
+        except Exception:
+            # A metaclass that makes its own slots (and refuses them in the namespace): the
+            # class as cloudpickle makes it, rather than no class at all.
+            type_kwargs = {k: v for k, v in type_kwargs.items() if k != "__slots__"}
+    return _MAKE(type_constructor, name, bases, type_kwargs, tracker_id, extra)
+
+
+def once(cls: type, r: Any) -> Any:
+    """cloudpickle's reduce value ``r`` of class ``cls``, made with ``make_class_once``, and
+    with its ``__slots__`` in the namespace the class is made from.
+
+    cloudpickle sets ``__slots__`` on the class after making it, where it is an attribute like
+    any other: the class made in another process has no slots, and its instances have a
+    ``__dict__`` (``obj.undeclared = 1`` works there, and raises AttributeError natively).
+    """
+    if _MAKE is None or not (isinstance(r, tuple) and len(r) > 1 and r[0] is _MAKE):
+        return r
+    args = r[1]
+    slots = cls.__dict__.get("__slots__")
+    if slots and isinstance(args, tuple) and len(args) > 3 and isinstance(args[3], dict):
+        args[3]["__slots__"] = slots
+    return (make_class_once, *r[1:])

@@ -1,0 +1,148 @@
+"""Instances whose ``__dict__`` is held apart from them (``d = vars(obj)``, ``obj.__dict__`` in a
+local or a container): the restore gives the instance that very dict back as its ``__dict__``.
+
+pickle writes such an instance's state as its ``__dict__`` (the same object, so shared with any
+other holder of it in the pickle's memo), and its ``BUILD`` copies that state into the new
+instance's own dict: the holder then has a dict the instance no longer sees. For an instance whose
+``__dict__`` is held by something else, and whose state is that dict, the checkpoint writes a
+state setter that makes the restored state dict the instance's ``__dict__`` (what it was).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def _count(obj: Any) -> int:
+    d = object.__getattribute__(obj, "__dict__")
+    return sys.getrefcount(d)
+
+
+class _Probe:
+    pass
+
+
+# The references to an instance's __dict__ that shared_dict counts when nothing else holds it
+# (the instance's own, the local, getrefcount's argument), measured here (by _count, which
+# counts as shared_dict does) so that it holds for this Python.
+_BASE = _count(_Probe())
+
+
+def shared_dict(obj: Any) -> dict[str, Any] | None:
+    """``obj.__dict__`` if something other than ``obj`` holds it (a local, a container, a pickle's
+    memo), else None. A dict held only by its instance is written as pickle writes it."""
+    try:  # counted as _count counts
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    if type(d) is not dict or sys.getrefcount(d) <= _BASE:
+        return None
+    try:  # a class whose __dict__ cannot be assigned: written as pickle writes it
+        object.__setattr__(obj, "__dict__", d)
+    except Exception:
+        return None
+    return d
+
+
+def adopt_state(obj: Any, state: Any) -> None:
+    """The state setter of an instance whose ``__dict__`` is held apart: ``state`` (a dict, or
+    ``(dict, slots)``) becomes its ``__dict__`` itself; slots are set as pickle sets them."""
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state is not None:
+        object.__setattr__(obj, "__dict__", state)
+    if slots:
+        for k, v in slots.items():
+            object.__setattr__(obj, k, v)
+
+
+def with_adopted_dict(obj: Any, d: dict[str, Any], rv: Any) -> Any:
+    """``rv`` (the reduce value of ``obj``) with ``adopt_state`` as its state setter, where its
+    state is ``d`` (the instance's ``__dict__``); ``rv`` unchanged otherwise (a class whose own
+    ``__getstate__``/``__reduce__`` decides its state)."""
+    if not isinstance(rv, tuple) or len(rv) < 3:
+        return rv
+    state = rv[2]
+    if not (state is d or isinstance(state, tuple) and len(state) == 2 and state[0] is d):
+        return rv
+    rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
+    return (rv[0], rv[1], state, rest[0], rest[1], adopt_state)
+
+
+# Subclasses of a standard library class whose own reduce leaves the instance's __dict__ out
+# (Counter, defaultdict, Fraction, Decimal, datetime...): pickle gives their instances back
+# without the attributes user code set on them. Per class: whether its reduce is such a one.
+_DROPS: dict[type, bool] = {}
+_STDLIB = frozenset(sys.stdlib_module_names) | {"builtins"}
+
+
+def _reduce_provider(t: type) -> type | None:
+    for k in t.__mro__:
+        if "__reduce_ex__" in k.__dict__ or "__reduce__" in k.__dict__:
+            return k
+    return None
+
+
+def may_drop_dict(t: type) -> bool:
+    """Whether ``t`` is a user subclass of a standard library class that has its own reduce
+    (cached per class); its instances' reduce is then checked for a missing state."""
+    drops = _DROPS.get(t)
+    if drops is None:
+        k = _reduce_provider(t)
+        drops = (
+            k is not None
+            and k is not object
+            and k is not t
+            and (k.__module__ or "").partition(".")[0] in _STDLIB
+            and (t.__module__ or "").partition(".")[0] not in _STDLIB
+        )
+        if len(_DROPS) > 4096:
+            _DROPS.clear()
+        _DROPS[t] = drops
+    return drops
+
+
+def with_instance_dict(obj: Any, rv: Any) -> Any:
+    """``rv`` (the reduce value of ``obj``) with ``obj``'s attributes as its state, where the
+    base class's reduce left them out; ``rv`` unchanged where it has a state or there is none."""
+    if not isinstance(rv, tuple) or len(rv) < 2 or len(rv) > 2 and rv[2] is not None:
+        return rv
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+        object.__setattr__(obj, "__dict__", d)  # one that a restore can set
+    except Exception:
+        return rv
+    if type(d) is not dict or not d:
+        return rv
+    rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
+    return (rv[0], rv[1], d, rest[0], rest[1], adopt_state)
+
+
+def rebuild_as_base(t: type, base: type, args: tuple[Any, ...]) -> Any:
+    """An instance of ``t`` made from ``args`` as ``base`` makes one (its ``__new__`` and
+    ``__init__``), not through the ``__init__``/``__new__`` that ``t`` has of its own."""
+    obj = base.__new__(t, *args)
+    init = getattr(base, "__init__")  # noqa: B009 - the class's, looked up on the class
+    if init is not object.__init__:
+        init(obj, *args)
+    return obj
+
+
+def as_base(t: type, rv: Any) -> Any:
+    """``rv`` made with ``rebuild_as_base`` where it calls ``t`` itself with the arguments of the
+    standard library base's reduce (``Counter``: ``cls(dict(self))``) and ``t`` has an
+    ``__init__`` or ``__new__`` of its own, which would take them otherwise (``LootBag(owner,
+    **counts)`` would get the counts as its owner, or fail at the restore)."""
+    if not isinstance(rv, tuple) or len(rv) < 2 or rv[0] is not t or type(rv[1]) is not tuple:
+        return rv
+    base = _reduce_provider(t)
+    if base is None:
+        return rv
+    for k in t.__mro__:
+        if k is base:
+            return rv  # t makes its instances as its base does
+        if "__init__" in k.__dict__ or "__new__" in k.__dict__:
+            break
+    return (rebuild_as_base, (t, base, rv[1]), *rv[2:])
