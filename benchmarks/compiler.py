@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 HERE = pathlib.Path(__file__).resolve().parent
 if __name__ == "__main__" and "--code" in sys.argv:  # a child of --against: that tree's workflows
@@ -38,6 +39,10 @@ else:
 
 from workflows import signal, timer, workflow  # noqa: E402
 from workflows._compiler import checkpoint, restore, step  # noqa: E402
+
+# These workflows live in the script on purpose (each run is one process, nothing recovers), and
+# run on revisions whose CompileWarning may not exist yet: the warning about __main__ is not news.
+warnings.filterwarnings("ignore", message=r"workflow __main__:")
 from workflows._context import StepContext  # noqa: E402
 
 REPS = 7
