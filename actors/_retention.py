@@ -26,7 +26,6 @@ from persistence import Store
 from persistence._log import Log
 
 from ._clock import Clock
-from ._work import WorkCounter
 
 _NO_SYSTEM = Log("system")  # retention is part of the system's housekeeping
 
@@ -62,9 +61,6 @@ class Retention:
         clock: The system's clock: a workflow's age is measured on it, as its end was.
         retention: Seconds a finished workflow is kept; None keeps every one.
         on_pruned: Called with the ids of each batch deleted (the runtime forgets them).
-        work: The system's work counter: a batch counts as work from before its commit until
-            ``on_pruned`` is done, so ``idle()`` never returns in between (the commit ends
-            ``due()``, and the runtime would still answer a pruned workflow's ``result()``).
     """
 
     def __init__(
@@ -76,9 +72,7 @@ class Retention:
         log: Log | None = None,
         *,
         id_retention: float | None = None,
-        work: WorkCounter | None = None,
     ) -> None:
-        self._work = work
         self._log = log if log is not None else _NO_SYSTEM  # its system's ``system`` logger
         self.store = store
         # Seconds the tombstone of a pruned workflow keeps its id taken (None: for good); the
@@ -190,15 +184,6 @@ class Retention:
 
     def _batch(self, cutoff: float) -> tuple[int, bool]:
         """One transaction of deletes; (how many, whether the batch was full so more may be due)."""
-        if self._work is None:
-            return self._batch_counted(cutoff)
-        self._work.inc()
-        try:
-            return self._batch_counted(cutoff)
-        finally:
-            self._work.dec()
-
-    def _batch_counted(self, cutoff: float) -> tuple[int, bool]:
         with self._lock:
             size = self.batch
             t0 = time.perf_counter()

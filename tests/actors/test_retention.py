@@ -173,32 +173,6 @@ def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clo
             system.get("q")
 
 
-def test_idle_waits_for_a_prune_from_its_commit_until_the_runtime_forgot_what_it_deleted(db, clock, monkeypatch) -> None:
-    """The prune's commit ends ``due()``, and the runtime forgets the pruned outcomes only after:
-    ``idle`` in that gap would return while ``result()`` still answered from memory."""
-    from actors._system import Runtime
-
-    seen: list[bool] = []
-    real = Runtime.forget_pruned
-    systems: list[ActorSystem] = []
-
-    def forget_pruned(self, workflow_ids):  # type: ignore[no-untyped-def]
-        if systems:
-            seen.append(systems[0]._idle_now())  # in the gap: committed, not forgotten yet
-        real(self, workflow_ids)
-
-    monkeypatch.setattr(Runtime, "forget_pruned", forget_pruned)
-    with ActorSystem(db, clock=clock) as system:
-        systems.append(system)
-        ref = system.start(quick, 1, id="q")
-        assert ref.result(timeout=T) == 1
-        clock.advance(7 * 86400 + 1)
-        system.idle(timeout=T)
-        assert seen == [False]
-        with pytest.raises(UnknownWorkflow):
-            ref.result(timeout=T)
-
-
 def test_retention_none_keeps_everything(db, clock) -> None:
     """retention=None: nothing is ever deleted by the system, however old."""
     with ActorSystem(db, clock=clock, retention=None) as system:
