@@ -11,39 +11,17 @@ import collections
 import fractions
 import pickle
 import re
-import textwrap
 
 import cloudpickle  # type: ignore[import-untyped]
 
-import workflows
 from workflows._compiler import (
     _dynclass,
     _pickler,
     checkpoint,
-    compile_workflow_source,
     restore,
-    step,
 )
-from workflows._context import StepContext
-from workflows._step import Suspended
 
-
-def _compile(src: str, name: str):
-    g = {n: getattr(workflows, n) for n in workflows.__all__}
-    return compile_workflow_source(textwrap.dedent(src), f"{name}.py", name, g)
-
-
-def _suspend(wf, *args):
-    cont = wf.start(*args)
-    with StepContext().active():
-        r = step(cont)
-    assert isinstance(r, Suspended)
-    return cont
-
-
-def _send(cont, value=None):
-    with StepContext().active():
-        return step(cont, value)
+from .test_checkpoint_contract import _compile, _send, _suspend  # noqa: E402
 
 
 class Sheet:
