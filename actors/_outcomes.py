@@ -16,7 +16,9 @@ for an end this process did not see).
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from persistence._types import Cluster
@@ -39,6 +41,7 @@ class Outcomes:
         # workflow id -> (its outcome, or None while it runs, started here; the mark it was kept under)
         self._kept: collections.OrderedDict[str, tuple[Outcome | None, int]] = collections.OrderedDict()
         self._lock = threading.Lock()
+        self._pruning = 0  # prunes of this process between their start and forgetting what they deleted
 
     def _mark(self) -> int | None:
         return 0 if self._cluster is None else self._cluster.alone_mark()
@@ -70,6 +73,8 @@ class Outcomes:
 
     def _entry(self, workflow_id: str) -> tuple[Outcome | None, int] | None:
         with self._lock:
+            if self._pruning:  # a prune may have committed and not yet said what it deleted
+                return None
             entry = self._kept.get(workflow_id)
         if entry is None:
             return None
@@ -89,6 +94,19 @@ class Outcomes:
         runs, unless it ended in a way this process missed: a reader of it reads again soon)."""
         entry = self._entry(workflow_id)
         return entry is not None and entry[0] is None
+
+    @contextlib.contextmanager
+    def pruning(self) -> Iterator[None]:
+        """Around a prune of this process, from before its transaction until it has forgotten
+        what it deleted: meanwhile every reader reads the store (an outcome the prune deleted
+        is never answered from memory once its commit can be seen)."""
+        with self._lock:
+            self._pruning += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pruning -= 1
 
     def forget(self, workflow_ids: list[str]) -> None:
         """These workflows were pruned."""

@@ -15,6 +15,7 @@ starts a new workflow instead of finding the old one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -61,6 +62,8 @@ class Retention:
         clock: The system's clock: a workflow's age is measured on it, as its end was.
         retention: Seconds a finished workflow is kept; None keeps every one.
         on_pruned: Called with the ids of each batch deleted (the runtime forgets them).
+        pruning: A context held around each batch, from before its transaction until
+            ``on_pruned`` returned (the runtime answers no ``result()`` from memory meanwhile).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class Retention:
         on_pruned: Callable[[list[str]], None],
         log: Log | None = None,
         *,
+        pruning: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
         id_retention: float | None = None,
     ) -> None:
         self._log = log if log is not None else _NO_SYSTEM  # its system's ``system`` logger
@@ -82,6 +86,7 @@ class Retention:
         self.clock = clock
         self.retention = retention
         self._on_pruned = on_pruned
+        self._pruning = pruning
         self.batch = FIRST_BATCH
         self._lock = threading.Lock()  # one batch at a time (its size adapts to the last one)
         # Requests of `wf prune` being carried out: seq -> [cutoff, pruned so far].
@@ -184,7 +189,7 @@ class Retention:
 
     def _batch(self, cutoff: float) -> tuple[int, bool]:
         """One transaction of deletes; (how many, whether the batch was full so more may be due)."""
-        with self._lock:
+        with self._lock, self._pruning():
             size = self.batch
             t0 = time.perf_counter()
             ids = self.store.prune_finished(cutoff, size, at=self.clock.now())
@@ -194,7 +199,7 @@ class Retention:
                     self.batch = min(MAX_BATCH, size * 2)
                 elif took > TARGET_BATCH_SECONDS * 2:
                     self.batch = max(MIN_BATCH, size // 2)
-        if ids:
-            self.pruned += len(ids)
-            self._on_pruned(ids)
+            if ids:
+                self.pruned += len(ids)
+                self._on_pruned(ids)
         return len(ids), len(ids) == size

@@ -173,6 +173,31 @@ def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clo
             system.get("q")
 
 
+def test_result_right_after_a_prune_commits_reads_it_gone(db, clock) -> None:
+    """Between a prune's commit and the runtime forgetting what it deleted, result() of a
+    workflow that finished here (its outcome kept in memory) already says it is gone: no answer
+    from memory once the delete can be seen."""
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(quick, 1, id="q")
+        assert ref.result(timeout=T) == 1
+        retention = system._retention
+        real, seen = retention.store.prune_finished, []
+
+        def prune_then_ask(*args, **kwargs):
+            ids = real(*args, **kwargs)  # committed: the row is gone, nothing forgotten yet
+            if ids:
+                with pytest.raises(UnknownWorkflow) as info:
+                    ref.result(timeout=T)
+                seen.append(info.value.workflow_id)
+            return ids
+
+        retention.store = type("Wrapped", (), {"__getattr__": lambda _, n: getattr(real.__self__, n),
+                                              "prune_finished": staticmethod(prune_then_ask)})()
+        clock.advance(1)
+        assert system.prune(older_than=0) == 1
+        assert seen == ["q"]
+
+
 def test_retention_none_keeps_everything(db, clock) -> None:
     """retention=None: nothing is ever deleted by the system, however old."""
     with ActorSystem(db, clock=clock, retention=None) as system:
