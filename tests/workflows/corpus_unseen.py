@@ -1722,8 +1722,8 @@ add(slots_and_dict_instance_vars, C(1))
 
 @workflow
 async def namespace_config_vars(n):
-    """vars() of a SimpleNamespace config across an await (its __dict__ cannot be assigned, so
-    the restore cannot make the held dict its own: a known bug in test_differential)."""
+    """vars() of a SimpleNamespace config across an await: its __dict__ cannot be assigned, and
+    the held dict comes back as the restored namespace's own all the same."""
     import types as _types
 
     cfg = _types.SimpleNamespace(difficulty="easy", waves=n)

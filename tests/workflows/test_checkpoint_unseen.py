@@ -11,6 +11,7 @@ import collections
 import fractions
 import pickle
 import re
+import types
 
 import cloudpickle  # type: ignore[import-untyped]
 
@@ -65,11 +66,19 @@ def test_an_unshared_instance_dict_is_written_as_pickle_writes_it():
     assert _pickler.dumps([s], {}) == cloudpickle.dumps([s], protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def test_a_class_with_its_own_getstate_keeps_its_state_rule():
-    """A class whose own __getstate__ decides its state is not given the held dict."""
-    o = OwnState()
-    d, back = _roundtrip([vars(o), o])
-    assert back.cache == {"k": 1} and d is not vars(back)
+def test_a_held_dict_the_state_cannot_give_back_is_the_instance_dict_again():
+    """vars(obj) held apart from obj, where obj's state cannot be that dict (a class whose own
+    __getstate__ decides its state; a SimpleNamespace, whose dict cannot be assigned), comes
+    back as the restored instance's own dict, holding what it held, in either order and with
+    the instance and the dict inside it."""
+    for make in (OwnState, lambda: types.SimpleNamespace(hp=3, bag=["rope"])):
+        for first in (True, False):
+            o = make()
+            d = vars(o)
+            d["owner"], d["me"] = o, d
+            rd, ro = _roundtrip([d, o]) if first else _roundtrip([o, d])[::-1]
+            assert rd is vars(ro) and rd["me"] is rd and rd["owner"] is ro
+            assert sorted(rd) == sorted(d) and type(ro) is type(o)
 
 
 def test_a_compiled_pattern_is_the_re_module_cached_object_again():

@@ -46,12 +46,7 @@ for _name in CORPUS_MODULES:
 # Cases whose compiled run is known to differ (compiler bugs reported, not yet fixed), keyed by
 # (check, "<entry name>-<case index>" or "<entry name>-derived"). Marked xfail(strict=True), so a
 # fix turns them into failures until the mark is removed.
-_NS_VARS = (
-    "vars() of a SimpleNamespace held apart from it comes back as a copy (its __dict__ cannot "
-    "be assigned at the restore)"
-)
 KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("roundtrip", "corpus_unseen:namespace_config_vars-0"): _NS_VARS,
 }
 
 

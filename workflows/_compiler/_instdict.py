@@ -6,6 +6,9 @@ other holder of it in the pickle's memo), and its ``BUILD`` copies that state in
 instance's own dict: the holder then has a dict the instance no longer sees. For an instance whose
 ``__dict__`` is held by something else, and whose state is that dict, the checkpoint writes a
 state setter that makes the restored state dict the instance's ``__dict__`` (what it was).
+Where that cannot be done (a dict that cannot be assigned, a class whose own ``__getstate__``
+writes another state), the dict is written as a reference to the instance with the dict's items
+(``dict_of``): the instance comes back by its own rule, then its own dict is given those items.
 """
 
 from __future__ import annotations
@@ -38,10 +41,28 @@ def shared_dict(obj: Any) -> dict[str, Any] | None:
         return None
     if type(d) is not dict or sys.getrefcount(d) <= _BASE:
         return None
-    try:  # a class whose __dict__ cannot be assigned: written as pickle writes it
+    return d
+
+
+def assignable(obj: Any, d: dict[str, Any]) -> bool:
+    """Whether ``d`` (its ``__dict__``) can be given to ``obj`` as its ``__dict__`` (not to a
+    SimpleNamespace, whose dict is its own)."""
+    try:
         object.__setattr__(obj, "__dict__", d)
     except Exception:
-        return None
+        return False
+    return True
+
+
+def dict_of(owner: Any, items: tuple[tuple[Any, Any], ...] | None) -> dict[str, Any]:
+    """The restore of an instance's ``__dict__`` held apart from it that could not come back as
+    its state (a SimpleNamespace's, or one of a class whose own ``__getstate__`` decides its
+    state): the restored instance's own dict, holding ``items`` (what it held at the
+    checkpoint; None where this is a further reference to it)."""
+    d: dict[str, Any] = object.__getattribute__(owner, "__dict__")
+    if items is not None:
+        d.clear()
+        d.update(items)
     return d
 
 

@@ -37,6 +37,8 @@ import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _cached, _dequestate, _dynclass, _settable
 from ._instdict import (
+    assignable,
+    dict_of,
     as_base,
     may_drop_dict,
     shared_dict,
@@ -226,6 +228,9 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         self._data = data if data is not None else ModuleData(spaces)
         self._globals: dict[int, Any] | None = None  # the data's globals, when first needed
         self.reached = False  # an object kept by reference, or a set iterator, was met
+        # id(d) -> (d, its instance): __dict__s held apart from an instance that its state
+        # cannot give back (CheckpointPickler writes each as a reference to the instance)
+        self.owned: dict[int, tuple[dict[str, Any], Any]] = {}
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -278,7 +283,11 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 custom = plan[0] or plan[1] is not None
                 rv = reduce_object(obj, self.proto) if custom else obj.__reduce_ex__(self.proto)
                 if d is not None:
-                    rv = with_adopted_dict(obj, d, rv)
+                    adopted = with_adopted_dict(obj, d, rv) if assignable(obj, d) else rv
+                    if adopted is rv:  # written as vars(obj) by CheckpointPickler, in any order
+                        self.owned[id(d)] = (d, obj)
+                        self.reached = True
+                    rv = adopted
                 return with_instance_dict(obj, as_base(t, rv)) if drops else rv
         if plan[0] or plan[1] is not None:
             return reduce_object(obj, self.proto)
@@ -466,8 +475,12 @@ class CheckpointPickler(_Pickler):
         spaces: dict[int, tuple[str, dict[str, Any]]],
         data: ModuleData | None = None,
         shared: set[int] | None = None,
+        owned: dict[int, tuple[dict[str, Any], Any]] | None = None,
     ) -> None:
         super().__init__(file, spaces, data)
+        if owned:
+            self.owned.update(owned)
+        self._dicts_written: set[int] = set()  # of self.owned: those whose items are written
         self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
         self._records: list[Any] = []  # their tables, read when met
         self._set_pids: dict[int, tuple[str, int]] = {}
@@ -491,6 +504,10 @@ class CheckpointPickler(_Pickler):
         data = self._data
         if (t is LiveIter and obj._kind == "set" or t is _SetIter) and _settable.SUPPORTED:
             return self._set_iter_pid(obj)
+        if t is dict and self.owned:
+            held = self.owned.get(id(obj))
+            if held is not None and held[0] is obj:
+                return self._dict_of(obj, held[1])
         if t is set or t is list or t is dict or t is frozenset:
             ref = data.global_ref(obj)
             if ref is not None:
@@ -519,6 +536,13 @@ class CheckpointPickler(_Pickler):
         ):
             return self._by_path(obj)
         return None
+
+    def _dict_of(self, d: dict[str, Any], owner: Any) -> Any:
+        """("D", the instance, its items at the first reference; None at the others)."""
+        if id(d) in self._dicts_written:
+            return ("D", owner, None)
+        self._dicts_written.add(id(d))
+        return ("D", owner, tuple(d.items()))
 
     def _by_path(self, obj: Any) -> Any:
         """An object reached through module data: its path, and (unless it is a global of another
@@ -675,6 +699,8 @@ class CheckpointUnpickler(pickle.Unpickler):
             li = LiveIter(None, c, "set", used)
             self._set_iters.append((li, slot, rest))
             return li
+        if tag == "D":  # an instance's __dict__ held apart from it
+            return dict_of(pid[1], pid[2])
         if tag == "s":
             index = pid[1]
             while len(self._sets) <= index:
@@ -753,23 +779,25 @@ def dumps(
         # would look held apart from its instance (shared_dict) to the next pass.
         p.clear_memo()
         memo = None
-        return _checkpoint_pickle(obj, spaces, data)
+        return _checkpoint_pickle(obj, spaces, data, p.owned)
     return payload
 
 
-def _checkpoint_pickle(obj: Any, spaces: Any, data: ModuleData) -> bytes:
+def _checkpoint_pickle(
+    obj: Any, spaces: Any, data: ModuleData, owned: dict[int, tuple[dict[str, Any], Any]]
+) -> bytes:
     """``obj`` written by CheckpointPickler: once, or twice if it met floats or ints held more
     than once (other than by the locals the aliases make one again)."""
     obj = aliased(obj, data.find_aliases())
     buf = io.BytesIO()
     buf.write(_REFS)
-    cp = CheckpointPickler(buf, spaces, data)
+    cp = CheckpointPickler(buf, spaces, data, owned=owned)
     cp.dump(obj)
     if cp.shared_numbers:
         cp.clear_memo()  # as the first pass's, for the instances' __dict__s
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers).dump(obj)
+        CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers, owned=cp.owned).dump(obj)
     return buf.getvalue()
 
 
