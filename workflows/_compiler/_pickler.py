@@ -37,9 +37,9 @@ import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _cached, _dequestate, _dynclass, _settable
 from ._instdict import (
+    as_base,
     assignable,
     dict_of,
-    as_base,
     may_drop_dict,
     shared_dict,
     with_adopted_dict,
