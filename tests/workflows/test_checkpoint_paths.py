@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from workflows import signal, workflow
 from workflows._compiler import checkpoint, restore, step
+from workflows._compiler._checkpoint import _dumps, _plain_frames, _read_header
 from workflows._compiler._pickler import _REFS
-from workflows._compiler._runtime import _dumps, _plain_frames, _read_header
 from workflows._step import Finished
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from workflows import CheckpointError, CompileError, VersionMismatch, timer, workflow
 from workflows._compiler import checkpoint, compile_workflow_source, restore, step
-from workflows._compiler._runtime import MAGIC
+from workflows._compiler._checkpoint import MAGIC
 from workflows._context import StepContext
 
 _n = 0

@@ -16,7 +16,7 @@ import pytest
 
 from workflows import WorkflowFunction, workflow
 from workflows._compiler import checkpoint, restore
-from workflows._compiler._runtime import step
+from workflows._compiler._driver import step
 
 from . import corpus_coroutines
 from .diffharness import CORPUS, Trace, compare, run_compiled, run_native

@@ -19,7 +19,7 @@ import workflows
 from workflows import Event, VersionMismatch
 from workflows._commands import Select
 from workflows._compiler import checkpoint, compile_workflow_source, restore, step
-from workflows._compiler._runtime import check_upgrade, restore_upgrading
+from workflows._compiler._checkpoint import check_upgrade, restore_upgrading
 from workflows._context import StepContext
 from workflows._effects import procedure
 from workflows._step import Finished, Raised, Suspended

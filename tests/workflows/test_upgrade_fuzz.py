@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import workflows.testing
 from workflows import VersionMismatch
 from workflows._compiler import compile_workflow_source, restore, restore_upgrading
-from workflows._compiler._runtime import _read_header
+from workflows._compiler._checkpoint import _read_header
 from workflows._registry import register
 
 from .diffharness import Oracle, compare, run_compiled, run_native

@@ -8,7 +8,8 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from .._registry import resolve
 from ._code import CompiledCode
-from ._runtime import Continuation, Frame, SubCall
+from ._driver import Continuation
+from ._runtime import Frame, SubCall
 from ._scope import LOCAL
 from ._signals import awaited_signals
 

@@ -467,7 +467,7 @@ class CheckpointPickler(_Pickler):
     """cloudpickle with all the checkpoint's rules (see the module docstring), through
     persistent ids too: module data by reference, sets in their order, shared numbers once. A
     Python call for every object pickled: the checkpoint of plain locals (numbers, strings,
-    builtin containers of them, none shared with a module) skips it (``_runtime``)."""
+    builtin containers of them, none shared with a module) skips it (``_checkpoint``)."""
 
     def __init__(
         self,

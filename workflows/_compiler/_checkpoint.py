@@ -1,0 +1,521 @@
+"""Checkpoints: a ``Continuation`` written as bytes (``checkpoint``) and read back
+(``restore``, ``restore_upgrading``, ``check_upgrade``), refused at ``checkpoint()`` where it
+could not be restored.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import operator
+import pickle
+import struct
+import sys
+from collections import Counter
+from typing import Any
+
+from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
+from .._registry import resolve
+from . import _settable
+from ._driver import Continuation
+from ._pickler import (
+    LiveIter,
+    ModuleData,
+    ModulePathBroken,
+    ModuleTooLarge,
+    ResourceRefused,
+    SetNotRestorable,
+    aliased,
+    dumps,
+    loads,
+    number_ids,
+)
+from ._runtime import Frame, builtin_iter
+from ._scope import variable_of
+from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
+
+FORMAT = 1
+MAGIC = b"AFWF"
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def checkpoint(cont: Continuation) -> bytes:
+    """Serialise ``cont``: a header (format, keys and fingerprints, Python minor) + cloudpickle.
+
+    Raises:
+        CheckpointError: a live local cannot be pickled; the message names it, its type and the
+            await it is live at.
+    """
+    if not isinstance(cont, Continuation):
+        raise TypeError(f"checkpoint() takes a Continuation, got {cont!r}")
+    if cont._state == 2:
+        raise CheckpointError(
+            f"workflow {cont._key} has finished; there is nothing to checkpoint",
+            variable=None,
+            value_type=None,
+            location=None,
+        )
+    frames = cont._frames
+    hkey = (cont._key, cont._fingerprint, cont._state, *map(_POINT, frames))
+    cached = _HEADERS.get(hkey)
+    if cached is None:
+        started = cont._state != 0
+        header = {
+            "format": FORMAT,
+            "key": cont._key,
+            "fingerprint": cont._fingerprint,
+            "state": cont._state,
+            # Per frame: its code, and the point it is suspended at (identity, enclosing
+            # constructs, live locals), so that newer code can tell whether it may move there.
+            "frames": [
+                [f._af_code.key, f._af_code.fingerprint,
+                 f._af_code.table.record(f.__dict__.get("_af_pc"), started)
+                 if f._af_code.table is not None else None]
+                for f in frames
+            ],
+            "python": PY,
+        }
+        hb = json.dumps(header, separators=(",", ":")).encode()
+        cached = (MAGIC + struct.pack(">I", len(hb)) + hb, _spaces(frames))
+        if len(_HEADERS) >= 4096:
+            _HEADERS.clear()
+        _HEADERS[hkey] = cached
+    prefix, spaces = cached
+    data = ModuleData(spaces, frames)  # the module data, looked into only if needed
+    if _plain_frames(frames, data):
+        # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster.
+        return prefix + pickle.dumps(aliased(frames, data.aliases), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        payload = dumps(frames, spaces, data)
+    except Exception as e:
+        raise _explain_pickle_failure(cont, e) from e
+    return prefix + payload
+
+
+# Checkpoint header bytes and the frames' namespaces by (workflow, state, code and point of each
+# frame): the same few for every step.
+_HEADERS: dict[tuple[Any, ...], tuple[bytes, dict[int, tuple[str, dict[str, Any]]]]] = {}
+_SCALARS = frozenset({type(None), bool, int, float, complex, str, bytes})
+_SEQUENCES = frozenset({list, tuple, set, frozenset})
+_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
+_BuiltinMethod: type = type([].append)
+# Iterators over a range hold no object (a range and a position: what cloudpickle writes too,
+# as they are never module data).
+_RANGE_ITERS = frozenset({type(builtin_iter(range(0))), type(builtin_iter(range(1 << 64)))})
+_LEAVES = _SCALARS | _RANGE_ITERS  # nothing in them to walk
+_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod}  # what _plain_frames looks into
+_POINT = operator.attrgetter("_af_code", "_af_pc")  # a frame's code and where it is
+_PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
+
+
+def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
+    """True if every frame holds only plain data (scalars, iterators over ranges, builtin
+    containers of them) that the C pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
+    give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
+    module-level list, dict or set (kept by name) and none reached through module data (kept by
+    its path); a float or big int held twice only by locals (the restore makes them one object
+    again: ``data.aliases``). Sets ``data.shared_numbers`` where such a number is held twice
+    otherwise."""
+    values: list[Any] = []
+    for f in frames:
+        if type(f) is not Frame:
+            return False
+        values.extend(f.__dict__.values())
+    if not _PLAIN_KINDS.issuperset(map(type, values)):
+        return False  # a local of another kind (an iterator, a function, an instance, ...)
+    if data is None:
+        data = ModuleData(_spaces(frames), frames)
+    budget = _PLAIN_BUDGET
+    # The items of each container met are appended to ``values``, which the loop reaches in
+    # turn: once walked, it holds every value at each of its occurrences.
+    for o in values:
+        t = type(o)
+        if t in _LEAVES:
+            continue
+        budget -= 1
+        if budget < 0:
+            return False
+        if t in _SEQUENCES:
+            if t is set:
+                if not (_settable.SUPPORTED and _settable.plain(o)):  # a table a plain rebuild would not give
+                    return False
+            elif t is frozenset and len(o) > 1:
+                return False
+            if t is not tuple and _shared(o, data):
+                return False
+            values.extend(o)
+        elif t is dict:
+            if _shared(o, data):
+                return False
+            values.extend(o.keys())
+            values.extend(o.values())
+        elif t is _BuiltinMethod and type(o.__self__) in _CONTAINERS:
+            # A method of a plain container, held across an await (`xs.append(await ...)`).
+            values.append(o.__self__)
+        else:
+            return False
+    ids = number_ids(values)
+    repeats = len(ids) - len(set(ids))
+    if repeats and repeats > len(data.find_aliases()):
+        # A float or big int held twice, not only by locals: the C pickler is asked to write
+        # each of those once (all of them are known).
+        data.shared_numbers = {i for i, n in Counter(ids).items() if n > 1}
+        data.aliases = []
+        return False
+    return True
+
+
+def _shared(o: Any, data: ModuleData) -> bool:
+    """True if container ``o`` may be module data (then only the checkpoint pickler writes it)."""
+    if id(o) in data.containers():
+        return True
+    if not data.active:
+        return False
+    return id(o) in data.paths() or data.truncated is not None  # walked first
+
+
+def _spaces(frames: list[Frame]) -> dict[int, tuple[str, dict[str, Any]]]:
+    """The module namespaces the frames' code runs in, by id (for the checkpoint pickler)."""
+    out = {}
+    for f in frames:
+        code = f._af_code
+        g = code.globals
+        out[id(g)] = (code.key, g)
+    return out
+
+
+def _dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]] | None = None) -> bytes:
+    if spaces is None:
+        spaces = _spaces(obj) if isinstance(obj, list) else {}
+    return dumps(obj, spaces)
+
+
+def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
+    spaces = _spaces(cont._frames)
+    refused = getattr(err, "value", None)  # the object refused, if the pickler said which
+    for f in reversed(cont._frames):
+        code = f._af_code
+        # The variable that holds the refused object itself first, then those that reach it.
+        names = sorted(f.__dict__.items(), key=lambda kv: refused is None or kv[1] is not refused)
+        for name, value in names:
+            try:
+                _dumps(value, spaces)
+            except Exception as e:
+                where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
+                what = code.describe_slot(name)
+                tname = type(value).__qualname__
+                mod: str | None = type(value).__module__
+                if type(value) is LiveIter:
+                    tname, mod = f"{type(value._c).__name__} iterator", None
+                if mod not in ("builtins", None):
+                    tname = f"{mod}.{tname}"
+                if isinstance(e, ModuleTooLarge):
+                    hint = "or del the variable before the await"
+                elif isinstance(e, DeprecationWarning) or mod == "itertools" or "itertools" in str(e):
+                    hint = (
+                        "itertools objects cannot be checkpointed reliably (their pickling is "
+                        "deprecated and removed in Python 3.14); wrap it in list(...)"
+                    )
+                elif tname == "typing.TypeAliasType":
+                    hint = (
+                        "a type alias made by a 'type' statement in a workflow is checkpointed "
+                        "with its value, which must evaluate and must not refer back to the "
+                        "alias; define the alias at module level, or del it before the await"
+                    )
+                elif tname in ("generator", "async_generator"):
+                    hint = "a generator cannot be checkpointed; wrap it in list(...)"
+                elif isinstance(e, RecursionError) or "excessively deep recursion" in str(e):
+                    hint = (
+                        "it reaches its objects through a chain of references deeper than "
+                        "pickle follows (a long linked list: node.next.next...); hold the nodes "
+                        "in a list across the await and link them again after it"
+                    )
+                elif isinstance(e, ResourceRefused):
+                    hint = (
+                        "close it before the await (a 'with open(...)' block that does not span "
+                        "it), or move the I/O into a procedure"
+                    )
+                elif isinstance(value, BaseException) or "cannot be rebuilt at restore" in str(e):
+                    hint = "or del the variable before the await"
+                elif "iterates" in str(e) and "changed" in str(e):
+                    hint = (
+                        "do not add or remove keys of a dict or set that a loop iterates across "
+                        "an await; iterate over a copy (for k, v in list(d.items()): ...)"
+                    )
+                elif tname == "coroutine":
+                    hint = (
+                        "a coroutine cannot be checkpointed; await it at once (workflows await "
+                        "commands and @workflow calls only) instead of keeping it across an await"
+                    )
+                elif hasattr(type(value), "__enter__") and hasattr(type(value), "__exit__"):
+                    hint = (
+                        "a context manager open across an await is checkpointed with the "
+                        "workflow and must pickle (one made by @contextmanager holds a generator, "
+                        "which does not); keep the awaits out of its 'with' body, or write it as "
+                        "a class with __enter__/__exit__ whose state pickles"
+                    )
+                elif "generator" in str(e):
+                    hint = (
+                        "it holds a generator, which cannot be checkpointed; keep a list(...) "
+                        "of the generator's items instead, or del it before the await"
+                    )
+                else:
+                    hint = (
+                        "make it picklable, del it before the await, or move the work that "
+                        "needs it into a procedure"
+                    )
+                return CheckpointError(
+                    f"cannot checkpoint workflow {code.key}: {what} ({tname}) is live at the "
+                    f"await at {where}: {type(e).__name__}: {e}; {hint}",
+                    variable=variable_of(name),
+                    value_type=tname,
+                    location=where,
+                )
+    return CheckpointError(
+        f"cannot checkpoint workflow {cont._key}: {type(err).__name__}: {err}",
+        variable=None,
+        value_type=None,
+        location=cont.location(),
+    )
+
+
+def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:
+    """The header of a checkpoint (never to be modified: headers read are shared, by their
+    bytes) and its payload."""
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise TypeError(f"restore() takes the bytes made by checkpoint(), got {type(blob).__name__}")
+    blob = bytes(blob)
+    try:
+        if blob[:4] != MAGIC:
+            raise ValueError("it does not start with the checkpoint marker")
+        n = int.from_bytes(blob[4:8], "big")
+        hb = blob[8 : 8 + n]
+        payload = blob[8 + n :]
+        header = _READ_HEADERS.get(hb)
+        if header is not None:
+            return header, payload
+        header = json.loads(hb)
+        fmt = header["format"]
+    except Exception as e:
+        raise CheckpointError(
+            f"malformed workflow checkpoint ({len(blob)} bytes): {e}",
+            variable=None,
+            value_type=None,
+            location=None,
+        ) from None
+    if fmt != FORMAT:
+        raise CheckpointError(
+            f"workflow checkpoint format {fmt} is not supported (this version reads {FORMAT})",
+            variable=None,
+            value_type=None,
+            location=None,
+        )
+    key = header["key"]
+    if header["python"] != PY:
+        raise VersionMismatch(
+            f"continuation of workflow {key} was made by Python {header['python']}, this is "
+            f"Python {PY}; run it on Python {header['python']} (checkpoints hold code objects "
+            "that are tied to one Python minor version)",
+            workflow_type=key,
+            stored=header["python"],
+            loaded=PY,
+        )
+    if len(_READ_HEADERS) >= 4096:
+        _READ_HEADERS.clear()
+    _READ_HEADERS[hb] = header
+    return header, payload
+
+
+# Headers read, by their bytes: the same few for every step of a workflow.
+_READ_HEADERS: dict[bytes, dict[str, Any]] = {}
+
+
+def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
+    try:
+        frames: list[Frame] = loads(payload)
+    except (ImportError, AttributeError) as e:
+        # A class (or function) its locals hold cannot be found: code missing in this process,
+        # as for the workflow's own, not damaged bytes.
+        raise UnknownWorkflowType(
+            f"workflow {key} cannot be restored in this process: its state refers to code that "
+            f"cannot be found ({type(e).__name__}: {e}). Make that module importable (on "
+            f"sys.path) in the process that opens the database.",
+            key=key,
+            kind="workflow",
+        ) from e
+    except SetNotRestorable as e:
+        raise _not_restorable(key, e.frames, e.the_set, "a set", e.reason) from None
+    except ModulePathBroken as e:
+        raise _not_restorable(key, e.frames, e.stand_in, "an object", e.reason) from None
+    except Exception as e:
+        raise CheckpointError(
+            f"cannot restore workflow {key}: unpickling its state failed: {type(e).__name__}: {e}",
+            variable=None,
+            value_type=None,
+            location=None,
+        ) from e
+    return frames
+
+
+def _not_restorable(key: str, frames: Any, target: Any, what: str, reason: str) -> CheckpointError:
+    """The restore's error for a value that cannot be given back as it was (a set whose table
+    cannot be rebuilt, an object whose path through module data broke), naming the variable
+    that holds it (directly, or through containers and objects)."""
+    hint = (
+        "hold sorted(...) or a dict.fromkeys(...) of its elements across awaits"
+        if what == "a set"
+        else "keep the module's data as it was when the workflow was checkpointed, or read "
+        "it again from the module after the await instead of holding it in a variable"
+    )
+    for f in reversed(frames if isinstance(frames, list) else []):
+        code = getattr(f, "_af_code", None)
+        for name, value in getattr(f, "__dict__", {}).items():
+            if code is not None and _reaches(value, target):
+                return CheckpointError(
+                    f"cannot restore workflow {key}: {code.describe_slot(name)} holds {what} "
+                    f"that cannot be given back as it was: {reason}; {hint}",
+                    variable=variable_of(name),
+                    value_type=type(target).__name__ if what == "a set" else None,
+                    location=code.describe_point(f.__dict__.get("_af_pc")) or None,
+                )
+    return CheckpointError(
+        f"cannot restore workflow {key}: {what} it holds cannot be given back as it was: "
+        f"{reason}; {hint}",
+        variable=None,
+        value_type=None,
+        location=None,
+    )
+
+
+def _reaches(value: Any, target: Any, budget: int = 100_000) -> bool:
+    seen: set[int] = set()
+    stack = [value]
+    while stack and budget > 0:
+        o = stack.pop()
+        if o is target:
+            return True
+        if id(o) in seen or type(o) in _SCALARS:
+            continue
+        seen.add(id(o))
+        budget -= 1
+        stack.extend(gc.get_referents(o))
+    return False
+
+
+def _plan(header: dict[str, Any], payload: bytes) -> tuple[Upgrade, list[Frame] | None]:
+    """How each frame of a checkpoint moves onto the loaded code; the restored frames too if
+    some frame's code changed (restored with the loaded code, not yet rewritten)."""
+    key = header["key"]
+    plans = []
+    for entry in header["frames"]:
+        fkey, fp, rec = entry
+        wf = resolve("workflow", fkey)
+        unreadable = None
+        try:
+            old = Point.from_record(rec) if isinstance(rec, dict) else None
+        except (ValueError, KeyError, TypeError) as e:
+            old, unreadable = None, str(e) if isinstance(e, ValueError) else f"its point record is damaged ({e!r})"
+        plan = FramePlan(fkey, fp, wf.fingerprint, old, how="unchanged" if wf.fingerprint == fp else "held")
+        if unreadable is not None and plan.how == "held":
+            plan.reasons.append(unreadable)
+        plans.append(plan)
+    up = Upgrade(key, plans)
+    if all(p.how == "unchanged" for p in plans):
+        return up, None
+    frames = _unpickle_frames(key, payload)
+    for p, f in zip(plans, frames, strict=True):
+        if p.how == "unchanged" or p.reasons:
+            continue
+        wf = resolve("workflow", p.key)
+        table = wf._code.table
+        if table is None:  # pragma: no cover  (every compiled workflow has one)
+            p.reasons.append("the loaded code has no table of its points")
+            continue
+        plan_frame(p, f.__dict__, table, wf.upgrader_for(p.stored))
+    return up, frames
+
+
+def _mismatch(up: Upgrade) -> VersionMismatch:
+    held = [p for p in up.frames if p.how == "held"]
+    first = held[0]
+    why = "; ".join(p.summary() for p in held)
+    return VersionMismatch(
+        f"continuation of workflow {first.key} was made by code {first.stored[:12]}, loaded code "
+        f"is {first.loaded[:12]} (stored fingerprint {first.stored}, loaded {first.loaded}); the "
+        f"workflow's code changed since it was checkpointed and it cannot be moved onto the new "
+        f"code automatically: {why}. Deploy the old code to finish in-flight instances, register "
+        f"an upgrade function (@{first.key.rpartition(':')[2] or first.key}.upgrade(from_version="
+        f"\"{first.stored[:8]}\")), or cancel them",
+        workflow_type=first.key,
+        stored=first.stored,
+        loaded=first.loaded,
+        reasons=tuple(p.summary() for p in held),
+    )
+
+
+def check_upgrade(blob: bytes) -> Upgrade:
+    """Whether (and how) the continuation in ``blob`` would move onto the code loaded now.
+
+    Changes nothing. ``Upgrade.needed`` says if some frame's code changed, ``possible`` if every
+    such frame can move; ``frames`` says how each does, or why not.
+
+    Raises:
+        VersionMismatch: the checkpoint was made by another Python minor version.
+        CheckpointError, UnknownWorkflowType: as ``restore``.
+    """
+    header, payload = _read_header(blob)
+    return _plan(header, payload)[0]
+
+
+def restore_upgrading(blob: bytes) -> tuple[Continuation, Upgrade | None]:
+    """``restore``, moving the continuation onto the loaded code if its code changed and that
+    is safe (or an upgrade function says how); the Upgrade done, or None.
+
+    Raises:
+        VersionMismatch: some frame cannot move; its ``reasons`` say which point and which
+            locals did not match. Nothing is changed: ``blob`` restores as before.
+        CheckpointError, UnknownWorkflowType: as ``restore``.
+    """
+    header, payload = _read_header(blob)
+    up, frames = _plan(header, payload)
+    if frames is None:
+        return restore(blob), None
+    if not up.possible:
+        raise _mismatch(up)
+    for p, f in zip(up.frames, frames, strict=True):
+        if p.how != "unchanged":
+            apply_frame(p, f, resolve("workflow", p.key)._code)
+    return Continuation(frames, header["key"], up.loaded, header["state"]), up
+
+
+def restore(blob: bytes) -> Continuation:
+    """Rebuild a continuation from ``checkpoint`` bytes, resolving its code through the registry.
+
+    Raises:
+        VersionMismatch: the loaded code (or Python minor version) differs from the one that made
+            the checkpoint; the continuation is never resumed silently.
+        CheckpointError: the bytes are not a checkpoint, or cannot be unpickled.
+        UnknownWorkflowType: a workflow key is not registered and its module cannot be imported,
+            or its state refers to a class or function that cannot be found.
+    """
+    header, payload = _read_header(blob)
+    key = header["key"]
+    for fkey, fp, *_ in header["frames"]:
+        wf = resolve("workflow", fkey)
+        if wf.fingerprint != fp:
+            raise VersionMismatch(
+                f"continuation of workflow {fkey} was made by code {fp[:12]}, loaded code is "
+                f"{wf.fingerprint[:12]} (stored fingerprint {fp}, loaded {wf.fingerprint}); the "
+                "workflow's code changed since it was checkpointed, so it is not resumed: "
+                "deploy the old code to finish in-flight instances, or cancel them",
+                workflow_type=fkey,
+                stored=fp,
+                loaded=wf.fingerprint,
+            )
+    frames = _unpickle_frames(key, payload)
+    return Continuation(frames, key, header["fingerprint"], header["state"])
+
