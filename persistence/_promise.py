@@ -26,7 +26,7 @@ _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes,
 class Promise(Generic[T]):
     """A result or an error, set once by one thread and awaited by any number of others."""
 
-    __slots__ = ("_gate", "_done", "_value", "_error", "_callbacks", "_settling")
+    __slots__ = ("_gate", "_done", "_value", "_error", "_callbacks")
 
     def __init__(self) -> None:
         self._gate = threading.Lock()
@@ -35,37 +35,27 @@ class Promise(Generic[T]):
         self._value: Any = None
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Promise[T]], object]] | None = None
-        # The thread running the callbacks, until they returned: waiters go on only after them.
-        self._settling: int | None = None
 
     def done(self) -> bool:
         return self._done
 
     def _settle(self, value: Any, error: BaseException | None) -> bool:
-        # The callbacks run before any waiter goes on: what they start (a workflow's kick, a
-        # wake-up) is under way when the caller returns, so ``idle()`` after it sees it.
         with _SET:
             if self._done:
                 return False
-            callbacks, self._callbacks = self._callbacks, None
-            if callbacks:
-                self._settling = threading.get_ident()
             self._value, self._error, self._done = value, error, True
-        if callbacks:
-            try:
-                for fn in callbacks:
-                    self._call(fn)
-            finally:
-                self._settling = None
+            callbacks, self._callbacks = self._callbacks, None
         self._gate.release()
+        if callbacks:
+            for fn in callbacks:
+                self._call(fn)
         return True
 
     def add_done_callback(self, fn: Callable[[Promise[T]], object]) -> None:
         """Call ``fn(self)`` once the outcome is set: at once if it is, else on the setting thread.
 
-        ``fn`` runs on whichever thread sets the outcome (for a write, the writer's), before any
-        waiter goes on, so it must be short and must not block; an exception it raises is logged
-        and goes no further.
+        ``fn`` runs on whichever thread sets the outcome (for a write, the writer's), so it must be
+        short and must not block; an exception it raises is logged and goes no further.
         """
         with _SET:
             if not self._done:
@@ -101,8 +91,8 @@ class Promise(Generic[T]):
         return isinstance(self._error, CancelledError)
 
     def _wait(self, timeout: float | None) -> None:
-        if self._done and (self._settling is None or self._settling == threading.get_ident()):
-            return  # set, and its callbacks returned (or this is one of them)
+        if self._done:
+            return
         if not self._gate.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
             raise TimeoutError(f"no outcome within {timeout}s")
         self._gate.release()  # let every other waiter through too

@@ -85,29 +85,3 @@ def test_a_failing_done_callback_is_logged_and_the_others_still_run(caplog: pyte
     p.set_exception(err)
     assert seen == [err]
     assert "promise_callback_failed" in caplog.text
-
-
-def test_waiters_go_on_only_after_the_callbacks_ran() -> None:
-    """What a callback starts (a workflow's kick, a wake-up) is under way once result() returns,
-    so idle() after a call that waited sees it; a callback reading the outcome does not wait."""
-    p: Promise[int] = Promise()
-    order: list[str] = []
-    started, release = threading.Event(), threading.Event()
-
-    def slow_callback(q: Promise[int]) -> None:
-        started.set()
-        assert release.wait(10)
-        order.append(f"callback read {q.result(0)}")
-
-    p.add_done_callback(slow_callback)
-    setter = threading.Thread(target=p.set_result, args=(3,))
-    setter.start()
-    assert started.wait(10)
-    waiter = threading.Thread(target=lambda: order.append(f"waiter got {p.result(10)}"))
-    waiter.start()
-    waiter.join(0.2)
-    assert waiter.is_alive() and p.done() and order == []  # set, but its callback still runs
-    release.set()
-    for t in (setter, waiter):
-        t.join(10)
-    assert order == ["callback read 3", "waiter got 3"]
