@@ -1302,6 +1302,12 @@ class ActorSystem:
         writer's thread, after the commit, so an interruption of this wait loses none. One whose
         shard another node leases is started by that node (the commit left it a wake-up)."""
         def kick(p: Promise[list[bool]]) -> None:
+            try:
+                _kick(p)
+            finally:
+                self._rt.work.dec()  # counted from the submit: idle() sees the starts until kicked
+
+        def _kick(p: Promise[list[bool]]) -> None:
             if p.exception() is None:
                 remote = False
                 cluster = self._rt.cluster
@@ -1318,7 +1324,12 @@ class ActorSystem:
                 if remote and self._rt.cluster is not None:
                     self._rt.cluster.publish_wake()
 
-        written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
+        self._rt.work.inc()
+        try:
+            written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
+        except BaseException:
+            self._rt.work.dec()
+            raise
         written.add_done_callback(kick)
         return written.result(self._rt.commit_timeout)
 
