@@ -1303,12 +1303,8 @@ class ActorSystem:
         shard another node leases is started by that node (the commit left it a wake-up)."""
         def kick(p: Promise[list[bool]]) -> None:
             try:
-                _kick(p)
-            finally:
-                self._rt.work.dec()  # counted from the submit: idle() sees the starts until kicked
-
-        def _kick(p: Promise[list[bool]]) -> None:
-            if p.exception() is None:
+                if p.exception() is not None:
+                    return
                 remote = False
                 cluster = self._rt.cluster
                 if self._rt.metrics is not None:
@@ -1323,6 +1319,8 @@ class ActorSystem:
                         remote = True
                 if remote and self._rt.cluster is not None:
                     self._rt.cluster.publish_wake()
+            finally:
+                self._rt.work.dec()  # counted from the submit: idle() sees the starts until kicked
 
         self._rt.work.inc()
         try:

@@ -132,10 +132,9 @@ def with_instance_dict(obj: Any, rv: Any) -> Any:
         return rv
     try:
         d = object.__getattribute__(obj, "__dict__")
-        object.__setattr__(obj, "__dict__", d)  # one that a restore can set
     except Exception:
         return rv
-    if type(d) is not dict or not d:
+    if type(d) is not dict or not d or not assignable(obj, d):  # one that a restore can set
         return rv
     rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
     return (rv[0], rv[1], d, rest[0], rest[1], adopt_state)
