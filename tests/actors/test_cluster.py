@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -426,13 +427,27 @@ def test_a_start_refused_while_this_node_took_its_shard_over_still_runs_here(
     bits = next(h for h in (f"{i:012x}" for i in range(10_000)) if shard_of(f"sleeper-{h}", DEFAULT_SHARDS) in share)
     wid, shard = f"sleeper-{bits}", shard_of(f"sleeper-{bits}", DEFAULT_SHARDS)
     Inside.draw_ids(monkeypatch, *[bits] * 65)  # every id a start draws: this one
+    # node-2 takes no shard until the start's record is about to be inserted: then the takeover
+    # falls exactly between the refused step and the insert, however loaded the machine.
+    from persistence._pg._cluster import Membership, Round
+
+    may_take = threading.Event()
+    rebalance = Membership.rebalance
+
+    def rebalance_when_allowed(self: Membership) -> object:
+        if self.node_id == "node-2" and not may_take.is_set():
+            return Round()
+        return rebalance(self)
+
+    monkeypatch.setattr(Membership, "rebalance", rebalance_when_allowed)
     with capture_logs() as logs, Cluster(pg_store_url, 1) as cluster:
-        n2 = cluster.add()  # node-1 holds every shard until its next round hands node-2's over
+        n2 = cluster.add()
         inside = Inside(n2)
         assert shard not in inside.owned_shards()
         create = inside.store_method("create_workflow")
 
         def create_after_the_takeover(wf: object) -> object:
+            may_take.set()
             deadline = time.monotonic() + T
             while not any(e["event"] == "shards_gained" and e.get("node_id") == "node-2" for e in list(logs)):
                 assert time.monotonic() < deadline, "node-2 took no shard over"
