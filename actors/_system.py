@@ -325,6 +325,22 @@ class Runtime:
             level = self.log.debug if why.expected else self.log.warning
             level("signal_dropped", workflow_id=workflow_id, target=wid, reason=str(why))
 
+    def after_commit(self, written: Promise[R], then: Callable[[Promise[R]], None]) -> None:
+        """Run ``then(written)`` once ``written`` settles (on the writer's thread, as a rule),
+        counted as work until it has run: the writer wakes the caller before it runs the
+        callbacks, so the caller, and ``idle()`` after it, could otherwise go on before the
+        workflows the write concerns are woken."""
+        work = self.work
+        work.inc()
+
+        def run(p: Promise[R]) -> None:
+            try:
+                then(p)
+            finally:
+                work.dec()
+
+        written.add_done_callback(run)
+
     def wake(self, delivered: Iterable[Delivered]) -> None:
         """Hand each new inbox row to its workflow's actor (the row itself: a parent woken by a
         hundred children must not read its inbox back a hundred times). A row for a workflow this
@@ -1302,33 +1318,25 @@ class ActorSystem:
         writer's thread, after the commit, so an interruption of this wait loses none. One whose
         shard another node leases is started by that node (the commit left it a wake-up)."""
         def kick(p: Promise[list[bool]]) -> None:
-            try:
-                if p.exception() is not None:
-                    return
-                remote = False
-                cluster = self._rt.cluster
-                if self._rt.metrics is not None:
-                    for seed, ok in zip(seeds, p.result(), strict=True):
-                        if ok:
-                            self._rt.metrics.workflow_started(seed[0].type)
+            if p.exception() is not None:
+                return
+            remote = False
+            cluster = self._rt.cluster
+            if self._rt.metrics is not None:
                 for seed, ok in zip(seeds, p.result(), strict=True):
-                    # (A root workflow just created: its shard is its own id's, known unread.)
-                    if ok and (cluster is None or cluster.owns_new(seed[0].id)):
-                        self._rt.activator.deliver(seed[0].id, Kick(seed))
-                    elif ok:
-                        remote = True
-                if remote and self._rt.cluster is not None:
-                    self._rt.cluster.publish_wake()
-            finally:
-                self._rt.work.dec()  # counted from the submit: idle() sees the starts until kicked
+                    if ok:
+                        self._rt.metrics.workflow_started(seed[0].type)
+            for seed, ok in zip(seeds, p.result(), strict=True):
+                # (A root workflow just created: its shard is its own id's, known unread.)
+                if ok and (cluster is None or cluster.owns_new(seed[0].id)):
+                    self._rt.activator.deliver(seed[0].id, Kick(seed))
+                elif ok:
+                    remote = True
+            if remote and self._rt.cluster is not None:
+                self._rt.cluster.publish_wake()
 
-        self._rt.work.inc()
-        try:
-            written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
-        except BaseException:
-            self._rt.work.dec()
-            raise
-        written.add_done_callback(kick)
+        written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
+        self._rt.after_commit(written, kick)
         return written.result(self._rt.commit_timeout)
 
     def get(self, workflow_id: str) -> WorkflowRef[Any]:
@@ -1383,7 +1391,7 @@ class ActorSystem:
                 level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=str(why))
 
         written = self._rt.store.submit_broadcast(name, key, dumps(payload), at=self.clock.now())
-        written.add_done_callback(wake)
+        self._rt.after_commit(written, wake)
         return len(written.result(self._rt.commit_timeout)[0])
 
     async def broadcast_async(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
@@ -1486,7 +1494,7 @@ class ActorSystem:
                 msg.reply.result(self._rt.commit_timeout)
                 return
             written = self._rt.store.submit_append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
-            written.add_done_callback(self._wake_after)
+            self._rt.after_commit(written, self._wake_after)
             written.result(self._rt.commit_timeout)
         except UnknownWorkflowId:
             raise self._unknown(workflow_id) from None

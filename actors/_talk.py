@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from persistence import (
     ASK_ENDED,
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from ._errors import SystemClosed, UnknownWorkflow
 
 
+T = TypeVar("T")
+
 class Runtime(Protocol):
     """What this module uses of the system's runtime (``_system.Runtime``)."""
 
@@ -58,6 +60,7 @@ class Runtime(Protocol):
     def await_finish(self, workflow_id: str) -> Promise[None]: ...
     def forget_finish(self, workflow_id: str, p: Promise[None]) -> None: ...
     def wake(self, delivered: Iterable[Delivered]) -> None: ...
+    def after_commit(self, written: Promise[T], then: Callable[[Promise[T]], None]) -> None: ...
 
 
 class ActorSystem(Protocol):
@@ -128,7 +131,7 @@ def start_ask(
     rt = sysm._rt
     try:
         written = rt.store.submit_ask(workflow_id, ask_id, name, blob, at=sysm.clock.now())
-        written.add_done_callback(lambda p: _wake(rt, p))
+        rt.after_commit(written, lambda p: _wake(rt, p))
         row, _ = written.result(rt.commit_timeout)
     except UnknownWorkflowId:
         raise sysm._unknown(workflow_id) from None

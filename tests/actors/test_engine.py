@@ -35,6 +35,38 @@ def test_idle_times_out_while_work_remains(system):
     assert ref.result(timeout=T) == "released"
 
 
+
+def test_idle_counts_a_write_until_the_workflows_it_woke_have_their_messages(system, monkeypatch):
+    """The writer answers a caller before it runs the commit's callbacks, which hand the new
+    rows to the workflows: a broadcast, a start and a signal count as work until those ran, so
+    ``idle()`` right after one never returns with a woken workflow not yet told."""
+    from actors._system import Runtime
+
+    seen: list[tuple[str, bool]] = []
+    real_wake, real_deliver = Runtime.wake, type(system._rt.activator).deliver
+
+    def wake(self, delivered):  # type: ignore[no-untyped-def]
+        seen.append(("wake", system._idle_now()))
+        real_wake(self, delivered)
+
+    ref = system.start(flows.subscriber, "g")
+    system.idle(T)
+    monkeypatch.setattr(Runtime, "wake", wake)
+    assert system.broadcast("go", "g", 7) == 1
+    system.idle(T)
+    assert ref.result(timeout=T) == 7
+    assert seen and not any(idle for _, idle in seen), seen  # the broadcast's wake-up first
+
+    def deliver(self, wid, msg):  # type: ignore[no-untyped-def]
+        seen.append((type(msg).__name__, system._idle_now()))
+        real_deliver(self, wid, msg)
+
+    seen.clear()
+    monkeypatch.setattr(type(system._rt.activator), "deliver", deliver)
+    system.start_many(flows.sleeper, [(0,), (0,)])
+    system.idle(T)
+    assert [s for s in seen if s[0] == "Kick"] == [("Kick", False), ("Kick", False)]
+
 def test_live_actors_stay_under_max_live(db, clock):
     """With max_live=5, 60 workflows all complete and no more than 5 actors are ever live."""
     seen = []
