@@ -51,12 +51,19 @@ RECONNECT_RUNS = 6
 
 
 class Deferred(Generic[T]):
-    """A write whose statements are sent; ``finish()`` reads their results (and may raise)."""
+    """A write whose statements are sent; ``finish()`` reads their results (and may raise).
 
-    __slots__ = ("finish",)
+    ``sealed``: ``finish()`` needs none of the answers, sends nothing and raises nothing (the
+    server enforces the write's checks, ``server_checks``): its value is known before the
+    statements are answered, and stays known if the answer to COMMIT is lost. A pipelined batch
+    of sealed writes sends its COMMIT with its statements: one round trip.
+    """
 
-    def __init__(self, finish: Callable[[], T]) -> None:
+    __slots__ = ("finish", "sealed")
+
+    def __init__(self, finish: Callable[[], T], *, sealed: bool = False) -> None:
         self.finish = finish
+        self.sealed = sealed
 
 
 class _Op:
@@ -99,6 +106,10 @@ class Writer:
 
     # The backend sends statements without waiting for their answers (until ``sync``).
     pipelined = False
+    # Set while a pass runs whose writes have the server enforce their checks (``expect``): a
+    # failed check then fails the whole pass, and the careful pass, which checks on the client,
+    # tells whose write it was and why.
+    server_checks = False
     conn: Any
     db: Any
 
@@ -141,6 +152,11 @@ class Writer:
         """Send one statement for each of ``rows``; nothing to read back."""
         raise NotImplementedError
 
+    def expect(self, template: str, params: Any, rows: int) -> None:
+        """Send a statement (an INSERT, UPDATE or DELETE) that the server fails, failing the
+        transaction, unless it touched exactly ``rows`` rows (only under ``server_checks``)."""
+        raise NotImplementedError
+
     def query_one(self, template: str, params: Any = ()) -> tuple[Any, ...] | None:
         """Run a statement and wait for its first row."""
         raise NotImplementedError
@@ -164,6 +180,11 @@ class Writer:
         raise NotImplementedError
 
     def _commit(self) -> None:
+        raise NotImplementedError
+
+    def _commit_sealed(self) -> None:
+        """Pipelined: send COMMIT after the statements of a batch of sealed writes, unanswered:
+        the end of ``_transaction`` waits for every answer at once (its one round trip)."""
         raise NotImplementedError
 
     def _rollback(self) -> None:
@@ -403,6 +424,7 @@ class Writer:
         index: int | None = None
         committing = False
         early: int | None = None
+        self.server_checks = self.pipelined
         try:
             with self._transaction():
                 self._begin()
@@ -428,14 +450,25 @@ class Writer:
                         early = i
                         break
                 index = None
+                sealed = False
                 if self.pipelined:
-                    self.sync()
-                    for k, (op, value) in enumerate(done):
-                        if isinstance(value, Deferred):
-                            index = k
-                            done[k] = (op, value.finish())
-                    index = None
-                if early is None:
+                    if early is None and all(
+                        not isinstance(v, Deferred) or v.sealed for _, v in done
+                    ):
+                        done = [
+                            (op, v.finish() if isinstance(v, Deferred) else v) for op, v in done
+                        ]
+                        committing = True
+                        self._commit_sealed()
+                        sealed = True
+                    else:
+                        self.sync()
+                        for k, (op, value) in enumerate(done):
+                            if isinstance(value, Deferred):
+                                index = k
+                                done[k] = (op, value.finish())
+                        index = None
+                if early is None and not sealed:
                     # Pipelined, COMMIT goes with what the writes' finish sent: one round trip,
                     # at the end of the transaction block, which raises if any of it failed.
                     committing = True
@@ -459,6 +492,7 @@ class Writer:
         index: int | None = None
         committing = False
         early: int | None = None
+        self.server_checks = False  # each write checks its own answers: its error is its own
         try:
             with self._transaction():
                 self._begin()

@@ -95,6 +95,23 @@ def insert_workflow(w: Writer, wf: NewWorkflow, step: StepWrite | None = None) -
     return lambda: bool(cur.rowcount == 1)
 
 
+def _insert_workflow_checked(
+    w: Writer, wf: NewWorkflow, step: StepWrite | None, parent_id: str | None
+) -> Callable[[], None] | None:
+    """Send the insert of ``wf``, which must go in; the check that raises ``WorkflowExists``
+    if it did not (None: the server makes it, ``server_checks``)."""
+    if w.server_checks:
+        w.expect(w.dialect.insert_workflow, _workflow_values(w, wf, step), 1)
+        return None
+    went_in = insert_workflow(w, wf, step)
+
+    def check() -> None:
+        if not went_in():
+            raise WorkflowExists(wf.id, parent_id=parent_id, path=w.path)
+
+    return check
+
+
 def insert_workflows(w: Writer, wfs: list[NewWorkflow]) -> Deferred[list[bool]]:
     """Insert many never-stepped workflows; for each, whether it went in."""
     done = [insert_workflow(w, wf) for wf in wfs]
@@ -224,9 +241,11 @@ def _consume(
     for start in range(0, len(ids), CONSUME_CHUNK):
         chunk = ids[start : start + CONSUME_CHUNK]
         cond, params = w.dialect.any_of(column, chunk, kind)
-        cur = w.execute(
-            f"DELETE FROM {{s}}.{table} WHERE workflow_id = ? AND {cond}", (step.workflow_id, *params)
-        )
+        delete = f"DELETE FROM {{s}}.{table} WHERE workflow_id = ? AND {cond}"
+        if w.server_checks:
+            w.expect(delete, (step.workflow_id, *params), len(chunk))
+            continue
+        cur = w.execute(delete, (step.workflow_id, *params))
 
         def check(cur: Any = cur, chunk: list[Any] = chunk) -> None:
             if cur.rowcount != len(chunk):
@@ -289,30 +308,27 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
             )
         # The record and its first step in one row write: the never-stepped state (and its entry
         # in the index of workflows to start) never reaches the database.
-        created_self = insert_workflow(w, step.create, step)
-        create = step.create
-
-        def check_created() -> None:
-            if not created_self():
-                raise WorkflowExists(create.id, parent_id=create.parent_id, path=w.path)
-
-        checks.append(check_created)
+        check_created = _insert_workflow_checked(w, step.create, step, step.create.parent_id)
+        if check_created is not None:
+            checks.append(check_created)
     else:
         running = step.status == RUNNING
-        guard = w.execute(
-            w.dialect.step_running if running else w.dialect.step_ending,
-            (
-                *((step.continuation,) if running else (step.status, at)),
-                step.fingerprint, step.waiting_on, step.result, step.error,
-                step.step_seq, at, step.recent, wid, step.step_seq - 1,
-            ),
+        update = w.dialect.step_running if running else w.dialect.step_ending
+        values = (
+            *((step.continuation,) if running else (step.status, at)),
+            step.fingerprint, step.waiting_on, step.result, step.error,
+            step.step_seq, at, step.recent, wid, step.step_seq - 1,
         )
+        if w.server_checks:
+            w.expect(update, values, 1)
+        else:
+            guard = w.execute(update, values)
 
-        def check_guard() -> None:
-            if guard.rowcount != 1:
-                raise _step_refused(w, step)
+            def check_guard() -> None:
+                if guard.rowcount != 1:
+                    raise _step_refused(w, step)
 
-        checks.append(check_guard)
+            checks.append(check_guard)
     if step.consume_inbox:
         checks += _consume(w, step, "inbox", "seq", "bigint", step.consume_inbox, "inbox message")
     if step.consume_timers:
@@ -330,10 +346,11 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         w.insert_id(_sql.INSERT_TIMER, "id", (wid, t.name, t.due_at)) for t in step.new_timers
     ]
     for proc in step.new_procedures:
-        cur = w.execute(
-            _sql.INSERT_PROCEDURE,
-            (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at),
-        )
+        values = (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at)
+        if w.server_checks:
+            w.expect(_sql.INSERT_PROCEDURE, values, 1)
+            continue
+        cur = w.execute(_sql.INSERT_PROCEDURE, values)
 
         def check_procedure(cur: Any = cur, key: str = proc.key) -> None:
             if cur.rowcount != 1:
@@ -363,15 +380,10 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
     for name, filter_key in step.unsubscribe:
         w.execute(_sql.UNSUBSCRIBE, (name, filter_key, wid))
 
-    children = [(child, insert_workflow(w, child)) for child in step.new_workflows]
-    if children:
-
-        def check_children() -> None:
-            for child, went_in in children:
-                if not went_in():
-                    raise WorkflowExists(child.id, parent_id=wid, path=w.path)
-
-        checks.append(check_children)
+    for child in step.new_workflows:
+        check_child = _insert_workflow_checked(w, child, None, wid)
+        if check_child is not None:
+            checks.append(check_child)
 
     _talk.step_writes(w, step, ended)  # published values, replies, asks left unanswered
     if ended:
@@ -409,6 +421,29 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
                     path=w.path, workflow_id=wid, reducer=_reducer_name(reducer), original=exc
                 ) from exc
 
+    def write_history(lost_here: list[tuple[str, str, Dropped]]) -> None:
+        # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
+        # shows (`wf show`), before the step's events; one that finds its target ended is
+        # expected.
+        rows = [(wid, at, event, detail) for event, detail in (*(
+            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
+            for t, n, why in lost_here
+        ), *step.history)]
+        if step.evicted is not None:  # the steps the row no longer describes: kept here
+            rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
+        if rows:
+            w.executemany(_sql.INSERT_HISTORY, rows)
+        keep = step.history_keep
+        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
+            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
+
+    # Sealed: the server checks everything, nothing is sent to another workflow (whose answer
+    # could add a "signal_dropped" line) and no timer is armed (whose id the ack carries), so the
+    # history goes now and the ack needs no answer (the batch's COMMIT can go with its statements).
+    sealed = w.server_checks and not sends and not casts and not step.new_timers
+    if sealed:
+        write_history([])
+
     def finish() -> StepAck:
         for check in checks:
             check()
@@ -436,26 +471,14 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
                     dropped.append((target, got))
                     if not got.expected:
                         lost_here.append((target, name, got))
-        # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
-        # shows (`wf show`), before the step's events; one that finds its target ended is
-        # expected.
-        rows = [(wid, at, event, detail) for event, detail in (*(
-            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
-            for t, n, why in lost_here
-        ), *step.history)]
-        if step.evicted is not None:  # the steps the row no longer describes: kept here
-            rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
-        if rows:
-            w.executemany(_sql.INSERT_HISTORY, rows)
-        keep = step.history_keep
-        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
-            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
+        if not sealed:
+            write_history(lost_here)
         return StepAck(
             timer_ids=[_first(c) for c in timer_curs],
-            delivered=delivered, created=[child.id for child, _ in children], dropped=dropped,
+            delivered=delivered, created=[child.id for child in step.new_workflows], dropped=dropped,
         )
 
-    return Deferred(finish)
+    return Deferred(finish, sealed=sealed)
 
 
 def _first(cur: Any) -> int:
@@ -466,19 +489,28 @@ def _first(cur: Any) -> int:
 
 def procedure_finished(
     w: Writer, key: str, result: bytes | None, error: str | None, attempts: int
-) -> bool:
+) -> bool | Deferred[bool]:
     """Record a procedure's outcome once; True while its row exists."""
     status = "failed" if error is not None else "done"
-    cur = w.execute(_sql.PROCEDURE_FINISHED, (status, result, error, attempts, key), wait=True)
+    values = (status, result, error, attempts, key)
+    if w.pipelined:  # one statement, answered with the batch's others
+        cur = w.execute(
+            f"WITH u AS ({_sql.PROCEDURE_FINISHED} RETURNING 1) SELECT EXISTS (SELECT 1 FROM u) "
+            f"OR EXISTS ({_sql.PROCEDURE_EXISTS})", (*values, key),
+        )
+        return Deferred(lambda: bool(cur.fetchone()[0]))
+    cur = w.execute(_sql.PROCEDURE_FINISHED, values, wait=True)
     if cur.rowcount:
         return True
     # At least once: a second run's outcome for an already-finished call is ignored.
     return w.query_one(_sql.PROCEDURE_EXISTS, (key,)) is not None
 
 
-def procedure_retry(w: Writer, key: str, attempts: int, next_attempt_at: float) -> bool:
+def procedure_retry(w: Writer, key: str, attempts: int, next_attempt_at: float) -> bool | Deferred[bool]:
     """Record a failed attempt and the time of the next one; False if the row is gone."""
-    cur = w.execute(_sql.PROCEDURE_RETRY, (attempts, next_attempt_at, key), wait=True)
+    cur = w.execute(_sql.PROCEDURE_RETRY, (attempts, next_attempt_at, key), wait=not w.pipelined)
+    if w.pipelined:
+        return Deferred(lambda: bool(cur.rowcount == 1))  # answered with the batch's others
     return bool(cur.rowcount == 1)
 
 

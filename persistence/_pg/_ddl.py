@@ -4,7 +4,7 @@ module: it imports neither of them, so they need not import each other."""
 
 from __future__ import annotations
 
-from persistence._pg._errors import FENCED_SQLSTATE
+from persistence._pg._errors import EXPECT_SQLSTATE, FENCED_SQLSTATE
 from persistence._shards import DEFAULT_SHARDS
 
 # Queue tables: vacuumed every couple of thousand dead rows however large the table is, with a
@@ -57,6 +57,25 @@ def cluster_ddl(s: str, shards: int = DEFAULT_SHARDS) -> list[str]:
         ) WITH ({QUEUE})""",
         f"CREATE INDEX af_wakeups_shard ON {s}.af_wakeups (shard)",
         f"INSERT INTO {s}.meta (key, value) VALUES ('shards', '{shards}')",
+        # A write's check, made by the server inside the transaction (``PgWriter.expect``):
+        # a step's guarded UPDATE, its consumed rows, its inserts, each touched as many rows as
+        # it must, or the transaction fails before its COMMIT, sent with it, can apply.
+        f"""CREATE FUNCTION {s}.af_expect(got bigint, want bigint) RETURNS void
+            LANGUAGE plpgsql AS $$
+            BEGIN
+              IF got <> want THEN
+                RAISE EXCEPTION 'a check of this transaction failed: % rows where % were expected',
+                  got, want USING ERRCODE = '{EXPECT_SQLSTATE}';
+              END IF;
+            END $$""",
+        # Commit tokens: a writer that sent COMMIT and lost its connection before the answer
+        # looks its token up (``PgWriter._commit_sealed``); each writer trims its own.
+        f"""CREATE TABLE {s}.af_commits (
+            writer bigint NOT NULL,
+            token bigint NOT NULL,
+            at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (writer, token)
+        )""",
         # The fence: the first statement of a step's transaction.
         f"""CREATE FUNCTION {s}.af_fence(sh integer, ep bigint, inc uuid) RETURNS void
             LANGUAGE plpgsql AS $$

@@ -24,6 +24,8 @@ from persistence._errors import (
 
 # The SQLSTATE the fence raises (``_cluster``): a write for a shard whose lease this node lost.
 FENCED_SQLSTATE = "AF001"
+# A check the server made for a write failed (``af_expect``): the careful pass tells whose.
+EXPECT_SQLSTATE = "AF002"
 
 
 def _fenced_shard(detail: str) -> int:

@@ -8,6 +8,14 @@ What a server changes, all of it in the transaction protocol this class implemen
   costs a few round trips, not one per statement. A write that needs an answer at once (a
   reducer's read) syncs there. A server error shows at a sync, whichever write's statement
   caused it, so only the careful pass (a sync per write) can tell whose it is.
+- One round trip per commit: under ``server_checks`` (the optimistic pass) a step's checks are
+  made by the server (``expect``: the guarded UPDATE, the rows it consumes, its inserts, each
+  touched as many rows as it must, or ``af_expect`` fails the transaction), so a batch of sealed
+  writes (``Deferred.sealed``: steps that send nothing elsewhere and arm no timer) sends COMMIT
+  with its statements and waits once. A failed check fails the pass, and the careful pass, which
+  checks on the client, tells whose write it was and why. Such a transaction inserts a commit
+  token of the writer's choosing (``af_commits``): what says afterwards whether it committed, as
+  its id, never answered, cannot.
 - Deadlocks and serialization failures (40P01, 40001) roll the batch back and run it again,
   after a short pause, a few times before running it write by write.
 - A lost connection before COMMIT loses nothing: the writer connects again (taking the owner's
@@ -18,7 +26,8 @@ What a server changes, all of it in the transaction protocol this class implemen
   (``txid_current()``, from the first statement of its first write, ``execute_xid``: a node's
   fence, or the incarnation it writes as; asked apart only if no write gave it, before COMMIT
   goes), and the writer closes the connection the failure came on, connects again and asks
-  ``txid_status`` whether it committed (``commit_status``). If it did, the batch's writes are
+  ``txid_status`` whether it committed (``commit_status``), or looks its token up
+  (``token_status``). If it did, the batch's writes are
   settled as committed (a signal appended is not appended again); if it did not, the batch runs
   again; only if the server cannot tell (it stays away) do the writes fail with
   ``ConnectionLost`` (``maybe_committed``). What each settled is counted in ``outcomes``.
@@ -35,6 +44,7 @@ What a server changes, all of it in the transaction protocol this class implemen
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,7 +55,7 @@ import psycopg.pq
 
 from persistence._errors import PersistenceError, StorageUnavailable
 from persistence._log import Log
-from persistence._pg._errors import ConnectionLost, Retryable, translate_error
+from persistence._pg._errors import ConnectionLost, Retryable, is_lost, translate_error
 from persistence._pg._reducer_db import PgDatabase
 from persistence._pg._schema import quote
 from persistence._sql import postgresql
@@ -56,6 +66,8 @@ RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 # How long a transaction whose COMMIT's answer was lost may stay "in progress" on the server (its
 # session has not ended yet) before its outcome is called unknown (seconds).
 OUTCOME_WAIT = 10.0
+# A writer's commit tokens kept: each is asked for at most once, just after its COMMIT was sent.
+TOKENS_KEPT = 1024
 
 
 def commit_status(
@@ -89,6 +101,49 @@ def commit_status(
             )
             deadline, backend = time.monotonic() + wait, None
         time.sleep(0.02)  # its session is ending: the server has not decided yet
+
+
+def token_status(
+    conn: psycopg.Connection[Any], schema: str, writer: int, token: int, backend: int | None,
+    started: Any, wait: float = OUTCOME_WAIT,
+) -> bool | None:
+    """Ask the server, on ``conn``, whether the transaction that inserted commit token ``token``
+    of ``writer`` committed (True) or not (False); None if it cannot be told.
+
+    The token is there once the transaction committed. While its session (``backend``, started
+    at ``started``) lives, it may still commit: after ``wait`` seconds that session is
+    terminated, and once it has ended, a token not there was never written."""
+    deadline = time.monotonic() + wait
+    while True:
+        alive = backend is not None and conn.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND backend_start = %s", (backend, started)
+        ).fetchone() is not None
+        found = conn.execute(
+            f"SELECT 1 FROM {schema}.af_commits WHERE writer = %s AND token = %s", (writer, token)
+        ).fetchone() is not None
+        if found:
+            return True
+        if not alive:
+            return False  # the session had ended before the look: its outcome is final
+        if time.monotonic() >= deadline:
+            conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
+            deadline = time.monotonic() + wait
+        time.sleep(0.02)
+
+
+def _backend_start(conn: psycopg.Connection[Any]) -> Any:
+    row = conn.execute("SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()").fetchone()
+    return row[0] if row else None
+
+
+def _server_refused(exc: BaseException, conn: Any) -> bool:
+    """True if ``exc`` is the server's answer that it failed a statement (its session goes on),
+    not a connection lost or a client-side failure."""
+    return (
+        isinstance(exc, psycopg.Error)
+        and getattr(exc, "sqlstate", None) is not None
+        and not is_lost(exc, conn)
+    )
 
 
 def commit_unknown(exc: BaseException, where: str, conn: Any = None) -> ConnectionLost:
@@ -128,6 +183,16 @@ class PgWriter(Writer):
         self.schema = schema
         self.conn: psycopg.Connection[Any] = connect()
         self._backend: int | None = self.conn.info.backend_pid  # the session's server process
+        self._backend_start = _backend_start(self.conn)  # (a pid is reused; pid and start are not)
+        # Commit tokens (``_commit_sealed``): this writer's own number, and its last token.
+        self.token_writer = secrets.randbits(62)
+        self._tokens = 0
+        self._token: int | None = None  # the open transaction's, once it is sealed
+        self._schema_q = quote(schema)
+        self._insert_token = f"INSERT INTO {self._schema_q}.af_commits (writer, token) VALUES (%s, %s)"
+        self._trim_tokens = f"DELETE FROM {self._schema_q}.af_commits WHERE writer = %s AND token <= %s"
+        # The tokens of writers gone for a day (each trims only its own while it runs).
+        self.conn.execute(f"DELETE FROM {self._schema_q}.af_commits WHERE at < now() - interval '1 day'")
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
@@ -165,6 +230,13 @@ class PgWriter(Writer):
         for row in rows:
             self.conn.execute(sql, row)
 
+    def expect(self, template: str, params: Any, rows: int) -> None:
+        # Answered by the transaction's one sync; a miss fails it (EXPECT_SQLSTATE).
+        self.execute(
+            f"WITH q AS ({template} RETURNING 1) SELECT {{s}}.af_expect(count(*), ?) FROM q",
+            (*params, rows),
+        )
+
     def query_one(self, template: str, params: Any = None) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.execute(template, params).fetchone()
         return row
@@ -198,6 +270,7 @@ class PgWriter(Writer):
 
     def _begin(self) -> None:
         self._commit_sent = False
+        self._token = None
         self._xid = None
         self._xid_cur = None
         self.conn.execute("BEGIN", prepare=False)
@@ -210,6 +283,18 @@ class PgWriter(Writer):
             self.sync()
         self._commit_sent = True
         self.conn.execute("COMMIT", prepare=False)
+
+    def _commit_sealed(self) -> None:
+        # COMMIT goes with the statements, unanswered: the transaction's id may never come back
+        # if the connection is lost now, so a token of this client's choosing, inserted by the
+        # transaction, is what tells afterwards whether it committed (``_commit_outcome``).
+        self._tokens += 1
+        self._token = self._tokens
+        self.conn.execute(self._insert_token, (self.token_writer, self._token), prepare=True)
+        if self._tokens % TOKENS_KEPT == 0:  # this writer's older tokens: no longer asked for
+            self.conn.execute(self._trim_tokens, (self.token_writer, self._tokens - TOKENS_KEPT))
+        self._commit_sent = True
+        self.conn.execute("COMMIT", prepare=False)  # answered as the pipeline ends, with the rest
 
     def _in_transaction(self) -> bool:
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
@@ -245,7 +330,11 @@ class PgWriter(Writer):
         return True
 
     def _error(self, exc: BaseException, committing: bool = False) -> BaseException:
-        if committing and self._commit_sent and isinstance(exc, Exception):
+        if committing and self._commit_sent and self._token is not None and _server_refused(exc, self.conn):
+            # A batch of sealed writes: the server failed a statement before its COMMIT (a
+            # check, a fence), so it skipped the rest, COMMIT included: nothing was written.
+            self._commit_sent = False
+        elif committing and self._commit_sent and isinstance(exc, Exception):
             return commit_unknown(exc, self.path, self.conn)
         committing = False  # failed before COMMIT went (asking the transaction's id): not written
         if isinstance(exc, psycopg.errors.InvalidSqlStatementName):
@@ -279,10 +368,16 @@ class PgWriter(Writer):
             try:
                 self.conn = self._connect()
                 self._backend = self.conn.info.backend_pid
+                self._backend_start = _backend_start(self.conn)
             except PersistenceError as exc:
                 last = exc
                 if not isinstance(exc, StorageUnavailable):
                     raise  # refused for good (owner lock taken, authentication): say so
+                continue
+            except psycopg.Error as exc:  # the new session was lost at once: another try
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                last = exc
                 continue
             self.db = PgDatabase(self.conn, self.sync)
             self.log.warning("store_reconnected", path=self.path, cause=str(cause))
@@ -290,7 +385,8 @@ class PgWriter(Writer):
         raise last
 
     def _commit_outcome(self, cause: BaseException) -> bool | None:
-        xid, backend = self._xid, self._backend
+        xid, backend, started = self._xid, self._backend, self._backend_start
+        token = self._token
         self._commit_sent = False
         committed: bool | None = None
         for _ in RECONNECTS:
@@ -298,17 +394,22 @@ class PgWriter(Writer):
                 self._reconnect(cause)
             except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
                 break
-            if xid is None:
+            if xid is None and token is None:
                 break
             try:
-                committed = commit_status(self.conn, xid, backend=backend)
+                if token is not None:
+                    committed = token_status(self.conn, self._schema_q, self.token_writer, token,
+                                             backend, started)
+                else:
+                    assert xid is not None
+                    committed = commit_status(self.conn, xid, backend=backend)
                 break
             except psycopg.Error as exc:  # the connection that asks went too: a new one asks
                 cause = exc
         verdict = {True: "committed", False: "aborted", None: "unknown"}[committed]
         self.outcomes[verdict] += 1
         self.log.warning("store_commit_answer_lost", outcome=verdict, committed=committed,
-                    xid=xid, cause=str(cause))
+                    xid=xid, token=token, cause=str(cause))
         return committed
 
     def _close_connection(self) -> None:

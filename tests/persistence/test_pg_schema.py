@@ -49,7 +49,7 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.classify(conn, schema, "here") == 0
         assert _schema.migrate(conn, schema, "here") == 0
         assert _tables(conn, schema) == [
-            "af_appends", "af_nodes", "af_shards", "af_wakeups", "asks", "external", "history",
+            "af_appends", "af_commits", "af_nodes", "af_shards", "af_wakeups", "asks", "external", "history",
             "inbox", "limit_waits", "meta", "procedures", "published", "schedule_runs", "schedules",
             "subscriptions", "timers", "tombstones", "waits", "workflows",
         ]
