@@ -119,6 +119,25 @@ def _check_step(direct: psycopg.Connection[Any]) -> None:
     )
 
 
+def _do_sealed_step(store: Any, arm: Callable[[], None]) -> None:
+    """A step that sends nothing elsewhere and arms no timer: its checks are the server's and
+    its COMMIT goes with its statements, unanswered; a commit token settles a lost answer."""
+    seq = store.append_inbox("a", SIGNAL, "in", b"x", at=1.0).seq
+    arm()
+    ack = store.commit_step(
+        StepWrite("a", 1, updated_at=2.0, continuation=b"after", consume_inbox=[seq],
+                  published=[("k", b"v")])
+    )
+    assert ack is not None and ack.timer_ids == [] and ack.delivered == []
+
+
+def _check_sealed_step(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT step_seq FROM workflows WHERE id = 'a'") == 1
+    assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'a'") == 0
+    assert _count(direct, "SELECT count(*) FROM published WHERE workflow_id = 'a'") == 1
+    assert _count(direct, "SELECT count(*) FROM af_commits") >= 1
+
+
 def _do_broadcast(store: Any, arm: Callable[[], None]) -> None:
     store.commit_step(StepWrite("b", 1, updated_at=2.0, subscribe=[("news", "{}")]))
     arm()
@@ -155,6 +174,7 @@ WRITER_PATHS = {
     "start": (_do_start, _check_start, "INSERT INTO"),
     "append": (_do_append, _check_append, "inbox"),
     "step": (_do_step, _check_step, "tally"),
+    "sealed step": (_do_sealed_step, _check_sealed_step, "af_commits"),
     "broadcast": (_do_broadcast, _check_broadcast, "inbox"),
     "request": (_do_request, _check_request, "external"),
 }
