@@ -444,3 +444,33 @@ def test_a_request_carried_out_twice_appends_once(pg_store_url: str, pg_server: 
         assert again.seq == first.seq
         assert _count(direct, "SELECT count(*) FROM inbox WHERE name = 'go'") == 1
         assert _count(direct, "SELECT count(*) FROM external") == 0
+
+
+def test_a_token_of_an_undecided_transaction_is_settled_by_ending_its_session(
+    pg_server: PgServer,
+) -> None:
+    """A sealed batch's outcome is its commit token: found, it committed; not found while its
+    session lives, it may still commit, so after the wait that session (matched by its pid and
+    start) is terminated, and only then is a token not there an abort."""
+    from persistence._pg._writer import _backend_start, token_status
+
+    with (
+        psycopg.connect(pg_server.url("postgres"), autocommit=True) as stuck,
+        psycopg.connect(pg_server.url("postgres"), autocommit=True) as asker,
+    ):
+        with pg_server.schema("tok") as url:
+            options = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["options"][0]
+            schema = options.split("search_path=", 1)[1].split()[0]
+            with open_store(f"{url}&schema={schema}"):  # makes the schema's tables
+                pass
+            q = f'"{schema}"'
+            asker.execute(f"INSERT INTO {q}.af_commits (writer, token) VALUES (7, 1)")
+            assert token_status(asker, q, 7, 1, None, None) is True
+            stuck.execute("BEGIN")
+            stuck.execute(f"INSERT INTO {q}.af_commits (writer, token) VALUES (7, 2)")
+            started = _backend_start(stuck)
+            t0 = time.monotonic()
+            assert token_status(asker, q, 7, 2, stuck.info.backend_pid, started, wait=0.3) is False
+            assert time.monotonic() - t0 >= 0.3  # it waited for the session before it said so
+            with pytest.raises(psycopg.OperationalError):
+                stuck.execute("SELECT 1")
