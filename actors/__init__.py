@@ -16,8 +16,10 @@ from ._errors import (
     WorkflowPruned,
 )
 from ._history import HistoryEntry
+from ._info import NodeInfo, WorkflowInfo
+from ._refs import WorkflowRef
 from ._schedules import ScheduleInfo
-from ._system import ActorSystem, NodeInfo, WorkflowInfo, WorkflowRef
+from ._system import ActorSystem
 
 __all__ = [
     "ActorSystem",

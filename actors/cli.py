@@ -44,7 +44,7 @@ from ._cli_shared import (
     owner_of,
 )
 from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
-from ._system import _waiting_text, info_from_record
+from ._info import info_from_record, waiting_text
 
 
 def _ts(t: float | None) -> str:
@@ -135,7 +135,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         w_ty = max(len("TYPE"), *(len(_short(r.type)) for r in recs))
         print(f"{'ID':<{w_id}}  {'TYPE':<{w_ty}}  {'STATUS':<9}  {'UPDATED':<19}  WAITING ON")
         for r in recs:
-            waiting = _waiting_text(r.waiting_on) if r.status == "running" else ""
+            waiting = waiting_text(r.waiting_on) if r.status == "running" else ""
             print(f"{r.id:<{w_id}}  {_short(r.type):<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
         if more > 0:
             print(note)

@@ -45,7 +45,7 @@ from starlette.staticfiles import StaticFiles
 from persistence import STATUSES, PersistenceError, StorageUnavailable, Store
 
 from .. import _cli_shared as cli
-from .._system import _waiting_text
+from .._info import waiting_text
 from . import data
 
 HERE = Path(__file__).resolve().parent
@@ -294,7 +294,7 @@ class UI:
             else:
                 now = f"delivered; the workflow has not taken its step yet (still {after.status}, this page follows it)"
         elif after.status == "running":
-            now = f"it is running, waiting on {_waiting_text(after.waiting_on) or 'nothing'}"
+            now = f"it is running, waiting on {waiting_text(after.waiting_on) or 'nothing'}"
         else:
             now = f"it has {after.status}"
         return {"level": "ok", "text": f"{label} carried out by {who}: {now}.{note}"}

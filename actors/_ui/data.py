@@ -16,7 +16,7 @@ from typing import Any
 
 from persistence import STATUSES, Store, WorkflowRecord, loads
 
-from .._system import _waiting_text
+from .._info import waiting_text
 
 PAGE = 50  # workflows per page of the list, unless ?limit= says otherwise
 PAGE_MAX = 500
@@ -188,7 +188,7 @@ def row(r: WorkflowRecord) -> dict[str, Any]:
         "parent_id": r.parent_id,
         "created_at": r.created_at,
         "updated_at": r.updated_at,
-        "waiting": _waiting_text(r.waiting_on) if r.status == "running" else None,
+        "waiting": waiting_text(r.waiting_on) if r.status == "running" else None,
         "blocked": w.get("blocked") if w else None,
     }
 
@@ -338,7 +338,7 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None, older: in
         "mode": (w or {}).get("mode"),
         "location": (w or {}).get("at"),
         "arms": arms,
-        "waiting_text": _waiting_text(rec.waiting_on) if rec.status == "running" else None,
+        "waiting_text": waiting_text(rec.waiting_on) if rec.status == "running" else None,
         "blocked": (w or {}).get("blocked"),
         "timers": [{"id": t.id, "name": t.name, "due_at": t.due_at, "overdue": t.due_at < now} for t in timers],
         "buffered": buffered,

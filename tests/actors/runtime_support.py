@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 import actors._procedures
+import actors._runtime
 import actors._system
 from persistence import Store, WorkflowRecord, open_store
 
@@ -200,7 +201,7 @@ class Inside:
         """Systems started from now on (in this test) run their actors on one thread."""
         from actors._pool import Dispatcher
 
-        monkeypatch.setattr(actors._system, "Dispatcher", lambda threads: Dispatcher(1))
+        monkeypatch.setattr(actors._runtime, "Dispatcher", lambda threads: Dispatcher(1))
 
     @staticmethod
     def procedure_code(monkeypatch: pytest.MonkeyPatch, resolve: Callable[[str, str], Any] | None = None) -> Callable[[str, str], Any]:

@@ -40,7 +40,7 @@ def test_idle_counts_a_write_until_the_workflows_it_woke_have_their_messages(sys
     """The writer answers a caller before it runs the commit's callbacks, which hand the new
     rows to the workflows: a broadcast, a start and a signal count as work until those ran, so
     ``idle()`` right after one never returns with a woken workflow not yet told."""
-    from actors._system import Runtime
+    from actors._runtime import Runtime
 
     seen: list[tuple[str, bool]] = []
     real_wake, real_deliver = Runtime.wake, type(system._rt.activator).deliver

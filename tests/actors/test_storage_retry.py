@@ -146,7 +146,7 @@ def test_once_storage_recovers_every_waiting_workflow_goes_on_at_once(tiny_disk,
     workflow waiting out its backoff tries again at once: timer workflows ran behind by up to the
     longest backoff each (and ``wf show`` listed their timers overdue). The backoff is made far
     longer than the test's waits, so only the recovery can have woken them."""
-    import actors._system as system_module
+    import actors._runtime as system_module
 
     monkeypatch.setattr(system_module, "STORAGE_BACKOFF", 120.0)
     monkeypatch.setattr(system_module, "STORAGE_BACKOFF_MAX", 120.0)
