@@ -100,6 +100,10 @@ BROADCAST_TO = (
 )
 DELETE_EXTERNAL = "DELETE FROM {s}.external WHERE seq = ?"
 INSERT_TIMER = "INSERT INTO {s}.timers (workflow_id, name, due_at) VALUES (?, ?, ?)"
+# A timer whose id the writer drew from the table's own sequence (``Writer.timer_ids``).
+INSERT_TIMER_WITH_ID = (
+    "INSERT INTO {s}.timers (id, workflow_id, name, due_at) OVERRIDING SYSTEM VALUE VALUES (?, ?, ?, ?)"
+)
 # A new call's row counts its first attempt as started (it is dispatched once the step commits):
 # an attempt is counted before it runs, in a write made anyway, so one that takes the process
 # down has used up an attempt of its retry policy at the next start.

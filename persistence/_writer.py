@@ -157,6 +157,11 @@ class Writer:
         transaction, unless it touched exactly ``rows`` rows (only under ``server_checks``)."""
         raise NotImplementedError
 
+    def timer_ids(self, n: int) -> list[int]:
+        """``n`` new ids for timers, unique for good, drawn without waiting for the server (but
+        now and then, to draw more ahead): only under ``server_checks``."""
+        raise NotImplementedError
+
     def query_one(self, template: str, params: Any = ()) -> tuple[Any, ...] | None:
         """Run a statement and wait for its first row."""
         raise NotImplementedError

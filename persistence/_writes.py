@@ -342,9 +342,17 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         _delete_of(w, "timers", "id", "bigint", list(step.cancel_timers), wid)
     if step.cancel_procedures:
         _delete_of(w, "procedures", "key", "text", list(step.cancel_procedures), wid)
-    timer_curs = [
-        w.insert_id(_sql.INSERT_TIMER, "id", (wid, t.name, t.due_at)) for t in step.new_timers
-    ]
+    # Under server checks the writer draws the timers' ids itself (``timer_ids``), so the ack
+    # needs no answer; otherwise the store assigns them and the ack reads them back.
+    drawn = w.timer_ids(len(step.new_timers)) if w.server_checks and step.new_timers else None
+    if drawn is not None:
+        w.executemany(_sql.INSERT_TIMER_WITH_ID,
+                      [(tid, wid, t.name, t.due_at) for tid, t in zip(drawn, step.new_timers, strict=True)])
+        timer_curs = []
+    else:
+        timer_curs = [
+            w.insert_id(_sql.INSERT_TIMER, "id", (wid, t.name, t.due_at)) for t in step.new_timers
+        ]
     for proc in step.new_procedures:
         values = (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at)
         if w.server_checks:
@@ -438,9 +446,9 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
             w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
 
     # Sealed: the server checks everything, nothing is sent to another workflow (whose answer
-    # could add a "signal_dropped" line) and no timer is armed (whose id the ack carries), so the
-    # history goes now and the ack needs no answer (the batch's COMMIT can go with its statements).
-    sealed = w.server_checks and not sends and not casts and not step.new_timers
+    # could add a "signal_dropped" line) and the timers' ids were drawn here, so the history goes
+    # now and the ack needs no answer (the batch's COMMIT can go with its statements).
+    sealed = w.server_checks and not sends and not casts and (drawn is not None or not step.new_timers)
     if sealed:
         write_history([])
 
@@ -474,7 +482,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         if not sealed:
             write_history(lost_here)
         return StepAck(
-            timer_ids=[_first(c) for c in timer_curs],
+            timer_ids=drawn if drawn is not None else [_first(c) for c in timer_curs],
             delivered=delivered, created=[child.id for child in step.new_workflows], dropped=dropped,
         )
 

@@ -11,7 +11,8 @@ What a server changes, all of it in the transaction protocol this class implemen
 - One round trip per commit: under ``server_checks`` (the optimistic pass) a step's checks are
   made by the server (``expect``: the guarded UPDATE, the rows it consumes, its inserts, each
   touched as many rows as it must, or ``af_expect`` fails the transaction), so a batch of sealed
-  writes (``Deferred.sealed``: steps that send nothing elsewhere and arm no timer) sends COMMIT
+  writes (``Deferred.sealed``: steps that send nothing elsewhere; their timers' ids are drawn
+  ahead, ``timer_ids``) sends COMMIT
   with its statements and waits once. A failed check fails the pass, and the careful pass, which
   checks on the client, tells whose write it was and why. Such a transaction inserts a commit
   token of the writer's choosing (``af_commits``): what says afterwards whether it committed, as
@@ -68,6 +69,8 @@ RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
 OUTCOME_WAIT = 10.0
 # A writer's commit tokens kept: each is asked for at most once, just after its COMMIT was sent.
 TOKENS_KEPT = 1024
+# Timer ids drawn ahead at a time (``timer_ids``).
+TIMER_IDS = 256
 
 
 def commit_status(
@@ -189,6 +192,11 @@ class PgWriter(Writer):
         self._tokens = 0
         self._token: int | None = None  # the open transaction's, once it is sealed
         self._schema_q = quote(schema)
+        self._timer_ids: list[int] = []
+        self._draw_timer_ids = (
+            f"SELECT nextval(pg_get_serial_sequence('{self._schema_q}.timers', 'id')) "
+            f"FROM generate_series(1, ?)"
+        )
         self._insert_token = f"INSERT INTO {self._schema_q}.af_commits (writer, token) VALUES (%s, %s)"
         self._trim_tokens = f"DELETE FROM {self._schema_q}.af_commits WHERE writer = %s AND token <= %s"
         # The tokens of writers gone for a day (each trims only its own while it runs).
@@ -236,6 +244,15 @@ class PgWriter(Writer):
             f"WITH q AS ({template} RETURNING 1) SELECT {{s}}.af_expect(count(*), ?) FROM q",
             (*params, rows),
         )
+
+    def timer_ids(self, n: int) -> list[int]:
+        # Taken from the timers table's identity sequence, TIMER_IDS at a time (a value drawn
+        # is never drawn again, committed or not): one round trip per TIMER_IDS timers.
+        pool = self._timer_ids
+        while len(pool) < n:
+            pool.extend(int(r[0]) for r in self.query_all(self._draw_timer_ids, (TIMER_IDS,)))
+        taken, self._timer_ids = pool[:n], pool[n:]
+        return taken
 
     def query_one(self, template: str, params: Any = None) -> tuple[Any, ...] | None:
         row: tuple[Any, ...] | None = self.execute(template, params).fetchone()

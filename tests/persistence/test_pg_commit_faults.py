@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from persistence import SIGNAL, OutSignal, StepWrite, StorageUnavailable, open_store
+from persistence import SIGNAL, NewTimer, OutSignal, StepWrite, StorageUnavailable, open_store
 from persistence._pg._store import PgStore
 from persistence._pg._writer import PgWriter
 from tests.pgserver import PASSWORD, SUPERUSER, PgServer
@@ -131,6 +131,26 @@ def _do_sealed_step(store: Any, arm: Callable[[], None]) -> None:
     assert ack is not None and ack.timer_ids == [] and ack.delivered == []
 
 
+def _do_sealed_timer_step(store: Any, arm: Callable[[], None]) -> None:
+    """A sealed step that arms timers: their ids are drawn by the writer ahead (from the table's
+    sequence), so its ack needs no answer, and a cut COMMIT still gives the ids it stored."""
+    seq = store.append_inbox("a", SIGNAL, "in", b"x", at=1.0).seq
+    arm()
+    ack = store.commit_step(
+        StepWrite("a", 1, updated_at=2.0, continuation=b"after", consume_inbox=[seq],
+                  new_timers=[NewTimer("t1", 10.0), NewTimer("t2", 20.0)])
+    )
+    assert len(ack.timer_ids) == 2 and len(set(ack.timer_ids)) == 2
+    assert [(t.id, t.name) for t in sorted(store.timers_due(100.0, 10), key=lambda t: t.id)] == list(
+        zip(sorted(ack.timer_ids), ["t1", "t2"], strict=True)
+    )
+
+
+def _check_sealed_timer_step(direct: psycopg.Connection[Any]) -> None:
+    assert _count(direct, "SELECT step_seq FROM workflows WHERE id = 'a'") == 1
+    assert _count(direct, "SELECT count(*) FROM timers WHERE workflow_id = 'a'") == 2
+
+
 def _check_sealed_step(direct: psycopg.Connection[Any]) -> None:
     assert _count(direct, "SELECT step_seq FROM workflows WHERE id = 'a'") == 1
     assert _count(direct, "SELECT count(*) FROM inbox WHERE workflow_id = 'a'") == 0
@@ -175,6 +195,7 @@ WRITER_PATHS = {
     "append": (_do_append, _check_append, "inbox"),
     "step": (_do_step, _check_step, "tally"),
     "sealed step": (_do_sealed_step, _check_sealed_step, "af_commits"),
+    "sealed step with timers": (_do_sealed_timer_step, _check_sealed_timer_step, "af_commits"),
     "broadcast": (_do_broadcast, _check_broadcast, "inbox"),
     "request": (_do_request, _check_request, "external"),
 }
