@@ -140,11 +140,13 @@ def _backend_start(conn: psycopg.Connection[Any]) -> Any:
 
 
 def _server_refused(exc: BaseException, conn: Any) -> bool:
-    """True if ``exc`` is the server's answer that it failed a statement (its session goes on),
-    not a connection lost or a client-side failure."""
+    """True if ``exc`` is the server's answer that it failed a statement, at severity ERROR: the
+    transaction is aborted and the session goes on. Anything else (FATAL or PANIC, whatever its
+    SQLSTATE, a connection lost, a client-side failure) may have come after the COMMIT applied."""
     return (
         isinstance(exc, psycopg.Error)
         and getattr(exc, "sqlstate", None) is not None
+        and exc.diag.severity_nonlocalized == "ERROR"
         and not is_lost(exc, conn)
     )
 
