@@ -996,13 +996,14 @@ class _Encoded:
 
 
 def _answer(reply: Promise[Any], value: Any) -> None:
-    """Answer a waiting caller, unless its step's commit has answered it already."""
-    reply.offer(value)
+    """Answer a waiting caller, unless its step's commit has answered it already (on a dispatcher
+    thread, the caller is let go as the slice ends: ``Promise.answer``)."""
+    reply.answer(value)
 
 
 def _answer_on_commit(reply: Promise[Any], value: Any, committed: Promise[Any]) -> None:
     if committed.exception() is None:
-        _answer(reply, value)
+        reply.answer(value)
 
 
 def _signal_value(value: Any) -> Any:

@@ -28,11 +28,12 @@ from typing import Any
 import pykka
 from pykka import ThreadingFuture
 
+from persistence._promise import hold_wakeups, let_go
+
 logger = logging.getLogger("actorflow.pool")
 
 # Messages one actor handles before yielding its thread to the next scheduled actor.
 SLICE = 16
-
 
 class _Inbox:
     """A pykka actor inbox that schedules its actor on the dispatcher when a message arrives."""
@@ -193,6 +194,8 @@ class Dispatcher:
         lock, runq, idle = self._lock, self._runq, self._idle
         actor: PooledActor | None = None
         outcome = _DONE
+        # The callers a slice answers are let go as it ends (or before its thread blocks).
+        hold_wakeups()
         while True:
             if actor is not None:
                 try:
@@ -200,6 +203,7 @@ class Dispatcher:
                 except BaseException:  # a dispatcher thread must survive any actor
                     logger.exception("actorflow: actor slice failed")
                     outcome = _DONE
+                let_go()
             # One lock for the end of this slice and the start of the next: the actor goes back
             # on the queue, or is no longer counted, and this thread takes the queue's head.
             with lock:
@@ -312,6 +316,7 @@ class PooledActor(pykka.Actor):
             except IndexError:
                 break
             handled += 1
+            let_go()  # callers the last message answered: the next may take long
             self._handle_envelope(envelope)
             envelope = None
         if stopped.is_set():

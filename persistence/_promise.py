@@ -22,6 +22,28 @@ log = Log("store")
 
 _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes, never contended long
 
+# Per thread that holds its wake-ups (``hold_wakeups``): the gates of the promises it answered,
+# whose waiting threads it lets go at its next ``let_go``.
+_held = threading.local()
+
+
+def hold_wakeups() -> None:
+    """From now on, the threads waiting on a promise this thread ``answer``s are let go only at
+    its next ``let_go()``: for a thread that answers a caller mid-way through work it holds the
+    GIL for, the caller woken at once would only wait for the GIL (a second thread switch for each
+    answer). Its outcome is set at once all the same (``done()``, callbacks, ``result()``)."""
+    _held.gates = []
+
+
+def let_go() -> None:
+    """Wake the threads waiting on the promises this thread answered since its last call: before
+    it blocks (on I/O, on a lock), or once its turn of work is over."""
+    gates = getattr(_held, "gates", None)
+    if gates:
+        for gate in gates:
+            gate.release()
+        gates.clear()
+
 
 class Promise(Generic[T]):
     """A result or an error, set once by one thread and awaited by any number of others."""
@@ -39,13 +61,16 @@ class Promise(Generic[T]):
     def done(self) -> bool:
         return self._done
 
-    def _settle(self, value: Any, error: BaseException | None) -> bool:
+    def _settle(self, value: Any, error: BaseException | None, later: list[Any] | None = None) -> bool:
         with _SET:
             if self._done:
                 return False
             self._value, self._error, self._done = value, error, True
             callbacks, self._callbacks = self._callbacks, None
-        self._gate.release()
+        if later is None:
+            self._gate.release()
+        else:
+            later.append(self._gate)
         if callbacks:
             for fn in callbacks:
                 self._call(fn)
@@ -79,6 +104,11 @@ class Promise(Generic[T]):
         """Set the result unless an outcome is set already (by another thread, say); False then."""
         return self._settle(value, None)
 
+    def answer(self, value: T) -> bool:
+        """``offer``, but the threads waiting for it are let go at this thread's next ``let_go()``
+        if it holds its wake-ups (``hold_wakeups``); at once otherwise."""
+        return self._settle(value, None, getattr(_held, "gates", None))
+
     def set_exception(self, error: BaseException) -> None:
         if not self._settle(None, error):
             raise InvalidStateError(f"{self!r} already has an outcome")
@@ -94,6 +124,8 @@ class Promise(Generic[T]):
         if self._done:
             return
         if not self._gate.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            if self._done:
+                return  # set as the wait ended, its waiters not let go yet (``answer``)
             raise TimeoutError(f"no outcome within {timeout}s")
         self._gate.release()  # let every other waiter through too
 

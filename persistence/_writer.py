@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from persistence._errors import StoreClosed
 from persistence._log import Log
-from persistence._promise import Promise
+from persistence._promise import Promise, let_go
 from persistence._sql import Dialect
 
 _NO_SYSTEM = Log("store")  # a writer made for no system in particular
@@ -296,6 +296,7 @@ class Writer:
             self._shutdown()
 
     def _run_batch(self, batch: list[_Op]) -> None:
+        let_go()  # callers this thread answered go on while the batch waits for the disk
         started = time.perf_counter()
         try:
             self._commit_batch(batch)

@@ -4,6 +4,7 @@ a shutdown that lets paused messages finish."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pykka
@@ -137,3 +138,53 @@ def test_a_burst_of_actors_scheduled_on_idle_threads_all_run(dispatcher):
     assert [a.get(timeout=WAIT) for a in answers] == list(range(200))
     for ref in refs:
         ref.stop(block=False)
+
+
+class Answering(PooledActor):
+    """Answers the promise a message carries, then (for a message with an event) waits for it."""
+
+    def on_receive(self, message: Any) -> Any:
+        reply, hold = message
+        reply.answer("answered")
+        if hold is not None:
+            self.locked_while_running = reply._gate.locked()
+            assert hold.wait(WAIT)
+        return None
+
+
+def test_a_caller_answered_in_a_slice_is_let_go_as_the_slice_ends(dispatcher):
+    ref = Answering.start(dispatcher)
+    reply: Promise[str] = Promise()
+    hold = threading.Event()
+    ref.tell((reply, hold))
+    try:
+        deadline = time.monotonic() + WAIT
+        while not reply.done():
+            assert time.monotonic() < deadline, "the message never answered"
+            time.sleep(0.001)
+        # Set, and still running (waiting for ``hold``): its waiters are not let go yet.
+        assert reply._gate.locked()
+    finally:
+        hold.set()
+    assert reply.result(WAIT) == "answered"
+    assert ref.actor_inbox._actor.locked_while_running is True
+
+
+def test_a_caller_answered_by_one_message_is_let_go_before_the_next_message_runs(dispatcher):
+    ref = Answering.start(dispatcher)
+    first: Promise[str] = Promise()
+    second: Promise[str] = Promise()
+    start, hold = threading.Event(), threading.Event()
+    ref.tell((Promise(), start))  # holds the actor while the next two are queued: one slice
+    ref.tell((first, None))
+    ref.tell((second, hold))
+    start.set()
+    try:
+        # The third message is still running (waiting for ``hold``): the first caller goes on.
+        assert first._gate.acquire(timeout=WAIT), "the first caller was not let go"
+        first._gate.release()
+        assert first.result(0) == "answered"
+        assert not second._gate.acquire(blocking=False)
+    finally:
+        hold.set()
+    assert second.result(WAIT) == "answered"

@@ -8,6 +8,7 @@ from concurrent.futures import CancelledError, InvalidStateError
 import pytest
 
 from persistence import Promise
+from persistence._promise import hold_wakeups, let_go
 
 
 def test_result_set_by_another_thread_wakes_every_waiter() -> None:
@@ -85,3 +86,48 @@ def test_a_failing_done_callback_is_logged_and_the_others_still_run(caplog: pyte
     p.set_exception(err)
     assert seen == [err]
     assert "promise_callback_failed" in caplog.text
+
+
+def test_an_answer_held_by_its_thread_is_set_at_once_and_wakes_its_waiters_at_let_go() -> None:
+    p: Promise[int] = Promise()
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(p.result(10)))
+    waiter.start()
+    seen: list[object] = []
+
+    def answering() -> None:
+        hold_wakeups()
+        try:
+            p.answer(5)
+            # The outcome is there at once, for this thread and for any that looks...
+            seen.extend([p.done(), p.result(0), p._gate.locked()])
+            assert not p.answer(6)  # ...and is set once
+        finally:
+            let_go()
+        seen.append(p._gate.locked())
+
+    t = threading.Thread(target=answering)
+    t.start()
+    t.join(10)
+    waiter.join(10)
+    # ...but a thread blocked on it is let go only at let_go().
+    assert seen == [True, 5, True, False]
+    assert got == [5]
+
+
+def test_a_wait_that_times_out_while_its_answer_is_held_returns_the_answer() -> None:
+    p: Promise[int] = Promise()
+    hold_wakeups()
+    try:
+        p.answer(3)
+        assert p.result(0.01) == 3 and p.exception(0.01) is None
+    finally:
+        let_go()
+
+
+def test_answer_from_a_thread_that_does_not_hold_wakes_at_once() -> None:
+    p: Promise[int] = Promise()
+    t = threading.Thread(target=p.answer, args=(4,))
+    t.start()
+    t.join(10)
+    assert not p._gate.locked() and p.result(0) == 4
