@@ -732,7 +732,7 @@ class WorkflowActor(PooledActor):
                                     done.attempts, done))
         if direct is not None:
             # After every stored row: it was sent after they were durable, or at the same time.
-            arrivals.append(dataclasses.replace(direct, at=max(direct.at, arrived)))
+            arrivals.append(direct if direct.at >= arrived else dataclasses.replace(direct, at=arrived))
         return inst.decide(arrivals, load=_signal_value)
 
     # -- steps ----------------------------------------------------------------------------------
