@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import functools
 import json
 import time
@@ -180,6 +181,21 @@ class _NotCreated(Exception):
     """The first step of a workflow being started found its id taken: it wrote nothing."""
 
 
+class Life(enum.Enum):
+    """What an actor knows of its workflow: one state, not a flag per fact."""
+
+    NEW = "new"  # nothing read or seeded yet
+    STALE = "stale"  # what it held is suspect (after a fault): the next message reads the store
+    RUNNING = "running"  # loaded, and it runs
+    BLOCKED = "blocked"  # loaded, and held: its code changed or is missing; it takes only a cancel
+    FINISHED = "finished"  # loaded, and it has ended
+    ABSENT = "absent"  # loaded: the store has no workflow of this id
+
+
+_UNREAD = frozenset({Life.NEW, Life.STALE})
+_ENDED = frozenset({Life.FINISHED, Life.ABSENT})
+
+
 class WorkflowActor(PooledActor):
     """Runs one workflow's steps, one at a time (on the runtime's shared actor threads)."""
 
@@ -188,11 +204,7 @@ class WorkflowActor(PooledActor):
         self.host = host
         self.id = workflow_id
         self.type = ""
-        self.loaded = False
-        self.ever_loaded = False
-        self.absent = False  # the last load found no workflow of this id
-        self.finished = False
-        self.blocked = False  # its code changed or is missing: held, not run
+        self.life = Life.NEW
         self.test_mode = False
         self.instance: WorkflowInstance | None = None
         # The start whose first step creates the record, until that step commits.
@@ -217,6 +229,11 @@ class WorkflowActor(PooledActor):
         self.fire_requests: dict[int, int] = {}  # fired timer id -> its `wf fire-timer` request
         self.done_procs: dict[str, ProcedureDone] = {}
         self.deferred = False  # events taken from the mailbox but not resolved yet
+
+    def _suspect(self) -> None:
+        """What is in memory may be wrong (a fault): the next message reads the store."""
+        if self.life is not Life.NEW:
+            self.life = Life.STALE
 
     @property
     def log(self) -> Any:
@@ -264,11 +281,11 @@ class WorkflowActor(PooledActor):
 
     # -- faults -------------------------------------------------------------------------------
     def _fault(self, message: Any, e: Exception) -> None:
-        self.loaded = False  # what is in memory is suspect: the next message reloads the store
+        self._suspect()
         if isinstance(e, _NotCreated) or not self._created_alone():
             # Nothing was written and this id is another workflow's: forget the seed, so that a
             # next message loads that workflow from the store. Not a fault.
-            self.ever_loaded = False
+            self.life = Life.NEW
             return
         if isinstance(message, FireTimer) and not message.reply.done():
             message.reply.set_exception(e)
@@ -307,13 +324,13 @@ class WorkflowActor(PooledActor):
         fails. Its next load (a restart with the code) tries the step again."""
         try:
             rec = self._load()
-            if rec is None or self.finished or self.blocked:
+            if rec is None or self.life is not Life.RUNNING:
                 return
-            self.blocked = True
+            self.life = Life.BLOCKED
             self.log.error("workflow_code_missing", error=why)
             self._record_blocked(rec, why, "code_missing")
         except Exception as e:
-            self.loaded = False
+            self._suspect()
             self.host.fault(self.id, e, self.type or None)
 
     def _created_alone(self) -> bool:
@@ -349,8 +366,7 @@ class WorkflowActor(PooledActor):
         """Start from a workflow this process has just created: nothing stepped, nothing queued."""
         new, cont, blob = seed
         self._reset()
-        self.ever_loaded = self.loaded = True
-        self.absent = self.finished = self.blocked = False
+        self.life = Life.RUNNING
         self.type = new.type
         self.test_mode = new.test_mode
         self.recent, self.recent_count = None, 0
@@ -364,13 +380,11 @@ class WorkflowActor(PooledActor):
         """Read the workflow's state from the store; the record (None: no workflow of this id)."""
         rec, inbox, timer_rows, proc_rows = self.host.store.load_state(self.id)
         self._reset()
-        self.ever_loaded = self.loaded = True
-        self.absent = rec is None
-        self.finished = rec is None or rec.status != RUNNING
-        self.blocked = False
         self.instance = None
-        if rec is None or self.finished:
+        if rec is None or rec.status != RUNNING:
+            self.life = Life.ABSENT if rec is None else Life.FINISHED
             return rec
+        self.life = Life.RUNNING
         self.type = rec.type
         self.test_mode = rec.test_mode
         recent = rec.recent_steps or None
@@ -397,7 +411,7 @@ class WorkflowActor(PooledActor):
             # next load (a restart with the right code) resumes it.
             self.instance = WorkflowInstance(None, wait, step_seq=rec.step_seq, workflow_id=self.id,
                                              workflow_type=rec.type, parent_id=rec.parent_id, test_mode=rec.test_mode)
-            self.blocked = True
+            self.life = Life.BLOCKED
             missing = isinstance(e, UnknownWorkflowType)
             self.log.error("workflow_code_missing" if missing else "workflow_version_mismatch", error=str(e))
             self._record_blocked(rec, str(e), "code_missing" if missing else "version_mismatch")
@@ -503,23 +517,23 @@ class WorkflowActor(PooledActor):
             if message.created is not None:  # a start: its first step creates the record
                 # Holds a running workflow of this id already. One that it holds finished may
                 # have been deleted by retention since: the INSERT of the first step tells.
-                if self.loaded and not self.absent and not self.finished:
+                if self.life is Life.RUNNING or self.life is Life.BLOCKED:
                     message.created.set_result(False)
                     return
                 self.creating = message
                 self._load_seed(message.seed)
                 fresh = True
-            elif not self.ever_loaded:
+            elif self.life is Life.NEW:
                 self._load_seed(message.seed)
                 fresh = True
-            elif not self.loaded or self.absent or self.finished:
+            elif self.life is Life.STALE or self.life in _ENDED:
                 # An earlier look found nothing, or found the finished workflow that had the id
                 # before retention deleted it: that look is stale.
                 self._load()
                 fresh = True
             else:
                 fresh = False
-        elif not self.loaded or (isinstance(message, Kick) and message.reload):
+        elif self.life in _UNREAD or (isinstance(message, Kick) and message.reload):
             self._load()
             fresh = True
         else:
@@ -527,12 +541,12 @@ class WorkflowActor(PooledActor):
         if isinstance(message, DirectSignal):
             yield from self._signal(message)
             return
-        if self.finished or self.blocked:
+        if self.life is not Life.RUNNING:  # ended, absent or blocked
             if isinstance(message, ProcedureDone):
                 self._record_outcome(message)
             if isinstance(message, FireTimer):
                 message.reply.set_exception(TimerNotArmed(self.id, message.name, []))
-            if self.blocked and not self.finished:
+            if self.life is Life.BLOCKED:
                 if isinstance(message, Wake):
                     self._take_row(message, fresh)
                 cancel = next((r for r in self.inbox if r.kind == CANCEL), None)
@@ -596,7 +610,7 @@ class WorkflowActor(PooledActor):
         wake-up has brought yet, so that a signal taken now never overtakes one that was durable
         before it was sent (arrival order)."""
         cluster = self.host.store.cluster()
-        if cluster is None or cluster.alone() or not self.loaded:
+        if cluster is None or cluster.alone() or self.life in _UNREAD:
             return
         known = {r.seq for r in self.inbox}
         new = [r for r in self.host.store.inbox(self.id) if r.seq not in known and r.seq not in self.consumed]
@@ -606,11 +620,12 @@ class WorkflowActor(PooledActor):
 
     def _signal(self, message: DirectSignal) -> Steps:
         """A signal from ``ref.signal()``: consumed by the step it resumes, or kept in the inbox."""
-        if not (self.finished or self.blocked):
+        running = self.life is Life.RUNNING
+        if running:
             self._catch_up()
-        if self.finished or self.blocked or self.deferred:
+        if not running or self.deferred:
             self._append_signal(message)  # a finished workflow's store says why it cannot take it
-            if not self.finished and not self.blocked and message.reply.exception() is None:
+            if running and message.reply.exception() is None:
                 yield from self._pump()
             return
         direct = Arrival(SIGNAL, message.name, message.created_at, _DIRECT_ORDER, True, _Encoded(message.payload), None, 0, message)
@@ -659,7 +674,7 @@ class WorkflowActor(PooledActor):
         except Exception as e:
             message.reply.set_exception(e)
             return
-        if self.loaded and not self.finished:
+        if self.life is Life.RUNNING or self.life is Life.BLOCKED:
             self.inbox.append(InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
             self.inbox.sort(key=lambda r: r.seq)
             self._warn_if_never_awaited(message.name)
@@ -684,7 +699,7 @@ class WorkflowActor(PooledActor):
     # -- the loop -----------------------------------------------------------------------------
     def _pump(self) -> Steps:
         self.deferred = False
-        while not self.finished:
+        while self.life is Life.RUNNING:
             decision = self._decide()
             if decision is None:
                 return
@@ -857,7 +872,7 @@ class WorkflowActor(PooledActor):
         self._ended(sw, ack, sent)
 
     def _ended(self, sw: StepWrite, ack: StepAck, sent: tuple[str, Any]) -> None:
-        self.finished = True
+        self.life = Life.FINISHED
         # A workflow that failed for good is an error; a completed or cancelled one, lifecycle.
         (self.host.workflow_log.error if sw.status == FAILED else self.host.workflow_log.info)(
             "workflow_" + sw.status, workflow_id=self.id, workflow_type=self.type,
@@ -891,7 +906,7 @@ class WorkflowActor(PooledActor):
 
         From the stored record alone: the continuation may be what cannot be loaded.
         """
-        self.loaded = False
+        self._suspect()
         rec = self.host.store.load_workflow(self.id)
         if rec is None or rec.status != RUNNING:
             return
