@@ -610,7 +610,7 @@ class WorkflowActor(PooledActor):
         wake-up has brought yet, so that a signal taken now never overtakes one that was durable
         before it was sent (arrival order)."""
         cluster = self.host.store.cluster()
-        if cluster is None or cluster.alone() or self.life in _UNREAD:
+        if cluster.alone() or self.life in _UNREAD:
             return
         known = {r.seq for r in self.inbox}
         new = [r for r in self.host.store.inbox(self.id) if r.seq not in known and r.seq not in self.consumed]

@@ -96,7 +96,6 @@ class Cluster:
         share = assignment(any_node.shard_count, live)
         for node_id, system in self.nodes.items():
             cluster = system._rt.cluster
-            assert cluster is not None
             if cluster.owned_shards() != share[node_id]:
                 return False
         return any_node.settled()
@@ -106,7 +105,7 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while not self.balanced():
             if time.monotonic() >= deadline:
-                held = {n: len(s._rt.cluster.owned_shards()) for n, s in self.nodes.items() if s._rt.cluster}
+                held = {n: len(s._rt.cluster.owned_shards()) for n, s in self.nodes.items()}
                 raise TimeoutError(f"the cluster's shards did not settle within {timeout}s (held: {held})")
             time.sleep(0.01)
 

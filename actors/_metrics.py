@@ -335,25 +335,24 @@ def _live(rt: Any) -> Iterator[Any]:
             "Seconds spent in the writer's group commits (statements and COMMIT): over batches, the mean latency.",
             value=writer.batch_seconds,
         )
-    cluster = rt.cluster
-    if cluster is not None:
-        yield GaugeMetricFamily(
-            "actorflow_cluster_shards_owned",
-            "Shards this node leases now.",
-            value=len(cluster.owned_shards()),
-        )
-        yield CounterMetricFamily(
-            "actorflow_cluster_lease_renewals",
-            "Rounds that renewed this node's heartbeat and leases.",
-            value=getattr(cluster, "rounds", 0),
-        )
-        yield CounterMetricFamily(
-            "actorflow_cluster_takeovers",
-            "Nodes this node declared dead (their shards were taken over).",
-            value=getattr(cluster, "takeovers", 0),
-        )
-        yield CounterMetricFamily(
-            "actorflow_cluster_shards_gained",
-            "Shards this node took (at a takeover or a handoff).",
-            value=rt.shards_taken,
-        )
+    cluster = rt.cluster  # on SQLite, a cluster of one: one shard, no rounds, no takeovers
+    yield GaugeMetricFamily(
+        "actorflow_cluster_shards_owned",
+        "Shards this node leases now.",
+        value=len(cluster.owned_shards()),
+    )
+    yield CounterMetricFamily(
+        "actorflow_cluster_lease_renewals",
+        "Rounds that renewed this node's heartbeat and leases.",
+        value=getattr(cluster, "rounds", 0),
+    )
+    yield CounterMetricFamily(
+        "actorflow_cluster_takeovers",
+        "Nodes this node declared dead (their shards were taken over).",
+        value=getattr(cluster, "takeovers", 0),
+    )
+    yield CounterMetricFamily(
+        "actorflow_cluster_shards_gained",
+        "Shards this node took (at a takeover or a handoff).",
+        value=rt.shards_taken,
+    )

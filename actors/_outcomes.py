@@ -36,7 +36,7 @@ class Outcome(NamedTuple):
 
 
 class Outcomes:
-    def __init__(self, cluster: Cluster | None) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
         # workflow id -> (its outcome, or None while it runs, started here; the mark it was kept under)
         self._kept: collections.OrderedDict[str, tuple[Outcome | None, int]] = collections.OrderedDict()
@@ -44,7 +44,7 @@ class Outcomes:
         self._pruning = 0  # prunes of this process between their start and forgetting what they deleted
 
     def _mark(self) -> int | None:
-        return 0 if self._cluster is None else self._cluster.alone_mark()
+        return self._cluster.alone_mark()
 
     def remember(self, workflow_id: str, outcome: Outcome) -> None:
         """A step of this process committed the end of ``workflow_id``."""

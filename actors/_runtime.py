@@ -72,7 +72,8 @@ class Runtime:
         # workflow's state and the rarer writes still block one: more threads than cores.
         self.dispatcher = Dispatcher(min(actor_threads, max_live))
         host: Host = self  # what the actors see of the runtime
-        # A cluster's node (PostgreSQL): the shards it leases say which workflows run here.
+        # This node of the database's cluster (on SQLite, a cluster of one): the shards it
+        # leases say which workflows run here.
         self.cluster = store.cluster()
         self.fenced_steps = 0  # steps refused by the fence (their shard had moved to another node)
         self.activator = Activator(lambda wid: WorkflowActor.start(host, wid), max_live, self.work)
@@ -106,7 +107,6 @@ class Runtime:
     def shards_gained(self, shards: set[int]) -> None:
         """Leases taken: recover what these shards hold (due timers, pending procedures under
         their keys, workflows with work), as at the opening of a system."""
-        assert self.cluster is not None
         self.work.inc()
         try:
             self.shards_taken += len(shards)
@@ -126,7 +126,7 @@ class Runtime:
         """Leases gone (handed off, or taken by another node): writes for them are refused from
         now on; their idle actors stop (a busy one stops when its commit is refused)."""
         n = self.activator.passivate_where(lambda wid: not self.owns(wid))
-        self.log.info("shards_lost", count=len(shards), owned=len(self.cluster.owned_shards()) if self.cluster else 0,
+        self.log.info("shards_lost", count=len(shards), owned=len(self.cluster.owned_shards()),
                  passivated=n)
 
     def woken(self, workflow_ids: list[str]) -> None:
@@ -190,13 +190,13 @@ class Runtime:
                     self.metrics.workflow_started(types.get(child))
             for child in ack.created:
                 self.log.info("workflow_started", workflow_id=child, workflow_type=types.get(child), parent_id=workflow_id)
-                if self.cluster is not None and child not in spread:
+                if child not in spread:
                     self.cluster.note_child(child, workflow_id)  # in its parent's shard
                 if self.owns(child):
                     self.activator.deliver(child, Kick(seeds.get(child) if seeds else None))
                 else:
                     remote = True  # spread to another node's shard: its owner starts it
-            if remote and self.cluster is not None:
+            if remote:
                 self.cluster.publish_wake()
         self.wake(ack.delivered)
         for wid, why in ack.dropped:
@@ -229,14 +229,14 @@ class Runtime:
         unknown: list[Delivered] = []
         cluster = self.cluster
         for d in delivered:
-            owned = self.store.owns(d.workflow_id) if cluster is None else cluster.owns_cached(d.workflow_id)
+            owned = cluster.owns_cached(d.workflow_id)
             if owned is None:
                 unknown.append(d)  # its shard must be read: not on this (the writer's) thread
             elif owned:
                 self.activator.deliver(d.workflow_id, Wake(d.row()))
             else:
                 remote = True
-        if remote and cluster is not None:
+        if remote:
             # The commit left a wake-up row for the owner: tell it (after the commit, never in it).
             cluster.publish_wake()
         if unknown:
@@ -250,7 +250,7 @@ class Runtime:
                 self.activator.deliver(d.workflow_id, Wake(d.row()))
             else:
                 remote = True
-        if remote and self.cluster is not None:
+        if remote:
             self.cluster.publish_wake()
 
     def message_done(self, workflow_id: str) -> None:
@@ -270,15 +270,13 @@ class Runtime:
         """A step of this node finished ``workflow_id``: wake ``result()`` here and on the others."""
         self.outcomes.remember(workflow_id, outcome)
         self._finish_wake(workflow_id)
-        if self.cluster is not None:
-            self.cluster.publish_done([workflow_id])
+        self.cluster.publish_done([workflow_id])
 
     def news(self, workflow_id: str) -> None:
         """A step of this node published or replied: wake whoever waits on ``workflow_id``
         (``ref.published``, ``ref.ask``) here, and tell the nodes that said they wait on it."""
         self._finish_wake(workflow_id)
-        if self.cluster is not None:
-            self.cluster.publish_news([workflow_id])
+        self.cluster.publish_news([workflow_id])
 
     def _finish_wake(self, workflow_id: str) -> None:
         with self._finish_lock:
@@ -294,7 +292,7 @@ class Runtime:
         p: Promise[None] = Promise()
         with self._finish_lock:
             self._finish_waiters.setdefault(workflow_id, []).append(p)
-        if self.cluster is not None and self.cluster.owns_cached(workflow_id) is not True:
+        if self.cluster.owns_cached(workflow_id) is not True:
             self.cluster.publish_interest(workflow_id)
         return p
 

@@ -443,7 +443,7 @@ class Schedules:
         owner's (the commit left it a wake-up)."""
         cluster = self.rt.cluster
         wid = seed[0].id
-        if cluster is None or cluster.owns_new(wid):
+        if cluster.owns_new(wid):
             self.rt.activator.deliver(wid, Kick(seed))
         else:
             cluster.publish_wake()

@@ -42,7 +42,7 @@ from ._actor import (
     filter_key,
 )
 from ._aio import AsyncBridge
-from ._clock import AnchoredClock, Clock, SystemClock
+from ._clock import AnchoredClock, Clock
 from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
 from ._info import NodeInfo, WorkflowInfo, info_from_record
 from ._metrics import Metrics, registry_for
@@ -143,7 +143,6 @@ class ActorSystem:
         check_text(self.node_id, "node_id")
         ttl = check_seconds(node_ttl, "node_ttl", allow_none=False)
         assert ttl is not None
-        self._started_at = time.time()
         self._closed = False
         # Seconds a finished workflow is kept (then deleted, see ``_retention``); None: forever.
         self.retention = check_seconds(retention, "retention", allow_none=True)
@@ -164,15 +163,13 @@ class ActorSystem:
         store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
                            node_id=self.node_id, node_ttl=ttl, local_time=_local_time, _log=system_log)
         store.keep_history(self.history_limit)
-        cluster = store.cluster()
-        if cluster is None:
-            system_log.node_id = None  # (a store that is no cluster's node: no node to name)
-        else:
-            system_log.shards = lambda: len(cluster.owned_shards())
+        cluster = store.cluster()  # on SQLite, a cluster of one
+        system_log.shards = lambda: len(cluster.owned_shards())
         if clock is None:
             # A cluster's timers fire by the database's clock, so that a node whose own clock is
-            # off never fires one early (or late) by the others' reckoning.
-            clock = AnchoredClock(cluster.clock_offset, _local_time) if cluster is not None else SystemClock()
+            # off never fires one early (or late) by the others' reckoning (a cluster of one: its
+            # own clock, never going back).
+            clock = AnchoredClock(cluster.clock_offset, _local_time)
         self.clock = clock
         rt: Runtime | None = None
         try:
@@ -186,9 +183,8 @@ class ActorSystem:
             # anything: a cancel among them lands before the procedures it disarms run again.
             self._take_external()
             self.recovered = self._recover()
-            if cluster is not None:
-                # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
-                cluster.start(rt)
+            # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
+            cluster.start(rt)
             self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
             self._house.start()
         except BaseException:
@@ -324,8 +320,7 @@ class ActorSystem:
     def _leads(self) -> bool:
         """True on the node that runs what the whole database needs once (retention and `wf
         prune` requests): the holder of shard 0 on a cluster, the system itself otherwise."""
-        cluster = self._rt.cluster
-        return cluster is None or 0 in cluster.owned_shards()
+        return 0 in self._rt.cluster.owned_shards()
 
     def _mine(self, r: ExternalRow) -> bool:
         """A `wf` request this node carries out: its workflow's (a prune: the leader's)."""
@@ -527,8 +522,7 @@ class ActorSystem:
             return WorkflowRef(self, id, _token=_REF_TOKEN)
         if id is not None and not reuse_id:
             _tombstones.refuse_pruned(self._rt.store, id, self.clock.now(), self.id_retention)
-        cluster = self._rt.cluster
-        if id is not None and cluster is not None and not cluster.owns(id):
+        if id is not None and not self._rt.cluster.owns(id):
             # Its shard is another node's: the record goes in here, its first step runs there.
             self._create([_seed(wf, key, id, args, test_mode, self.clock.now())])
             return WorkflowRef(self, id, _token=_REF_TOKEN)
@@ -652,7 +646,7 @@ class ActorSystem:
         cluster = self._rt.cluster
         wid = _new_id(wf)
         for _ in range(64):
-            if cluster is None or cluster.owns_new(wid):
+            if cluster.owns_new(wid):
                 break
             wid = _new_id(wf)
         return wid
@@ -672,12 +666,12 @@ class ActorSystem:
                         self._rt.metrics.workflow_started(seed[0].type)
             for seed, ok in zip(seeds, p.result(), strict=True):
                 # (A root workflow just created: its shard is its own id's, known unread.)
-                if ok and (cluster is None or cluster.owns_new(seed[0].id)):
+                if ok and cluster.owns_new(seed[0].id):
                     self._rt.activator.deliver(seed[0].id, Kick(seed))
                 elif ok:
                     remote = True
-            if remote and self._rt.cluster is not None:
-                self._rt.cluster.publish_wake()
+            if remote:
+                cluster.publish_wake()
 
         written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
         self._rt.after_commit(written, kick)
@@ -885,11 +879,8 @@ class ActorSystem:
         """The live nodes of the cluster on this database (on SQLite: this process alone, which
         holds the whole file as one shard)."""
         self._check_open()
-        cluster = self._rt.cluster
-        if cluster is None:
-            return [NodeInfo(self.node_id, 1, 0.0, self._started_at)]
         return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at, n.state)
-                for n in cluster.nodes() if n.state in ("up", "stale")]
+                for n in self._rt.cluster.nodes() if n.state in ("up", "stale")]
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

@@ -39,7 +39,8 @@ def open_store(
         inbox_limit: The most signals a workflow may hold buffered before appends raise
             ``InboxFull``.
         node_id: On PostgreSQL, this process's node name in the cluster on the schema (default:
-            host name and process id); a SQLite file has one owner and no cluster.
+            host name and process id); a SQLite file's one owner is the one node of its
+            cluster of one, under this name.
         node_ttl: On PostgreSQL, how old a node's heartbeat may get (seconds) before the others
             declare it dead and take its shards over.
         local_time: The clock a node measures the database's against (tests give it a skew).
@@ -59,4 +60,5 @@ def open_store(
             ) from exc
         return PgStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit,
                        node_id=node_id, node_ttl=node_ttl, local_time=local_time, _log=_log)
-    return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit, _log=_log)
+    return SqliteStore(path, durability=durability, owner=owner, inbox_limit=inbox_limit,
+                       node_id=node_id, _log=_log)

@@ -430,9 +430,11 @@ class Store(Protocol):
         opened, as SQLite does, keeps this default)."""
         return True
 
-    def cluster(self) -> Cluster | None:
-        """This store's membership of a cluster of nodes, or None (it owns all it opened)."""
-        return None
+    def cluster(self) -> Cluster:
+        """This store's node of the cluster on its database: for one that owns everything it
+        opened (SQLite), a cluster of one (``persistence._solo.SoloCluster``), so that the
+        runtime takes one path for one node and for many."""
+        raise NotImplementedError
 
     # -- lifecycle --------------------------------------------------------------------------
     @abc.abstractmethod

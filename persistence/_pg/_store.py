@@ -274,7 +274,13 @@ class PgStore(SqlStore):
         rows: list[NodeRow] = self._read(lambda conn: read_nodes(conn, self.schema))
         return rows
 
-    def cluster(self) -> ClusterNode | None:
+    def cluster(self) -> ClusterNode:
+        if self._node is None:
+            raise PersistenceError(
+                f"the store on {self.path} was opened with owner=False: it reads, and is no node "
+                f"of the cluster; open it with owner=True (an ActorSystem) to run workflows.",
+                path=self.path,
+            )
         return self._node
 
     # -- a cluster's node: fenced writes, and the reads scoped to its shards -------------------

@@ -19,6 +19,7 @@ from persistence._errors import (
     ReadOnlyDatabase,
 )
 from persistence._log import SystemLog
+from persistence._solo import SoloCluster
 from persistence._sql import SQLITE
 from persistence._sqlite._ownership import OwnerLock, current_owner
 from persistence._sqlite._schema import (
@@ -58,6 +59,7 @@ class SqliteStore(SqlStore):
         durability: str = "normal",
         owner: bool = True,
         inbox_limit: int = 10_000,
+        node_id: str | None = None,
         _log: SystemLog | None = None,
     ) -> None:
         # The logger of the system that opens it, for its writer (None: a store of no system).
@@ -74,6 +76,7 @@ class SqliteStore(SqlStore):
         self.owner = owner
         self.inbox_limit = inbox_limit
         self._closed = False
+        self._solo = SoloCluster(self, node_id)  # its owner holds the whole file: one shard
         self._close_lock = threading.Lock()
         self._readers: collections.deque[sqlite3.Connection] = collections.deque()
         self._lock: OwnerLock | None = None
@@ -101,6 +104,9 @@ class SqliteStore(SqlStore):
             self._open_owner()
         else:
             self._open_reader_only()
+
+    def cluster(self) -> SoloCluster:
+        return self._solo
 
     # -- opening ------------------------------------------------------------------------------
     def _connect(self, *, timeout: float = BUSY_TIMEOUT, write: bool = False) -> sqlite3.Connection:
