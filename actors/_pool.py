@@ -29,11 +29,14 @@ import pykka
 from pykka import ThreadingFuture
 
 from persistence._promise import hold_wakeups, let_go
+from persistence._writer import on_engine_thread, stage_on_this_thread
 
 logger = logging.getLogger("actorflow.pool")
 
 # Messages one actor handles before yielding its thread to the next scheduled actor.
 SLICE = 16
+# Writes a drain stages before it commits them, so that one commit's latency stays bounded.
+MAX_STAGED = 512
 
 class _Inbox:
     """A pykka actor inbox that schedules its actor on the dispatcher when a message arrives."""
@@ -75,15 +78,14 @@ class _Inbox:
 
 
 class _Idle:
-    """A dispatcher thread with nothing to run: asleep on a lock of its own until it is given an
-    actor (or told to stop, with none). One thread is woken per actor, never several for one."""
+    """An engine thread with nothing to do: asleep on a lock of its own until it is woken (to look
+    at the run queue, or to end). One thread is woken at a time, never several for one actor."""
 
-    __slots__ = ("gate", "actor")
+    __slots__ = ("gate",)
 
     def __init__(self) -> None:
         self.gate = threading.Lock()
-        self.gate.acquire()  # held while the thread sleeps; released by whoever gives it work
-        self.actor: PooledActor | None = None
+        self.gate.acquire()  # held while the thread sleeps; released by whoever wakes it
 
 
 # What a slice leaves its actor as (``PooledActor._run_slice``).
@@ -91,26 +93,42 @@ _AGAIN = 0  # still scheduled with messages left: it goes back on the run queue
 _DONE = 1  # no longer scheduled (its mailbox is empty, or it stopped)
 _PAUSED = 2  # still scheduled, waiting for a promise whose callback puts it back on the queue
 
-
 class Dispatcher:
-    """A fixed set of threads running scheduled actors, one slice of messages at a time.
+    """The engine: a few threads running scheduled actors, one slice of messages at a time, only
+    one of them stepping at a time, each drain of the run queue committed as one transaction.
 
-    The actors to run wait in a run queue; the threads with nothing to run sleep in a stack, each
-    on its own lock. An actor scheduled while a thread is idle is handed to the thread that went
-    idle last, and wakes only that one; while every thread is busy it waits in the queue, and the
-    first thread to end its slice takes it with no wake-up at all. One woken thread at a time: the
-    actors scheduled before it starts wait in the queue, and it wakes the next as it starts. (A ``queue.SimpleQueue`` waited
-    on by several idle threads wakes two of them per item: the one that takes it, and another that
-    finds nothing and sleeps again.)
+    The thread that steps (holds the *stepping* role) drains the run queue: it runs each actor's
+    slice, and a step's write is staged, not committed (the actor pauses until its commit). When
+    the queue is empty (or ``MAX_STAGED`` writes are staged) it gives the role up and commits
+    everything staged in one transaction (``flush``); the commit answers the callers and puts the
+    paused actors back on the queue, and the same thread goes on with them: no thread hand-off
+    between a step, its commit and the rest of its message. While it waits for the disk, another
+    thread may take the role and step what arrived meanwhile, so that stepping and committing
+    overlap; two threads never step at once (they would only fight over the GIL).
+
+    The threads with nothing to do sleep in a stack, each on its own lock. An actor scheduled by
+    another thread (a caller, a procedure, a timer) while nobody steps wakes one of them; one
+    scheduled by an engine thread wakes nobody, as that thread looks at the queue before it sleeps.
+    (A ``queue.SimpleQueue`` waited on by several idle threads wakes two of them per item.)
     """
 
-    def __init__(self, threads: int, name: str = "actorflow-actor") -> None:
+    def __init__(
+        self,
+        threads: int = 2,
+        name: str = "actorflow-engine",
+        *,
+        flush: Callable[[], None] | None = None,
+        staged: Callable[[], int] | None = None,
+    ) -> None:
         if threads < 1:
             raise ValueError(f"the dispatcher needs at least one thread, got {threads}")
+        self._flush = flush if flush is not None else _nothing
+        self._staged = staged if staged is not None else _none_staged
         self._lock = threading.Lock()
         self._runq: collections.deque[PooledActor] = collections.deque()
         self._idle: list[_Idle] = []
-        self._waking = False  # a thread was handed an actor and woken, and has not started yet
+        self._waking = False  # a thread was woken and has not looked at the queue yet
+        self._stepping = False  # a thread holds the stepping role
         self._stopping = False
         # Actors scheduled: queued, running, or paused until a promise (a commit) settles.
         # Shutdown waits for none to be left, so a paused message is finished (answering a
@@ -137,42 +155,29 @@ class Dispatcher:
         """Run ``actor``, which has just been scheduled (it was not queued, running or paused)."""
         with self._lock:
             self._in_flight += 1
-            woken = self._hand_locked(actor)
+            woken = self._queue_locked(actor)
         if woken is not None:
             woken.gate.release()
 
     def resume(self, actor: PooledActor) -> None:
         """Run ``actor`` again: the promise its paused message waited for has settled."""
         with self._lock:
-            woken = self._hand_locked(actor)
+            woken = self._queue_locked(actor)
         if woken is not None:
             woken.gate.release()
 
-    def _hand_locked(self, actor: PooledActor) -> _Idle | None:
-        """Give ``actor`` to the thread that went idle last, to be woken (its gate released,
-        after the lock), unless a thread woken earlier has not started yet: then it waits in the
-        queue, and that thread, as it starts, wakes the next (a burst of actors wakes threads one
-        after another, as each gets going, not all at once to fight over the GIL)."""
-        if self._idle and not self._waking:
-            sleeper = self._idle.pop()
-            sleeper.actor = actor
-            self._waking = True
-            return sleeper
+    def _queue_locked(self, actor: PooledActor) -> _Idle | None:
+        """Queue ``actor``; the idle thread to wake for it (its gate released after the lock), if
+        nobody steps, no thread is being woken already, and the caller is no engine thread."""
         self._runq.append(actor)
-        return None
-
-    def _next_locked(self) -> _Idle | None:
-        """With actors queued, an idle thread to wake for the queue's head (None if none)."""
-        if self._runq and self._idle and not self._waking:
-            sleeper = self._idle.pop()
-            sleeper.actor = self._runq.popleft()
-            self._waking = True
-            return sleeper
-        return None
+        if self._stepping or self._waking or not self._idle or on_engine_thread():
+            return None
+        self._waking = True
+        return self._idle.pop()
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        # A paused message resumes once its commit is done (the writer still runs at this point):
-        # let every queued, running and paused message end before the threads stop.
+        # A paused message resumes once its commit is done: let every queued, running and paused
+        # message end before the threads stop.
         with self._lock:
             drained = None
             if self._in_flight:
@@ -184,28 +189,32 @@ class Dispatcher:
             idle = list(self._idle)
             self._idle.clear()
         for sleeper in idle:
-            sleeper.gate.release()  # with no actor: the thread ends
+            sleeper.gate.release()  # stopping: the thread ends
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout)
 
     def _work(self) -> None:
+        stage_on_this_thread()  # what it writes, it commits at the end of its drain
         me = _Idle()
         lock, runq, idle = self._lock, self._runq, self._idle
+        staged = self._staged
         actor: PooledActor | None = None
         outcome = _DONE
-        # The callers a slice answers are let go as it ends (or before its thread blocks).
+        stepping = False  # this thread holds the stepping role
+        # The callers a slice or a commit answers are let go as it ends (or before this thread
+        # blocks), not while it still holds the GIL for the rest of its work.
         hold_wakeups()
         while True:
             if actor is not None:
                 try:
                     outcome = actor._run_slice()
-                except BaseException:  # a dispatcher thread must survive any actor
+                except BaseException:  # an engine thread must survive any actor
                     logger.exception("actorflow: actor slice failed")
                     outcome = _DONE
                 let_go()
-            # One lock for the end of this slice and the start of the next: the actor goes back
-            # on the queue, or is no longer counted, and this thread takes the queue's head.
+            flush = False
+            woken: _Idle | None = None
             with lock:
                 if actor is not None:
                     if outcome == _AGAIN:
@@ -214,27 +223,45 @@ class Dispatcher:
                         self._in_flight -= 1
                         if not self._in_flight and self._drained is not None:
                             self._drained.set()
-                if runq:
+                    actor = None
+                if runq and (stepping or not self._stepping) and (not stepping or staged() < MAX_STAGED):
+                    self._stepping = stepping = True
                     actor = runq.popleft()
-                    woken = self._next_locked()  # more queued than this thread takes: help
                 else:
-                    actor = woken = None  # an idle thread keeps no actor it ran alive
-                    if self._stopping:
-                        return
-                    idle.append(me)
+                    if stepping:
+                        # The end of this thread's drain: it commits what it staged, and whoever
+                        # is idle takes the role for what is queued meanwhile.
+                        self._stepping = stepping = False
+                        flush = staged() > 0
+                        if runq and idle and not self._waking:
+                            self._waking = True
+                            woken = idle.pop()
+                    if not flush:
+                        if self._stopping and not runq:
+                            return
+                        idle.append(me)
             if woken is not None:
                 woken.gate.release()
             if actor is not None:
                 continue
+            if flush:
+                try:
+                    self._flush()
+                except BaseException:  # the writer settles its writes' promises itself
+                    logger.exception("actorflow: commit of a drain failed")
+                continue  # (its callers are let go as the slices it resumed end)
+            let_go()
             me.gate.acquire()
             with lock:
                 self._waking = False
-                actor, me.actor = me.actor, None
-                woken = self._next_locked()  # the rest of a burst: the next thread gets going
-            if woken is not None:
-                woken.gate.release()
-            if actor is None:
-                return  # woken by shutdown
+
+
+def _nothing() -> None:
+    return None
+
+
+def _none_staged() -> int:
+    return 0
 
 
 _counter = itertools.count()

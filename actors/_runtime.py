@@ -59,7 +59,7 @@ class Runtime:
     commit_timeout = 60.0
 
     def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float,
-                 system_log: SystemLog, actor_threads: int = 16) -> None:
+                 system_log: SystemLog, engine_threads: int = 2) -> None:
         # The system's context, bound once (``SystemLog``): each service gets its part's logger.
         self.system_log = system_log
         self.log = system_log.part("system")
@@ -68,9 +68,9 @@ class Runtime:
         self.clock = clock
         self.passivate_after = passivate_after
         self.work = WorkCounter()
-        # A step waiting for its commit frees its thread (the actor pauses), but loading a
-        # workflow's state and the rarer writes still block one: more threads than cores.
-        self.dispatcher = Dispatcher(min(actor_threads, max_live))
+        # The engine: its threads step the actors one at a time, each drain committed as one
+        # transaction; a second thread steps while the first waits for the disk.
+        self.dispatcher = Dispatcher(engine_threads, flush=store.flush_staged, staged=store.staged_writes)
         host: Host = self  # what the actors see of the runtime
         # This node of the database's cluster (on SQLite, a cluster of one): the shards it
         # leases say which workflows run here.

@@ -6,7 +6,7 @@
 Workload 1 (workflows calling three procedures) and workload 4 (workflows sleeping 0.1 s), each
 started one by one as in ``run.py``, in a fresh interpreter per run. Per workflow: the process's
 CPU time and voluntary context switches (``getrusage``), and each thread group's CPU time and
-switches (the starting thread, actor threads, procedure threads, the timer thread, the writer).
+switches (the starting thread, engine threads, procedure threads, the timer thread, the writer).
 Figures are medians of the runs. Wall-clock rates on a shared machine move by a third from one
 run to the next; switch counts move far less, so they show what a change to the hand-overs
 between threads does. Per-thread figures need Linux (``/proc/self/task``).
@@ -35,14 +35,14 @@ sys.path.insert(0, str(HERE))
 from _common import report, result_of  # noqa: E402
 
 TIMEOUT = 600.0
-GROUPS = ("starting thread", "actor threads", "procedure threads", "timer thread", "writer", "other")
+GROUPS = ("starting thread", "engine threads", "procedure threads", "timer thread", "writer", "other")
 
 
 def _group(name: str) -> str:
     if name == "MainThread":
         return "starting thread"
-    if name.startswith("actorflow-actor"):
-        return "actor threads"
+    if name.startswith(("actorflow-engine", "actorflow-actor")):
+        return "engine threads"
     if name.startswith("actorflow-proc"):
         return "procedure threads"
     if name == "actorflow-timers":

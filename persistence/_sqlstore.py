@@ -178,10 +178,16 @@ class SqlStore(Store):
     def submit_step(self, step: StepWrite, *, here: bool = False) -> Promise[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
 
-        ``here``: when the writer is idle, run the step's batch on the calling thread (the
-        runtime's actor threads ask for it; the future is then settled on return).
+        ``here``: from an engine thread, staged until it flushes (``flush_staged``).
         """
         return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), here=here)
+
+    def flush_staged(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def staged_writes(self) -> int:
+        return self._writer.staged() if self._writer is not None else 0
 
     def barrier(self, timeout: float | None = None) -> None:
         """Return once every write queued before this call has committed or failed.

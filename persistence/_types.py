@@ -480,9 +480,18 @@ class Store(Protocol):
     def submit_step(self, step: StepWrite, *, here: bool = False) -> Promise[StepAck]:
         """Queue ``step`` for the group-commit writer; the future resolves after COMMIT.
 
-        ``here``: the calling thread may wait for a commit (the runtime's actor threads do): a
-        backend may then run the step's transaction on it when nothing else is queued or
-        committing, and settle the future before it returns. A caller's thread never asks."""
+        ``here``: the calling thread is an engine thread, which commits what it staged at the end
+        of its drain (``flush_staged``): the step is staged for that, not handed to the writer's
+        thread. A caller's thread never asks."""
+
+    @abc.abstractmethod
+    def flush_staged(self) -> None:
+        """Commit what engine threads staged (and whatever else is queued), on this thread, in
+        one transaction (after the batch under way, if any)."""
+
+    @abc.abstractmethod
+    def staged_writes(self) -> int:
+        """How many writes engine threads staged that no batch has taken yet."""
 
     @abc.abstractmethod
     def barrier(self, timeout: float | None = None) -> None:

@@ -7,12 +7,13 @@ own savepoint, so that one fails alone), takes in once more what was queued mean
 once, and only then resolves the futures. One fsync (with durability "full") thus covers every
 caller waiting at that moment.
 
-One batch runs at a time, in queue order. It runs on the writer's own thread, or, for a write
-submitted with ``here=True`` (a step, from the engine's actor threads) while nothing else is queued
-or committing, on the submitting thread itself: it would otherwise hand the write to the writer's
-thread and wait for its commit to be handed back, two thread switches under the GIL that cost more
-than the work between them. No caller's thread ever runs a transaction, so an interruption of a
-caller (Ctrl-C) interrupts only its wait.
+One batch runs at a time, in queue order. It runs on the writer's own thread, or on an engine
+thread (``actors._pool.Dispatcher``): a step an engine thread submits ``here`` is staged, the
+writer's thread not woken for it, and that thread commits everything staged at the end of its
+drain (``flush``), then goes on with the actors the commit resumed. A step, its commit and the
+rest of its message thus run on one thread, with no hand-off to the writer's thread and back. No
+caller's thread ever runs a transaction, so an interruption of a caller (Ctrl-C) interrupts only
+its wait.
 
 The loop is written once here; each backend implements the small transaction protocol it runs
 on (``SqliteWriter`` below, ``persistence._pg._writer.PgWriter``): how a statement is sent
@@ -48,6 +49,21 @@ WAITS_CACHE = 100_000
 RETRIES = 3
 # Runs of a batch again after a lost connection (each after a reconnect).
 RECONNECT_RUNS = 6
+
+
+# Set on the threads that commit what they write themselves, at the end of their drain (the
+# engine's: ``actors._pool.Dispatcher``); a write they submit ``here`` is staged for that.
+_stager = threading.local()
+
+
+def stage_on_this_thread() -> None:
+    """From now on, writes this thread submits ``here`` are staged: it calls ``flush()``."""
+    _stager.on = True
+
+
+def on_engine_thread() -> bool:
+    """True on a thread that stages what it writes (``stage_on_this_thread``)."""
+    return getattr(_stager, "on", False)
 
 
 class Deferred(Generic[T]):
@@ -131,6 +147,7 @@ class Writer:
         self._lock = threading.Lock()  # taken directly (a C context manager) where none waits
         self._cond = threading.Condition(self._lock)
         self._ops: collections.deque[_Op] = collections.deque()
+        self._staged = 0  # of them, staged by engine threads (committed at their drain's end)
         # Held by whoever runs a batch: the writer's thread, or a thread that submitted here.
         self._batch = threading.Lock()
         self._closed = False  # no new writes; the thread ends once the queue is empty
@@ -244,9 +261,9 @@ class Writer:
     def submit(self, fn: Callable[[Any], Any], *, here: bool = False) -> Promise[Any]:
         """Queue ``fn(writer)`` to run in the next group transaction; return its future.
 
-        ``here``: if no other write is queued and no batch is running, run the batch on this
-        thread now (the future is then settled on return). Only for the engine's own threads,
-        which may wait for a commit; a caller's thread only ever queues.
+        ``here``: from an engine thread (``actors._pool``), which commits what it staged at the
+        end of its drain (``flush``): the write is staged, and the writer's thread is not woken
+        for it. From any other thread the write is queued for the writer's thread.
         """
         future: Promise[Any] = Promise()
         with self._lock:
@@ -255,20 +272,27 @@ class Writer:
                     f"the store on {self.path} is closed; open it again to write.", path=self.path
                 )
             self._ops.append(_Op(fn, future))
-            lead = here and len(self._ops) == 1 and self._batch.acquire(blocking=False)
-            if not lead:
+            if here and on_engine_thread():
+                self._staged += 1
+            else:
                 self._cond.notify()
-        if lead:
-            try:
-                with self._lock:
-                    batch = self._take(MAX_BATCH)
-                self._run_batch(batch)
-            finally:
-                self._batch.release()
-            if self._ops:  # queued meanwhile: the writer's thread takes them
-                with self._cond:
-                    self._cond.notify()
         return future
+
+    def staged(self) -> int:
+        """Writes staged by engine threads and not yet taken into a batch."""
+        return self._staged
+
+    def flush(self) -> None:
+        """Commit what is queued, on this thread (an engine thread, at the end of its drain),
+        after the batch under way if there is one."""
+        with self._batch:
+            with self._lock:
+                batch = self._take(MAX_BATCH)
+            if batch:
+                self._run_batch(batch)
+        if self._ops:  # more than one batch, or queued meanwhile: the writer's thread goes on
+            with self._cond:
+                self._cond.notify()
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Finish every queued write, stop the thread and close the connection (idempotent)."""
@@ -313,8 +337,11 @@ class Writer:
         if len(ops) <= room:
             taken = list(ops)
             ops.clear()
+            self._staged = 0
             return taken
-        return [ops.popleft() for _ in range(room)]
+        taken = [ops.popleft() for _ in range(room)]
+        self._staged = min(self._staged, len(ops))
+        return taken
 
     def _take_more(self, batch: list[_Op]) -> list[_Op]:
         """Move what is queued now into ``batch`` (up to ``MAX_BATCH``); return what was taken."""

@@ -201,7 +201,7 @@ class Inside:
         """Systems started from now on (in this test) run their actors on one thread."""
         from actors._pool import Dispatcher
 
-        monkeypatch.setattr(actors._runtime, "Dispatcher", lambda threads: Dispatcher(1))
+        monkeypatch.setattr(actors._runtime, "Dispatcher", lambda threads, **kw: Dispatcher(1, **kw))
 
     @staticmethod
     def procedure_code(monkeypatch: pytest.MonkeyPatch, resolve: Callable[[str, str], Any] | None = None) -> Callable[[str, str], Any]:

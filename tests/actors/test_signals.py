@@ -88,7 +88,7 @@ def test_a_signal_is_stepped_on_an_engine_thread_never_the_senders(system):
     sender.start()
     sender.join(T)
     names = ref.result(timeout=T)
-    assert len(names) == 2 and all(n.startswith("actorflow-actor-") for n in names), names
+    assert len(names) == 2 and all(n.startswith("actorflow-engine-") for n in names), names
 
 
 def test_an_interrupt_in_the_callers_wait_leaves_the_signal_durable_or_unacknowledged(db, clock, held_commits):

@@ -135,9 +135,9 @@ def test_threads_meter_reports_every_thread_group(tmp_path):
         m = w["median"]
         assert m["per_s"] > 0 and m["cpu_us"] > 0 and m["switches"] > 0, (name, m)
         groups = m["threads"]
-        assert set(groups) == {"starting thread", "actor threads", "procedure threads", "timer thread",
+        assert set(groups) == {"starting thread", "engine threads", "procedure threads", "timer thread",
                                "writer", "other"}
-        assert groups["starting thread"]["cpu_us"] > 0 and groups["actor threads"]["cpu_us"] > 0
+        assert groups["starting thread"]["cpu_us"] > 0 and groups["engine threads"]["cpu_us"] > 0
         assert sum(g["cpu_us"] for g in groups.values()) <= m["cpu_us"] * 1.01, (name, m)
     assert figures["workloads"]["steps"]["median"]["threads"]["procedure threads"]["cpu_us"] > 0
     assert figures["workloads"]["timers"]["median"]["threads"]["timer thread"]["switches"] > 0

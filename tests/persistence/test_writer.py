@@ -25,6 +25,7 @@ from persistence import (
     StoreClosed,
     open_store,
 )
+from persistence._writer import stage_on_this_thread
 
 from .conftest import new_wf, step
 
@@ -277,10 +278,25 @@ def test_every_write_runs_on_the_writers_thread(file_store) -> None:
     assert ran_on == [s._writer._thread, s._writer._thread]
 
 
-def test_a_step_submitted_here_commits_on_the_submitting_thread_when_the_writer_is_idle(file_store) -> None:
-    """An engine thread that may wait for a commit runs its step's batch itself when nothing else
-    is queued or committing (no hand-off to the writer's thread and back); while a batch runs,
-    its step is queued like any write, and commits after what was queued before it."""
+def _staging(fn):
+    """Run ``fn()`` on a new thread that stages what it submits ``here``, as an engine thread
+    does; return what it returned."""
+    out: list = []
+
+    def run() -> None:
+        stage_on_this_thread()
+        out.append(fn())
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(30)
+    assert not t.is_alive()
+    return out[0]
+
+
+def test_steps_staged_by_an_engine_thread_commit_together_when_it_flushes(file_store) -> None:
+    """An engine thread's steps wait, staged, without waking the writer's thread, until that
+    thread flushes: then they commit in one transaction, on that thread."""
     s = file_store
     for wid in "ab":
         s.create_workflow(new_wf(wid))
@@ -289,25 +305,36 @@ def test_a_step_submitted_here_commits_on_the_submitting_thread_when_the_writer_
     def where(db) -> None:
         ran_on.append(threading.current_thread())
 
-    fut = s.submit_step(step(s, "a", continuation=b"a1", reducers=[where]), here=True)
-    assert fut.done() and fut.exception(0) is None  # settled before submit_step returned
-    assert s.load_workflow("a").step_seq == 1
-    assert ran_on == [threading.current_thread()]
-    order: list[str] = []
-    with _writer_blocked(s):
-        first = s._writer.submit(lambda w: order.append("queued before"))
-        held = s.submit_step(step(s, "b", continuation=b"b1", reducers=[where, lambda db: order.append("step")]),
-                             here=True)
-        assert not held.done()  # a batch is running: queued, not run here
-    assert held.exception(30) is None
-    first.result(30)
-    assert order == ["queued before", "step"]
-    assert ran_on[1] is s._writer._thread
-    assert s.load_workflow("b").continuation == b"b1"
+    def stage_and_flush():
+        futs = [s.submit_step(step(s, wid, continuation=wid.encode(), reducers=[where]), here=True)
+                for wid in "ab"]
+        staged = [f.done() for f in futs], s.staged_writes(), s.load_workflow("a").step_seq
+        commits = s._writer.commits
+        s.flush_staged()
+        return staged, [f.exception(0) for f in futs], s._writer.commits - commits, threading.current_thread()
+
+    staged, errors, commits, thread = _staging(stage_and_flush)
+    assert staged == ([False, False], 2, 0)  # staged: nothing committed, the writer not woken
+    assert errors == [None, None] and commits == 1
+    assert ran_on == [thread, thread]
+    assert s.staged_writes() == 0
+    assert [s.load_workflow(w).continuation for w in "ab"] == [b"a", b"b"]
 
 
-def test_a_batch_run_here_ends_before_the_store_closes(db_path: str) -> None:
-    """close() waits for a batch that a submitting thread runs: its write is committed, not cut."""
+def test_a_step_submitted_here_by_any_other_thread_goes_to_the_writer(file_store) -> None:
+    """Only an engine thread stages: from another thread ``here`` is a plain submit."""
+    s = file_store
+    s.create_workflow(new_wf("a"))
+    ran_on: list[threading.Thread] = []
+    fut = s.submit_step(step(s, "a", continuation=b"a1", reducers=[lambda db: ran_on.append(threading.current_thread())]),
+                        here=True)
+    assert fut.exception(30) is None
+    assert ran_on == [s._writer._thread]
+    assert s.staged_writes() == 0
+
+
+def test_a_flush_ends_before_the_store_closes(db_path: str) -> None:
+    """close() waits for a batch that an engine thread runs: its write is committed, not cut."""
     s = open_store(db_path)
     s.create_workflow(new_wf("a"))
     entered, release = threading.Event(), threading.Event()
@@ -317,8 +344,13 @@ def test_a_batch_run_here_ends_before_the_store_closes(db_path: str) -> None:
         assert release.wait(30)
 
     out: list = []
-    t = threading.Thread(target=lambda: out.append(s.submit_step(step(s, "a", continuation=b"a1", reducers=[slow]),
-                                                                 here=True)))
+
+    def engine() -> None:
+        stage_on_this_thread()
+        out.append(s.submit_step(step(s, "a", continuation=b"a1", reducers=[slow]), here=True))
+        s.flush_staged()
+
+    t = threading.Thread(target=engine)
     t.start()
     assert entered.wait(30)
     closer = threading.Thread(target=s.close)
