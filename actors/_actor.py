@@ -16,6 +16,7 @@ writer together.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -239,6 +240,11 @@ class WorkflowActor(PooledActor):
     def log(self) -> Any:
         return self.host.workflow_log.bind(workflow_id=self.id, workflow_type=self.type)
 
+    def _reading(self) -> contextlib.AbstractContextManager[None]:
+        """Around a read of the store: a round trip to a server gives the engine's stepping role
+        up meanwhile (``Dispatcher.blocking``); a read of a local file is shorter than that."""
+        return self._dispatcher.blocking() if self.host.store.remote_reads() else contextlib.nullcontext()
+
     @property
     def wait(self) -> Wait | None:
         return self.instance.wait if self.instance is not None else None
@@ -345,7 +351,8 @@ class WorkflowActor(PooledActor):
             return True
         assert creating.seed is not None
         try:
-            created = self.host.store.create_workflow(creating.seed[0])
+            with self._dispatcher.blocking():
+                created = self.host.store.create_workflow(creating.seed[0])
         except Exception as e:  # the record cannot be written either: the start fails
             self.creating = None
             assert creating.created is not None
@@ -378,7 +385,8 @@ class WorkflowActor(PooledActor):
 
     def _load(self) -> WorkflowRecord | None:
         """Read the workflow's state from the store; the record (None: no workflow of this id)."""
-        rec, inbox, timer_rows, proc_rows = self.host.store.load_state(self.id)
+        with self._reading():
+            rec, inbox, timer_rows, proc_rows = self.host.store.load_state(self.id)
         self._reset()
         self.instance = None
         if rec is None or rec.status != RUNNING:
@@ -467,7 +475,8 @@ class WorkflowActor(PooledActor):
             updated_at=self.host.clock.now(),
             history=[("upgraded", json.dumps(detail))],
         )
-        self.host.store.commit_step(sw, timeout=self.host.commit_timeout)
+        with self._dispatcher.blocking():
+            self.host.store.commit_step(sw, timeout=self.host.commit_timeout)
         assert self.instance is not None
         self.instance.step_seq = rec.step_seq + 1
         self.cont_blob = blob
@@ -504,7 +513,8 @@ class WorkflowActor(PooledActor):
             updated_at=self.host.clock.now(),
             history=[event],
         )
-        self.host.store.commit_step(sw, timeout=self.host.commit_timeout)
+        with self._dispatcher.blocking():
+            self.host.store.commit_step(sw, timeout=self.host.commit_timeout)
         assert self.instance is not None
         self.instance.step_seq = rec.step_seq + 1
 
@@ -594,7 +604,9 @@ class WorkflowActor(PooledActor):
         if row is None:
             if not fresh:
                 known = {r.seq for r in self.inbox}
-                self.inbox.extend(r for r in self.host.store.inbox(self.id) if r.seq not in known and r.seq not in self.consumed)
+                with self._reading():
+                    rows = self.host.store.inbox(self.id)
+                self.inbox.extend(r for r in rows if r.seq not in known and r.seq not in self.consumed)
                 self.inbox.sort(key=lambda r: r.seq)
             return
         if fresh or row.seq in self.consumed:
@@ -613,7 +625,9 @@ class WorkflowActor(PooledActor):
         if cluster.alone() or self.life in _UNREAD:
             return
         known = {r.seq for r in self.inbox}
-        new = [r for r in self.host.store.inbox(self.id) if r.seq not in known and r.seq not in self.consumed]
+        with self._reading():
+            rows = self.host.store.inbox(self.id)
+        new = [r for r in rows if r.seq not in known and r.seq not in self.consumed]
         if new:
             self.inbox.extend(new)
             self.inbox.sort(key=lambda r: r.seq)
@@ -658,7 +672,8 @@ class WorkflowActor(PooledActor):
         handling, which appends it. Not told either (the store is away): the sender is told
         that, and nothing is appended."""
         try:
-            rec = self.host.store.load_workflow(self.id)
+            with self._reading():
+                rec = self.host.store.load_workflow(self.id)
         except Exception:  # the store cannot say: neither answered nor appended
             message.reply.set_exception(e)
             return
@@ -670,7 +685,8 @@ class WorkflowActor(PooledActor):
         if message.reply.done():
             return
         try:
-            d = self.host.store.append_inbox(self.id, SIGNAL, message.name, message.payload, at=message.created_at)
+            with self._dispatcher.blocking():
+                d = self.host.store.append_inbox(self.id, SIGNAL, message.name, message.payload, at=message.created_at)
         except Exception as e:
             message.reply.set_exception(e)
             return
@@ -692,7 +708,8 @@ class WorkflowActor(PooledActor):
 
     def _record_outcome(self, message: ProcedureDone) -> None:
         try:
-            record_outcome(self.host.store, message)
+            with self._dispatcher.blocking():
+                record_outcome(self.host.store, message)
         except Exception as e:  # the row stays pending: the call runs again at recovery
             self.log.warning("procedure_outcome_not_recorded", key=message.key, error=repr(e))
 
@@ -709,7 +726,8 @@ class WorkflowActor(PooledActor):
         """Offer the instance everything that has arrived (and ``direct``, a signal not stored)."""
         inst = self.instance
         assert inst is not None
-        cancel = next((r for r in self.inbox if r.kind == CANCEL), None)
+        inbox = self.inbox
+        cancel = next((r for r in inbox if r.kind == CANCEL), None) if inbox else None
         if cancel is not None:
             reason = loads(cancel.payload)
             self.log.info("workflow_cancel_requested", reason=reason)
@@ -720,26 +738,28 @@ class WorkflowActor(PooledActor):
         wait = inst.wait
         if not inst.started or wait is None:
             return inst.decide()
-        if not (self.inbox or self.fired or self.done_procs or direct is not None):
+        if not (inbox or self.fired or self.done_procs or direct is not None):
             return None
-        names = wait.signal_names()
         arrivals: list[Arrival] = []
         # Inbox rows arrived in the order of their seqs (a row durable before another was sent
         # has the smaller seq); their times come from their senders' clocks, which on a cluster
         # are several: a row is never placed before one with a smaller seq.
         arrived = float("-inf")
-        for r in self.inbox:
-            arrived = max(arrived, r.created_at)
-            if r.kind == SIGNAL:
-                if r.name in names:  # its payload is unpickled only if a step takes it
-                    arrivals.append(Arrival(SIGNAL, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
-            elif r.kind == REQUEST:
-                if r.name in wait.request_names():  # an ask: its Request, unpickled if taken
-                    arrivals.append(Arrival(REQUEST, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
-            elif r.kind == CHILD:
-                ok, value = loads(r.payload)
-                arrivals.append(Arrival(CHILD, r.name, arrived, r.seq, ok == "ok", value if ok == "ok" else None,
-                                        None if ok == "ok" else value, 0, r))
+        if inbox:
+            names = wait.signal_names()
+            asks = wait.request_names()
+            for r in inbox:
+                arrived = max(arrived, r.created_at)
+                if r.kind == SIGNAL:
+                    if r.name in names:  # its payload is unpickled only if a step takes it
+                        arrivals.append(Arrival(SIGNAL, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
+                elif r.kind == REQUEST:
+                    if r.name in asks:  # an ask: its Request, unpickled if taken
+                        arrivals.append(Arrival(REQUEST, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
+                elif r.kind == CHILD:
+                    ok, value = loads(r.payload)
+                    arrivals.append(Arrival(CHILD, r.name, arrived, r.seq, ok == "ok", value if ok == "ok" else None,
+                                            None if ok == "ok" else value, 0, r))
         for row in self.fired.values():
             arrivals.append(Arrival("timer", row.id, row.due_at, row.id, token=row))
         for done in self.done_procs.values():
@@ -799,7 +819,8 @@ class WorkflowActor(PooledActor):
         return sw
 
     def _child_exists(self, child_id: str) -> bool:
-        return self.host.store.load_workflow(child_id) is not None
+        with self._reading():
+            return self.host.store.load_workflow(child_id) is not None
 
     def _effects(self, sw: StepWrite, outcome: StepOutcome) -> None:
         """The step's effects, in call order: reducers, sends, broadcasts, subscriptions."""
@@ -907,7 +928,8 @@ class WorkflowActor(PooledActor):
         From the stored record alone: the continuation may be what cannot be loaded.
         """
         self._suspect()
-        rec = self.host.store.load_workflow(self.id)
+        with self._reading():
+            rec = self.host.store.load_workflow(self.id)
         if rec is None or rec.status != RUNNING:
             return
         self.type = rec.type

@@ -17,6 +17,7 @@ run the rest of that message.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import sys
@@ -77,21 +78,26 @@ class _Inbox:
         return not self._items
 
 
-class _Idle:
-    """An engine thread with nothing to do: asleep on a lock of its own until it is woken (to look
-    at the run queue, or to end). One thread is woken at a time, never several for one actor."""
+class _Engine:
+    """One engine thread's own state: the lock it sleeps on (held while it sleeps, released by
+    whoever wakes it: to look at the run queue, to take the stepping role handed to it, or to
+    end), and whether it holds the stepping role."""
 
-    __slots__ = ("gate",)
+    __slots__ = ("gate", "stepping")
 
     def __init__(self) -> None:
         self.gate = threading.Lock()
-        self.gate.acquire()  # held while the thread sleeps; released by whoever wakes it
+        self.gate.acquire()
+        self.stepping = False
 
 
 # What a slice leaves its actor as (``PooledActor._run_slice``).
 _AGAIN = 0  # still scheduled with messages left: it goes back on the run queue
 _DONE = 1  # no longer scheduled (its mailbox is empty, or it stopped)
 _PAUSED = 2  # still scheduled, waiting for a promise whose callback puts it back on the queue
+
+_current = threading.local()  # an engine thread's ``_Engine`` (``me``)
+
 
 class Dispatcher:
     """The engine: a few threads running scheduled actors, one slice of messages at a time, only
@@ -104,7 +110,10 @@ class Dispatcher:
     paused actors back on the queue, and the same thread goes on with them: no thread hand-off
     between a step, its commit and the rest of its message. While it waits for the disk, another
     thread may take the role and step what arrived meanwhile, so that stepping and committing
-    overlap; two threads never step at once (they would only fight over the GIL).
+    overlap; two threads never step at once (they would only fight over the GIL). A slice that
+    must wait (a read from a server, a write it needs committed before it goes on) gives the role
+    up for that time (``blocking``), as Python code gives the GIL up around I/O, and takes it back
+    from the stepper at the end of its slice.
 
     The threads with nothing to do sleep in a stack, each on its own lock. An actor scheduled by
     another thread (a caller, a procedure, a timer) while nobody steps wakes one of them; one
@@ -114,7 +123,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        threads: int = 2,
+        threads: int = 4,
         name: str = "actorflow-engine",
         *,
         flush: Callable[[], None] | None = None,
@@ -126,9 +135,11 @@ class Dispatcher:
         self._staged = staged if staged is not None else _none_staged
         self._lock = threading.Lock()
         self._runq: collections.deque[PooledActor] = collections.deque()
-        self._idle: list[_Idle] = []
-        self._waking = False  # a thread was woken and has not looked at the queue yet
+        self._idle: list[_Engine] = []
+        self._waking = False  # an idle thread was woken and has not looked at the queue yet
         self._stepping = False  # a thread holds the stepping role
+        # Threads back from a wait (``blocking``) for the stepping role, handed to them in turn.
+        self._wanting: collections.deque[_Engine] = collections.deque()
         self._stopping = False
         # Actors scheduled: queued, running, or paused until a promise (a commit) settles.
         # Shutdown waits for none to be left, so a paused message is finished (answering a
@@ -166,7 +177,7 @@ class Dispatcher:
         if woken is not None:
             woken.gate.release()
 
-    def _queue_locked(self, actor: PooledActor) -> _Idle | None:
+    def _queue_locked(self, actor: PooledActor) -> _Engine | None:
         """Queue ``actor``; the idle thread to wake for it (its gate released after the lock), if
         nobody steps, no thread is being woken already, and the caller is no engine thread."""
         self._runq.append(actor)
@@ -174,6 +185,29 @@ class Dispatcher:
             return None
         self._waking = True
         return self._idle.pop()
+
+    def _release_locked(self, me: _Engine) -> _Engine | None:
+        """``me`` gives the stepping role up: to a thread back from a wait if one wants it, else
+        to nobody (an idle thread is woken for what is queued). The thread to wake, if any."""
+        me.stepping = False
+        if self._wanting:
+            heir = self._wanting.popleft()
+            heir.stepping = True  # (the role stays taken)
+            return heir
+        self._stepping = False
+        if self._runq and self._idle and not self._waking:
+            self._waking = True
+            return self._idle.pop()
+        return None
+
+    def blocking(self) -> contextlib.AbstractContextManager[None]:
+        """Around a wait inside a slice (a read from a server, a write committed by the writer's
+        thread): the stepping role goes to another thread meanwhile, and comes back after. On any
+        other thread, or one not stepping, nothing."""
+        me: _Engine | None = getattr(_current, "me", None)
+        if me is None or not me.stepping:
+            return contextlib.nullcontext()
+        return _Blocking(self, me)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         # A paused message resumes once its commit is done: let every queued, running and paused
@@ -196,12 +230,11 @@ class Dispatcher:
 
     def _work(self) -> None:
         stage_on_this_thread()  # what it writes, it commits at the end of its drain
-        me = _Idle()
+        me = _current.me = _Engine()
         lock, runq, idle = self._lock, self._runq, self._idle
         staged = self._staged
         actor: PooledActor | None = None
         outcome = _DONE
-        stepping = False  # this thread holds the stepping role
         # The callers a slice or a commit answers are let go as it ends (or before this thread
         # blocks), not while it still holds the GIL for the rest of its work.
         hold_wakeups()
@@ -214,7 +247,7 @@ class Dispatcher:
                     outcome = _DONE
                 let_go()
             flush = False
-            woken: _Idle | None = None
+            woken: _Engine | None = None
             with lock:
                 if actor is not None:
                     if outcome == _AGAIN:
@@ -224,22 +257,21 @@ class Dispatcher:
                         if not self._in_flight and self._drained is not None:
                             self._drained.set()
                     actor = None
-                if runq and (stepping or not self._stepping) and (not stepping or staged() < MAX_STAGED):
-                    self._stepping = stepping = True
-                    actor = runq.popleft()
-                else:
-                    if stepping:
-                        # The end of this thread's drain: it commits what it staged, and whoever
-                        # is idle takes the role for what is queued meanwhile.
-                        self._stepping = stepping = False
+                if me.stepping:
+                    if runq and not self._wanting and staged() < MAX_STAGED:
+                        actor = runq.popleft()
+                    else:
+                        # The end of this thread's drain: it commits what it staged, and a
+                        # thread back from a wait, or an idle one, takes the role meanwhile.
+                        woken = self._release_locked(me)
                         flush = staged() > 0
-                        if runq and idle and not self._waking:
-                            self._waking = True
-                            woken = idle.pop()
-                    if not flush:
-                        if self._stopping and not runq:
-                            return
-                        idle.append(me)
+                elif runq and not self._stepping:
+                    self._stepping = me.stepping = True
+                    actor = runq.popleft()
+                if actor is None and not flush:
+                    if self._stopping and not runq:
+                        return
+                    idle.append(me)
             if woken is not None:
                 woken.gate.release()
             if actor is not None:
@@ -254,6 +286,32 @@ class Dispatcher:
             me.gate.acquire()
             with lock:
                 self._waking = False
+
+
+class _Blocking:
+    """``Dispatcher.blocking()`` on a stepping engine thread."""
+
+    __slots__ = ("_d", "_me")
+
+    def __init__(self, dispatcher: Dispatcher, me: _Engine) -> None:
+        self._d, self._me = dispatcher, me
+
+    def __enter__(self) -> None:
+        d = self._d
+        with d._lock:
+            woken = d._release_locked(self._me)
+        if woken is not None:
+            woken.gate.release()
+        let_go()  # the callers answered so far go on while this thread waits
+
+    def __exit__(self, *exc: object) -> None:
+        d, me = self._d, self._me
+        with d._lock:
+            if not d._stepping:
+                d._stepping = me.stepping = True
+                return
+            d._wanting.append(me)
+        me.gate.acquire()  # the stepper hands the role over as its slice ends
 
 
 def _nothing() -> None:

@@ -8,7 +8,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from persistence import (
@@ -59,7 +59,7 @@ class Runtime:
     commit_timeout = 60.0
 
     def __init__(self, store: Store, clock: Clock, procedure_workers: int, max_live: int, passivate_after: float,
-                 system_log: SystemLog, engine_threads: int = 2) -> None:
+                 system_log: SystemLog, engine_threads: int = 4) -> None:
         # The system's context, bound once (``SystemLog``): each service gets its part's logger.
         self.system_log = system_log
         self.log = system_log.part("system")
@@ -69,7 +69,7 @@ class Runtime:
         self.passivate_after = passivate_after
         self.work = WorkCounter()
         # The engine: its threads step the actors one at a time, each drain committed as one
-        # transaction; a second thread steps while the first waits for the disk.
+        # transaction; another thread steps while one waits for the disk, or for a server.
         self.dispatcher = Dispatcher(engine_threads, flush=store.flush_staged, staged=store.staged_writes)
         host: Host = self  # what the actors see of the runtime
         # This node of the database's cluster (on SQLite, a cluster of one): the shards it
@@ -255,6 +255,18 @@ class Runtime:
 
     def message_done(self, workflow_id: str) -> None:
         self.activator.done(workflow_id)
+
+    @contextlib.contextmanager
+    def pruning(self) -> Iterator[None]:
+        """Around a prune's batch, from before its transaction until the runtime forgot what it
+        deleted: it counts as work (``idle()`` waits for it: its commit ends ``due()`` before the
+        batch is done), and ``result()`` reads the store meanwhile (``Outcomes.pruning``)."""
+        self.work.inc()
+        try:
+            with self.outcomes.pruning():
+                yield
+        finally:
+            self.work.dec()
 
     def forget_pruned(self, workflow_ids: list[str]) -> None:
         """Workflows just deleted by retention: wake whoever waits on their result (it reads them

@@ -177,7 +177,7 @@ class ActorSystem:
             if registry is not None:
                 rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt)
             self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log,
-                                        pruning=rt.outcomes.pruning, id_retention=self.id_retention)
+                                        pruning=rt.pruning, id_retention=self.id_retention)
             self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))
             # Requests the `wf` CLI left while no system owned the file, before recovery runs
             # anything: a cancel among them lands before the procedures it disarms run again.

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import structlog
+from structlog._config import _CONFIG as _STRUCTLOG_CONFIG  # structlog's configuration itself
 from structlog.testing import LogCapture
 
 _LEVELS = {
@@ -36,11 +37,11 @@ _LEVELS = {
 
 
 def _capturing() -> bool:
-    # structlog.testing.capture_logs() puts a LogCapture into the configured processors (the very
-    # list every bound logger holds, kept in place): a test that captures sees every event,
-    # whatever the level of the standard library's logger. get_config() hands that list itself
-    # (in a new dict, not a copy of the list): cheap enough for every event logging drops.
-    for p in structlog.get_config()["processors"]:
+    # structlog.testing.capture_logs() appends a LogCapture to the configured processors (the
+    # very list every bound logger holds, kept in place): a test that captures sees every event,
+    # whatever the level of the standard library's logger. get_config() would hand that list in
+    # a new dict at every event logging drops (a DEBUG event per step): it is read directly.
+    for p in _STRUCTLOG_CONFIG.default_processors:
         if type(p) is LogCapture:
             return True
     return False

@@ -430,6 +430,11 @@ class Store(Protocol):
         opened, as SQLite does, keeps this default)."""
         return True
 
+    def remote_reads(self) -> bool:
+        """True if a read is a round trip to a server (PostgreSQL), long enough for the engine to
+        step other workflows meanwhile; a read of a local file (SQLite) is not."""
+        return False
+
     def cluster(self) -> Cluster:
         """This store's node of the cluster on its database: for one that owns everything it
         opened (SQLite), a cluster of one (``persistence._solo.SoloCluster``), so that the

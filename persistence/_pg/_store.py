@@ -274,6 +274,9 @@ class PgStore(SqlStore):
         rows: list[NodeRow] = self._read(lambda conn: read_nodes(conn, self.schema))
         return rows
 
+    def remote_reads(self) -> bool:
+        return True  # every read is a round trip to the server
+
     def cluster(self) -> ClusterNode:
         if self._node is None:
             raise PersistenceError(

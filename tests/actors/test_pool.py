@@ -3,6 +3,7 @@ a shutdown that lets paused messages finish."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
@@ -188,3 +189,114 @@ def test_a_caller_answered_by_one_message_is_let_go_before_the_next_message_runs
     finally:
         hold.set()
     assert second.result(WAIT) == "answered"
+
+
+class Stepper(PooledActor):
+    """Counts how many actors run a message at once, across every actor of the dispatcher."""
+
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def on_receive(self, message: Any) -> Any:
+        cls = type(self)
+        with cls.lock:
+            cls.running += 1
+            cls.most = max(cls.most, cls.running)
+        try:
+            if callable(message):
+                return message(self)
+            time.sleep(0.0005)  # long enough for another thread to step, if one could
+            return message
+        finally:
+            with cls.lock:
+                cls.running -= 1
+
+
+def test_one_thread_steps_at_a_time_however_many_the_engine_has():
+    """The engine's threads take turns: two actors never run a message at the same moment."""
+    dispatcher = Dispatcher(4, name="test-pool")
+    Stepper.running = Stepper.most = 0
+    try:
+        refs = [Stepper.start(dispatcher) for _ in range(8)]
+        answers = [ref.ask(i, block=False) for _ in range(5) for i, ref in enumerate(refs)]
+        assert [a.get(timeout=WAIT) for a in answers] == [i for _ in range(5) for i in range(8)]
+        assert Stepper.most == 1
+    finally:
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def _stage(staged: list[int], i: int, actor: Any) -> None:
+    staged.append(i)
+
+
+def test_the_writes_a_drain_stages_are_committed_once_as_it_ends():
+    """What the actors of one drain stage, the thread that ran it commits in one flush, after the
+    last of them and before it sleeps."""
+    staged: list[int] = []
+    flushes: list[list[int]] = []
+    lock = threading.Lock()
+
+    def flush() -> None:
+        with lock:
+            flushes.append(list(staged))
+            staged.clear()
+
+    dispatcher = Dispatcher(2, name="test-pool", flush=flush, staged=lambda: len(staged))
+    try:
+        release = threading.Event()
+        holder = Stepper.start(dispatcher)
+        held = holder.ask(lambda actor: release.wait(WAIT), block=False)  # holds the drain open
+        refs = [Stepper.start(dispatcher) for _ in range(10)]
+        answers = [ref.ask(functools.partial(_stage, staged, i), block=False) for i, ref in enumerate(refs)]
+        release.set()
+        assert held.get(timeout=WAIT) is True
+        for a in answers:
+            a.get(timeout=WAIT)
+        deadline = time.monotonic() + WAIT
+        while not flushes and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert flushes == [list(range(10))]
+    finally:
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def test_a_slice_that_waits_gives_the_stepping_role_to_another_thread_and_takes_it_back():
+    """``blocking()`` around a wait inside a message: another actor's messages run meanwhile (on
+    another thread, still one at a time), and the waiting message goes on after."""
+    dispatcher = Dispatcher(2, name="test-pool")
+    Stepper.running = Stepper.most = 0
+    try:
+        inside, release = threading.Event(), threading.Event()
+        order: list[str] = []
+
+        def wait_outside(actor: Any) -> str:
+            with dispatcher.blocking():
+                with Stepper.lock:
+                    Stepper.running -= 1  # not stepping while it waits
+                inside.set()
+                assert release.wait(WAIT)
+                with Stepper.lock:
+                    Stepper.running += 1
+            order.append("waiter")
+            return "waited"
+
+        waiter = Stepper.start(dispatcher).ask(wait_outside, block=False)
+        assert inside.wait(WAIT)
+        other = Stepper.start(dispatcher)
+        assert other.ask(lambda actor: order.append("other") or "ran", timeout=WAIT) == "ran"
+        release.set()
+        assert waiter.get(timeout=WAIT) == "waited"
+        assert order == ["other", "waiter"]
+        assert Stepper.most == 1
+    finally:
+        dispatcher.shutdown(timeout=WAIT)
+
+
+def test_blocking_outside_a_stepping_engine_thread_does_nothing():
+    dispatcher = Dispatcher(1, name="test-pool")
+    try:
+        with dispatcher.blocking():
+            pass  # a caller's thread: nothing to give up
+    finally:
+        dispatcher.shutdown(timeout=WAIT)
