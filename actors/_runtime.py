@@ -34,7 +34,6 @@ from ._actor import (
 )
 from ._clock import Clock
 from ._host import Host
-from ._later import Later
 from ._metrics import Metrics
 from ._outcomes import Outcome, Outcomes
 from ._pool import Dispatcher
@@ -89,7 +88,6 @@ class Runtime:
         self._finish_lock = threading.Lock()
         self._restarts: dict[str, deque[float]] = {}
         self._restart_lock = threading.Lock()
-        self.later = Later(self.work, log=self.log)
         self.metrics: Metrics | None = None  # set by the system when it counts (``metrics=``)
         self.shards_taken = 0
         # A storage episode (writes failing for a reason of the storage): when it began, how many
@@ -240,7 +238,7 @@ class Runtime:
             # The commit left a wake-up row for the owner: tell it (after the commit, never in it).
             cluster.publish_wake()
         if unknown:
-            self.later.call_later(0.0, lambda: self.wake_read(unknown))
+            self.timers.call_later(0.0, lambda: self.wake_read(unknown))
 
     def wake_read(self, delivered: list[Delivered]) -> None:
         """``wake`` for rows whose workflows' shards this node has not read yet."""
@@ -339,7 +337,7 @@ class Runtime:
         delay = min(0.01 * (2 ** (n - 1)), 1.0) * (0.5 + random.random() / 2)
         self.log.warning("actor_restarted", workflow_id=workflow_id, workflow_type=workflow_type, attempt=n,
                     backoff=round(delay, 4), error=repr(error))
-        self.later.call_later(delay, lambda: self.activator.deliver(workflow_id, Kick()))
+        self.timers.call_later(delay, lambda: self.activator.deliver(workflow_id, Kick()))
 
     def storage_fault(self, workflow_id: str, error: BaseException, retry: Any) -> None:
         """A write failed for a reason of the storage: try the workflow again after a backoff.
@@ -365,7 +363,7 @@ class Runtime:
             self.log.warning("storage_unavailable", workflow_id=workflow_id, error=str(cause or error),
                         retrying="with backoff, until a write commits")
         delay = min(STORAGE_BACKOFF * (2 ** (n - 1)), STORAGE_BACKOFF_MAX) * (0.5 + random.random() / 2)
-        self.later.call_later(delay, lambda: self.activator.deliver(workflow_id, retry))
+        self.timers.call_later(delay, lambda: self.activator.deliver(workflow_id, retry))
 
     def storage_ok(self, workflow_id: str) -> None:
         if self._storage_since is None and not self._storage_attempts:

@@ -194,7 +194,7 @@ class ActorSystem:
             if rt is not None:
                 if rt.metrics is not None:
                     rt.metrics.close()
-                for stop in (rt.later.stop, rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
+                for stop in (rt.timers.stop, rt.procedures.shutdown, rt.activator.close, rt.dispatcher.shutdown):
                     try:
                         stop()
                     except Exception as e:
@@ -234,7 +234,6 @@ class ActorSystem:
         self._stop.set()
         self._house.join(timeout=5)
         rt = self._rt
-        rt.later.stop()
         rt.timers.stop()
         crash = getattr(rt.store, "crash", None)
         # A crash leaves the attempts counted for calls that never started as they are, as a

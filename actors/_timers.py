@@ -1,8 +1,14 @@
-"""The timer service: one thread that fires every workflow timer, and delayed runtime callbacks.
+"""The timer service: the runtime's one scheduler thread. It fires every workflow timer, runs
+callbacks at a time of the workflow clock (procedure retries), and runs callbacks after a delay of
+real time (restarts after a fault, writes tried again after a storage fault).
 
 It keeps a heap of the timers due within a horizon, loaded from the store by index, and fires each
 one by telling its workflow's actor. The actor consumes the timer row in the step it causes, so a
 timer fires exactly once even if the process dies in between (it is loaded again at recovery).
+
+Backoffs are real time, not the workflow clock: a restart after a fault, or a write tried again
+after a full disk, must happen even while a test's virtual clock stands still. Each pending one
+counts as work, so ``system.idle()`` waits for it.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +49,8 @@ class TimerService:
         self._horizon = horizon
         self._cond = threading.Condition()
         self._heap: list[tuple[float, int, str, Any]] = []
+        # Callbacks due at a time of the monotonic clock (``call_later``), each counted as work.
+        self._later: list[tuple[float, int, Callable[[], object]]] = []
         self._seq = itertools.count()
         self._known: set[int] = set()
         self._fired: set[int] = set()
@@ -59,10 +68,15 @@ class TimerService:
         self._thread.start()
 
     def stop(self) -> None:
+        """Drop what is pending and end the thread."""
         with self._cond:
             self._stopping = True
+            dropped, self._later = len(self._later), []
             self._cond.notify_all()
-        self._thread.join(timeout=5)
+        if dropped:
+            self._work.dec(dropped)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
 
     def _wake(self) -> None:
         with self._cond:
@@ -91,6 +105,18 @@ class TimerService:
             head = self._heap[0][0] if self._heap else float("inf")
             heapq.heappush(self._heap, (due, next(self._seq), "call", callback))
             self._notify_if_sooner(head)
+
+    def call_later(self, delay: float, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the timer thread once ``delay`` seconds of real time have passed."""
+        with self._cond:
+            if self._stopping:
+                return
+            self._work.inc()
+            due = time.monotonic() + max(delay, 0.0)
+            sooner = not self._later or due < self._later[0][0]
+            heapq.heappush(self._later, (due, next(self._seq), callback))
+            if sooner:
+                self._cond.notify_all()
 
     def _notify_if_sooner(self, head: float) -> None:
         # The thread sleeps until the heap's earliest entry (``head`` before this push) at the
@@ -158,6 +184,10 @@ class TimerService:
                     # Count the work before it leaves the heap, so idle() never sees a gap.
                     self._work.inc()
                     due_items.append((kind, item))
+                later = self._later
+                real = time.monotonic()
+                while later and later[0][0] <= real:
+                    due_items.append(("call", heapq.heappop(later)[2]))  # counted when pushed
                 if not due_items:
                     refill_at = self._loaded_until - self._horizon / 2
                     next_due = self._heap[0][0] if self._heap else float("inf")
@@ -166,7 +196,12 @@ class TimerService:
                         pass
                     else:
                         timeout = self._clock.wait_timeout(wake_at)
-                        self._cond.wait(timeout if timeout is None else min(timeout, 1.0))
+                        if timeout is not None:
+                            timeout = min(timeout, 1.0)
+                        if later:
+                            backoff = max(later[0][0] - real, 0.0)
+                            timeout = backoff if timeout is None else min(timeout, backoff)
+                        self._cond.wait(timeout)
                         if self._clock.now() < refill_at:
                             continue
             if not due_items:
