@@ -271,10 +271,7 @@ class WorkflowActor(PooledActor):
                     paused = True
                     self.pause_until(promise, functools.partial(self._resume_after, steps, message, promise))
                     return
-                try:
-                    value = promise.result(0)
-                except Exception as e:
-                    error = e
+                value, error = promise.outcome()
         except Exception as e:
             self._fault(message, e)
         finally:
@@ -282,8 +279,8 @@ class WorkflowActor(PooledActor):
                 self.host.message_done(self.id)
 
     def _resume_after(self, steps: Steps, message: Any, promise: Promise[Any]) -> None:
-        error = promise.exception(0)
-        self._drive(steps, message, None if error is not None else promise.result(0), error)
+        value, error = promise.outcome()
+        self._drive(steps, message, value, error)
 
     # -- faults -------------------------------------------------------------------------------
     def _fault(self, message: Any, e: Exception) -> None:

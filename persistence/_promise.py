@@ -129,6 +129,11 @@ class Promise(Generic[T]):
             raise TimeoutError(f"no outcome within {timeout}s")
         self._gate.release()  # let every other waiter through too
 
+    def outcome(self) -> tuple[Any, BaseException | None]:
+        """The value and the error of a promise whose outcome is set (``done()``), without
+        waiting: what a callback, or a thread that saw it done, reads."""
+        return self._value, self._error
+
     def result(self, timeout: float | None = None) -> T:
         """The value once set (waiting up to ``timeout`` seconds); raises the error if one was set."""
         self._wait(timeout)
