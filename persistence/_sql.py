@@ -163,8 +163,8 @@ class Dialect:
         hints: SQLite's ``INDEXED BY`` hints are written (PostgreSQL's planner takes none).
         skip_locked: A prune locks the rows it selects and skips those locked by another.
         arrays: A list of ids goes as one array parameter (``= ANY(?)``), not as ``IN (?, ...)``.
-        writable_ctes: Several DELETEs go as one statement (data-modifying ``WITH``), one round
-            of the client's and the server's work per statement instead of one per table.
+        writable_ctes: Independent writes go as one statement (data-modifying ``WITH``,
+            ``together``), one round of the client's and the server's work instead of one each.
         with_work: The query of running workflows with work now (its plan is the backend's).
         binary: What makes a text comparison go by code point (SQLite's default; PostgreSQL's
             ``COLLATE "C"``).
@@ -207,17 +207,26 @@ class Dialect:
 
     def delete_of_workflow(self, tables: Sequence[str]) -> list[str]:
         """The statements (templates) that delete one workflow's rows from each of ``tables``, by
-        their ``workflow_id`` column: one per table, or one in all (``writable_ctes``). Each
-        ``?`` of them is the workflow's id."""
+        their ``workflow_id`` column, one per table. Each ``?`` of them is the workflow's id."""
         key = tuple(tables)
         found = self._deletes.get(key)
         if found is None:
-            deletes = [f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?" for table in key]
-            if self.writable_ctes and len(deletes) > 1:
-                *first, last = deletes
-                deletes = ["WITH " + ", ".join(f"d{k} AS ({d})" for k, d in enumerate(first)) + " " + last]
-            found = self._deletes[key] = deletes
+            found = self._deletes[key] = [f"DELETE FROM {{s}}.{table} WHERE workflow_id = ?" for table in key]
         return found
+
+    def together(self, statements: Sequence[tuple[str, tuple[Any, ...]]]) -> list[tuple[str, tuple[Any, ...]]]:
+        """``statements`` (templates and their parameters: INSERTs, UPDATEs and DELETEs that
+        return nothing and touch rows none of the others touches) as few statements as the
+        dialect allows: one (a data-modifying ``WITH``, ``writable_ctes``) or each on its own.
+        All of them see the rows as they were before any of them ran."""
+        if not self.writable_ctes or len(statements) < 2:
+            return list(statements)
+        *first, (last, last_params) = statements
+        text = "WITH " + ", ".join(f"s{k} AS ({t})" for k, (t, _p) in enumerate(first)) + " " + last
+        params: tuple[Any, ...] = ()
+        for _t, p in first:
+            params += p
+        return [(text, params + last_params)]
 
     def indexed(self, index: str) -> str:
         """A hint to read a table through ``index`` (SQLite), or nothing."""

@@ -99,9 +99,8 @@ def ask_row(row: tuple[Any, ...]) -> AskRow:
     )
 
 
-def step_writes(w: Writer, step: StepWrite, ended: bool) -> None:
-    """The step's published values and replies, and (for a step that ends the workflow) the end
-    of every ask it leaves unanswered: inside the step's transaction."""
+def step_writes(w: Writer, step: StepWrite) -> None:
+    """The step's published values and replies: inside the step's transaction."""
     wid, at = step.workflow_id, step.updated_at
     if step.published:
         w.executemany(
@@ -111,15 +110,20 @@ def step_writes(w: Writer, step: StepWrite, ended: bool) -> None:
         w.executemany(
             REPLY, [(r.status, r.value, r.error, at, wid, r.ask_id) for r in step.replies]
         )
-    if ended:
-        why = json.dumps(
-            {
-                "type": "WorkflowNotRunning",
-                "status": step.status,
-                "message": f"workflow {wid!r} ended ({step.status}) without replying",
-            }
-        )
-        w.execute(END_ASKS, (why, at, wid))
+
+
+def asks_ended(step: StepWrite) -> tuple[str, tuple[Any, ...]]:
+    """The statement (template, parameters) of a step that ends its workflow, which ends every
+    ask the workflow leaves unanswered."""
+    wid = step.workflow_id
+    why = json.dumps(
+        {
+            "type": "WorkflowNotRunning",
+            "status": step.status,
+            "message": f"workflow {wid!r} ended ({step.status}) without replying",
+        }
+    )
+    return END_ASKS, (why, step.updated_at, wid)
 
 
 def ask(

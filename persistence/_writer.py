@@ -126,6 +126,9 @@ class Writer:
     # failed check then fails the whole pass, and the careful pass, which checks on the client,
     # tells whose write it was and why.
     server_checks = False
+    # A cluster's fence (shard, epoch, incarnation) for the next ``expect`` to send with its
+    # statement (under ``server_checks`` only), instead of a statement of its own.
+    fence_next: tuple[Any, ...] | None = None
     conn: Any
     db: Any
 

@@ -393,17 +393,20 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         if check_child is not None:
             checks.append(check_child)
 
-    _talk.step_writes(w, step, ended)  # published values, replies, asks left unanswered
+    _talk.step_writes(w, step)  # published values, replies
     if ended:
-        # A finished workflow takes nothing more: drop what it still held (its waits too, unless
-        # it had none), before its own outgoing messages (a message to itself is then dropped as
-        # "finished"). Timers and procedure calls are only ever made by its committed steps, so
-        # one that ends in its first step has none.
+        # A finished workflow takes nothing more: its asks left unanswered end, and what it still
+        # held goes (its waits too, unless it had none), before its own outgoing messages (a
+        # message to itself is then dropped as "finished"). Timers and procedure calls are only
+        # ever made by its committed steps, so one that ends in its first step has none.
         tables = ("timers", "procedures", "subscriptions", "inbox") if step.step_seq > 1 else (
             "subscriptions", "inbox"
         )
-        for template in w.dialect.delete_of_workflow(("waits", *tables) if drop_waits else tables):
-            w.execute(template, (wid,) * template.count("?"))
+        deletes = w.dialect.delete_of_workflow(("waits", *tables) if drop_waits else tables)
+        for template, params in w.dialect.together(
+            [_talk.asks_ended(step), *((d, (wid,)) for d in deletes)]
+        ):
+            w.execute(template, params)
 
     sends = [
         (sig.workflow_id, sig.name, sig.kind,

@@ -331,8 +331,17 @@ class PgStore(SqlStore):
                 # wait sets the writer remembers of them may have changed meanwhile.
                 w.waits.clear()
             self._stepped_under[shard] = epoch
-            w.execute_xid(_FENCE, fence)
-            done = apply(w)
+            if w.server_checks:
+                w.send_held()  # (the checked writes of the write before: a statement of their own)
+                w.fence_next = fence  # sent with the step's first checked writes
+            else:
+                w.execute_xid(_FENCE, fence)
+            try:
+                done = apply(w)
+            finally:
+                unsent, w.fence_next = w.fence_next, None
+            if unsent is not None:  # (a step whose first statement took no fence)
+                w.execute_xid(_FENCE, fence)
             for child in spread:  # its own id's shard, and a wake-up for that shard's owner
                 w.execute(_SPREAD, (child,))
             return done

@@ -168,6 +168,10 @@ def commit_unknown(exc: BaseException, where: str, conn: Any = None) -> Connecti
     return lost
 
 
+# A sealed batch's commit token, when it goes with the batch's last checked writes (a template).
+_INSERT_TOKEN = "INSERT INTO {s}.af_commits (writer, token) VALUES (?, ?)"
+
+
 class PgWriter(Writer):
     """The writer on a PostgreSQL connection.
 
@@ -205,6 +209,9 @@ class PgWriter(Writer):
         self.conn.execute(f"DELETE FROM {self._schema_q}.af_commits WHERE at < now() - interval '1 day'")
         self.db = PgDatabase(self.conn, self.sync)
         self._pipeline: Any = None
+        # Checked writes not sent yet (``expect``), and the fence that goes with them.
+        self._expects: list[tuple[str, Any, int]] = []
+        self._expects_fence: tuple[Any, ...] | None = None
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
         self._xid_cur: psycopg.Cursor[Any] | None = None
         self._xid: int | None = None
@@ -217,10 +224,16 @@ class PgWriter(Writer):
 
     # -- what writes call ---------------------------------------------------------------------
     def execute(self, template: str, params: Any = None, *, wait: bool = False) -> psycopg.Cursor[Any]:
-        cur = self.conn.cursor()
-        cur.execute(self.dialect.sql(template), params)
+        if self._expects:
+            self._send_expects()
+        cur = self._send(template, params)
         if wait:
             self.sync()
+        return cur
+
+    def _send(self, template: str, params: Any) -> psycopg.Cursor[Any]:
+        cur = self.conn.cursor()
+        cur.execute(self.dialect.sql(template), params)
         return cur
 
     def insert_id(self, template: str, column: str, params: Any, *, wait: bool = False) -> Any:
@@ -236,16 +249,56 @@ class PgWriter(Writer):
 
     def executemany(self, template: str, rows: list[tuple[Any, ...]]) -> None:
         # One statement per row, pipelined (psycopg's executemany would sync its own pipeline).
+        if self._expects:
+            self._send_expects()
         sql = self.dialect.sql(template)
         for row in rows:
             self.conn.execute(sql, row)
 
     def expect(self, template: str, params: Any, rows: int) -> None:
-        # Answered by the transaction's one sync; a miss fails it (EXPECT_SQLSTATE).
-        self.execute(
-            f"WITH q AS ({template} RETURNING 1) SELECT {{s}}.af_expect(count(*), ?) FROM q",
-            (*params, rows),
+        # Answered by the transaction's one sync; a miss fails it (EXPECT_SQLSTATE). Held until
+        # the next statement of another kind: checked writes sent one after another (a step's
+        # guard, the rows it consumes, the rows it inserts: never the same rows) go as one.
+        if not self._expects and self.fence_next is not None:
+            self._expects_fence, self.fence_next = self.fence_next, None
+        self._expects.append((template, params, rows))
+
+    def send_held(self) -> None:
+        """Send the checked writes ``expect`` holds (a write's own, before the next write's)."""
+        if self._expects:
+            self._send_expects()
+
+    def _send_expects(self, unchecked: tuple[str, tuple[Any, ...]] | None = None) -> None:
+        """Send the checked writes held by ``expect``: one statement, each write a data-modifying
+        ``WITH`` of it, each count checked by ``af_expect``; the step's fence (a cluster's, taken
+        by its first write) goes with them, and its last column is then the transaction's id.
+        ``unchecked``: a write (template, parameters) that goes with them, its count unchecked."""
+        expects, fence = self._expects, self._expects_fence
+        self._expects, self._expects_fence = [], None
+        if len(expects) == 1 and fence is None and unchecked is None:
+            template, params, rows = expects[0]
+            self._send(f"WITH q AS ({template} RETURNING 1) SELECT {{s}}.af_expect(count(*), ?) FROM q",
+                       (*params, rows))
+            return
+        ctes = [f"q{k} AS ({template} RETURNING 1)" for k, (template, _p, _r) in enumerate(expects)]
+        checks = [f"{{s}}.af_expect((SELECT count(*) FROM q{k}), ?)" for k in range(len(expects))]
+        values: tuple[Any, ...] = ()
+        for _t, params, _r in expects:
+            values += tuple(params)
+        if unchecked is not None:
+            ctes.append(f"u AS ({unchecked[0]})")
+            values += unchecked[1]
+        values += tuple(rows for _t, _p, rows in expects)
+        if fence is None:
+            self._send(f"WITH {', '.join(ctes)} SELECT {', '.join(checks)}", values)
+            return
+        cur = self._send(
+            f"WITH f AS (SELECT {{s}}.af_fence(?, ?, ?) AS v, txid_current() AS x), {', '.join(ctes)} "
+            f"SELECT {', '.join(checks)}, (SELECT max(x) FROM f)",
+            (*fence, *values),
         )
+        if self._xid is None and self._xid_cur is None:
+            self._xid_cur = cur
 
     def timer_ids(self, n: int) -> list[int]:
         # Taken from the timers table's identity sequence, TIMER_IDS at a time (a value drawn
@@ -264,6 +317,8 @@ class PgWriter(Writer):
         return list(self.execute(template, params).fetchall())
 
     def sync(self) -> None:
+        if self._expects:
+            self._send_expects()
         if self._pipeline is not None:
             self._pipeline.sync()
             if self._xid is None and self._xid_cur is not None:
@@ -288,6 +343,7 @@ class PgWriter(Writer):
             self._pipeline = None
 
     def _begin(self) -> None:
+        self._expects, self._expects_fence = [], None
         self._commit_sent = False
         self._token = None
         self._xid = None
@@ -295,6 +351,8 @@ class PgWriter(Writer):
         self.conn.execute("BEGIN", prepare=False)
 
     def _commit(self) -> None:
+        if self._expects:
+            self._send_expects()
         if self._xid is None:
             # No write told the transaction's id (none opened with ``execute_xid``, or each
             # that did failed): asked now, answered before COMMIT goes.
@@ -309,7 +367,10 @@ class PgWriter(Writer):
         # transaction, is what tells afterwards whether it committed (``_commit_outcome``).
         self._tokens += 1
         self._token = self._tokens
-        self.conn.execute(self._insert_token, (self.token_writer, self._token), prepare=True)
+        if self._expects:  # with the last checked writes, in their statement
+            self._send_expects((_INSERT_TOKEN, (self.token_writer, self._token)))
+        else:
+            self.conn.execute(self._insert_token, (self.token_writer, self._token), prepare=True)
         if self._tokens % TOKENS_KEPT == 0:  # this writer's older tokens: no longer asked for
             self.conn.execute(self._trim_tokens, (self.token_writer, self._tokens - TOKENS_KEPT))
         self._commit_sent = True
@@ -319,6 +380,7 @@ class PgWriter(Writer):
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def _rollback(self) -> None:
+        self._expects, self._expects_fence = [], None
         self.db.forget()
         if self._commit_sent:
             # The COMMIT went: nothing is left to roll back, and the connection it went on is in

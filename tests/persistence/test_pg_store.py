@@ -418,3 +418,42 @@ def test_a_node_that_gets_a_shard_back_does_not_trust_the_wait_sets_it_remembers
         assert a.read_table("SELECT name FROM waits WHERE workflow_id = ?", (wid,)) == [{"name": "z"}]
     finally:
         a.close()
+
+
+def test_a_step_sends_its_fence_and_checked_writes_as_one_statement(pg_store_url: str) -> None:
+    """A step's fence, its guard, the rows it consumes and the rows it inserts go to the server
+    as one statement (their checks made there), and its batch's commit token with them; a stale
+    one among them still fails alone, named, as its careful pass tells."""
+    from persistence import NewProcedure
+
+    s = open_store(pg_store_url)
+    try:
+        s.create_workflow(new_wf("a"))
+        s.create_workflow(new_wf("b"))
+        first = step(s, "a", continuation=b"a1", new_procedures=[NewProcedure("a#1.0", "mod:f", b"x", 0.0)])
+        s.commit_step(first, timeout=30)
+        sent: list[str] = []
+        real = psycopg.Cursor.execute
+
+        def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            if cur.connection is s._writer.conn:  # type: ignore[union-attr]
+                sent.append(str(query))
+            return real(cur, query, params, **kw)
+
+        psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+        try:
+            second = step(s, "a", continuation=b"a2", consume_procedures=["a#1.0"],
+                          new_procedures=[NewProcedure("a#2.0", "mod:f", b"y", 0.0)])
+            s.commit_step(second, timeout=30)
+        finally:
+            psycopg.Cursor.execute = real  # type: ignore[method-assign]
+        writes = [q for q in sent if q not in ("BEGIN", "COMMIT")]
+        assert len(writes) == 1, writes
+        assert "af_fence" in writes[0] and "af_commits" in writes[0] and writes[0].count("af_expect") == 3
+        assert s.load_workflow("a").continuation == b"a2"
+        stale = step(s, "b", continuation=b"b1", consume_procedures=["b#9.9"])
+        with pytest.raises(PersistenceError, match="procedure 'b#9.9' it consumes is gone"):
+            s.commit_step(stale, timeout=30)
+        assert s.load_workflow("b").step_seq == 0
+    finally:
+        s.close()
