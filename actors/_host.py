@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from persistence import StepAck, StepWrite, Store, TimerRow
+from persistence import StepAck, StepWrite, TimerRow
 from persistence._log import Log
+from persistence._types import StepStore
 
 from ._clock import Clock
 from ._outcomes import Outcome
@@ -15,7 +16,9 @@ from ._pool import Dispatcher
 class Host(Protocol):
     """The services a ``WorkflowActor`` uses. ``Runtime`` is the one implementation."""
 
-    store: Store
+    @property
+    def store(self) -> StepStore:
+        """The store, as far as an actor uses it: one workflow's steps and the reads around them."""
     clock: Clock
     dispatcher: Dispatcher
     commit_timeout: float

@@ -20,6 +20,7 @@ from typing import Any
 
 from persistence import ProcedureRow, StorageUnavailable, Store, dumps, loads
 from persistence._log import Log
+from persistence._types import StepStore
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType
 from workflows._procedure_context import procedure_running
@@ -65,7 +66,7 @@ class ProcedureDone:
     result: bytes | None = None  # the pickled value, for record_outcome
 
 
-def record_outcome(store: Store, done: ProcedureDone) -> None:
+def record_outcome(store: StepStore, done: ProcedureDone) -> None:
     """Make an outcome the actor did not consume durable (nothing if the call's row is gone)."""
     if done.durable:
         return

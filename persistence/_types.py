@@ -409,22 +409,12 @@ class Cluster(abc.ABC):
         """Hand every lease off to the other nodes and leave the cluster (at shutdown)."""
 
 
-@runtime_checkable
-class Store(Protocol):
-    """The interface the runtime talks to, whatever the backend. All methods are thread-safe.
+class StepStore(Protocol):
+    """What the engine does to one workflow: its steps, the few writes a workflow actor makes
+    besides (a signal kept in the inbox, a record written alone, a procedure's outcome), the reads
+    of one workflow's state, and whether this node runs it. A workflow actor sees the store
+    through this interface only (``actors._host.Host``)."""
 
-    Everything specific to a backend (its SQL dialect, how it keeps a second owner out, how it
-    learns of other writers) stays inside it. What the runtime would otherwise assume about being
-    the only process is part of this interface, scoped to what this store **owns**: an owning store
-    holds some (SQLite: all) of the workflows in the database, ``owns(id)`` says which, and the
-    reads the runtime runs over "everything" (``timers_due``, ``procedures_to_run``,
-    ``workflows_with_work``, ``workflows_cancelling``, ``take_external``) return only what belongs
-    to owned workflows. A message a step delivers to a workflow owned elsewhere is the backend's to
-    announce to its owner; ``changed()`` tells this owner that another writer may have left it
-    work. SQLite owns the whole file (``owns`` is always true) and polls ``PRAGMA data_version``.
-    """
-
-    # -- ownership --------------------------------------------------------------------------
     def owns(self, workflow_id: str) -> bool:
         """True if this store's owner runs ``workflow_id`` (a backend that owns everything it
         opened, as SQLite does, keeps this default)."""
@@ -441,45 +431,9 @@ class Store(Protocol):
         runtime takes one path for one node and for many."""
         raise NotImplementedError
 
-    # -- lifecycle --------------------------------------------------------------------------
-    @abc.abstractmethod
-    def close(self) -> None: ...
-
-    def keep_history(self, limit: int | None) -> None:
-        """Keep the newest ``limit`` steps of each workflow's history (None: every step): what
-        the system that owns the store was told (``ActorSystem(history_limit=...)``)."""
-        raise NotImplementedError
-
     def history_limit(self) -> int | None:
         """What ``keep_history`` was told (None until then: every step)."""
         raise NotImplementedError
-
-    # -- writes (durable when they return) ---------------------------------------------------
-    @abc.abstractmethod
-    def create_workflow(self, wf: NewWorkflow) -> bool:
-        """Insert ``wf``; False (and nothing written) if the id exists."""
-
-    @abc.abstractmethod
-    def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
-        """Insert many workflows in one transaction; for each, False if its id existed."""
-
-    @abc.abstractmethod
-    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
-        """``create_workflows``, queued: the future resolves after COMMIT."""
-
-    @abc.abstractmethod
-    def submit_append_inbox(
-        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
-        external_seq: int | None = None,
-    ) -> Promise[Delivered]:
-        """``append_inbox``, queued: the future resolves after COMMIT."""
-
-    @abc.abstractmethod
-    def submit_broadcast(
-        self, name: str, filter_key: str, payload: bytes, *, at: float
-    ) -> Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]:
-        """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
-        what was dropped (``(workflow_id, why)``)."""
 
     @abc.abstractmethod
     def submit_step(self, step: StepWrite, *, here: bool = False) -> Promise[StepAck]:
@@ -498,13 +452,20 @@ class Store(Protocol):
     def staged_writes(self) -> int:
         """How many writes engine threads staged that no batch has taken yet."""
 
-    @abc.abstractmethod
-    def barrier(self, timeout: float | None = None) -> None:
-        """Return once every write queued before this call has committed or failed."""
-
     def commit_step(self, step: StepWrite, timeout: float | None = None) -> StepAck:
         """``submit_step`` and wait for the commit."""
         return self.submit_step(step).result(timeout)
+
+    @abc.abstractmethod
+    def create_workflow(self, wf: NewWorkflow) -> bool:
+        """Insert ``wf``; False (and nothing written) if the id exists."""
+
+    @abc.abstractmethod
+    def submit_append_inbox(
+        self, workflow_id: str, kind: str, name: str, payload: bytes, *, at: float,
+        external_seq: int | None = None,
+    ) -> Promise[Delivered]:
+        """``append_inbox``, queued: the future resolves after COMMIT."""
 
     @abc.abstractmethod
     def append_inbox(
@@ -521,25 +482,75 @@ class Store(Protocol):
         """
 
     @abc.abstractmethod
-    def broadcast(
-        self, name: str, filter_key: str, payload: bytes, *, at: float,
-        dropped: list[tuple[str, Dropped]] | None = None,
-    ) -> list[Delivered]:
-        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction.
-
-        ``dropped``, if given, receives ``(workflow_id, why)`` for each subscriber that did not
-        take it (an inbox full, a workflow that ended).
-        """
-
-    @abc.abstractmethod
     def procedure_finished(
         self, key: str, *, result: bytes | None, error: str | None, attempts: int
     ) -> bool:
         """Record a procedure's outcome (status done or failed); False if the row is gone."""
 
     @abc.abstractmethod
-    def procedure_retry(self, key: str, *, attempts: int, next_attempt_at: float) -> bool:
-        """Record a failed attempt and when to try again; False if the row is gone."""
+    def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
+
+    def load_state(
+        self, workflow_id: str
+    ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
+        """The workflow's row, inbox, timers and procedures (one snapshot where the backend can)."""
+        return (
+            self.load_workflow(workflow_id),
+            self.inbox(workflow_id),
+            self.timers(workflow_id),
+            self.procedures(workflow_id),
+        )
+
+    @abc.abstractmethod
+    def inbox(self, workflow_id: str) -> list[InboxRow]:
+        """The workflow's buffered messages, in arrival order."""
+
+    @abc.abstractmethod
+    def timers(self, workflow_id: str) -> list[TimerRow]: ...
+
+    @abc.abstractmethod
+    def procedures(self, workflow_id: str) -> list[ProcedureRow]: ...
+
+
+class RecoveryStore(StepStore, Protocol):
+    """What a system reads when it opens, and when a cluster's node takes shards over: the work
+    its workflows left (scoped to what this store owns), and whether another writer left some."""
+
+    @abc.abstractmethod
+    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
+        """Timers due before ``before``, soonest first (by index)."""
+
+    @abc.abstractmethod
+    def procedures_to_run(self) -> Iterator[ProcedureRow]:
+        """Every pending (not finished) procedure, for re-dispatch at recovery."""
+
+    @abc.abstractmethod
+    def workflows_with_work(self) -> Iterator[str]:
+        """Ids of running workflows that have work now: an inbox message they can take (a signal
+        they await, a cancel, a child outcome), a finished procedure, or a never-stepped start
+        (step_seq 0). By index: cheap with millions of idle workflows."""
+
+    def workflows_cancelling(self) -> set[str]:
+        """Ids of the workflows with a cancel waiting in their inbox (recovery carries these out
+        before it runs their procedures again). This default reads each inbox of
+        ``workflows_with_work()``; a backend answers it with one query."""
+        return {
+            wid for wid in self.workflows_with_work()
+            if any(r.kind == CANCEL for r in self.inbox(wid))
+        }
+
+    @abc.abstractmethod
+    def count_workflows(self) -> dict[tuple[str, str], int]:
+        """{(type, status): count}."""
+
+    @abc.abstractmethod
+    def changed(self) -> bool:
+        """True if another writer may have left this owner work since the last call (a `wf`
+        request, say): cheap, called every 50 ms (SQLite: ``PRAGMA data_version``)."""
+
+
+class RequestStore(Protocol):
+    """The requests other processes (``wf``, the web view) leave for the owner, and their answers."""
 
     @abc.abstractmethod
     def post_external(
@@ -561,6 +572,10 @@ class Store(Protocol):
     @abc.abstractmethod
     def take_external_result(self, seq: int) -> str | None:
         """The result left for request ``seq`` (removed as it is read), or None while not done."""
+
+
+class RetentionStore(Protocol):
+    """Retention: finished workflows deleted, and the tombstones they leave."""
 
     @abc.abstractmethod
     def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
@@ -592,62 +607,10 @@ class Store(Protocol):
     def pruned_total(self) -> int:
         """How many finished workflows were ever pruned from this store."""
 
-    @abc.abstractmethod
-    def changed(self) -> bool:
-        """True if another writer may have left this owner work since the last call (a `wf`
-        request, say): cheap, called every 50 ms (SQLite: ``PRAGMA data_version``)."""
 
-    # -- reads --------------------------------------------------------------------------------
-    @abc.abstractmethod
-    def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
-
-    @abc.abstractmethod
-    def subscribers(self, name: str, filter_key: str) -> list[str]:
-        """Ids of the workflows subscribed to ``(name, filter_key)``."""
-
-    def load_state(
-        self, workflow_id: str
-    ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:
-        """The workflow's row, inbox, timers and procedures (one snapshot where the backend can)."""
-        return (
-            self.load_workflow(workflow_id),
-            self.inbox(workflow_id),
-            self.timers(workflow_id),
-            self.procedures(workflow_id),
-        )
-
-    @abc.abstractmethod
-    def inbox(self, workflow_id: str) -> list[InboxRow]:
-        """The workflow's buffered messages, in arrival order."""
-
-    @abc.abstractmethod
-    def timers(self, workflow_id: str) -> list[TimerRow]: ...
-
-    @abc.abstractmethod
-    def procedures(self, workflow_id: str) -> list[ProcedureRow]: ...
-
-    @abc.abstractmethod
-    def timers_due(self, before: float, limit: int) -> list[TimerRow]:
-        """Timers due before ``before``, soonest first (by index)."""
-
-    @abc.abstractmethod
-    def procedures_to_run(self) -> Iterator[ProcedureRow]:
-        """Every pending (not finished) procedure, for re-dispatch at recovery."""
-
-    @abc.abstractmethod
-    def workflows_with_work(self) -> Iterator[str]:
-        """Ids of running workflows that have work now: an inbox message they can take (a signal
-        they await, a cancel, a child outcome), a finished procedure, or a never-stepped start
-        (step_seq 0). By index: cheap with millions of idle workflows."""
-
-    def workflows_cancelling(self) -> set[str]:
-        """Ids of the workflows with a cancel waiting in their inbox (recovery carries these out
-        before it runs their procedures again). This default reads each inbox of
-        ``workflows_with_work()``; a backend answers it with one query."""
-        return {
-            wid for wid in self.workflows_with_work()
-            if any(r.kind == CANCEL for r in self.inbox(wid))
-        }
+class BrowseStore(Protocol):
+    """What clients read: lists and pages of workflows, their children, history, subscriptions,
+    published values and asks, and application tables."""
 
     @abc.abstractmethod
     def list_workflows(
@@ -686,20 +649,11 @@ class Store(Protocol):
         """The workflow's broadcast subscriptions: ``(name, filter_key)``, by name."""
 
     @abc.abstractmethod
-    def count_workflows(self) -> dict[tuple[str, str], int]:
-        """{(type, status): count}."""
+    def subscribers(self, name: str, filter_key: str) -> list[str]:
+        """Ids of the workflows subscribed to ``(name, filter_key)``."""
 
     @abc.abstractmethod
     def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]: ...
-
-    # -- what workflows say to the outside (``persistence/_talk.py``) ----------------------------
-    def submit_ask(
-        self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float
-    ) -> Promise[tuple[AskRow | None, Delivered | None]]:
-        """Store an ask with its request in the workflow's inbox (or find the one stored under
-        that id), queued: resolves after COMMIT with ``(row found, None)`` or ``(None, request
-        delivered)``; raises ``UnknownWorkflowId`` or ``WorkflowFinished`` for a new one."""
-        raise NotImplementedError
 
     def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
         """The ask ``ask_id`` of ``workflow_id`` as stored, or None."""
@@ -724,6 +678,78 @@ class Store(Protocol):
     @abc.abstractmethod
     def read_table(self, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """A read-only query on the reader connection (for application tables the reducers fill)."""
+
+
+@runtime_checkable
+class Store(RecoveryStore, RequestStore, RetentionStore, BrowseStore, Protocol):
+    """The interface the runtime talks to, whatever the backend. All methods are thread-safe.
+
+    Everything specific to a backend (its SQL dialect, how it keeps a second owner out, how it
+    learns of other writers) stays inside it. What the runtime would otherwise assume about being
+    the only process is part of this interface, scoped to what this store **owns**: an owning store
+    holds some (SQLite: all) of the workflows in the database, ``owns(id)`` says which, and the
+    reads the runtime runs over "everything" (``timers_due``, ``procedures_to_run``,
+    ``workflows_with_work``, ``workflows_cancelling``, ``take_external``) return only what belongs
+    to owned workflows. A message a step delivers to a workflow owned elsewhere is the backend's to
+    announce to its owner; ``changed()`` tells this owner that another writer may have left it
+    work. SQLite owns the whole file (``owns`` is always true) and polls ``PRAGMA data_version``.
+
+    It is the sum of the interfaces of its roles, each of which a part of the runtime sees alone:
+    ``StepStore`` (what a workflow actor does: its steps and the reads around them),
+    ``RecoveryStore`` (the work left when a system opens or takes shards over), ``RequestStore``
+    (requests of other processes), ``RetentionStore`` and ``BrowseStore`` (what clients read).
+    """
+
+    # -- lifecycle, and the writes of the system's own API -----------------------------------
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def keep_history(self, limit: int | None) -> None:
+        """Keep the newest ``limit`` steps of each workflow's history (None: every step): what
+        the system that owns the store was told (``ActorSystem(history_limit=...)``)."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def create_workflows(self, wfs: list[NewWorkflow]) -> list[bool]:
+        """Insert many workflows in one transaction; for each, False if its id existed."""
+
+    @abc.abstractmethod
+    def submit_create_workflows(self, wfs: list[NewWorkflow]) -> Promise[list[bool]]:
+        """``create_workflows``, queued: the future resolves after COMMIT."""
+
+    @abc.abstractmethod
+    def submit_broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]:
+        """``broadcast``, queued: the future resolves after COMMIT with what was delivered and
+        what was dropped (``(workflow_id, why)``)."""
+
+    @abc.abstractmethod
+    def barrier(self, timeout: float | None = None) -> None:
+        """Return once every write queued before this call has committed or failed."""
+
+    @abc.abstractmethod
+    def broadcast(
+        self, name: str, filter_key: str, payload: bytes, *, at: float,
+        dropped: list[tuple[str, Dropped]] | None = None,
+    ) -> list[Delivered]:
+        """Append a signal to every subscriber of ``(name, filter_key)``, in one transaction.
+
+        ``dropped``, if given, receives ``(workflow_id, why)`` for each subscriber that did not
+        take it (an inbox full, a workflow that ended).
+        """
+
+    @abc.abstractmethod
+    def procedure_retry(self, key: str, *, attempts: int, next_attempt_at: float) -> bool:
+        """Record a failed attempt and when to try again; False if the row is gone."""
+
+    def submit_ask(
+        self, workflow_id: str, ask_id: str, name: str, payload: bytes, *, at: float
+    ) -> Promise[tuple[AskRow | None, Delivered | None]]:
+        """Store an ask with its request in the workflow's inbox (or find the one stored under
+        that id), queued: resolves after COMMIT with ``(row found, None)`` or ``(None, request
+        delivered)``; raises ``UnknownWorkflowId`` or ``WorkflowFinished`` for a new one."""
+        raise NotImplementedError
 
 
 def browse_check(
