@@ -125,10 +125,16 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if type(f) is not Frame:
             return False
         values.extend(f.__dict__.values())
-    if not _PLAIN_KINDS.issuperset(map(type, values)):
+    kinds = set(map(type, values))
+    if not kinds <= _PLAIN_KINDS:
         return False  # a local of another kind (an iterator, a function, an instance, ...)
     if data is None:
         data = ModuleData(_spaces(frames), frames)
+    if kinds <= _LEAVES:
+        # Nothing to walk (most continuations: counters, strings, ids): a float or big int held
+        # twice is held by two locals, which the aliases make one object again.
+        data.find_aliases()
+        return True
     budget = _PLAIN_BUDGET
     # The items of each container met are appended to ``values``, which the loop reaches in
     # turn: once walked, it holds every value at each of its occurrences.

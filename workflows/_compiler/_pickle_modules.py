@@ -437,21 +437,26 @@ class ModuleData:
         for f in own:
             values.extend(f.__dict__.values())
         ids = number_ids(values)
-        numbers = set(ids)
-        if len(numbers) == len(ids):
+        if len(set(ids)) == len(ids):
             return self.aliases
-        names: list[tuple[int, str]] = []
-        for fi, f in enumerate(own):
-            names.extend(zip(itertools.repeat(fi), f.__dict__))
-        all_ids = list(map(id, values))
-        first = dict(zip(reversed(all_ids), reversed(names), strict=True))  # its first local
-        later = map(operator.is_not, map(first.__getitem__, all_ids), names)
-        aliasing = map(operator.and_, map(numbers.__contains__, all_ids), later)
+        # Some number is held by two locals: which (a frame has few locals, and one loop over
+        # them costs less than building the tables that would find them at C speed).
+        first: dict[int, tuple[int, str]] = {}  # per number: its first local
         counts: dict[int, int] = {}
-        for k in itertools.compress(range(len(names)), aliasing):  # a later local of a number
-            i = all_ids[k]
-            self.aliases.append((*names[k], *first[i]))
-            counts[i] = counts.get(i, 1) + 1
+        for fi, f in enumerate(own):
+            for name, v in f.__dict__.items():
+                t = type(v)
+                if t is not float and t is not int:
+                    continue
+                i = id(v)
+                if i in _SMALL_INT_IDS:
+                    continue
+                held = first.get(i)
+                if held is None:
+                    first[i] = (fi, name)
+                else:  # a later local of a number
+                    self.aliases.append((fi, name, *held))
+                    counts[i] = counts.get(i, 1) + 1
         self.direct_counts = counts
         return self.aliases
 
