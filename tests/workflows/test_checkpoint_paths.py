@@ -146,3 +146,26 @@ def test_a_float_and_a_big_int_held_by_a_local_and_a_list_stay_one_object_each()
     the locals' objects after each restore."""
     _, r = _run_restoring_each_time(numbers_in_locals_and_a_list, (1,), [10, 20])
     assert isinstance(r, Finished) and r.value == [(True, True, 11), (True, True, 22)]
+
+
+@workflow
+async def appending_numbers(n: int) -> list:
+    xs: list = []
+    pair = (2.5, 10**20)
+    pairs = [pair, pair]  # one tuple held twice: written once, its numbers with it
+    while len(xs) < n:
+        xs.append(await signal("x"))  # the list, and its bound method, held across the await
+    return [xs, pairs[0] is pairs[1], pair[0] is pairs[1][0]]
+
+
+def test_a_list_and_its_method_held_across_an_await_take_the_fast_path_with_cloudpickles_bytes() -> None:
+    """A container reached twice (a local and a bound method, or two places in a list) is
+    written once: its floats and big ints are not held twice."""
+    cont = appending_numbers.start(3)
+    step(cont)
+    step(cont, send=1.5)
+    step(cont, send=10**30)
+    assert _plain_frames(cont._frames)
+    assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(appending_numbers, (3,), [1.5, 10**30, 2.5])
+    assert isinstance(r, Finished) and r.value == [[1.5, 10**30, 2.5], True, True]

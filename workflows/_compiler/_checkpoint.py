@@ -114,12 +114,12 @@ _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to clou
 
 def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     """True if every frame holds only plain data (scalars, iterators over ranges, builtin
-    containers of them) that the C pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
-    give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
-    module-level list, dict or set (kept by name) and none reached through module data (kept by
-    its path); a float or big int held twice only by locals (the restore makes them one object
-    again: ``data.aliases``). Sets ``data.shared_numbers`` where such a number is held twice
-    otherwise."""
+    containers of them) that the C pickler writes as the checkpoint pickler would: no set whose
+    table a plain rebuild would not give, no frozenset of several elements (their tables are kept
+    by the checkpoint pickler), no module-level list, dict or set (kept by name) and none reached
+    through module data (kept by its path); a float or big int held twice only by locals (the
+    restore makes them one object again: ``data.aliases``). Sets ``data.shared_numbers`` where
+    such a number is held twice otherwise."""
     values: list[Any] = []
     for f in frames:
         if type(f) is not Frame:
@@ -137,33 +137,42 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         return True
     budget = _PLAIN_BUDGET
     # The items of each container met are appended to ``values``, which the loop reaches in
-    # turn: once walked, it holds every value at each of its occurrences.
+    # turn: once walked, it holds every value at each of its occurrences in what the C pickler
+    # writes. A container met again (`xs` and the `xs.append` held across an await) is written
+    # once (pickle's memo), its items with it: walked once.
+    walked: set[int] = set()
     for o in values:
         t = type(o)
         if t in _LEAVES:
             continue
+        if t is _BuiltinMethod:
+            if type(o.__self__) not in _CONTAINERS:
+                return False
+            # A method of a plain container, held across an await (`xs.append(await ...)`).
+            values.append(o.__self__)
+            continue
+        if t not in _CONTAINERS:
+            return False  # an item of another kind
+        if id(o) in walked:
+            continue
+        walked.add(id(o))
         budget -= 1
         if budget < 0:
             return False
-        if t in _SEQUENCES:
-            if t is set:
-                if not (_settable.SUPPORTED and _settable.plain(o)):  # a table a plain rebuild would not give
-                    return False
-            elif t is frozenset and len(o) > 1:
-                return False
-            if t is not tuple and _shared(o, data):
-                return False
-            values.extend(o)
-        elif t is dict:
+        if t is dict:
             if _shared(o, data):
                 return False
             values.extend(o.keys())
             values.extend(o.values())
-        elif t is _BuiltinMethod and type(o.__self__) in _CONTAINERS:
-            # A method of a plain container, held across an await (`xs.append(await ...)`).
-            values.append(o.__self__)
-        else:
+            continue
+        if t is set:
+            if not (_settable.SUPPORTED and _settable.plain(o)):  # a table a plain rebuild would not give
+                return False
+        elif t is frozenset and len(o) > 1:
             return False
+        if t is not tuple and _shared(o, data):
+            return False
+        values.extend(o)
     ids = number_ids(values)
     repeats = len(ids) - len(set(ids))
     if repeats and repeats > len(data.find_aliases()):
