@@ -567,6 +567,8 @@ class ModuleData:
         checks: list[tuple[Any, list[Any]]] = []
         lists: list[list[Any]] = []
         dicts: list[dict[Any, Any]] = []
+        functions: list[types.FunctionType] = []
+        classes: list[type] = []
         seen: set[int] = set()
         queue: collections.deque[tuple[Any, tuple[str, str, str], tuple[tuple[str, Any], ...]]] = (
             collections.deque()
@@ -621,6 +623,10 @@ class ModuleData:
                 lists.append(o)
             elif to is dict:
                 dicts.append(o)
+            elif to is types.FunctionType:
+                functions.append(o)
+            elif to is type:
+                classes.append(o)
             elif to is not tuple and to is not frozenset:
                 checks.append((o, contents(o, modules)))
             if not kids:
@@ -641,7 +647,7 @@ class ModuleData:
                     queue.append((v, root, path))
         spaces = [n for _key, n in self._ns]
         others_ns = [namespace(vars(m)) for m in others.values()]
-        return _Walk(spaces, others_ns, index, truncated, checks, lists, dicts)
+        return _Walk(spaces, others_ns, index, truncated, checks, lists, dicts, functions, classes)
 
 
 class _Walk:
@@ -658,6 +664,10 @@ class _Walk:
         "modules",
         "lists",
         "dicts",
+        "functions",
+        "classes",
+        "cells",
+        "states",
         "sizes",
         "items",
     )
@@ -671,6 +681,8 @@ class _Walk:
         checks: list[tuple[Any, list[Any]]],
         lists: list[list[Any]],
         dicts: list[dict[Any, Any]],
+        functions: list[types.FunctionType],
+        classes: list[type],
     ) -> None:
         self.spaces = spaces
         self.others = others
@@ -678,22 +690,45 @@ class _Walk:
         self.truncated = truncated
         self.checks = checks
         self.modules = {n.module for n in spaces} | {n.module for n in others}
-        # The lists and dicts it looked into, checked together at C speed: their sizes, and
-        # their items (keys and values) one after the other.
+        # The functions and classes it looked into (most of what it looks into: the
+        # application's procedures, classes and methods) are checked with the lists and dicts,
+        # at C speed, by what their contents are made of. A function: its module, defaults,
+        # keyword defaults, __dict__ and closure (the objects, ``states``), the items of the
+        # dicts among them (with the dicts), the contents of its cells (``cells``). A class: the
+        # keys and values of its namespace (dunders too: one that changes only costs a walk).
+        self.functions = functions
+        self.classes = classes
+        self.cells = [c for f in functions for c in f.__closure__ or ()]
         self.lists = lists
-        self.dicts = dicts
+        self.dicts = [
+            *dicts,
+            *(f.__dict__ for f in functions),
+            *(kw for kw in map(_KWDEFAULTS, functions) if kw is not None),
+        ]
+        # The lists and dicts it looked into, checked together: their sizes, and their items
+        # (keys and values) one after the other.
         self.sizes = self._sizes()
         self.items = self._items()
+        self.states = self._states()
+
+    def _states(self) -> list[Any]:
+        return [
+            *itertools.chain.from_iterable(map(_FUNCTION_STATE, self.functions)),
+            *map(_cell_contents, self.cells),
+        ]
 
     def _sizes(self) -> list[int]:
-        return [*map(len, self.lists), *map(len, self.dicts)]
+        return [*map(len, self.lists), *map(len, self.dicts), *map(len, map(vars, self.classes))]
 
     def _items(self) -> list[Any]:
         chain = itertools.chain.from_iterable
+        classes = list(map(vars, self.classes))
         return [
             *chain(self.lists),
             *chain(map(dict.keys, self.dicts)),
             *chain(map(dict.values, self.dicts)),
+            *chain(classes),
+            *chain(map(_VALUES, classes)),
         ]
 
     def current(self, ns: list[tuple[str, Namespace]]) -> bool:
@@ -709,6 +744,8 @@ class _Walk:
                 return False
         if self._sizes() != self.sizes or not all(map(operator.is_, self._items(), self.items)):
             return False
+        if not all(map(operator.is_, self._states(), self.states)):
+            return False
         modules = self.modules
         for o, seen in self.checks:
             now = contents(o, modules)
@@ -718,6 +755,21 @@ class _Walk:
 
 
 _WALKS: dict[tuple[Any, ...], _Walk] = {}
+# What a function's contents (``children``) are made of, but for the items of its dicts and
+# the contents of its cells: each the same object while the function is as it was.
+_FUNCTION_STATE = operator.attrgetter(
+    "__module__", "__defaults__", "__kwdefaults__", "__dict__", "__closure__"
+)
+_KWDEFAULTS = operator.attrgetter("__kwdefaults__")
+_VALUES = operator.methodcaller("values")
+_EMPTY_CELL: Any = object()
+
+
+def _cell_contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return _EMPTY_CELL
 
 
 def contents(o: Any, modules: Any) -> list[Any]:
