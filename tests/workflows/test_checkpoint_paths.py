@@ -6,8 +6,13 @@ bytes must be exactly what cloudpickle writes, so the choice never shows in a st
 
 from __future__ import annotations
 
-from workflows import signal, workflow
-from workflows._compiler import checkpoint, restore, step
+import textwrap
+
+import pytest
+
+import workflows
+from workflows import CheckpointError, signal, workflow
+from workflows._compiler import _pickle_modules, checkpoint, compile_workflow_source, restore, step
 from workflows._compiler._checkpoint import _dumps, _plain_frames, _read_header
 from workflows._compiler._pickler import _REFS
 from workflows._step import Finished
@@ -169,3 +174,75 @@ def test_a_list_and_its_method_held_across_an_await_take_the_fast_path_with_clou
     assert checkpoint(cont).endswith(_dumps(cont._frames))
     _, r = _run_restoring_each_time(appending_numbers, (3,), [1.5, 10**30, 2.5])
     assert isinstance(r, Finished) and r.value == [[1.5, 10**30, 2.5], True, True]
+
+
+def _compile(src: str, name: str):
+    g = {n: getattr(workflows, n) for n in workflows.__all__}
+    return compile_workflow_source(textwrap.dedent(src), f"{name}.py", name, g)
+
+
+_FUNCTIONS = """
+    def double(v):
+        return 2 * v
+
+    def triple(v):
+        return 3 * v
+
+    async def apply(x):
+        steps = [double, triple]  # a list of the module's functions
+        total = x
+        while True:
+            # `double` is held across the await (the callee is evaluated before the arguments),
+            # as `procedure` and the function are in `await procedure(f, await ...)`.
+            total = double(await signal("x")) + steps[1](total)
+            if total > 100:
+                return [total, steps[0] is double, steps[1] is triple]
+"""
+
+
+def test_functions_of_the_module_held_across_an_await_take_the_fast_path_with_cloudpickles_bytes() -> None:
+    """A function bound to a global of the workflow's module is written as that global, by the
+    C pickler as by the checkpoint pickler: the same bytes, restored as the module's function."""
+    wf = _compile(_FUNCTIONS, "apply")
+    cont = wf.start(1)
+    step(cont)
+    step(cont, send=2)
+    d = cont._frames[0].__dict__
+    assert any(v is wf.__wrapped__.__globals__["double"] for v in d.values())
+    assert _plain_frames(cont._frames)
+    assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(wf, (1,), [2, 5, 10])  # totals 7, 31, 113
+    assert isinstance(r, Finished) and r.value == [113, True, True]
+
+
+def test_a_function_held_where_module_data_is_too_large_to_walk_is_still_refused(monkeypatch) -> None:
+    """As the checkpoint pickler does, the fast path does not write a function where the walk of
+    module data stopped before it could tell whether it is part of it."""
+    wf = _compile("BIG = [[i] for i in range(50)]\n" + textwrap.dedent(_FUNCTIONS), "apply")
+    cont = wf.start(1)
+    step(cont)
+    assert _plain_frames(cont._frames)
+    assert checkpoint(cont).endswith(_dumps(cont._frames))
+    monkeypatch.setattr(_pickle_modules, "_PATH_BUDGET", 10)
+    assert not _plain_frames(cont._frames)
+    with pytest.raises(CheckpointError, match="more than 10 objects"):
+        checkpoint(cont)
+
+
+def test_a_function_of_another_module_goes_through_cloudpickle_and_resumes() -> None:
+    """A function not bound to a global of the workflow's module (reached through another
+    module) is cloudpickle's to write: not the fast path."""
+    wf = _compile(
+        """
+        import textwrap
+
+        async def wraps(x):
+            return textwrap.indent(await signal("x"), x)
+        """,
+        "wraps",
+    )
+    cont = wf.start("> ")
+    step(cont)
+    assert not _plain_frames(cont._frames)
+    _, r = _run_restoring_each_time(wf, ("> ",), ["a"])
+    assert isinstance(r, Finished) and r.value == "> a"

@@ -6,11 +6,13 @@ could not be restored.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import operator
 import pickle
 import struct
 import sys
+import types
 from collections import Counter
 from typing import Any
 
@@ -19,6 +21,7 @@ from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
 from ._pickler import (
+    GlobalsPickler,
     LiveIter,
     ModuleData,
     ModulePathBroken,
@@ -27,6 +30,7 @@ from ._pickler import (
     SetNotRestorable,
     aliased,
     dumps,
+    global_function_ref,
     loads,
     number_ids,
 )
@@ -87,8 +91,14 @@ def checkpoint(cont: Continuation) -> bytes:
     prefix, spaces = cached
     data = ModuleData(spaces, frames)  # the module data, looked into only if needed
     if _plain_frames(frames, data):
-        # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster.
-        return prefix + pickle.dumps(aliased(frames, data.aliases), protocol=pickle.HIGHEST_PROTOCOL)
+        # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster
+        # (asked only about the functions, where the locals hold some).
+        obj = aliased(frames, data.aliases)
+        if not data.functions:
+            return prefix + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        buf = io.BytesIO()
+        GlobalsPickler(buf, data.functions).dump(obj)
+        return prefix + buf.getvalue()
     try:
         payload = dumps(frames, spaces, data)
     except Exception as e:
@@ -107,19 +117,22 @@ _BuiltinMethod: type = type([].append)
 # as they are never module data).
 _RANGE_ITERS = frozenset({type(builtin_iter(range(0))), type(builtin_iter(range(1 << 64)))})
 _LEAVES = _SCALARS | _RANGE_ITERS  # nothing in them to walk
-_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod}  # what _plain_frames looks into
+_FUNCTION = types.FunctionType
+_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod, _FUNCTION}  # what _plain_frames looks into
 _POINT = operator.attrgetter("_af_code", "_af_pc")  # a frame's code and where it is
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
 def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     """True if every frame holds only plain data (scalars, iterators over ranges, builtin
-    containers of them) that the C pickler writes as the checkpoint pickler would: no set whose
-    table a plain rebuild would not give, no frozenset of several elements (their tables are kept
-    by the checkpoint pickler), no module-level list, dict or set (kept by name) and none reached
-    through module data (kept by its path); a float or big int held twice only by locals (the
-    restore makes them one object again: ``data.aliases``). Sets ``data.shared_numbers`` where
-    such a number is held twice otherwise."""
+    containers of them, functions bound to a global of the frames' modules) that the C pickler
+    writes as the checkpoint pickler would: no set whose table a plain rebuild would not give, no
+    frozenset of several elements (their tables are kept by the checkpoint pickler), no
+    module-level list, dict or set (kept by name) and none reached through module data (kept by
+    its path); a float or big int held twice only by locals (the restore makes them one object
+    again: ``data.aliases``); the functions as the checkpoint pickler names them
+    (``data.functions``, for ``GlobalsPickler``). Sets ``data.shared_numbers`` where such a
+    number is held twice otherwise."""
     values: list[Any] = []
     for f in frames:
         if type(f) is not Frame:
@@ -151,6 +164,16 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
             # A method of a plain container, held across an await (`xs.append(await ...)`).
             values.append(o.__self__)
             continue
+        if t is _FUNCTION:
+            # A function of the module, held across an await (`procedure` and `inc` in
+            # `await procedure(inc, await ...)`): written as the global it is bound to.
+            ref = global_function_ref(data, o)
+            if ref is None:
+                return False  # made in the workflow, or another module's: cloudpickle decides
+            if data.functions is None:
+                data.functions = {}
+            data.functions[id(o)] = ref
+            continue
         if t not in _CONTAINERS:
             return False  # an item of another kind
         if id(o) in walked:
@@ -173,9 +196,17 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if t is not tuple and _shared(o, data):
             return False
         values.extend(o)
+    if data.functions and data.active:
+        # What the checkpoint pickler does with a function where module data is walked: it
+        # refuses it if the walk stopped before it could tell whether it is module data.
+        data.paths()
+        if data.truncated is not None:
+            return False
     ids = number_ids(values)
     repeats = len(ids) - len(set(ids))
     if repeats and repeats > len(data.find_aliases()):
+        if data.functions:
+            return False  # the checkpoint pickler writes the functions and the numbers
         # A float or big int held twice, not only by locals: the C pickler is asked to write
         # each of those once (all of them are known).
         data.shared_numbers = {i for i, n in Counter(ids).items() if n > 1}

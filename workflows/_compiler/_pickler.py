@@ -651,6 +651,31 @@ class NumbersPickler(pickle.Pickler):
         return None
 
 
+class GlobalsPickler(pickle.Pickler):
+    """The C pickler, writing the functions of ``refs`` (by id) as the globals of the workflows'
+    modules they are bound to, with the (workflow key, name) given: what the checkpoint pickler
+    writes for them (``_Pickler.reducer_override``)."""
+
+    def __init__(self, file: Any, refs: dict[int, tuple[str, str]]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._refs = refs
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is types.FunctionType:
+            ref = self._refs.get(id(obj))
+            if ref is not None:
+                return (workflow_global, ref)
+        return NotImplemented
+
+
+def global_function_ref(data: ModuleData, f: types.FunctionType) -> tuple[str, str] | None:
+    """(workflow key, name) if the checkpoint pickler writes function ``f`` as a global of the
+    frames' modules (as ``_Pickler.reducer_override`` decides), else None."""
+    if f in _BY_NAME:
+        return None
+    return data.global_ref(f)
+
+
 class CheckpointUnpickler(pickle.Unpickler):
     """Reads what CheckpointPickler writes: module-level containers by name, sets in order."""
 
@@ -833,6 +858,7 @@ _FROZENSET = pickle.FROZENSET
 __all__ = [
     "CheckpointPickler",
     "CheckpointUnpickler",
+    "GlobalsPickler",
     "LiveIter",
     "ModuleData",
     "ModulePathBroken",
@@ -842,6 +868,7 @@ __all__ = [
     "SetNotRestorable",
     "aliased",
     "dumps",
+    "global_function_ref",
     "live_iter",
     "loads",
     "namespace",
