@@ -246,3 +246,69 @@ def test_a_function_of_another_module_goes_through_cloudpickle_and_resumes() -> 
     assert not _plain_frames(cont._frames)
     _, r = _run_restoring_each_time(wf, ("> ",), ["a"])
     assert isinstance(r, Finished) and r.value == "> a"
+
+
+@workflow
+async def select_loop(n: int) -> list:
+    got = []
+    while len(got) < n:
+        # The Event is held across the next await: written by its own reduce.
+        ev = await workflows.select(workflows.timer("idle", 60), signal("x"))
+        got.append((ev.name, ev.value))
+    return [got, ev]
+
+
+def _select_replies(values):
+    return [workflows.Event("x", v) for v in values]
+
+
+def test_an_event_held_across_an_await_takes_the_fast_path_with_cloudpickles_bytes() -> None:
+    """What `await select(...)` gives is written by the C pickler as cloudpickle writes it,
+    its class by reference (here, where the module does not bind Event) or as the module's
+    global (below)."""
+    cont = select_loop.start(3)
+    step(cont)
+    step(cont, send=workflows.Event("x", "a"))
+    assert type(cont._frames[0].__dict__["v_ev"]) is workflows.Event
+    assert _plain_frames(cont._frames)
+    assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(select_loop, (2,), _select_replies([1, [2, 3]]))
+    assert isinstance(r, Finished)
+    assert r.value == [[("x", 1), ("x", [2, 3])], workflows.Event("x", [2, 3])]
+
+
+_EVENTS = """
+    SEEN = []
+    LAST = Event("last", 0)
+
+    async def events(mode):
+        got = []
+        while True:
+            ev = await select(timer("idle", 60), signal("x"))
+            if mode == "module":
+                SEEN.append(ev)  # module data: kept by its path
+            elif mode == "global":
+                ev = LAST  # a module global: kept by its name
+            elif mode == "apart":
+                held = vars(ev)  # its __dict__ held apart from it
+            got.append(ev.value)
+            if len(got) == 3:
+                return [got, ev is LAST, ev in SEEN, mode != "apart" or held is vars(ev)]
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "module", "global", "apart"])
+def test_an_event_held_across_an_await_restores_as_the_checkpoint_pickler_keeps_it(mode) -> None:
+    """The fast path writes an Event only where the checkpoint pickler writes it by its own
+    reduce: not where it is module data, a module global, or holds its __dict__ apart."""
+    wf = _compile(_EVENTS, "events")
+    cont = wf.start(mode)
+    step(cont)
+    step(cont, send=workflows.Event("x", 1))
+    assert _plain_frames(cont._frames) == (mode == "plain")
+    if mode == "plain":  # Event is a global of this module: written as that global
+        assert checkpoint(cont).endswith(_dumps(cont._frames))
+    _, r = _run_restoring_each_time(wf, (mode,), _select_replies([1, 2, 3]))
+    assert isinstance(r, Finished)
+    got = [1, 2, 3] if mode != "global" else [0, 0, 0]
+    assert r.value == [got, mode == "global", mode == "module", True]

@@ -16,6 +16,7 @@ import types
 from collections import Counter
 from typing import Any
 
+from .._commands import Event
 from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from .._registry import resolve
 from . import _settable
@@ -33,6 +34,7 @@ from ._pickler import (
     global_function_ref,
     loads,
     number_ids,
+    reduced_state,
 )
 from ._runtime import Frame, builtin_iter
 from ._scope import variable_of
@@ -94,10 +96,10 @@ def checkpoint(cont: Continuation) -> bytes:
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster
         # (asked only about the functions, where the locals hold some).
         obj = aliased(frames, data.aliases)
-        if not data.functions:
+        if not data.by_name:
             return prefix + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         buf = io.BytesIO()
-        GlobalsPickler(buf, data.functions).dump(obj)
+        GlobalsPickler(buf, data.by_name).dump(obj)
         return prefix + buf.getvalue()
     try:
         payload = dumps(frames, spaces, data)
@@ -118,21 +120,22 @@ _BuiltinMethod: type = type([].append)
 _RANGE_ITERS = frozenset({type(builtin_iter(range(0))), type(builtin_iter(range(1 << 64)))})
 _LEAVES = _SCALARS | _RANGE_ITERS  # nothing in them to walk
 _FUNCTION = types.FunctionType
-_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod, _FUNCTION}  # what _plain_frames looks into
+# What _plain_frames looks into. An Event: what `await select(...)` gives, held across the next.
+_PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod, _FUNCTION, Event}
 _POINT = operator.attrgetter("_af_code", "_af_pc")  # a frame's code and where it is
 _PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
 
 
 def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     """True if every frame holds only plain data (scalars, iterators over ranges, builtin
-    containers of them, functions bound to a global of the frames' modules) that the C pickler
-    writes as the checkpoint pickler would: no set whose table a plain rebuild would not give, no
-    frozenset of several elements (their tables are kept by the checkpoint pickler), no
+    containers of them, functions bound to a global of the frames' modules, Events) that the C
+    pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
+    give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
     module-level list, dict or set (kept by name) and none reached through module data (kept by
     its path); a float or big int held twice only by locals (the restore makes them one object
-    again: ``data.aliases``); the functions as the checkpoint pickler names them
-    (``data.functions``, for ``GlobalsPickler``). Sets ``data.shared_numbers`` where such a
-    number is held twice otherwise."""
+    again: ``data.aliases``); the functions and classes the checkpoint pickler writes as globals
+    (``data.by_name``, for ``GlobalsPickler``). Sets ``data.shared_numbers`` where such a number
+    is held twice otherwise."""
     values: list[Any] = []
     for f in frames:
         if type(f) is not Frame:
@@ -154,6 +157,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     # writes. A container met again (`xs` and the `xs.append` held across an await) is written
     # once (pickle's memo), its items with it: walked once.
     walked: set[int] = set()
+    records: list[Any] = []  # the Events met and their class, which must not be module data
     for o in values:
         t = type(o)
         if t in _LEAVES:
@@ -170,9 +174,23 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
             ref = global_function_ref(data, o)
             if ref is None:
                 return False  # made in the workflow, or another module's: cloudpickle decides
-            if data.functions is None:
-                data.functions = {}
-            data.functions[id(o)] = ref
+            if data.by_name is None:
+                data.by_name = {}
+            data.by_name[id(o)] = ref
+            continue
+        if t is Event:
+            if id(o) in walked:
+                continue
+            walked.add(id(o))
+            budget -= 1
+            state = reduced_state(data, o)  # its class, then its __dict__
+            if budget < 0 or state is None:
+                return False
+            if not records:
+                records.append(Event)
+            records.append(o)
+            values.extend(state.keys())
+            values.extend(state.values())
             continue
         if t not in _CONTAINERS:
             return False  # an item of another kind
@@ -196,17 +214,18 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if t is not tuple and _shared(o, data):
             return False
         values.extend(o)
-    if data.functions and data.active:
-        # What the checkpoint pickler does with a function where module data is walked: it
-        # refuses it if the walk stopped before it could tell whether it is module data.
-        data.paths()
-        if data.truncated is not None:
+    if (data.by_name or records) and data.active:
+        # Where module data is walked, the checkpoint pickler refuses a function or an Event if
+        # the walk stopped before it could tell whether it is module data, and writes an Event
+        # (or its class) reached through module data by its path.
+        paths = data.paths()
+        if data.truncated is not None or any(id(o) in paths for o in records):
             return False
     ids = number_ids(values)
     repeats = len(ids) - len(set(ids))
     if repeats and repeats > len(data.find_aliases()):
-        if data.functions:
-            return False  # the checkpoint pickler writes the functions and the numbers
+        if data.by_name or records:
+            return False  # the checkpoint pickler writes the numbers, and the rest
         # A float or big int held twice, not only by locals: the C pickler is asked to write
         # each of those once (all of them are known).
         data.shared_numbers = {i for i, n in Counter(ids).items() if n > 1}

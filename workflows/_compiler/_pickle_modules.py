@@ -421,9 +421,9 @@ class ModuleData:
     # twice, made one object again at the restore.
     aliases: list[tuple[int, str, int, str]] | None = None
     direct_counts: Mapping[int, int] = types.MappingProxyType({})  # per number aliased: its locals
-    # Set by the plain-locals check: id -> (workflow key, name) of each function it met, bound to
-    # a global of the frames' namespaces (written as that global).
-    functions: dict[int, tuple[str, str]] | None = None
+    # Set by the plain-locals check: id -> (workflow key, name) of each function (and class of
+    # an instance) it met that is bound to a global of the frames' namespaces (written as it).
+    by_name: dict[int, tuple[str, str]] | None = None
 
     def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]], own: Any = None) -> None:
         self._spaces = spaces

@@ -652,19 +652,18 @@ class NumbersPickler(pickle.Pickler):
 
 
 class GlobalsPickler(pickle.Pickler):
-    """The C pickler, writing the functions of ``refs`` (by id) as the globals of the workflows'
-    modules they are bound to, with the (workflow key, name) given: what the checkpoint pickler
-    writes for them (``_Pickler.reducer_override``)."""
+    """The C pickler, writing the objects of ``refs`` (functions and classes, by id) as the
+    globals of the workflows' modules they are bound to, with the (workflow key, name) given:
+    what the checkpoint pickler writes for them (``_Pickler.reducer_override``)."""
 
     def __init__(self, file: Any, refs: dict[int, tuple[str, str]]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._refs = refs
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) is types.FunctionType:
-            ref = self._refs.get(id(obj))
-            if ref is not None:
-                return (workflow_global, ref)
+        ref = self._refs.get(id(obj))  # the objects of refs are alive: their ids are theirs
+        if ref is not None:
+            return (workflow_global, ref)
         return NotImplemented
 
 
@@ -674,6 +673,40 @@ def global_function_ref(data: ModuleData, f: types.FunctionType) -> tuple[str, s
     if f in _BY_NAME:
         return None
     return data.global_ref(f)
+
+
+def reduced_state(data: ModuleData, obj: Any) -> dict[str, Any] | None:
+    """The ``__dict__`` of ``obj`` if the checkpoint pickler writes ``obj`` by the class's own
+    reduce (its class by reference, then that dict), as the C pickler does: where
+    ``_Pickler.reducer_override`` returns NotImplemented for it and for its class (an instance
+    not bound to a global of the frames' modules, whose ``__dict__`` is a dict held by it alone,
+    of an importable class with no rule of its own). Else None. Where the class is bound to a
+    global, it is written as that global: recorded in ``data.by_name``. Whether the instance or
+    its class is module data (reached through it) is for the caller to ask (``data.paths()``)."""
+    t = type(obj)
+    if (
+        t in _UNSHARED
+        or t in _OWN_OVERRIDES
+        or type(t) is not type
+        or isinstance(obj, (BaseException, set))
+        or _plan(t) != (False, None)
+        or not t.__dictoffset__
+        or may_drop_dict(t)
+        or data.global_ref(obj) is not None
+        or shared_dict(obj) is not None
+    ):
+        return None
+    d = object.__getattribute__(obj, "__dict__")
+    if type(d) is not dict:
+        return None
+    ref = data.global_ref(t)
+    if ref is not None:
+        if data.by_name is None:
+            data.by_name = {}
+        data.by_name[id(t)] = ref
+    elif not cloudpickle.cloudpickle._should_pickle_by_reference(t):
+        return None
+    return d
 
 
 class CheckpointUnpickler(pickle.Unpickler):
@@ -874,5 +907,6 @@ __all__ = [
     "namespace",
     "never_shared",
     "number_ids",
+    "reduced_state",
     "user_module",
 ]
