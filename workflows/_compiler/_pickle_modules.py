@@ -430,23 +430,15 @@ class ModuleData:
         self._own = own  # the list being checkpointed: it and its items' __dict__ are its own
 
     def find_aliases(self) -> list[tuple[int, str, int, str]]:
-        """``aliases``, looked for once (with ``direct_counts`` for them): whether any float or
-        big int is held by two locals, and only then which; at C speed but for the aliases."""
+        """``aliases``, looked for once (with ``direct_counts`` for them): the locals that hold
+        the same float or big int as an earlier local. One loop over the locals (a frame has
+        few: it costs less than the tables that would find them at C speed)."""
         if self.aliases is not None:
             return self.aliases
         self.aliases = []
-        own = self._own or ()
-        values: list[Any] = []
-        for f in own:
-            values.extend(f.__dict__.values())
-        ids = number_ids(values)
-        if len(set(ids)) == len(ids):
-            return self.aliases
-        # Some number is held by two locals: which (a frame has few locals, and one loop over
-        # them costs less than building the tables that would find them at C speed).
         first: dict[int, tuple[int, str]] = {}  # per number: its first local
         counts: dict[int, int] = {}
-        for fi, f in enumerate(own):
+        for fi, f in enumerate(self._own or ()):
             for name, v in f.__dict__.items():
                 t = type(v)
                 if t is not float and t is not int:
@@ -460,7 +452,8 @@ class ModuleData:
                 else:  # a later local of a number
                     self.aliases.append((fi, name, *held))
                     counts[i] = counts.get(i, 1) + 1
-        self.direct_counts = counts
+        if counts:
+            self.direct_counts = counts
         return self.aliases
 
     def _index(self) -> None:
