@@ -335,8 +335,8 @@ class WorkflowInstance:
         arrival that is taken into the value the workflow receives (a caller that keeps payloads
         encoded decodes only those).
         """
-        pending = self.wait.pending() if self.wait is not None else []
         if cancelled:
+            pending = self.wait.pending() if self.wait is not None else []
             return Decision(True, throw=Cancelled(cancel), cancel=cancel, losers=pending)
         if not self.started:
             return Decision(True, first=True)
@@ -421,21 +421,16 @@ class WorkflowInstance:
         if decision.throw is not None and isinstance(decision.throw, Cancelled) and not self.started:
             # Cancelled before its first step: no code of it ever runs.
             return StepOutcome(decision, seq, Raised(decision.throw), losers=list(decision.losers), loser_reason=reason)
-        ctx = StepContext(
-            workflow_id=self.workflow_id,
-            workflow_type=self.workflow_type,
-            parent_id=self.parent_id,
-            now=now,
-            test_mode=self.test_mode,
-        )
+        ctx = StepContext(self.workflow_id, self.workflow_type, self.parent_id, now, self.test_mode)
         cont = self.continuation
         with ctx.active():
             result = self._stepper(cont, None if decision.first else decision.send, decision.throw)
             # Building the new wait can fail (a child's arguments do not bind, a procedure that
             # cannot be found): raised at the await, where the workflow can catch it.
             while isinstance(result, Suspended):
+                commands = _arm_commands(result.command)
                 try:
-                    wait, children = self._new_wait(result.command, seq, now, child_id_taken)
+                    wait, children = self._new_wait(result.command, commands, seq, now, child_id_taken)
                     break
                 except Exception as e:
                     result = self._stepper(cont, None, e)
@@ -453,16 +448,16 @@ class WorkflowInstance:
         location = getattr(cont, "location", None)
         wait.location = location() if callable(location) else None
         out.wait = wait
-        out.commands = _arm_commands(result.command)
+        out.commands = commands
         out.children = children
         return out
 
-    def _new_wait(self, command: Command, seq: int, now: float,
+    def _new_wait(self, command: Command, commands: tuple[Command, ...], seq: int, now: float,
                   child_id_taken: Callable[[str], bool]) -> tuple[Wait, list[ChildStart]]:
         wait = build_wait(command, workflow_id=self.workflow_id, step_seq=seq, now=now)
         children: list[ChildStart] = []
         ids: set[str] = set()
-        for arm, cmd in zip(wait.arms, _arm_commands(command), strict=True):
+        for arm, cmd in zip(wait.arms, commands, strict=True):
             if arm.kind == PROCEDURE:
                 check_findable("procedure", arm.target)
             elif arm.kind == CHILD:
