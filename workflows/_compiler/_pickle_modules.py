@@ -13,7 +13,7 @@ import site
 import sys
 import sysconfig
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .._registry import resolve
@@ -702,43 +702,48 @@ class _Walk:
             *(kw for kw in map(_KWDEFAULTS, functions) if kw is not None),
         ]
         # The lists and dicts it looked into, checked together: their sizes, and their items
-        # (keys and values) one after the other.
-        self.sizes = self._sizes()
-        self.items = self._items()
-        self.states = self._states()
+        # (keys and values) one after the other (``_parts``).
+        parts = self._parts()
+        self.sizes = list(map(len, parts))
+        self.items = list(itertools.chain.from_iterable(parts))
+        self.states = list(self._states())
 
-    def _states(self) -> list[Any]:
-        return [
-            *itertools.chain.from_iterable(map(_FUNCTION_STATE, self.functions)),
-            *map(_cell_contents, self.cells),
-        ]
-
-    def _sizes(self) -> list[int]:
-        return [*map(len, self.lists), *map(len, self.dicts), *map(len, map(vars, self.classes))]
-
-    def _items(self) -> list[Any]:
-        chain = itertools.chain.from_iterable
+    def _parts(self) -> list[Any]:
+        """What is compared item by item: the lists, the keys and the values of the dicts and of
+        the classes' namespaces."""
         classes = list(map(vars, self.classes))
         return [
-            *chain(self.lists),
-            *chain(map(dict.keys, self.dicts)),
-            *chain(map(dict.values, self.dicts)),
-            *chain(classes),
-            *chain(map(_VALUES, classes)),
+            *self.lists,
+            *map(dict.keys, self.dicts),
+            *map(dict.values, self.dicts),
+            *classes,
+            *map(_VALUES, classes),
         ]
+
+    def _states(self) -> Iterator[Any]:
+        return itertools.chain(
+            itertools.chain.from_iterable(map(_FUNCTION_STATE, self.functions)),
+            map(_cell_contents, self.cells),
+        )
 
     def current(self, ns: list[tuple[str, Namespace]]) -> bool:
         """Whether module data is as this walk found it: the same namespaces (no global rebound,
         added or removed) and, in every object it looked into, the same objects (by identity),
         so that the same objects are reached through the same paths."""
-        if len(ns) != len(self.spaces) or not all(
-            n is m for (_k, n), m in zip(ns, self.spaces, strict=True)
-        ):
+        spaces = self.spaces
+        if len(ns) != len(spaces):
             return False
+        for (_k, n), m in zip(ns, spaces, strict=True):
+            if n is not m:
+                return False
         for m in self.others:
             if namespace(m.g) is not m:
                 return False
-        if self._sizes() != self.sizes or not all(map(operator.is_, self._items(), self.items)):
+        # The items compared as they come, once the sizes are the same.
+        parts = self._parts()
+        if list(map(len, parts)) != self.sizes or not all(
+            map(operator.is_, itertools.chain.from_iterable(parts), self.items)
+        ):
             return False
         if not all(map(operator.is_, self._states(), self.states)):
             return False
