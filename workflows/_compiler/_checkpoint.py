@@ -143,7 +143,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         values.extend(f.__dict__.values())
     kinds = set(map(type, values))
     if not kinds <= _PLAIN_KINDS:
-        return False  # a local of another kind (an iterator, a function, an instance, ...)
+        return False  # a local of another kind (an iterator, an instance, a class, ...)
     if data is None:
         data = ModuleData(_spaces(frames), frames)
     if kinds <= _LEAVES:

@@ -686,12 +686,14 @@ class _Walk:
         self.truncated = truncated
         self.checks = checks
         self.modules = {n.module for n in spaces} | {n.module for n in others}
-        # The functions and classes it looked into (most of what it looks into: the
-        # application's procedures, classes and methods) are checked with the lists and dicts,
-        # at C speed, by what their contents are made of. A function: its module, defaults,
-        # keyword defaults, __dict__ and closure (the objects, ``states``), the items of the
-        # dicts among them (with the dicts), the contents of its cells (``cells``). A class: the
-        # keys and values of its namespace (dunders too: one that changes only costs a walk).
+        # The lists and dicts it looked into are checked together at C speed: their sizes, and
+        # their items (keys and values) one after the other (``_parts``). So are the functions
+        # and classes it looked into (most of what it looks into: the application's procedures,
+        # classes and methods), by what their contents are made of. A function: its module,
+        # defaults, keyword defaults, __dict__ and closure (the objects: ``states``), the items
+        # of the dicts among them (with the dicts), the contents of its cells (``cells``). A
+        # class: the keys and values of its namespace (dunders too: one that changes only costs
+        # a walk).
         self.functions = functions
         self.classes = classes
         self.cells = [c for f in functions for c in f.__closure__ or ()]
@@ -701,8 +703,6 @@ class _Walk:
             *(f.__dict__ for f in functions),
             *(kw for kw in map(_KWDEFAULTS, functions) if kw is not None),
         ]
-        # The lists and dicts it looked into, checked together: their sizes, and their items
-        # (keys and values) one after the other (``_parts``).
         parts = self._parts()
         self.sizes = list(map(len, parts))
         self.items = list(itertools.chain.from_iterable(parts))
