@@ -67,7 +67,7 @@ from ._host import Host
 from ._outcomes import Outcome
 from ._pool import PooledActor
 from ._procedures import ProcedureDone, pack_call, record_outcome
-from ._wait import envelope, envelope_wait, stored_forms
+from ._wait import pack_step, pack_wait, stored_forms, unpack_step
 
 E = TypeVar("E", bound=BaseException)
 
@@ -399,9 +399,7 @@ class WorkflowActor(PooledActor):
             count = _history.ROW_MOST
         self.recent, self.recent_count = recent, count
         assert rec.continuation is not None
-        env = loads(rec.continuation)
-        wait = envelope_wait(env)
-        self.cont_blob = env["cont"]
+        self.cont_blob, wait = unpack_step(rec.continuation)
         self.inbox = inbox
         try:
             # A continuation made by older code moves onto the loaded code when that is safe
@@ -427,7 +425,7 @@ class WorkflowActor(PooledActor):
         )
         if upgrade is not None:
             assert new_blob is not None
-            self._record_upgraded(rec, env, new_blob, upgrade)
+            self._record_upgraded(rec, new_blob, upgrade)
         elif wait is not None and _blocked_reason(rec) is not None:
             self._record_unblocked(rec)
         if wait is not None:
@@ -457,7 +455,7 @@ class WorkflowActor(PooledActor):
         self.held = {}
         return rec
 
-    def _record_upgraded(self, rec: WorkflowRecord, env: dict[str, Any], blob: bytes, up: Upgrade) -> None:
+    def _record_upgraded(self, rec: WorkflowRecord, blob: bytes, up: Upgrade) -> None:
         """Store the continuation moved onto the loaded code, with an ``upgraded`` history event,
         in one commit (killed before it, the next load does the same upgrade again)."""
         detail = up.detail()
@@ -465,7 +463,7 @@ class WorkflowActor(PooledActor):
         sw = StepWrite(
             workflow_id=self.id,
             step_seq=rec.step_seq + 1,
-            continuation=dumps({**env, "cont": blob}),
+            continuation=pack_step(blob, pack_wait(self.wait)),
             fingerprint=up.loaded,
             waiting_on=waiting,
             wait_signals=self.wait.signal_names() if self.wait else (),
@@ -777,7 +775,7 @@ class WorkflowActor(PooledActor):
         if not decision.resume:
             assert decision.wait is not None
             packed, sw.waiting_on, sw.wait_signals = stored_forms(decision.wait)
-            sw.continuation = dumps(envelope(self.cont_blob, packed))
+            sw.continuation = pack_step(self.cont_blob, packed)
             sw.fingerprint = inst.continuation.fingerprint
             yield from self._commit(sw)
             inst.progressed(decision)
@@ -853,7 +851,7 @@ class WorkflowActor(PooledActor):
                 parent_id=self.id, detached=c.arm.detached, test_mode=self.test_mode, spread=c.arm.spread,
             ))
         packed, sw.waiting_on, sw.wait_signals = stored_forms(wait, fresh=True)
-        sw.continuation = dumps(envelope(outcome.checkpoint, packed))
+        sw.continuation = pack_step(outcome.checkpoint, packed)
         sw.fingerprint = self.instance.continuation.fingerprint if self.instance is not None else None
 
     def _suspend(self, sw: StepWrite, outcome: StepOutcome) -> Steps:
@@ -877,7 +875,7 @@ class WorkflowActor(PooledActor):
             assert isinstance(result, Raised)
             self.log.error("workflow_checkpoint_failed", error=str(result.exception))
             wait = self.wait
-            sw.continuation = dumps(envelope(self.cont_blob, dumps(wait) if wait else None))
+            sw.continuation = pack_step(self.cont_blob, pack_wait(wait))
         inst = self.instance
         assert inst is not None
         if isinstance(result, Finished):
@@ -932,7 +930,7 @@ class WorkflowActor(PooledActor):
         self.type = rec.type
         self.test_mode = rec.test_mode
         try:
-            wait = envelope_wait(loads(rec.continuation)) if rec.continuation else None
+            wait = unpack_step(rec.continuation)[1] if rec.continuation else None
         except Exception:
             wait = None
         sw = StepWrite(workflow_id=self.id, step_seq=rec.step_seq + 1, updated_at=self.host.clock.now())

@@ -1,32 +1,49 @@
 """How a step stores what its workflow waits for: the ``Wait`` (``workflows/_instance.py``, where
-the rules of resolving it live) packed next to the checkpoint, its readable description, and the
-signal names it awaits."""
+the rules of resolving it live) packed next to the checkpoint in one pickle, its readable
+description, and the signal names it awaits."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from persistence import dumps, loads, register_plain
+from persistence._serialization import HEADER
 from workflows._instance import Arm, Wait, build_wait
 
-__all__ = ["Arm", "Wait", "build_wait", "envelope", "envelope_wait", "stored_forms"]
+__all__ = ["Arm", "Wait", "build_wait", "pack_step", "stored_forms", "unpack_step"]
 
 
-# Stored inside a step's envelope: plain data for the serializer's fast path. (Files written
-# before these moved to workflows/ name them as ``actors._wait.Arm``/``Wait``: the names below
-# keep loading them.)
+# Rows written before the step envelope was one pickle hold a dict whose "wait_p" is the pickled
+# ``Wait`` itself (by its old name, ``actors._wait.Arm``/``Wait``, too: the names keep loading).
 register_plain(Arm)
 register_plain(Wait)
 _STORED_MAX = 4096
+# The step envelope's tag and version: (tag, version, checkpoint, wait).
+_TAG = "af-step"
+_VERSION = 1
 
 
 # What a step stores of a new wait that awaits signals only, by (mode, location, arms): a loop
 # awaiting its next signal stores the same three things at every step. Cleared when full.
-_STORED: dict[tuple[Any, ...], tuple[bytes, str, tuple[str, ...]]] = {}
+_STORED: dict[tuple[Any, ...], tuple[tuple[Any, ...], str, tuple[str, ...]]] = {}
 
 
-def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[bytes, str, tuple[str, ...]]:
-    """What a step stores of ``wait``: its payload, its description and the signals it awaits.
+def _fields(wait: Wait) -> tuple[Any, ...]:
+    """``wait`` as plain values (its results, which are the workflow's, pickled on their own)."""
+    arms = tuple((a.index, a.kind, a.name, a.target, a.due_at, a.timer_id, a.proc_key, a.child_id,
+                  a.detached, a.done, a.spread) for a in wait.arms)
+    return (wait.mode, wait.location, arms, dumps(wait.results) if wait.results else None)
+
+
+def _wait(fields: tuple[Any, ...]) -> Wait:
+    mode, location, arms, results = fields
+    return Wait(mode, [Arm(*a) for a in arms], loads(results) if results is not None else {}, location)
+
+
+def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[tuple[Any, ...], str, tuple[str, ...]]:
+    """What a step stores of ``wait``: its packed form (for ``pack_step``), its description and
+    the signals it awaits.
 
     ``fresh``: ``wait`` is as ``build_wait`` made it (and its location set). Such a wait on
     signals only is the same every time it is built at one await: its forms are built once.
@@ -37,17 +54,29 @@ def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[bytes, str, tuple[
         if forms is None:
             if len(_STORED) >= _STORED_MAX:
                 _STORED.clear()
-            forms = _STORED[key] = (dumps(wait), wait.describe(), wait.signal_names())
+            forms = _STORED[key] = (_fields(wait), wait.describe(), wait.signal_names())
         return forms
-    return dumps(wait), wait.describe(), wait.signal_names()
+    return _fields(wait), wait.describe(), wait.signal_names()
 
 
-def envelope(blob: bytes, packed_wait: bytes | None) -> dict[str, Any]:
-    """The step envelope stored as a workflow's continuation: its checkpoint and its wait."""
-    return {"cont": blob, "wait_p": packed_wait}
+def pack_step(blob: bytes, packed_wait: tuple[Any, ...] | None) -> bytes:
+    """The step envelope stored as a workflow's continuation: its checkpoint and its wait (a
+    ``stored_forms`` packed form, or None), in one pickle of plain values."""
+    return HEADER + pickle.dumps((_TAG, _VERSION, blob, packed_wait), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def envelope_wait(env: dict[str, Any]) -> Wait | None:
-    """The wait of a stored envelope (None: the workflow waits on nothing)."""
-    packed = env["wait_p"]
-    return loads(packed) if packed is not None else None
+def pack_wait(wait: Wait | None) -> tuple[Any, ...] | None:
+    """``wait``'s packed form (None: the workflow waits on nothing)."""
+    return _fields(wait) if wait is not None else None
+
+
+def unpack_step(data: bytes) -> tuple[bytes, Wait | None]:
+    """The checkpoint and the wait of a stored step envelope (of any version written)."""
+    env = loads(data)
+    if isinstance(env, tuple) and env[:2] == (_TAG, _VERSION):
+        _tag, _version, blob, fields = env
+        return blob, _wait(fields) if fields is not None else None
+    if isinstance(env, dict) and "cont" in env:  # the envelope before: a dict, the wait pickled
+        packed = env.get("wait_p")
+        return env["cont"], loads(packed) if packed is not None else None
+    raise ValueError(f"not a step envelope: {type(env).__name__}")

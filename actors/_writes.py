@@ -24,7 +24,7 @@ from workflows import Cancelled, WorkflowError
 from workflows._instance import Arm
 
 from ._procedures import error_info
-from ._wait import envelope
+from ._wait import pack_step
 
 
 def new_workflow_record(
@@ -35,7 +35,7 @@ def new_workflow_record(
     return NewWorkflow(
         id=workflow_id,
         type=workflow_type,
-        continuation=dumps(envelope(checkpoint, None)),
+        continuation=pack_step(checkpoint, None),
         fingerprint=fingerprint,
         parent_id=parent_id,
         detached=detached,

@@ -45,6 +45,7 @@ from ._cli_shared import (
 )
 from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
 from ._info import info_from_record, waiting_text
+from ._wait import unpack_step
 
 
 def _ts(t: float | None) -> str:
@@ -465,8 +466,7 @@ def _upgrade_row(rec: Any) -> dict[str, Any]:
 
     row: dict[str, Any] = {"id": rec.id, "type": rec.type, "stored": rec.fingerprint}
     try:
-        env = loads(rec.continuation)
-        up = check_upgrade(env["cont"])
+        up = check_upgrade(unpack_step(rec.continuation)[0])
     except (UnknownWorkflowType, VersionMismatch, CheckpointError) as e:
         row.update(outcome="held" if isinstance(e, VersionMismatch) else "unknown",
                    reasons=[str(e)])

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors._wait import Arm, Wait, envelope, envelope_wait, stored_forms
-from persistence import dumps, loads
+from actors._wait import Arm, Wait, pack_step, pack_wait, stored_forms, unpack_step
+from persistence import dumps
 
 
 def _signals(*names: str, mode: str = "one", at: str | None = "f.py:3 await signal('a')") -> Wait:
     return Wait(mode, [Arm(i, "signal", f"signal:{n}", n) for i, n in enumerate(names)], location=at)
 
 
-def _built(wait: Wait) -> tuple[bytes, str, tuple[str, ...]]:
-    return dumps(wait), wait.describe(), wait.signal_names()
+def _built(wait: Wait) -> tuple[object, str, tuple[str, ...]]:
+    return pack_wait(wait), wait.describe(), wait.signal_names()
 
 
 def test_a_fresh_signal_wait_stores_what_it_would_build_each_time() -> None:
@@ -44,14 +45,38 @@ def test_a_wait_that_is_not_fresh_is_built_as_it_is() -> None:
     timers = [Wait("one", [Arm(0, "timer", "timer:t", "t", due_at=due)]) for due in (1.0, 2.0)]
     assert [json.loads(stored_forms(t, fresh=True)[1])["arms"][0]["due_at"] for t in timers] == [1.0, 2.0]
     g = Wait("gather", [Arm(0, "signal", "signal:a", "a")], results={0: "x"})
-    assert loads(stored_forms(g, fresh=True)[0]).results == {0: "x"}
+    assert unpack_step(pack_step(b"c", stored_forms(g, fresh=True)[0]))[1].results == {0: "x"}
 
 
-def test_envelopes_give_the_wait() -> None:
-    w = _signals("a")
-    new = loads(dumps(envelope(b"blob", stored_forms(w, fresh=True)[0])))
-    assert new["cont"] == b"blob" and envelope_wait(new) == w
-    assert envelope_wait(loads(dumps(envelope(b"blob", None)))) is None
+class Bid:
+    """A value a gather's result may hold: not plain data (cloudpickle writes it)."""
+
+    def __init__(self, amount: int) -> None:
+        self.amount = amount
+
+
+def test_a_step_envelope_gives_back_its_checkpoint_and_its_wait() -> None:
+    """One pickle holds the checkpoint and the wait, whose arms come back as they were stored
+    (results of any kind included); a workflow that waits on nothing stores no wait."""
+    w = Wait("gather", [Arm(0, "timer", "t", "t", due_at=3.5, timer_id=7), Arm(1, "child", "c", "m:c", child_id="x/c",
+                                                                               detached=True, done=True, spread=True),
+                        Arm(2, "procedure", "p", "m:p", proc_key="k#1.2")],
+             results={1: Bid(5)}, location="f.py:3")
+    blob, back = unpack_step(pack_step(b"checkpoint", stored_forms(w)[0]))
+    assert blob == b"checkpoint" and back is not None
+    assert (back.mode, back.location, back.arms) == (w.mode, w.location, w.arms)
+    assert list(back.results) == [1] and back.results[1].amount == 5
+    assert unpack_step(pack_step(b"checkpoint", None)) == (b"checkpoint", None)
+
+
+def test_a_step_envelope_written_before_it_was_one_pickle_still_reads() -> None:
+    """Rows written with the wait pickled apart, in a dict, give the same checkpoint and wait."""
+    w = _signals("a", "b", mode="select")
+    old = dumps({"cont": b"blob", "wait_p": dumps(w)})
+    assert unpack_step(old) == (b"blob", w)
+    assert unpack_step(dumps({"cont": b"blob", "wait_p": None})) == (b"blob", None)
+    with pytest.raises(ValueError, match="not a step envelope"):
+        unpack_step(dumps([1, 2]))
 
 
 def _reference(wait: Wait) -> str:
