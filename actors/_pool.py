@@ -138,6 +138,7 @@ class Dispatcher:
         self._idle: list[_Engine] = []
         self._waking = False  # an idle thread was woken and has not looked at the queue yet
         self._stepping = False  # a thread holds the stepping role
+        self._flushing = False  # a thread commits what the drains staged (one at a time)
         # Threads back from a wait (``blocking``) for the stepping role, handed to them in turn.
         self._wanting: collections.deque[_Engine] = collections.deque()
         self._stopping = False
@@ -235,6 +236,7 @@ class Dispatcher:
         staged = self._staged
         actor: PooledActor | None = None
         outcome = _DONE
+        flush = False  # this thread commits (its last turn of the loop did)
         # The callers a slice or a commit answers are let go as it ends (or before this thread
         # blocks), not while it still holds the GIL for the rest of its work.
         hold_wakeups()
@@ -246,7 +248,6 @@ class Dispatcher:
                     logger.exception("actorflow: actor slice failed")
                     outcome = _DONE
                 let_go()
-            flush = False
             woken: _Engine | None = None
             with lock:
                 if actor is not None:
@@ -257,17 +258,24 @@ class Dispatcher:
                         if not self._in_flight and self._drained is not None:
                             self._drained.set()
                     actor = None
+                if flush:
+                    self._flushing = flush = False  # this thread's commit is done
                 if me.stepping:
                     if runq and not self._wanting and staged() < MAX_STAGED:
                         actor = runq.popleft()
                     else:
-                        # The end of this thread's drain: it commits what it staged, and a
+                        # The end of this thread's drain: it commits what it staged (unless a
+                        # commit is under way: the committing thread takes it next), and a
                         # thread back from a wait, or an idle one, takes the role meanwhile.
                         woken = self._release_locked(me)
-                        flush = staged() > 0
+                        if staged() and not self._flushing:
+                            self._flushing = flush = True
                 elif runq and not self._stepping:
                     self._stepping = me.stepping = True
                     actor = runq.popleft()
+                elif staged() and not self._flushing and not self._stepping:
+                    # What a drain staged while this thread committed: committed now, in one.
+                    self._flushing = flush = True
                 if actor is None and not flush:
                     if self._stopping and not runq:
                         return

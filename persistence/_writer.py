@@ -286,16 +286,14 @@ class Writer:
         return self._staged
 
     def flush(self) -> None:
-        """Commit what is queued, on this thread (an engine thread, at the end of its drain),
-        after the batch under way if there is one."""
+        """Commit what is queued (up to ``MAX_BATCH`` writes), on this thread (an engine thread,
+        at the end of its drain), after the batch under way if there is one. What is left is the
+        engine's next flush (staged writes) or the writer thread's (the others woke it)."""
         with self._batch:
             with self._lock:
                 batch = self._take(MAX_BATCH)
             if batch:
                 self._run_batch(batch)
-        if self._ops:  # more than one batch, or queued meanwhile: the writer's thread goes on
-            with self._cond:
-                self._cond.notify()
 
     def close(self, timeout: float | None = 30.0) -> None:
         """Finish every queued write, stop the thread and close the connection (idempotent)."""
