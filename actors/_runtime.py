@@ -38,6 +38,7 @@ from ._metrics import Metrics
 from ._outcomes import Outcome, Outcomes
 from ._pool import Dispatcher
 from ._procedures import ProcedureExecutor
+from ._recovery import carry_on
 from ._timers import TimerService
 from ._work import WorkCounter
 
@@ -110,11 +111,7 @@ class Runtime:
             self.shards_taken += len(shards)
             work = self.cluster.recovery_work(shards)
             self.timers.refill()
-            for row in work.procedures:
-                if row.workflow_id not in work.cancelling:
-                    self.procedures.dispatch(row, recovered=True)
-            for wid in work.with_work:
-                self.activator.deliver(wid, Kick(reload=True))
+            carry_on(self, work, reload=True)
             self.log.info("shards_gained", count=len(shards), owned=len(self.cluster.owned_shards()),
                      activated=len(work.with_work), procedures=len(work.procedures))
         finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import threading
@@ -12,15 +11,11 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 from persistence import (
-    CANCEL,
     RUNNING,
     SIGNAL,
     Delivered,
     Dropped,
-    ExternalRow,
-    InboxFull,
     NewWorkflow,
-    PersistenceError,
     Promise,
     StorageUnavailable,
     UnknownWorkflowId,
@@ -43,10 +38,12 @@ from ._actor import (
 )
 from ._aio import AsyncBridge
 from ._clock import AnchoredClock, Clock
-from ._errors import SystemClosed, TimerNotArmed, UnknownWorkflow, WorkflowNotRunning
+from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
 from ._info import NodeInfo, WorkflowInfo, info_from_record
 from ._metrics import Metrics, registry_for
+from ._recovery import recover
 from ._refs import _REF_TOKEN, WorkflowRef
+from ._requests import Requests
 from ._retention import Retention, check_seconds
 from ._runtime import Runtime
 from ._schedules import ScheduleInfo, Schedules
@@ -60,15 +57,6 @@ A4 = TypeVar("A4")
 A5 = TypeVar("A5")
 A6 = TypeVar("A6")
 P = ParamSpec("P")
-
-
-_EXTERNAL_BACKOFF = (0.05, 2.0)
-# Errors of a request itself: it can never be carried out, so it is deleted (and logged).
-_REQUEST_ERRORS = (UnknownWorkflowId, WorkflowFinished, UnknownWorkflow, WorkflowNotRunning,
-                   TimerNotArmed, ValueError)
-# A pass left a fire-timer request to the step that takes its timer: look again soon.
-_PENDING_STEP = Exception("a fire-timer request waits for its step")
-
 
 
 _IDLE_POLL = 0.005  # seconds between the checks of idle_async
@@ -148,12 +136,6 @@ class ActorSystem:
         self.retention = check_seconds(retention, "retention", allow_none=True)
         self._aio = AsyncBridge()
         self._stop = threading.Event()
-        # Requests of the `wf` CLI waiting for room in their workflow's inbox (retried).
-        self._external_waiting: set[int] = set()
-        # Requests kept after a storage fault (disk full, I/O error), retried from this time on
-        # (monotonic; None: none is kept), with the backoff of the next retry.
-        self._external_retry_at: float | None = None
-        self._external_backoff = _EXTERNAL_BACKOFF[0]
         # What every event of this system says of it, bound once and handed to each part it
         # makes: the database it runs on, and on PostgreSQL (a cluster) its node's name and the
         # shards the node holds, whatever thread logs the event.
@@ -181,8 +163,9 @@ class ActorSystem:
             self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))
             # Requests the `wf` CLI left while no system owned the file, before recovery runs
             # anything: a cancel among them lands before the procedures it disarms run again.
-            self._take_external()
-            self.recovered = self._recover()
+            self._requests = Requests(self, rt)
+            self._requests.take()
+            self.recovered = recover(rt, self._log, self.db)
             # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
             cluster.start(rt)
             self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
@@ -256,29 +239,6 @@ class ActorSystem:
     def _closed_error(self) -> SystemClosed:
         return SystemClosed(f"the ActorSystem on {self.db!r} was shut down")
 
-    def _recover(self) -> dict[str, int]:
-        rt = self._rt
-        # Counted before anything runs, so the figures describe the file as it was found.
-        counts = rt.store.count_workflows()
-        running = sum(c for (_t, s), c in counts.items() if s == RUNNING)
-        timers = len(rt.store.timers_due(float("inf"), 1 << 30)) if running else 0
-        pending = list(rt.store.procedures_to_run())
-        with_work = list(rt.store.workflows_with_work())
-        rt.timers.start()
-        # A workflow with a cancel waiting (`wf cancel` while no system ran, or a cancel the last
-        # one had not carried out) takes it first: its cancel disarms the procedures it awaits,
-        # which must not run again meanwhile (one that kills the process would never let the
-        # cancel land).
-        cancelling = rt.store.workflows_cancelling() if pending else set()
-        for row in pending:
-            if row.workflow_id not in cancelling:
-                rt.procedures.dispatch(row, recovered=True)
-        for wid in with_work:
-            rt.activator.deliver(wid, Kick())
-        stats = {"running": running, "activated": len(with_work), "procedures": len(pending), "timers": timers}
-        self._log.info("system_recovered", db=self.db, **stats)
-        return stats
-
     def _housekeeping(self) -> None:
         last_passivate = time.monotonic()
         pause = 0.05
@@ -298,9 +258,9 @@ class ActorSystem:
                 # A request waiting for room is tried again after a commit (only a step that
                 # consumes signals, or ends the workflow, makes room): changed() sees those too.
                 # One kept after a storage fault is tried again after its backoff.
-                retry = self._external_retry_at
+                retry = self._requests.retry_at
                 if self._rt.store.changed() or (retry is not None and time.monotonic() >= retry):
-                    self._take_external()
+                    self._requests.take()
                 if outage is not None:
                     self._log.info("housekeeping_resumed", seconds=round(time.monotonic() - outage, 3))
                     outage = None
@@ -311,122 +271,15 @@ class ActorSystem:
                     outage = time.monotonic()
                     self._log.warning("housekeeping_failed", error=str(e), retrying="every round, until storage recovers")
                 pause = 0.25
-                self._external_retry_at = time.monotonic()  # a request it missed: the next round
+                self._requests.retry_at = time.monotonic()  # a request it missed: the next round
             except Exception as e:
                 self._log.error("housekeeping_failed", error=repr(e))
-                self._external_retry_at = time.monotonic() + 1.0
+                self._requests.retry_at = time.monotonic() + 1.0
 
     def _leads(self) -> bool:
         """True on the node that runs what the whole database needs once (retention and `wf
         prune` requests): the holder of shard 0 on a cluster, the system itself otherwise."""
         return 0 in self._rt.cluster.owned_shards()
-
-    def _mine(self, r: ExternalRow) -> bool:
-        """A `wf` request this node carries out: its workflow's (a prune: the leader's)."""
-        return self._leads() if r.kind == "prune" else self._rt.owns(r.workflow_id)
-
-    def _take_external(self) -> None:
-        """Carry out the requests the `wf` CLI left in the file, in order.
-
-        A signal or cancel is appended to the inbox in the same transaction that deletes its
-        request, and a fire-timer request is deleted by the step that takes its timer, so a crash
-        in between cannot carry one out twice. A request is deleted without that only when it
-        cannot be carried out at all (an unknown or finished workflow, no such timer, a payload
-        that is not JSON). One that finds the inbox full stays, with the requests behind it for
-        the same workflow, and is tried again until the workflow has room; one that meets a
-        storage fault (disk full, an I/O error) stays the same way, and is tried again with
-        backoff until storage recovers.
-        """
-        rows = [r for r in self._rt.store.take_external(0) if self._mine(r)]
-        if not rows:
-            self._carry_out_external(rows)  # the bookkeeping of none: not work (``idle``)
-            return
-        # Counted as work from before any request's row goes until its workflow is woken (until
-        # then ``idle`` sees the rows themselves, ``_external_pending``).
-        self._rt.work.inc()
-        try:
-            self._carry_out_external(rows)
-        finally:
-            self._rt.work.dec()
-
-    def _carry_out_external(self, rows: list[ExternalRow]) -> None:
-        done: list[int] = []
-        waiting: set[int] = set()
-        held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
-        stored_fault: BaseException | None = None
-        for r in rows:
-            if r.workflow_id in held:
-                waiting.add(r.seq)
-                continue
-            if r.kind == "prune":
-                # Carried out by retention, batch by batch; it deletes the request when done.
-                self._retention.request(r.seq, r.payload)
-                continue
-            try:
-                payload = json.loads(r.payload) if r.payload is not None else None
-                if r.kind in ("signal", "cancel"):
-                    kind, name = (SIGNAL, r.name or "") if r.kind == "signal" else (CANCEL, "cancel")
-                    d = self._rt.store.append_inbox(
-                        r.workflow_id, kind, name, dumps(payload), at=self.clock.now(), external_seq=r.seq
-                    )
-                    self._rt.wake([d])
-                    self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
-                    continue  # its row went with the append
-                if r.kind == "ask":  # stored by its ask id: carried out again after a crash, it asks once
-                    _talk.carry_out_external_ask(self, r.workflow_id, r.name or "", payload)
-                    self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
-                elif r.kind == "fire_timer":
-                    self._fire_timer(r.workflow_id, r.name or "", 30.0, external_seq=r.seq)
-                    self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
-                    # Its row goes with the step that takes the timer; until then it may be read
-                    # again (the actor knows it), and a step that faults leaves it to retry.
-                    stored_fault = stored_fault or _PENDING_STEP
-                    continue
-            except InboxFull as e:
-                held.add(r.workflow_id)
-                waiting.add(r.seq)
-                if r.seq not in self._external_waiting:  # said once, not at every retry
-                    self._log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
-                continue
-            except _REQUEST_ERRORS as e:
-                # A fire-timer read again before the step that took its timer committed (that
-                # step deletes it) finds the workflow past it: carried out, not failed.
-                if r.kind != "fire_timer" or self._external_kept(r.seq):
-                    self._log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
-            except (PersistenceError, TimeoutError) as e:
-                # A storage fault, not the request's: keep it (it was acknowledged), and the
-                # requests behind it for the same workflow, for a retry.
-                held.add(r.workflow_id)
-                if stored_fault is None or stored_fault is _PENDING_STEP:
-                    stored_fault = e
-                continue
-            done.append(r.seq)
-        self._external_waiting = waiting
-        if done:
-            try:
-                self._rt.store.delete_external(done)
-            except PersistenceError as e:
-                stored_fault = stored_fault if stored_fault not in (None, _PENDING_STEP) else e
-        self._external_retry(stored_fault)
-
-    def _external_kept(self, seq: int) -> bool:
-        """True if `wf` request ``seq`` is still in the database (not yet carried out)."""
-        return any(x.seq == seq for x in self._rt.store.take_external(seq - 1)[:1])
-
-    def _external_retry(self, fault: BaseException | None) -> None:
-        """Schedule the next pass over kept requests (backoff doubling up to its bound), logged
-        once per episode of storage faults; or end the episode."""
-        if fault is None:
-            if self._external_retry_at is not None and self._external_backoff > _EXTERNAL_BACKOFF[0]:
-                self._log.info("external_requests_resumed", db=self.db)
-            self._external_retry_at, self._external_backoff = None, _EXTERNAL_BACKOFF[0]
-            return
-        if fault is not _PENDING_STEP:
-            if self._external_backoff == _EXTERNAL_BACKOFF[0]:
-                self._log.warning("external_requests_kept", db=self.db, error=str(fault),
-                            retry="with backoff, until storage recovers")
-            self._external_backoff = min(self._external_backoff * 2, _EXTERNAL_BACKOFF[1])
-        self._external_retry_at = time.monotonic() + self._external_backoff
 
     def _fire_timer(self, workflow_id: str, name: str, timeout: float, external_seq: int | None = None) -> None:
         self._check_open()
@@ -789,7 +642,7 @@ class ActorSystem:
         # counter's). The count is read last: every source below counts its work before it
         # lets go of it, so work handed on between the checks is still seen.
         return (
-            not self._external_pending()
+            not self._requests.pending()
             and not (self._leads() and self._retention.due())
             and not self._schedules.due(self._leads())
             and not rt.timers.has_due()
@@ -805,12 +658,6 @@ class ActorSystem:
         )
 
     # -- internals -----------------------------------------------------------------------------
-    def _external_pending(self) -> bool:
-        """Requests from other processes (the wf CLI) not carried out yet, and not waiting for
-        room in a full inbox (those wait for the workflow, not for the system)."""
-        return any(r.seq not in self._external_waiting and self._mine(r)
-                   for r in self._rt.store.take_external(0))
-
     def _append(self, workflow_id: str, kind: str, name: str, payload: Any, what: str) -> None:
         self._check_open()
         if not isinstance(name, str) or not name:

@@ -40,6 +40,8 @@ def register_plain(cls: type) -> type:
 
 def is_plain(obj: Any) -> bool:
     """True if ``obj`` is plain data that the standard pickler writes exactly like cloudpickle."""
+    if type(obj) in _SCALARS:  # most payloads: nothing to walk
+        return True
     stack = [obj]
     budget = _PLAIN_BUDGET
     while stack:
