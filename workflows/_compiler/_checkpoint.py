@@ -21,6 +21,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
+from ._pickle_sets import BY_VALUE, ElementHashRefused, hash_identities
 from ._pickler import (
     GlobalsPickler,
     LiveIter,
@@ -119,6 +120,8 @@ _BuiltinMethod: type = type([].append)
 # as they are never module data).
 _RANGE_ITERS = frozenset({type(builtin_iter(range(0))), type(builtin_iter(range(1 << 64)))})
 _LEAVES = _SCALARS | _RANGE_ITERS  # nothing in them to walk
+# Set elements hashed alike after a restore, in this process (not a NaN, nor a range iterator).
+_HASHED_AS_IS = BY_VALUE | {type(None)}
 _FUNCTION = types.FunctionType
 # What _plain_frames looks into. An Event: what `await select(...)` gives, held across the next.
 _PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod, _FUNCTION, Event}
@@ -130,12 +133,14 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     """True if every frame holds only plain data (scalars, iterators over ranges, builtin
     containers of them, functions bound to a global of the frames' modules, Events) that the C
     pickler writes as the checkpoint pickler would: no set whose table a plain rebuild would not
-    give, no frozenset of several elements (their tables are kept by the checkpoint pickler), no
-    module-level list, dict or set (kept by name) and none reached through module data (kept by
-    its path); a float or big int held twice only by locals (the restore makes them one object
-    again: ``data.aliases``); the functions and classes the checkpoint pickler writes as globals
-    (``data.by_name``, for ``GlobalsPickler``). Sets ``data.shared_numbers`` where such a number
-    is held twice otherwise."""
+    give, nor one holding an element hashed by the address of a copy (a range iterator, a NaN:
+    the checkpoint pickler refuses it), no frozenset of several elements (their tables are kept,
+    and their elements checked, by the checkpoint pickler), no module-level list, dict or set
+    (kept by name) and none reached through module data (kept by its path); a float or big int
+    held twice only by locals (the restore makes them one object again: ``data.aliases``); the
+    functions and classes the checkpoint pickler writes as globals (``data.by_name``, for
+    ``GlobalsPickler``). Sets ``data.shared_numbers`` where such a number is held twice
+    otherwise."""
     values: list[Any] = []
     for f in frames:
         if type(f) is not Frame:
@@ -209,6 +214,8 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if t is set:
             if not (_settable.SUPPORTED and _settable.plain(o)):  # a table a plain rebuild would not give
                 return False
+            if not set(map(type, o)) <= _HASHED_AS_IS and _hashed_by_a_copy(o):
+                return False  # the checkpoint pickler refuses it
         elif t is frozenset and len(o) > 1:
             return False
         if t is not tuple and _shared(o, data):
@@ -232,6 +239,18 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         data.aliases = []
         return False
     return True
+
+
+def _hashed_by_a_copy(s: set[Any]) -> bool:
+    """True if an element of ``s`` hashes by the address of an object the C pickler writes as a
+    copy (a range iterator, a NaN, the list of a bound ``append``, one in a tuple): the copy hashes
+    otherwise, so the set would come back in another order. The functions met are the module's
+    (written by name: the walk returns False for any other), and ``None`` is itself."""
+    for e in s:
+        for _part, obj in hash_identities(e):
+            if obj is not None and type(obj) is not _FUNCTION:
+                return True
+    return False
 
 
 def _shared(o: Any, data: ModuleData) -> bool:
@@ -304,6 +323,8 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                         "close it before the await (a 'with open(...)' block that does not span "
                         "it), or move the I/O into a procedure"
                     )
+                elif isinstance(e, ElementHashRefused):
+                    hint = "or del the variable before the await"
                 elif isinstance(value, BaseException) or "cannot be rebuilt at restore" in str(e):
                     hint = "or del the variable before the await"
                 elif "iterates" in str(e) and "changed" in str(e):

@@ -1,13 +1,26 @@
-"""Sets in a checkpoint: the table a set is recorded with, and frozensets whose order a rebuild
-would change.
+"""Sets in a checkpoint: the table a set is recorded with, frozensets whose order a rebuild
+would change, and the elements whose hash a restore would not give back.
+
+A set's order follows its elements' hashes. An element whose hash is made from the address of
+an object (its own, where its class keeps ``object.__hash__``: an iterator, a function, a class,
+an instance without ``__hash__`` of its own; a NaN's; the object a method is bound to; those of
+the items of a tuple or frozenset) hashes as it did only where that object comes back as
+itself: a copy hashes otherwise, so a set or frozenset holding it is refused at the checkpoint
+(``hash_identities``, ``element_refused``). An object that comes back as itself (a module's
+function or class, a singleton, module data) hashes the same.
 """
 
 from __future__ import annotations
 
+import decimal
 import sys
+import types
+from collections.abc import Iterator
 from typing import Any
 
+from .._commands import Event
 from . import _settable
+from ._pickle_values import ValueRefused
 
 
 def _same_order(s: set[Any] | frozenset[Any], order: list[Any]) -> bool:
@@ -58,3 +71,106 @@ def _frozenset_problem(f: frozenset[Any]) -> str | None:
         "rebuilt frozenset lays its elements out anew, in another table); hold a set, or a "
         "tuple(sorted(...)), across the await"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Elements whose hash is made from an address
+
+_IDENTITY_HASH: Any = object.__hash__
+_TUPLE_HASH: Any = tuple.__hash__
+_FROZENSET_HASH: Any = frozenset.__hash__
+# Hashed by their value, in every process (str and bytes by its seed: ``Table.seed``). Not
+# floats, complex numbers and Decimals: a NaN hashes by its identity (3.10+).
+BY_VALUE = frozenset(
+    {int, bool, str, bytes, range, types.CodeType}
+    | ({type(None)} if type(None).__hash__ is not _IDENTITY_HASH else set())  # 3.12+
+)
+_NUMBERS = (float, complex, decimal.Decimal)
+# Hashed by the address of the object they are bound to (``__self__``).
+_BOUND = (types.BuiltinFunctionType, types.MethodWrapperType, types.MethodType)
+
+
+def hash_identities(e: Any) -> Iterator[tuple[Any, Any]]:
+    """(part, obj) for each object ``obj`` whose address the hash of ``e`` is made from, and the
+    part of ``e`` that takes it: ``e`` itself where its class keeps ``object.__hash__`` (an
+    iterator, a function, a class, an instance without ``__hash__`` of its own, ``None`` before
+    3.12) and where it is a NaN; the ``__self__`` of a method (``[].append``, ``obj.meth``: by
+    its address, whatever its hash); and those of the items of a tuple or frozenset, of the
+    fields of an Event, of the origin and arguments of a generic alias. A class with a
+    ``__hash__`` of its own is taken at its word: hashed by its value, which a restore gives
+    back (a ``__hash__`` over fields that hash by identity is not looked into)."""
+    stack = [e]
+    while stack:
+        o = stack.pop()
+        t = type(o)
+        if t in BY_VALUE:
+            continue
+        if t in _NUMBERS:
+            if o != o:  # a NaN
+                yield o, o
+            continue
+        h = t.__hash__
+        if h is _IDENTITY_HASH:
+            yield o, o
+        elif h is _TUPLE_HASH or h is _FROZENSET_HASH:
+            stack.extend(o)
+        elif t in _BOUND:
+            yield o, o.__self__
+            if t is types.MethodType:
+                stack.append(o.__func__)
+        elif t is Event:
+            stack.extend((o.name, o.value, o.kind))
+        elif t is types.GenericAlias:
+            stack.append(o.__origin__)
+            stack.extend(o.__args__)
+        elif t is types.UnionType:
+            stack.extend(o.__args__)
+
+
+class ElementHashRefused(ValueRefused):
+    """A set or frozenset refused for an element whose hash a restore would not give back."""
+
+
+def element_refused(s: Any, e: Any, part: Any, obj: Any) -> ElementHashRefused:
+    """The refusal of set (or frozenset) ``s``: its element ``e`` hashes by the address of
+    ``obj`` (taken by ``part`` of it), which a restore gives back as a copy."""
+    kind = type(s).__name__
+    t = type(obj)
+    name = f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+    user_class = False
+    if part is not obj:  # a method, hashed by the address of what it is bound to
+        what = f"a method ({part.__qualname__}) bound to {_article(name)} {name}"
+        how = "a method hashes by the identity of the object it is bound to"
+    else:
+        how = "it hashes by its identity"
+        if t in _NUMBERS:
+            what = f"a NaN ({name})"
+        elif t is types.FunctionType:
+            what = f"a function made in the workflow ({obj.__qualname__})"
+        elif isinstance(obj, type):
+            what = f"a class made in the workflow ({obj.__qualname__})"
+        elif hasattr(t, "__next__"):
+            what = f"an iterator ({name})"
+        else:
+            what = f"an instance of {name}, which has no __hash__ of its own"
+            user_class = t.__module__ != "builtins"
+    if e is not part:
+        what = f"{_article(type(e).__qualname__)} {type(e).__qualname__} holding {what}"
+    fix = (
+        "give the class __eq__ and __hash__ over its fields (@dataclass(frozen=True) does), or "
+        if user_class
+        else ""
+    )
+    if kind == "frozenset":
+        fix += "hold a list, a tuple, or a dict keyed by a name, across the await"
+    else:
+        fix += "hold a list, or a dict keyed by a name, across the await"
+    return ElementHashRefused(
+        f"a {kind} of {len(s)} elements holds {what}: {how}, and the copy a restore makes "
+        f"hashes otherwise, so the {kind} cannot come back in its order; {fix}",
+        s,
+    )
+
+
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"

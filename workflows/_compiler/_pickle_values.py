@@ -12,9 +12,10 @@
 * a set subclass is rebuilt with the hash table it had (``_settable``), so it iterates as before;
 * a class made in the workflow whose metaclass, also made there, reads the workflow's variables
   while it makes the class is refused (cloudpickle rebuilds the class before those variables);
-* an element of a set hashed by identity that a checkpoint copies (an instance of a class without
-  ``__hash__``, a function made in the workflow) is refused: its copy hashes otherwise, so the
-  set's table cannot be rebuilt.
+* an element of a set whose hash is made from the address of an object a checkpoint copies (an
+  iterator, an instance of a class without ``__hash__``, a function made in the workflow, the
+  object a method is bound to, such an object in a tuple) is refused (``_pickle_sets``): its copy
+  hashes otherwise, so the set's table cannot be rebuilt.
 
 Each refusal is a ``ValueRefused`` whose text says what to write instead; the checkpoint names the
 variable that holds the value.
@@ -279,15 +280,6 @@ def reduce_set_like(s: Any, record: Any) -> Any:
         None,
         fill_set_like,
     )
-
-
-_IDENTITY_HASH: Any = object.__hash__
-
-
-def identity_hashed(e: Any) -> bool:
-    """Whether ``e`` hashes by its identity (so a copy of it hashes otherwise)."""
-    h: Any = type(e).__hash__
-    return h is _IDENTITY_HASH and e is not None
 
 
 # --------------------------------------------------------------------------------------------

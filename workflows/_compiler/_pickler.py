@@ -78,7 +78,14 @@ from ._pickle_modules import (
     workflow_global,
     workflow_globals,
 )
-from ._pickle_sets import SetNotRestorable, _frozenset_problem, _set_record
+from ._pickle_sets import (
+    BY_VALUE,
+    SetNotRestorable,
+    _frozenset_problem,
+    _set_record,
+    element_refused,
+    hash_identities,
+)
 from ._pickle_values import (
     _PLAN,
     _VIEW_KINDS,
@@ -90,7 +97,6 @@ from ._pickle_values import (
     class_namespace,
     dict_view,
     fill_set_like,
-    identity_hashed,
     memory_view,
     metaclass_problem,
     new_set_like,
@@ -301,36 +307,38 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         return reduce_set_like(s, _set_record(s))
 
     def _check_elements(self, s: Any) -> None:
-        """ValueRefused if set ``s`` holds an element hashed by identity that the checkpoint
-        copies: the copy hashes otherwise, so the set's table (its order) cannot come back."""
+        """ValueRefused if set (or frozenset) ``s`` holds an element whose hash is made from the
+        address of an object the checkpoint copies (an iterator, an instance without
+        ``__hash__`` of its own, a function made in the workflow, the object a method is bound
+        to, such an object in a tuple): the copy hashes otherwise, so the set's table (its
+        order) cannot come back."""
+        if set(map(type, s)) <= BY_VALUE:
+            return
         for e in s:
-            if identity_hashed(e) and not self._kept_as_is(e):
-                t = type(e)
-                what = (
-                    "a function made in the workflow"
-                    if t is types.FunctionType
-                    else f"a class made in the workflow ({e.__qualname__})"
-                    if isinstance(e, type)
-                    else f"an instance of {t.__module__}.{t.__qualname__}, which has no __hash__ "
-                    "of its own"
-                )
-                raise ValueRefused(
-                    f"a {type(s).__name__} of {len(s)} elements holds {what}: it hashes by its "
-                    "identity, and the copy a restore makes hashes otherwise, so the set cannot "
-                    "come back in its order; give the class __eq__ and __hash__ over its fields "
-                    "(@dataclass(frozen=True) does), or hold a list, or a dict keyed by a name, "
-                    "across the await",
-                    s,
-                )
+            for part, obj in hash_identities(e):
+                if not self._kept_as_is(obj):
+                    raise element_refused(s, e, part, obj)
 
     def _kept_as_is(self, e: Any) -> bool:
-        """Whether ``e`` comes back from a restore as the same object (so with the same hash)."""
-        t = type(e)
-        if t in _UNSHARED or e in _SINGLETONS:
+        """Whether ``e`` comes back from a restore as the same object (so, in this process,
+        with the same address): a singleton, a module, a function or class pickled by
+        reference, a builtin function, a global of the frames' modules, an object reached
+        through module data. Being of a type never looked up in module data (``_UNSHARED``)
+        says nothing of it: a range iterator, a frame or a cell is written by value, a copy."""
+        if e is None or e is Ellipsis or e is NotImplemented:
             return True
+        t = type(e)
+        if t is types.ModuleType:
+            return True
+        if t is float:
+            return False  # a NaN: written by value, whatever binds it (no reducer is asked)
         if t is types.FunctionType or isinstance(e, type):
             if cloudpickle.cloudpickle._should_pickle_by_reference(e):
                 return True
+        elif t is types.BuiltinFunctionType:
+            # a builtin function (len) is pickled by name; one bound to an object is that
+            # object's method, which _check_elements asks about through its __self__
+            return e.__self__ is None or self._kept_as_is(e.__self__)
         refs = self._globals
         if refs is None:
             refs = self._globals = self._data.globals()
@@ -453,7 +461,6 @@ _BY_NAME: set[Any] = {
     new_set_like,
     fill_set_like,
 }
-_SINGLETONS = (None, Ellipsis, NotImplemented)
 
 
 def never_shared(*objs: Any) -> None:
@@ -528,6 +535,7 @@ class CheckpointPickler(_Pickler):
                     self._sets.append(obj)
                 return pid
             if t is frozenset and len(obj) > 1:
+                self._check_elements(obj)
                 problem = _frozenset_problem(obj)
                 if problem is not None:
                     raise TypeError(problem)

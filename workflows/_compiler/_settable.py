@@ -28,7 +28,10 @@ it is restored with the same elements in that process's own order, as the same p
 natively would order them (failing the restore instead would fail, at every restart, each
 workflow holding a set of strings across an await); a loop over it suspended mid-way then visits
 the elements it had still to visit, which the checkpoint records with its slot. Fixing
-``PYTHONHASHSEED`` for every process that runs workflows makes such a set exact too.
+``PYTHONHASHSEED`` for every process that runs workflows makes such a set exact too. A set
+holding an element whose hash is made from the address of an object the checkpoint copies (an
+iterator, an instance without ``__hash__``) has no table to rebuild anywhere: the checkpoint
+refuses it (``_pickle_sets``).
 
 Reading the table goes through ``ctypes``, by the layout of ``PySetObject`` in CPython 3.11 to
 3.13 (``Include/cpython/setobject.h``: the object header, then ``fill``, ``used``, ``mask``,
