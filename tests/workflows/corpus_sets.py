@@ -55,3 +55,35 @@ async def set_operations(ops, loop_ops=()):
     except RuntimeError as e:
         log.append(("raised", str(e)))
     return log, list(s), len(s)
+
+
+class Marker:
+    """Module-level objects hashed by their address."""
+
+
+def first():
+    return 1
+
+
+def second():
+    return 2
+
+
+MODULE_OBJECTS = [None, first, second, Marker, *(Marker() for _ in range(5)), len, apply]
+
+
+def name_of(x: Any) -> str:
+    if x is None:
+        return "None"
+    return getattr(x, "__qualname__", None) or f"marker {MODULE_OBJECTS.index(x)}"
+
+
+@workflow
+async def module_objects():
+    """A set of the module's functions and classes, objects of its list, builtins and None
+    (all hashed by their address: None before 3.12), with dummy slots, held across an await."""
+    s = set(MODULE_OBJECTS)
+    s.discard(MODULE_OBJECTS[4])
+    s.discard(MODULE_OBJECTS[5])
+    await timer("t", 1)
+    return [name_of(x) for x in s], len(s)

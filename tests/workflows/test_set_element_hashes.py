@@ -9,11 +9,17 @@ frozenset), wherever it is held (in a local, a list, a dict, an instance, a set 
 loop), naming the variable, its type and the await, and saying what to write instead; it is
 never accepted and then refused at the restore, nor given back in another order. Where the
 object comes back as itself (a module's function or class, a method of a module-level list,
-``None``), the set comes back exactly.
+``None``), the set comes back exactly in this process, and in another one (where such objects
+are at other addresses) with the same elements in that process's own order.
 """
 
 from __future__ import annotations
 
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -23,6 +29,8 @@ from workflows import CheckpointError
 from workflows._compiler import _settable, checkpoint, compile_workflow_source, restore, step
 from workflows._context import StepContext
 from workflows._step import Suspended
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 _MODULE = """
 class Box:
@@ -267,3 +275,51 @@ def test_a_set_of_objects_that_come_back_as_themselves_is_restored_in_its_order(
     wf = _compile(ACCEPTED[case] + "\n")
     cont = _suspend(wf)
     assert _refused_or_restored_in_order(cont, "held") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Another process
+
+CHILD = r"""
+import pickle, sys
+from workflows._compiler import checkpoint, restore, step
+from workflows._context import StepContext
+from workflows._step import Suspended, Finished
+import tests.workflows.corpus_sets as corpus
+
+if sys.argv[1] == "checkpoint":
+    cont = corpus.module_objects.start()
+    with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
+        r = step(cont)
+    assert isinstance(r, Suspended), r
+    sys.stdout.buffer.write(checkpoint(cont))
+else:
+    cont = restore(sys.stdin.buffer.read())
+    with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
+        r = step(cont, send=None)
+    assert isinstance(r, Finished), r
+    sys.stdout.buffer.write(pickle.dumps(r.value))
+"""
+
+
+def _child(mode, data=b""):
+    env = dict(os.environ, PYTHONHASHSEED="3")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, mode], input=data, capture_output=True, env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout
+
+
+def test_a_set_of_the_modules_objects_restores_in_another_process():
+    """Functions, classes, module-level objects and None hash by their address, which another
+    process does not give them: the set (its table recorded with dummies) comes back with the
+    same elements in that process's own order, and the workflow goes on."""
+    from . import corpus_sets
+
+    names, size = pickle.loads(_child("restore", _child("checkpoint")))
+    held = [x for i, x in enumerate(corpus_sets.MODULE_OBJECTS) if i not in (4, 5)]
+    assert size == len(names) == len(held)
+    assert sorted(names) == sorted(map(corpus_sets.name_of, held))

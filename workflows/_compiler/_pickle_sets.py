@@ -7,7 +7,9 @@ an instance without ``__hash__`` of its own; a NaN's; the object a method is bou
 the items of a tuple or frozenset) hashes as it did only where that object comes back as
 itself: a copy hashes otherwise, so a set or frozenset holding it is refused at the checkpoint
 (``hash_identities``, ``element_refused``). An object that comes back as itself (a module's
-function or class, a singleton, module data) hashes the same.
+function or class, a singleton, module data) hashes the same in this process, and otherwise in
+another, as strings do under another ``PYTHONHASHSEED``: such a set's table is recorded as this
+process's (``_set_record``), exact here and, elsewhere, restored in that process's own order.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ class SetNotRestorable(Exception):
         self.frames = frames
 
 
-def _set_record(s: set[Any]) -> Any:
+def _set_record(s: set[Any], by_address: bool = False) -> Any:
     """What a checkpoint records of set ``s`` beside its elements: its exact table; TypeError
-    if a restore could not rebuild it."""
+    if a restore could not rebuild it. ``by_address``: some element's hash is made from an
+    address (an object kept as itself), so the table is this process's alone (``Table.seed``
+    None: another process restores the elements in its own order)."""
     if not _settable.SUPPORTED:
         raise TypeError(
             f"a set of {len(s)} elements whose hash table this interpreter ({sys.version.split()[0]}, "
@@ -55,6 +59,8 @@ def _set_record(s: set[Any]) -> Any:
             f"a set of {len(s)} elements whose hash table a restore cannot rebuild ({problem}); "
             "hold sorted(...) or a dict.fromkeys(...) of its elements across the await"
         )
+    if by_address:
+        table.seed = None
     return table.record()
 
 

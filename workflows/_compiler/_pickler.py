@@ -301,23 +301,28 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
 
     def _reduce_set_like(self, s: Any) -> Any:
         """A set subclass instance, kept with its table (an exact set is CheckpointPickler's)."""
-        self._check_elements(s)
+        by_address = self._check_elements(s)
         if _settable.SUPPORTED and _settable.plain(s):
             return reduce_set_like(s, None)
-        return reduce_set_like(s, _set_record(s))
+        return reduce_set_like(s, _set_record(s, by_address))
 
-    def _check_elements(self, s: Any) -> None:
+    def _check_elements(self, s: Any) -> bool:
         """ValueRefused if set (or frozenset) ``s`` holds an element whose hash is made from the
         address of an object the checkpoint copies (an iterator, an instance without
         ``__hash__`` of its own, a function made in the workflow, the object a method is bound
         to, such an object in a tuple): the copy hashes otherwise, so the set's table (its
-        order) cannot come back."""
+        order) cannot come back. Else whether some element's hash is made from the address of
+        an object kept as itself (a module's function or class, ``None`` before 3.12): the same
+        in this process only."""
         if set(map(type, s)) <= BY_VALUE:
-            return
+            return False
+        by_address = False
         for e in s:
             for part, obj in hash_identities(e):
                 if not self._kept_as_is(obj):
                     raise element_refused(s, e, part, obj)
+                by_address = True
+        return by_address
 
     def _kept_as_is(self, e: Any) -> bool:
         """Whether ``e`` comes back from a restore as the same object (so, in this process,
@@ -527,10 +532,10 @@ class CheckpointPickler(_Pickler):
                 i = id(obj)
                 pid = self._set_pids.get(i)
                 if pid is None:
-                    self._check_elements(obj)
+                    by_address = self._check_elements(obj)
                     if _settable.SUPPORTED and _settable.plain(obj):
                         return None  # any rebuild gives its table
-                    self._records.append(_set_record(obj))
+                    self._records.append(_set_record(obj, by_address))
                     pid = self._set_pids[i] = ("s", len(self._sets))
                     self._sets.append(obj)
                 return pid

@@ -23,12 +23,13 @@ The placeholders hash to their slot's index and compare equal to nothing else, s
 runs beyond what adding the elements to a set runs anyway. The result is read back and compared
 with the record; a table that cannot be rebuilt so is refused when checkpointing. A set whose
 elements hash otherwise in the restoring process (``str`` and ``bytes`` under another
-``PYTHONHASHSEED``) can only be rebuilt for the hashes it had, which that process does not give:
+``PYTHONHASHSEED``; objects hashed by their address, such as a module's functions and classes,
+in any other process) can only be rebuilt for the hashes it had, which that process does not give:
 it is restored with the same elements in that process's own order, as the same program run twice
 natively would order them (failing the restore instead would fail, at every restart, each
 workflow holding a set of strings across an await); a loop over it suspended mid-way then visits
 the elements it had still to visit, which the checkpoint records with its slot. Fixing
-``PYTHONHASHSEED`` for every process that runs workflows makes such a set exact too. A set
+``PYTHONHASHSEED`` for every process that runs workflows makes a set of strings exact too. A set
 holding an element whose hash is made from the address of an object the checkpoint copies (an
 iterator, an instance without ``__hash__``) has no table to rebuild anywhere: the checkpoint
 refuses it (``_pickle_sets``).
@@ -91,11 +92,15 @@ SEED = hash("actorflow: the hash seed of this process")
 class Table:
     """A set's table as data: its size, its finger, per slot its kind (EMPTY, USED or DUMMY),
     a digest of every slot's hash field (which the elements' hashes determine), and the string
-    hash seed of the process it was read in (``SEED``)."""
+    hash seed of the process it was read in (``SEED``), or None where some element's hash is
+    made from an address (a module's function, a class, ``None`` before 3.12: the same object
+    after a restore in this process, hashed otherwise in another one)."""
 
     __slots__ = ("size", "finger", "kinds", "hashes", "seed")
 
-    def __init__(self, size: int, finger: int, kinds: bytes, hashes: bytes, seed: int = SEED) -> None:
+    def __init__(
+        self, size: int, finger: int, kinds: bytes, hashes: bytes, seed: int | None = SEED
+    ) -> None:
         self.size = size
         self.finger = finger
         self.kinds = kinds
@@ -264,8 +269,10 @@ def rebuild(s: set[Any], elements: list[Any], t: Table) -> str | None:
     s.clear()
     s.update(elements)
     if t.seed != SEED:
-        # Recorded where strings hash otherwise (another PYTHONHASHSEED): no table of these
-        # hashes is the recorded one. The same elements, in this process's order.
+        # Recorded where strings hash otherwise (another PYTHONHASHSEED), or with elements
+        # hashed by their address (seed None) where they may be at others (another process):
+        # no table of these hashes is the recorded one. The same elements, in this process's
+        # order.
         return None
     return f"its table could not be rebuilt: made {got!r}, recorded {t!r}"
 
