@@ -4,12 +4,14 @@ Each generated program combines fragments, one per kind of state issue 31 lists:
 with the module through every kind of path (class attributes, defaults, closure cells, deques,
 defaultdicts, OrderedDicts, SimpleNamespaces, ``__slots__``, tuple keys, an observer registered
 in a module list), live views, floats and big ints held twice, exception attributes outside
-``args``, set subclasses, records with their own ``__getattr__`` and dicts keyed by identity. It
-runs natively and compiled with a checkpoint and restore at every await: the runs must agree,
-and every checkpoint must restore. Fragments a restore could not give back (a set of objects
-hashed by identity, an ``int`` subclass whose ``__new__`` takes more arguments, a class whose
-metaclass reads the workflow's variables, a view of part of a buffer) must be refused at the
-checkpoint, naming their variable and saying what to write instead, never at the restore.
+``args``, set subclasses, records with their own ``__getattr__``, dicts keyed by identity and
+sets of the module's functions and classes. It runs natively and compiled with a checkpoint and
+restore at every await: the runs must agree, and every checkpoint must restore. Fragments a
+restore could not give back (a set of objects hashed by identity, of range iterators, of a
+list's methods or of a NaN in a tuple, an instance holding a frozenset of iterators, an ``int``
+subclass whose ``__new__`` takes more arguments, a class whose metaclass reads the workflow's
+variables, a view of part of a buffer) must be refused at the checkpoint, naming their variable
+and saying what to write instead, never at the restore.
 """
 
 from __future__ import annotations
@@ -182,6 +184,15 @@ FRAGMENTS = [
         before="n{i} = N{i}()\ndef fk{i}():\n    return x\ndk{i} = {{n{i}: 1, fk{i}: 2}}",
         after="log((n{i} in dk{i}, fk{i} in dk{i}, list(dk{i}.values())))",
     ),
+    Fragment(
+        "set of the module's functions and classes",
+        module="def mf{i}():\n    return 1\nclass MC{i}:\n    pass\nMO{i} = [object() for _ in range(4)]",
+        before="ms{i} = {{mf{i}, MC{i}, None, len, *MO{i}}}\nms{i}.discard(MO{i}[0])",
+        after=(
+            "ms{i}.add(MO{i}[0])\n"
+            "log([getattr(v, '__name__', None) or MO{i}.index(v) if v is not None else v for v in ms{i}])"
+        ),
+    ),
 ]
 
 REFUSED = [
@@ -192,6 +203,28 @@ REFUSED = [
         after="log(len(hs{i}))",
         refused="hs{i}",
         hint="__hash__",
+    ),
+    Fragment(
+        "set of range iterators",
+        before="ri{i} = set(iter(range(3)) for _ in range(4))",
+        after="log(len(ri{i}))",
+        refused="ri{i}",
+        hint="range_iterator",
+    ),
+    Fragment(
+        "set of a list's methods and a NaN in a tuple",
+        before="lm{i} = []\nsm{i} = {{lm{i}.append, lm{i}.pop, (1, float('nan'))}}",
+        after="log(len(sm{i}))",
+        refused="sm{i}",
+        hint="hold a list",
+    ),
+    Fragment(
+        "instance holding a frozenset of iterators",
+        module="class Bag{i}:\n    def __init__(self, items):\n        self.items = items",
+        before="bg{i} = Bag{i}(frozenset([iter([1]), iter([2, 3])]))",
+        after="log(len(bg{i}.items))",
+        refused="bg{i}",
+        hint="list_iterator",
     ),
     Fragment(
         "int subclass whose __new__ takes more",
