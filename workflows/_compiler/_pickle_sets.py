@@ -167,7 +167,7 @@ def element_refused(s: Any, e: Any, part: Any, obj: Any) -> ElementHashRefused:
         if user_class
         else ""
     )
-    if kind == "frozenset":
+    if isinstance(s, frozenset):
         fix += "hold a list, a tuple, or a dict keyed by a name, across the await"
     else:
         fix += "hold a list, or a dict keyed by a name, across the await"

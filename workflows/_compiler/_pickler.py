@@ -276,6 +276,12 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             return _reduce_exception(obj, self.proto)
         if isinstance(obj, set):
             return self._reduce_set_like(obj)
+        if isinstance(obj, frozenset) and len(obj) > 1:
+            # A frozenset subclass: rebuilt from its elements, as a frozenset is.
+            self._check_elements(obj)
+            problem = _frozenset_problem(obj)
+            if problem is not None:
+                raise ValueRefused(problem, obj)
         plan = _PLAN.get(t)
         if plan is None:
             plan = _plan(t)
