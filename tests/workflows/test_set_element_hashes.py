@@ -23,10 +23,13 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import workflows
 from workflows import CheckpointError
 from workflows._compiler import _settable, checkpoint, compile_workflow_source, restore, step
+from workflows._compiler._pickle_sets import BY_VALUE, hash_identities, hashed_by_value
 from workflows._context import StepContext
 from workflows._step import Suspended
 
@@ -269,6 +272,36 @@ def test_a_frozenset_subclass_whose_rebuilt_table_would_differ_is_refused_as_a_f
     assert "iteration order a restore cannot reproduce" in str(e), str(e)
 
 
+_SCALAR = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from(["nan", "0.5", "-0.0", "inf"]).map(float),  # a new NaN each time
+    st.sampled_from(["nan+1j", "1-2j"]).map(complex),
+    st.text("ab", max_size=2),
+    st.none(),
+    st.just(range(2)),
+)
+_ELEMENT = st.one_of(_SCALAR, st.tuples(_SCALAR), st.tuples(_SCALAR, st.tuples(_SCALAR)))
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.lists(_ELEMENT, max_size=6))
+def test_the_check_at_c_speed_agrees_with_the_walk_of_each_element(elements):
+    """hashed_by_value (types and NaNs at C speed, one level of tuples) says a set needs no
+    look into its elements exactly where hash_identities finds no address in any of them (but
+    for None, which is itself)."""
+    s = set(elements)
+    by_value = not any(obj is not None for e in s for _part, obj in hash_identities(e))
+    if hashed_by_value(s, BY_VALUE | {type(None)}):
+        assert by_value
+    elif not _nested(s):  # a tuple in a tuple is left to the walk
+        assert not by_value
+
+
+def _nested(s) -> bool:
+    """Whether ``s`` holds a tuple in a tuple."""
+    return any(type(x) is tuple and any(type(y) is tuple for y in x) for x in s)
+
+
 # ---------------------------------------------------------------------------------------------
 # Accepted: the objects come back as themselves
 
@@ -302,6 +335,7 @@ def test_a_set_of_objects_that_come_back_as_themselves_is_restored_in_its_order(
 CHILD = r"""
 import pickle, sys
 from workflows._compiler import checkpoint, restore, step
+from workflows._compiler._pickle_sets import BY_VALUE, hash_identities, hashed_by_value
 from workflows._context import StepContext
 from workflows._step import Suspended, Finished
 import tests.workflows.corpus_sets as corpus

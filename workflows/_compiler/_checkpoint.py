@@ -21,7 +21,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
-from ._pickle_sets import BY_VALUE, ElementHashRefused, hash_identities
+from ._pickle_sets import BY_VALUE, ElementHashRefused, hash_identities, hashed_by_value
 from ._pickler import (
     GlobalsPickler,
     LiveIter,
@@ -214,7 +214,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if t is set:
             if not (_settable.SUPPORTED and _settable.plain(o)):  # a table a plain rebuild would not give
                 return False
-            if not set(map(type, o)) <= _HASHED_AS_IS and _hashed_by_a_copy(o):
+            if not hashed_by_value(o, _HASHED_AS_IS) and _hashed_by_a_copy(o):
                 return False  # the checkpoint pickler refuses it
         elif t is frozenset and len(o) > 1:
             return False

@@ -15,6 +15,8 @@ process's (``_set_record``), exact here and, elsewhere, restored in that process
 from __future__ import annotations
 
 import decimal
+import itertools
+import operator
 import sys
 import types
 from collections.abc import Iterator
@@ -92,8 +94,28 @@ BY_VALUE = frozenset(
     | ({type(None)} if type(None).__hash__ is not _IDENTITY_HASH else set())  # 3.12+
 )
 _NUMBERS = (float, complex, decimal.Decimal)
+_FLOATS = frozenset({float, complex})
+_FLAT = _FLOATS | {tuple}
 # Hashed by the address of the object they are bound to (``__self__``).
 _BOUND = (types.BuiltinFunctionType, types.MethodWrapperType, types.MethodType)
+
+
+def hashed_by_value(s: Any, alike: frozenset[type] = BY_VALUE) -> bool:
+    """True if every element of ``s`` is of a type of ``alike``, a float or complex number that
+    is not a NaN (a NaN is not equal to itself), or a tuple of those: nothing to look into
+    (``hash_identities``), checked at C speed but for picking the tuples out."""
+    kinds = set(map(type, s))
+    if kinds <= alike:
+        return True
+    rest = kinds - alike
+    if not rest <= _FLAT:
+        return False
+    if tuple in rest:
+        items = list(itertools.chain.from_iterable([x for x in s if type(x) is tuple]))
+        inner = set(map(type, items)) - alike
+        if not inner <= _FLOATS or inner and not all(map(operator.eq, items, items)):
+            return False
+    return not rest & _FLOATS or all(map(operator.eq, s, s))
 
 
 def hash_identities(e: Any) -> Iterator[tuple[Any, Any]]:

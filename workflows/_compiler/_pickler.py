@@ -79,12 +79,12 @@ from ._pickle_modules import (
     workflow_globals,
 )
 from ._pickle_sets import (
-    BY_VALUE,
     SetNotRestorable,
     _frozenset_problem,
     _set_record,
     element_refused,
     hash_identities,
+    hashed_by_value,
 )
 from ._pickle_values import (
     _PLAN,
@@ -320,7 +320,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         order) cannot come back. Else whether some element's hash is made from the address of
         an object kept as itself (a module's function or class, ``None`` before 3.12): the same
         in this process only."""
-        if set(map(type, s)) <= BY_VALUE:
+        if hashed_by_value(s):
             return False
         by_address = False
         for e in s:
