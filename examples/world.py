@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from actors import WorkflowPruned
 from persistence import Store, open_store
 from workflows import procedure, reducer, workflow
 
@@ -303,7 +304,14 @@ def init_world(system: Any, characters: Sequence[dict] = (), items: Sequence[dic
     ``items`` have ``id``, ``name`` and ``owner``; ``resources`` have ``owner``, ``resource``, ``qty``.
     """
     use_database(system.db)
-    ref = system.start(setup_world, list(characters), list(items), list(resources), id="world-setup")
+    try:
+        ref = system.start(setup_world, list(characters), list(items), list(resources),
+                           id="world-setup")
+    except WorkflowPruned as pruned:
+        if pruned.status == "completed":
+            return  # created on an earlier run, and its record since pruned by retention
+        ref = system.start(setup_world, list(characters), list(items), list(resources),
+                           id="world-setup", reuse_id=True)
     ref.result(timeout=timeout)
 
 
