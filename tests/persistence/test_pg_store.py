@@ -457,3 +457,45 @@ def test_a_step_sends_its_fence_and_checked_writes_as_one_statement(pg_store_url
         assert s.load_workflow("b").step_seq == 0
     finally:
         s.close()
+
+
+def test_the_lines_a_step_moves_out_of_its_row_go_as_one_insert_in_their_order(pg_store_url: str) -> None:
+    """The steps a workflow's row no longer describes are inserted into the history table by one
+    statement of several rows, in their order (their ``seq`` ascending as their times)."""
+    s = open_store(pg_store_url)
+    try:
+        s.create_workflow(new_wf("a"))
+        lines = [f'[{1000 + i},"step",{{"step":{i}}}]' for i in range(17)]
+        sent: list[str] = []
+        real = psycopg.Cursor.execute
+
+        def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            if cur.connection is s._writer.conn:  # type: ignore[union-attr]
+                sent.append(str(query))
+            return real(cur, query, params, **kw)
+
+        psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+        try:
+            s.commit_step(step(s, "a", continuation=b"a1", evicted="\n".join(lines)), timeout=30)
+        finally:
+            psycopg.Cursor.execute = real  # type: ignore[method-assign]
+        inserts = [q for q in sent if "INTO" in q and ".history" in q]
+        assert len(inserts) == 1, inserts
+        rows = [r for r in s.history("a", limit=100) if r.seq is not None]
+        assert [r.detail for r in rows] == [f'{{"step":{i}}}' for i in range(17)]
+        assert [r.at for r in rows] == [1 + i / 1000 for i in range(17)]
+        assert [r.seq for r in rows] == sorted(r.seq for r in rows)
+    finally:
+        s.close()
+
+
+def test_only_a_plain_insert_of_values_takes_several_rows_at_once() -> None:
+    from persistence._pg._writer import _values_group
+
+    group = "(%s, %s, %s)"
+    assert _values_group(f"INSERT INTO s.t (a, b, c) VALUES {group}") == group
+    assert _values_group(f"INSERT INTO s.t (a, b, c) OVERRIDING SYSTEM VALUE VALUES {group}") == group
+    assert _values_group(f"INSERT INTO s.t (a, b, c) VALUES {group} ON CONFLICT DO NOTHING") is None
+    assert _values_group(f"INSERT INTO s.t (a, b, c) VALUES {group} RETURNING a") is None
+    assert _values_group("INSERT INTO s.t (a, b) VALUES (%s, now())") is None
+    assert _values_group("UPDATE s.t SET a = %s WHERE b = %s") is None
