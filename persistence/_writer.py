@@ -172,6 +172,20 @@ class Writer:
         """Send one statement for each of ``rows``; nothing to read back."""
         raise NotImplementedError
 
+    def add_rows(self, template: str, rows: list[tuple[Any, ...]]) -> None:
+        """Insert ``rows`` (``template`` an ``INSERT ... VALUES (?, ...)``): new rows that no
+        other write of the transaction touches, nothing read back. Where the backend can, they are
+        held for the statement of the checked writes ``expect`` holds, or of the next writes held
+        (at the latest, the commit token's)."""
+        self.executemany(template, rows)
+
+    def write_after(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """Send ``statements`` (templates and their parameters: writes that return nothing, touch
+        rows none of the others touches, and must see what was written before them) as few
+        statements as the dialect allows (``Dialect.together``)."""
+        for template, params in self.dialect.together(statements):
+            self.execute(template, params)
+
     def expect(self, template: str, params: Any, rows: int) -> None:
         """Send a statement (an INSERT, UPDATE or DELETE) that the server fails, failing the
         transaction, unless it touched exactly ``rows`` rows (only under ``server_checks``)."""

@@ -346,8 +346,8 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
     # needs no answer; otherwise the store assigns them and the ack reads them back.
     drawn = w.timer_ids(len(step.new_timers)) if w.server_checks and step.new_timers else None
     if drawn is not None:
-        w.executemany(_sql.INSERT_TIMER_WITH_ID,
-                      [(tid, wid, t.name, t.due_at) for tid, t in zip(drawn, step.new_timers, strict=True)])
+        w.add_rows(_sql.INSERT_TIMER_WITH_ID,
+                   [(tid, wid, t.name, t.due_at) for tid, t in zip(drawn, step.new_timers, strict=True)])
         timer_curs = []
     else:
         timer_curs = [
@@ -371,6 +371,32 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
 
         checks.append(functools.partial(check_procedure, cur, proc.key))
 
+    def write_history(lost_here: list[tuple[str, str, Dropped]]) -> None:
+        # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
+        # shows (`wf show`), before the step's events; one that finds its target ended is
+        # expected.
+        rows = [(wid, at, event, detail) for event, detail in (*(
+            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
+            for t, n, why in lost_here
+        ), *step.history)]
+        if step.evicted is not None:  # the steps the row no longer describes: kept here
+            rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
+        if rows:
+            w.add_rows(_sql.INSERT_HISTORY, rows)
+        keep = step.history_keep
+        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
+            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
+
+    # Sealed: the server checks everything, nothing is sent to another workflow (whose answer
+    # could add a "signal_dropped" line) and the timers' ids were drawn here, so the history goes
+    # now, with the step's checked writes, and the ack needs no answer (the batch's COMMIT can go
+    # with its statements).
+    sealed = w.server_checks and not step.signals and not step.broadcasts and (
+        drawn is not None or not step.new_timers
+    )
+    if sealed:
+        write_history([])
+
     # The waits table is the set of signal names awaited now, replaced when it changes (the
     # writer remembers the committed sets). A workflow created by this step has no rows there.
     # A step that ends the workflow deletes its rows with the rest of what it held, below.
@@ -381,7 +407,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
     if drop_waits and not ended:
         w.execute(_sql.DELETE_WAITS, (wid,))
     if waits and before != waits:
-        w.executemany(_sql.INSERT_WAIT, [(wid, name) for name in waits])
+        w.add_rows(_sql.INSERT_WAIT, [(wid, name) for name in waits])
     w.staged_waits[wid] = waits
     for name, filter_key in step.subscribe:
         w.execute(_sql.SUBSCRIBE, (name, filter_key, wid))
@@ -403,10 +429,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
             "subscriptions", "inbox"
         )
         deletes = w.dialect.delete_of_workflow(("waits", *tables) if drop_waits else tables)
-        for template, params in w.dialect.together(
-            [_talk.asks_ended(step), *((d, (wid,)) for d in deletes)]
-        ):
-            w.execute(template, params)
+        w.write_after([_talk.asks_ended(step), *((d, (wid,)) for d in deletes)])
 
     sends = [
         (sig.workflow_id, sig.name, sig.kind,
@@ -431,29 +454,6 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
                 raise ReducerFailed(
                     path=w.path, workflow_id=wid, reducer=_reducer_name(reducer), original=exc
                 ) from exc
-
-    def write_history(lost_here: list[tuple[str, str, Dropped]]) -> None:
-        # A signal sent to an unknown id or a full inbox is a mistake the sender's own history
-        # shows (`wf show`), before the step's events; one that finds its target ended is
-        # expected.
-        rows = [(wid, at, event, detail) for event, detail in (*(
-            ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
-            for t, n, why in lost_here
-        ), *step.history)]
-        if step.evicted is not None:  # the steps the row no longer describes: kept here
-            rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
-        if rows:
-            w.executemany(_sql.INSERT_HISTORY, rows)
-        keep = step.history_keep
-        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
-            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
-
-    # Sealed: the server checks everything, nothing is sent to another workflow (whose answer
-    # could add a "signal_dropped" line) and the timers' ids were drawn here, so the history goes
-    # now and the ack needs no answer (the batch's COMMIT can go with its statements).
-    sealed = w.server_checks and not sends and not casts and (drawn is not None or not step.new_timers)
-    if sealed:
-        write_history([])
 
     def finish() -> StepAck:
         for check in checks:

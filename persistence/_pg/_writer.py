@@ -179,9 +179,9 @@ _GROUPS: dict[str, str | None] = {}
 
 
 def _values_group(sql: str) -> str | None:
-    """The ``(%s, ...)`` group that ends ``sql`` if it is ``INSERT ... VALUES (%s, ...)`` with
-    nothing after it (no ``ON CONFLICT``, no ``RETURNING``), so that more rows are more groups;
-    else None."""
+    """The ``(%s, ...)`` (or ``(?, ...)``) group that ends ``sql`` if it is ``INSERT ... VALUES
+    (%s, ...)`` with nothing after it (no ``ON CONFLICT``, no ``RETURNING``), so that more rows
+    are more groups; else None."""
     found = _GROUPS.get(sql, "")
     if found == "":
         head, sep, group = sql.rpartition(" VALUES ")
@@ -190,7 +190,7 @@ def _values_group(sql: str) -> str | None:
             and head.startswith("INSERT INTO ")
             and group.startswith("(")
             and group.endswith(")")
-            and group[1:-1].replace("%s", "").replace(",", "").strip() == ""
+            and group[1:-1].replace("%s", "").replace("?", "").replace(",", "").strip() == ""
         )
         found = _GROUPS[sql] = group if plain else None
     return found
@@ -236,6 +236,9 @@ class PgWriter(Writer):
         # Checked writes not sent yet (``expect``), and the fence that goes with them.
         self._expects: list[tuple[str, Any, int]] = []
         self._expects_fence: tuple[Any, ...] | None = None
+        # Writes whose answers nobody reads, held to go in the statement of the checked writes
+        # held (``add_rows``) or of the next (``write_after``).
+        self._held: list[tuple[str, tuple[Any, ...]]] = []
         # The open transaction's id, once the server has answered (see ``_commit_outcome``).
         self._xid_cur: psycopg.Cursor[Any] | None = None
         self._xid: int | None = None
@@ -248,7 +251,7 @@ class PgWriter(Writer):
 
     # -- what writes call ---------------------------------------------------------------------
     def execute(self, template: str, params: Any = None, *, wait: bool = False) -> psycopg.Cursor[Any]:
-        if self._expects:
+        if self._expects or self._held:
             self._send_expects()
         cur = self._send(template, params)
         if wait:
@@ -275,7 +278,7 @@ class PgWriter(Writer):
         # A plain INSERT of several rows as one statement of several VALUES (the history a step
         # moves out of its row, 17 lines at once, costs what one line does); anything else one
         # statement per row, pipelined (psycopg's executemany would sync its own pipeline).
-        if self._expects:
+        if self._expects or self._held:
             self._send_expects()
         sql = self.dialect.sql(template)
         group = _values_group(sql) if len(rows) > 1 else None
@@ -291,23 +294,61 @@ class PgWriter(Writer):
         # Answered by the transaction's one sync; a miss fails it (EXPECT_SQLSTATE). Held until
         # the next statement of another kind: checked writes sent one after another (a step's
         # guard, the rows it consumes, the rows it inserts: never the same rows) go as one.
-        if not self._expects and self.fence_next is not None:
-            self._expects_fence, self.fence_next = self.fence_next, None
+        if not self._expects:
+            if self._held:  # another step's writes, sent after what came before: on their own
+                self._send_expects()
+            if self.fence_next is not None:
+                self._expects_fence, self.fence_next = self.fence_next, None
         self._expects.append((template, params, rows))
 
+    def add_rows(self, template: str, rows: list[tuple[Any, ...]]) -> None:
+        # Held, as one INSERT of several rows, for the statement of the checked writes held or
+        # of the next writes held (at the latest, the commit token's).
+        group = _values_group(template) if self.server_checks and rows else None
+        if group is None:
+            self.executemany(template, rows)
+            return
+        for i in range(0, len(rows), _ROWS_PER_INSERT):
+            chunk = rows[i : i + _ROWS_PER_INSERT]
+            self._held.append(
+                (template + (", " + group) * (len(chunk) - 1), tuple(p for row in chunk for p in row))
+            )
+
+    def write_after(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        # After what was sent or held, in a statement of their own, which the commit token (or
+        # the next step's writes) may join.
+        if not self.server_checks:
+            super().write_after(statements)
+            return
+        if self._expects or self._held:
+            self._send_expects()
+        self._held.extend(statements)
+
     def send_held(self) -> None:
-        """Send the checked writes ``expect`` holds (a write's own, before the next write's)."""
-        if self._expects:
+        """Send the writes held (``expect``, ``add_rows``, ``write_after``): a write's own, before
+        the next write's."""
+        if self._expects or self._held:
             self._send_expects()
 
     def _send_expects(self, unchecked: tuple[str, tuple[Any, ...]] | None = None) -> None:
         """Send the checked writes held by ``expect``: one statement, each write a data-modifying
         ``WITH`` of it, each count checked by ``af_expect``; the step's fence (a cluster's, taken
         by its first write) goes with them, and its last column is then the transaction's id.
-        ``unchecked``: a write (template, parameters) that goes with them, its count unchecked."""
-        expects, fence = self._expects, self._expects_fence
-        self._expects, self._expects_fence = [], None
-        if len(expects) == 1 and fence is None and unchecked is None:
+        ``unchecked``: a write (template, parameters) that goes with them, its count unchecked, as
+        the writes held by ``add_rows`` and ``write_after`` do."""
+        expects, fence, held = self._expects, self._expects_fence, self._held
+        self._expects, self._expects_fence, self._held = [], None, []
+        if unchecked is not None:
+            held = [*held, unchecked]
+        if not expects:  # unchecked writes only: the last one is the statement, the rest its WITH
+            *first, (last, last_params) = held
+            before: tuple[Any, ...] = ()
+            for _t, params in first:
+                before += tuple(params)
+            withs = ", ".join(f"u{k} AS ({template})" for k, (template, _p) in enumerate(first))
+            self._send(f"WITH {withs} {last}" if first else last, (*before, *last_params))
+            return
+        if len(expects) == 1 and fence is None and not held:
             template, params, rows = expects[0]
             self._send(f"WITH q AS ({template} RETURNING 1) SELECT {{s}}.af_expect(count(*), ?) FROM q",
                        (*params, rows))
@@ -317,9 +358,9 @@ class PgWriter(Writer):
         values: tuple[Any, ...] = ()
         for _t, params, _r in expects:
             values += tuple(params)
-        if unchecked is not None:
-            ctes.append(f"u AS ({unchecked[0]})")
-            values += unchecked[1]
+        for k, (template, params) in enumerate(held):
+            ctes.append(f"u{k} AS ({template})")
+            values += tuple(params)
         values += tuple(rows for _t, _p, rows in expects)
         if fence is None:
             self._send(f"WITH {', '.join(ctes)} SELECT {', '.join(checks)}", values)
@@ -349,7 +390,7 @@ class PgWriter(Writer):
         return list(self.execute(template, params).fetchall())
 
     def sync(self) -> None:
-        if self._expects:
+        if self._expects or self._held:
             self._send_expects()
         if self._pipeline is not None:
             self._pipeline.sync()
@@ -375,7 +416,7 @@ class PgWriter(Writer):
             self._pipeline = None
 
     def _begin(self) -> None:
-        self._expects, self._expects_fence = [], None
+        self._expects, self._expects_fence, self._held = [], None, []
         self._commit_sent = False
         self._token = None
         self._xid = None
@@ -383,7 +424,7 @@ class PgWriter(Writer):
         self.conn.execute("BEGIN", prepare=False)
 
     def _commit(self) -> None:
-        if self._expects:
+        if self._expects or self._held:
             self._send_expects()
         if self._xid is None:
             # No write told the transaction's id (none opened with ``execute_xid``, or each
@@ -399,7 +440,7 @@ class PgWriter(Writer):
         # transaction, is what tells afterwards whether it committed (``_commit_outcome``).
         self._tokens += 1
         self._token = self._tokens
-        if self._expects:  # with the last checked writes, in their statement
+        if self._expects or self._held:  # with the last writes held, in their statement
             self._send_expects((_INSERT_TOKEN, (self.token_writer, self._token)))
         else:
             self.conn.execute(self._insert_token, (self.token_writer, self._token), prepare=True)
@@ -412,7 +453,7 @@ class PgWriter(Writer):
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def _rollback(self) -> None:
-        self._expects, self._expects_fence = [], None
+        self._expects, self._expects_fence, self._held = [], None, []
         self.db.forget()
         if self._commit_sent:
             # The COMMIT went: nothing is left to roll back, and the connection it went on is in

@@ -499,3 +499,52 @@ def test_only_a_plain_insert_of_values_takes_several_rows_at_once() -> None:
     assert _values_group(f"INSERT INTO s.t (a, b, c) VALUES {group} RETURNING a") is None
     assert _values_group("INSERT INTO s.t (a, b) VALUES (%s, now())") is None
     assert _values_group("UPDATE s.t SET a = %s WHERE b = %s") is None
+
+
+def test_a_step_sends_its_new_rows_and_history_with_its_checked_writes_and_its_end_with_the_token(
+    pg_store_url: str,
+) -> None:
+    """A step's new timers and history lines go in the statement of its checked writes; the
+    writes that end a workflow (its asks, the rows it held) go in one more, the commit token with
+    them: a step that arms a timer is one statement, one that ends the workflow two."""
+    from persistence import COMPLETED, NewTimer
+
+    s = open_store(pg_store_url)
+    try:
+        s.create_workflow(new_wf("a"))
+        # Its waits known from then on, and timer ids drawn ahead.
+        s.commit_step(step(s, "a", continuation=b"a0", new_timers=[NewTimer("t0", 40.0)]), timeout=30)
+        sent: list[str] = []
+        real = psycopg.Cursor.execute
+
+        def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+            if cur.connection is s._writer.conn:  # type: ignore[union-attr]
+                sent.append(str(query))
+            return real(cur, query, params, **kw)
+
+        def writes_of(sw: StepWrite) -> list[str]:
+            sent.clear()
+            psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+            try:
+                s.commit_step(sw, timeout=30)
+            finally:
+                psycopg.Cursor.execute = real  # type: ignore[method-assign]
+            return [q for q in sent if q not in ("BEGIN", "COMMIT") and "nextval" not in q]
+
+        armed = writes_of(step(s, "a", continuation=b"a1", new_timers=[NewTimer("t", 50.0)],
+                               history=[("note", '{"n":1}')]))
+        assert len(armed) == 1, armed
+        assert ".timers" in armed[0] and ".history" in armed[0] and "af_commits" in armed[0]
+        timer = next(t for t in s.timers("a") if t.name == "t")
+        assert (timer.name, timer.due_at) == ("t", 50.0)
+        ended = writes_of(step(s, "a", status=COMPLETED, result=b"r", consume_timers=[timer.id],
+                               history=[("completed", '{"result":"r"}')]))
+        assert len(ended) == 2, ended
+        assert ".history" in ended[0] and "af_commits" not in ended[0]
+        assert "DELETE FROM" in ended[1] and "af_commits" in ended[1]
+        assert s.timers("a") == []
+        assert [r.event for r in s.history("a") if r.seq is not None] == ["note", "completed"]
+        rec = s.load_workflow("a")
+        assert rec is not None and rec.status == COMPLETED
+    finally:
+        s.close()
