@@ -9,10 +9,11 @@ back equal. (Objects shared with the module: corpus_modstate.)
 from __future__ import annotations
 
 import collections
+import dataclasses
 import types
 from collections import OrderedDict, deque
 
-from workflows import timer, workflow
+from workflows import Event, timer, workflow
 
 from .diffharness import C, add
 from .probes import log
@@ -66,6 +67,36 @@ async def shares_floats(x):
 
 
 add(shares_floats, C(1), C(2))
+
+
+class Holder:
+    """A plain class: on 3.13 its instances keep their attributes inline, in no dict."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Pinned:
+    value: object
+
+
+@workflow
+async def shares_numbers_with_instances(x):
+    """A NaN and a big int held by locals and by an instance made in the workflow, a frozen
+    dataclass and an Event: still the same objects (on 3.13 too, where the instance keeps its
+    attributes inline)."""
+    nan = float("nan")
+    big = 2**70 + x
+    box = Holder()
+    box.nan, box.big = nan, big
+    pin = Pinned(nan)
+    ev = Event("e", big)
+    await timer("t", 1)
+    log((box.nan is nan, box.big is big, pin.value is nan, ev.value is big))
+    await timer("t", 1)
+    log((nan in [box.nan], pin.value is box.nan, ev.value is box.big))
+    return box.big is big
+
+
+add(shares_numbers_with_instances, C(1), C(2))
 
 
 # ---------------------------------------------------------------------------------------------

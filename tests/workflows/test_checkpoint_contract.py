@@ -200,3 +200,35 @@ def test_the_module_walk_budget_still_refuses_naming_the_variable(monkeypatch):
     with pytest.raises(CheckpointError) as info:
         checkpoint(cont)
     assert info.value.variable == "mine" and "more than 10 objects" in str(info.value)
+
+
+def test_a_restore_that_fails_names_the_variable_holding_an_instance_dict_that_reaches_it():
+    """The restore's error names the variable through which the value is reached, also where it
+    holds only an instance's ``__dict__`` (on 3.13 the instance keeps the values inline, and
+    ``gc.get_referents`` of that dict sees none of them)."""
+    from workflows._compiler._checkpoint import _not_restorable
+
+    wf = _compile(
+        """
+        class Box:
+            pass
+
+        KEPT = []
+
+        async def holds_vars(x):
+            box = Box()
+            box.tags = {x}
+            sheet = vars(box)
+            KEPT.append(box)
+            del box
+            other = [x]
+            await timer("t", 1)
+            return sheet, other
+        """,
+        "holds_vars",
+    )
+    cont = _suspend(wf, 1)
+    tags = cont._frames[0].__dict__["v_sheet"]["tags"]
+    err = _not_restorable("holds_vars", cont._frames, tags, "a set", "a reason")
+    assert err.variable == "sheet", str(err)
+    wf.__wrapped__.__globals__["KEPT"].clear()

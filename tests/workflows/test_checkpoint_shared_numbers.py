@@ -78,17 +78,11 @@ HOLDERS = {
 }
 VALUES = {"nan": "float('nan')", "big int": "2 ** 70 + n", "int": "100_000 + n"}
 
-# Not yet kept: numbers an object's reduce hands to pickle one by one (every Python), and the
-# attributes an instance keeps inline (3.13).
-_ITEMS = {
+# Not yet kept: numbers an object's reduce hands to pickle one by one.
+_KNOWN = {
     "deque", "OrderedDict", "defaultdict", "OrderedDict key", "list subclass", "dict subclass",
     "state that is the number",
 }
-_INLINE = {
-    "instance attribute", "instance of many attributes", "instance in a list", "two instances",
-    "instance in an instance", "frozen dataclass", "Event",
-}
-_KNOWN = _ITEMS | (_INLINE if sys.version_info >= (3, 13) else set())
 
 
 def _cases(names):
@@ -146,10 +140,7 @@ def test_on_3_13_an_instance_keeps_its_attributes_inline() -> None:
 @pytest.mark.parametrize(
     "holder",
     [
-        pytest.param(
-            "instance",
-            marks=pytest.mark.xfail(sys.version_info >= (3, 13), strict=True, reason="not yet kept"),
-        ),
+        "instance",
         pytest.param("deque", marks=pytest.mark.xfail(strict=True, reason="not yet kept")),
         pytest.param("OrderedDict", marks=pytest.mark.xfail(strict=True, reason="not yet kept")),
     ],

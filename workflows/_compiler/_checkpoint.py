@@ -478,6 +478,9 @@ def _not_restorable(key: str, frames: Any, target: Any, what: str, reason: str) 
 
 
 def _reaches(value: Any, target: Any, budget: int = 100_000) -> bool:
+    """Whether ``value`` holds ``target``, directly or through what it refers to. A dict's keys
+    and values are read from the dict: on 3.13, ``gc.get_referents`` of an instance's
+    ``__dict__`` (``d = vars(obj)``) sees none of the values the instance keeps inline."""
     seen: set[int] = set()
     stack = [value]
     while stack and budget > 0:
@@ -488,7 +491,11 @@ def _reaches(value: Any, target: Any, budget: int = 100_000) -> bool:
             continue
         seen.add(id(o))
         budget -= 1
-        stack.extend(gc.get_referents(o))
+        if type(o) is dict:
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        else:
+            stack.extend(gc.get_referents(o))
     return False
 
 

@@ -23,7 +23,6 @@ This module holds the picklers, the reducers they dispatch to, and ``dumps``/``l
 from __future__ import annotations
 
 import builtins
-import gc
 import io
 import itertools
 import operator
@@ -890,15 +889,30 @@ def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
 def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
     """Whether a float or big int occurs more than once among the items of the containers the
     first pass wrote (the C pickler writes each occurrence anew), beyond the locals the aliases
-    make one again. At C speed."""
+    make one again. At C speed.
+
+    The items are read as pickle reads them: a dict's keys and values from the dict itself, not
+    from ``gc.get_referents``, which on 3.13 sees none of the values of an instance's
+    ``__dict__`` (the pickled state of an instance) where the instance keeps them inline."""
     objs = list(map(_SECOND, memo.values()))
-    containers = itertools.compress(objs, map(_CONTAINERS.__contains__, map(type, objs)))
-    ids = number_ids(gc.get_referents(*containers))
+    kinds = list(map(type, objs))
+    dicts = list(itertools.compress(objs, map(_IS_DICT.__contains__, kinds)))
+    items = list(
+        itertools.chain(
+            itertools.chain.from_iterable(
+                itertools.compress(objs, map(_SEQUENCES.__contains__, kinds))
+            ),
+            itertools.chain.from_iterable(dicts),
+            itertools.chain.from_iterable(map(dict.values, dicts)),
+        )
+    )
+    ids = number_ids(items)
     return len(set(ids)) < len(ids) - len(data.aliases or ())
 
 
 _SECOND = operator.itemgetter(1)
-_CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
+_SEQUENCES = frozenset({list, tuple, set, frozenset})
+_IS_DICT = frozenset({dict})
 
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
