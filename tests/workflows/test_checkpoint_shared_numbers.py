@@ -78,21 +78,6 @@ HOLDERS = {
 }
 VALUES = {"nan": "float('nan')", "big int": "2 ** 70 + n", "int": "100_000 + n"}
 
-# Not yet kept: numbers an object's reduce hands to pickle one by one.
-_KNOWN = {
-    "deque", "OrderedDict", "defaultdict", "OrderedDict key", "list subclass", "dict subclass",
-    "state that is the number",
-}
-
-
-def _cases(names):
-    return [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="not yet kept"))
-        if n in _KNOWN
-        else n
-        for n in names
-    ]
-
 
 def _workflow(holder: str, value: str):
     make, read = HOLDERS[holder]
@@ -111,7 +96,7 @@ def _workflow(holder: str, value: str):
 
 
 @pytest.mark.parametrize("value", list(VALUES))
-@pytest.mark.parametrize("holder", _cases(HOLDERS))
+@pytest.mark.parametrize("holder", list(HOLDERS))
 def test_a_number_held_by_a_local_and_by_an_object_comes_back_as_one(holder, value) -> None:
     wf = _workflow(holder, value)
     for n in range(4):  # numbers whose bytes differ (none may look like anything else)
@@ -137,14 +122,7 @@ def test_on_3_13_an_instance_keeps_its_attributes_inline() -> None:
     assert seen == ([] if sys.version_info >= (3, 13) else [b.v])
 
 
-@pytest.mark.parametrize(
-    "holder",
-    [
-        "instance",
-        pytest.param("deque", marks=pytest.mark.xfail(strict=True, reason="not yet kept")),
-        pytest.param("OrderedDict", marks=pytest.mark.xfail(strict=True, reason="not yet kept")),
-    ],
-)
+@pytest.mark.parametrize("holder", ["instance", "deque", "OrderedDict"])
 def test_the_checkpoint_pickler_writes_a_number_held_twice_once(holder) -> None:
     """``dumps`` itself (the frames aside): a NaN in a list and in the holder is one object."""
 

@@ -23,6 +23,8 @@ This module holds the picklers, the reducers they dispatch to, and ``dumps``/``l
 from __future__ import annotations
 
 import builtins
+import collections
+import datetime
 import io
 import itertools
 import operator
@@ -211,6 +213,7 @@ def _refresh_dispatch(sizes: list[int]) -> None:
     _DISPATCH.clear()
     _DISPATCH.update(merged)
     _DISPATCH_SIZES[:] = sizes
+    _KINDS.clear()
 
 
 class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
@@ -478,6 +481,7 @@ def never_shared(*objs: Any) -> None:
     functions that reduce tuples name (pickled by reference)."""
     for o in objs:
         (_UNSHARED if isinstance(o, type) else _BY_NAME).add(o)
+    _KINDS.clear()
 
 
 class CheckpointPickler(_Pickler):
@@ -625,6 +629,130 @@ class CheckpointPickler(_Pickler):
                     for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
                 ]
             )
+
+
+class _FirstPass(_Pickler):
+    """The first pass of ``dumps``: the C pickler with the checkpoint's rules, which keeps what
+    a reduce hands to pickle outside any container, where a float or int it writes would not be
+    seen by the check for numbers held twice (``_numbers_held_twice``, which reads the
+    containers in the memo): a state that is the number itself and the items and (key, value)
+    pairs a reduce gives as iterators (``loose``, ``loose_pairs``: listed here and handed to
+    pickle as they were), or the object whose items those iterators give (``seqs``: a deque, a
+    list subclass; ``maps``: an OrderedDict, a defaultdict, a dict subclass).
+
+    What the C pickler does with an object ``_Pickler.reducer_override`` leaves to it is decided
+    once per class (``_kind``): left to it where it writes the object by reference or by a
+    reduce whose parts are in its memo, or whose items are the object's own; reduced here (as
+    the C pickler would: the dispatch table's reducer, else ``__reduce_ex__``) otherwise."""
+
+    def __init__(
+        self,
+        file: Any,
+        spaces: dict[int, tuple[str, dict[str, Any]]],
+        data: ModuleData | None = None,
+    ) -> None:
+        super().__init__(file, spaces, data)
+        self.loose: list[Any] = []
+        self.loose_pairs: list[list[tuple[Any, Any]]] = []
+        self.seqs: list[Any] = []
+        self.maps: list[dict[Any, Any]] = []
+
+    def reducer_override(self, obj: Any) -> Any:
+        rv = _PICKLER_OVERRIDE(self, obj)
+        if rv is NotImplemented:
+            t = type(obj)
+            kind = _KINDS.get(t)
+            if kind is None:
+                kind = _kind(t)
+            if kind is _AS_IS:
+                return rv
+            if kind is _SEQ:
+                self.seqs.append(obj)
+                return rv
+            if kind is _MAP:
+                self.maps.append(obj)
+                return rv
+            reduce = _DISPATCH.get(t)
+            rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(self.proto)
+        if type(rv) is not tuple or len(rv) < 3:
+            return rv
+        if type(rv[2]) in _NUMBER_TYPES:
+            self.loose.append(rv[2])
+        if len(rv) < 4:
+            return rv
+        items = rv[3]
+        if items is not None and hasattr(type(items), "__next__"):
+            listed = list(items)
+            self.loose.extend(listed)
+            rv = (*rv[:3], iter(listed), *rv[4:])
+        pairs = rv[4] if len(rv) > 4 else None
+        if pairs is not None and hasattr(type(pairs), "__next__"):
+            listed_pairs = list(pairs)
+            self.loose_pairs.append(listed_pairs)
+            rv = (*rv[:4], iter(listed_pairs), *rv[5:])
+        return rv
+
+
+_PICKLER_OVERRIDE = _Pickler.reducer_override
+_NUMBER_TYPES = frozenset({float, int})
+# What the first pass does with an object _Pickler.reducer_override leaves to the C pickler, per
+# class (``_kind``): leave it to it (_AS_IS), or note the object whose items the C pickler
+# writes from its reduce's iterator (_SEQ, _MAP), or reduce it itself (_REDUCE). Cleared when
+# the dispatch table or the classes never looked up change.
+_AS_IS, _SEQ, _MAP, _REDUCE = "as is", "sequence", "mapping", "reduce"
+_KINDS: dict[type, str] = {}
+_OBJECT_REDUCE_EX = object.__reduce_ex__
+_OBJECT_REDUCE = object.__reduce__
+_OBJECT_GETSTATE = object.__getstate__
+# Classes whose reduce hands pickle their items (``__iter__``) or their pairs (``items``), and
+# a state that is their __dict__ if any: (base, its __reduce__, its __iter__ or items, kind).
+_ITEM_REDUCES = (
+    (collections.deque, collections.deque.__reduce__, "__iter__", _SEQ),
+    (collections.OrderedDict, collections.OrderedDict.__reduce__, "items", _MAP),
+    (collections.defaultdict, collections.defaultdict.__reduce__, "items", _MAP),
+    (list, _OBJECT_REDUCE, "__iter__", _SEQ),
+    (dict, _OBJECT_REDUCE, "items", _MAP),
+)
+
+
+# Classes of the standard library whose reduce gives only a callable and a tuple of arguments.
+_ARGS_ONLY = frozenset(
+    {range, slice, datetime.date, datetime.datetime, datetime.time, datetime.timedelta}
+)
+
+
+def _kind(t: type) -> str:
+    """What the first pass does with the instances of ``t`` that ``_Pickler.reducer_override``
+    leaves to the C pickler. Left to it (_AS_IS) where it writes them by reference (functions,
+    classes), by the reduce of a class never looked up in module data (range iterators, frames,
+    cells: their parts in tuples, their state a dict) or of ``_ARGS_ONLY``, or by
+    ``object.__reduce_ex__`` as it is (no dispatch entry, no ``__reduce_ex__``, ``__reduce__``
+    or ``__getstate__`` of the class's own): their state is their ``__dict__``, or
+    ``(__dict__, slots)``, all in the memo. A deque,
+    an OrderedDict, a defaultdict, a list or dict subclass reduced by its base's reduce, over
+    its base's ``__iter__`` or ``items``: _SEQ or _MAP, the object holding what the reduce's
+    iterator gives. Any other: _REDUCE."""
+    kind = _REDUCE
+    if t in _UNSHARED or t in _ARGS_ONLY or t is types.FunctionType or issubclass(t, type):
+        kind = _AS_IS
+    elif (
+        t not in _DISPATCH
+        and getattr(t, "__reduce_ex__", None) is _OBJECT_REDUCE_EX
+        and getattr(t, "__getstate__", None) is _OBJECT_GETSTATE
+    ):
+        reduce = getattr(t, "__reduce__", None)
+        for base, base_reduce, items, base_kind in _ITEM_REDUCES:
+            if issubclass(t, base):
+                if reduce is base_reduce and getattr(t, items) is getattr(base, items):
+                    kind = base_kind
+                break
+        else:
+            if reduce is _OBJECT_REDUCE:
+                kind = _AS_IS
+    if len(_KINDS) > 4096:
+        _KINDS.clear()
+    _KINDS[t] = kind
+    return kind
 
 
 def alias_frames(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> list[Any]:
@@ -836,7 +964,7 @@ def dumps(
         NumbersPickler(buf, data.shared_numbers).dump(obj)
         return buf.getvalue()
     buf = io.BytesIO()
-    p = _Pickler(buf, spaces, data)
+    p = _FirstPass(buf, spaces, data)
     p.dump(aliased(obj, data.find_aliases()))
     payload = buf.getvalue()
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
@@ -849,7 +977,7 @@ def dumps(
         or _FROZENSET in payload
         or p.reached
         or _shares_containers(data, memo := p.memo.copy())
-        or _numbers_held_twice(data, memo)
+        or _numbers_held_twice(data, memo, p)
     ):
         # The first pass's memo lets go of what it wrote: an instance's __dict__ it holds
         # would look held apart from its instance (shared_dict) to the next pass.
@@ -886,10 +1014,12 @@ def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
     return data.active and (not data.paths().keys().isdisjoint(memo) or data.truncated is not None)
 
 
-def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
-    """Whether a float or big int occurs more than once among the items of the containers the
-    first pass wrote (the C pickler writes each occurrence anew), beyond the locals the aliases
-    make one again. At C speed.
+def _numbers_held_twice(data: ModuleData, memo: dict[int, Any], p: _FirstPass) -> bool:
+    """Whether a float or big int occurs more than once among what the first pass wrote (the C
+    pickler writes each occurrence anew): the items of the containers in its memo and what a
+    reduce handed it outside any container (``p.loose``, ``p.loose_pairs``; the items of
+    ``p.seqs``, the keys and values of ``p.maps``), beyond the locals the aliases make one
+    again. At C speed.
 
     The items are read as pickle reads them: a dict's keys and values from the dict itself, not
     from ``gc.get_referents``, which on 3.13 sees none of the values of an instance's
@@ -897,15 +1027,20 @@ def _numbers_held_twice(data: ModuleData, memo: dict[int, Any]) -> bool:
     objs = list(map(_SECOND, memo.values()))
     kinds = list(map(type, objs))
     dicts = list(itertools.compress(objs, map(_IS_DICT.__contains__, kinds)))
-    items = list(
-        itertools.chain(
-            itertools.chain.from_iterable(
-                itertools.compress(objs, map(_SEQUENCES.__contains__, kinds))
-            ),
-            itertools.chain.from_iterable(dicts),
-            itertools.chain.from_iterable(map(dict.values, dicts)),
-        )
-    )
+    dicts += p.maps  # the OrderedDicts, defaultdicts and dict subclasses: keys and values
+    parts = [
+        itertools.chain.from_iterable(
+            itertools.compress(objs, map(_SEQUENCES.__contains__, kinds))
+        ),
+        itertools.chain.from_iterable(map(dict.keys, dicts)),
+        itertools.chain.from_iterable(map(dict.values, dicts)),
+        p.loose,
+    ]
+    if p.seqs:
+        parts.append(itertools.chain.from_iterable(p.seqs))
+    if p.loose_pairs:
+        parts.append(itertools.chain.from_iterable(itertools.chain.from_iterable(p.loose_pairs)))
+    items = list(itertools.chain.from_iterable(parts))
     ids = number_ids(items)
     return len(set(ids)) < len(ids) - len(data.aliases or ())
 
