@@ -4,14 +4,16 @@ pickler writes, whatever the locals share.
 Random locals (numbers held once or twice, strings, containers of them held by several locals
 or items, a list and its bound method, the module's functions, the Event a select gives, module
 data, sets holding range iterators or list methods, which hash by an identity a copy does not
-have) are checkpointed both ways: both refuse, or where the fast path takes them, its payload is
-the checkpoint pickler's, byte for byte, or (where the checkpoint pickler makes a second pass for
-a byte of its first that looks like a set) restores to the same objects with the same sharing
-and the same order; and what is accepted restores as it was, sets in their order.
+have, instances and deques holding any of these) are checkpointed both ways: both refuse, or
+where the fast path takes them, its payload is the checkpoint pickler's, byte for byte, or
+(where the checkpoint pickler makes a second pass for a byte of its first that looks like a set)
+restores to the same objects with the same sharing and the same order; and what is accepted
+restores as the frames were (the same values, sharing and order), sets in their order.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import textwrap
 
@@ -39,6 +41,9 @@ _SOURCE = """
 
     def triple(v):
         return 3 * v
+
+    class Box:
+        pass
 
     async def holder():
         while True:
@@ -101,7 +106,7 @@ def _locals(draw, module: str):
     pool: list = draw(st.lists(_leaves, min_size=2, max_size=6))
     for _ in range(draw(st.integers(1, 8))):
         kinds = ["list", "tuple", "dict", "set", "frozenset", "event", "fn", "method", "range"]
-        kinds.append("by id")
+        kinds += ["by id", "instance", "deque"]
         kind = draw(st.sampled_from(kinds + (["module"] if "REGISTRY" in g else [])))
         items = draw(st.lists(st.sampled_from(pool), max_size=4))
         # Set elements and dict keys hashed by value, or sometimes by an identity too.
@@ -127,6 +132,13 @@ def _locals(draw, module: str):
             pool.append(set(x for x in hashable if not isinstance(x, float) or not math.isnan(x)))
         elif kind == "frozenset":
             pool.append(frozenset(hashable[: draw(st.integers(0, 2))]))
+        elif kind == "instance":  # its attributes kept inline on 3.13
+            box = g["Box"]()
+            for i, v in enumerate(items):
+                setattr(box, f"a{i}", v)
+            pool.append(box)
+        elif kind == "deque":
+            pool.append(collections.deque(items))
         elif kind == "event":
             pool.append(workflows.Event(draw(st.sampled_from(["x", "y"])), draw(st.sampled_from(pool))))
         elif kind == "module":  # module data: by name, or by its path
@@ -165,8 +177,10 @@ def _same(a, b, pairs: dict[tuple[str, int], int]) -> bool:
             _same(k, k2, pairs) and _same(v, v2, pairs)
             for (k, v), (k2, v2) in zip(a.items(), b.items(), strict=True)
         )
-    if t is workflows.Event:
+    if t is workflows.Event or t.__name__ == "Box":
         return _same(vars(a), vars(b), pairs)
+    if t is collections.deque:
+        return _same(list(a), list(b), pairs)
     if t.__name__ == "Frame":
         return a._af_code is b._af_code and _same(vars(a), vars(b), pairs)
     if t is type([].append):
@@ -206,6 +220,9 @@ def test_the_fast_path_writes_what_the_checkpoint_pickler_writes(module, data) -
     if _plain_frames(frames):
         assert fast == slow or slow[:1] == _REFS
     assert _same(loads(fast), loads(slow), {})
+    # Both as the frames were: the same values, sharing (a number held by a local and by an
+    # instance or a deque is one object) and order.
+    assert _same(list(frames), loads(slow), {})
     # What is accepted comes back with its sets in their order (one holding an element hashed by
     # the identity of a copy is refused above).
     before, after = _sets(list(frames)), _sets(loads(slow))
@@ -222,7 +239,7 @@ def _sets(x) -> list:
     while stack:
         o = stack.pop()
         t = type(o)
-        if t in (list, tuple, dict, set, frozenset, workflows.Event) or t.__name__ == "Frame":
+        if t in (list, tuple, dict, set, frozenset, workflows.Event) or t.__name__ in ("Frame", "Box"):
             if id(o) in seen:
                 continue
             seen.add(id(o))
@@ -236,6 +253,8 @@ def _sets(x) -> list:
             stack.extend(o.values())
         elif t is workflows.Event:
             stack.append(o.value)
-        elif t.__name__ == "Frame":
+        elif t is collections.deque:
+            stack.extend(o)
+        elif t.__name__ in ("Frame", "Box"):
             stack.extend(vars(o).values())
     return out

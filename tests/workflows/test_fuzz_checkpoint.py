@@ -3,7 +3,8 @@
 Each generated program combines fragments, one per kind of state issue 31 lists: objects shared
 with the module through every kind of path (class attributes, defaults, closure cells, deques,
 defaultdicts, OrderedDicts, SimpleNamespaces, ``__slots__``, tuple keys, an observer registered
-in a module list), live views, floats and big ints held twice, exception attributes outside
+in a module list), live views, floats and big ints held twice (by locals, lists, instances, a
+frozen dataclass, deques, OrderedDicts, defaultdicts and Events), exception attributes outside
 ``args``, set subclasses, records with their own ``__getattr__``, dicts keyed by identity and
 sets of the module's functions and classes. It runs natively and compiled with a checkpoint and
 restore at every await: the runs must agree, and every checkpoint must restore. Fragments a
@@ -143,6 +144,23 @@ FRAGMENTS = [
         "floats and big ints held twice",
         before="nf{i} = float('nan')\nbi{i} = 10 ** 30 + x\nlf{i} = [nf{i}, bi{i}, nf{i}]",
         after="log((nf{i} in lf{i}, lf{i}.index(nf{i}), lf{i}[1] is bi{i}, lf{i}[0] is lf{i}[2]))",
+    ),
+    Fragment(
+        "floats and big ints held by instances, deques, OrderedDicts and Events",
+        module=(
+            "class Box{i}:\n    pass\n"
+            "@dataclasses.dataclass(frozen=True)\nclass Pt{i}:\n    v: object"
+        ),
+        before=(
+            "hn{i} = float('nan')\nhb{i} = 10 ** 30 + x\nbx{i} = Box{i}()\n"
+            "bx{i}.n, bx{i}.b = hn{i}, hb{i}\npt{i} = Pt{i}(hb{i})\n"
+            "hq{i} = collections.deque([hn{i}])\nho{i} = collections.OrderedDict(b=hb{i})\n"
+            "hd{i} = collections.defaultdict(list, n=hn{i})\nhe{i} = Event('e', hn{i})"
+        ),
+        after=(
+            "log((bx{i}.n is hn{i}, bx{i}.b is hb{i}, pt{i}.v is hb{i}, hq{i}[0] is hn{i}, "
+            "ho{i}['b'] is hb{i}, hd{i}['n'] is hn{i}, he{i}.value is hn{i}))"
+        ),
     ),
     Fragment(
         "one float and one big int in three locals",
