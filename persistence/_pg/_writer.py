@@ -172,7 +172,6 @@ def commit_unknown(exc: BaseException, where: str, conn: Any = None) -> Connecti
 _INSERT_TOKEN = "INSERT INTO {s}.af_commits (writer, token) VALUES (?, ?)"
 
 
-
 # The most rows one INSERT carries (its parameters stay far below the protocol's 65,535).
 _ROWS_PER_INSERT = 500
 _GROUPS: dict[str, str | None] = {}
@@ -194,6 +193,13 @@ def _values_group(sql: str) -> str | None:
         )
         found = _GROUPS[sql] = group if plain else None
     return found
+
+
+def _inserts(sql: str, group: str, rows: list[tuple[Any, ...]]) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """``rows`` as INSERTs of several rows each (``sql`` ends with its one VALUES ``group``)."""
+    for i in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[i : i + _ROWS_PER_INSERT]
+        yield sql + (", " + group) * (len(chunk) - 1), tuple(p for row in chunk for p in row)
 
 
 class PgWriter(Writer):
@@ -286,9 +292,8 @@ class PgWriter(Writer):
             for row in rows:
                 self.conn.execute(sql, row)
             return
-        for i in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[i : i + _ROWS_PER_INSERT]
-            self.conn.execute(sql + (", " + group) * (len(chunk) - 1), [p for row in chunk for p in row])
+        for text, params in _inserts(sql, group, rows):
+            self.conn.execute(text, params)
 
     def expect(self, template: str, params: Any, rows: int) -> None:
         # Answered by the transaction's one sync; a miss fails it (EXPECT_SQLSTATE). Held until
@@ -308,11 +313,7 @@ class PgWriter(Writer):
         if group is None:
             self.executemany(template, rows)
             return
-        for i in range(0, len(rows), _ROWS_PER_INSERT):
-            chunk = rows[i : i + _ROWS_PER_INSERT]
-            self._held.append(
-                (template + (", " + group) * (len(chunk) - 1), tuple(p for row in chunk for p in row))
-            )
+        self._held.extend(_inserts(template, group, rows))
 
     def write_after(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
         # After what was sent or held, in a statement of their own, which the commit token (or

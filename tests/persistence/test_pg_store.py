@@ -420,6 +420,24 @@ def test_a_node_that_gets_a_shard_back_does_not_trust_the_wait_sets_it_remembers
         a.close()
 
 
+def _statements_of(s: Any, sw: StepWrite) -> list[str]:
+    """Commit ``sw`` on store ``s``; the statements its writer's connection sent meanwhile."""
+    sent: list[str] = []
+    real = psycopg.Cursor.execute
+
+    def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
+        if cur.connection is s._writer.conn:
+            sent.append(str(query))
+        return real(cur, query, params, **kw)
+
+    psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+    try:
+        s.commit_step(sw, timeout=30)
+    finally:
+        psycopg.Cursor.execute = real  # type: ignore[method-assign]
+    return sent
+
+
 def test_a_step_sends_its_fence_and_checked_writes_as_one_statement(pg_store_url: str) -> None:
     """A step's fence, its guard, the rows it consumes and the rows it inserts go to the server
     as one statement (their checks made there), and its batch's commit token with them; a stale
@@ -432,22 +450,9 @@ def test_a_step_sends_its_fence_and_checked_writes_as_one_statement(pg_store_url
         s.create_workflow(new_wf("b"))
         first = step(s, "a", continuation=b"a1", new_procedures=[NewProcedure("a#1.0", "mod:f", b"x", 0.0)])
         s.commit_step(first, timeout=30)
-        sent: list[str] = []
-        real = psycopg.Cursor.execute
-
-        def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-            if cur.connection is s._writer.conn:  # type: ignore[union-attr]
-                sent.append(str(query))
-            return real(cur, query, params, **kw)
-
-        psycopg.Cursor.execute = counted  # type: ignore[method-assign]
-        try:
-            second = step(s, "a", continuation=b"a2", consume_procedures=["a#1.0"],
-                          new_procedures=[NewProcedure("a#2.0", "mod:f", b"y", 0.0)])
-            s.commit_step(second, timeout=30)
-        finally:
-            psycopg.Cursor.execute = real  # type: ignore[method-assign]
-        writes = [q for q in sent if q not in ("BEGIN", "COMMIT")]
+        second = step(s, "a", continuation=b"a2", consume_procedures=["a#1.0"],
+                      new_procedures=[NewProcedure("a#2.0", "mod:f", b"y", 0.0)])
+        writes = [q for q in _statements_of(s, second) if q not in ("BEGIN", "COMMIT")]
         assert len(writes) == 1, writes
         assert "af_fence" in writes[0] and "af_commits" in writes[0] and writes[0].count("af_expect") == 3
         assert s.load_workflow("a").continuation == b"a2"
@@ -466,19 +471,7 @@ def test_the_lines_a_step_moves_out_of_its_row_go_as_one_insert_in_their_order(p
     try:
         s.create_workflow(new_wf("a"))
         lines = [f'[{1000 + i},"step",{{"step":{i}}}]' for i in range(17)]
-        sent: list[str] = []
-        real = psycopg.Cursor.execute
-
-        def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-            if cur.connection is s._writer.conn:  # type: ignore[union-attr]
-                sent.append(str(query))
-            return real(cur, query, params, **kw)
-
-        psycopg.Cursor.execute = counted  # type: ignore[method-assign]
-        try:
-            s.commit_step(step(s, "a", continuation=b"a1", evicted="\n".join(lines)), timeout=30)
-        finally:
-            psycopg.Cursor.execute = real  # type: ignore[method-assign]
+        sent = _statements_of(s, step(s, "a", continuation=b"a1", evicted="\n".join(lines)))
         inserts = [q for q in sent if "INTO" in q and ".history" in q]
         assert len(inserts) == 1, inserts
         rows = [r for r in s.history("a", limit=100) if r.seq is not None]
@@ -514,21 +507,8 @@ def test_a_step_sends_its_new_rows_and_history_with_its_checked_writes_and_its_e
         s.create_workflow(new_wf("a"))
         # Its waits known from then on, and timer ids drawn ahead.
         s.commit_step(step(s, "a", continuation=b"a0", new_timers=[NewTimer("t0", 40.0)]), timeout=30)
-        sent: list[str] = []
-        real = psycopg.Cursor.execute
-
-        def counted(cur: Any, query: Any, params: Any = None, **kw: Any) -> Any:
-            if cur.connection is s._writer.conn:  # type: ignore[union-attr]
-                sent.append(str(query))
-            return real(cur, query, params, **kw)
-
         def writes_of(sw: StepWrite) -> list[str]:
-            sent.clear()
-            psycopg.Cursor.execute = counted  # type: ignore[method-assign]
-            try:
-                s.commit_step(sw, timeout=30)
-            finally:
-                psycopg.Cursor.execute = real  # type: ignore[method-assign]
+            sent = _statements_of(s, sw)
             return [q for q in sent if q not in ("BEGIN", "COMMIT") and "nextval" not in q]
 
         armed = writes_of(step(s, "a", continuation=b"a1", new_timers=[NewTimer("t", 50.0)],
