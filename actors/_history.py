@@ -6,7 +6,8 @@ moves its oldest lines into the history table (``StepWrite.evicted``): inside th
 transaction, in the same statement as the step's other events (its end, the signals it could not
 deliver), once every ``ROW_MOST - RECENT_STEPS`` steps. So every step
 is kept, in the row or in the table, and ``ref.history()`` reads both. ``history_limit=N`` keeps
-the newest N steps of each workflow instead (older rows are trimmed every few steps).
+the newest N steps of each workflow instead (older rows are trimmed every few steps; the
+store's ``history()`` reads exactly the newest N).
 
 Each step's line says what woke it (``_actor._cause``) and, added here before it commits, what
 it armed (timers, procedures, children), published, sent and replied.

@@ -552,6 +552,13 @@ class SqlStore(Store):
             n = step_of(h.detail) if h.event not in FINISHED else None
             events.append((int(r[2] * 1000), 0 if n is not None else 1, n if n is not None else i, h))
         events.sort(key=lambda e: e[:3])
+        keep = self._history_limit
+        if keep is not None:
+            # The row and the table hold a few more steps than the limit between two trims: the
+            # history is the newest ``keep`` steps all the same, and the events among them.
+            at_step = [i for i, e in enumerate(events) if e[1] == 0]
+            if len(at_step) > keep:
+                events = events[at_step[-keep]:]
         return [e[3] for e in events[-limit:]] if limit > 0 else []
 
     _history_limit: int | None = None
