@@ -21,7 +21,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from persistence import (
     DatabaseLocked,
@@ -601,8 +601,16 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     return int(demo.main(argv) or 0)
 
 
+class _Parser(argparse.ArgumentParser):
+    """wf's parsers: a mistake in the command line is one line on stderr and status 1, as every
+    other error of wf (argparse's own: the usage, then the error, and status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file or a PostgreSQL database.")
+    p = _Parser(prog="wf", description="Inspect and drive actorflow workflows in a SQLite file or a PostgreSQL database.")
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name: str, help: str, default_db: str = "workflows.db", env: bool = True, **kw: Any) -> argparse.ArgumentParser:

@@ -274,3 +274,17 @@ def test_reading_commands_need_only_read_rights_on_a_url(pg_store_url, pg_server
     finally:
         admin.execute(f'DROP OWNED BY "{role}"')
         admin.execute(f'DROP ROLE "{role}"')
+
+
+@pytest.mark.parametrize("args", [
+    ["list", "--status", "bogus"], ["prune", "--older-than", "banana"], ["show"],
+    ["ask", "x", "q", "1", "--timeout", "abc"], ["nope"], [],
+])
+def test_a_mistake_in_the_command_line_is_one_line_and_status_1(db, capsys, args):
+    """As every other error of wf (the reference: "Errors print one line on stderr and exit with
+    status 1"), not argparse's usage and status 2."""
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--db", db] if args else [])
+    assert info.value.code == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and ": error: " in err and "--help lists the options" in err
