@@ -12,10 +12,12 @@ names, ``L`` and ``#``), in the schedule's time zone through ``zoneinfo``, so a 
 follows the zone's daylight saving time. ``every`` counts seconds from the Unix epoch: every 3600
 ticks on the hour (UTC).
 
-After downtime (ticks that fell due more than ``MISSED_GRACE`` seconds before the driver began),
+After downtime (ticks that fell due before the driver began, up to the moment it began),
 ``catchup`` decides: ``"latest"`` starts the latest missed tick only, ``"all"`` every one (at most
-``PER_ROUND`` per round, then the next round goes on), ``"none"`` none. Ticks that fall due while
-the driver runs are all started, however late it gets to them.
+``PER_ROUND`` per round, then the next round goes on), ``"none"`` none, unless the downtime held
+one tick alone, due less than ``MISSED_GRACE`` seconds before (a restart, a change of leader: no
+tick is lost to it). Ticks that fall due while the driver runs are all started, however late it
+gets to them.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ if TYPE_CHECKING:
 
 OVERLAP = ("skip", "allow")
 CATCHUP = ("latest", "all", "none")
-# A tick that fell due this long (system clock seconds) before the driver began was missed
-# (the system was down): ``catchup`` applies to it. One due since is started in any case.
+# Ticks that fell due before the driver began were missed (the system was down): ``catchup``
+# applies to them. But the one tick of a downtime shorter than this (system clock seconds: a
+# restart, a change of leader) is started even under ``"none"``.
 MISSED_GRACE = 60.0
 # Ticks one schedule starts in one round of the housekeeping (a catch-up of ``"all"`` after long
 # downtime goes on over the next rounds, leaving the writer to the running workflows between).
@@ -123,6 +126,19 @@ class Timing:
             return math.floor(t / self.every) * self.every
         # cronsim's reverse walk starts at the whole second before a time with microseconds.
         return next(self._cron(t + 1e-6, reverse=True), None)
+
+    def count(self, a: float, b: float, most: int = 1_000_000) -> int:
+        """How many ticks are in ``(a, b]`` (a cron expression's: up to ``most``)."""
+        if b <= a:
+            return 0
+        if self.every is not None:
+            return max(0, math.floor(b / self.every) - math.floor(a / self.every))
+        n = 0
+        for _ in self.between(a, b):
+            n += 1
+            if n >= most:
+                break
+        return n
 
     def between(self, a: float, b: float) -> Iterator[float]:
         """The ticks in ``(a, b]``, in order."""
@@ -244,6 +260,13 @@ class Schedules:
             )
         when = timing(schedule_id, cron, every, timezone)
         try:
+            wf.start(*args)  # bound as start() binds them: a wrong call fails here, not each tick
+        except TypeError as e:
+            raise TypeError(
+                f"schedule {schedule_id!r}: {e}; each tick starts {key} with the arguments given "
+                f"to schedule()"
+            ) from None
+        try:
             blob = dumps(tuple(args))
         except Exception as e:
             raise TypeError(
@@ -251,7 +274,10 @@ class Schedules:
             ) from e
         now = self.clock.now()
         old = stored.schedule(self.store, schedule_id)
-        done_until = old.done_until if old is not None else now
+        # Updated with the same timing, it goes on where it was; with another, its ticks are
+        # those of the new timing from now on (none of the past is owed to a timing just set).
+        same = old is not None and (old.cron, old.every, old.timezone) == (cron, when.every, timezone)
+        done_until = old.done_until if old is not None and same else now
         row = ScheduleRow(
             schedule_id,
             key,
@@ -359,7 +385,7 @@ class Schedules:
         assert self.since is not None
         plan: list[tuple[float, bool]] = []
         start = row.done_until
-        missed_until = min(now, self.since - MISSED_GRACE)
+        missed_until = min(now, self.since)
         if start < missed_until:
             if row.catchup == "all":
                 plan = [
@@ -373,7 +399,10 @@ class Schedules:
             else:
                 last = when.last(missed_until)
                 if last is not None and last > start:
-                    plan = [(last, row.catchup == "latest")]
+                    # "none" starts none of them, unless the downtime held this one tick alone,
+                    # due shortly before: a restart or a change of leader loses no tick.
+                    brief = last >= self.since - MISSED_GRACE and when.after(start) == last
+                    plan = [(last, row.catchup == "latest" or brief)]
             if plan:
                 start = plan[-1][0]
             if row.catchup != "all" and missed_until > start:
@@ -393,7 +422,11 @@ class Schedules:
         wf = resolve("workflow", row.workflow)
         args = loads(row.args)
         last = row.last_started
+        done = row.done_until
         for tick, start in plan:
+            # The ticks it moves past without starting them (a catch-up's), for the metric.
+            missed = when.count(done, tick) - (1 if start else 0)
+            done = tick
             seed = self._seed(wf, row.workflow, run_id(row.id, tick), args, now) if start else None
             outcome = stored.start_tick(
                 self.store,
@@ -405,7 +438,9 @@ class Schedules:
             ).result(self.rt.commit_timeout)
             metrics = self.rt.metrics
             if metrics is not None and outcome != "existed":  # (that one, its starter counted)
-                metrics.count("ticks", outcome if start else "missed")
+                metrics.count("ticks", "missed", n=missed)
+                if start:
+                    metrics.count("ticks", outcome)
             if outcome == "started" and seed is not None:
                 self.started += 1
                 if metrics is not None:

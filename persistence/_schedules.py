@@ -40,7 +40,8 @@ PUT = (
     "ON CONFLICT (id) DO UPDATE SET workflow = excluded.workflow, args = excluded.args, "
     "cron = excluded.cron, every = excluded.every, timezone = excluded.timezone, "
     "overlap = excluded.overlap, catchup = excluded.catchup, updated_at = excluded.updated_at, "
-    "next_tick = excluded.next_tick"
+    "next_tick = excluded.next_tick, done_until = CASE WHEN excluded.done_until > "
+    "{s}.schedules.done_until THEN excluded.done_until ELSE {s}.schedules.done_until END"
 )
 DELETE = "DELETE FROM {s}.schedules WHERE id = ?"
 STATUS = "SELECT status FROM {s}.workflows WHERE id = ?"
@@ -114,7 +115,8 @@ def next_due(store: SqlStore) -> float | None:
 
 
 def put(store: SqlStore, row: ScheduleRow) -> None:
-    """Insert ``row``, or update the schedule of its id (keeping how far that one got)."""
+    """Insert ``row``, or update the schedule of its id (keeping how far that one got, unless
+    ``row`` goes further: a schedule given another timing owes no tick before it was given)."""
     values = (
         row.id,
         row.workflow,

@@ -188,6 +188,59 @@ def runs_of(db: str) -> list[str]:
         store.close()
 
 
+@pytest.mark.parametrize("catchup, started", [("latest", 1), ("none", 0), ("all", 60)])
+def test_a_long_downtime_of_a_short_period_starts_what_catchup_says(
+    db: str, catchup: str, started: int
+) -> None:
+    """Down ten minutes under a 10 s period: every tick due before the system came back was
+    missed, those of its last minute too ("latest": one, "none": none; they are all counted)."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("fast", report, "f", every=10, catchup=catchup, overlap="allow")
+    clock.advance(600)
+    registry = prometheus_client.CollectorRegistry()
+    with ActorSystem(db, clock=clock, metrics=registry) as system:
+        system.idle(T)
+        assert len(runs(system, "fast")) == started
+        if catchup == "latest":
+            assert runs(system, "fast") == [run_id("fast", START + 600)]
+        count = registry.get_sample_value
+        assert (count("actorflow_schedule_ticks_total", {"outcome": "missed"}) or 0) == 60 - started
+        assert (count("actorflow_schedule_ticks_total", {"outcome": "started"}) or 0) == started
+        clock.advance(10)
+        system.idle(T)
+        assert run_id("fast", START + 610) in runs(system, "fast")  # then on time again
+
+
+def test_a_restart_shorter_than_the_grace_loses_no_tick_even_under_none(db: str) -> None:
+    clock = VirtualClock(START + HOUR - 5)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("hourly", report, "h", every=HOUR, catchup="none")
+    clock.advance(10)  # down from 5 s before the hour to 5 s after
+    with ActorSystem(db, clock=clock) as system:
+        system.idle(T)
+        assert runs(system, "hourly") == [run_id("hourly", START + HOUR)]
+
+
+def test_rescheduled_with_another_timing_it_owes_no_tick_of_the_past(db: str) -> None:
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("p", report, "a", every=HOUR)
+        clock.advance(HOUR + 30 * 60)  # the tick of the hour ran; now half past
+        system.idle(T)
+        assert runs(system, "p") == [run_id("p", START + HOUR)]
+        info = system.schedule("p", report, "b", every=60)  # every minute from now on
+        assert info.next_tick == START + HOUR + 31 * 60
+        system.idle(T)
+        assert runs(system, "p") == [run_id("p", START + HOUR)]  # none of 01:01 to 01:30
+        same = system.schedule("p", report, "c", every=60)  # same timing: where it was
+        assert same.next_tick == info.next_tick
+        clock.advance(60)
+        system.idle(T)
+        assert runs(system, "p") == expected("p", [START + HOUR, START + HOUR + 31 * 60])
+
+
 def test_schedule_checks_its_arguments_and_updates_unschedules_and_lists(db: str, capsys) -> None:  # type: ignore[no-untyped-def]
     clock = VirtualClock(START)
     with ActorSystem(db, clock=clock) as system:
@@ -209,6 +262,11 @@ def test_schedule_checks_its_arguments_and_updates_unschedules_and_lists(db: str
             system.schedule("bad", report, "x", every=60, catchup="some")
         with pytest.raises(TypeError, match="needs a @workflow function"):
             system.schedule("bad", print, every=60)  # type: ignore[arg-type]
+        # Arguments its workflow does not take fail here, as start() would, not at every tick.
+        with pytest.raises(TypeError, match=r"schedule 'bad': report\(\) missing 1 required"):
+            system.schedule("bad", report, every=60)
+        with pytest.raises(TypeError, match="takes 1 positional argument but 2 were given"):
+            system.schedule("bad", report, "x", "y", every=60)
         assert system.schedules() == []
 
         system.schedule("digest", report, "old", every=HOUR)
