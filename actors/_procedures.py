@@ -230,6 +230,44 @@ class _Workers:
             item = fn = args = None  # type: ignore[assignment]  # an idle thread keeps no call's values alive
 
 
+class _Slot:
+    """The place an attempt holds in its procedure's ``concurrency`` limit: given back once the
+    attempt's code has returned. An attempt abandoned at its timeout still runs on its thread,
+    so that thread gives the place back when it ends, not the executor when it gives up on it:
+    the limit bounds the attempts running at once, abandoned ones included."""
+
+    __slots__ = ("_done", "_lock", "_state")
+
+    def __init__(self, done: Callable[[], None]) -> None:
+        self._done: Callable[[], None] | None = done
+        self._lock = threading.Lock()
+        self._state = "held"  # "kept" by an abandoned attempt's thread, or its thread "ended"
+
+    def abandoned(self) -> None:
+        """The attempt timed out, its thread still running: that thread gives the place back."""
+        with self._lock:
+            if self._state == "held":
+                self._state = "kept"
+
+    def thread_ended(self) -> None:
+        with self._lock:
+            kept, self._state = self._state == "kept", "ended"
+        if kept:
+            self._give_back()
+
+    def attempt_over(self) -> None:
+        """The executor is done with the attempt: the place goes back, unless its thread keeps it."""
+        with self._lock:
+            if self._state == "kept":
+                return
+        self._give_back()
+
+    def _give_back(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:  # (once)
+            done()
+
+
 class ProcedureExecutor:
     """Runs procedure calls on a bounded thread pool, with timeouts and retries."""
 
@@ -256,6 +294,10 @@ class ProcedureExecutor:
         # Attempts counted in their rows that have not started (queued, or waiting for their
         # backoff): key -> (attempt, next attempt time). A shutdown gives their counts back.
         self._counted: dict[str, tuple[int, float]] = {}
+        # Calls submitted whose attempt has not started (in a limit's line, or queued for a
+        # worker), and those of them a committed step took back: they do not start.
+        self._waiting: set[str] = set()
+        self._taken_back: set[str] = set()
         self._lock = threading.Lock()
         self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
         self.limits = Limits(store, clock, call_at, self._log)  # ``@procedure(concurrency=, rate=)``
@@ -311,10 +353,22 @@ class ProcedureExecutor:
         else:
             self._submit(row.key, row.workflow_id, row.function, row.args, attempt, recovered)
 
+    def cancel(self, keys: list[str]) -> None:
+        """Calls a committed step took back (a select arm that lost, a cancelled workflow's): an
+        attempt of theirs that has not started (waiting for its limit, or for a worker) does not
+        start. (Their rows are gone with the step; one in its retry backoff finds that.)"""
+        with self._lock:
+            for key in keys:
+                if key in self._waiting:
+                    self._taken_back.add(key)
+                self._counted.pop(key, None)
+
     def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False,
                 count: bool = False) -> None:
         if self._closed:
             return
+        with self._lock:
+            self._waiting.add(key)
         gate = self.limits.gate(function, lambda: _options(function))
         if gate is not None:  # a limited procedure: the attempt starts when its turn comes
             gate.submit(key, workflow_id,
@@ -335,27 +389,32 @@ class ProcedureExecutor:
 
     def _starts(self, key: str) -> bool:
         """An attempt of ``key`` is about to run (or be counted, if recovered): it is no longer
-        one to give back at shutdown. False once the executor is shut down: the attempt does not
-        start (its count, if it has one, was given back)."""
+        one to give back at shutdown. False once the executor is shut down (the attempt does not
+        start; its count, if it has one, was given back) or if a step took the call back."""
         with self._lock:
+            self._waiting.discard(key)
             if self._closed:
                 return False
             self._counted.pop(key, None)
+            if key in self._taken_back:
+                self._taken_back.discard(key)
+                return False
             return True
 
     def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool,
              count: bool = False, done: Callable[[], None] | None = None) -> None:
+        slot = _Slot(done) if done is not None else None  # (a limited procedure's)
         try:
-            self._attempt(key, workflow_id, function, args_blob, attempt, recovered, count)
+            self._attempt(key, workflow_id, function, args_blob, attempt, recovered, count, slot)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
             self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
-            if done is not None:
-                done()  # its limit's next in line starts (counted as work before this is uncounted)
+            if slot is not None:
+                slot.attempt_over()  # its limit's next in line starts (counted as work before this is uncounted)
             self._work.dec()
 
     def _attempt(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool = False,
-                 count: bool = False) -> None:
+                 count: bool = False, slot: _Slot | None = None) -> None:
         retry = DEFAULT_RETRY
         try:
             fn = resolve("procedure", function)
@@ -375,7 +434,7 @@ class ProcedureExecutor:
         try:
             call = loads(args_blob)
             retry = call.get("retry") or DEFAULT_RETRY
-            value = self._call(key, fn, call["args"], call["kwargs"], call.get("timeout"))
+            value = self._call(key, fn, call["args"], call["kwargs"], call.get("timeout"), slot)
             result = dumps(value)
         except BaseException as e:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
@@ -476,7 +535,8 @@ class ProcedureExecutor:
         else:
             self._deliver(workflow_id, done)
 
-    def _call(self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
+    def _call(self, key: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None,
+              slot: _Slot | None = None) -> Any:
         if timeout is None:
             with procedure_running(key):
                 return fn(*args, **kwargs)
@@ -488,11 +548,16 @@ class ProcedureExecutor:
                     box["value"] = fn(*args, **kwargs)
             except BaseException as e:
                 box["error"] = e
+            finally:
+                if slot is not None:
+                    slot.thread_ended()
 
         t = threading.Thread(target=target, name=f"actorflow-proc-{key}", daemon=True)
         t.start()
         t.join(timeout)
         if t.is_alive():
+            if slot is not None:
+                slot.abandoned()  # its place in the limit goes back when the thread ends
             raise ProcedureTimeout(
                 f"procedure {getattr(fn, '__qualname__', fn)} (key {key}) did not return within "
                 f"{timeout}s; the attempt is abandoned (its late result is discarded)"

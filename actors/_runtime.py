@@ -172,6 +172,8 @@ class Runtime:
             self.news(workflow_id)
         if sw.cancel_timers:
             self.timers.cancel(sw.cancel_timers)
+        if sw.cancel_procedures:
+            self.procedures.cancel(sw.cancel_procedures)
         if timers and not test_mode:
             self.timers.arm(timers)
         for p in sw.new_procedures:

@@ -123,3 +123,48 @@ async def call_held(n: int) -> int:
 @workflow
 async def call_rated(n: int) -> int:
     return await procedure(ten_a_second, n)
+
+
+@workflow
+async def held_or_timer(n: int) -> str:
+    """A held call raced by a timer: the timer wins, the call's arm is taken back."""
+    from workflows import select, timer
+
+    won = await select(procedure(held, n), timer("t", after=5))
+    return won.name
+
+
+@procedure
+def gated(n: int) -> int:
+    """Unlimited, held by the gate: with one worker, the calls behind it queue for the worker."""
+    _enter(str(n))
+    try:
+        GATE.wait(30)
+        return n
+    finally:
+        _leave(str(n))
+
+
+@workflow
+async def call_gated(n: int) -> int:
+    return await procedure(gated, n)
+
+
+@procedure(concurrency=1, timeout=0.2, retry=RetryPolicy(maximum_attempts=1))
+def outlives_its_timeout(n: int) -> int:
+    """Runs on after its attempt is abandoned at the timeout, until the gate opens."""
+    _enter(str(n))
+    try:
+        GATE.wait(30)
+        return n
+    finally:
+        _leave(str(n))
+
+
+@workflow
+async def call_outliving(n: int) -> str:
+    try:
+        await procedure(outlives_its_timeout, n)
+    except Exception as e:  # the timeout, after its one attempt
+        return type(e).__name__
+    return "returned"

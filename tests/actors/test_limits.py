@@ -11,6 +11,8 @@ import pytest
 
 from actors import ActorSystem, Status
 from actors import cli as wf_cli
+from actors.testing import VirtualClock
+from workflows import Cancelled
 from persistence import open_store
 
 from . import limit_flows as lf
@@ -102,6 +104,80 @@ def test_wf_show_and_the_web_view_say_a_call_waits_for_its_limit(db: str, capsys
         system.idle(T)
         assert system._rt.store.read_table("SELECT key FROM limit_waits") == []  # notes gone
         assert all(r.status() is Status.COMPLETED for r in refs)
+
+
+def _until(what: str, cond) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + T
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def _started() -> list[str]:
+    with lf.LOCK:
+        return [w for w, _ in lf.STARTS]
+
+
+def _waiting_for_limit(system: ActorSystem, wid: str) -> bool:
+    return bool(system._rt.store.read_table("SELECT key FROM limit_waits WHERE workflow_id = ?", (wid,)))
+
+
+def test_a_call_in_its_limits_line_does_not_start_once_its_workflow_is_cancelled(db: str) -> None:
+    with ActorSystem(db, procedure_workers=8) as system:
+        first = system.start(lf.call_held, 1, id="first")
+        _until("the first call never started", lambda: _started() == ["1"])
+        second = system.start(lf.call_held, 2, id="second")
+        _until("the second call never waited for the limit", lambda: _waiting_for_limit(system, "second"))
+        second.cancel("not needed")
+        with pytest.raises(Cancelled):
+            second.result(timeout=T)
+        lf.GATE.set()
+        assert first.result(timeout=T) == 1
+        system.idle(T)
+    assert _started() == ["1"]  # the cancelled workflow's call never ran
+
+
+def test_a_call_in_its_limits_line_does_not_start_once_its_select_arm_lost(db: str) -> None:
+    clock = VirtualClock()
+    with ActorSystem(db, clock=clock, procedure_workers=8) as system:
+        first = system.start(lf.call_held, 1, id="first")
+        _until("the first call never started", lambda: _started() == ["1"])
+        raced = system.start(lf.held_or_timer, 2, id="raced")
+        _until("the raced call never waited for the limit", lambda: _waiting_for_limit(system, "raced"))
+        clock.advance(5)
+        assert raced.result(timeout=T) == "t"
+        lf.GATE.set()
+        assert first.result(timeout=T) == 1
+        system.idle(T)
+    assert _started() == ["1"]
+
+
+def test_a_call_queued_for_a_worker_does_not_start_once_its_workflow_is_cancelled(db: str) -> None:
+    with ActorSystem(db, procedure_workers=1) as system:
+        first = system.start(lf.call_gated, 1, id="first")
+        _until("the first call never started", lambda: _started() == ["1"])
+        queued = system.start(lf.call_gated, 2, id="queued")
+        _until("the second call was never made", lambda: bool(system._rt.store.procedures("queued")))
+        queued.cancel()
+        with pytest.raises(Cancelled):
+            queued.result(timeout=T)
+        lf.GATE.set()
+        assert first.result(timeout=T) == 1
+        system.idle(T)
+    assert _started() == ["1"]
+
+
+def test_an_attempt_abandoned_at_its_timeout_keeps_its_place_in_the_limit_until_it_returns(db: str) -> None:
+    """concurrency=1 bounds the attempts running at once: one abandoned at its timeout still
+    runs on its thread, so the next call waits for it to return."""
+    with ActorSystem(db, procedure_workers=8) as system:
+        refs = [system.start(lf.call_outliving, n, id=f"o{n}") for n in range(3)]
+        assert refs[0].result(timeout=T) == "ProcedureFailed"  # its one attempt timed out
+        _until("no call waited behind the abandoned attempt", lambda: _waiting_for_limit(system, "o1"))
+        assert _started() == ["0"] and lf.MOST[0] == 1  # the others wait: it still runs
+        lf.GATE.set()  # it returns; the others start, one at a time (each returns at once now)
+        assert [r.result(timeout=T) for r in refs[1:]] == ["returned", "returned"]
+    assert sorted(_started()) == ["0", "1", "2"] and lf.MOST[0] == 1
 
 
 def test_limit_options_are_checked_at_decoration() -> None:
