@@ -36,6 +36,8 @@ _NO_SYSTEM = Log("procedures")  # an executor made for no system in particular
 _STORAGE_BACKOFF = (0.01, 1.0)
 
 DEFAULT_RETRY = RetryPolicy()
+# Seconds a clean shutdown waits for the procedure attempts running at that moment to finish.
+SHUTDOWN_GRACE = 30.0
 
 
 def _options(function: str) -> dict[str, Any]:
@@ -309,9 +311,9 @@ class ProcedureExecutor:
         """Start no more attempts. Calls queued or waiting for their backoff are dropped (their
         rows stay pending: they run at the next start); with ``give_back`` (a shutdown, not a
         crash) the attempts counted for them and not started are uncounted in their rows, so the
-        next start runs them as the attempts they are instead of counting them used. A running
-        attempt finishes on its thread; its outcome is recorded if the store is still open, and
-        otherwise the call runs again at the next start."""
+        next start runs them as the attempts they are instead of counting them used, and the
+        attempts running are waited for (``SHUTDOWN_GRACE``): their outcomes are recorded, and
+        none runs again."""
         with self._lock:
             self._closed = True
             unstarted, self._counted = self._counted, {}
@@ -319,12 +321,29 @@ class ProcedureExecutor:
         for _ in self._pool.shutdown():
             self._work.dec()
         if not give_back:
-            return
+            return  # a crash leaves the attempts running as they are
+        self._wait_for_running()
         for key, (attempt, next_at) in unstarted.items():
             try:
                 self._store.procedure_retry(key, attempts=attempt - 1, next_attempt_at=next_at)
             except Exception as e:  # the attempt stays counted: the call has one fewer left
                 self._log.warning("procedure_attempt_not_given_back", key=key, attempt=attempt, error=repr(e))
+
+    def _wait_for_running(self) -> None:
+        """A clean shutdown lets the attempts running now finish (up to ``SHUTDOWN_GRACE``
+        seconds), their outcomes recorded while the store is open: none runs again at the next
+        start. One still running after that is cut off with the process and runs again then."""
+        running = [t for t in self._pool.threads() if t.is_alive()]
+        if not running:
+            return
+        self._log.info("procedure_attempts_finishing", running=len(running), grace=SHUTDOWN_GRACE)
+        deadline = time.monotonic() + SHUTDOWN_GRACE
+        for t in running:
+            t.join(max(0.0, deadline - time.monotonic()))
+        left = sum(t.is_alive() for t in running)
+        if left:
+            self._log.warning("procedure_attempts_cut_off", running=left, grace=SHUTDOWN_GRACE,
+                              then="they run again at the next start")
 
     def dispatch(self, row: ProcedureRow, *, recovered: bool = False) -> None:
         """Run ``row``'s next attempt now, or at its next attempt time if that is later.

@@ -38,8 +38,8 @@ def test_an_outcome_goes_to_the_actor_without_a_write(tmp_path):
 
 
 def test_an_outcome_after_shutdown_began_is_recorded_not_lost(tmp_path):
-    """A call that finishes while the system is closing records its outcome, so the next start
-    does not run it again."""
+    """A call that finishes while the system is closing (a clean shutdown waits for it) records
+    its outcome, so the next start does not run it again."""
     from . import fault_flows
 
     store = open_store(str(tmp_path / "a.db"))
@@ -54,8 +54,8 @@ def test_an_outcome_after_shutdown_began_is_recorded_not_lost(tmp_path):
     try:
         ex.dispatch(store.procedures("w")[0])
         assert fault_flows.STARTED.wait(10)
-        ex.shutdown()  # the attempt runs on
-        fault_flows.RELEASE.set()
+        threading.Timer(0.1, fault_flows.RELEASE.set).start()  # it returns while shutdown waits
+        ex.shutdown()
         deadline = time.monotonic() + 10
         while store.procedures("w")[0].status == "pending" and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -77,6 +77,7 @@ def test_a_shutdown_gives_back_the_count_of_an_attempt_not_started(tmp_path):
     ex._pool.submit(gate.wait, 10)  # the one worker is busy
     try:
         ex.dispatch(store.procedures("w")[0])
+        threading.Timer(0.1, gate.set).start()  # the busy worker's call ends while shutdown waits
         ex.shutdown()
         assert store.procedures("w")[0].attempts == 0
     finally:
@@ -131,9 +132,9 @@ def test_shutdown_hands_back_the_calls_not_started_and_counts_them_done():
     for i in range(3):
         ex._submit(f"k{i}", "w", "tests.actors.flows:double", b"", 1)
     assert work.count == 3
+    threading.Timer(0.1, gate.set).start()  # the busy worker's call ends while shutdown waits
     ex.shutdown()
     assert work.count == 0
-    gate.set()
 
 
 def test_a_pool_needs_a_thread():
@@ -189,3 +190,33 @@ def test_a_burst_of_calls_on_idle_threads_runs_every_call():
         assert sorted(ran) == list(range(200)) and len(pool._threads) == 4
     finally:
         pool.shutdown()
+
+
+def test_a_clean_shutdown_lets_a_running_attempt_finish_and_keeps_its_outcome(tmp_path, caplog):
+    """``shutdown()`` (and so ``serve()`` on SIGTERM) waits for the attempt running now: its
+    outcome is recorded while the store is open, nothing is logged as failed, and the next start
+    takes the outcome instead of running the call a second time."""
+    import logging
+
+    from actors import ActorSystem
+
+    from . import limit_flows as lf
+
+    lf.reset()
+    db = str(tmp_path / "s.db")
+    system = ActorSystem(db)
+    system.start(lf.call_gated, 7, id="g")
+    deadline = time.monotonic() + 30
+    while not lf.STARTS:
+        assert time.monotonic() < deadline, "the attempt never started"
+        time.sleep(0.01)
+    opener = threading.Timer(0.2, lf.GATE.set)  # it returns while the shutdown waits for it
+    opener.start()
+    with caplog.at_level(logging.WARNING, logger="actorflow"):
+        system.shutdown()
+    opener.join()
+    assert lf.RUNNING[0] == 0  # it had finished when shutdown() returned
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    with ActorSystem(db) as again:
+        assert again.get("g").result(timeout=30) == 7
+    assert [w for w, _ in lf.STARTS] == ["7"]  # run once
