@@ -377,8 +377,15 @@ class WorkflowActor(PooledActor):
         self.cont_blob = blob
         self.instance = WorkflowInstance(
             cont, None, step_seq=0, workflow_id=self.id, workflow_type=new.type,
-            parent_id=new.parent_id, test_mode=new.test_mode,
+            parent_id=new.parent_id, test_mode=new.test_mode, scheduled_at=new.scheduled_at,
         )
+
+    def _scheduled_at(self) -> float | None:
+        """The tick of a run a schedule started (its id is ``schedule@tick``), read at its load."""
+        if "@" not in self.id:
+            return None
+        with self._reading():
+            return self.host.store.scheduled_tick(self.id)
 
     def _load(self) -> WorkflowRecord | None:
         """Read the workflow's state from the store; the record (None: no workflow of this id)."""
@@ -421,7 +428,7 @@ class WorkflowActor(PooledActor):
             return rec
         self.instance = WorkflowInstance(
             cont, wait, step_seq=rec.step_seq, workflow_id=self.id, workflow_type=rec.type,
-            parent_id=rec.parent_id, test_mode=rec.test_mode,
+            parent_id=rec.parent_id, test_mode=rec.test_mode, scheduled_at=self._scheduled_at(),
         )
         if upgrade is not None:
             assert new_blob is not None

@@ -428,6 +428,8 @@ class Schedules:
             missed = when.count(done, tick) - (1 if start else 0)
             done = tick
             seed = self._seed(wf, row.workflow, run_id(row.id, tick), args, now) if start else None
+            if seed is not None:
+                seed = (replace(seed[0], scheduled_at=tick), seed[1], seed[2])
             outcome = stored.start_tick(
                 self.store,
                 row.id,

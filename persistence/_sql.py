@@ -23,6 +23,7 @@ PROCEDURE_COLUMNS = (
 # -- reads ---------------------------------------------------------------------------------------
 # One workflow's rows, by index (each read is shared by its method and by load_state).
 WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE id = ?"
+SCHEDULED_TICK = "SELECT tick FROM {s}.schedule_runs WHERE workflow_id = ?"
 INBOX = (
     "SELECT seq, workflow_id, kind, name, payload, created_at FROM {s}.inbox "
     "WHERE workflow_id = ? ORDER BY seq"

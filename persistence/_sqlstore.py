@@ -358,6 +358,10 @@ class SqlStore(Store):
         rows = self._rows(_sql.WORKFLOW, (workflow_id,))
         return _record(rows[0]) if rows else None
 
+    def scheduled_tick(self, workflow_id: str) -> float | None:
+        rows = self._rows(_sql.SCHEDULED_TICK, (workflow_id,))
+        return float(rows[0][0]) if rows else None
+
     def load_state(
         self, workflow_id: str
     ) -> tuple[WorkflowRecord | None, list[InboxRow], list[TimerRow], list[ProcedureRow]]:

@@ -49,6 +49,8 @@ class NewWorkflow:
     # A child placed by its own id's shard on a cluster (``spawn(..., placement="spread")``), not
     # its parent's; a backend with no shards ignores it.
     spread: bool = False
+    # The tick of a run a schedule starts (its ``info().scheduled_at``; stored with the tick).
+    scheduled_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -489,6 +491,10 @@ class StepStore(Protocol):
 
     @abc.abstractmethod
     def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
+
+    def scheduled_tick(self, workflow_id: str) -> float | None:
+        """The tick a schedule started ``workflow_id`` for (None: no schedule started it)."""
+        return None
 
     def load_state(
         self, workflow_id: str

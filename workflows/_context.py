@@ -92,6 +92,7 @@ class WorkflowInfoView:
     workflow_type: str
     parent_id: str | None
     test_mode: bool = False
+    scheduled_at: float | None = None  # the tick (epoch seconds) of a run a schedule started
 
 
 @dataclass
@@ -104,6 +105,7 @@ class StepContext:
     now: float = 0.0
     test_mode: bool = False
     effects: list[Effect] = field(default_factory=list)
+    scheduled_at: float | None = None
 
     def active(self) -> _Active:
         """Make this the current step context for the duration of the ``with``."""
@@ -188,6 +190,7 @@ def workflow_id() -> str:
 
 
 def info() -> WorkflowInfoView:
-    """The running workflow's id, type, parent and test mode."""
+    """The running workflow's id, type, parent, test mode and, for a run a schedule started, its
+    tick (``scheduled_at``, epoch seconds; None otherwise)."""
     c = current("info")
-    return WorkflowInfoView(c.workflow_id, c.workflow_type, c.parent_id, c.test_mode)
+    return WorkflowInfoView(c.workflow_id, c.workflow_type, c.parent_id, c.test_mode, c.scheduled_at)

@@ -284,7 +284,8 @@ class WorkflowInstance:
         continuation: the compiled continuation (or what ``stepper`` advances).
         wait: what it waits for now (None before its first step).
         step_seq: how many steps have committed (0: it never ran).
-        workflow_id, workflow_type, parent_id, test_mode: what the workflow sees of itself.
+        workflow_id, workflow_type, parent_id, test_mode, scheduled_at: what the workflow sees
+            of itself (``info()``).
         stepper: how a step runs (the compiled ``step`` by default).
         checkpointing: checkpoint the continuation at each suspension (what the runtime stores).
         spawning: build each spawned child's first state (what the runtime creates with the step).
@@ -300,6 +301,7 @@ class WorkflowInstance:
         workflow_type: str,
         parent_id: str | None = None,
         test_mode: bool = False,
+        scheduled_at: float | None = None,
         stepper: Stepper | None = None,
         checkpointing: bool = True,
         spawning: bool = True,
@@ -311,6 +313,7 @@ class WorkflowInstance:
         self.workflow_type = workflow_type
         self.parent_id = parent_id
         self.test_mode = test_mode
+        self.scheduled_at = scheduled_at
         self._stepper = stepper or WorkflowInstance.compiled_step
         self._checkpointing = checkpointing
         self._spawning = spawning
@@ -421,7 +424,8 @@ class WorkflowInstance:
         if decision.throw is not None and isinstance(decision.throw, Cancelled) and not self.started:
             # Cancelled before its first step: no code of it ever runs.
             return StepOutcome(decision, seq, Raised(decision.throw), losers=list(decision.losers), loser_reason=reason)
-        ctx = StepContext(self.workflow_id, self.workflow_type, self.parent_id, now, self.test_mode)
+        ctx = StepContext(self.workflow_id, self.workflow_type, self.parent_id, now, self.test_mode,
+                          scheduled_at=self.scheduled_at)
         cont = self.continuation
         with ctx.active():
             result = self._stepper(cont, None if decision.first else decision.send, decision.throw)

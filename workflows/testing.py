@@ -47,6 +47,7 @@ class WorkflowHarness:
         native: drive the original coroutine (``wf.__wrapped__``) instead of the compiled code.
         roundtrip: after every suspension, replace the continuation by
             ``restore(checkpoint(continuation))`` (compiled mode only).
+        scheduled_at: what ``info().scheduled_at`` returns (a schedule's tick; default None).
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class WorkflowHarness:
         now: float = 0.0,
         native: bool = False,
         roundtrip: bool = True,
+        scheduled_at: float | None = None,
     ) -> None:
         if not isinstance(wf, WorkflowFunction):
             raise TypeError(
@@ -90,6 +92,7 @@ class WorkflowHarness:
             self._coro if native else self._cont,
             workflow_id=workflow_id,
             workflow_type=self.workflow_type,
+            scheduled_at=scheduled_at,
             stepper=self._native_step if native else WorkflowInstance.compiled_step,
             checkpointing=self.roundtrip,
             spawning=False,

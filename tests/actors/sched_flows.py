@@ -22,3 +22,13 @@ async def slow_report(hours: float) -> str:
     """A scheduled run that takes ``hours`` of (virtual) time."""
     await timer("work", hours * 3600)
     return "done"
+
+
+@workflow
+async def tick_seen(name: str) -> tuple[float | None, float | None]:
+    """What ``info().scheduled_at`` says before an await and after it (across a restart)."""
+    from workflows import info, signal
+
+    before = info().scheduled_at
+    await signal("go")
+    return before, info().scheduled_at

@@ -17,7 +17,7 @@ from actors._schedules import run_id, tick_text
 from actors.testing import VirtualClock
 from persistence import _schedules as stored
 
-from .sched_flows import report, slow_report
+from .sched_flows import report, slow_report, tick_seen
 
 T = 30.0
 HOUR = 3600.0
@@ -291,6 +291,26 @@ def test_schedule_checks_its_arguments_and_updates_unschedules_and_lists(db: str
         clock.advance(4 * HOUR)
         system.idle(T)
         assert runs(system, "digest") == [run_id("digest", START + 2 * HOUR)]  # it stays; no more
+
+
+def test_a_run_sees_its_tick_in_info_across_a_restart_and_a_plain_start_sees_none(db: str) -> None:
+    from workflows.testing import WorkflowHarness
+
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("seen", tick_seen, "s", every=HOUR)
+        system.start(tick_seen, "p", id="plain")
+        clock.advance(HOUR)
+        system.idle(T)
+    with ActorSystem(db, clock=clock) as system:  # both load from the file now
+        run = system.get(run_id("seen", START + HOUR))
+        run.signal("go")
+        system.get("plain").signal("go")
+        assert run.result(timeout=T) == (START + HOUR, START + HOUR)
+        assert system.get("plain").result(timeout=T) == (None, None)
+    h = WorkflowHarness(tick_seen, "h", scheduled_at=START)
+    h.send(None)
+    assert h.result() == (START, START)
 
 
 def test_tick_ids_are_iso_8601_utc() -> None:
