@@ -188,6 +188,23 @@ class WorkflowRef(Generic[R]):
                 rt.forget_finish(self.id, woken)
         return self._outcome(rec)
 
+    async def status_async(self) -> Status:
+        """``status`` for asyncio code, without blocking the loop (the read runs on the system's
+        executor)."""
+        return await self._system._aio.run(self._system._closed_error, self.status)
+
+    async def info_async(self) -> WorkflowInfo:
+        """``info`` for asyncio code, without blocking the loop."""
+        return await self._system._aio.run(self._system._closed_error, self.info)
+
+    async def history_async(self, limit: int | None = None, before: int | None = None) -> list[HistoryEntry]:
+        """``history`` for asyncio code, without blocking the loop."""
+        return await self._system._aio.run(self._system._closed_error, self.history, limit, before)
+
+    async def debug_fire_timer_async(self, name: str, timeout: float = 30.0) -> None:
+        """``debug_fire_timer`` for asyncio code, without blocking the loop."""
+        await self._system._aio.run(self._system._closed_error, self.debug_fire_timer, name, timeout)
+
     async def result_async(self, timeout: float | None = None) -> R:
         """``result`` for asyncio code: the return value, awaited without blocking the loop.
 

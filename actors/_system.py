@@ -601,6 +601,32 @@ class ActorSystem:
         published = _talk.published_values(self, [r.id for r in recs])
         return self._schedules.with_ticks([info_from_record(r, published.get(r.id, {})) for r in recs])
 
+    # The other blocking calls' twins for asyncio code: each runs its call on the system's own
+    # executor (at most ``ASYNC_WORKERS`` threads), never on the loop's.
+    async def get_async(self, workflow_id: str) -> WorkflowRef[Any]:
+        """``get`` for asyncio code, without blocking the loop."""
+        return await self._aio.run(self._closed_error, self.get, workflow_id)
+
+    async def workflows_async(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
+        """``workflows`` for asyncio code, without blocking the loop."""
+        return await self._aio.run(self._closed_error, self.workflows, status, type)
+
+    async def prune_async(self, older_than: float) -> int:
+        """``prune`` for asyncio code, without blocking the loop."""
+        return await self._aio.run(self._closed_error, self.prune, older_than)
+
+    async def schedule_async(self, id: str, wf: WorkflowFunction[..., Any], /, *args: Any, **options: Any) -> ScheduleInfo:
+        """``schedule`` for asyncio code, without blocking the loop (the same options)."""
+        return await self._aio.run(self._closed_error, self.schedule, id, wf, *args, **options)
+
+    async def schedules_async(self) -> list[ScheduleInfo]:
+        """``schedules`` for asyncio code, without blocking the loop."""
+        return await self._aio.run(self._closed_error, self.schedules)
+
+    async def unschedule_async(self, id: str) -> bool:
+        """``unschedule`` for asyncio code, without blocking the loop."""
+        return await self._aio.run(self._closed_error, self.unschedule, id)
+
     def idle(self, timeout: float | None = None) -> None:
         """Block until nothing is left to do now: no message queued, no step or procedure running,
         no timer due. Raises ``TimeoutError`` after ``timeout`` seconds."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from actors import ActorSystem, SystemClosed, WorkflowNotRunning
+from actors import ActorSystem, SystemClosed, UnknownWorkflow, WorkflowNotRunning
 from actors._aio import ASYNC_WORKERS
 from actors.testing import VirtualClock
 from workflows import (
@@ -290,3 +290,29 @@ def test_shutdown_wakes_a_pending_result_async(tmp_path: Path, clock: VirtualClo
 
     with ThreadPoolExecutor(1) as closer:
         serve(main)
+
+
+def test_the_other_blocking_calls_have_async_twins_that_answer_as_they_do(
+    system: ActorSystem, clock: VirtualClock
+) -> None:
+    """get, workflows, prune, schedule, schedules, unschedule, and a ref's status, info, history
+    and debug_fire_timer: each twin answers what its blocking call answers."""
+
+    async def main(ticker: Ticker) -> None:
+        ref = await system.start_async(sleeper, 60.0, 7, id="s", test_mode=True)
+        got = await system.get_async("s")
+        assert got.id == "s" and (await got.status_async()).value == "running"
+        assert [i.id for i in await system.workflows_async()] == [i.id for i in system.workflows()]
+        assert (await ref.info_async()).waiting_on == ref.info().waiting_on
+        await ref.debug_fire_timer_async("nap")
+        assert await ref.result_async(timeout=T) == 7
+        assert [e.event for e in await ref.history_async(limit=1)] == ["completed"]
+        info = await system.schedule_async("every-hour", sleeper, 1.0, 2, every=3600)
+        assert info.every == 3600 and [s.id for s in await system.schedules_async()] == ["every-hour"]
+        assert await system.unschedule_async("every-hour") is True
+        clock.advance(3600)
+        assert await system.prune_async(older_than=60) == 1
+        with pytest.raises(UnknownWorkflow):  # pruned, as get() raises
+            await system.get_async("s")
+
+    serve(main)
