@@ -246,6 +246,16 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"result    {_clip(repr(info.result), args.full)}")
         if info.error:
             print(f"error     {info.error.get('type')}: {_clip(str(info.error.get('message')), args.full)}")
+            tb = info.error.get("traceback")
+            if isinstance(tb, str) and tb.strip():
+                if args.full:
+                    print("traceback")
+                    for line in tb.rstrip().splitlines():
+                        print(f"  {line}")
+                else:
+                    frames = [line.strip() for line in tb.splitlines() if line.startswith("  File ")]
+                    if frames:  # where it was raised: the innermost frame
+                        print(f"at        {frames[-1]} (--full prints the traceback)")
         if history:
             print("history" + (f" (the newest {len(history)} events; --history N shows more)" if cut else ""))
             for h in history:

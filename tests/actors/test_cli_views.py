@@ -257,3 +257,16 @@ def test_a_fire_timer_request_read_again_after_it_was_carried_out_is_not_failed(
         inside.unpatch_store("take_external")
     failed = [e for e in logs if e["event"] == "external_request_failed"]
     assert failed == [], failed
+
+
+def test_show_of_a_failed_workflow_says_where_it_failed_and_full_prints_the_traceback(db, capsys):
+    with ActorSystem(db) as system:
+        ref = system.start(flows.boom, id="b")
+        with pytest.raises(Exception):
+            ref.result(timeout=T)
+    code, out, _ = wf(capsys, "show", "b", "--db", db)
+    assert code == 0
+    [at] = [line for line in out.splitlines() if line.startswith("at ")]
+    assert "flows.py" in at and "in boom" in at and "--full prints the traceback" in at
+    code, out, _ = wf(capsys, "show", "b", "--db", db, "--full")
+    assert "traceback\n  Traceback (most recent call last):" in out and "in boom" in out
