@@ -31,11 +31,18 @@ class UnknownWorkflow(ActorSystemError, KeyError):
         *,
         pruned: int | None = None,
         retention: float | None = None,
+        ended: tuple[str, str, float, float] | None = None,
     ) -> None:
         self.workflow_id = workflow_id
         self.pruned = pruned
         msg = f"no workflow with id {workflow_id!r}" + (f" in {where}" if where else "")
-        if pruned == 0:
+        if ended is not None:  # its tombstone: (type, status, ended_at, pruned_at)
+            wtype, status, ended_at, pruned_at = ended
+            msg += (
+                f": it ({wtype}) ended {status} at {_utc(ended_at)} and was pruned at "
+                f"{_utc(pruned_at)}, with its result and history"
+            )
+        elif pruned == 0:
             msg += ": it never existed (no finished workflow was ever pruned from this file); check the id"
         else:
             kept = (
@@ -97,6 +104,10 @@ class AskFailed(ActorSystemError):
             f"ask {name!r} (id {ask_id!r}) to workflow {workflow_id!r} was refused: "
             f"{error_type}: {error_message}"
         )
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
 
 
 class WorkflowPruned(UnknownWorkflow):

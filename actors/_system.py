@@ -555,10 +555,12 @@ class ActorSystem:
     def _unknown(self, workflow_id: str) -> UnknownWorkflow:
         """The error for an id the file does not hold, saying whether it may have been pruned."""
         try:
+            stone = self._rt.store.tombstone(workflow_id)
             pruned: int | None = self._rt.store.pruned_total()
         except Exception:
-            pruned = None  # the file cannot say: the message allows for both
-        return UnknownWorkflow(workflow_id, self.db, pruned=pruned, retention=self.retention)
+            stone, pruned = None, None  # the file cannot say: the message allows for both
+        ended = (stone.type, stone.status, stone.ended_at, stone.pruned_at) if stone is not None else None
+        return UnknownWorkflow(workflow_id, self.db, pruned=pruned, retention=self.retention, ended=ended)
 
     def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""

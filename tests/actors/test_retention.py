@@ -147,9 +147,10 @@ def test_a_finished_child_of_a_running_parent_is_pruned_and_the_parent_still_get
 
 
 def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clock) -> None:
-    """UnknownWorkflow names the id and says it never existed or was pruned after its retention
-    (this system's, and how many were pruned); before anything was pruned, it says it never
-    existed."""
+    """UnknownWorkflow names the id and, for a pruned workflow whose tombstone is kept, what it
+    was and when it ended and was pruned; for another id, that it never existed or was pruned
+    after its retention (this system's, and how many were pruned); before anything was pruned,
+    that it never existed."""
     with ActorSystem(db, clock=clock) as system:
         with pytest.raises(UnknownWorkflow) as never:
             system.get("nope")
@@ -165,12 +166,16 @@ def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clo
                 call()
             msg = str(info.value)
             assert "no workflow with id 'q'" in msg
-            assert "it never existed, or it finished and was pruned after its retention" in msg
-            assert "keeps finished workflows for 7d; 1 finished workflows pruned" in msg
+            # Its tombstone says what it was and when it went.
+            assert "quick) ended completed at 2023-11-14 22:13:20Z and was pruned at 2023-11-21" in msg
             assert info.value.workflow_id == "q"
+        with pytest.raises(UnknownWorkflow) as other:
+            system.get("other")  # no tombstone: it never existed, or its tombstone expired too
+        assert "it never existed, or it finished and was pruned after its retention" in str(other.value)
+        assert "keeps finished workflows for 7d; 1 finished workflows pruned" in str(other.value)
     with ActorSystem(db, clock=clock, retention=None) as system:
         with pytest.raises(UnknownWorkflow, match=r"until pruned: retention=None; 1 finished"):
-            system.get("q")
+            system.get("other")
 
 
 def test_result_right_after_a_prune_commits_reads_it_gone(db, clock) -> None:
