@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from workflows import Status
+
 
 def span(seconds: float) -> str:
     """A duration as a person reads it: 7d, 1h, 90m, 45s."""
@@ -64,7 +66,8 @@ class WorkflowNotRunning(ActorSystemError):
 
     def __init__(self, workflow_id: str, status: str, what: str) -> None:
         self.workflow_id = workflow_id
-        self.status = status
+        # A ``Status`` (a str enum: it equals its text too).
+        self.status: Status | str = Status(status) if status in Status._value2member_map_ else status
         super().__init__(f"cannot {what}: workflow {workflow_id!r} has already finished ({status})")
 
 
