@@ -211,6 +211,17 @@ def _timed_out(workflow_id: str, name: str, ask_id: str, timeout: float | None) 
     )
 
 
+def _check_timeout(timeout: float | None, what: str) -> None:
+    """A timeout is seconds to wait, 0 or more, or None: checked before anything is sent."""
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+    ):
+        raise ValueError(
+            f"{what}() timeout must be a number of seconds, 0 or more (or None: no bound), got "
+            f"{timeout!r}; nothing was sent"
+        )
+
+
 def ask(
     sysm: ActorSystem,
     workflow_id: str,
@@ -219,6 +230,7 @@ def ask(
     timeout: float | None,
     ask_id: str | None,
 ) -> Any:
+    _check_timeout(timeout, "ask")
     deadline = None if timeout is None else time.monotonic() + timeout
     waiting = _Waiting(sysm._rt, workflow_id)  # before the write: a reply right after it wakes us
     try:
@@ -251,6 +263,7 @@ async def ask_async(
     ask_id: str | None,
 ) -> Any:
     sysm._check_open()
+    _check_timeout(timeout, "ask_async")
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     rt = sysm._rt

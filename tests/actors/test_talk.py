@@ -279,3 +279,13 @@ def test_request_in_select_wins_as_an_event_of_kind_request(system):
     with pytest.raises(WorkflowNotRunning, match="cannot answer ask 'r'"):
         ref.ask("r", 8, ask_id="j", timeout=T)  # it won, but the workflow returned without replying
     assert ref.result(T) == ("r", "request", 8, "j")
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), "5"])
+def test_ask_refuses_a_timeout_that_is_not_seconds_before_it_sends_anything(system, bad):
+    ref = system.start(tf.never_answers, id="n")
+    with pytest.raises(ValueError, match=r"ask\(\) timeout must be a number of seconds, 0 or more"):
+        ref.ask("question", timeout=bad)
+    with pytest.raises(ValueError, match=r"ask_async\(\) timeout must be"):
+        asyncio.run(ref.ask_async("question", timeout=bad))
+    assert system._rt.store.read_table("SELECT ask_id FROM asks") == []  # nothing was sent
