@@ -108,6 +108,14 @@ def loads(data: bytes) -> Any:
         )
     try:
         return pickle.loads(data[len(HEADER) :])
+    except (ImportError, AttributeError) as exc:
+        # Whole, but its class is not importable here (another directory, another PYTHONPATH, a
+        # module renamed): not the payload's fault.
+        raise MalformedPayload(
+            f"cannot load a payload of {len(data)} bytes here: {type(exc).__name__}: {exc}; a class "
+            f"it holds is not importable in this process (run it where the application's modules "
+            f"import, or set PYTHONPATH), or was renamed or removed since it was written."
+        ) from exc
     except Exception as exc:
         raise MalformedPayload(
             f"damaged payload ({len(data)} bytes): {type(exc).__name__}: {exc}; the bytes were "

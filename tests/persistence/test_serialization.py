@@ -107,3 +107,14 @@ def test_unpicklable() -> None:
     with pytest.raises(MalformedPayload, match="lock") as info:
         dumps(threading.Lock())
     assert isinstance(info.value, PersistenceError)
+
+
+def test_a_class_not_importable_here_is_told_apart_from_damage() -> None:
+    """A whole payload whose class this process cannot import is not called damaged: the message
+    says to run where the application's modules import."""
+    import collections
+
+    blob = dumps(collections.OrderedDict(a=1)).replace(b"collections", b"collectionz")  # no such module
+    with pytest.raises(MalformedPayload, match="a class it holds is not importable in this process") as info:
+        loads(blob)
+    assert "damaged" not in str(info.value)
