@@ -12,6 +12,7 @@ from actors import ActorSystem
 from actors.cli import CHILDREN_SHOWN, DEFAULT_LIMIT, main
 from actors.testing import VirtualClock
 from persistence import RECENT_STEPS
+from workflows import WorkflowFailed
 from workflows._compiler import compile_workflow_source
 
 from . import flows
@@ -262,7 +263,7 @@ def test_a_fire_timer_request_read_again_after_it_was_carried_out_is_not_failed(
 def test_show_of_a_failed_workflow_says_where_it_failed_and_full_prints_the_traceback(db, capsys):
     with ActorSystem(db) as system:
         ref = system.start(flows.boom, id="b")
-        with pytest.raises(Exception):
+        with pytest.raises(WorkflowFailed):
             ref.result(timeout=T)
     code, out, _ = wf(capsys, "show", "b", "--db", db)
     assert code == 0

@@ -12,8 +12,8 @@ import pytest
 from actors import ActorSystem, Status
 from actors import cli as wf_cli
 from actors.testing import VirtualClock
-from workflows import Cancelled
 from persistence import open_store
+from workflows import Cancelled
 
 from . import limit_flows as lf
 
