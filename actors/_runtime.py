@@ -46,7 +46,7 @@ R = TypeVar("R")
 
 
 RESTART_INTENSITY = 5  # restarts ...
-RESTART_PERIOD = 60.0  # ... within this many seconds, then the workflow fails (OTP's MaxR/MaxT)
+RESTART_PERIOD = 60.0  # ... within this many seconds (system clock), then it fails (OTP's MaxR/MaxT)
 # A workflow whose write failed for a reason of the storage is tried again after this many seconds,
 # doubling at each failure up to the maximum (with jitter), for as long as the episode lasts.
 STORAGE_BACKOFF = 0.02
@@ -315,8 +315,12 @@ class Runtime:
                     del self._finish_waiters[workflow_id]
 
     def fault(self, workflow_id: str, error: BaseException, workflow_type: str | None = None) -> None:
-        """A runtime fault in an actor: restart it from its last checkpoint, with backoff."""
-        now = time.monotonic()
+        """A runtime fault in an actor: restart it from its last checkpoint, with backoff.
+
+        The intensity's period is on the system's clock (a ``VirtualClock`` moved on a minute
+        forgets the restarts before it); the backoff before a restart is real time, so that a
+        restart never waits for a test to move its clock."""
+        now = self.clock.now()
         with self._restart_lock:
             hist = self._restarts.setdefault(workflow_id, deque())
             while hist and hist[0] < now - RESTART_PERIOD:

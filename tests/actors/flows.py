@@ -426,3 +426,12 @@ async def uses_held_flaky(tag: str) -> str:
 async def two_timers() -> str:
     ev = await select(timer("short", 5), timer("long", 50))
     return str(ev.name)
+
+
+@workflow
+async def two_fragile_steps(tag: str, times: int) -> str:
+    """Two steps whose reducers fail ``times`` times each (under the restart intensity)."""
+    for i in range(2):
+        await signal("go")
+        reducer(fails_first, f"{tag}-{i}", times)
+    return "ok"

@@ -108,3 +108,17 @@ def test_a_fault_keeps_every_procedure_outcome_the_actor_held(db, clock):
         real(sw).add_done_callback(_chain(p))
         assert ref.result(timeout=T) == [2, 20, 30]
         assert len(calls) == 4
+
+
+def test_the_restart_intensity_counts_on_the_systems_clock(system, clock):
+    """Four restarts, then four more a virtual minute later: under the intensity (5 in 60 s of
+    the system's clock), so the workflow goes on; eight at one moment would have failed it."""
+    ref = system.start(flows.two_fragile_steps, "burst", 4)
+    system.idle(timeout=T)
+    for _ in range(2):
+        with capture_logs() as logs:
+            ref.signal("go")
+            system.idle(timeout=T)
+        assert len([e for e in logs if e["event"] == "actor_restarted"]) == 4
+        clock.advance(61)
+    assert ref.result(timeout=T) == "ok"
