@@ -595,10 +595,20 @@ class ActorSystem:
         return await self._aio.run(self._closed_error, self.broadcast, name, filter_value, payload)
 
     def workflows(self, status: Status | str | None = None, type: Any = None) -> list[WorkflowInfo]:
-        """Snapshots of the workflows in the file, optionally by status and type."""
+        """Snapshots of the workflows in the file, optionally by status and type (the workflow
+        function, its ``module:qualname``, or its name alone when one stored type has it)."""
         self._check_open()
         st = Status(status).value if status is not None else None
         ty = getattr(type, "__workflow_key__", type)
+        if isinstance(ty, str) and ":" not in ty:
+            stored = sorted({t for t, _ in self._rt.store.count_workflows()})
+            named = [t for t in stored if t.rpartition(":")[2] == ty]
+            if len(named) > 1:
+                raise ValueError(
+                    f"workflows(type={ty!r}) is ambiguous: {', '.join(named)}; pass the workflow "
+                    f"function or its full module:qualname"
+                )
+            ty = named[0] if named else ty
         recs = self._rt.store.list_workflows(status=st, type=ty)
         published = _talk.published_values(self, [r.id for r in recs])
         return self._schedules.with_ticks([info_from_record(r, published.get(r.id, {})) for r in recs])

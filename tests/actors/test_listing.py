@@ -1,0 +1,16 @@
+"""The ActorSystem's listing of workflows (SPEC §5): ``workflows(status=None, type=None)``."""
+
+from __future__ import annotations
+
+from . import flows
+from .runtime_support import T
+
+
+def test_workflows_filters_by_the_function_its_key_or_its_name_alone(system):
+    a = system.start(flows.waits_once, id="a")
+    system.start(flows.child, 1, 0.0, id="c")
+    system.idle(timeout=T)
+    for by in (flows.waits_once, "tests.actors.flows:waits_once", "waits_once"):
+        assert [i.id for i in system.workflows(type=by)] == [a.id]
+    assert system.workflows(type="nothing_of_that_name") == []
+    assert [i.id for i in system.workflows(status="running", type="waits_once")] == ["a"]
