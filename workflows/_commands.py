@@ -23,7 +23,7 @@ from typing import (
     overload,
 )
 
-from ._errors import check_text
+from ._errors import check_storable, check_text
 
 if TYPE_CHECKING:
     from . import _talk
@@ -291,6 +291,7 @@ def procedure(
     r = retry if retry is not None else opts.get("retry")
     if r is not None and not isinstance(r, RetryPolicy):
         raise TypeError(f"procedure({key}) retry= must be a RetryPolicy, got {r!r}")
+    check_storable((*args, *kwargs.values()), f"procedure({key})'s arguments")
     return Procedure(
         key,
         tuple(args),

@@ -11,7 +11,7 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import WorkflowError, check_text
+from ._errors import WorkflowError, check_json, check_storable, check_text
 from ._registry import function_key
 
 _current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
@@ -155,12 +155,14 @@ def reducer(fn: Any, *args: Any, **kwargs: Any) -> None:
 def subscribe(name: str, filter_value: Any = None) -> None:
     """Receive broadcasts of signal ``name`` whose filter value equals ``filter_value``."""
     _check_payload_name(name, "subscribe")
+    check_json(filter_value, f"subscribe({name!r}) filter value")
     current("subscribe").effects.append(Subscribe(name, filter_value))
 
 
 def unsubscribe(name: str, filter_value: Any = None) -> None:
     """Stop receiving broadcasts of ``name`` with ``filter_value``."""
     _check_payload_name(name, "unsubscribe")
+    check_json(filter_value, f"unsubscribe({name!r}) filter value")
     current("unsubscribe").effects.append(Unsubscribe(name, filter_value))
 
 
@@ -170,12 +172,15 @@ def send(workflow_id: str, name: str, payload: Any = None) -> None:
         raise TypeError(f"send() workflow_id must be a non-empty string, got {workflow_id!r}")
     check_text(workflow_id, "send() workflow_id")
     _check_payload_name(name, "send")
+    check_storable((payload,), f"send({workflow_id!r}, {name!r}) payload")
     current("send").effects.append(Send(workflow_id, name, payload))
 
 
 def broadcast(name: str, filter_value: Any = None, payload: Any = None) -> None:
     """Signal ``name`` to every workflow subscribed with ``filter_value``, when this step commits."""
     _check_payload_name(name, "broadcast")
+    check_json(filter_value, f"broadcast({name!r}) filter value")
+    check_storable((payload,), f"broadcast({name!r}) payload")
     current("broadcast").effects.append(Broadcast(name, filter_value, payload))
 
 

@@ -189,3 +189,45 @@ def check_text(value: str, what: str) -> str:
             f"(bytes decoded with errors='replace', say, not 'surrogateescape')"
         ) from None
     return value
+
+
+_SCALARS = (str, int, float, bool, type(None), bytes)
+
+
+def check_storable(values: tuple[Any, ...], what: str) -> None:
+    """Raise ``TypeError`` naming ``what`` if ``values`` cannot be pickled: what a command gives
+    the step to store (a procedure's arguments, a payload, a published value) is refused at the
+    call, where the workflow can catch it and the traceback names its line, not when its step
+    commits."""
+    if all(type(v) in _SCALARS for v in values):
+        return
+    import pickle
+
+    try:
+        pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+        return
+    except Exception:
+        pass  # the standard pickler misses what cloudpickle takes (lambdas, local classes)
+    import cloudpickle  # type: ignore[import-untyped]  # ships no type information
+
+    try:
+        cloudpickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:
+        raise TypeError(
+            f"{what} cannot be stored: {type(e).__name__}: {e}; pass plain picklable data (an id, "
+            f"a dataclass of values), and open files, locks or connections inside a procedure"
+        ) from None
+
+
+def check_json(value: Any, what: str) -> None:
+    """Raise ``TypeError`` naming ``what`` unless ``value`` is a JSON value (a filter value)."""
+    if type(value) in _SCALARS and type(value) is not bytes:
+        return
+    import json
+
+    try:
+        json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{what} must be a JSON value (str, int, float, bool, None, lists, dicts), got {value!r}"
+        ) from None

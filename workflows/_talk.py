@@ -14,7 +14,7 @@ from typing import Any
 
 from ._commands import RequestCommand, _check_name
 from ._context import Publish, Reply, current
-from ._errors import WorkflowError, check_text
+from ._errors import WorkflowError, check_storable, check_text
 
 __all__ = ["Request", "RequestCommand", "publish", "reply", "request"]
 
@@ -62,6 +62,7 @@ def publish(key: str, value: Any = None) -> None:
     if not isinstance(key, str) or not key:
         raise TypeError(f"publish() key must be a non-empty string, got {key!r}")
     check_text(key, "publish() key")
+    check_storable((value,), f"publish({key!r}) value")
     current("publish").effects.append(Publish(key, value))
 
 

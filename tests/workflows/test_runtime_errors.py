@@ -216,3 +216,39 @@ def test_step_returns_raised_for_uncaught_exceptions():
         r = step(cont, send=None)
     assert isinstance(r, Raised) and isinstance(r.exception, KeyError)
     assert r.exception.args == ("k",)
+
+
+_LOCK = __import__("threading").Lock()
+
+
+@workflow
+async def _stores_what_cannot_be_stored(kind: str) -> tuple[str, str]:
+    from workflows import broadcast, procedure, publish, send, subscribe
+
+    try:
+        if kind == "procedure":
+            await procedure(double, _LOCK)
+        elif kind == "send":
+            send("other", "go", _LOCK)
+        elif kind == "broadcast":
+            broadcast("go", {1, 2})
+        elif kind == "subscribe":
+            subscribe("go", object())
+        else:
+            publish("k", _LOCK)
+    except TypeError as e:
+        return "caught", str(e)
+    return "not refused", ""
+
+
+@pytest.mark.parametrize("kind, says", [
+    ("procedure", "procedure(tests.workflows.probes:double)'s arguments cannot be stored"),
+    ("send", "send('other', 'go') payload cannot be stored"),
+    ("broadcast", "broadcast('go') filter value must be a JSON value"),
+    ("subscribe", "subscribe('go') filter value must be a JSON value"),
+    ("publish", "publish('k') value cannot be stored"),
+])
+def test_a_value_a_step_could_not_store_is_refused_at_the_call_where_the_workflow_can_catch_it(kind, says):
+    h = WorkflowHarness(_stores_what_cannot_be_stored, kind)
+    caught, message = h.result()
+    assert caught == "caught" and says in message, message
