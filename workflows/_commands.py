@@ -23,7 +23,8 @@ from typing import (
     overload,
 )
 
-from ._errors import check_storable, check_text
+from ._context import _current
+from ._errors import WorkflowError, check_storable, check_text
 
 if TYPE_CHECKING:
     from . import _talk
@@ -80,6 +81,12 @@ class Command:
     kind: ClassVar[str] = "command"
 
     def __await__(self) -> Generator[Command, Any, Any]:
+        if _current.get() is None:  # awaited by asyncio or a plain coroutine, not a workflow
+            raise WorkflowError(
+                f"await {self!r} outside a workflow: a workflow command is awaited only inside "
+                "@workflow code that an ActorSystem (or a WorkflowHarness) runs; start the "
+                "workflow with system.start(...) instead of awaiting its code directly"
+            )
         return (yield self)
 
     @property

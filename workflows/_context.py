@@ -134,7 +134,8 @@ def current(what: str) -> StepContext:
     if ctx is None:
         raise WorkflowError(
             f"{what}() was called outside a running workflow step; it is only valid inside "
-            "@workflow code (call the function directly if you meant to run it now)"
+            "@workflow code that an ActorSystem (or a WorkflowHarness) runs"
+            + (" (call the function directly if you meant to run it now)" if what == "reducer" else "")
         )
     return ctx
 

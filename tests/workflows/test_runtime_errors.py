@@ -252,3 +252,15 @@ def test_a_value_a_step_could_not_store_is_refused_at_the_call_where_the_workflo
     h = WorkflowHarness(_stores_what_cannot_be_stored, kind)
     caught, message = h.result()
     assert caught == "caught" and says in message, message
+
+
+def test_awaiting_a_command_outside_a_workflow_is_a_clear_workflow_error():
+    import asyncio
+
+    from workflows import WorkflowError, timer
+
+    async def plain() -> None:
+        await timer("t", after=1)
+
+    with pytest.raises(WorkflowError, match=r"await Timer\(name='t'.*outside a workflow.*system.start"):
+        asyncio.run(plain())
