@@ -37,6 +37,7 @@ CORPUS_MODULES = [
     "corpus_modstate",
     "corpus_coroutines",
     "corpus_unseen",
+    "corpus_probe2",
 ]
 
 # Imported for their registrations; an import error fails this module (it must never skip).

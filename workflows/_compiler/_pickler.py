@@ -179,7 +179,27 @@ def _code_in_file(make: Any, args: tuple[Any, ...], filename: str) -> types.Code
     return code.replace(co_filename=filename)
 
 
+def _reduce_cell(cell: types.CellType) -> Any:
+    # An empty cell, filled from its state once pickle's memo holds it: the functions that share
+    # it share it after a restore too, and a cell that holds (something that holds) a function
+    # closing over it is no cycle through the arguments of a reduce.
+    try:
+        value = cell.cell_contents
+    except ValueError:  # an empty cell (a variable not bound yet, or deleted)
+        return (_empty_cell, ())
+    return (_empty_cell, (), (value,), None, None, _fill_cell)
+
+
+def _empty_cell() -> types.CellType:
+    return types.CellType()
+
+
+def _fill_cell(cell: types.CellType, state: tuple[Any]) -> None:
+    cell.cell_contents = state[0]
+
+
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
+_OWN_REDUCERS[types.CellType] = _reduce_cell
 _OWN_REDUCERS[types.CodeType] = _reduce_code
 _OWN_REDUCERS.update(dict.fromkeys(_VIEW_KINDS, _reduce_view))
 _OWN_REDUCERS[types.MappingProxyType] = _reduce_proxy
@@ -365,6 +385,14 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         state = r[2] if isinstance(r, tuple) and len(r) > 2 else None
         if params and isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
             state[1]["__type_params__"] = params
+        if func.__closure__ is not None and isinstance(state, tuple) and len(state) == 2:
+            # cloudpickle makes the function with new empty cells and copies the values of its
+            # cells into them: two functions that share a variable of the function that made
+            # them (a counter's inc and get, a nonlocal) would each come back with a copy of it.
+            # Made with its own cells instead, written by _reduce_cell (empty, then filled:
+            # a cell may hold the function itself), so pickle's memo shares them as they were.
+            r = (*r[:1], (*r[1][:4], func.__closure__), *r[2:])
+            state[1]["__closure__"] = None
         space = self._spaces.get(id(func.__globals__))
         if space is not None and isinstance(state, tuple) and len(state) == 2:
             # A function made in a workflow: its globals are the module's, resolved at restore.
@@ -463,6 +491,8 @@ _BY_NAME: set[Any] = {
     workflow_global,
     workflow_globals,
     _function_setstate,
+    _empty_cell,
+    _fill_cell,
     _set_exc_state,
     _rebuild_type_alias,
     _restore_deque_iter,

@@ -1,0 +1,103 @@
+"""Corpus: programs probing what a checkpoint keeps beyond the workflow's own locals.
+
+Closures made by functions the workflow calls (their cells are real cells, not the workflow's
+frame), shared between several functions and rebound through ``nonlocal`` across awaits.
+"""
+
+from __future__ import annotations
+
+from workflows import timer, workflow
+
+from .diffharness import C, add
+from .probes import log
+
+
+def tick(n: int = 1):
+    return timer("t", n)
+
+
+@workflow
+async def closures_sharing_a_cell(n):
+    """A counter's inc and get, made by a nested function: one cell shared by both."""
+
+    def make(start):
+        c = start
+
+        def inc():
+            nonlocal c
+            c += 1
+            return c
+
+        def get():
+            return c
+
+        return inc, get
+
+    inc, get = make(n)
+    inc()
+    await tick()
+    inc()
+    await tick()
+    log(get())
+    inc2, get2 = make(10 * n)
+    inc2()
+    await tick()
+    return get(), inc(), get(), get2(), inc2(), get2()
+
+
+add(closures_sharing_a_cell, C(0), C(3), C(-2))
+
+
+@workflow
+async def closure_cell_rebound_by_a_setter(xs):
+    """A getter and a setter over one cell; the cell rebound to a new list after an await."""
+
+    def box(v):
+        def read():
+            return v
+
+        def write(new):
+            nonlocal v
+            v = new
+
+        return read, write
+
+    read, write = box(list(xs))
+    await tick()
+    write(read() + [len(xs)])
+    await tick()
+    alias = read()
+    write(alias)
+    alias.append("x")
+    await tick()
+    return read(), read() is alias
+
+
+add(closure_cell_rebound_by_a_setter, C([]), C([1, 2]), C(["a"]))
+
+
+@workflow
+async def recursive_closure_sharing_its_cell(n):
+    """A nested function that calls itself through the cell the other closures share."""
+
+    def make():
+        calls = []
+
+        def fact(k):
+            calls.append(k)
+            return 1 if k <= 1 else k * fact(k - 1)
+
+        def count():
+            return len(calls)
+
+        return fact, count
+
+    fact, count = make()
+    a = fact(n)
+    await tick()
+    b = fact(n + 1)
+    await tick()
+    return a, b, count()
+
+
+add(recursive_closure_sharing_its_cell, C(1), C(3), C(5))
