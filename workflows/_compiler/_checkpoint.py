@@ -21,7 +21,13 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
-from ._pickle_sets import BY_VALUE, ElementHashRefused, hash_identities, hashed_by_value
+from ._pickle_sets import (
+    BY_VALUE,
+    ElementHashRefused,
+    StaleKeyRefused,
+    hash_identities,
+    hashed_by_value,
+)
 from ._pickler import (
     GlobalsPickler,
     LiveIter,
@@ -322,6 +328,12 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                     hint = (
                         "close it before the await (a 'with open(...)' block that does not span "
                         "it), or move the I/O into a procedure"
+                    )
+                elif isinstance(e, StaleKeyRefused):
+                    hint = (
+                        "take a key out of its dict or set before changing what its hash or "
+                        "equality is made of, and put it back after (v = d.pop(k); k.x = ...; "
+                        "d[k] = v), or del the variable before the await"
                     )
                 elif isinstance(e, ElementHashRefused):
                     hint = "or del the variable before the await"

@@ -159,6 +159,66 @@ class ElementHashRefused(ValueRefused):
     """A set or frozenset refused for an element whose hash a restore would not give back."""
 
 
+class StaleKeyRefused(ValueRefused):
+    """A dict, set or frozenset refused for a key (element) that its table files under another
+    hash than the key has now, or that now equals another of its keys: a restore, which puts
+    the keys in again, would file it otherwise (or keep only one of the two)."""
+
+
+def stale_key_problem(c: Any) -> str | None:
+    """Why a restore could not give back dict, set or frozenset ``c`` as it is, if a key of it
+    was changed since it was put in: its hash is not the one the table filed it under (a lookup
+    of it, which natively misses, would find it after the restore), or it now equals another
+    key (natively two entries, one after the restore). None where every key is found again
+    through its hash, and no two keys are equal: then putting them in again, in their order,
+    gives a table whose lookups find what this one finds. Runs the keys' ``__hash__`` (and
+    ``__eq__`` where hashes meet), as the restore does; keys hashed by value are not looked at."""
+    t = type(c)
+    if (t is dict or t is set or t is frozenset) and hashed_by_value(c):
+        return None  # most: an instance's __dict__, a set of ids
+    base = dict if isinstance(c, dict) else set if isinstance(c, set) else frozenset
+    keys = list(base.__iter__(c))  # an OrderedDict's own iterator fails on a key changed
+    if hashed_by_value(keys):
+        return None
+    contains = base.__contains__
+    kind = type(c).__name__
+    what = "key" if base is dict else "element"
+    try:
+        for k in keys:
+            if not contains(c, k):
+                return (
+                    f"{_article(kind)} {kind} whose {what} {_short(k)} was changed after it was "
+                    f"put in: it no longer hashes as when the {kind} filed it (a lookup of it "
+                    f"finds nothing now, and would find it after a restore)"
+                )
+        if len(dict.fromkeys(keys)) != len(keys):
+            again = dict.fromkeys(keys)
+            dup = next(k for k in keys if again.pop(k, _GONE) is _GONE)
+            first = next(k for k in keys if k == dup)
+            return (
+                f"{_article(kind)} {kind} two of whose {what}s, {_short(first)} and "
+                f"{_short(dup)}, now equal each other: one was changed after it was put in "
+                f"(natively the {kind} holds both, a restore would keep only one)"
+            )
+    except Exception as e:
+        return (
+            f"{_article(kind)} {kind} whose {what}s cannot be hashed or compared again "
+            f"({type(e).__name__}: {e}), as a restore must"
+        )
+    return None
+
+
+_GONE = object()
+
+
+def _short(x: Any) -> str:
+    try:
+        r = repr(x)
+    except Exception:
+        r = f"<{type(x).__qualname__}>"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def element_refused(s: Any, e: Any, part: Any, obj: Any) -> ElementHashRefused:
     """The refusal of set (or frozenset) ``s``: its element ``e`` hashes by the address of
     ``obj`` (taken by ``part`` of it), which a restore gives back as a copy."""

@@ -81,6 +81,8 @@ from ._pickle_modules import (
 )
 from ._pickle_sets import (
     SetNotRestorable,
+    StaleKeyRefused,
+    stale_key_problem,
     _frozenset_problem,
     _set_record,
     element_refused,
@@ -686,8 +688,14 @@ class _FirstPass(_Pickler):
         self.loose_pairs: list[list[tuple[Any, Any]]] = []
         self.seqs: list[Any] = []
         self.maps: list[dict[Any, Any]] = []
+        # An object other than the builtin values the C pickler writes without asking was met:
+        # only such a one (or a tuple of them) is a key whose hash can change (stale_keys).
+        self.objects = False
 
     def reducer_override(self, obj: Any) -> Any:
+        self.objects = True
+        if isinstance(obj, _TABLES):  # a subclass (exact ones are not asked about): an
+            _refuse_stale(obj, self._data)  # OrderedDict's reduce fails on a key changed
         rv = _PICKLER_OVERRIDE(self, obj)
         if rv is NotImplemented:
             t = type(obj)
@@ -997,6 +1005,8 @@ def dumps(
     p = _FirstPass(buf, spaces, data)
     p.dump(aliased(obj, data.find_aliases()))
     payload = buf.getvalue()
+    if p.objects:
+        stale_keys(p.memo.copy(), data)
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
     # object reached through module data, a module-level container or one reached through module
     # data among the objects written (the C pickler writes lists, dicts and sets without asking
@@ -1015,6 +1025,31 @@ def dumps(
         memo = None
         return _checkpoint_pickle(obj, spaces, data, p.owned)
     return payload
+
+
+_TABLES = (dict, set, frozenset)
+
+
+def stale_keys(memo: dict[int, Any], data: ModuleData) -> None:
+    """StaleKeyRefused for the first dict, set or frozenset written by value (``memo``: a
+    pass's) that a restore, which puts its keys in again, would not give back as it is: one
+    whose key was changed (its hash, its equality) after it was put in."""
+    tables = [o for _, o in memo.values() if isinstance(o, _TABLES) and len(o) > 0]
+    # An OrderedDict, a Counter, a set subclass before the plain copy its reduce hands pickle.
+    tables.sort(key=lambda o: type(o) in _TABLES)
+    for o in tables:
+        _refuse_stale(o, data)
+
+
+def _refuse_stale(o: Any, data: ModuleData) -> None:
+    if len(o) == 0:
+        return
+    problem = stale_key_problem(o)
+    if problem is None:
+        return
+    if data.global_ref(o) is not None or data.active and data.path(o) is not None:
+        return  # module data: kept by reference, the module's own object
+    raise StaleKeyRefused(problem, o)
 
 
 def _checkpoint_pickle(
