@@ -1,10 +1,14 @@
 """Corpus: programs probing what a checkpoint keeps beyond the workflow's own locals.
 
 Closures made by functions the workflow calls (their cells are real cells, not the workflow's
-frame), shared between several functions and rebound through ``nonlocal`` across awaits.
+frame), shared between several functions and rebound through ``nonlocal`` across awaits; the
+identity of the constants a module's code shares (a literal in the workflow is the module's
+equal constant, whichever await it comes after).
 """
 
 from __future__ import annotations
+
+import operator
 
 from workflows import timer, workflow
 
@@ -101,3 +105,32 @@ async def recursive_closure_sharing_its_cell(n):
 
 
 add(recursive_closure_sharing_its_cell, C(1), C(3), C(5))
+
+
+MODE = "idle mode!"
+ORIGIN = (0, "zero point")
+RATE = 0.125
+BIG = 12345678901234567890
+same = operator.is_  # ``x is y`` without the SyntaxWarning a literal operand draws
+
+
+@workflow
+async def literals_are_the_modules_constants(n):
+    """Each literal, made after an await, is the object the module's equal constant is."""
+    await tick()
+    log(("mode", same("idle mode!", MODE), same((0, "zero point"), ORIGIN)))
+    if n > 0:
+        await tick()
+        log(("rate", same(0.125, RATE), same(12345678901234567890, BIG)))
+    for i in range(n):
+        await tick()
+        mode = "idle mode!"
+
+        def again():
+            return "idle mode!", (0, "zero point")
+
+        log((i, again()[0] is mode, again()[1] is ORIGIN))
+    return n
+
+
+add(literals_are_the_modules_constants, C(0), C(1), C(2))

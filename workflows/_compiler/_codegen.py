@@ -6,6 +6,7 @@ import __future__
 import ast
 import copy
 import hashlib
+import math
 import sys
 import types
 from collections.abc import Callable
@@ -136,6 +137,7 @@ def _codegen(
     asts: list[Any] = [None] * nblocks
     glob = fn.__globals__
     qualname = fn.__qualname__
+    consts = Constants(fn.__code__)
     for label, blk in low.blocks.items():
         body = [Temps().visit(s) for s in blk.stmts] if cross else list(blk.stmts)
         if not body or not isinstance(body[-1], (ast.Return, ast.Raise)):
@@ -172,7 +174,7 @@ def _codegen(
             raise RuntimeError(
                 f"internal error compiling block {label} of {qualname}: {e}\n{ast.unparse(mod)}"
             ) from e
-        fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
+        fcode = consts.merge(next(c for c in co.co_consts if isinstance(c, types.CodeType)))
         if hasattr(fcode, "co_qualname"):
             fcode = fcode.replace(co_qualname=qualname)
         f = types.FunctionType(fcode, glob, fn.__name__)
@@ -182,6 +184,72 @@ def _codegen(
         handlers[label] = blk.region
         hctx[label] = blk.hctx
     return blocks, handlers, hctx, asts
+
+
+class Constants:
+    """The constants of a workflow's code, as one compilation makes them.
+
+    CPython compiles a module once and makes its equal constants one object, in every function
+    of it: natively ``a = "idle mode"``, an await, then ``b = "idle mode"`` (or ``(1, "x")``, or
+    ``2.5``, or a big int) gives ``a is b``, and so does a literal in a nested function and the
+    same one in the workflow. The blocks are compiled one by one: each would have its own. So
+    every constant of a block (and of the functions, lambdas and classes made in it) is replaced
+    by the native function's equal one (which is the module's), else by the first block's.
+    Equal means what CPython merges: the same type and value, -0.0 apart from 0.0, a NaN only
+    itself, tuples and frozensets item by item.
+    """
+
+    def __init__(self, native: types.CodeType) -> None:
+        self.pool: dict[Any, Any] = {}
+        self._collect(native)
+
+    def _collect(self, co: types.CodeType) -> None:
+        for c in co.co_consts:
+            if isinstance(c, types.CodeType):
+                self._collect(c)
+                continue
+            k = _const_key(c)
+            if k is not None:
+                self.pool.setdefault(k, c)
+
+    def merge(self, co: types.CodeType) -> types.CodeType:
+        """``co`` (and the code objects among its constants) with the pool's constants."""
+        out = []
+        changed = False
+        for c in co.co_consts:
+            if isinstance(c, types.CodeType):
+                m = self.merge(c)
+            else:
+                k = _const_key(c)
+                m = c if k is None else self.pool.setdefault(k, c)
+            changed = changed or m is not c
+            out.append(m)
+        return co.replace(co_consts=tuple(out)) if changed else co
+
+
+_BY_VALUE_CONSTS = frozenset({str, bytes, int, bool})
+
+
+def _const_key(c: Any) -> Any:
+    """What CPython's compiler merges equal constants by (``_PyCode_ConstantKey``); None for a
+    constant it keeps as it is (a NaN, a type it does not merge)."""
+    t = type(c)
+    if t in _BY_VALUE_CONSTS:
+        return (t, c)
+    if t is float:
+        if c != c:
+            return None
+        return (t, c, math.copysign(1.0, c))
+    if t is complex:
+        if c != c:
+            return None
+        return (t, c, math.copysign(1.0, c.real), math.copysign(1.0, c.imag))
+    if t is tuple or t is frozenset:
+        keys = [_const_key(x) for x in c]
+        if any(k is None for k in keys):
+            return None
+        return (t, tuple(keys) if t is tuple else frozenset(keys))
+    return None
 
 
 def _raiser(fn: Any, filename: str, node: ast.AST) -> Any:
