@@ -134,3 +134,31 @@ async def literals_are_the_modules_constants(n):
 
 
 add(literals_are_the_modules_constants, C(0), C(1), C(2))
+
+
+@workflow
+async def subclass_of_a_local_base_with_a_hook(n):
+    """A base made in the workflow whose __init_subclass__ uses super() and class keywords only
+    (no variable of the workflow): its subclasses restore anywhere, with their class state."""
+
+    class Base:
+        def __init_subclass__(cls, tag="", **kw):
+            super().__init_subclass__(**kw)
+            cls.tag = tag.upper()
+            cls.made = getattr(cls, "made", 0) + 1
+
+    class Item(Base, tag="sword"):
+        def describe(self):
+            return f"{self.tag}:{self.made}"
+
+    it = Item()
+    await tick()
+
+    class Other(Base, tag="x" * n):
+        pass
+
+    await tick()
+    return it.describe(), Other.tag, Other.made, isinstance(it, Base), Item.__mro__[1] is Base
+
+
+add(subclass_of_a_local_base_with_a_hook, C(0), C(1), C(3))

@@ -290,7 +290,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
     for f in reversed(cont._frames):
         code = f._af_code
         # The variable that holds the refused object itself first, then those that reach it.
-        names = sorted(f.__dict__.items(), key=lambda kv: refused is None or kv[1] is not refused)
+        names = sorted(f.__dict__.items(), key=lambda kv: _holds(kv[1], refused))
         for name, value in names:
             try:
                 _dumps(value, spaces)
@@ -379,6 +379,19 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
         value_type=None,
         location=cont.location(),
     )
+
+
+def _holds(value: Any, refused: Any) -> int:
+    """0 if ``value`` is the refused object, 1 if a list, tuple, set or dict holds it as an item
+    (or a dict as a value), 2 otherwise: the order in which variables are tried (functions
+    made in the workflow reach every variable, through its frame)."""
+    if refused is None:
+        return 2
+    if value is refused:
+        return 0
+    t = type(value)
+    items = value.values() if t is dict else value if t in _SEQUENCES else ()
+    return 1 if any(x is refused for x in items) else 2
 
 
 def _read_header(blob: Any) -> tuple[dict[str, Any], bytes]:

@@ -31,7 +31,10 @@ import types
 from collections import OrderedDict
 from typing import Any
 
+import cloudpickle  # type: ignore[import-untyped]  # ships no type information
+
 from . import _settable
+from ._scope import FRAME, LOCAL, user_name
 
 
 class ValueRefused(TypeError):
@@ -286,10 +289,56 @@ def reduce_set_like(s: Any, record: Any) -> Any:
 # Classes made in a workflow
 
 
+_BY_REFERENCE = cloudpickle.cloudpickle._should_pickle_by_reference
+
+
+def _init_subclass_problem(cls: type) -> str | None:
+    """Why a restore could not rebuild ``cls``: a base made at run time too has an
+    ``__init_subclass__`` that reads variables of its enclosing function (the workflow's, or a
+    function's it called). Making the class anew (in another process) runs that hook, while the
+    workflow's frame is still empty (its variables come back after the classes it holds) and a
+    second time for what it did to them, which the checkpoint already holds. ``__class__``
+    (``super()``) is the base itself, made before: not such a variable."""
+    for k in cls.__mro__[1:]:
+        if k is object or _BY_REFERENCE(k):
+            continue  # a module's class: its hook runs as at an import
+        f = k.__dict__.get("__init_subclass__")
+        f = getattr(f, "__func__", f)
+        if not isinstance(f, types.FunctionType) or not f.__closure__:
+            continue
+        names = [n for n in f.__code__.co_freevars if n != "__class__"]
+        if names:
+            if FRAME in names:  # the workflow's own variables: attributes of its frame
+                names.remove(FRAME)
+                names += [user_name(n) for n in _co_names(f.__code__) if n.startswith(LOCAL)]
+            shown = ", ".join(dict.fromkeys(names))
+            return (
+                f"class {cls.__qualname__} cannot be rebuilt at restore: it is a subclass of "
+                f"{k.__qualname__}, made in the workflow too, whose __init_subclass__ reads "
+                f"variables of the workflow ({shown}); a restore in another process makes the "
+                "class anew, which runs that hook before those variables are back (and runs it "
+                f"again on what it did to them). Define {k.__name__} at module level, or keep "
+                "what __init_subclass__ needs on the class (cls.registry) instead of in a "
+                "variable of the workflow"
+            )
+    return None
+
+
+def _co_names(code: types.CodeType) -> list[str]:
+    out = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out += _co_names(c)
+    return out
+
+
 def metaclass_problem(cls: type) -> str | None:
     """Why a restore could not rebuild the class ``cls`` made at run time: its metaclass, made
     at run time too, runs code that reads variables of its enclosing function (cloudpickle makes
     the metaclass's functions with empty cells and fills them after the class is made)."""
+    problem = _init_subclass_problem(cls)
+    if problem is not None:
+        return problem
     meta: Any = type(cls)
     if meta is type or "<locals>" not in meta.__qualname__:
         return None

@@ -110,6 +110,7 @@ from ._pickle_values import (
 )
 
 _PY311 = sys.version_info >= (3, 11)
+_BY_REFERENCE = cloudpickle.cloudpickle._should_pickle_by_reference
 _PY312 = sys.version_info >= (3, 12)
 
 # --------------------------------------------------------------------------------------------
@@ -279,7 +280,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         if t is types.FunctionType or isinstance(obj, type):
             if self._data.active and id(obj) in self._data.paths():
                 self.reached = True  # kept by its path (an observer the workflow registered)
-            if t is not type and t is not types.FunctionType and "<locals>" in obj.__qualname__:
+            if t is not types.FunctionType and not _BY_REFERENCE(obj):  # made at run time
                 problem = metaclass_problem(obj)
                 if problem is not None:
                     raise ValueRefused(problem, obj)
