@@ -162,3 +162,52 @@ async def subclass_of_a_local_base_with_a_hook(n):
 
 
 add(subclass_of_a_local_base_with_a_hook, C(0), C(1), C(3))
+
+
+class Node:
+    """A graph node, compared and hashed by identity."""
+
+    def __init__(self, name, kids=()):
+        self.name = name
+        self.kids = list(kids)
+
+
+def helper_fn():
+    return "helper"
+
+
+@workflow
+async def objects_indexed_by_their_id(n):
+    """ids and identity hashes of objects the workflow holds, kept in dicts, lists, tuples and
+    attributes across awaits: they still say which object they were."""
+    leaf = Node("leaf")
+    root = Node("root", [leaf, Node("mid", [leaf])] + [Node(f"k{i}") for i in range(n)])
+    seen = {}  # id -> order of the first visit
+    order = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            order.append(("again", node.name, seen[id(node)]))
+            continue
+        seen[id(node)] = len(order)
+        order.append(node.name)
+        await tick()
+        stack.extend(node.kids)
+    box = [1]
+    pairs = [(id(box), "box"), (hash(leaf), "leaf"), (id(helper_fn), "fn")]
+    root.tag = id(leaf)
+    await tick()
+    box.append(2)
+    by_id = dict(pairs)
+    return (
+        order,
+        by_id.get(id(box)),
+        by_id.get(hash(leaf)),
+        by_id.get(id(helper_fn)),
+        root.tag == id(root.kids[0]),
+        len(seen),
+    )
+
+
+add(objects_indexed_by_their_id, C(0), C(1), C(2))

@@ -35,11 +35,13 @@ from ._pickler import (
     ModulePathBroken,
     ModuleTooLarge,
     ResourceRefused,
+    _LOW_ADDRESS,
     SetNotRestorable,
     aliased,
     dumps,
     global_function_ref,
     loads,
+    maybe_addresses,
     number_ids,
     reduced_state,
 )
@@ -160,6 +162,9 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     if kinds <= _LEAVES:
         # Nothing to walk (most continuations: counters, strings, ids): a float or big int held
         # twice is held by two locals, which the aliases make one object again.
+        bigs = [n for n in values if type(n) is int and n >= _LOW_ADDRESS]
+        if bigs and maybe_addresses(bigs, set(map(id, values)), data):
+            return False  # the id of a string, or of a module's object: written as a reference
         data.find_aliases()
         return True
     budget = _PLAIN_BUDGET
@@ -169,9 +174,13 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     # once (pickle's memo), its items with it: walked once.
     walked: set[int] = set()
     records: list[Any] = []  # the Events met and their class, which must not be module data
+    bigs: list[int] = []  # the ints that may be the id of an object
+    low = _LOW_ADDRESS
     for o in values:
         t = type(o)
         if t in _LEAVES:
+            if t is int and o >= low:
+                bigs.append(o)
             continue
         if t is _BuiltinMethod:
             if type(o.__self__) not in _CONTAINERS:
@@ -234,6 +243,8 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         paths = data.paths()
         if data.truncated is not None or any(id(o) in paths for o in records):
             return False
+    if bigs and maybe_addresses(bigs, walked, data):
+        return False  # the id of a container or a module's object: written as a reference
     ids = number_ids(values)
     repeats = len(ids) - len(set(ids))
     if repeats and repeats > len(data.find_aliases()):
@@ -294,6 +305,10 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
         for name, value in names:
             try:
                 _dumps(value, spaces)
+                if _holds(value, refused) < 2:
+                    # Refused for what other variables hold too (the id of an object another
+                    # variable holds): this one holds the refused value itself.
+                    raise err
             except Exception as e:
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)

@@ -420,6 +420,9 @@ class ModuleData:
     # float or big int as an earlier one (``find_aliases``; None until looked for): written
     # twice, made one object again at the restore.
     aliases: list[tuple[int, str, int, str]] | None = None
+    # The ints that are the id (or identity hash) of an object the checkpoint writes, by value:
+    # ("id" or "hash", the object); written as references to it (``address_ints``).
+    addresses: dict[int, tuple[str, Any]] | None = None
     direct_counts: Mapping[int, int] = types.MappingProxyType({})  # per number aliased: its locals
     # Set by the plain-locals check: id -> (workflow key, name) of each function (and class of
     # an instance) it met that is bound to a global of the frames' namespaces (written as it).

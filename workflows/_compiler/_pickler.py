@@ -29,6 +29,7 @@ import io
 import itertools
 import operator
 import pickle
+import struct
 import sys
 import types
 import typing
@@ -80,6 +81,7 @@ from ._pickle_modules import (
     workflow_globals,
 )
 from ._pickle_sets import (
+    ElementHashRefused,
     SetNotRestorable,
     StaleKeyRefused,
     stale_key_problem,
@@ -345,9 +347,19 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         order) cannot come back. Else whether some element's hash is made from the address of
         an object kept as itself (a module's function or class, ``None`` before 3.12): the same
         in this process only."""
-        if hashed_by_value(s):
-            return False
         by_address = False
+        addresses = self._data.addresses
+        if addresses:
+            for e in s:
+                for n in _ints_in(e):
+                    target = addresses.get(n)
+                    if target is None:
+                        continue
+                    if not self._kept_as_is(target[1]):
+                        raise address_refused(s, e, target[0], target[1])
+                    by_address = True
+        if hashed_by_value(s):
+            return by_address
         for e in s:
             for part, obj in hash_identities(e):
                 if not self._kept_as_is(obj):
@@ -620,6 +632,11 @@ class CheckpointPickler(_Pickler):
     def _number_pid(self, n: Any, t: type) -> Any:
         if t is int and -5 <= n <= 256:
             return None  # one object per value in every process
+        addresses = self._data.addresses
+        if addresses is not None and t is int:
+            target = addresses.get(n)
+            if target is not None:  # the id (or hash) of an object written: the restored one's
+                return ("o", target[0], target[1], id(n))
         i = id(n)
         shared = self._shared
         if shared is None:
@@ -903,6 +920,7 @@ class CheckpointUnpickler(pickle.Unpickler):
         self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
         self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
         self._numbers: dict[int, Any] = {}
+        self._addresses: dict[int, int] = {}  # ("o" references) per int written: the restored one
 
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
@@ -913,6 +931,12 @@ class CheckpointUnpickler(pickle.Unpickler):
             index, _, value = text[1:].partition(":")
             n = float.fromhex(value[1:]) if value[0] == "f" else int(value[1:], 16)
             self._numbers[int(index)] = n
+            return n
+        if tag == "o":  # the id (or hash) of an object: the restored object's, once per int
+            n = self._addresses.get(pid[3])
+            if n is None:
+                o = pid[2]
+                n = self._addresses[pid[3]] = id(o) if pid[1] == "id" else _IDENTITY_HASH(o)
             return n
         if tag == "g":
             return workflow_global(pid[1], pid[2])
@@ -1006,19 +1030,23 @@ def dumps(
     p = _FirstPass(buf, spaces, data)
     p.dump(aliased(obj, data.find_aliases()))
     payload = buf.getvalue()
+    memo = p.memo.copy()
     if p.objects:
-        stale_keys(p.memo.copy(), data)
+        stale_keys(memo, data)
+    items = _items(memo, p)
+    data.addresses = address_ints(items, memo, data)
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
     # object reached through module data, a module-level container or one reached through module
     # data among the objects written (the C pickler writes lists, dicts and sets without asking
-    # reducer_override), or a float or big int held twice but by locals only: again, with the
-    # rules for them.
+    # reducer_override), a float or big int held twice but by locals only, or an int that is the
+    # id (or identity hash) of an object written: again, with the rules for them.
     if (
         _EMPTY_SET in payload
         or _FROZENSET in payload
         or p.reached
-        or _shares_containers(data, memo := p.memo.copy())
-        or _numbers_held_twice(data, memo, p)
+        or data.addresses
+        or _shares_containers(data, memo)
+        or _numbers_held_twice(data, items)
     ):
         # The first pass's memo lets go of what it wrote: an instance's __dict__ it holds
         # would look held apart from its instance (shared_dict) to the next pass.
@@ -1080,12 +1108,18 @@ def _shares_containers(data: ModuleData, memo: dict[int, Any]) -> bool:
     return data.active and (not data.paths().keys().isdisjoint(memo) or data.truncated is not None)
 
 
-def _numbers_held_twice(data: ModuleData, memo: dict[int, Any], p: _FirstPass) -> bool:
+def _numbers_held_twice(data: ModuleData, items: list[Any]) -> bool:
     """Whether a float or big int occurs more than once among what the first pass wrote (the C
-    pickler writes each occurrence anew): the items of the containers in its memo and what a
+    pickler writes each occurrence anew): ``items`` (``_items``), beyond the locals the aliases
+    make one again. At C speed."""
+    ids = number_ids(items)
+    return len(set(ids)) < len(ids) - len(data.aliases or ())
+
+
+def _items(memo: dict[int, Any], p: _FirstPass) -> list[Any]:
+    """What the first pass wrote as items: those of the containers in its memo and what a
     reduce handed it outside any container (``p.loose``, ``p.loose_pairs``; the items of
-    ``p.seqs``, the keys and values of ``p.maps``), beyond the locals the aliases make one
-    again. At C speed.
+    ``p.seqs``, the keys and values of ``p.maps``). At C speed.
 
     The items are read as pickle reads them: a dict's keys and values from the dict itself, not
     from ``gc.get_referents``, which on 3.13 sees none of the values of an instance's
@@ -1106,9 +1140,103 @@ def _numbers_held_twice(data: ModuleData, memo: dict[int, Any], p: _FirstPass) -
         parts.append(itertools.chain.from_iterable(p.seqs))
     if p.loose_pairs:
         parts.append(itertools.chain.from_iterable(itertools.chain.from_iterable(p.loose_pairs)))
-    items = list(itertools.chain.from_iterable(parts))
-    ids = number_ids(items)
-    return len(set(ids)) < len(ids) - len(data.aliases or ())
+    return list(itertools.chain.from_iterable(parts))
+
+
+def _ints_in(e: Any) -> list[int]:
+    """The ints a set element's hash is made from: itself, or those in a tuple or frozenset."""
+    t = type(e)
+    if t is int:
+        return [e]
+    if t is tuple or t is frozenset:
+        return [n for x in e for n in _ints_in(x)]
+    return []
+
+
+def address_refused(s: Any, e: Any, how: str, obj: Any) -> ElementHashRefused:
+    """The refusal of set (or frozenset) ``s``: its element ``e`` is (or holds) the ``id()``
+    (or identity hash) of ``obj``, which a restore gives back as a copy, at another address."""
+    kind = type(s).__name__
+    t = type(obj)
+    name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    return ElementHashRefused(
+        f"a {kind} holding {e!r:.60}, the {how}() of a {name} that the checkpoint writes: the "
+        f"restore gives that {name} back at another address, so the int comes back as its new "
+        f"{how}, which hashes otherwise, and the {kind} cannot come back in its order; hold a "
+        f"dict.fromkeys(...) of them instead (a dict keeps its order), or the objects themselves",
+        s,
+    )
+
+
+# Ints below this are never taken for an address (CPython's objects live far above it).
+_LOW_ADDRESS = 1 << 20
+_IS_INT = frozenset({int})
+_IDENTITY_HASH: Any = object.__hash__
+
+
+def address_ints(
+    items: list[Any], memo: dict[int, Any], data: ModuleData | None = None
+) -> dict[int, tuple[str, Any]] | None:
+    """The ints among ``items`` that are the ``id()`` of an object the checkpoint writes (in
+    ``memo``, a pass's: id -> (index, object)) or of a global of the frames' modules (``data``),
+    or the ``hash()`` of one of those hashed by its identity: by their value, ("id" or "hash",
+    the object). A restore gives the object back at another address: such an int (a ``seen``
+    dict of ids, an index keyed by ``id(obj)``) is written as the id (or hash) of the object,
+    and comes back as the restored object's, so that it still says which object it was. None
+    if there are none (most checkpoints: no int large enough to be an address). Looked up by
+    address, never by a walk of the objects."""
+    ints = {
+        n
+        for n in itertools.compress(items, map(_IS_INT.__contains__, map(type, items)))
+        if n >= _LOW_ADDRESS
+    }
+    if not ints:
+        return None
+    refs = data.globals() if data is not None else {}
+    out: dict[int, tuple[str, Any]] = {}
+    for n in ints:
+        for address, how in ((n, "id"), (unrotate(n), "hash")):
+            held = memo.get(address)
+            if held is not None:
+                o = held[1]
+            elif address in refs:
+                _key, name, g = refs[address]
+                o = g.get(name)
+            else:
+                continue
+            if id(o) != address:
+                continue
+            if how == "hash" and (type(o).__hash__ is not _IDENTITY_HASH or hash(o) != n):
+                continue
+            out[n] = (how, o)
+            break
+    return out or None
+
+
+_POINTER_BITS = 8 * struct.calcsize("P")
+_POINTER_MASK = (1 << _POINTER_BITS) - 1
+
+
+def unrotate(h: int) -> int:
+    """The address an identity hash ``h`` is made from (CPython rotates it by 4 bits)."""
+    y = h & _POINTER_MASK
+    return ((y << 4) | (y >> (_POINTER_BITS - 4))) & _POINTER_MASK
+
+
+def maybe_addresses(bigs: list[int], ids: Any, data: ModuleData) -> bool:
+    """Whether one of ``bigs`` (ints >= _LOW_ADDRESS) is the id, or the identity hash, of an
+    object whose id is in ``ids`` or of a global of the frames' modules."""
+    refs = None
+    for n in bigs:
+        for address in (n, unrotate(n)):
+            if address in ids:
+                return True
+            if refs is None:
+                refs = data.globals()
+            if address in refs:
+                return True
+    return False
+
 
 
 _SECOND = operator.itemgetter(1)
