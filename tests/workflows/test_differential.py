@@ -10,6 +10,7 @@ there: ``__cause__``/``__context__`` do not survive a pickle).
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 
@@ -39,6 +40,8 @@ CORPUS_MODULES = [
     "corpus_unseen",
     "corpus_probe2",
 ]
+if sys.version_info >= (3, 12):
+    CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax
 
 # Imported for their registrations; an import error fails this module (it must never skip).
 for _name in CORPUS_MODULES:

@@ -139,6 +139,53 @@ def _reduce_type_alias(alias: Any) -> Any:
     return (_rebuild_type_alias, (alias.__name__, value, alias.__type_params__))
 
 
+# Type parameters (``def f[T, **P, *Ts]``, ``class Box[T]`` in a workflow, 3.12+; or TypeVar(...)
+# and ParamSpec(...) called there): pickle writes them by name, which a parameter made at run
+# time does not have (a ParamSpec or TypeVarTuple was refused, with "attribute lookup P on typing
+# failed"), and cloudpickle rebuilds a TypeVar without its default and its inferred variance.
+_TYPE_PARAMS = tuple(
+    t
+    for t in (getattr(typing, n, None) for n in ("TypeVar", "ParamSpec", "TypeVarTuple"))
+    if isinstance(t, type)
+)
+
+
+def _reduce_type_param(p: Any) -> Any:
+    cp = cloudpickle.cloudpickle
+    ref = cp._lookup_module_and_qualname(p, name=p.__name__)
+    if ref is not None and not cp._is_registered_pickle_by_value(ref[0]):
+        return (getattr, ref)  # a module's own, by its name
+    t = type(p)
+    kw: dict[str, Any] = {}
+    constraints: tuple[Any, ...] = ()
+    if t.__name__ != "TypeVarTuple":
+        if p.__bound__ is not None:  # (bound=None makes a ParamSpec bound to NoneType)
+            kw["bound"] = p.__bound__
+        kw["covariant"] = p.__covariant__
+        kw["contravariant"] = p.__contravariant__
+        if getattr(p, "__infer_variance__", False):
+            kw["infer_variance"] = True
+        if t.__name__ == "TypeVar":
+            constraints = p.__constraints__
+    has_default = getattr(p, "has_default", None)
+    if has_default is not None and has_default():
+        kw["default"] = p.__default__
+    return (_make_type_param, (t, p.__name__, constraints, kw, cp._get_or_create_tracker_id(p)))
+
+
+def _make_type_param(t: type, name: str, constraints: Any, kw: Any, tracker_id: str) -> Any:
+    if t.__name__ == "ParamSpec" and "bound" not in kw and name.isidentifier():
+        # Only the ``**P`` syntax makes a ParamSpec without a bound: ParamSpec(name) is bound
+        # to NoneType (3.12, 3.13).
+        src = f"def _af_g[**{name}{' = _af_d' if 'default' in kw else ''}](): pass"
+        ns: dict[str, Any] = {"_af_d": kw.get("default")}
+        exec(compile(src, "<type parameter>", "exec"), ns)  # noqa: S102 - a checked identifier
+        made = ns["_af_g"].__type_params__[0]
+    else:
+        made = t(name, *constraints, **kw)
+    return cloudpickle.cloudpickle._lookup_class_or_track(tracker_id, made)
+
+
 # --------------------------------------------------------------------------------------------
 # Open files
 
@@ -206,6 +253,7 @@ def _fill_cell(cell: types.CellType, state: tuple[Any]) -> None:
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
 _OWN_REDUCERS[types.CellType] = _reduce_cell
 _OWN_REDUCERS[types.CodeType] = _reduce_code
+_OWN_REDUCERS.update(dict.fromkeys(_TYPE_PARAMS, _reduce_type_param))
 _OWN_REDUCERS.update(dict.fromkeys(_VIEW_KINDS, _reduce_view))
 _OWN_REDUCERS[types.MappingProxyType] = _reduce_proxy
 _OWN_REDUCERS[memoryview] = _reduce_memoryview
@@ -510,6 +558,7 @@ _BY_NAME: set[Any] = {
     _fill_cell,
     _set_exc_state,
     _rebuild_type_alias,
+    _make_type_param,
     _restore_deque_iter,
     dict_view,
     class_namespace,
