@@ -107,6 +107,42 @@ async def recursive_closure_sharing_its_cell(n):
 add(recursive_closure_sharing_its_cell, C(1), C(3), C(5))
 
 
+
+@workflow
+async def closure_cell_deleted_then_rebound(n):
+    """Three closures over one variable: one deletes it, one rebinds it, one reads it."""
+
+    def make(start):
+        v = start
+
+        def get():
+            return v
+
+        def kill():
+            nonlocal v
+            del v
+
+        def put(x):
+            nonlocal v
+            v = x
+
+        return get, kill, put
+
+    get, kill, put = make(n)
+    if n:
+        kill()
+    await tick()
+    try:
+        first = get()
+    except NameError as e:
+        first = type(e).__name__
+    put(first if n == 2 else 5)
+    await tick()
+    return first, get()
+
+
+add(closure_cell_deleted_then_rebound, C(0), C(1), C(2))
+
 MODE = "idle mode!"
 ORIGIN = (0, "zero point")
 RATE = 0.125
