@@ -364,6 +364,13 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                         "a coroutine cannot be checkpointed; await it at once (workflows await "
                         "commands and @workflow calls only) instead of keeping it across an await"
                     )
+                elif what.startswith("an intermediate value"):
+                    hint = (
+                        "it is a part of an expression evaluated before an await later in the "
+                        "same expression, so it is held across that await; await first into a "
+                        "variable (v = await ...) and use v in the expression after it, or make "
+                        "the value picklable"
+                    )
                 elif hasattr(type(value), "__enter__") and hasattr(type(value), "__exit__"):
                     hint = (
                         "a context manager open across an await is checkpointed with the "
