@@ -29,13 +29,13 @@ from ._pickle_sets import (
     hashed_by_value,
 )
 from ._pickler import (
+    _LOW_ADDRESS,
     GlobalsPickler,
     LiveIter,
     ModuleData,
     ModulePathBroken,
     ModuleTooLarge,
     ResourceRefused,
-    _LOW_ADDRESS,
     SetNotRestorable,
     aliased,
     dumps,
@@ -162,8 +162,8 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     if kinds <= _LEAVES:
         # Nothing to walk (most continuations: counters, strings, ids): a float or big int held
         # twice is held by two locals, which the aliases make one object again.
-        bigs = [n for n in values if type(n) is int and n >= _LOW_ADDRESS]
-        if bigs and maybe_addresses(bigs, set(map(id, values)), data):
+        big = [n for n in values if type(n) is int and n >= _LOW_ADDRESS]
+        if big and maybe_addresses(big, set(map(id, values)), data):
             return False  # the id of a string, or of a module's object: written as a reference
         data.find_aliases()
         return True

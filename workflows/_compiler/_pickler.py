@@ -84,12 +84,12 @@ from ._pickle_sets import (
     ElementHashRefused,
     SetNotRestorable,
     StaleKeyRefused,
-    stale_key_problem,
     _frozenset_problem,
     _set_record,
     element_refused,
     hash_identities,
     hashed_by_value,
+    stale_key_problem,
 )
 from ._pickle_values import (
     _PLAN,
@@ -982,11 +982,12 @@ class CheckpointUnpickler(pickle.Unpickler):
             self._numbers[int(index)] = n
             return n
         if tag == "o":  # the id (or hash) of an object: the restored object's, once per int
-            n = self._addresses.get(pid[3])
-            if n is None:
+            address = self._addresses.get(pid[3])
+            if address is None:
                 o = pid[2]
-                n = self._addresses[pid[3]] = id(o) if pid[1] == "id" else _IDENTITY_HASH(o)
-            return n
+                address = id(o) if pid[1] == "id" else _IDENTITY_HASH(o)
+                self._addresses[pid[3]] = address
+            return address
         if tag == "g":
             return workflow_global(pid[1], pid[2])
         if tag == "P":  # a path, and the value to use where it leads nowhere in this process
