@@ -35,3 +35,38 @@ def test_a_part_of_an_expression_held_across_its_await_is_explained_as_such():
     assert "await get(1)" in msg
     assert "await first into a variable (v = await ...)" in msg, msg
     assert "context manager" not in msg, msg
+
+
+@workflow
+async def lock_in_a_local():
+    lk = threading.Lock()
+    await get(1)
+    return type(lk).__name__
+
+
+@workflow
+async def lock_held_by_a_local_and_a_with():
+    lk = threading.Lock()
+    with lk:
+        await get(1)
+
+
+@workflow
+async def lock_as_a_with_manager():
+    with threading.Lock():
+        await get(1)
+
+
+def test_a_lock_in_a_local_gets_the_advice_for_a_value_not_for_a_with():
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(lock_in_a_local, roundtrip=True)
+    msg = str(info.value)
+    assert "local 'lk' (_thread.lock)" in msg
+    assert "del it before the await" in msg and "'with' body" not in msg, msg
+
+
+@pytest.mark.parametrize("wf", [lock_held_by_a_local_and_a_with, lock_as_a_with_manager])
+def test_a_lock_a_with_holds_open_across_an_await_gets_the_advice_for_a_with(wf):
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(wf, roundtrip=True)
+    assert "keep the awaits out of its 'with' body" in str(info.value), str(info.value)

@@ -371,7 +371,10 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                         "variable (v = await ...) and use v in the expression after it, or make "
                         "the value picklable"
                     )
-                elif hasattr(type(value), "__enter__") and hasattr(type(value), "__exit__"):
+                elif any(
+                    held is value and code.describe_slot(slot).startswith("the context manager of")
+                    for slot, held in f.__dict__.items()
+                ):  # it is (also) the manager of a 'with' open across the await
                     hint = (
                         "a context manager open across an await is checkpointed with the "
                         "workflow and must pickle (one made by @contextmanager holds a generator, "
