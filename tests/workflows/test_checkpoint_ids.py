@@ -65,6 +65,12 @@ def test_a_set_of_ids_of_objects_the_checkpoint_copies_is_refused(wf, variable, 
     msg = str(err)
     assert err.variable == variable, msg
     assert err.location and "await timer(" in msg
+    if wf is frozenset_of_id_pairs and "iteration order" in msg:
+        # A frozenset's own table may also be one a rebuild lays out otherwise (two of its
+        # elements' hashes, made from these addresses, collide): refused for that first, and
+        # for as good a reason.
+        assert "a frozenset of 2 elements" in msg, msg
+        return
     assert f"the {kind}() of a {__name__}.Node" in msg, msg
     assert "dict.fromkeys(...)" in msg and "del the variable" in msg
 
