@@ -230,6 +230,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             print("procedures")
             for p in procs:
                 wait = f", waiting for its {limited[p.key]} limit" if p.key in limited else ""
+                if p.status == "pending" and p.next_attempt_at > time.time():
+                    wait += f", next attempt at {_ts(p.next_attempt_at)}"  # in its retry's backoff
                 print(f"  {p.function} [{p.status}, {p.attempts} attempt(s){wait}] key {p.key}")
         if children:
             counts = ", ".join(f"{n} {st}" for st, n in sorted(by_status.items()))

@@ -435,3 +435,13 @@ async def two_fragile_steps(tag: str, times: int) -> str:
         await signal("go")
         reducer(fails_first, f"{tag}-{i}", times)
     return "ok"
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=3, initial_interval=3600))
+def always_down() -> None:
+    raise ConnectionError("the service is down")
+
+
+@workflow
+async def calls_always_down() -> None:
+    await procedure(always_down)

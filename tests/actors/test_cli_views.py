@@ -271,3 +271,18 @@ def test_show_of_a_failed_workflow_says_where_it_failed_and_full_prints_the_trac
     assert "flows.py" in at and "in boom" in at and "--full prints the traceback" in at
     code, out, _ = wf(capsys, "show", "b", "--db", db, "--full")
     assert "traceback\n  Traceback (most recent call last):" in out and "in boom" in out
+
+
+def test_show_says_when_a_procedure_in_its_retry_backoff_runs_next(db, capsys):
+    import time
+
+    with ActorSystem(db) as system:  # the real clock: wf reads it too
+        system.start(flows.calls_always_down, id="d")
+        deadline = time.monotonic() + T
+        while not [p for p in system._rt.store.procedures("d") if p.next_attempt_at > time.time()]:
+            assert time.monotonic() < deadline, "the first attempt never failed"
+            time.sleep(0.01)
+        code, out, _ = wf(capsys, "show", "d", "--db", db)
+    assert code == 0
+    [line] = [x for x in out.splitlines() if "attempt(s)" in x]
+    assert "[pending, 1 attempt(s), next attempt at " in line, line
