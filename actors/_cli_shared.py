@@ -13,6 +13,8 @@ from persistence import FINISHED, PersistenceError, Store, open_store
 from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
 
+from ._info import types_named
+
 
 class CliError(Exception):
     """A user error: printed without a traceback, exit status 1."""
@@ -45,7 +47,7 @@ def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> st
     types = sorted({t for t, _ in counts})
     if given in types or ":" in given:
         return given
-    matches = [t for t in types if _short(t) == given]
+    matches = types_named(types, given)
     if len(matches) == 1:
         return matches[0]
     if matches:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,3 +98,7 @@ def info_from_record(rec: WorkflowRecord, published: dict[str, Any] | None = Non
     )
 
 
+def types_named(types: Iterable[str], name: str) -> list[str]:
+    """The stored workflow types (``module:qualname``) whose name alone is ``name``, sorted: what
+    ``wf list --type`` and ``system.workflows(type=...)`` take a short name for."""
+    return sorted({t for t in types if t.rpartition(":")[2] == name})

@@ -39,7 +39,7 @@ from ._actor import (
 from ._aio import AsyncBridge
 from ._clock import AnchoredClock, Clock
 from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
-from ._info import NodeInfo, WorkflowInfo, info_from_record
+from ._info import NodeInfo, WorkflowInfo, info_from_record, types_named
 from ._metrics import Metrics, registry_for
 from ._recovery import recover
 from ._refs import _REF_TOKEN, WorkflowRef
@@ -601,8 +601,7 @@ class ActorSystem:
         st = Status(status).value if status is not None else None
         ty = getattr(type, "__workflow_key__", type)
         if isinstance(ty, str) and ":" not in ty:
-            stored = sorted({t for t, _ in self._rt.store.count_workflows()})
-            named = [t for t in stored if t.rpartition(":")[2] == ty]
+            named = types_named((t for t, _ in self._rt.store.count_workflows()), ty)
             if len(named) > 1:
                 raise ValueError(
                     f"workflows(type={ty!r}) is ambiguous: {', '.join(named)}; pass the workflow "
