@@ -81,5 +81,7 @@ def reply(req: Request, value: Any = None, *, error: BaseException | None = None
             f"request {req.name!r} (ask {req.id!r}) was answered already; each request is "
             f"answered once (its asker has the first reply)"
         )
+    if error is None:
+        check_storable((value,), f"reply({req.name!r}) value")
     req._replied = True
     ctx.effects.append(Reply(req.id, req.name, value, error))

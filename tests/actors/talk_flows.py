@@ -106,6 +106,18 @@ async def replies_twice() -> str:
 
 
 @workflow
+async def replies_what_cannot_be_stored() -> str:
+    """Replies with a lock, catches the refusal, and answers with its message instead."""
+    req = await request("q")
+    try:
+        reply(req, threading.Lock())
+    except TypeError as e:
+        reply(req, f"refused: {e}")
+        return "answered"
+    return "not refused"
+
+
+@workflow
 async def request_or_signal() -> object:
     ev = await select(request("r"), signal("s"))
     return (ev.name, ev.kind, ev.value.payload, ev.value.id)

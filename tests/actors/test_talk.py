@@ -233,6 +233,15 @@ def test_a_second_reply_to_one_request_raises_in_the_workflow_and_the_first_stan
         ref.result(T)
 
 
+def test_a_reply_whose_value_cannot_be_stored_is_refused_at_the_call_and_the_request_stays_open(system):
+    """reply() refuses a value it could not store with a TypeError the workflow can catch; the
+    request is not answered by it, so the workflow's second reply is the asker's answer."""
+    ref = system.start(tf.replies_what_cannot_be_stored, id="unstorable-reply")
+    answer = ref.ask("q", timeout=T)
+    assert answer.startswith("refused: reply('q') value cannot be stored"), answer
+    assert ref.result(T) == "answered"
+
+
 def test_ask_async_does_not_block_the_loop(system):
     """ask_async answers concurrent asks while the event loop goes on."""
     ref = system.start(tf.account, 10, id="acct")
