@@ -39,6 +39,7 @@ CORPUS_MODULES = [
     "corpus_coroutines",
     "corpus_unseen",
     "corpus_probe2",
+    "corpus_probe3",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax

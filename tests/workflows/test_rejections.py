@@ -202,6 +202,28 @@ async def wf(x):
     return sys._getframe(0).f_locals
 """
 
+LOCALS_VALUE = """
+async def wf(x):
+    get = locals
+    await timer("t", 1)
+    return get()
+"""
+
+TRACEBACK_FRAME_LOCALS = """
+async def wf(x):
+    await timer("t", 1)
+    try:
+        1 / x
+    except ZeroDivisionError as e:
+        return e.__traceback__.tb_frame.f_locals
+"""
+
+CURRENT_FRAME_BACK = """
+async def wf(x):
+    await timer("t", 1)
+    return inspect.currentframe().f_back
+"""
+
 DIR_CALL = """
 async def wf(x):
     await timer("t", 1)
@@ -301,11 +323,16 @@ def test_except_star_without_await_is_accepted():
         (SUPER_CALL, "super()", "super"),
         (GETFRAME_CALL, "sys._getframe", "_getframe"),
         (DIR_CALL, "dir()", "dir"),
+        (LOCALS_VALUE, "locals", "locals cannot be used"),
+        (TRACEBACK_FRAME_LOCALS, "e.__traceback__.tb_frame.f_locals", "frame.f_locals"),
+        (CURRENT_FRAME_BACK, "inspect.currentframe().f_back", "frame.f_back"),
     ],
-    ids=["locals", "vars", "exec", "eval", "super", "getframe", "dir"],
+    ids=["locals", "vars", "exec", "eval", "super", "getframe", "dir", "locals-value",
+         "traceback-frame-locals", "frame-back"],
 )
 def test_frame_introspection_is_rejected(src, needle, word):
-    """locals()/vars()/dir()/exec/eval/zero-arg super()/sys._getframe are rejected at the call."""
+    """locals()/vars()/dir()/exec/eval/zero-arg super()/sys._getframe are rejected at the call;
+    locals passed on as a value, and a frame's f_locals or f_back, where they are used."""
     check(src, needle, word)
 
 

@@ -113,7 +113,8 @@ async def holds_pairwise(n):
 
 REFUSED = [
     (holds_match, ("/give 5",), "m", "re.Match"),
-    (holds_weakref, (1,), "ref", "weakref"),
+    # The object a weak reference points to is refused first (its copy would not be followed).
+    (holds_weakref, (1,), "target", "weak reference points to this Mob"),
     (holds_generator, (1,), "waves", "generator"),
     (holds_traceback, (1,), "tb", "traceback"),
     (holds_local_lru_cache, (1,), "dmg", "lru_cache"),

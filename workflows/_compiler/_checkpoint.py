@@ -12,6 +12,7 @@ import operator
 import pickle
 import struct
 import sys
+import traceback
 import types
 from collections import Counter
 from typing import Any
@@ -296,6 +297,13 @@ def _dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]] | None = None
 
 
 def _explain_pickle_failure(cont: Continuation, err: BaseException) -> CheckpointError:
+    # The failed pickling's frames hold what it was writing (a reduce's arguments): freed, so
+    # that each variable is pickled below as it would be alone (a __dict__ they still held
+    # would count as held apart from its instance).
+    e: BaseException | None = err
+    while e is not None:
+        traceback.clear_frames(e.__traceback__)
+        e = e.__cause__ or e.__context__
     spaces = _spaces(cont._frames)
     refused = getattr(err, "value", None)  # the object refused, if the pickler said which
     for f in reversed(cont._frames):

@@ -12,11 +12,13 @@ only in a process that does not have it, and with its ``__slots__``.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 _cp = cloudpickle.cloudpickle
+_TYPED_DICT_META = getattr(typing, "_TypedDictMeta", None)
 _MAKE = getattr(_cp, "_make_skeleton_class", None)
 # cloudpickle's classes by tracker id (a WeakValueDictionary): the classes of this process that a
 # restore gives back as themselves. Where a cloudpickle release no longer has it, classes are
@@ -57,4 +59,11 @@ def once(cls: type, r: Any) -> Any:
     slots = cls.__dict__.get("__slots__")
     if slots and isinstance(args, tuple) and len(args) > 3 and isinstance(args[3], dict):
         args[3]["__slots__"] = slots
-    return (make_class_once, *r[1:])
+    if (
+        type(cls) is _TYPED_DICT_META and "__orig_bases__" not in cls.__dict__
+        and isinstance(args, tuple) and len(args) > 2 and args[2] == (dict,)
+    ):
+        # TypedDict("TD", {...}) on 3.11 leaves __orig_bases__ out (3.12 sets it), so its bases
+        # are (dict,), which TypedDict's metaclass refuses: made as TypedDict's own subclass.
+        args = (*args[:2], (typing.TypedDict,), *args[3:])
+    return (make_class_once, args, *r[2:])

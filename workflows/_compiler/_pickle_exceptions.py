@@ -12,7 +12,7 @@ import sys
 import types
 from typing import Any
 
-from ._pickle_modules import slot_names
+from ._pickle_modules import HEAPTYPE, slot_names
 
 _PY311 = sys.version_info >= (3, 11)
 _PY312 = sys.version_info >= (3, 12)
@@ -148,6 +148,9 @@ class _Marker(Exception):
     pass
 
 
+_UNSET = object()
+
+
 def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackType | None:
     tb = None
     if not entries:
@@ -161,8 +164,11 @@ def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackT
 
 def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
     state, attrs, cause, context, suppress, tb = st[:6]
-    for k, v in (st[6] if len(st) > 6 else None) or ():  # slots, and name/obj kept outside args
-        setattr(e, k, v)
+    for k, v in (st[6] if len(st) > 6 else None) or ():  # its fields and slots
+        # Only where the rebuild left another value: a field never set (NULL, read as None) is
+        # not the same as one set to None (OSError's str tells them apart).
+        if getattr(e, k, _UNSET) is not v:
+            setattr(e, k, v)
     if state is not None:
         setstate = getattr(e, "__setstate__", None)
         if setstate is not None:
@@ -178,15 +184,16 @@ def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
 
 
 def _outside_state(e: BaseException) -> tuple[tuple[str, Any], ...] | None:
-    """What ``e`` holds beyond its args and ``__dict__``: the ``name`` (and ``obj``) CPython
-    sets on an AttributeError or NameError it raises, and the values of ``__slots__``."""
+    """What ``e`` holds beyond its args and ``__dict__``: the fields of the builtin exception
+    classes it derives from, which the interpreter or the program may set after it was made
+    (``AttributeError.name``, ``SyntaxError.lineno``, ``StopIteration.value``,
+    ``OSError.strerror``, ``BlockingIOError.characters_written``...), and its ``__slots__``."""
     out = []
-    for klass, names in _OUTSIDE:
-        if isinstance(e, klass):
-            for n in names:
-                v = getattr(e, n, None)
-                if v is not None:
-                    out.append((n, v))
+    for n in _fields_of(type(e)):
+        try:
+            out.append((n, getattr(e, n)))
+        except AttributeError:  # not set (``characters_written`` before a write)
+            pass
     for n in slot_names(type(e)):
         try:
             out.append((n, object.__getattribute__(e, n)))
@@ -195,11 +202,36 @@ def _outside_state(e: BaseException) -> tuple[tuple[str, Any], ...] | None:
     return tuple(out) or None
 
 
-# Attributes of builtin exceptions that their reduce leaves out (set by the interpreter).
-_OUTSIDE: tuple[tuple[type, tuple[str, ...]], ...] = (
-    (AttributeError, ("name", "obj")),
-    (NameError, ("name",)),
-)
+# Fields of the builtin exceptions that are not their args nor what every exception has (its
+# cause, context and traceback are kept apart); an exception group's own two are its args.
+_NOT_FIELDS = frozenset({
+    "args", "__traceback__", "__context__", "__cause__", "__suppress_context__", "__dict__",
+    "__weakref__", "message", "exceptions",
+})
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(cls: type) -> tuple[str, ...]:
+    """The settable fields ``cls`` has from the builtin exception classes it derives from."""
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        pass
+    names: dict[str, None] = {}
+    for klass in cls.__mro__:
+        if not issubclass(klass, BaseException) or klass.__flags__ & HEAPTYPE:
+            continue
+        for k, v in vars(klass).items():
+            if k not in _NOT_FIELDS and isinstance(v, _FIELD_KINDS):
+                names[k] = None
+    fields = tuple(names)
+    if len(_FIELDS) > 1024:
+        _FIELDS.clear()
+    _FIELDS[cls] = fields
+    return fields
+
+
+_FIELD_KINDS = (types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
 def _reduce_exception(e: BaseException, proto: int) -> Any:

@@ -271,6 +271,10 @@ _CONTAINER_BASES = (dict, list, tuple, set, frozenset, collections.deque)
 _NOT_WALKED = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, BaseException)
 
 
+# Py_TPFLAGS_HEAPTYPE (a public flag): the class was made by a class statement, not in C.
+HEAPTYPE = 1 << 9
+
+
 def slot_names(t: type) -> list[str]:
     """The ``__slots__`` attribute names of class ``t`` and its bases."""
     names: list[str] = []

@@ -23,17 +23,20 @@ variable that holds the value.
 
 from __future__ import annotations
 
+import collections
 import copyreg
 import gc
 import inspect
 import sys
 import types
+import weakref
 from collections import OrderedDict
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _settable
+from ._pickle_modules import HEAPTYPE, slot_names
 from ._scope import FRAME, LOCAL, user_name
 
 
@@ -165,7 +168,6 @@ def set_state(obj: Any, state: Any) -> None:
             object.__setattr__(obj, k, v)
 
 
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (public flag)
 _PLAN: dict[type, tuple[bool, Any]] = {}  # per class: (state set by set_state, its Python __new__)
 _OWN_HOOKS = ("__getattr__", "__getattribute__")
 
@@ -176,7 +178,7 @@ def _plan(t: type) -> tuple[bool, Any]:
         safe = False
         new = None
         for k in t.__mro__:
-            if not k.__flags__ & _HEAPTYPE:
+            if not k.__flags__ & HEAPTYPE:
                 break  # a builtin class: its own reduce rebuilds it
             d = k.__dict__
             if any(h in d for h in _OWN_HOOKS) and not safe:
@@ -248,6 +250,149 @@ def _check_new(t: type, new: Any, args: Any, kwargs: Any, obj: Any) -> None:
         ) from None
     except ValueError:  # no signature to check
         pass
+
+
+# --------------------------------------------------------------------------------------------
+# Finalizers and weak references
+
+
+_HAS_DEL: dict[type, bool | None] = {}  # per class: has a __del__; None: the engine's own
+# The engine's own packages: their classes' __del__ knows checkpoints (a call not awaited warns
+# only if no checkpoint holds it).
+_ENGINE = frozenset({"workflows", "actors", "persistence"})
+
+
+def finalizer_problem(obj: Any, t: type) -> str | None:
+    """Why ``obj`` (an instance of a class made by a class statement) cannot be checkpointed:
+    its class has a ``__del__``, or a weak reference points to it (a ``weakref.finalize``, a
+    ``WeakValueDictionary``'s or ``WeakSet``'s entry). A restore makes a new object: the weak
+    reference does not follow it, and a finalizer runs for the copy the restore discards (when
+    a passivated workflow is loaded again, say) or, after a crash, never."""
+    has_del = _HAS_DEL.get(t)
+    if has_del is None:
+        if t.__module__.partition(".")[0] in _ENGINE:
+            has_del = None  # the engine's own (an Event, a call not awaited yet): kept as they are
+        else:
+            has_del = any("__del__" in k.__dict__ for k in t.__mro__ if k.__flags__ & HEAPTYPE)
+        if len(_HAS_DEL) > 4096:
+            _HAS_DEL.clear()
+        _HAS_DEL[t] = has_del
+    if has_del is None:
+        return None
+    if has_del:
+        return (
+            f"{t.__qualname__} has a __del__, which would run for each copy a restore discards "
+            "(a passivated workflow loaded again, say) and, after a crash, not at all; release "
+            "what it holds by an explicit call (in a finally), not in __del__"
+        )
+    if weakref.getweakrefcount(obj):
+        return (
+            f"a weak reference points to this {t.__qualname__} (a weakref.finalize, or an entry "
+            "of a WeakValueDictionary or WeakSet): a restore gives back another object, which the "
+            "weak reference does not follow, and a finalizer would run for the copy the restore "
+            "discards; call the cleanup explicitly, and hold no weak reference to the object "
+            "across the await"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Subclasses of list, dict, deque, OrderedDict, defaultdict and Counter with mutators of their own
+
+
+# (base, the methods pickle's rebuild would call on the subclass: a reduce that calls the class,
+# or fills it with append/extend or item assignment). Most derived first.
+_CONTAINER_BASES: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (collections.OrderedDict, ("__setitem__",)),
+    (collections.defaultdict, ("__setitem__", "__init__")),
+    (collections.Counter, ("__setitem__", "__init__", "update")),
+    (collections.deque, ("append", "extend", "__init__")),
+    (dict, ("__setitem__",)),
+    (list, ("append", "extend")),
+)
+_OWN_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__getnewargs__",
+                 "__getnewargs_ex__")
+_CONTAINER_PLAN: dict[type, type | None] = {}
+
+
+def container_base(t: type) -> type | None:
+    """The builtin container ``t`` derives from, where ``t`` (or a class between them) has its
+    own version of a method pickle's rebuild calls (``__setitem__``, ``append``, ``extend``, or
+    ``__init__`` where the base's reduce calls the class): a restore must not run it (it may
+    read attributes not set yet, or change the items), so the items are put back by the base's
+    own methods (``reduce_container``). None otherwise, or where the class pickles itself."""
+    try:
+        return _CONTAINER_PLAN[t]
+    except KeyError:
+        pass
+    found: type | None = None
+    for base, methods in _CONTAINER_BASES:
+        if t is not base and issubclass(t, base):
+            own = [k for k in t.__mro__[: t.__mro__.index(base)] if k.__flags__ & HEAPTYPE]
+            if any(m in k.__dict__ for k in own for m in methods) and not any(
+                m in k.__dict__ for k in own for m in _OWN_PICKLING
+            ):
+                found = base
+            break
+    if len(_CONTAINER_PLAN) > 4096:
+        _CONTAINER_PLAN.clear()
+    _CONTAINER_PLAN[t] = found
+    return found
+
+
+def new_container(cls: type, base: type) -> Any:
+    """An empty instance of ``cls``, made by its builtin ``base``'s ``__new__`` (not ``cls()``)."""
+    return base.__new__(cls)  # type: ignore[call-overload]
+
+
+def fill_container(obj: Any, state: tuple[Any, ...]) -> None:
+    """Give ``obj`` (from ``new_container``) its items by its base's own methods, then its
+    attributes (its ``__dict__`` object itself, so ``vars(obj)`` held apart stays shared)."""
+    base, extra, items, attrs = state
+    if base is collections.deque:
+        collections.deque.__init__(obj, (), extra)
+        collections.deque.extend(obj, items)
+    elif base is list:
+        list.extend(obj, items)
+    else:
+        if base is collections.defaultdict:
+            obj.default_factory = extra
+        setitem = collections.OrderedDict.__setitem__ if base is collections.OrderedDict else dict.__setitem__
+        for k, v in items:
+            setitem(obj, k, v)
+    d, slots = attrs if isinstance(attrs, tuple) else (attrs, None)
+    if d is not None:
+        try:
+            object.__setattr__(obj, "__dict__", d)
+        except (AttributeError, TypeError):
+            set_state(obj, d)
+    if slots:
+        for k, v in slots.items():
+            object.__setattr__(obj, k, v)
+
+
+def reduce_container(obj: Any, base: type) -> Any:
+    """``obj``, an instance of a subclass of ``base`` with mutators of its own: made empty and
+    filled by ``base``'s methods, its attributes after (as pickle does, items first)."""
+    if base is collections.deque:
+        extra: Any = obj.maxlen
+        items: Any = list(collections.deque.__iter__(obj))
+    elif base is list:
+        extra, items = None, list(list.__iter__(obj))
+    else:
+        extra = obj.default_factory if base is collections.defaultdict else None
+        items = list(dict.items(obj)) if base is not collections.OrderedDict else list(
+            collections.OrderedDict.items(obj)
+        )
+    d = getattr(obj, "__dict__", None)
+    slots = {}
+    for k in slot_names(type(obj)):
+        try:
+            slots[k] = object.__getattribute__(obj, k)
+        except AttributeError:
+            pass
+    attrs = (d, slots) if slots else d
+    return (new_container, (type(obj), base), (base, extra, items, attrs), None, None, fill_container)
 
 
 # --------------------------------------------------------------------------------------------
@@ -340,6 +485,12 @@ def metaclass_problem(cls: type) -> str | None:
     if problem is not None:
         return problem
     meta: Any = type(cls)
+    if meta.__module__ == "_ctypes":
+        return (
+            f"{cls.__qualname__} is a ctypes type made at run time ({meta.__name__}: an array, "
+            "pointer, structure or union type), which cannot be rebuilt at restore; define it at "
+            "module level (IntArray3 = ctypes.c_int * 3), or hold its values in a list"
+        )
     if meta is type or "<locals>" not in meta.__qualname__:
         return None
     for k in meta.__mro__:

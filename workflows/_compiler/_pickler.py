@@ -64,6 +64,7 @@ from ._pickle_iters import (
 )
 from ._pickle_modules import (
     _PLAIN_TYPES,
+    HEAPTYPE,
     ModuleData,
     ModulePathBroken,
     ModuleTooLarge,
@@ -100,11 +101,16 @@ from ._pickle_values import (
     _reduce_proxy,
     _reduce_view,
     class_namespace,
+    container_base,
     dict_view,
+    fill_container,
     fill_set_like,
+    finalizer_problem,
     memory_view,
     metaclass_problem,
+    new_container,
     new_set_like,
+    reduce_container,
     reduce_object,
     reduce_set_like,
     released_view,
@@ -289,6 +295,14 @@ def _refresh_dispatch(sizes: list[int]) -> None:
     _KINDS.clear()
 
 
+
+def _in_args(rv: Any, d: Any) -> bool:
+    """Whether the reduce value ``rv`` passes ``d`` in its arguments (or a tuple of them)."""
+    if not isinstance(rv, tuple) or len(rv) < 2 or not isinstance(rv[1], tuple):
+        return False
+    return any(a is d or type(a) is tuple and any(b is d for b in a) for a in rv[1])
+
+
 class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle is untyped
     """cloudpickle with the checkpoint's rules, except those for the builtin containers the C
     pickler writes without asking reducer_override (CheckpointPickler adds them).
@@ -347,8 +361,15 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             return r
         if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
             self.reached = True  # kept by its path: CheckpointPickler's persistent_id
+        if t.__flags__ & HEAPTYPE:
+            problem = finalizer_problem(obj, t)
+            if problem is not None:
+                raise ValueRefused(problem, obj)
         if isinstance(obj, BaseException):
             return _reduce_exception(obj, self.proto)
+        base = container_base(t)
+        if base is not None:
+            return reduce_container(obj, base)
         if isinstance(obj, set):
             return self._reduce_set_like(obj)
         if isinstance(obj, frozenset) and len(obj) > 1:
@@ -371,7 +392,9 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 rv = reduce_object(obj, self.proto) if custom else obj.__reduce_ex__(self.proto)
                 if d is not None:
                     adopted = with_adopted_dict(obj, d, rv) if assignable(obj, d) else rv
-                    if adopted is rv:  # written as vars(obj) by CheckpointPickler, in any order
+                    if adopted is rv and not _in_args(rv, d):
+                        # written as vars(obj) by CheckpointPickler, in any order (not where the
+                        # reduce makes the object from it: ctypes' _unpickle(type, (dict, data)))
                         self.owned[id(d)] = (d, obj)
                         self.reached = True
                     rv = adopted
@@ -525,11 +548,25 @@ def _reduce_set_iter(p: _Pickler, it: Any) -> Any:
     return _reduce_native_iter(it)
 
 
+def _refuse_lost_newlines(_p: Any, s: io.StringIO) -> Any:
+    """A StringIO in universal newlines mode (``newline=None``) that has seen a ``\r`` or
+    ``\r\n``: its ``newlines`` says so, which its pickle leaves out on 3.11 (3.12 keeps it)."""
+    if s.newlines not in (None, "\n") and not s.closed:
+        raise ValueRefused(
+            f"a StringIO(newline=None) that has translated {s.newlines!r} newlines cannot keep "
+            "its newlines attribute on Python 3.11; hold its text (s.getvalue()) instead, or "
+            "make it with StringIO(newline='')",
+            s,
+        )
+    return NotImplemented
+
+
 _OWN_OVERRIDES: dict[type, Any] = {
     LiveIter: _reduce_live_iter,
     **{t: lambda _p, it: _reduce_native_iter(it) for t in _NATIVE_ITERS},
     _SetIter: _reduce_set_iter,
     **{t: lambda _p, it: _reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
+    **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
 }
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
@@ -567,6 +604,8 @@ _BY_NAME: set[Any] = {
     set_state,
     new_set_like,
     fill_set_like,
+    new_container,
+    fill_container,
 }
 
 

@@ -36,6 +36,7 @@ class Validator(ast.NodeVisitor):
         self.problems: list[Problem] = []
         self.depth = 0  # nesting in defs/lambdas/classes inside the workflow
         self.reported_free: set[str] = set()
+        self.called: set[int] = set()  # the Name nodes that are called (locals(), dir()...)
 
     def add(self, node: ast.AST, msg: str) -> None:
         self.problems.append((node, msg))
@@ -180,9 +181,26 @@ class Validator(ast.NodeVisitor):
             self.reported_free.add(n.id)
             where = f" {self.enclosing!r}" if self.enclosing else ""
             self.add(n, f"the workflow closes over {n.id!r}, a variable of the enclosing function{where}: a continuation cannot capture it; pass it as an argument, or make it a module-level global")
+        elif (
+            n.id == "locals" and self.depth == 0 and isinstance(n.ctx, ast.Load)
+            and id(n) not in self.called and n.id not in self.locals
+        ):
+            self.add(n, "locals cannot be used in a workflow, called or passed on (get = locals; get()): its variables live in the checkpointed frame, not in a Python frame, so it would see none; name the variables you need explicitly (e.g. build a dict)")
+
+    def visit_Attribute(self, n: ast.Attribute) -> None:
+        v = n.value
+        getframe = isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "_getframe"
+        if (
+            n.attr in ("f_locals", "f_back") and self.depth == 0 and isinstance(n.ctx, ast.Load)
+            and not getframe  # (sys._getframe() is refused itself)
+        ):
+            self.add(n, f"frame.{n.attr} cannot be used in a workflow: workflow code does not run in one Python frame, so a frame (inspect.currentframe(), a traceback's tb_frame) holds none of its variables; pass what you need as values")
+        self.generic_visit(n)
 
     def visit_Call(self, n: ast.Call) -> None:
         f = n.func
+        if isinstance(f, ast.Name):
+            self.called.add(id(f))
         nargs = len(n.args) + len(n.keywords)
         if isinstance(f, ast.Name) and f.id not in self.locals:
             if f.id == "locals" and self.depth == 0:

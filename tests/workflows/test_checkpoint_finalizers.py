@@ -1,0 +1,126 @@
+"""What a restore cannot give back as it was is refused at the await, naming the variable.
+
+- An instance of a class with a ``__del__``, or one a weak reference points to (a
+  ``weakref.finalize``, a ``WeakValueDictionary`` entry): a restore makes a new object, so the
+  finalizer ran for the copy the restore discarded (a passivated workflow loaded again), or,
+  after a crash, never, and the weak reference did not follow the copy.
+- A ctypes array (pointer, structure) type made at run time (``c_int * 3``): the checkpoint was
+  accepted and the restore failed. One defined at module level, and a ``c_int``, are kept.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import weakref
+
+import pytest
+
+from workflows import CheckpointError, timer, workflow
+from workflows.testing import WorkflowHarness
+
+LOG: list[object] = []
+CACHE: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
+IntArray3 = ctypes.c_int * 3
+
+
+class Resource:
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+
+    def __del__(self) -> None:
+        LOG.append(("del", self.tag))
+
+
+class Plain:
+    pass
+
+
+@workflow
+async def holds_an_object_with_del():
+    r = Resource("a")
+    await timer("t", 1)
+    return r.tag
+
+
+@workflow
+async def holds_an_object_with_a_finalizer():
+    o = Plain()
+    weakref.finalize(o, LOG.append, "fin")
+    await timer("t", 1)
+    return type(o).__name__
+
+
+@workflow
+async def holds_an_object_in_a_weak_cache():
+    item = Plain()
+    CACHE["item"] = item
+    await timer("t", 1)
+    return CACHE.get("item") is item
+
+
+@workflow
+async def holds_a_ctypes_array_of_a_type_made_at_run_time():
+    arr = (ctypes.c_int * 4)(1, 2, 3, 4)  # (c_int * 3 is IntArray3: ctypes makes it once)
+    await timer("t", 1)
+    return list(arr)
+
+
+@workflow
+async def holds_an_array_of_a_type_equal_to_a_module_global():
+    arr = (ctypes.c_int * 3)(1, 2, 3)  # ctypes makes c_int * 3 once: IntArray3
+    await timer("t", 1)
+    return list(arr)
+
+
+@workflow
+async def holds_ctypes_values_of_module_types():
+    i = ctypes.c_int(5)
+    arr = IntArray3(1, 2, 3)
+    await timer("t", 1)
+    arr[0] += i.value
+    return i.value, list(arr)
+
+
+@pytest.mark.parametrize(
+    ("wf", "variable", "says"),
+    [
+        (holds_an_object_with_del, "r", "Resource has a __del__, which would run for each copy"),
+        (holds_an_object_with_a_finalizer, "o", "a weak reference points to this Plain"),
+        (holds_an_object_in_a_weak_cache, "item", "a weak reference points to this Plain"),
+        (holds_a_ctypes_array_of_a_type_made_at_run_time, "arr",
+         "c_int_Array_4 is a ctypes type made at run time"),
+    ],
+    ids=lambda v: getattr(v, "__name__", None),
+)
+def test_what_a_restore_would_give_back_otherwise_is_refused_at_the_await(wf, variable, says):
+    LOG.clear()
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(wf, roundtrip=True)
+    err = info.value
+    assert err.variable == variable, str(err)
+    assert says in str(err) and "await timer(" in str(err), str(err)
+    del info, err
+    gc.collect()
+    CACHE.clear()
+
+
+def test_the_refused_workflows_run_natively_and_without_checkpoints():
+    LOG.clear()
+    h = WorkflowHarness(holds_an_object_with_del, roundtrip=False)
+    h.fire_timer("t")
+    assert h.result() == "a"
+    gc.collect()
+    assert LOG.count(("del", "a")) == 1
+
+
+def test_a_ctypes_type_made_at_run_time_that_is_a_module_global_is_kept():
+    h = WorkflowHarness(holds_an_array_of_a_type_equal_to_a_module_global, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == [1, 2, 3]
+
+
+def test_ctypes_values_of_module_types_are_kept():
+    h = WorkflowHarness(holds_ctypes_values_of_module_types, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == (5, [6, 2, 3])
