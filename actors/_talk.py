@@ -27,6 +27,7 @@ from persistence import (
     AskRow,
     Delivered,
     Promise,
+    StoreClosed,
     UnknownWorkflowId,
     WorkflowFinished,
     dumps,
@@ -246,10 +247,14 @@ def ask(
                 )
             recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
             waiting.renew()
+            sysm._check_open()  # shut down while it waited: SystemClosed, as for result()
             row = check_ask(sysm, workflow_id, ask_id, name)
             if row is None and remaining is not None and remaining <= 0:
                 raise _timed_out(workflow_id, name, ask_id, timeout)
         return ask_outcome(row)
+    except StoreClosed:
+        sysm._check_open()  # the system shut down between the check and a read: SystemClosed
+        raise
     finally:
         waiting.close()
 

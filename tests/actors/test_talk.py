@@ -242,6 +242,31 @@ def test_a_reply_whose_value_cannot_be_stored_is_refused_at_the_call_and_the_req
     assert ref.result(T) == "answered"
 
 
+def test_an_ask_waiting_as_the_system_shuts_down_raises_system_closed(db, clock):
+    """shutdown() ends an ask() another thread waits in with SystemClosed, as it ends result():
+    not with the store's own error (which would tell the caller to open the store again)."""
+    from actors import SystemClosed
+
+    system = ActorSystem(db, clock=clock)
+    ref = system.start(tf.never_answers, id="mute")
+    system.idle(T)
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            ref.ask("q", 1, timeout=T, ask_id="q-1")
+        except BaseException as e:  # noqa: BLE001 - what it raised is the check
+            raised.append(e)
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    _wait_until(lambda: system._rt.store.ask("mute", "q-1") is not None, "the ask is stored")
+    system.shutdown()
+    t.join(T)
+    assert not t.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], SystemClosed), raised
+
+
 def test_ask_async_does_not_block_the_loop(system):
     """ask_async answers concurrent asks while the event loop goes on."""
     ref = system.start(tf.account, 10, id="acct")
