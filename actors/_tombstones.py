@@ -14,6 +14,6 @@ def refuse_pruned(store: Store, workflow_id: str, now: float, id_retention: floa
     stone = store.tombstone(workflow_id)
     if stone is None:
         return
-    if id_retention is not None and stone.pruned_at < now - id_retention:
+    if id_retention is not None and stone.pruned_at <= now - id_retention:
         return  # kept past its retention: the sweep deletes it
     raise WorkflowPruned(workflow_id, stone.type, stone.status, stone.ended_at)

@@ -19,7 +19,7 @@ BURY = (
     "ended_at = excluded.ended_at, pruned_at = excluded.pruned_at"
 )
 TOMBSTONE = "SELECT id, type, status, ended_at, pruned_at FROM {s}.tombstones WHERE id = ?"
-EXPIRE = "DELETE FROM {s}.tombstones WHERE pruned_at < ?"
+EXPIRE = "DELETE FROM {s}.tombstones WHERE pruned_at <= ?"
 COUNT = "SELECT count(*) FROM {s}.tombstones"
 OLDEST = "SELECT min(pruned_at) FROM {s}.tombstones"
 

@@ -88,6 +88,15 @@ def test_id_retention_none_keeps_the_id_taken_for_good_and_zero_frees_it(db, clo
         assert system.start(tf.progress, 0, id="a").result(T) == 0
 
 
+def test_id_retention_zero_frees_an_id_as_its_workflow_is_pruned(db, clock):
+    """id_retention=0 frees the id at the very time of its prune: the clock need not move on."""
+    with ActorSystem(db, clock=clock, id_retention=0) as system:
+        system.start(tf.progress, 0, id="b").result(T)
+        clock.advance(10)
+        assert system.prune(older_than=5) == 1
+        assert system.start(tf.progress, 0, id="b").result(T) == 0
+
+
 def test_wf_prune_says_how_many_ids_it_keeps(db, capsys):
     """wf prune says how many ids of pruned workflows it keeps taken."""
     with ActorSystem(db) as system:
