@@ -1002,7 +1002,7 @@ class WorkflowActor(PooledActor):
             self._settle_start(True)
         self.host.storage_ok(self.id)
         if self.host.metrics is not None:
-            self.host.metrics.step(self.type, sw, self.step_started)
+            self.host.metrics.step(self.type, sw, self.step_started, ack.broadcast_to)
             self.step_started = 0.0
         self.host.workflow_log.debug("step_committed", workflow_id=self.id, workflow_type=self.type, step=sw.step_seq, status=sw.status)
         if sw.recent is not None:

@@ -215,9 +215,10 @@ class Metrics:
                 self._tallies.append(t)
         return t
 
-    def step(self, workflow_type: str, sw: Any, started: float) -> None:
+    def step(self, workflow_type: str, sw: Any, started: float, broadcast_to: int = 0) -> None:
         """A step of a workflow of ``workflow_type`` committed (``started``: perf_counter at its
-        start; 0 if it is not a step the workflow's code ran)."""
+        start; 0 if it is not a step the workflow's code ran; ``broadcast_to``: the workflows its
+        broadcasts went into)."""
         t = self._tally()
         labels = (workflow_type,)
         t.inc("steps", labels)
@@ -231,6 +232,8 @@ class Metrics:
             sent = sum(1 for s in sw.signals if s.kind == SIGNAL)
             if sent:
                 t.inc("signals", ("workflow",), sent)
+        if broadcast_to:
+            t.inc("signals", ("broadcast",), broadcast_to)
 
     def count(self, key: str, *labels: str, n: float = 1) -> None:
         """Add ``n`` to the counter ``key`` (of ``COUNTERS``) with these label values."""

@@ -110,6 +110,8 @@ class Requests:
                         r.workflow_id, kind, name, dumps(payload), at=self._system.clock.now(), external_seq=r.seq
                     )
                     self._rt.wake([d])
+                    if kind == SIGNAL and self._rt.metrics is not None:
+                        self._rt.metrics.signal_sent("client")  # `wf signal`: a client's
                     self._log.info("external_request_done", kind=r.kind, workflow_id=r.workflow_id, name=r.name)
                     continue  # its row went with the append
                 if r.kind == "ask":  # stored by its ask id: carried out again after a crash, it asks once

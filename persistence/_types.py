@@ -207,6 +207,7 @@ class StepAck:
     delivered: list[Delivered]
     created: list[str]  # ids of workflows created (children)
     dropped: list[tuple[str, Dropped]]  # messages to unknown or ended workflows, full inboxes
+    broadcast_to: int = 0  # the workflows the step's broadcasts went into (of ``delivered``)
 
 
 @dataclass(frozen=True)

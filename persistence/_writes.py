@@ -473,11 +473,13 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
                 dropped.append((target, got))
                 if kind == SIGNAL and not got.expected:
                     lost_here.append((target, name, got))
+        broadcast_to = 0
         for name, results in casts:
             for target, result in results:
                 got = result()
                 if isinstance(got, Delivered):
                     delivered.append(got)
+                    broadcast_to += 1
                 else:
                     dropped.append((target, got))
                     if not got.expected:
@@ -487,6 +489,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         return StepAck(
             timer_ids=drawn if drawn is not None else [_first(c) for c in timer_curs],
             delivered=delivered, created=[child.id for child in step.new_workflows], dropped=dropped,
+            broadcast_to=broadcast_to,
         )
 
     return Deferred(finish, sealed=sealed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from workflows import RetryPolicy, procedure, signal, timer, workflow
+from workflows import RetryPolicy, broadcast, procedure, send, signal, subscribe, timer, workflow
 
 FAILED_ONCE: set[int] = set()
 LOCK = threading.Lock()
@@ -36,3 +36,17 @@ async def order(n: int) -> int:
 @workflow
 async def doomed() -> None:
     await procedure(refuse)
+
+
+@workflow
+async def listener() -> object:
+    """Subscribes to "news" and returns the first one."""
+    subscribe("news")
+    return await signal("news")
+
+
+@workflow
+async def announcer(to: str) -> None:
+    """Sends "news" to ``to`` and broadcasts it to every subscriber, in one step."""
+    send(to, "news", "direct")
+    broadcast("news", None, "everyone")

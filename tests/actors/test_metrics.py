@@ -103,6 +103,35 @@ def test_asks_are_counted_once_each_also_when_asked_again_by_their_ask_id(db: st
         assert registry.get_sample_value("actorflow_asks_sent_total") == 1
 
 
+def test_signals_are_counted_by_source_a_workflow_broadcast_once_per_recipient(db: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    """signals_sent_total counts a workflow's send() as "workflow", each workflow its broadcast()
+    went into as "broadcast", and a signal sent with `wf signal` (a client's) as "client"."""
+    from .test_cli import wf
+
+    registry = CollectorRegistry()
+    with ActorSystem(db, clock=VirtualClock(), metrics=registry) as system:
+        one = system.start(metric_flows.listener, id="l-1")
+        two = system.start(metric_flows.listener, id="l-2")
+        three = system.start(metric_flows.listener, id="l-3")
+        system.idle(T)
+        system.start(metric_flows.announcer, "l-1", id="a-1").result(timeout=T)
+        assert one.result(timeout=T) in ("direct", "everyone")
+        assert two.result(timeout=T) == three.result(timeout=T) == "everyone"
+        late = system.start(metric_flows.listener, id="l-4")  # subscribed after the broadcast
+        system.idle(T)
+        assert wf(capsys, "signal", "l-4", "news", '"shell"', "--db", db)[0] == 0
+        system.idle(T)
+        assert late.result(timeout=T) == "shell"
+
+        def value(source: str) -> float | None:
+            v: float | None = registry.get_sample_value("actorflow_signals_sent_total", {"source": source})
+            return v
+
+        assert value("workflow") == 1
+        assert value("broadcast") == 3  # l-1, l-2 and l-3 were subscribed
+        assert value("client") == 1
+
+
 def test_metrics_true_without_prometheus_client_says_what_to_install(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # an import of it now fails
     with pytest.raises(ImportError, match=r"pip install -e '\.\[metrics\]'"):
