@@ -182,6 +182,11 @@ class _Tally:
         return h
 
 
+# The registries holding a system's metrics now: id -> (the registry, the system's database).
+_IN_USE: dict[int, tuple[Any, str]] = {}
+_IN_USE_LOCK = threading.Lock()
+
+
 class Metrics:
     """The metrics of one system, registered in ``registry``; ``close()`` unregisters them.
 
@@ -191,15 +196,32 @@ class Metrics:
     scraped.
     """
 
-    def __init__(self, registry: Any, rt: Any) -> None:
+    def __init__(self, registry: Any, rt: Any, system: str = "") -> None:
         self.registry = registry
         self._rt = rt
         self._lock = threading.Lock()  # the list of tallies only
         self._local = threading.local()
         self._tallies: list[_Tally] = []
-        registry.register(self)
+        with _IN_USE_LOCK:
+            other = _IN_USE.get(id(registry))
+            if other is not None and other[0] is registry:
+                # Two systems' families of one name in one registry: a scrape would show each
+                # series twice, told apart by nothing (prometheus_client refuses duplicates
+                # for the collectors whose names it knows; these are collected at scrape time).
+                raise ValueError(
+                    f"the metrics registry holds the actorflow_* metrics of the system on "
+                    f"{other[1]!r} already; give each open system its own registry "
+                    f"(ActorSystem(metrics=prometheus_client.CollectorRegistry())), or shut that "
+                    f"system down first"
+                )
+            registry.register(self)
+            _IN_USE[id(registry)] = (registry, system)
 
     def close(self) -> None:
+        with _IN_USE_LOCK:
+            held = _IN_USE.get(id(self.registry))
+            if held is not None and held[0] is self.registry:
+                del _IN_USE[id(self.registry)]
         try:
             self.registry.unregister(self)
         except KeyError:

@@ -157,7 +157,7 @@ class ActorSystem:
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after, system_log)
             if registry is not None:
-                rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt)
+                rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt, self.db)
             self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log,
                                         pruning=rt.pruning, id_retention=self.id_retention)
             self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))

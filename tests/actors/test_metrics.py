@@ -143,6 +143,20 @@ def test_metrics_true_without_prometheus_client_says_what_to_install(tmp_path, m
         assert system.workflows() == []
 
 
+def test_a_registry_holds_the_metrics_of_one_open_system(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A second open system on the registry of another is refused, as prometheus_client refuses
+    a duplicated metric (a scrape would show each series twice, told apart by nothing); once the
+    first shuts down, the registry is free again."""
+    registry = CollectorRegistry()
+    with ActorSystem(str(tmp_path / "a.db"), metrics=registry):
+        with pytest.raises(ValueError, match=r"holds the actorflow_\* metrics of the system on .*a\.db.* its own registry"):
+            ActorSystem(str(tmp_path / "b.db"), metrics=registry)
+        with ActorSystem(str(tmp_path / "c.db"), metrics=CollectorRegistry()) as other:
+            assert other.live_actors() == 0
+    with ActorSystem(str(tmp_path / "b.db"), metrics=registry):
+        assert registry.get_sample_value("actorflow_actors_live") == 0
+
+
 def test_metrics_true_uses_the_default_registry_and_leaves_it_at_shutdown(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from prometheus_client import REGISTRY
 
