@@ -131,6 +131,12 @@ class ActorSystem:
         check_text(self.node_id, "node_id")
         ttl = check_seconds(node_ttl, "node_ttl", allow_none=False)
         assert ttl is not None
+        passivate_after = check_seconds(passivate_after, "passivate_after", allow_none=False)  # type: ignore[assignment]
+        for what, n in (("max_live", max_live), ("procedure_workers", procedure_workers)):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise TypeError(f"{what} must be an int >= 1, got {n!r}")
+            if n < 1:
+                raise ValueError(f"{what} must be an int >= 1, got {n!r}")
         self._closed = False
         # Seconds a finished workflow is kept (then deleted, see ``_retention``); None: forever.
         self.retention = check_seconds(retention, "retention", allow_none=True)

@@ -188,3 +188,20 @@ def test_start_with_an_unpicklable_argument_names_the_argument(system):
     with pytest.raises(CheckpointError, match="its argument 'n'"):
         system.start_many(flows.collect, [(1,), (threading.Lock(),)])
     assert system.workflows() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"max_live": 2.5}, TypeError, r"max_live must be an int >= 1, got 2.5"),
+        ({"max_live": 0}, ValueError, r"max_live must be an int >= 1, got 0"),
+        ({"procedure_workers": True}, TypeError, r"procedure_workers must be an int >= 1, got True"),
+        ({"procedure_workers": 0}, ValueError, r"procedure_workers must be an int >= 1, got 0"),
+        ({"passivate_after": -1}, ValueError, r"passivate_after must be a finite number of seconds >= 0"),
+        ({"passivate_after": "1m"}, TypeError, r"passivate_after must be a number of seconds, got '1m'"),
+    ],
+)
+def test_bad_system_options_are_refused_before_anything_opens(tmp_path, kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        ActorSystem(str(tmp_path / "bad.db"), **kwargs)
+    assert not (tmp_path / "bad.db").exists()  # refused before the file was made
