@@ -200,7 +200,9 @@ add(container_subclass_sharing, C(0), C(1), C(2))
 @workflow
 async def typeddict_made_in_the_workflow(n):
     """TypedDict's functional form, which on 3.11 sets no __orig_bases__ (its bases are dict)."""
-    TD = typing.TypedDict("TD", {"a": int, "b": str}, total=False)  # noqa: UP013 - the form under test
+    # (One key: a class's frozenset of two keys is refused on 3.12+, where it is pickled by
+    # value and its order depends on the string hash seed.)
+    TD = typing.TypedDict("TD", {"a": int}, total=False)  # noqa: UP013 - the form under test
     value = TD(a=n)
     await tick()
     return TD.__name__, sorted(TD.__optional_keys__), TD.__total__, value

@@ -260,6 +260,7 @@ _HAS_DEL: dict[type, bool | None] = {}  # per class: has a __del__; None: the en
 # The engine's own packages: their classes' __del__ knows checkpoints (a call not awaited warns
 # only if no checkpoint holds it).
 _ENGINE = frozenset({"workflows", "actors", "persistence"})
+_NOT_CHECKED = _ENGINE | frozenset(sys.stdlib_module_names) | {"builtins"}
 
 
 def finalizer_problem(obj: Any, t: type) -> str | None:
@@ -270,8 +271,11 @@ def finalizer_problem(obj: Any, t: type) -> str | None:
     a passivated workflow is loaded again, say) or, after a crash, never."""
     has_del = _HAS_DEL.get(t)
     if has_del is None:
-        if t.__module__.partition(".")[0] in _ENGINE:
-            has_del = None  # the engine's own (an Event, a call not awaited yet): kept as they are
+        if t.__module__.partition(".")[0] in _NOT_CHECKED:
+            # The engine's own (an Event, a call not awaited yet), and the standard library's
+            # (its files and threads are refused as resources; its caches hold weak references
+            # to TypeVars, and 3.12's io classes have a __del__): kept as they are.
+            has_del = None
         else:
             has_del = any("__del__" in k.__dict__ for k in t.__mro__ if k.__flags__ & HEAPTYPE)
         if len(_HAS_DEL) > 4096:
