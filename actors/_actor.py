@@ -974,6 +974,8 @@ class WorkflowActor(PooledActor):
             limit = self.host.store.history_limit()
             if limit is None or limit > RECENT_STEPS:
                 sw.evicted = text[:cut]
+            else:  # kept nowhere: counted, so that the positions of the newer steps stay put
+                sw.history_dropped = text.count("\n", 0, cut) + 1
 
     def _commit(self, sw: StepWrite) -> Steps:
         _history.describe(sw)  # what it armed, published, sent, replied

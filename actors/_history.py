@@ -123,18 +123,21 @@ def entries(rows: list[HistoryRow], first: int = 0) -> list[HistoryEntry]:
     return out
 
 
-def page(rows: list[HistoryRow], limit: int | None, before: int | None) -> list[HistoryEntry]:
-    """The entries of ``rows`` (the whole kept history, oldest first) before position ``before``,
-    the newest ``limit`` of them."""
+def page(
+    rows: list[HistoryRow], limit: int | None, before: int | None, first: int = 0
+) -> list[HistoryEntry]:
+    """The entries of ``rows`` (the whole kept history, oldest first, the first at position
+    ``first``: the entries a history limit dropped before it) before position ``before``, the
+    newest ``limit`` of them."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"history() limit must be an int >= 0 or None, got {limit!r}")
     if before is not None and (
         isinstance(before, bool) or not isinstance(before, int) or before < 0
     ):
         raise ValueError(f"history() before must be a position (int >= 0) or None, got {before!r}")
-    end = len(rows) if before is None else min(before, len(rows))
+    end = len(rows) if before is None else max(0, min(before - first, len(rows)))
     start = 0 if limit is None else max(0, end - limit)
-    return entries(rows[start:end], start)
+    return entries(rows[start:end], first + start)
 
 
 def first_step(rows: list[HistoryRow]) -> int | None:

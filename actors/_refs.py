@@ -117,8 +117,8 @@ class WorkflowRef(Generic[R]):
         ``history(limit=50, before=page[0].position)`` the one before it.
         """
         self._record()  # UnknownWorkflow, as the other calls
-        rows = self._system._rt.store.history(self.id, limit=_ALL)
-        return _history.page(rows, limit, before)
+        rows, first = self._system._rt.store.history_from(self.id, limit=_ALL)
+        return _history.page(rows, limit, before, first)
 
     def published(self, key: str, timeout: float | None = None) -> Any:
         """The value the workflow last published under ``key`` (``publish(key, value)``), read

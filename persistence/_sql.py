@@ -123,10 +123,25 @@ UNSUBSCRIBE = (
     "DELETE FROM {s}.subscriptions WHERE name = ? AND filter_key = ? AND workflow_id = ?"
 )
 INSERT_HISTORY = "INSERT INTO {s}.history (workflow_id, at, event, detail) VALUES (?, ?, ?, ?)"
+# A history limit drops a workflow's oldest entries; its "trimmed" row counts them (in ``at``),
+# so that an entry's position (its place in the whole history) stays put as older ones go.
+TRIMMED = "trimmed"
 TRIM_HISTORY = (
-    "DELETE FROM {s}.history WHERE workflow_id = ? AND seq < (SELECT seq FROM {s}.history "
-    "WHERE workflow_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)"
+    "DELETE FROM {s}.history WHERE workflow_id = ? AND event <> 'trimmed' AND seq < (SELECT seq "
+    "FROM {s}.history WHERE workflow_id = ? AND event <> 'trimmed' ORDER BY seq DESC LIMIT 1 "
+    "OFFSET ?)"
 )
+COUNT_TRIMMED = "UPDATE {s}.history SET at = at + ? WHERE workflow_id = ? AND event = 'trimmed'"
+FIRST_TRIMMED = "INSERT INTO {s}.history (workflow_id, at, event, detail) VALUES (?, ?, 'trimmed', '')"
+# One statement where writes can go in a WITH (PostgreSQL): the trim, and its count added.
+TRIM_AND_COUNT_HISTORY = (
+    "WITH d AS (" + TRIM_HISTORY + " RETURNING 1), n AS (SELECT count(*) + ? AS n FROM d), "
+    "u AS (UPDATE {s}.history SET at = at + (SELECT n FROM n) WHERE workflow_id = ? AND "
+    "event = 'trimmed' RETURNING 1) "
+    "INSERT INTO {s}.history (workflow_id, at, event, detail) SELECT ?, n, 'trimmed', '' FROM n "
+    "WHERE n > 0 AND NOT EXISTS (SELECT 1 FROM u)"
+)
+HISTORY_TRIMMED = "SELECT at FROM {s}.history WHERE workflow_id = ? AND event = 'trimmed'"
 PROCEDURE_FINISHED = (
     "UPDATE {s}.procedures SET status = ?, result = ?, error = ?, attempts = ? "
     "WHERE key = ? AND status = 'pending'"

@@ -542,7 +542,16 @@ class SqlStore(Store):
         one millisecond, steps come before the table's events (an end is written by its last
         step).
         """
-        rows = self._rows(_sql.HISTORY, (workflow_id, limit))
+        return self.history_from(workflow_id, limit)[0]
+
+    def history_from(self, workflow_id: str, limit: int = 100) -> tuple[list[HistoryRow], int]:
+        """``history``, and the position of its first event in the whole history: the events
+        before it that a history limit dropped (counted by the table's "trimmed" row) or hides,
+        and those ``limit`` left out of the rows it read (exact where it reads every row, as
+        ``ref.history()`` does)."""
+        counted = self._rows(_sql.HISTORY_TRIMMED, (workflow_id,))
+        gone = int(counted[0][0]) if counted else 0
+        rows = [r for r in self._rows(_sql.HISTORY, (workflow_id, limit + 1)) if r[3] != _sql.TRIMMED]
         recent = self._rows(_sql.RECENT_STEPS, (workflow_id,))
         steps = recent_steps(workflow_id, recent[0][0] if recent else None)
         # By millisecond, the precision the steps are kept at; in one millisecond, steps in
@@ -562,8 +571,10 @@ class SqlStore(Store):
             # history is the newest ``keep`` steps all the same, and the events among them.
             at_step = [i for i, e in enumerate(events) if e[1] == 0]
             if len(at_step) > keep:
+                gone += at_step[-keep]
                 events = events[at_step[-keep]:]
-        return [e[3] for e in events[-limit:]] if limit > 0 else []
+        shown = [e[3] for e in events[-limit:]] if limit > 0 else []
+        return shown, gone + len(events) - len(shown)
 
     _history_limit: int | None = None
 

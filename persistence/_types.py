@@ -141,8 +141,11 @@ class StepWrite:
     # The lines of ``recent`` this step moves out of the row (its oldest steps'): kept in the
     # history table, inserted with the step's other events. ``history_keep``: how many rows of
     # the history table the workflow keeps (None: every one, the whole history).
+    # ``history_dropped``: the steps it moves out of the row and keeps nowhere (a history limit
+    # below the row's steps), counted so that the positions of the entries after stay put.
     evicted: str | None = None
     history_keep: int | None = None
+    history_dropped: int = 0
 
 
 @dataclass(frozen=True)
@@ -661,6 +664,11 @@ class BrowseStore(Protocol):
 
     @abc.abstractmethod
     def history(self, workflow_id: str, limit: int = 100) -> list[HistoryRow]: ...
+
+    @abc.abstractmethod
+    def history_from(self, workflow_id: str, limit: int = 100) -> tuple[list[HistoryRow], int]:
+        """``history``, and the position of its first row in the whole history (the entries
+        before it that a history limit dropped, and those ``limit`` left out of what it read)."""
 
     def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
         """The ask ``ask_id`` of ``workflow_id`` as stored, or None."""

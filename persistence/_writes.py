@@ -269,6 +269,21 @@ def _delete_of(w: Writer, table: str, column: str, kind: str, ids: list[Any], wi
             w.execute(f"DELETE FROM {{s}}.{table} WHERE workflow_id = ? AND {cond}", (wid, *params))
 
 
+def _trim_history(w: Writer, wid: str, at: float, keep: int | None, dropped: int) -> None:
+    """Delete the workflow's history rows but the newest ``keep`` (None: none), and add what
+    they were, and the ``dropped`` entries kept nowhere, to its count of entries gone."""
+    if w.dialect.writable_ctes:
+        if keep is None:
+            keep = 1 << 62  # (deletes nothing)
+        w.execute(_sql.TRIM_AND_COUNT_HISTORY, (wid, wid, keep - 1, dropped, wid, wid))
+        return
+    gone = dropped
+    if keep is not None:
+        gone += max(w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1)).rowcount, 0)
+    if gone and w.execute(_sql.COUNT_TRIMMED, (gone, wid)).rowcount == 0:
+        w.execute(_sql.FIRST_TRIMMED, (wid, gone))
+
+
 def _step_refused(w: Writer, step: StepWrite) -> BaseException:
     """Why the guarded UPDATE of ``step`` matched no row."""
     wid = step.workflow_id
@@ -384,8 +399,9 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         if rows:
             w.add_rows(_sql.INSERT_HISTORY, rows)
         keep = step.history_keep
-        if keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0:
-            w.execute(_sql.TRIM_HISTORY, (wid, wid, keep - 1))
+        trim = keep is not None and step.step_seq % min(HISTORY_TRIM_EVERY, keep) == 0
+        if trim or step.history_dropped:
+            _trim_history(w, wid, at, keep if trim else None, step.history_dropped)
 
     # Sealed: the server checks everything, nothing is sent to another workflow (whose answer
     # could add a "signal_dropped" line) and the timers' ids were drawn here, so the history goes

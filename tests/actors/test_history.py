@@ -79,6 +79,34 @@ def test_history_says_what_woke_each_step(db, clock):
     assert events[0][2] == pytest.approx(t0) and events[2][2] == pytest.approx(t0 + 5)
 
 
+@pytest.mark.parametrize("keep", [8, 40])  # under the row's steps (16), and over them
+def test_positions_stay_put_as_a_history_limit_drops_the_oldest_steps(db, clock, keep):
+    """An entry's position is its place in the whole history: as ``history_limit`` drops the
+    oldest steps, the others keep theirs, so a page taken earlier still pages back, to entries
+    that are gone (nothing), never to newer ones."""
+    with ActorSystem(db, clock=clock, history_limit=keep) as system:
+        ref = system.start(flows.collect, 400, id="long")
+        for i in range(30):
+            ref.signal("item", i)
+        system.idle(T)
+        page = ref.history(limit=5)
+        assert [e.step for e in page] == list(range(27, 32))
+        assert [e.position for e in page] == [e.step - 1 for e in page]  # step k: entry k - 1
+        for i in range(30, 200):
+            ref.signal("item", i)
+        system.idle(T)
+        kept = ref.history()
+        assert [e.step for e in kept] == list(range(202 - keep, 202))
+        assert [e.position for e in kept] == [e.step - 1 for e in kept]
+        assert ref.history(limit=5, before=page[0].position) == []  # gone
+        assert ref.history(limit=3, before=kept[2].position) == kept[:2]
+    with ActorSystem(db, clock=clock) as system:
+        # The limit lifted: what is stored shows (a few more steps), each at its position still.
+        whole = system.get("long").history()
+        assert whole[-keep:] == kept and len(whole) < 2 * 16 + keep
+        assert [e.position for e in whole] == [e.step - 1 for e in whole]
+
+
 def test_history_keeps_every_step_across_restarts(db, clock):
     """Every step is kept (the row describes the newest RECENT_STEPS to 2 * RECENT_STEPS, the
     history table the ones before), and a restart goes on from them: no step lost or described
