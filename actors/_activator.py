@@ -79,14 +79,23 @@ class Activator:
             self._idle.pop(workflow_id, None)
             slot.ref.tell(message)
 
-    def done(self, workflow_id: str) -> None:
-        """Called by an actor after each message it processed."""
+    def done(self, workflow_id: str, ended: Any = None) -> None:
+        """Called by an actor after each message it processed. ``ended``: the actor, on its own
+        thread, whose workflow has ended; with no message left for it, it stops now."""
         with self._lock:
             slot = self._live.get(workflow_id)
             if slot is not None:
                 slot.busy -= 1
                 slot.last_used = time.monotonic()
-                if slot.busy == 0:
+                if slot.busy == 0 and ended is not None and slot.ref is ended.actor_ref:
+                    # Its mailbox is empty and, under this lock, stays so: the next message for
+                    # the id starts a new actor. Stopped in place, as its own last act.
+                    self.passivated += 1
+                    del self._live[workflow_id]
+                    self._idle.pop(workflow_id, None)
+                    self._stop_when_idle.discard(workflow_id)
+                    ended.retire()
+                elif slot.busy == 0:
                     self._idle[workflow_id] = None
                     if workflow_id in self._stop_when_idle:
                         self._stop_when_idle.discard(workflow_id)

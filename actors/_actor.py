@@ -276,7 +276,9 @@ class WorkflowActor(PooledActor):
             self._fault(message, e)
         finally:
             if not paused:
-                self.host.message_done(self.id)
+                # An ended workflow's actor stops at the end of its last message, on its own
+                # thread: no stop message later, nor the eviction of an idle actor by a caller.
+                self.host.message_done(self.id, self if self.life is Life.FINISHED else None)
 
     def _resume_after(self, steps: Steps, message: Any, promise: Promise[Any]) -> None:
         value, error = promise.outcome()

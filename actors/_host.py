@@ -38,8 +38,9 @@ class Host(Protocol):
     def finished(self, workflow_id: str, outcome: Outcome) -> None:
         """The workflow has ended (its end committed): wake those waiting for its result."""
 
-    def message_done(self, workflow_id: str) -> None:
-        """The actor has handled one message (for passivation and ``idle()``)."""
+    def message_done(self, workflow_id: str, ended: Any = None) -> None:
+        """The actor has handled one message (for passivation and ``idle()``). ``ended``: the
+        actor, whose workflow has ended: it stops here if no message waits for it."""
 
     def storage_fault(self, workflow_id: str, error: BaseException, retry: Any) -> None:
         """A write of the workflow failed for a reason of the storage (a full disk, an I/O

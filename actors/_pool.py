@@ -363,6 +363,11 @@ class PooledActor(pykka.Actor):
             self._scheduled = True
             self._dispatcher.submit(self)
 
+    def retire(self) -> None:
+        """From within its own message, on its dispatcher thread, with nothing left in its
+        mailbox: stop, as a stop message would, without one (the slice ends it there)."""
+        self._stop()
+
     def pause_until(self, promise: Any, resume: Callable[[], None]) -> None:
         """From within a message on a dispatcher thread: run ``resume()`` once ``promise`` settles.
 

@@ -250,8 +250,8 @@ class Runtime:
         if remote:
             self.cluster.publish_wake()
 
-    def message_done(self, workflow_id: str) -> None:
-        self.activator.done(workflow_id)
+    def message_done(self, workflow_id: str, ended: Any = None) -> None:
+        self.activator.done(workflow_id, ended)
 
     @contextlib.contextmanager
     def pruning(self) -> Iterator[None]:
