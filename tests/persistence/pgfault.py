@@ -216,7 +216,7 @@ class _Link:
                         return
                     if not self._from_server(data):
                         return
-        except OSError:
+        except (OSError, ValueError):  # ValueError: a socket closed by the proxy's cut (fd -1)
             return
         finally:
             for s in (self.client, self.server):
