@@ -90,11 +90,8 @@ class Activator:
                 if slot.busy == 0 and ended is not None and slot.ref is ended.actor_ref:
                     # Its mailbox is empty and, under this lock, stays so: the next message for
                     # the id starts a new actor. Stopped in place, as its own last act.
-                    self.passivated += 1
-                    del self._live[workflow_id]
-                    self._idle.pop(workflow_id, None)
                     self._stop_when_idle.discard(workflow_id)
-                    ended.retire()
+                    self._stop_locked(workflow_id, slot, ended.retire)
                 elif slot.busy == 0:
                     self._idle[workflow_id] = None
                     if workflow_id in self._stop_when_idle:
@@ -157,14 +154,21 @@ class Activator:
         self._live[workflow_id] = slot
         return slot
 
-    def _stop_locked(self, workflow_id: str, slot: _Slot) -> None:
+    def _stop_locked(
+        self, workflow_id: str, slot: _Slot, stop: Callable[[], None] | None = None
+    ) -> None:
+        """Stop the idle actor of ``workflow_id``: by a stop message, or by ``stop`` (its own
+        ``retire``, called on its thread)."""
         self.passivated += 1
         del self._live[workflow_id]
         self._idle.pop(workflow_id, None)
         # The actor is idle (busy == 0), so its mailbox is empty: stopping it loses nothing. The
         # stop is not awaited: a new actor for the same id may start at once, the old one only
         # has its stop message left to handle.
-        _stop_ref(slot.ref)
+        if stop is not None:
+            stop()
+        else:
+            _stop_ref(slot.ref)
 
     def _evict_idle_locked(self, exclude: str | None = None) -> bool:
         for wid in self._idle:  # least recently used first
