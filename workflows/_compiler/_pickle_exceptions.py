@@ -12,7 +12,7 @@ import sys
 import types
 from typing import Any
 
-from ._pickle_modules import HEAPTYPE, slot_names
+from ._pickle_modules import HEAPTYPE, slot_values
 
 _PY311 = sys.version_info >= (3, 11)
 _PY312 = sys.version_info >= (3, 12)
@@ -194,11 +194,7 @@ def _outside_state(e: BaseException) -> tuple[tuple[str, Any], ...] | None:
             out.append((n, getattr(e, n)))
         except AttributeError:  # not set (``characters_written`` before a write)
             pass
-    for n in slot_names(type(e)):
-        try:
-            out.append((n, object.__getattribute__(e, n)))
-        except AttributeError:
-            pass
+    out.extend(slot_values(e).items())
     return tuple(out) or None
 
 

@@ -341,6 +341,16 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
     return None
 
 
+def slot_values(o: Any) -> dict[str, Any]:
+    """The ``__slots__`` of ``o`` that are set, by name."""
+    out = {}
+    for n in slot_names(type(o)):
+        v = _slot_value(o, n)
+        if v is not _MISSING_SLOT:
+            out[n] = v
+    return out
+
+
 def _slot_value(o: Any, name: str) -> Any:
     for k in type(o).__mro__:
         desc: Any = k.__dict__.get(name)

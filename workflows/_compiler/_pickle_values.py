@@ -36,7 +36,7 @@ from typing import Any
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _settable
-from ._pickle_modules import HEAPTYPE, slot_names
+from ._pickle_modules import HEAPTYPE, slot_values
 from ._scope import FRAME, LOCAL, user_name
 
 
@@ -389,12 +389,7 @@ def reduce_container(obj: Any, base: type) -> Any:
             collections.OrderedDict.items(obj)
         )
     d = getattr(obj, "__dict__", None)
-    slots = {}
-    for k in slot_names(type(obj)):
-        try:
-            slots[k] = object.__getattribute__(obj, k)
-        except AttributeError:
-            pass
+    slots = slot_values(obj)
     attrs = (d, slots) if slots else d
     return (new_container, (type(obj), base), (base, extra, items, attrs), None, None, fill_container)
 
