@@ -110,7 +110,8 @@ class Runtime:
         try:
             self.shards_taken += len(shards)
             work = self.cluster.recovery_work(shards)
-            self.timers.refill()
+            shard_for = self.cluster.shard_for
+            self.timers.refill(again=lambda wid: shard_for(wid) in shards)
             carry_on(self, work, reload=True)
             self.log.info("shards_gained", count=len(shards), owned=len(self.cluster.owned_shards()),
                      activated=len(work.with_work), procedures=len(work.procedures))

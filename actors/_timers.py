@@ -53,7 +53,9 @@ class TimerService:
         self._later: list[tuple[float, int, Callable[[], object]]] = []
         self._seq = itertools.count()
         self._known: set[int] = set()
-        self._fired: set[int] = set()
+        # Timers fired and not yet consumed (id: workflow id): a refill skips them while their
+        # step is on its way, and keeps them while the store does.
+        self._fired: dict[int, str] = {}
         self._cancelled: set[int] = set()
         self._loaded_until = float("-inf")
         self._stopping = False
@@ -147,9 +149,22 @@ class TimerService:
             self._cancelled.discard(r.id)
             self._known.discard(r.id)
 
-    def refill(self) -> None:
+    def refill(self, again: Callable[[str], bool] | None = None) -> None:
         """Load again the timers due within the horizon (a cluster's node took shards over: theirs
-        join the heap, the ones already known are skipped)."""
+        join the heap, the ones already known are skipped).
+
+        ``again(workflow_id)`` selects the workflows whose fired timers fire again if the store
+        still holds them: their firing went nowhere (a node fires the timers of the shards it
+        held when they fell due; one it no longer ran, or whose step the fence refused, is back
+        in the store when the node takes the shard over again). A timer fired twice is harmless:
+        the workflow's actor takes the one its wait awaits, by id, once."""
+        if again is not None:
+            with self._cond:
+                fired = list(self._fired.items())
+            again_ids = [t for t, wid in fired if again(wid)]  # (a store read, not under the lock)
+            with self._cond:
+                for t in again_ids:
+                    self._fired.pop(t, None)
         self._refill()
         self._wake()
 
@@ -159,7 +174,7 @@ class TimerService:
         rows = self._load_due(until, 1_000_000)
         with self._cond:
             in_db = {r.id for r in rows}
-            self._fired &= in_db
+            self._fired = {t: wid for t, wid in self._fired.items() if t in in_db}
             for r in rows:
                 if r.id not in self._known and r.id not in self._fired:
                     self._push_timer(r)
@@ -180,7 +195,7 @@ class TimerService:
                         if item.id in self._cancelled:
                             self._cancelled.discard(item.id)
                             continue
-                        self._fired.add(item.id)
+                        self._fired[item.id] = item.workflow_id
                     # Count the work before it leaves the heap, so idle() never sees a gap.
                     self._work.inc()
                     due_items.append((kind, item))

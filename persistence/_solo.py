@@ -37,6 +37,9 @@ class SoloCluster(Cluster):
     def owns(self, workflow_id: str) -> bool:
         return True
 
+    def shard_for(self, workflow_id: str) -> int:
+        return 0
+
     def owns_cached(self, workflow_id: str) -> bool | None:
         return True
 

@@ -355,6 +355,10 @@ class Cluster(abc.ABC):
         """True if ``workflow_id``'s shard is leased here (an unknown id: by its own hash)."""
 
     @abc.abstractmethod
+    def shard_for(self, workflow_id: str) -> int:
+        """The shard ``workflow_id`` is in (an unknown id: its own hash's)."""
+
+    @abc.abstractmethod
     def owns_cached(self, workflow_id: str) -> bool | None:
         """``owns``, if the workflow's shard is known without a read (else None)."""
 

@@ -119,6 +119,19 @@ class Inside:
         if node is not None:
             node.owns_cached = owned
 
+    def own_again(self) -> None:
+        """Undo ``disown``: this system owns what its leases say again."""
+        self.unpatch_store("owns")
+        node = self._rt.cluster
+        if node is not None and "owns_cached" in vars(node):
+            del node.owns_cached
+
+    def take_over(self, workflow_id: str) -> None:
+        """Do what a node does once it has leased the shard of ``workflow_id`` (its recovery)."""
+        node = self._rt.cluster
+        assert node is not None, "not a cluster's node"
+        self._rt.shards_gained({node.shard_for(workflow_id)})
+
     def unpatch_store(self, name: str) -> None:
         """Undo ``patch_store(name, ...)``: the store's own method again."""
         delattr(self._rt.store, name)

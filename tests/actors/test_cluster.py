@@ -189,6 +189,26 @@ def test_a_step_of_a_node_that_lost_its_lease_commits_nothing(pg_store_url: str,
     assert owner.get(wid).result(timeout=T) == 12  # the 5 counted once, by the new owner
 
 
+def test_a_timer_that_fell_due_while_its_node_did_not_run_it_fires_when_the_node_takes_it_over(
+        cluster: Cluster, clock: VirtualClock) -> None:
+    """A node fires the timers it loaded when they fall due; one of a workflow it no longer runs
+    goes nowhere and stays in the store. When the node takes the shard over again, the timer fires
+    (it was once skipped there for ever, and the workflow waited on a timer long past due)."""
+    n1 = cluster["node-1"]
+    wid = on(cluster, "node-1", "sleep")
+    ref = n1.start(flows.sleeper, 30, id=wid)
+    cluster.idle(T)
+    inside = Inside(n1)
+    inside.disown(lambda _wid: False)  # as between a lease lost and taken again
+    clock.advance(30)
+    n1.idle(T)  # the timer fell due here and went nowhere
+    assert ref.status() is Status.RUNNING
+    inside.own_again()
+    inside.take_over(wid)
+    cluster.idle(T)
+    assert ref.result(timeout=T) == 30
+
+
 def test_nodes_are_listed_and_a_second_live_node_of_one_name_is_refused(
     pg_store_url: str, cluster: Cluster, clock: VirtualClock
 ) -> None:

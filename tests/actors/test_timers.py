@@ -107,3 +107,27 @@ def test_a_callback_due_sooner_wakes_the_thread(running):
     running.clock.advance(1)
     assert ran.wait(WAIT)
     assert running.fired == []
+
+
+def test_a_fired_timer_still_stored_fires_once_until_its_workflows_shard_is_taken_over_again():
+    """A fired timer is skipped by later loads while the store holds it (its step is on its way);
+    if its firing went nowhere (the node no longer ran its workflow), the node's takeover of the
+    shard fires it again, and only for the workflows taken over."""
+    clock = VirtualClock(1000.0)
+    stored = [TimerRow(1, "a", "end", 1005.0), TimerRow(2, "b", "end", 1005.0)]
+    fired: list[int] = []
+    svc = TimerService(clock, lambda until, limit: [r for r in stored if r.due_at <= until],
+                       lambda row: fired.append(row.id), WorkCounter())
+    svc.start()
+    try:
+        clock.advance(10)
+        _until(lambda: sorted(fired) == [1, 2] and not svc.has_due(), "both timers fired")
+        svc.refill()  # both still stored: their steps have not consumed them yet
+        assert not svc.has_due()
+        svc.refill(again=lambda wid: wid == "a")  # "a"'s shard taken over again
+        _until(lambda: sorted(fired) == [1, 1, 2] and not svc.has_due(), "the timer of 'a' fired again")
+        stored.clear()  # consumed
+        svc.refill(again=lambda wid: True)
+        assert not svc.has_due() and sorted(fired) == [1, 1, 2]
+    finally:
+        svc.stop()
