@@ -6,11 +6,14 @@
   after a crash, never, and the weak reference did not follow the copy.
 - A ctypes array (pointer, structure) type made at run time (``c_int * 3``): the checkpoint was
   accepted and the restore failed. One defined at module level, and a ``c_int``, are kept.
+- decimal's current context (``decimal.getcontext()``): it is the thread's, and a restore gave
+  back a copy that no arithmetic used.
 """
 
 from __future__ import annotations
 
 import ctypes
+import decimal
 import gc
 import weakref
 
@@ -82,6 +85,14 @@ async def holds_ctypes_values_of_module_types():
     return i.value, list(arr)
 
 
+@workflow
+async def holds_the_current_decimal_context():
+    c = decimal.getcontext()
+    await timer("t", 1)
+    c.prec = 3
+    return str(decimal.Decimal(1) / decimal.Decimal(7))
+
+
 @pytest.mark.parametrize(
     ("wf", "variable", "says"),
     [
@@ -90,6 +101,7 @@ async def holds_ctypes_values_of_module_types():
         (holds_an_object_in_a_weak_cache, "item", "a weak reference points to this Plain"),
         (holds_a_ctypes_array_of_a_type_made_at_run_time, "arr",
          "c_int_Array_4 is a ctypes type made at run time"),
+        (holds_the_current_decimal_context, "c", "decimal's current context (decimal.getcontext()) belongs to the thread"),
     ],
     ids=lambda v: getattr(v, "__name__", None),
 )

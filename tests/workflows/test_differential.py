@@ -40,6 +40,7 @@ CORPUS_MODULES = [
     "corpus_unseen",
     "corpus_probe2",
     "corpus_probe3",
+    "corpus_probe4",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax

@@ -224,6 +224,30 @@ async def wf(x):
     return inspect.currentframe().f_back
 """
 
+CLOSURE_CELLS = """
+async def wf(x):
+    def g():
+        return x
+    cell = g.__closure__[0]
+    await timer("t", 1)
+    return cell.cell_contents
+"""
+
+CLOSURE_FREEVARS = """
+async def wf(x):
+    g = lambda: x
+    await timer("t", 1)
+    return g.__code__.co_freevars
+"""
+
+CLOSURE_VARS = """
+async def wf(x):
+    def g():
+        return x
+    await timer("t", 1)
+    return inspect.getclosurevars(g).nonlocals
+"""
+
 DIR_CALL = """
 async def wf(x):
     await timer("t", 1)
@@ -326,14 +350,28 @@ def test_except_star_without_await_is_accepted():
         (LOCALS_VALUE, "locals", "locals cannot be used"),
         (TRACEBACK_FRAME_LOCALS, "e.__traceback__.tb_frame.f_locals", "frame.f_locals"),
         (CURRENT_FRAME_BACK, "inspect.currentframe().f_back", "frame.f_back"),
+        (CLOSURE_CELLS, "g.__closure__", "__closure__ of a function made in a workflow"),
+        (CLOSURE_FREEVARS, "g.__code__.co_freevars", "co_freevars of a function made in a workflow"),
+        (CLOSURE_VARS, "inspect.getclosurevars(g)", "getclosurevars() of a function made in a workflow"),
     ],
     ids=["locals", "vars", "exec", "eval", "super", "getframe", "dir", "locals-value",
-         "traceback-frame-locals", "frame-back"],
+         "traceback-frame-locals", "frame-back", "closure-cells", "closure-freevars", "closure-vars"],
 )
 def test_frame_introspection_is_rejected(src, needle, word):
     """locals()/vars()/dir()/exec/eval/zero-arg super()/sys._getframe are rejected at the call;
     locals passed on as a value, and a frame's f_locals or f_back, where they are used."""
     check(src, needle, word)
+
+
+def test_the_closure_of_a_module_function_is_accepted():
+    """Only the closures of functions made in the workflow are the compiler's."""
+    src = """
+    async def wf(x):
+        await timer("t", 1)
+        return len(sorted.__code__.co_freevars if hasattr(sorted, "__code__") else ()), x.__closure__
+    """
+    wf = compile_workflow_source(textwrap.dedent(src).lstrip("\n"), FILENAME, "wf", _globals())
+    assert wf.__name__ == "wf"
 
 
 def test_vars_with_argument_is_accepted():

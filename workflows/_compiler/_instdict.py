@@ -106,12 +106,23 @@ def _reduce_provider(t: type) -> type | None:
     return None
 
 
+def _state_provider(t: type) -> type | None:
+    """The class whose rule writes ``t``'s instances: the first with a reduce or a
+    ``__getstate__`` of its own (``object``'s: the instance's dict and slots)."""
+    for k in t.__mro__:
+        if k is object:
+            return k
+        if "__reduce_ex__" in k.__dict__ or "__reduce__" in k.__dict__ or "__getstate__" in k.__dict__:
+            return k
+    return None
+
+
 def may_drop_dict(t: type) -> bool:
     """Whether ``t`` is a user subclass of a standard library class that has its own reduce
     (cached per class); its instances' reduce is then checked for a missing state."""
     drops = _DROPS.get(t)
     if drops is None:
-        k = _reduce_provider(t)
+        k = _state_provider(t)
         drops = (
             k is not None
             and k is not object
@@ -126,24 +137,58 @@ def may_drop_dict(t: type) -> bool:
 
 
 def with_instance_dict(obj: Any, rv: Any) -> Any:
-    """``rv`` (the reduce value of ``obj``) with ``obj``'s attributes as its state, where the
-    base class's reduce left them out; ``rv`` unchanged where it has a state or there is none."""
-    if not isinstance(rv, tuple) or len(rv) < 2 or len(rv) > 2 and rv[2] is not None:
+    """``rv`` (the reduce value of ``obj``) with ``obj``'s attributes in its state, where the
+    base class's reduce left them out; ``rv`` unchanged where its state holds them or there are
+    none. A state the base's reduce writes (a ``Random``'s generator, an ``Element``'s tag and
+    children) is set as pickle sets it, then the attributes (``set_state_and_attributes``)."""
+    if not isinstance(rv, tuple) or len(rv) < 2:
         return rv
     try:
         d = object.__getattribute__(obj, "__dict__")
     except Exception:
         return rv
-    if type(d) is not dict or not d or not assignable(obj, d):  # one that a restore can set
+    if type(d) is not dict or not d:
         return rv
+    state = rv[2] if len(rv) > 2 else None
+    setter = rv[5] if len(rv) > 5 else None
     rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
-    return (rv[0], rv[1], d, rest[0], rest[1], adopt_state)
+    if state is None and setter is None and assignable(obj, d):  # (one that a restore can set)
+        return (rv[0], rv[1], d, rest[0], rest[1], adopt_state)
+    if state is d or isinstance(state, tuple) and len(state) == 2 and state[0] is d:
+        return rv
+    if type(state) is dict and all(k in state for k in d):
+        return rv
+    return (rv[0], rv[1], (state, setter, d), rest[0], rest[1], set_state_and_attributes)
+
+
+def set_state_and_attributes(obj: Any, packed: tuple[Any, Any, dict[str, Any]]) -> None:
+    """The state setter of ``with_instance_dict``: the base's state set as pickle sets it (by
+    its own state setter, or ``__setstate__``, or into the instance's dict and slots), then the
+    instance's attributes."""
+    state, setter, attributes = packed
+    if setter is not None:
+        setter(obj, state)
+    elif state is not None:
+        setstate = getattr(obj, "__setstate__", None)
+        if setstate is not None:
+            setstate(state)
+        else:
+            slots = None
+            if isinstance(state, tuple) and len(state) == 2:
+                state, slots = state
+            if state:
+                object.__getattribute__(obj, "__dict__").update(state)
+            if slots:
+                for k, v in slots.items():
+                    setattr(obj, k, v)
+    object.__getattribute__(obj, "__dict__").update(attributes)
 
 
 def rebuild_as_base(t: type, base: type, args: tuple[Any, ...]) -> Any:
     """An instance of ``t`` made from ``args`` as ``base`` makes one (its ``__new__`` and
     ``__init__``), not through the ``__init__``/``__new__`` that ``t`` has of its own."""
-    obj = base.__new__(t, *args)
+    new: Any = base.__new__
+    obj = new(t) if new is object.__new__ else new(t, *args)
     init = getattr(base, "__init__")  # noqa: B009 - the class's, looked up on the class
     if init is not object.__init__:
         init(obj, *args)
@@ -157,9 +202,12 @@ def as_base(t: type, rv: Any) -> Any:
     **counts)`` would get the counts as its owner, or fail at the restore)."""
     if not isinstance(rv, tuple) or len(rv) < 2 or rv[0] is not t or type(rv[1]) is not tuple:
         return rv
-    base = _reduce_provider(t)
-    if base is None:
+    if _reduce_provider(t) is None:
         return rv
+    # The standard library's class nearest to t makes the instances its reduce describes (the
+    # reduce may be an ancestor's: ``IPv4Address`` is made by its own ``__init__`` from what
+    # ``_BaseAddress.__reduce__`` gives).
+    base = next((k for k in t.__mro__ if (k.__module__ or "").partition(".")[0] in _STDLIB), object)
     for k in t.__mro__:
         if k is base:
             return rv  # t makes its instances as its base does

@@ -25,6 +25,7 @@ from __future__ import annotations
 import builtins
 import collections
 import datetime
+import decimal
 import io
 import itertools
 import operator
@@ -37,12 +38,14 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _cached, _dequestate, _dynclass, _settable
+from . import _cached, _dequestate, _dynclass, _seqiter, _settable
 from ._instdict import (
+    adopt_state,
     as_base,
     assignable,
     dict_of,
     may_drop_dict,
+    set_state_and_attributes,
     shared_dict,
     with_adopted_dict,
     with_instance_dict,
@@ -355,6 +358,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             ):
                 return NotImplemented  # a builtin class: by name (what cloudpickle decides, slowly)
             r = super().reducer_override(obj)  # cloudpickle's: classes and functions only
+            if t is types.FunctionType:
+                self._own_dict(obj)
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
                 r = _dynclass.once(obj, r)  # its hooks run only if made anew; its __slots__ kept
@@ -366,6 +371,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if problem is not None:
                 raise ValueRefused(problem, obj)
         if isinstance(obj, BaseException):
+            self._own_dict(obj)
             return _reduce_exception(obj, self.proto)
         base = container_base(t)
         if base is not None:
@@ -402,6 +408,15 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         if plan[0] or plan[1] is not None:
             return reduce_object(obj, self.proto)
         return NotImplemented
+
+    def _own_dict(self, obj: Any) -> None:
+        """``obj``'s ``__dict__``, if something else holds it (``d = e.__dict__``), written as
+        the restored ``obj``'s own dict (``CheckpointPickler``): ``obj``'s rule writes its state
+        otherwise, which leaves that holder a copy."""
+        d = shared_dict(obj)
+        if d is not None:
+            self.owned[id(d)] = (d, obj)
+            self.reached = True
 
     def _reduce_set_like(self, s: Any) -> Any:
         """A set subclass instance, kept with its table (an exact set is CheckpointPickler's)."""
@@ -561,11 +576,55 @@ def _refuse_lost_newlines(_p: Any, s: io.StringIO) -> Any:
     return NotImplemented
 
 
+def sys_value(name: str) -> Any:
+    """``sys.<name>`` of the restoring process."""
+    return getattr(sys, name)
+
+
+# The struct sequences of ``sys`` that cannot be made again (their classes refuse instances):
+# kept as ``sys``'s own, as an object of a module is.
+_SYS_SINGLETONS = {type(getattr(sys, n)): n for n in ("flags", "float_info", "hash_info", "int_info", "thread_info",
+                                                       "version_info") if hasattr(sys, n)}
+
+
+def _reduce_sys_singleton(_p: Any, obj: Any) -> Any:
+    name = _SYS_SINGLETONS[type(obj)]
+    if obj is not getattr(sys, name):
+        raise ValueRefused(f"a {type(obj).__name__} other than sys.{name} cannot be made again at a restore; "
+                           "hold tuple(it) instead", obj)
+    return (sys_value, (name,))
+
+
+def _reduce_method_wrapper(_p: Any, obj: Any) -> Any:
+    """A ``staticmethod`` or ``classmethod`` with its ``__dict__`` (the names it copied from its
+    function, and any attribute set on it since), which cloudpickle's reduce leaves out."""
+    return (type(obj), (obj.__func__,), obj.__dict__, None, None, adopt_state)
+
+
+def _refuse_current_context(_p: Any, c: decimal.Context) -> Any:
+    """decimal's current context (``decimal.getcontext()``) is the thread's: a restore would
+    give back a copy that no arithmetic uses."""
+    if c is decimal.getcontext():
+        raise ValueRefused(
+            "decimal's current context (decimal.getcontext()) belongs to the thread that runs "
+            "the step, not to the workflow, and a restore gives back a copy no arithmetic uses; "
+            "hold a context of your own (ctx = decimal.Context(prec=...)) and compute with "
+            "ctx.divide(a, b) or inside `with decimal.localcontext(ctx):` in one step",
+            c,
+        )
+    return NotImplemented
+
+
 _OWN_OVERRIDES: dict[type, Any] = {
+    decimal.Context: _refuse_current_context,
+    staticmethod: _reduce_method_wrapper,
+    classmethod: _reduce_method_wrapper,
+    **{t: _reduce_sys_singleton for t in _SYS_SINGLETONS},
     LiveIter: _reduce_live_iter,
     **{t: lambda _p, it: _reduce_native_iter(it) for t in _NATIVE_ITERS},
     _SetIter: _reduce_set_iter,
     **{t: lambda _p, it: _reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
+    **{t: lambda _p, it: _seqiter.reduce_seq_iter(it) for t in _seqiter.TYPES},
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
 }
 # Types never looked up in module data: written by reference whatever they are bound to, or the
@@ -597,6 +656,10 @@ _BY_NAME: set[Any] = {
     _rebuild_type_alias,
     _make_type_param,
     _restore_deque_iter,
+    _seqiter.restore_seq_iter,
+    sys_value,
+    set_state_and_attributes,
+    adopt_state,
     dict_view,
     class_namespace,
     memory_view,

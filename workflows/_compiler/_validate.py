@@ -24,6 +24,7 @@ _COMP_NAMES = {
 }
 
 
+
 class Validator(ast.NodeVisitor):
     """Collects every problem of one workflow (its own scope and what runs in it)."""
 
@@ -37,6 +38,13 @@ class Validator(ast.NodeVisitor):
         self.depth = 0  # nesting in defs/lambdas/classes inside the workflow
         self.reported_free: set[str] = set()
         self.called: set[int] = set()  # the Name nodes that are called (locals(), dir()...)
+        # The names of the functions defined in the workflow (def, or a lambda assigned).
+        self.functions = {
+            d.name for d in ast.walk(fn_node) if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d is not fn_node
+        } | {
+            t.id for a in ast.walk(fn_node) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Lambda)
+            for t in a.targets if isinstance(t, ast.Name)
+        }
 
     def add(self, node: ast.AST, msg: str) -> None:
         self.problems.append((node, msg))
@@ -195,13 +203,27 @@ class Validator(ast.NodeVisitor):
             and not getframe  # (sys._getframe() is refused itself)
         ):
             self.add(n, f"frame.{n.attr} cannot be used in a workflow: workflow code does not run in one Python frame, so a frame (inspect.currentframe(), a traceback's tb_frame) holds none of its variables; pass what you need as values")
+        elif self._made_here(v, n.attr):
+            self.add(n, f"{n.attr} of a function made in a workflow cannot be used: such a function keeps the variables it closes over in the workflow's checkpointed frame, not in cells of its own, so its closure shows the compiler's frame; read the variables by name, or pass them to the function as arguments")
         self.generic_visit(n)
+
+    def _made_here(self, v: ast.expr, attr: str) -> bool:
+        """Whether ``v.<attr>`` reads the closure of a function defined in the workflow
+        (``g.__closure__``, ``g.__code__.co_freevars``)."""
+        if attr == "co_freevars" and isinstance(v, ast.Attribute) and v.attr == "__code__":
+            v = v.value
+        elif attr != "__closure__":
+            return False
+        return isinstance(v, ast.Name) and v.id in self.functions
 
     def visit_Call(self, n: ast.Call) -> None:
         f = n.func
         if isinstance(f, ast.Name):
             self.called.add(id(f))
         nargs = len(n.args) + len(n.keywords)
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        if name == "getclosurevars" and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in self.functions:
+            self.add(n, "getclosurevars() of a function made in a workflow cannot be used: such a function keeps the variables it closes over in the workflow's checkpointed frame, not in cells of its own, so its closure shows the compiler's frame; read the variables by name, or pass them to the function as arguments")
         if isinstance(f, ast.Name) and f.id not in self.locals:
             if f.id == "locals" and self.depth == 0:
                 self.add(n, "locals() cannot be used in a workflow: its locals live in the checkpointed frame, not in a Python frame; name the variables you need explicitly (e.g. build a dict)")

@@ -1,0 +1,94 @@
+"""Iterators of lists, bytearrays and arrays (and ``reversed`` over a list) restored at the
+position they had.
+
+Such an iterator is its sequence and an index. Natively the index stays where it is when the
+sequence shrinks below it, so the iterator goes on from there if the sequence grows back
+(``xs.clear()``, then ``xs.extend(...)``: a ``for`` loop over ``xs`` resumes at its old index).
+Their own ``__setstate__`` clamps the index to the sequence's length at the restore, which moves
+such an iterator back to the new end: a restored ``for`` loop would visit other items. The same
+happens to any iterator rebuilt while its sequence is being rebuilt (a list that holds its own
+iterator is still empty then).
+
+So the index is written as it was. ``__setstate__`` sets it when it is in range; otherwise it is
+written through ``ctypes``, by the layouts of CPython 3.11 to 3.13 (``Objects/listobject.c``,
+``bytearrayobject.c``, ``Modules/arraymodule.c``: the object header, then the index, a word).
+The layout is checked against the running interpreter when this module loads; where it does not
+hold (another interpreter, a free-threaded build) ``SUPPORTED`` is False, and a checkpoint refuses
+an iterator whose index a restore would clamp rather than restore one that yields other items.
+"""
+
+from __future__ import annotations
+
+import array
+import builtins
+import ctypes
+import sys
+import sysconfig
+from typing import Any
+
+_OFFSET = object.__basicsize__  # after PyObject_HEAD: the index (Py_ssize_t)
+TYPES: tuple[type, ...] = (type(iter([])), type(reversed([])), type(iter(bytearray())), type(iter(array.array("b"))))
+
+
+def _index(it: Any) -> ctypes.c_ssize_t:
+    return ctypes.c_ssize_t.from_address(id(it) + _OFFSET)
+
+
+def _layout_holds() -> bool:
+    if sys.implementation.name != "cpython" or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False
+    try:
+        for make, seq in ((builtins.iter, [1, 2, 3]), (reversed, [1, 2, 3]),
+                          (builtins.iter, bytearray(b"abc")), (builtins.iter, array.array("b", [1, 2, 3]))):
+            it = make(seq)
+            next(it)
+            field = _index(it)
+            if field.value != it.__reduce__()[2]:
+                return False
+            field.value = 7
+            if it.__reduce__()[2] != 7 or list(it):  # past the end: exhausted
+                return False
+        return True
+    except Exception:
+        return False
+
+
+SUPPORTED = _layout_holds()
+
+
+def _in_range(make: Any, seq: Any, index: int) -> bool:
+    """True if ``__setstate__(index)`` keeps ``index`` as it is on ``seq`` now."""
+    if make is reversed:
+        return -1 <= index <= len(seq) - 1
+    return 0 <= index <= len(seq)
+
+
+def reduce_seq_iter(it: Any) -> Any:
+    rv = it.__reduce__()
+    if len(rv) < 3:
+        return rv  # exhausted: an iterator over nothing
+    make, (seq,), index = rv
+    if not SUPPORTED and not _in_range(make, seq, index):
+        raise RuntimeError(
+            f"an iterator of a {type(seq).__name__} that shrank below its position (index {index}, "
+            f"length {len(seq)}) cannot be restored at that position on this interpreter "
+            f"({sys.implementation.name} {sys.version.split()[0]}); iterate over a copy "
+            "(list(xs)), or do not shrink the sequence while it is iterated"
+        )
+    return (restore_seq_iter, (make, seq, index))
+
+
+def restore_seq_iter(make: Any, seq: Any, index: int) -> Any:
+    """An iterator ``make(seq)`` at ``index``, as it was (past the end of ``seq`` now, too)."""
+    it = make(seq)
+    if _in_range(make, seq, index):
+        it.__setstate__(index)
+    elif SUPPORTED:
+        _index(it).value = index
+    else:
+        raise RuntimeError(
+            f"an iterator of a {type(seq).__name__} at index {index} (length {len(seq)} now) "
+            f"cannot be restored at that position on this interpreter ({sys.implementation.name} "
+            f"{sys.version.split()[0]})"
+        )
+    return it
