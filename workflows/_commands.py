@@ -399,10 +399,9 @@ def select(*commands: Command | ProcedureFunction[..., Any]) -> Select:
     for c in arms:
         k = (c.kind, c.arm_name)
         if k in seen:
-            raise ValueError(
-                f"select() has two {c.kind} arms named {c.arm_name!r}; give one of them name=... "
-                "so the Event says which fired"
-            )
+            fix = ("give one of them name=..." if c.kind in ("procedure", "child")
+                   else f"await two different {c.kind}s, or one of them")
+            raise ValueError(f"select() has two {c.kind} arms named {c.arm_name!r}; {fix}, so the Event says which fired")
         seen[k] = c
     return Select(arms)
 
