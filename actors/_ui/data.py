@@ -363,8 +363,8 @@ def workflow_page(store: Store, wid: str, *, now: float | None = None, older: in
 
 
 def whole_value(store: Store, wid: str, what: str) -> str | None:
-    """One value of the workflow whole, as text (``result``, ``error``, ``traceback`` or
-    ``inbox-SEQ``), or None if there is no such value."""
+    """One value of the workflow whole, as text (``result``, ``error``, ``traceback``,
+    ``inbox-SEQ`` or ``published-KEY``), or None if there is no such value."""
     rec = store.load_workflow(wid)
     if rec is None:
         return None
@@ -383,6 +383,9 @@ def whole_value(store: Store, wid: str, what: str) -> str | None:
         for m in store.inbox(wid):
             if m.seq == seq:
                 return shown_value(m.payload)
+    if what.startswith("published-"):
+        blob = store.published_of([wid]).get(wid, {}).get(what[len("published-"):])
+        return None if blob is None else shown_value(blob)
     return None
 
 

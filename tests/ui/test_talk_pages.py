@@ -32,6 +32,19 @@ def test_the_workflow_page_shows_published_values(db) -> None:  # noqa: F811
             assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
 
 
+def test_a_long_published_value_is_cut_and_links_to_the_whole(db) -> None:  # noqa: F811
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.publishes, "big <k>", "z" * 5000, id="long")
+        s.idle(timeout=T)
+        with client_for(db) as c:
+            html = c.get("/w/long").text
+            assert "cut: see all 5,002 characters" in html
+            link = html.split('<a href="/value?', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+            whole = c.get("/value?" + link)
+            assert whole.status_code == 200 and whole.text == repr("z" * 5000)
+            assert c.get("/value", params={"id": "long", "what": "published-other"}).status_code == 404
+
+
 def test_the_workflow_page_pages_the_whole_history(db) -> None:  # noqa: F811
     """The workflow's page shows the newest history events and links to the older ones, down to the
     start."""
