@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -339,7 +340,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             if time.monotonic() >= deadline:
                 raise CliError(
                     f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
-                    f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id}` waits for its reply"
+                    f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id} --db {shlex.quote(_shown(args.db))}` "
+                    "waits for its reply"
                     + ("" if owner_of(store) or not isinstance(store, SqliteStore) else
                        f" (no system has {_shown(args.db)} open: the next one to start carries it out)")
                 )

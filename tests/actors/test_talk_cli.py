@@ -4,6 +4,7 @@ system carrying the requests out."""
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 
 from actors import ActorSystem
@@ -33,6 +34,10 @@ def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F81
         code, out, err = wf(capsys, "ask", "acct", "deposit", "5", "--db", db, "--timeout", "0.3")
         assert code == 1 and "never awaits a request named 'deposit'" in err
         assert "no reply to ask 'deposit'" in err
+        hint = err.split("the request stays: `", 1)[1].split("`", 1)[0]  # the command that goes on waiting
+        words = shlex.split(hint)
+        assert words[:5] == ["wf", "ask", "acct", "deposit", "--ask-id"] and words[6] == "--db", hint
+        assert wf(capsys, "show", "acct", "--db", words[7])[0] == 0  # the database that holds the ask
         code, out, _ = wf(capsys, "show", "acct", "--db", db)
         assert "published\n  balance              70" in out
         code, out, _ = wf(capsys, "show", "acct", "--db", db, "--json")
