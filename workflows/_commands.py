@@ -223,6 +223,11 @@ class Gather(Command):
 
     if TYPE_CHECKING:
         def __await__(self) -> Generator[Command, Any, list[Any]]: ...
+    else:
+        def __await__(self):
+            if not self.commands and _current.get() is not None:
+                return []  # nothing to wait for: at once, as asyncio.gather() (no step ends)
+            return (yield from Command.__await__(self))
 
 
 class ProcedureFunction(Protocol[P, R_co]):
@@ -379,8 +384,8 @@ def spawn(
 
 
 def _check_arms(what: str, commands: tuple[Any, ...]) -> tuple[Command, ...]:
-    if not commands:
-        raise TypeError(f"{what}() needs at least one command")
+    if not commands and what == "select":
+        raise TypeError("select() needs at least one command: with none, nothing could ever win")
     for c in commands:
         if not isinstance(c, _ARM_TYPES):
             raise TypeError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
+from .._commands import Gather
 from .._errors import WorkflowError
 from .._step import Finished, Raised, StepResult, Suspended
 from . import _runtime
@@ -342,6 +343,9 @@ def _drive(
                 f = child
                 code = f._af_code
                 blocks = code.blocks
+                continue
+            if type(value) is Gather and not value.commands:
+                f._af_sent = []  # nothing to wait for: resumed at once, as by asyncio.gather()
                 continue
             return Suspended(value)
         if tr is Done:
