@@ -209,3 +209,35 @@ async def struct_sequences_of_sys(n):
 
 
 add(struct_sequences_of_sys, C(0), C(1), C(2))
+
+
+class Rows(list):
+    def __iter__(self):
+        return iter(["not", "these"])
+
+
+@workflow
+async def iterator_of_a_list_subclass_with_its_own_iter(n):
+    rows = Rows([1, 2, 3])
+    it = list.__iter__(rows)
+    next(it)
+    await tick()
+    return list(it), list(rows), n
+
+
+add(iterator_of_a_list_subclass_with_its_own_iter, C(0), C(1), C(2))
+
+
+class Table(dict):
+    def items(self):
+        return [("hidden", 0)]
+
+
+@workflow
+async def dict_subclass_with_its_own_items(n):
+    t = Table(a=1, b=n)
+    await tick()
+    return dict.items(t) == {"a": 1, "b": n}.items(), t.items(), sorted(t)
+
+
+add(dict_subclass_with_its_own_items, C(0), C(1), C(2))

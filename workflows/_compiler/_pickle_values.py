@@ -305,14 +305,15 @@ def finalizer_problem(obj: Any, t: type) -> str | None:
 
 
 # (base, the methods pickle's rebuild would call on the subclass: a reduce that calls the class,
-# or fills it with append/extend or item assignment). Most derived first.
+# or fills it with append/extend or item assignment; and those it reads the items through,
+# ``__iter__`` or ``items``, which would give it others to write). Most derived first.
 _CONTAINER_BASES: tuple[tuple[type, tuple[str, ...]], ...] = (
-    (collections.OrderedDict, ("__setitem__",)),
-    (collections.defaultdict, ("__setitem__", "__init__")),
-    (collections.Counter, ("__setitem__", "__init__", "update")),
-    (collections.deque, ("append", "extend", "__init__")),
-    (dict, ("__setitem__",)),
-    (list, ("append", "extend")),
+    (collections.OrderedDict, ("__setitem__", "items")),
+    (collections.defaultdict, ("__setitem__", "__init__", "items")),
+    (collections.Counter, ("__setitem__", "__init__", "update", "items")),
+    (collections.deque, ("append", "extend", "__init__", "__iter__")),
+    (dict, ("__setitem__", "items")),
+    (list, ("append", "extend", "__iter__")),
 )
 _OWN_PICKLING = ("__reduce__", "__reduce_ex__", "__getstate__", "__setstate__", "__getnewargs__",
                  "__getnewargs_ex__")

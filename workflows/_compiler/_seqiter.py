@@ -27,7 +27,15 @@ import sysconfig
 from typing import Any
 
 _OFFSET = object.__basicsize__  # after PyObject_HEAD: the index (Py_ssize_t)
-TYPES: tuple[type, ...] = (type(iter([])), type(reversed([])), type(iter(bytearray())), type(iter(array.array("b"))))
+# Each iterator type, and how its sequence's class makes one (its own, not a subclass's
+# ``__iter__``, which may make another kind of iterator).
+_MAKERS: dict[type, Any] = {
+    type(iter([])): list.__iter__,
+    type(reversed([])): list.__reversed__,
+    type(iter(bytearray())): bytearray.__iter__,
+    type(iter(array.array("b"))): array.array.__iter__,
+}
+TYPES: tuple[type, ...] = tuple(_MAKERS)
 
 
 def _index(it: Any) -> ctypes.c_ssize_t:
@@ -58,7 +66,7 @@ SUPPORTED = _layout_holds()
 
 def _in_range(make: Any, seq: Any, index: int) -> bool:
     """True if ``__setstate__(index)`` keeps ``index`` as it is on ``seq`` now."""
-    if make is reversed:
+    if make is list.__reversed__:
         return -1 <= index <= len(seq) - 1
     return 0 <= index <= len(seq)
 
@@ -67,7 +75,8 @@ def reduce_seq_iter(it: Any) -> Any:
     rv = it.__reduce__()
     if len(rv) < 3:
         return rv  # exhausted: an iterator over nothing
-    make, (seq,), index = rv
+    _, (seq,), index = rv
+    make = _MAKERS[type(it)]
     if not SUPPORTED and not _in_range(make, seq, index):
         raise RuntimeError(
             f"an iterator of a {type(seq).__name__} that shrank below its position (index {index}, "
@@ -79,7 +88,8 @@ def reduce_seq_iter(it: Any) -> Any:
 
 
 def restore_seq_iter(make: Any, seq: Any, index: int) -> Any:
-    """An iterator ``make(seq)`` at ``index``, as it was (past the end of ``seq`` now, too)."""
+    """An iterator ``make(seq)`` at ``index``, as it was (past the end of ``seq`` now, too).
+    ``make``: how the sequence's base class makes one (``list.__iter__``...)."""
     it = make(seq)
     if _in_range(make, seq, index):
         it.__setstate__(index)
