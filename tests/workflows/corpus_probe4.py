@@ -241,3 +241,18 @@ async def dict_subclass_with_its_own_items(n):
 
 
 add(dict_subclass_with_its_own_items, C(0), C(1), C(2))
+
+
+class Tags(set):
+    def __iter__(self):
+        return iter(sorted(set.__iter__(self), key=str, reverse=True))
+
+
+@workflow
+async def set_subclass_with_its_own_iter(n):
+    t = Tags({"b", "a", n})
+    await tick()
+    return sorted(set.__iter__(t), key=str), list(t), len(t)
+
+
+add(set_subclass_with_its_own_iter, C(0), C(1), C(2))
