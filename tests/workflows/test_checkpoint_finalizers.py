@@ -8,11 +8,15 @@
   accepted and the restore failed. One defined at module level, and a ``c_int``, are kept.
 - decimal's current context (``decimal.getcontext()``): it is the thread's, and a restore gave
   back a copy that no arithmetic used.
+- A set of frozen dataclasses (or of instances whose own ``__hash__`` reads a field) where a field
+  hashes by identity (a NaN, an instance made in the workflow): accepted, then its table could
+  not be rebuilt. A field that the class's ``__hash__`` does not read is no reason to refuse.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import decimal
 import gc
 import weakref
@@ -93,6 +97,49 @@ async def holds_the_current_decimal_context():
     return str(decimal.Decimal(1) / decimal.Decimal(7))
 
 
+@dataclasses.dataclass(frozen=True)
+class Pos:
+    x: float
+    y: float
+
+
+class Tagged:
+    def __init__(self, key, owner):
+        self.key, self.owner = key, owner
+
+    def __eq__(self, other):
+        return isinstance(other, Tagged) and other.key == self.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+@workflow
+async def holds_a_set_of_dataclasses_one_with_a_nan():
+    spots = {Pos(float(i), 0.0) for i in range(40)}
+    spots.add(Pos(float("nan"), 1.0))
+    await timer("t", 1)
+    return len(spots)
+
+
+@workflow
+async def holds_a_set_of_objects_hashed_by_a_field_that_holds_an_identity():
+    class Tag:
+        pass
+
+    tags = {Tagged(Tag(), None) for _ in range(3)}
+    await timer("t", 1)
+    return len(tags)
+
+
+@workflow
+async def holds_a_set_of_objects_hashed_by_a_key_beside_an_owner():
+    owner = Plain()
+    units = {Tagged(i, owner) for i in range(40)}
+    await timer("t", 1)
+    return sorted(u.key for u in units), all(u.owner is owner for u in units)
+
+
 @pytest.mark.parametrize(
     ("wf", "variable", "says"),
     [
@@ -102,6 +149,8 @@ async def holds_the_current_decimal_context():
         (holds_a_ctypes_array_of_a_type_made_at_run_time, "arr",
          "c_int_Array_4 is a ctypes type made at run time"),
         (holds_the_current_decimal_context, "c", "decimal's current context (decimal.getcontext()) belongs to the thread"),
+        (holds_a_set_of_dataclasses_one_with_a_nan, "spots", "set"),
+        (holds_a_set_of_objects_hashed_by_a_field_that_holds_an_identity, "tags", "set"),
     ],
     ids=lambda v: getattr(v, "__name__", None),
 )
@@ -136,3 +185,9 @@ def test_ctypes_values_of_module_types_are_kept():
     h = WorkflowHarness(holds_ctypes_values_of_module_types, roundtrip=True)
     h.fire_timer("t")
     assert h.result() == (5, [6, 2, 3])
+
+
+def test_a_set_of_objects_hashed_by_a_field_beside_one_hashed_by_identity_is_kept():
+    h = WorkflowHarness(holds_a_set_of_objects_hashed_by_a_key_beside_an_owner, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == (list(range(40)), True)

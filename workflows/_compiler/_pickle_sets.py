@@ -14,6 +14,7 @@ process's (``_set_record``), exact here and, elsewhere, restored in that process
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import itertools
 import operator
@@ -128,6 +129,7 @@ def hash_identities(e: Any) -> Iterator[tuple[Any, Any]]:
     ``__hash__`` of its own is taken at its word: hashed by its value, which a restore gives
     back (a ``__hash__`` over fields that hash by identity is not looked into)."""
     stack = [e]
+    seen: set[int] = set()  # the dataclasses looked into (one may hold itself)
     while stack:
         o = stack.pop()
         t = type(o)
@@ -153,6 +155,81 @@ def hash_identities(e: Any) -> Iterator[tuple[Any, Any]]:
             stack.extend(o.__args__)
         elif t is types.UnionType:
             stack.extend(o.__args__)
+        elif _generated_hash(t):
+            # A dataclass's own __hash__: the hash of the tuple of its hashed fields.
+            if id(o) in seen:
+                continue
+            seen.add(id(o))
+            stack.extend(getattr(o, f.name) for f in t.__dataclass_fields__.values()
+                         if f._field_type is _FIELD and (f.hash if f.hash is not None else f.compare))
+        else:
+            # A __hash__ of its own over the instance's fields: where a field hashes by identity,
+            # whether the hash reads it is seen on a copy (it is taken at its word otherwise).
+            suspects = list(_identity_fields(o))
+            if suspects:
+                names = (t, tuple(sorted({name for name, _ in suspects})))
+                reads = _HASH_READS.get(names)
+                if reads is None:  # tried once per class and fields (a copy is not cheap)
+                    reads = not _same_hash_on_a_copy(o)
+                    if len(_HASH_READS) > 4096:
+                        _HASH_READS.clear()
+                    _HASH_READS[names] = reads
+                if reads:
+                    for _, v in suspects:
+                        yield o, v
+
+
+_FIELD = dataclasses._FIELD  # type: ignore[attr-defined]  # (not an InitVar or a ClassVar)
+
+
+def _generated_hash(t: type) -> bool:
+    """Whether ``t``'s ``__hash__`` is the one ``@dataclass`` made (over its fields)."""
+    if "__dataclass_fields__" not in t.__dict__:
+        return False
+    code = getattr(t.__dict__.get("__hash__"), "__code__", None)
+    return code is not None and code.co_filename == "<string>"
+
+
+# Per (class, the names of its fields that hold objects hashed by identity): whether its own
+# __hash__ reads them (seen on a copy of the first such instance).
+_HASH_READS: dict[tuple[type, tuple[str, ...]], bool] = {}
+
+
+def _identity_fields(o: Any) -> Iterator[tuple[str, Any]]:
+    """(attribute, object) for the objects hashed by identity among ``o``'s attributes (its
+    ``__dict__`` and slots) and the items of tuples and frozensets among them."""
+    try:
+        stack = list(vars(o).items())
+    except TypeError:
+        stack = []
+    slots = getattr(type(o), "__slots__", ())
+    stack.extend((k, getattr(o, k, None)) for k in ((slots,) if isinstance(slots, str) else slots))
+    while stack:
+        name, v = stack.pop()
+        t = type(v)
+        if t in BY_VALUE:
+            continue
+        if t in _NUMBERS:
+            if v != v:
+                yield name, v
+            continue
+        h = t.__hash__
+        if h is _IDENTITY_HASH:
+            yield name, v
+        elif h is _TUPLE_HASH or h is _FROZENSET_HASH:
+            stack.extend((name, x) for x in v)
+        elif t in _BOUND:
+            yield name, v.__self__
+
+
+def _same_hash_on_a_copy(o: Any) -> bool:
+    """Whether a copy of ``o`` as a checkpoint makes one hashes as ``o`` does."""
+    import cloudpickle  # type: ignore[import-untyped]  # ships no type information
+
+    try:
+        return bool(hash(cloudpickle.loads(cloudpickle.dumps(o))) == hash(o))
+    except Exception:
+        return False
 
 
 class ElementHashRefused(ValueRefused):
