@@ -119,15 +119,17 @@ def hashed_by_value(s: Any, alike: frozenset[type] = BY_VALUE) -> bool:
     return not rest & _FLOATS or all(map(operator.eq, s, s))
 
 
-def hash_identities(e: Any) -> Iterator[tuple[Any, Any]]:
+def hash_identities(e: Any, *, into_fields: bool = True) -> Iterator[tuple[Any, Any]]:
     """(part, obj) for each object ``obj`` whose address the hash of ``e`` is made from, and the
     part of ``e`` that takes it: ``e`` itself where its class keeps ``object.__hash__`` (an
     iterator, a function, a class, an instance without ``__hash__`` of its own, ``None`` before
     3.12) and where it is a NaN; the ``__self__`` of a method (``[].append``, ``obj.meth``: by
     its address, whatever its hash); and those of the items of a tuple or frozenset, of the
-    fields of an Event, of the origin and arguments of a generic alias. A class with a
-    ``__hash__`` of its own is taken at its word: hashed by its value, which a restore gives
-    back (a ``__hash__`` over fields that hash by identity is not looked into)."""
+    fields of an Event, of the origin and arguments of a generic alias, of the hashed fields of
+    a dataclass whose ``__hash__`` ``@dataclass`` made. A class with a ``__hash__`` of its own
+    over a field holding such an object is the part, if its hash reads that field (seen on a
+    copy); otherwise it is taken at its word. ``into_fields=False``: neither of the last two is
+    looked into."""
     stack = [e]
     seen: set[int] = set()  # the dataclasses looked into (one may hold itself)
     while stack:
@@ -155,6 +157,8 @@ def hash_identities(e: Any) -> Iterator[tuple[Any, Any]]:
             stack.extend(o.__args__)
         elif t is types.UnionType:
             stack.extend(o.__args__)
+        elif not into_fields:
+            continue
         elif _generated_hash(t):
             # A dataclass's own __hash__: the hash of the tuple of its hashed fields.
             if id(o) in seen:
@@ -196,30 +200,17 @@ _HASH_READS: dict[tuple[type, tuple[str, ...]], bool] = {}
 
 
 def _identity_fields(o: Any) -> Iterator[tuple[str, Any]]:
-    """(attribute, object) for the objects hashed by identity among ``o``'s attributes (its
-    ``__dict__`` and slots) and the items of tuples and frozensets among them."""
+    """(attribute, object) for the objects hashed by identity that ``o``'s attributes (its
+    ``__dict__`` and slots) hold (``hash_identities`` of each, not into their own fields)."""
     try:
-        stack = list(vars(o).items())
+        fields = list(vars(o).items())
     except TypeError:
-        stack = []
+        fields = []
     slots = getattr(type(o), "__slots__", ())
-    stack.extend((k, getattr(o, k, None)) for k in ((slots,) if isinstance(slots, str) else slots))
-    while stack:
-        name, v = stack.pop()
-        t = type(v)
-        if t in BY_VALUE:
-            continue
-        if t in _NUMBERS:
-            if v != v:
-                yield name, v
-            continue
-        h = t.__hash__
-        if h is _IDENTITY_HASH:
-            yield name, v
-        elif h is _TUPLE_HASH or h is _FROZENSET_HASH:
-            stack.extend((name, x) for x in v)
-        elif t in _BOUND:
-            yield name, v.__self__
+    fields.extend((k, getattr(o, k, None)) for k in ((slots,) if isinstance(slots, str) else slots))
+    for name, v in fields:
+        for _, obj in hash_identities(v, into_fields=False):
+            yield name, obj
 
 
 def _same_hash_on_a_copy(o: Any) -> bool:
