@@ -728,10 +728,20 @@ def _log_to_stderr() -> None:
         runtime.propagate = False
 
 
+def _db_first(argv: list[str]) -> list[str]:
+    """``wf --db FILE list ...`` as ``wf list --db FILE ...``: ``--db`` is each subcommand's
+    option, and a user may well put it first."""
+    if len(argv) >= 3 and argv[0] == "--db" and not argv[2].startswith("-"):
+        return [argv[2], "--db", argv[1], *argv[3:]]
+    if len(argv) >= 2 and argv[0].startswith("--db=") and not argv[1].startswith("-"):
+        return [argv[1], argv[0], *argv[2:]]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     _log_to_stderr()
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
+    args, rest = parser.parse_known_args(_db_first(list(sys.argv[1:] if argv is None else argv)))
     try:
         if args.command == "demo":
             return cmd_demo(args, rest)

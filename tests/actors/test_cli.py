@@ -48,6 +48,8 @@ def test_list_and_show_while_the_owner_runs(db, capsys):
         assert code == 0
         assert "auction-1" in out and "parent-1" in out and "the-child" in out
         assert "signal 'bid'" in out
+        assert wf(capsys, "--db", db, "list")[1] == out  # --db may come first
+        assert wf(capsys, f"--db={db}", "list")[1] == out
         code, out, _ = wf(capsys, "list", "--db", db, "--json")
         rows = {r["id"]: r for r in json.loads(out)}
         assert rows["auction-1"]["status"] == "running"
