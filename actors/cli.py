@@ -355,7 +355,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
         except (AskFailed, WorkflowNotRunning) as e:
             print(f"wf: {e}", file=sys.stderr)
             return 1
-        print(json.dumps(_jsonable(reply)))
+        try:
+            print(json.dumps(reply))
+        except (TypeError, ValueError):
+            print(repr(reply))  # not JSON: its repr, not a JSON string a string reply would print too
         return 0
     finally:
         store.close()

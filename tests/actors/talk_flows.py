@@ -128,3 +128,11 @@ async def publishes(key: str, value: object) -> None:
     """Publishes ``value`` under ``key``, then waits for ``stop``."""
     publish(key, value)
     await signal("stop")
+
+
+@workflow
+async def replies_a_set() -> None:
+    """Replies to one ask with a set (not JSON), then waits for ``stop``."""
+    req = await request("q")
+    reply(req, {1, 2})
+    await signal("stop")

@@ -62,3 +62,13 @@ def test_wf_ask_made_while_stopped_is_answered_by_the_next_system(db, capsys, tm
         asker.join(T)
         assert got and got[0][0] == 0 and got[0][1].strip() == "6"
         assert s.get("acct").published("balance") == 6
+
+
+def test_wf_ask_prints_a_reply_that_is_not_json_as_its_repr(tmp_path, capsys) -> None:
+    """A set is printed as Python writes it, not as a JSON string, which a string reply would be."""
+    path = str(tmp_path / "set.db")
+    with ActorSystem(path, clock=VirtualClock()) as s:
+        s.start(tf.replies_a_set, id="s")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "s", "q", "--db", path)
+        assert (code, out.strip()) == (0, "{1, 2}"), err
