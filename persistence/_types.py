@@ -368,7 +368,9 @@ class Cluster(abc.ABC):
 
     @abc.abstractmethod
     def alone(self) -> bool:
-        """True if no other node was live at the last round (nothing else appends to inboxes)."""
+        """True if no other node was registered at the last round, live or not (nothing else
+        appends to inboxes: a node cut off from the database appends again when it is back,
+        before it has rejoined; only one that left is gone for good)."""
 
     @abc.abstractmethod
     def alone_mark(self) -> int | None:

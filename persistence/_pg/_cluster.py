@@ -133,6 +133,11 @@ class Membership:
         # Other processes running a node at the last probe (the rows they append to inboxes reach
         # this node by wake-ups), and when that probe ran (database clock).
         self.peers = 0
+        # Other nodes registered at the last probe, live or not: one declared dead may still
+        # append to inboxes until it learns it, and one cut off from the database appends again
+        # when it gets back, before it has rejoined. Not those that left, nor those whose process
+        # is known to have ended (on this host, by its pid).
+        self.others = 0
         self.probed_at: Any = None
         # Probes that found a peer: set after ``peers``, so that one who reads this and then
         # ``peers`` at zero knows no peer was seen since (``ClusterNode.alone_mark``).
@@ -287,7 +292,7 @@ class Membership:
         it). The probe's time is recorded by the next heartbeat (``probed_at``)."""
         rows = self._exec(
             "SELECT node_id, incarnation::text, lock_key, heartbeat_at < now() - make_interval(secs => %s), "
-            "state FROM {s}.af_nodes WHERE state != 'left' AND node_id != %s",
+            "state, host, pid FROM {s}.af_nodes WHERE state != 'left' AND node_id != %s",
             (self.ttl, self.node_id),
         )
         started = self._exec("SELECT now()")[0][0]
@@ -300,11 +305,12 @@ class Membership:
             "FROM unnest(%s::bigint[]) AS k", (keys,)
         ) if got} if keys else set()
         self.peers = sum(1 for r in rows if int(r[2]) not in free)
+        self.others = sum(1 for r in rows if int(r[2]) not in free or not _gone(r[5], r[6]))
         if self.peers:
             self.crowded += 1
         self.probed_at = started
         dead = []
-        for node_id, inc, key, stale, state in rows:
+        for node_id, inc, key, stale, state, _host, _pid in rows:
             if state == "up" and (int(key) in free or stale):
                 if self._exec(
                     "UPDATE {s}.af_nodes SET state = 'dead' WHERE node_id = %s AND incarnation = %s "
@@ -654,7 +660,10 @@ class ClusterNode(Cluster):
             self.note_shard(child_id, shard)
 
     def alone(self) -> bool:
-        return self.membership.peers == 0
+        # Not while another node is registered at all: its session's lock free says that it
+        # cannot commit on that session, not that the process will not append on another one.
+        m = self.membership
+        return m.peers == 0 and m.others == 0
 
     def alone_mark(self) -> int | None:
         m = self.membership
@@ -915,6 +924,20 @@ class ClusterNode(Cluster):
                     then="it rejoins as a new incarnation")
         if lost and self._events is not None:
             self._events.shards_lost(lost)
+
+
+def _gone(host: str | None, pid: int | None) -> bool:
+    """True if the node's process is known to have ended: it ran on this host, and no process
+    has its pid now (a pid taken again since says nothing: the node counts as there)."""
+    if host != socket.gethostname() or not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _bounded_put(memory: dict[str, float], keys: Iterable[str], value: float, stale: float) -> None:

@@ -171,6 +171,11 @@ class Inside:
         """This node's own view (which a halted node does not update) of owning the workflow."""
         return bool(self._rt.owns(workflow_id))
 
+    def believes_alone(self) -> bool:
+        """Whether this node takes itself to be the only one that appends to inboxes (it skips
+        reading rows other nodes appended before it takes a signal)."""
+        return bool(self._rt.store.cluster().alone())
+
     def owned_shards(self) -> set[int]:
         """The shards this node believes it leases, as it holds them in memory."""
         node = self._rt.cluster

@@ -209,6 +209,31 @@ def test_a_timer_that_fell_due_while_its_node_did_not_run_it_fires_when_the_node
     assert ref.result(timeout=T) == 30
 
 
+def test_a_node_is_alone_only_once_the_others_left_not_while_one_that_died_may_come_back(pg_store_url: str) -> None:
+    """A node whose session ended (crashed, frozen, cut off from the database) may still append
+    to inboxes when it is back, before it has rejoined: the others do not take themselves to be
+    alone, so they read what it appended before they take a signal (arrival order). A node that
+    left is gone for good."""
+    with Cluster(pg_store_url, 3) as cluster:
+        survivor = Inside(cluster["node-1"])
+        assert not survivor.believes_alone()
+        cluster.crash("node-2")
+        cluster.remove("node-3")  # left
+        deadline = time.monotonic() + T
+        while cluster["node-1"].nodes() and len(cluster["node-1"].nodes()) > 1:
+            assert time.monotonic() < deadline, "node-2 was not declared dead"
+            time.sleep(0.05)
+        cluster.settle(T)
+        assert not survivor.believes_alone()  # node-2 is dead, not gone: its process runs here
+    with Cluster(pg_store_url, 2) as cluster:
+        survivor = Inside(cluster["node-1"])
+        cluster.remove("node-2")
+        deadline = time.monotonic() + T
+        while not survivor.believes_alone():  # at its next round
+            assert time.monotonic() < deadline, "a node that left still counts"
+            time.sleep(0.05)
+
+
 def test_nodes_are_listed_and_a_second_live_node_of_one_name_is_refused(
     pg_store_url: str, cluster: Cluster, clock: VirtualClock
 ) -> None:
