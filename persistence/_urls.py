@@ -16,6 +16,18 @@ def is_url(target: object) -> bool:
     return isinstance(target, str) and target.startswith(SCHEMES)
 
 
+def unsplit(parts: urllib.parse.SplitResult) -> str:
+    """``parts`` (of a PostgreSQL URL) as a URL again, with its ``//`` kept where the host part is
+    empty (``postgresql:///db?host=/run/postgresql``, a unix socket), which ``urlunsplit`` leaves
+    out: ``postgresql:/db`` is not a URL libpq reads."""
+    url = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    if parts.query:
+        url += "?" + parts.query
+    if parts.fragment:
+        url += "#" + parts.fragment
+    return url
+
+
 def display_url(url: str) -> str:
     """``url`` with any password removed (from the netloc and from a ``password`` parameter);
     anything that is not a PostgreSQL URL is returned as it is."""
@@ -29,6 +41,4 @@ def display_url(url: str) -> str:
         netloc = f"{user}@{host}"
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     query = [(k, "***" if k == "password" else v) for k, v in query]
-    return urllib.parse.urlunsplit(
-        parts._replace(netloc=netloc, query=urllib.parse.urlencode(query, safe="/:,=-"))
-    )
+    return unsplit(parts._replace(netloc=netloc, query=urllib.parse.urlencode(query, safe="/:,=-")))

@@ -30,7 +30,7 @@ from persistence._errors import ForeignDatabase, PersistenceError, ReadOnlyDatab
 from persistence._format import APPLICATION_ID, SCHEMA_LINE, dev_build_message
 from persistence._pg._ddl import QUEUE, cluster_ddl
 from persistence._pg._errors import _message, connect_error, is_lost, translate_error
-from persistence._urls import display_url
+from persistence._urls import display_url, unsplit
 
 PG_SCHEMA_VERSION = 1
 DEFAULT_SCHEMA = "actorflow"
@@ -69,9 +69,7 @@ def parse_url(url: str) -> tuple[str, str]:
             f"schema={schema!r} in {display_url(url)!r} is not a plain identifier: use letters, "
             f"digits and underscores (63 at most, not starting with a digit)."
         )
-    conninfo = urllib.parse.urlunsplit(
-        parts._replace(query=urllib.parse.urlencode(rest, quote_via=urllib.parse.quote))
-    )
+    conninfo = unsplit(parts._replace(query=urllib.parse.urlencode(rest, quote_via=urllib.parse.quote)))
     try:
         psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as exc:

@@ -240,6 +240,23 @@ def test_the_schema_parameter_is_actorflows_own() -> None:
         _schema.parse_url("postgresql://u@h/db?bogus_parameter=1")
 
 
+def test_a_unix_socket_url_with_an_empty_host_part_is_read_as_given(pg_server: PgServer) -> None:
+    """``postgresql:///db?host=/socket/dir`` (libpq's own form for a unix socket) keeps its
+    ``//`` when the schema parameter is taken off it, and connects."""
+    if pg_server.socket_dir is None:
+        pytest.skip("an external server (AF_TEST_PG_DSN): no socket directory of its own")
+    given = f"postgresql:///postgres?host={pg_server.socket_dir}&port={pg_server.port}&user=postgres&schema=sock"
+    conninfo, schema = _schema.parse_url(given)
+    assert schema == "sock" and conninfo.startswith("postgresql:///postgres?")
+    assert display_url(given).startswith("postgresql:///postgres?")
+    conn = _schema.connect(conninfo, display_url(given))
+    try:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        conn.close()
+    assert _schema.parse_url("postgresql://")[0] == "postgresql://"  # libpq's defaults
+
+
 def test_passwords_never_reach_a_message() -> None:
     assert display_url("postgresql://ann:s3cret@db.example:5432/game") == (
         "postgresql://ann@db.example:5432/game"
