@@ -370,7 +370,8 @@ class Cluster(abc.ABC):
     def alone(self) -> bool:
         """True if no other node was registered at the last round, live or not (nothing else
         appends to inboxes: a node cut off from the database appends again when it is back,
-        before it has rejoined; only one that left is gone for good)."""
+        before it has rejoined; only one that left, or whose process is known to have ended, is
+        gone for good)."""
 
     @abc.abstractmethod
     def alone_mark(self) -> int | None:

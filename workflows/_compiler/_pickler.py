@@ -359,7 +359,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 return NotImplemented  # a builtin class: by name (what cloudpickle decides, slowly)
             r = super().reducer_override(obj)  # cloudpickle's: classes and functions only
             if t is types.FunctionType:
-                self._own_dict(obj)
+                self._own_dict(obj, shared_dict(obj))
             if isinstance(obj, type):
                 _keep_qualname(obj, r)
                 r = _dynclass.once(obj, r)  # its hooks run only if made anew; its __slots__ kept
@@ -371,7 +371,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             if problem is not None:
                 raise ValueRefused(problem, obj)
         if isinstance(obj, BaseException):
-            self._own_dict(obj)
+            self._own_dict(obj, shared_dict(obj))
             return _reduce_exception(obj, self.proto)
         base = container_base(t)
         if base is not None:
@@ -401,19 +401,17 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                     if adopted is rv and not _in_args(rv, d):
                         # written as vars(obj) by CheckpointPickler, in any order (not where the
                         # reduce makes the object from it: ctypes' _unpickle(type, (dict, data)))
-                        self.owned[id(d)] = (d, obj)
-                        self.reached = True
+                        self._own_dict(obj, d)
                     rv = adopted
                 return with_instance_dict(obj, as_base(t, rv)) if drops else rv
         if plan[0] or plan[1] is not None:
             return reduce_object(obj, self.proto)
         return NotImplemented
 
-    def _own_dict(self, obj: Any) -> None:
-        """``obj``'s ``__dict__``, if something else holds it (``d = e.__dict__``), written as
-        the restored ``obj``'s own dict (``CheckpointPickler``): ``obj``'s rule writes its state
-        otherwise, which leaves that holder a copy."""
-        d = shared_dict(obj)
+    def _own_dict(self, obj: Any, d: dict[str, Any] | None) -> None:
+        """``d``, ``obj``'s ``__dict__`` that something else holds (``shared_dict``: ``d =
+        e.__dict__``), written as the restored ``obj``'s own dict (``CheckpointPickler``):
+        ``obj``'s rule writes its state otherwise, which leaves that holder a copy."""
         if d is not None:
             self.owned[id(d)] = (d, obj)
             self.reached = True
