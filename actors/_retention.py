@@ -42,15 +42,16 @@ EXPIRE_EVERY = 60.0
 RETRY_FIRST, RETRY_MAX = 0.5, 30.0
 
 
-def check_seconds(value: Any, what: str, *, allow_none: bool) -> float | None:
-    """``value`` as seconds (a finite number >= 0), or a TypeError/ValueError saying what is wrong."""
+def check_seconds(value: Any, what: str, *, allow_none: bool, positive: bool = False) -> float | None:
+    """``value`` as seconds (a finite number >= 0, or > 0 if ``positive``), or a
+    TypeError/ValueError saying what is wrong."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         extra = " or None (keep every finished workflow)" if allow_none else ""
         raise TypeError(f"{what} must be a number of seconds{extra}, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        raise ValueError(f"{what} must be a finite number of seconds {'>' if positive else '>='} 0, got {value!r}")
     return float(value)
 
 

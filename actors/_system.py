@@ -124,12 +124,16 @@ class ActorSystem:
         self.history_limit = _history.check_limit(history_limit)
         # Seconds a pruned workflow's id stays taken (its tombstone); None: for good.
         self.id_retention = check_seconds(id_retention, "id_retention", allow_none=True)
-        if node_id is not None and (not isinstance(node_id, str) or not node_id.strip()):
-            raise TypeError(f"node_id must be a non-empty string, got {node_id!r}")
+        if node_id is not None and not isinstance(node_id, str):
+            raise TypeError(f"node_id must be a string (this process's name in the cluster), got {node_id!r}")
+        if node_id is not None and (not node_id.strip() or len(node_id) > 200):
+            raise ValueError(
+                f"node_id must be a non-blank string of at most 200 characters, got {node_id!r}; "
+                f"leave it out for the default (host name and process id)")
         # This process's name in a cluster (SPEC §9): host name and process id unless given.
         self.node_id = node_id if node_id is not None else f"{socket.gethostname()}-{os.getpid()}"
         check_text(self.node_id, "node_id")
-        ttl = check_seconds(node_ttl, "node_ttl", allow_none=False)
+        ttl = check_seconds(node_ttl, "node_ttl", allow_none=False, positive=True)
         assert ttl is not None
         passivate_after = check_seconds(passivate_after, "passivate_after", allow_none=False)  # type: ignore[assignment]
         for what, n in (("max_live", max_live), ("procedure_workers", procedure_workers)):

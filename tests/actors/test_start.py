@@ -199,6 +199,12 @@ def test_start_with_an_unpicklable_argument_names_the_argument(system):
         ({"procedure_workers": 0}, ValueError, r"procedure_workers must be an int >= 1, got 0"),
         ({"passivate_after": -1}, ValueError, r"passivate_after must be a finite number of seconds >= 0"),
         ({"passivate_after": "1m"}, TypeError, r"passivate_after must be a number of seconds, got '1m'"),
+        ({"node_ttl": 0}, ValueError, r"node_ttl must be a finite number of seconds > 0, got 0"),
+        ({"node_ttl": -1}, ValueError, r"node_ttl must be a finite number of seconds > 0, got -1"),
+        ({"node_id": 7}, TypeError, r"node_id must be a string .*got 7"),
+        ({"node_id": ""}, ValueError, r"node_id must be a non-blank string of at most 200 characters, got ''"),
+        ({"node_id": "  "}, ValueError, r"node_id must be a non-blank string"),
+        ({"node_id": "n" * 201}, ValueError, r"node_id must be a non-blank string of at most 200 characters"),
     ],
 )
 def test_bad_system_options_are_refused_before_anything_opens(tmp_path, kwargs, error, match) -> None:
