@@ -29,7 +29,7 @@ from typing import Any
 import pykka
 from pykka import ThreadingFuture
 
-from persistence._promise import hold_wakeups, let_go
+from persistence._promise import hold_wakeups, let_go, wake
 from persistence._writer import on_engine_thread, stage_on_this_thread
 
 logger = logging.getLogger("actorflow.pool")
@@ -169,14 +169,14 @@ class Dispatcher:
             self._in_flight += 1
             woken = self._queue_locked(actor)
         if woken is not None:
-            woken.gate.release()
+            wake(woken.gate)
 
     def resume(self, actor: PooledActor) -> None:
         """Run ``actor`` again: the promise its paused message waited for has settled."""
         with self._lock:
             woken = self._queue_locked(actor)
         if woken is not None:
-            woken.gate.release()
+            wake(woken.gate)
 
     def _queue_locked(self, actor: PooledActor) -> _Engine | None:
         """Queue ``actor``; the idle thread to wake for it (its gate released after the lock), if
@@ -237,8 +237,9 @@ class Dispatcher:
         actor: PooledActor | None = None
         outcome = _DONE
         flush = False  # this thread commits (its last turn of the loop did)
-        # The callers a slice or a commit answers are let go as it ends (or before this thread
-        # blocks), not while it still holds the GIL for the rest of its work.
+        # The callers a slice or a commit answers are let go before this thread blocks (a
+        # commit, its sleep) or runs the next slice, not while it still holds the GIL for the
+        # rest of its work: woken at once, they would only wait for that GIL.
         hold_wakeups()
         while True:
             if actor is not None:
@@ -247,7 +248,8 @@ class Dispatcher:
                 except BaseException:  # an engine thread must survive any actor
                     logger.exception("actorflow: actor slice failed")
                     outcome = _DONE
-                let_go()
+                if runq:
+                    let_go()  # (else at the commit, or the sleep, this turn ends with)
             woken: _Engine | None = None
             with lock:
                 if actor is not None:

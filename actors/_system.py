@@ -24,6 +24,7 @@ from persistence import (
     open_store,
 )
 from persistence._log import SystemLog
+from persistence._promise import handing_off
 from persistence._urls import display_url
 from workflows import Status, WorkflowFunction
 from workflows._compiler import checkpoint
@@ -394,8 +395,10 @@ class ActorSystem:
             # Its first step runs in its actor and commits the record with it (one transaction);
             # this thread only waits for that.
             created: Promise[bool] = Promise()
-            self._rt.activator.deliver(wid, Kick(seed, created))
-            if created.result(self._rt.commit_timeout):
+            with handing_off():
+                self._rt.activator.deliver(wid, Kick(seed, created))
+                taken = created.result(self._rt.commit_timeout)
+            if taken:
                 self._rt.outcomes.started(wid)
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
             if id is not None:
@@ -721,8 +724,9 @@ class ActorSystem:
                 # Handed to the workflow's actor, which makes it durable (consumed by the step it
                 # resumes, or in the inbox) and answers: this thread only waits.
                 msg = DirectSignal(name, blob, self.clock.now())
-                self._rt.activator.deliver(workflow_id, msg)
-                msg.reply.result(self._rt.commit_timeout)
+                with handing_off():
+                    self._rt.activator.deliver(workflow_id, msg)
+                    msg.reply.result(self._rt.commit_timeout)
                 return
             written = self._rt.store.submit_append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
             self._rt.after_commit(written, self._wake_after)

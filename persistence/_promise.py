@@ -45,6 +45,36 @@ def let_go() -> None:
         gates.clear()
 
 
+def wake(gate: Any) -> None:
+    """Release ``gate`` (a lock a thread sleeps on): at once, or at this thread's next
+    ``let_go()`` if it holds its wake-ups."""
+    gates = getattr(_held, "gates", None)
+    if gates is None:
+        gate.release()
+    else:
+        gates.append(gate)
+
+
+class handing_off:
+    """Around a hand-off to another thread and the wait for its answer, on a thread that does
+    not hold its wake-ups (a caller's): the thread it wakes on the way is woken as it blocks in
+    the wait (or leaves), not while it still holds the GIL, which that thread would only wait
+    for (a thread switch more on each side)."""
+
+    __slots__ = ("_own",)
+
+    def __enter__(self) -> None:
+        self._own = getattr(_held, "gates", None) is None
+        if self._own:
+            _held.gates = []
+
+    def __exit__(self, *exc: object) -> None:
+        if self._own:
+            gates, _held.gates = _held.gates, None
+            for gate in gates:
+                gate.release()
+
+
 class Promise(Generic[T]):
     """A result or an error, set once by one thread and awaited by any number of others."""
 
@@ -123,6 +153,7 @@ class Promise(Generic[T]):
     def _wait(self, timeout: float | None) -> None:
         if self._done:
             return
+        let_go()  # the threads this one woke or answered go on while it waits
         if not self._gate.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
             if self._done:
                 return  # set as the wait ended, its waiters not let go yet (``answer``)
