@@ -459,8 +459,7 @@ class ProcedureExecutor:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             info = error_info(e)
-            retryable = type(e).__name__ not in retry.non_retryable and info["type"] not in retry.non_retryable
-            again = retryable and attempt < retry.maximum_attempts and not self._closed
+            again = retry.retries(e) and info["type"] not in retry.non_retryable and attempt < retry.maximum_attempts and not self._closed
             if self.metrics is not None:
                 self.metrics.attempt(function, time.perf_counter() - started, "retry" if again else "failed")
             if again:

@@ -20,6 +20,7 @@ from typing import (
     ParamSpec,
     Protocol,
     TypeVar,
+    cast,
     overload,
 )
 
@@ -53,25 +54,67 @@ class RetryPolicy:
     """
 
     maximum_attempts: int = 3
-    initial_interval: float = 1.0
+    initial_interval: float | _dt.timedelta = 1.0
     backoff_coefficient: float = 2.0
-    maximum_interval: float = 60.0
-    non_retryable: tuple[str, ...] = ()
+    maximum_interval: float | _dt.timedelta = 60.0
+    # Exception types, or their names (plain or ``module.Qualname``), kept as names.
+    non_retryable: tuple[str | type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.maximum_attempts < 1:
-            raise ValueError(f"RetryPolicy.maximum_attempts must be >= 1, got {self.maximum_attempts}")
-        if self.initial_interval < 0 or self.maximum_interval < 0:
-            raise ValueError("RetryPolicy intervals must be >= 0 seconds")
-        if self.backoff_coefficient < 1:
-            raise ValueError(
-                f"RetryPolicy.backoff_coefficient must be >= 1, got {self.backoff_coefficient}"
-            )
+        n = self.maximum_attempts
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"RetryPolicy.maximum_attempts must be an int >= 1, got {n!r}")
+        if n < 1:
+            raise ValueError(f"RetryPolicy.maximum_attempts must be an int >= 1, got {n}")
+        for what in ("initial_interval", "maximum_interval"):
+            value = getattr(self, what)
+            # (no cap on the wait: an infinite maximum_interval)
+            secs = value if what == "maximum_interval" and value == math.inf else _seconds(value, f"RetryPolicy.{what}")
+            if secs < 0:
+                raise ValueError(f"RetryPolicy.{what} must be >= 0 seconds, got {secs}")
+            object.__setattr__(self, what, secs)
+        c = self.backoff_coefficient
+        if isinstance(c, bool) or not isinstance(c, (int, float)):
+            raise TypeError(f"RetryPolicy.backoff_coefficient must be a number >= 1, got {c!r}")
+        if not 1 <= c < math.inf:
+            raise ValueError(f"RetryPolicy.backoff_coefficient must be a finite number >= 1, got {c}")
+        object.__setattr__(self, "non_retryable", _error_names(self.non_retryable))
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        d = self.initial_interval * (self.backoff_coefficient ** (attempt - 1))
-        return float(min(d, self.maximum_interval))
+        # (both are seconds once made: ``__post_init__`` turns a timedelta into them)
+        initial, most = cast(float, self.initial_interval), cast(float, self.maximum_interval)
+        return float(min(initial * self.backoff_coefficient ** (attempt - 1), most))
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether an attempt that raised ``error`` may be tried again: not if ``non_retryable``
+        names its type or one of its base classes (plainly or as ``module.Qualname``)."""
+        names = self.non_retryable
+        if not names:
+            return True
+        for t in type(error).__mro__:
+            if t.__name__ in names or f"{t.__module__}.{t.__qualname__}" in names:
+                return False
+        return True
+
+
+def _error_names(value: Any) -> tuple[str, ...]:
+    """``RetryPolicy.non_retryable`` as names, or a TypeError saying what to write."""
+    if isinstance(value, (str, type)) or not isinstance(value, (tuple, list, set, frozenset)):
+        raise TypeError(
+            f"RetryPolicy.non_retryable must be a tuple of exception types or their names, got "
+            f"{value!r}; write it as a tuple: non_retryable=({value!r},)")
+    names = []
+    for item in value:
+        if isinstance(item, type) and issubclass(item, BaseException):
+            names.append(item.__name__ if item.__module__ == "builtins" else f"{item.__module__}.{item.__qualname__}")
+        elif isinstance(item, str) and item:
+            names.append(item)
+        else:
+            raise TypeError(
+                f"RetryPolicy.non_retryable holds exception types or their names (non-empty strings), "
+                f"got {item!r} in {value!r}")
+    return tuple(names)
 
 
 class Command:
@@ -260,8 +303,9 @@ def _check_name(name: Any, what: str) -> str:
     return check_text(name, f"{what} name")
 
 
-def timer(name: str, after: float | _dt.timedelta | None = None, *, at: float | None = None) -> Timer:
-    """A durable timer named ``name`` due ``after`` seconds from now, or at epoch time ``at``.
+def timer(name: str, after: float | _dt.timedelta | None = None, *, at: float | _dt.datetime | None = None) -> Timer:
+    """A durable timer named ``name`` due ``after`` seconds from now, or at epoch time ``at``
+    (seconds, or an aware ``datetime``).
 
     In a ``select`` the timer is armed when that ``select`` starts; for a deadline that survives
     loop turns use ``at=``.
@@ -274,6 +318,19 @@ def timer(name: str, after: float | _dt.timedelta | None = None, *, at: float | 
         if secs < 0:
             raise ValueError(f"timer({name!r}) after must be >= 0 seconds, got {secs}")
         return Timer(name, after=secs)
+    if isinstance(at, _dt.datetime):
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise TypeError(
+                f"timer({name!r}) at is a naive datetime ({at!r}), which names no instant: give it a "
+                f"tzinfo (datetime.now(timezone.utc) + ...) or pass epoch seconds")
+        return Timer(name, at=at.timestamp())
+    if isinstance(at, _dt.timedelta):
+        raise TypeError(
+            f"timer({name!r}) at is a point in time (epoch seconds or an aware datetime), got the "
+            f"duration {at!r}: for a timer due that long from now, write timer({name!r}, after={at!r}), "
+            f"or at=now() + {at.total_seconds():g} for a deadline that stays put")
+    if isinstance(at, bool) or not isinstance(at, (int, float)):
+        raise TypeError(f"timer({name!r}) at must be epoch seconds or an aware datetime, got {at!r}")
     return Timer(name, at=_seconds(at, f"timer({name!r}) at"))
 
 

@@ -65,6 +65,28 @@ def flaky(tag: str, fail_times: int) -> str:
     return f"ok after {n + 1}"
 
 
+class CardDeclined(ConnectionError):
+    """A failure no retry mends: named by its class in ``non_retryable``."""
+
+
+class StolenCard(CardDeclined):
+    pass
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=3, initial_interval=10.0, non_retryable=(CardDeclined,)))
+def charge(tag: str, error: str) -> str:
+    FLAKY_FAILS[tag] = FLAKY_FAILS.get(tag, 0) + 1
+    raise {"declined": CardDeclined, "stolen": StolenCard, "flaky": ConnectionError}[error](tag)
+
+
+@workflow
+async def pays(tag: str, error: str) -> str:
+    try:
+        return await procedure(charge, tag, error)
+    except ProcedureFailed as e:
+        return f"gave up: {e.error_type} after {e.attempts}"
+
+
 @workflow
 async def sleeper(seconds: float) -> float:
     start = now()

@@ -52,6 +52,23 @@ def test_procedure_failure_after_last_attempt_is_catchable(system, clock):
     assert ref.result(timeout=T) == "gave up: ConnectionError after 3"
 
 
+@pytest.mark.parametrize(("error", "raised", "attempts"), [
+    ("declined", "tests.actors.flows.CardDeclined", 1),
+    ("stolen", "tests.actors.flows.StolenCard", 1),
+    ("flaky", "ConnectionError", 3),
+])
+def test_an_error_whose_class_or_base_is_non_retryable_is_not_tried_again(system, clock, error, raised, attempts):
+    """``non_retryable`` given exception classes: an error of one, or of a subclass, fails the
+    call at once (a card is charged once); another error is retried to the last attempt."""
+    tag = f"charge-{error}"
+    ref = system.start(flows.pays, tag, error)
+    for _ in range(3):
+        system.idle(timeout=T)
+        clock.advance(100)
+    assert ref.result(timeout=T) == f"gave up: {raised} after {attempts}"
+    assert flows.FLAKY_FAILS[tag] == attempts
+
+
 def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
     """A procedure's reply costs no commit of its own: one commit per step, the start's with the
     first."""

@@ -1,0 +1,78 @@
+"""The arguments of commands and policies: what each accepts, and the clear error for the rest."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from workflows import RetryPolicy, timer
+
+
+class CardDeclined(Exception):
+    pass
+
+
+class StolenCard(CardDeclined):
+    pass
+
+
+def test_non_retryable_takes_exception_classes_and_names_and_matches_base_classes():
+    policy = RetryPolicy(non_retryable=(CardDeclined, "KeyError", "socket.timeout"))
+    assert policy.non_retryable == (f"{__name__}.CardDeclined", "KeyError", "socket.timeout")
+    assert not policy.retries(CardDeclined())
+    assert not policy.retries(StolenCard())  # a subclass of one named
+    assert not policy.retries(KeyError())
+    assert policy.retries(ValueError())
+    assert RetryPolicy().retries(CardDeclined())
+
+
+def test_intervals_take_a_timedelta_and_are_kept_as_seconds():
+    policy = RetryPolicy(initial_interval=dt.timedelta(seconds=2), maximum_interval=dt.timedelta(minutes=1))
+    assert (policy.initial_interval, policy.maximum_interval) == (2.0, 60.0)
+    assert [policy.delay(n) for n in (1, 2, 6, 7)] == [2.0, 4.0, 60.0, 60.0]
+    assert RetryPolicy(maximum_interval=float("inf")).delay(12) == 2048.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"non_retryable": "CardDeclined"}, TypeError, r"write it as a tuple: non_retryable=\('CardDeclined',\)"),
+        ({"non_retryable": CardDeclined}, TypeError, r"must be a tuple of exception types or their names"),
+        ({"non_retryable": (3,)}, TypeError, r"holds exception types or their names .*got 3"),
+        ({"non_retryable": ("",)}, TypeError, r"got '' in"),
+        ({"non_retryable": (int,)}, TypeError, r"got <class 'int'>"),
+        ({"maximum_attempts": 2.5}, TypeError, r"maximum_attempts must be an int >= 1, got 2.5"),
+        ({"maximum_attempts": True}, TypeError, r"maximum_attempts must be an int >= 1, got True"),
+        ({"maximum_attempts": 0}, ValueError, r"maximum_attempts must be an int >= 1, got 0"),
+        ({"initial_interval": "1"}, TypeError, r"initial_interval must be a number of seconds or a timedelta"),
+        ({"initial_interval": -1}, ValueError, r"initial_interval must be >= 0 seconds, got -1"),
+        ({"maximum_interval": float("nan")}, ValueError, r"maximum_interval must be finite"),
+        ({"backoff_coefficient": 0.5}, ValueError, r"backoff_coefficient must be a finite number >= 1, got 0.5"),
+        ({"backoff_coefficient": "2"}, TypeError, r"backoff_coefficient must be a number >= 1, got '2'"),
+    ],
+)
+def test_a_bad_retry_policy_is_refused_saying_what_to_write(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        RetryPolicy(**kwargs)
+
+
+def test_timer_at_takes_epoch_seconds_or_an_aware_datetime():
+    when = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    assert timer("t", at=when).at == when.timestamp() == timer("t", at=when.timestamp()).at
+    assert timer("t", at=1_900_000_000).at == 1_900_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("at", "match"),
+    [
+        # a duration taken as an instant would be 1970: the deadline would pass at once
+        (dt.timedelta(hours=1), r"at is a point in time .*got the duration .*write timer\('t', after="),
+        (dt.datetime(2030, 1, 1), r"at is a naive datetime .*names no instant"),
+        ("soon", r"at must be epoch seconds or an aware datetime, got 'soon'"),
+        (True, r"at must be epoch seconds or an aware datetime, got True"),
+    ],
+)
+def test_timer_at_refuses_what_names_no_instant(at, match):
+    with pytest.raises(TypeError, match=match):
+        timer("t", at=at)
