@@ -381,8 +381,8 @@ class ActorSystem:
             raise TypeError(f"workflow id must be a non-empty string, got {id!r}")
         if id is not None:
             check_text(id, "workflow id")
-        if id is not None and self._rt.store.load_workflow(id) is not None:
-            return WorkflowRef(self, id, _token=_REF_TOKEN)
+        if id is not None and (rec := self._rt.store.load_workflow(id)) is not None:
+            return self._existing(rec.id, rec.type, rec.status, key)
         if id is not None and not reuse_id:
             _tombstones.refuse_pruned(self._rt.store, id, self.clock.now(), self.id_retention)
         if id is not None and not self._rt.cluster.owns(id):
@@ -401,10 +401,23 @@ class ActorSystem:
             if taken:
                 self._rt.outcomes.started(wid)
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
-            if id is not None:
-                return WorkflowRef(self, wid, _token=_REF_TOKEN)
+            if id is not None:  # created meanwhile, by another thread or node
+                rec = self._rt.store.load_workflow(id)
+                if rec is not None:
+                    return self._existing(id, rec.type, rec.status, key)
+                return WorkflowRef(self, id, _token=_REF_TOKEN)
             # A generated id already taken (48 random bits: rare, not impossible in a file that
             # keeps millions of workflows): that workflow is someone else's, so draw another.
+
+    def _existing(self, id: str, stored: str, status: str, key: str) -> WorkflowRef[Any]:
+        """The ref ``start`` returns for an id that exists: that workflow, if it is of the type
+        started (a start by id is idempotent); a ValueError if another type's workflow holds it."""
+        if stored != key:
+            raise ValueError(
+                f"cannot start {key} with id {id!r}: the id is taken by a workflow of another type, "
+                f"{stored} ({status}); a start of an existing id returns that workflow only when it "
+                f"is of the same type: choose another id (system.get({id!r}) gives the one there)")
+        return WorkflowRef(self, id, _token=_REF_TOKEN)
 
     @overload
     async def start_async(

@@ -112,6 +112,16 @@ def test_start_existing_id_returns_ref(system):
     assert len(system.workflows()) == 1
 
 
+def test_start_of_an_id_another_type_holds_is_refused_naming_both(system):
+    """An existing id returns its workflow only to a start of the same type: a boss started
+    under a counter's id must not get a ref to the counter (whose result is another type)."""
+    system.start(flows.waits_once, id="boss-7")
+    with pytest.raises(ValueError, match=r"cannot start tests\.actors\.flows:sleeper with id 'boss-7': the id "
+                       r"is taken by a workflow of another type, tests\.actors\.flows:waits_once \(running\)"):
+        system.start(flows.sleeper, 5.0, id="boss-7")
+    assert [(w.id, w.type) for w in system.workflows()] == [("boss-7", "tests.actors.flows:waits_once")]
+
+
 def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
     """A generated id that happens to exist is someone else's workflow: start() and start_many()
     draw another instead of returning a ref to it."""
