@@ -259,9 +259,9 @@ class WorkflowRef(Generic[R]):
         raise WorkflowFailed(
             f"workflow {self.id!r} failed: {err.get('type')}: {err.get('message')}",
             workflow_id=self.id,
-            error_type=err.get("type"),
-            error_message=err.get("message"),
-            traceback=err.get("traceback"),
+            error_type=err.get("type", ""),
+            error_message=err.get("message", ""),
+            traceback=err.get("traceback", ""),
         )
 
     def _record(self) -> WorkflowRecord:

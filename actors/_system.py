@@ -102,7 +102,7 @@ class ActorSystem:
 
     def __init__(
         self,
-        db: str = "workflows.db",
+        db: str | os.PathLike[str] = "workflows.db",
         *,
         clock: Clock | None = None,
         procedure_workers: int = 8,
@@ -118,7 +118,9 @@ class ActorSystem:
         metrics: Any = None,
         _local_time: Callable[[], float] | None = None,
     ) -> None:
-        self.db = db
+        if not isinstance(db, str | os.PathLike):
+            raise TypeError(f"db must be a SQLite path or a postgresql:// URL, got {db!r}")
+        db = self.db = os.fspath(db)
         # Checked before anything opens: a missing prometheus_client says what to install.
         registry = registry_for(metrics)
         # The newest steps of each workflow its history keeps (None: every step, SPEC §10).

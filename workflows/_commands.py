@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -29,6 +29,7 @@ from ._errors import WorkflowError, check_storable, check_text
 
 if TYPE_CHECKING:
     from . import _talk
+    from ._compiler._function import WorkflowFunction
 from ._registry import function_key, lookup_options
 
 P = ParamSpec("P")
@@ -376,43 +377,43 @@ def procedure(
 # TypeVarTuple could, but then mypy words its errors worse). Pass more as one dataclass.
 @overload
 def spawn(
-    child: Callable[[], Awaitable[R]], /, *,
+    child: WorkflowFunction[[], R], /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
-    child: Callable[[A1], Awaitable[R]], a1: A1, /, *,
+    child: WorkflowFunction[[A1], R], a1: A1, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
-    child: Callable[[A1, A2], Awaitable[R]], a1: A1, a2: A2, /, *,
+    child: WorkflowFunction[[A1, A2], R], a1: A1, a2: A2, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
-    child: Callable[[A1, A2, A3], Awaitable[R]], a1: A1, a2: A2, a3: A3, /, *,
+    child: WorkflowFunction[[A1, A2, A3], R], a1: A1, a2: A2, a3: A3, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
-    child: Callable[[A1, A2, A3, A4], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+    child: WorkflowFunction[[A1, A2, A3, A4], R], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
-    child: Callable[[A1, A2, A3, A4, A5], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+    child: WorkflowFunction[[A1, A2, A3, A4, A5], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...
 @overload
 def spawn(
-    child: Callable[[A1, A2, A3, A4, A5, A6], Awaitable[R]], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+    child: WorkflowFunction[[A1, A2, A3, A4, A5, A6], R], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
     id: str | None = None, detached: bool = False, name: str | None = None,
     placement: Placement = "parent",
 ) -> Spawn[R]: ...

@@ -97,32 +97,33 @@ class WorkflowFailed(_DataError):
     """
 
     _fields = ("workflow_id", "error_type", "error_message", "traceback")
-    workflow_id: str | None
-    error_type: str | None
-    error_message: str | None
-    traceback: str | None
+    # Always set by the engine (the typing says so); None only in one built by hand without them.
+    workflow_id: str
+    error_type: str
+    error_message: str
+    traceback: str
 
 
 class ProcedureFailed(_DataError):
     """Raised at ``await procedure(...)`` when the procedure failed after its last attempt."""
 
     _fields = ("procedure", "attempts", "error_type", "error_message", "traceback")
-    procedure: str | None
-    attempts: int | None
-    error_type: str | None
-    error_message: str | None
-    traceback: str | None
+    procedure: str
+    attempts: int
+    error_type: str
+    error_message: str
+    traceback: str
 
 
 class ChildFailed(_DataError):
     """Raised at ``await spawn(...)`` when the child workflow failed or was cancelled."""
 
     _fields = ("child_id", "child_type", "error_type", "error_message", "traceback")
-    child_id: str | None
-    child_type: str | None
-    error_type: str | None
-    error_message: str | None
-    traceback: str | None
+    child_id: str
+    child_type: str
+    error_type: str
+    error_message: str
+    traceback: str
 
 
 class VersionMismatch(_DataError):

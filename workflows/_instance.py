@@ -513,17 +513,17 @@ def _failure(arrival: Arrival, arm: Arm) -> WorkflowError:
             + ("was cancelled" if info.get("cancelled") else f"failed: {info.get('type')}: {info.get('message')}"),
             child_id=arrival.key,
             child_type=arm.target,
-            error_type=info.get("type"),
-            error_message=info.get("message"),
-            traceback=info.get("traceback"),
+            error_type=info.get("type", ""),
+            error_message=info.get("message", ""),
+            traceback=info.get("traceback", ""),
         )
     return ProcedureFailed(
         f"procedure {arm.target} failed after {arrival.attempts} attempt(s): "
         f"{info.get('type')}: {info.get('message')}",
         procedure=arm.target,
         attempts=arrival.attempts,
-        error_type=info.get("type"),
-        error_message=info.get("message"),
-        traceback=info.get("traceback"),
+        error_type=info.get("type", ""),
+        error_message=info.get("message", ""),
+        traceback=info.get("traceback", ""),
     )
 

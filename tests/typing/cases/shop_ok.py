@@ -7,12 +7,16 @@ this file also pins that nothing the API gives back has fallen to `Any`.
 from __future__ import annotations
 
 import datetime
+import pathlib
 from typing import Any, assert_type
 
 from actors import ActorSystem, WorkflowRef
 from workflows import (
+    ChildFailed,
     Event,
+    ProcedureFailed,
     RetryPolicy,
+    WorkflowFailed,
     WorkflowFunction,
     gather,
     procedure,
@@ -77,6 +81,18 @@ async def checkout(order: str, cents: int) -> str:
     assert_type(await spawn(pack, 3), list[int])
     assert_type(await pack(2), list[int])
     reducer(record, order, cents)
+    try:
+        await procedure(charge, order, cents, retry=RetryPolicy(non_retryable=(KeyError, "ValueError")))
+    except ProcedureFailed as e:
+        # The engine fills every field of a failure: no None to rule out first.
+        retries: int = e.attempts - 1
+        reducer(record, e.error_message, retries)
+        assert_type(e.procedure, str)
+        assert_type(e.traceback, str)
+    try:
+        await spawn(pack, 1)
+    except ChildFailed as e:
+        assert_type((e.child_id, e.child_type, e.error_type, e.error_message), tuple[str, str, str, str])
     return await procedure(ship, order)
 
 
@@ -96,6 +112,12 @@ def main() -> None:
         assert_type(system.start(pack, 1, "tin", id="p1", test_mode=True), WorkflowRef[list[int]])
         assert_type(system.get("p1"), WorkflowRef[Any])
         assert_type(system.start_many(pack, [(1,), (2, "bag")]), list[WorkflowRef[list[int]]])
+        try:
+            ref.result(timeout=5)
+        except WorkflowFailed as e:
+            assert_type((e.workflow_id, e.error_type, e.error_message), tuple[str, str, str])
+    with ActorSystem(pathlib.Path("shop.db")) as on_disk:
+        assert_type(on_disk.start(pack, 1), WorkflowRef[list[int]])
 
 
 async def serve(system: ActorSystem) -> None:

@@ -32,6 +32,10 @@ async def pack(n: int) -> list[int]:
     return [n]
 
 
+async def not_a_workflow(n: int) -> int:
+    return n
+
+
 @workflow
 async def checkout(order: str, cents: int) -> str:
     await procedure(charge, "o", "not-an-int")  # E: [arg-type] "ProcedureFunction[[str, int], bool]"; expected "Callable[[str, str], bool]"
@@ -41,8 +45,9 @@ async def checkout(order: str, cents: int) -> str:
     await procedure(charge, "o", 5, retry=3)  # E: [call-arg] Unexpected keyword argument "retry" for "procedure"
     paid: str = await procedure(charge, "o", 5)  # E: [arg-type] expected "Callable[[str, int], str]"
     tick: int = await timer("t", 5)  # E: [func-returns-value] does not return a value  # E: [assignment] expression has type "None", variable has type "int"
-    kids: list[str] = await spawn(pack, 1)  # E: [arg-type] expected "Callable[[int], Awaitable[list[str]]]"
-    await spawn(pack, "one")  # E: [arg-type] expected "Callable[[str], Awaitable[list[int]]]"
+    kids: list[str] = await spawn(pack, 1)  # E: [arg-type] expected "WorkflowFunction[[int], list[str]]"
+    await spawn(pack, "one")  # E: [arg-type] expected "WorkflowFunction[[str], list[int]]"
+    await spawn(not_a_workflow, 1)  # E: [call-overload] No overload variant of "spawn" matches argument types "Callable[[int], Coroutine[Any, Any, int]]", "int"
     await spawn(pack, 1, detached="yes")  # E: [call-overload] No overload variant of "spawn" matches argument types "WorkflowFunction[[int], list[int]]", "int", "str"
     count: int = await pack(1)  # E: [assignment] expression has type "list[int]", variable has type "int"
     await pack("one")  # E: [arg-type] Argument 1 to "__call__" of "WorkflowFunction" has incompatible type "str"; expected "int"
