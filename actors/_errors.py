@@ -15,6 +15,18 @@ def span(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def check_timeout(timeout: float | None, what: str, *, nothing_sent: bool = False) -> None:
+    """A timeout is seconds to wait, 0 or more, or None (no bound); else a ValueError naming
+    ``what`` (and saying that nothing was sent, for a call checked before it sends)."""
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
+    ):
+        raise ValueError(
+            f"{what}() timeout must be a number of seconds, 0 or more (or None: no bound), got "
+            f"{timeout!r}" + ("; nothing was sent" if nothing_sent else "")
+        )
+
+
 class ActorSystemError(Exception):
     """Root of the errors of the ``actors`` package."""
 

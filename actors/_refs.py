@@ -19,7 +19,7 @@ from persistence import (
 from workflows import Cancelled, Status, WorkflowFailed
 
 from . import _history, _talk
-from ._errors import WorkflowNotRunning
+from ._errors import WorkflowNotRunning, check_timeout
 from ._history import HistoryEntry
 from ._info import WorkflowInfo, info_from_record, waiting_text
 from ._outcomes import Outcome
@@ -155,6 +155,7 @@ class WorkflowRef(Generic[R]):
 
     def result(self, timeout: float | None = None) -> R:
         """The return value; raises ``WorkflowFailed``, ``Cancelled`` or ``TimeoutError``."""
+        check_timeout(timeout, "result")
         rt = self._system._rt
         deadline = None if timeout is None else time.monotonic() + timeout
         first = True
@@ -214,6 +215,7 @@ class WorkflowRef(Generic[R]):
         again now and then even without a wake-up (after 0.5 s, doubling up to 5 s), and at once
         when the system shuts down (``SystemClosed``). Raises as ``result`` does.
         """
+        check_timeout(timeout, "result_async")
         sysm = self._system
         sysm._check_open()
         rt = sysm._rt

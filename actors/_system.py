@@ -39,7 +39,7 @@ from ._actor import (
 )
 from ._aio import AsyncBridge
 from ._clock import AnchoredClock, Clock
-from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning
+from ._errors import SystemClosed, UnknownWorkflow, WorkflowNotRunning, check_timeout
 from ._info import NodeInfo, WorkflowInfo, info_from_record, types_named
 from ._metrics import Metrics, registry_for
 from ._recovery import recover
@@ -71,6 +71,13 @@ def _id_bits() -> str:
 
 def _new_id(wf: Any) -> str:
     return f"{wf.__name__}-{_id_bits()}"
+
+
+def _check_flags(what: str, **flags: object) -> None:
+    """Each of ``flags`` is a bool, or a TypeError naming it (``test_mode="yes"`` was taken)."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{what}() {name} must be True or False, got {value!r}")
 
 
 def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, now: float) -> tuple[NewWorkflow, Any, bytes]:
@@ -379,6 +386,7 @@ class ActorSystem:
         key = getattr(wf, "__workflow_key__", None)
         if key is None:
             raise TypeError(f"system.start() needs a @workflow function, got {wf!r}")
+        _check_flags("start", test_mode=test_mode, reuse_id=reuse_id)
         if id is not None and (not isinstance(id, str) or not id):
             raise TypeError(f"workflow id must be a non-empty string, got {id!r}")
         if id is not None:
@@ -494,6 +502,7 @@ class ActorSystem:
         key = getattr(wf, "__workflow_key__", None)
         if key is None:
             raise TypeError(f"system.start_many() needs a @workflow function, got {wf!r}")
+        _check_flags("start_many", test_mode=test_mode, reuse_id=reuse_id)
         args = [tuple(a) for a in args]
         generated = ids is None
         if ids is None:
@@ -593,8 +602,9 @@ class ActorSystem:
     def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""
         self._check_open()
-        if isinstance(name, str):
-            check_text(name, "broadcast name")
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"broadcast name must be a non-empty string, got {name!r}")
+        check_text(name, "broadcast name")
         key = filter_key(filter_value)
 
         def wake(p: Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]) -> None:
@@ -669,6 +679,7 @@ class ActorSystem:
     def idle(self, timeout: float | None = None) -> None:
         """Block until nothing is left to do now: no message queued, no step or procedure running,
         no timer due. Raises ``TimeoutError`` after ``timeout`` seconds."""
+        check_timeout(timeout, "idle")
         self._check_open()
         rt = self._rt
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -688,6 +699,7 @@ class ActorSystem:
         Checks every 5 ms, each check (a short read of the file) on the system's executor; between
         checks nothing waits on a thread. Raises ``TimeoutError`` after ``timeout`` seconds.
         """
+        check_timeout(timeout, "idle_async")
         self._check_open()
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout

@@ -36,7 +36,7 @@ from persistence import (
 from workflows._errors import check_text
 from workflows._talk import Request
 
-from ._errors import AskFailed, WorkflowNotRunning
+from ._errors import AskFailed, WorkflowNotRunning, check_timeout
 
 if TYPE_CHECKING:
     from persistence import Store
@@ -212,17 +212,6 @@ def _timed_out(workflow_id: str, name: str, ask_id: str, timeout: float | None) 
     )
 
 
-def _check_timeout(timeout: float | None, what: str) -> None:
-    """A timeout is seconds to wait, 0 or more, or None: checked before anything is sent."""
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
-    ):
-        raise ValueError(
-            f"{what}() timeout must be a number of seconds, 0 or more (or None: no bound), got "
-            f"{timeout!r}; nothing was sent"
-        )
-
-
 def ask(
     sysm: ActorSystem,
     workflow_id: str,
@@ -231,7 +220,7 @@ def ask(
     timeout: float | None,
     ask_id: str | None,
 ) -> Any:
-    _check_timeout(timeout, "ask")
+    check_timeout(timeout, "ask", nothing_sent=True)
     deadline = None if timeout is None else time.monotonic() + timeout
     waiting = _Waiting(sysm._rt, workflow_id)  # before the write: a reply right after it wakes us
     try:
@@ -268,7 +257,7 @@ async def ask_async(
     ask_id: str | None,
 ) -> Any:
     sysm._check_open()
-    _check_timeout(timeout, "ask_async")
+    check_timeout(timeout, "ask_async", nothing_sent=True)
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     rt = sysm._rt
@@ -338,6 +327,7 @@ def _not_published(
 
 def published(sysm: ActorSystem, workflow_id: str, key: str, timeout: float | None) -> Any:
     check_name(key, "published() key")
+    check_timeout(timeout, "published")
     value, running = read_published(sysm, workflow_id, key)
     if value is not _MISSING:
         return value
@@ -366,6 +356,7 @@ async def published_async(
     sysm: ActorSystem, workflow_id: str, key: str, timeout: float | None
 ) -> Any:
     check_name(key, "published() key")
+    check_timeout(timeout, "published_async")
     sysm._check_open()
     loop = asyncio.get_running_loop()
     run: Callable[..., Any] = sysm._aio.run

@@ -122,6 +122,27 @@ def test_start_of_an_id_another_type_holds_is_refused_naming_both(system):
     assert [(w.id, w.type) for w in system.workflows()] == [("boss-7", "tests.actors.flows:waits_once")]
 
 
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda s, r: s.start(flows.waits_once, test_mode="yes"), TypeError, r"start\(\) test_mode must be True or False, got 'yes'"),
+        (lambda s, r: s.start(flows.waits_once, id="x", reuse_id=1), TypeError, r"start\(\) reuse_id must be True or False, got 1"),
+        (lambda s, r: s.start_many(flows.waits_once, [()], test_mode=None), TypeError, r"start_many\(\) test_mode must be"),
+        (lambda s, r: s.broadcast(5, None, 1), TypeError, r"broadcast name must be a non-empty string, got 5"),
+        (lambda s, r: s.broadcast("", None, 1), TypeError, r"broadcast name must be a non-empty string, got ''"),
+        (lambda s, r: r.result(timeout="1"), ValueError, r"result\(\) timeout must be a number of seconds, 0 or more .*got '1'$"),
+        (lambda s, r: r.result(timeout=-1), ValueError, r"result\(\) timeout must be a number of seconds"),
+        (lambda s, r: s.idle(timeout=float("nan")), ValueError, r"idle\(\) timeout must be a number of seconds"),
+        (lambda s, r: r.published("k", timeout="5"), ValueError, r"published\(\) timeout must be a number of seconds"),
+    ],
+)
+def test_a_bad_argument_to_a_call_is_refused_naming_it(system, call, error, match):
+    ref = system.start(flows.waits_once, id="here")
+    with pytest.raises(error, match=match):
+        call(system, ref)
+    assert [w.id for w in system.workflows()] == ["here"]
+
+
 def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
     """A generated id that happens to exist is someone else's workflow: start() and start_many()
     draw another instead of returning a ref to it."""
