@@ -571,8 +571,9 @@ class WorkflowActor(PooledActor):
             self._take_row(message, fresh)
             if not fresh and message.row is not None and message.row.kind == SIGNAL:
                 self._catch_up()
-            if message.row is not None and message.row.kind == REQUEST:
-                self._warn_if_never_awaited(message.row.name, "ask")
+            if message.row is not None and message.row.kind in (SIGNAL, REQUEST):
+                # (from `wf signal` or `wf ask`, another workflow's send, another node)
+                self._warn_if_never_awaited(message.row.name, "signal" if message.row.kind == SIGNAL else "ask")
         elif isinstance(message, TimerFired):
             if message.debug or not self.test_mode:
                 self.fired[message.row.id] = message.row

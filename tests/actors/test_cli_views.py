@@ -159,6 +159,19 @@ def test_signal_of_a_name_the_code_never_awaits_warns_naming_those_it_does(db, c
     assert code == 0 and err == ""
 
 
+def test_a_signal_from_wf_of_a_name_the_code_never_awaits_is_logged_by_the_owner(db, capsys):
+    """wf may run where the application's code does not import (it cannot tell a misspelled
+    name then): the system that carries the signal out, which has the code, logs it."""
+    with ActorSystem(db, clock=VirtualClock()) as s, capture_logs() as logs:
+        s.start(flows.auction, 10, id="a", test_mode=True)
+        s.idle(timeout=T)
+        code, _, _ = wf(capsys, "signal", "a", "bdi", "{}", "--db", db)
+        assert code == 0
+        s.idle(timeout=T)  # (which waits for the requests other processes left, too)
+        warned = [(e["signal"], e["awaited"]) for e in logs if e["event"] == "signal_not_awaited"]
+        assert warned == [("bdi", ["bid", "cancel"])]
+
+
 def test_a_queued_request_says_who_carries_it_out(db, capsys):
     """With a system running on the file, the request is carried out by it within a second; with
     none, wf says it waits for the next one to start (not that a running system picks it up)."""
