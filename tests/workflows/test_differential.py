@@ -41,6 +41,8 @@ CORPUS_MODULES = [
     "corpus_probe2",
     "corpus_probe3",
     "corpus_probe4",
+    "corpus_probe6",
+    "corpus_probe6_modstate",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax

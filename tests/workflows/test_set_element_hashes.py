@@ -79,6 +79,19 @@ class Kb:
     pass
 
 
+class Priv:
+    __slots__ = ("__k",)
+
+    def __init__(self, k):
+        self.__k = k
+
+    def __eq__(self, other):
+        return isinstance(other, Priv) and other._Priv__k is self.__k
+
+    def __hash__(self):
+        return hash(self.__k)
+
+
 MARKS = [object() for _ in range(6)]
 REG = []
 """
@@ -217,6 +230,12 @@ REFUSED = {
     "instances without __hash__": ("held = {Ka(), Kb()}", "set", "__hash__"),
     "functions made in the workflow": (
         "held = {lambda: 1, lambda: 2}", "set", "function made in the workflow",
+    ),
+    "a class's own __hash__ over instances without one": (
+        "held = {Key(Ka()), Key(Kb()), Key(Ka())}", "set", "Key whose own __hash__ reads a field holding",
+    ),
+    "a class's own __hash__ over a private slot": (
+        "held = {Priv(Ka()) for _ in range(40)}", "set", "Priv whose own __hash__ reads a field holding",
     ),
     "set iterator": (
         "held = iter({iter(range(3)), iter(range(3))})", "set_iterator", "range_iterator",

@@ -36,6 +36,7 @@ from ._pickler import (
     ModuleData,
     ModulePathBroken,
     ModuleTooLarge,
+    Observed,
     ResourceRefused,
     SetNotRestorable,
     aliased,
@@ -102,6 +103,12 @@ def checkpoint(cont: Continuation) -> bytes:
         _HEADERS[hkey] = cached
     prefix, spaces = cached
     data = ModuleData(spaces, frames)  # the module data, looked into only if needed
+    observers = data.observers() if any(f._af_code.closures for f in frames) else None
+    if observers:
+        try:
+            return prefix + dumps(Observed(frames, observers), spaces, data)
+        except Exception as e:
+            raise _explain_pickle_failure(cont, e) from e
     if _plain_frames(frames, data):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster
         # (asked only about the functions, where the locals hold some).

@@ -41,6 +41,9 @@ class CompiledCode:
         self.comp_stops: dict[str, Any] = {}
         self._point_text: dict[int, str] = {}  # describe_point's answers: asked at every step
         self.table: PointTable | None = None  # the points' identities, for upgrades (_upgrade)
+        # Whether nested functions, lambdas or classes of the workflow use its locals (so close
+        # over its frame): only then may module data hold a function that does (an observer).
+        self.closures = False
 
     def dump(self) -> str:
         """The generated block functions as Python source (for debugging the compiler)."""

@@ -250,4 +250,32 @@ def _reduce_exception(e: BaseException, proto: int) -> Any:
     )
     listitems = rv[3] if len(rv) > 3 else None
     dictitems = rv[4] if len(rv) > 4 else None
+    if func is type(e) and _holds_through_tuples(args, e):
+        # ``e.args = (e,)``: made by its class from args that hold it, it would be needed before
+        # it exists (pickle recurses without end). Made bare first, its args set with its fields.
+        st = (*st[:6], (("args", args), *(st[6] or ())))
+        return (_bare_exception, (func,), st, listitems, dictitems, _set_exc_state)
     return (func, args, st, listitems, dictitems, _set_exc_state)
+
+
+def _holds_through_tuples(value: Any, e: BaseException) -> bool:
+    """Whether ``value`` holds ``e`` through tuples and frozensets alone (which pickle builds
+    from their items, so ``e`` would be needed to make them); a list, dict or set, made empty
+    first and filled after, breaks such a cycle on its own."""
+    stack, seen = [value], 0
+    while stack and seen < 10_000:
+        v = stack.pop()
+        seen += 1
+        if v is e:
+            return True
+        if type(v) is tuple or type(v) is frozenset:
+            stack.extend(v)
+    return False
+
+
+def _bare_exception(cls: type[BaseException]) -> BaseException:
+    """An instance of ``cls`` made without arguments (they are set after, with its fields)."""
+    try:
+        return cls.__new__(cls)
+    except TypeError:  # a __new__ of its own that needs its arguments
+        return BaseException.__new__(cls)

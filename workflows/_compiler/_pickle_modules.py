@@ -5,6 +5,7 @@ written as references (a global's name, or a path from one) and looked up again 
 from __future__ import annotations
 
 import collections
+import functools
 import importlib
 import itertools
 import operator
@@ -249,7 +250,9 @@ def _root(v: Any, t: type, module: Any) -> bool:
         return bool(v.__module__ == module and _function_holds_state(v))
     if isinstance(v, type):
         return bool(v.__module__ == module)
-    if isinstance(v, _CONTAINER_BASES) or t is types.SimpleNamespace:
+    if isinstance(v, _CONTAINER_BASES) or t is types.SimpleNamespace or isinstance(v, _HOLDERS):
+        return True
+    if t is types.MethodType or t is types.BuiltinFunctionType and _bound_to_data(v):
         return True
     return _walked_type(t, {module})
 
@@ -267,6 +270,33 @@ def _walked_type(t: type, modules: Any) -> bool:
 
 
 _CONTAINER_BASES = (dict, list, tuple, set, frozenset, collections.deque)
+# Library objects that hold the application's objects, looked into wherever they are: their
+# fields (``_held_fields``) and their __dict__.
+_HOLDERS = (
+    functools.partial, BaseException, collections.UserDict, collections.UserList, collections.ChainMap,
+)
+_HOLDER_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _held_fields(o: Any) -> tuple[str, ...]:
+    """The fields of a holder, beyond its __dict__: a partial's, an exception's args."""
+    known = _HOLDER_FIELDS.get(type(o))
+    if known is not None:
+        return known
+    fields: tuple[str, ...] = (
+        ("func", "args", "keywords") if isinstance(o, functools.partial)
+        else ("args",) if isinstance(o, BaseException)
+        else ()
+    )
+    if len(_HOLDER_FIELDS) < 1024:
+        _HOLDER_FIELDS[type(o)] = fields
+    return fields
+
+
+def _bound_to_data(f: Any) -> bool:
+    """Whether builtin function ``f`` is a method bound to an object (not a module's function)."""
+    s = getattr(f, "__self__", None)
+    return s is not None and type(s) is not types.ModuleType
 # Objects with no state a walk follows (written by reference, or the runtime's own).
 _NOT_WALKED = (types.ModuleType, types.BuiltinFunctionType, types.MethodType, BaseException)
 
@@ -276,15 +306,20 @@ HEAPTYPE = 1 << 9
 
 
 def slot_names(t: type) -> list[str]:
-    """The ``__slots__`` attribute names of class ``t`` and its bases."""
+    """The ``__slots__`` attribute names of class ``t`` and its bases, as stored: a private
+    one (``__code``) under its class's mangled name (``_Cls__code``), as Python files it."""
     names: list[str] = []
     for k in t.__mro__:
         sl = k.__dict__.get("__slots__")
         if sl is None:
             continue
+        owner = k.__name__.lstrip("_")
         for n in (sl,) if isinstance(sl, str) else sl:
-            if n not in ("__dict__", "__weakref__"):
-                names.append(n)
+            if n in ("__dict__", "__weakref__"):
+                continue
+            if owner and n.startswith("__") and not n.endswith("__"):
+                n = f"_{owner}{n}"
+            names.append(n)
     return names
 
 
@@ -310,6 +345,18 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
         return [(("i", j), v) for j, v in enumerate(o)]
     if isinstance(o, (set, frozenset)):
         return [(("e", j), v) for j, v in enumerate(o)]
+    if t is types.MethodType:  # ``bus.subscribe(self.on_event)``: the instance it is bound to
+        return [(("S", 0), o.__self__), (("F", 0), o.__func__)]
+    if t is types.BuiltinFunctionType:  # ``HOOKS.append(got.append)``: the object it is bound to
+        return [(("S", 0), o.__self__)] if _bound_to_data(o) else None
+    if isinstance(o, _HOLDERS):
+        # A partial's function and arguments, an exception's args, a UserDict's or ChainMap's
+        # data (in its __dict__), and what their instances hold in their __dict__.
+        out = [(("A", k), getattr(o, k)) for k in _held_fields(o)]
+        d = getattr(o, "__dict__", None)
+        if isinstance(d, dict):
+            out.extend((("a", k), v) for k, v in d.items() if type(k) is str)
+        return out
     if t is types.FunctionType:
         if o.__module__ not in modules:
             return None
@@ -392,6 +439,14 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
         if v is _MISSING_SLOT:
             raise AttributeError(k)
         return v
+    if kind == "S":
+        return o.__self__
+    if kind == "F":
+        return o.__func__
+    if kind == "A":
+        if k not in _held_fields(o):
+            raise AttributeError(k)
+        return getattr(o, k)
     raise KeyError(kind)
 
 
@@ -425,6 +480,7 @@ class ModuleData:
     _globals: dict[int, tuple[str, str, dict[str, Any]]] | None = None
     _containers: dict[int, str]
     _paths: dict[int, Ref] | None = None
+    _functions: list[types.FunctionType] = []  # noqa: RUF012  (read only: the walk's, once walked)
     active = False  # some namespace has data to walk
     truncated: list[str] | None = None  # the modules walked, if the walk stopped early
     # Set by the plain-locals check where the locals are plain but for floats or ints held more
@@ -536,7 +592,14 @@ class ModuleData:
                 _WALKS[key] = w
             self._paths = w.index
             self.truncated = w.truncated
+            self._functions = w.functions
         return self._paths
+
+    def observers(self) -> list[Any]:
+        """The functions module data holds that close over the frames being checkpointed (an
+        observer the workflow registered), whether or not a local holds them too."""
+        self.paths()
+        return [f for f in self._functions if self.closes_over_own(f)]
 
     def path(self, obj: Any) -> Ref | None:
         """The reference of an object reached through module data, or None; ModuleTooLarge if
@@ -656,7 +719,7 @@ class ModuleData:
                 path = (*steps, step)
                 if tv is not tuple and tv not in _UNINDEXED:
                     index[i] = (*root, path, _type_name(tv))
-                if tv not in _UNINDEXED:
+                if tv not in _UNINDEXED or tv is types.BuiltinFunctionType and _bound_to_data(v):
                     queue.append((v, root, path))
         spaces = [n for _key, n in self._ns]
         others_ns = [namespace(vars(m)) for m in others.values()]
@@ -833,6 +896,9 @@ _STEP_TEXT = {
     "d": ".__defaults__[{k}]",
     "w": ".__kwdefaults__[{r}]",
     "c": ".__closure__[{k}].cell_contents",
+    "S": ".__self__",
+    "F": ".__func__",
+    "A": ".{k}",
 }
 
 
@@ -913,7 +979,7 @@ def _put(parent: Any, step: tuple[str, Any], value: Any) -> None:
         parent[k] = value
     elif kind == "v":
         parent[list(parent)[k]] = value
-    elif kind == "a":
+    elif kind == "a" or kind == "A":
         setattr(parent, k, value)
     elif kind == "w":
         parent.__kwdefaults__[k] = value

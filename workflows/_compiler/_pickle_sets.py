@@ -25,6 +25,7 @@ from typing import Any
 
 from .._commands import Event
 from . import _settable
+from ._pickle_modules import slot_names
 from ._pickle_values import ValueRefused
 
 
@@ -206,8 +207,7 @@ def _identity_fields(o: Any) -> Iterator[tuple[str, Any]]:
         fields = list(vars(o).items())
     except TypeError:
         fields = []
-    slots = getattr(type(o), "__slots__", ())
-    fields.extend((k, getattr(o, k, None)) for k in ((slots,) if isinstance(slots, str) else slots))
+    fields.extend((k, getattr(o, k, None)) for k in slot_names(type(o)))
     for name, v in fields:
         for _, obj in hash_identities(v, into_fields=False):
             yield name, obj
@@ -294,9 +294,14 @@ def element_refused(s: Any, e: Any, part: Any, obj: Any) -> ElementHashRefused:
     t = type(obj)
     name = f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
     user_class = False
-    if part is not obj:  # a method, hashed by the address of what it is bound to
-        what = f"a method ({part.__qualname__}) bound to {_article(name)} {name}"
+    if part is not obj and type(part) in _BOUND:  # hashed by the address of what it is bound to
+        what = f"a method ({getattr(part, '__qualname__', type(part).__qualname__)}) bound to {_article(name)} {name}"
         how = "a method hashes by the identity of the object it is bound to"
+    elif part is not obj:  # its own __hash__ reads a field holding ``obj``
+        owner = type(part).__qualname__
+        what = f"{_article(owner)} {owner} whose own __hash__ reads a field holding {_article(name)} {name}"
+        how = f"{_article(name)} {name} hashes by its identity"
+        user_class = t.__module__ != "builtins"
     else:
         how = "it hashes by its identity"
         if t in _NUMBERS:
@@ -313,7 +318,7 @@ def element_refused(s: Any, e: Any, part: Any, obj: Any) -> ElementHashRefused:
     if e is not part:
         what = f"{_article(type(e).__qualname__)} {type(e).__qualname__} holding {what}"
     fix = (
-        "give the class __eq__ and __hash__ over its fields (@dataclass(frozen=True) does), or "
+        f"give {name} __eq__ and __hash__ over its fields (@dataclass(frozen=True) does), or "
         if user_class
         else ""
     )

@@ -388,6 +388,14 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         if plan is None:
             plan = _plan(t)
         if t.__dictoffset__:
+            # (the dict's type only: a reference kept here would make it look held apart below)
+            if type(getattr(obj, "__dict__", None)) not in _PLAIN_DICTS and not (plan[0] or plan[1] is not None):
+                # ``obj.__dict__ = AttrDict(...)``: a restore that fills a new plain dict from
+                # its items would lose its class; it gets the dict itself back.
+                rv = obj.__reduce_ex__(self.proto)
+                if isinstance(rv, tuple) and len(rv) >= 3 and isinstance(obj.__dict__, dict):
+                    more = (*rv[3:5], None, None)[:2]
+                    return (*rv[:2], (obj.__dict__, rv[2]), *more, _set_dict_subclass)
             # vars(obj) held apart from obj: the restore gives it back as obj's __dict__; a
             # subclass of Counter, defaultdict, Fraction...: its attributes, which their reduce
             # leaves out
@@ -506,7 +514,25 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 None,
                 _function_setstate,
             )
+        elif isinstance(state, tuple) and len(state) == 2 and not _module_namespace(func.__globals__):
+            # A function made by exec() in a dict of the workflow's (``exec(src, g)``): made
+            # with that dict itself (written through the memo, shared with what else holds it),
+            # not with a new one holding only the names its code reads.
+            code, _base, name, argdefs, closure = r[1]
+            state[1]["__globals__"] = {}
+            state[1]["_cloudpickle_submodules"] = []
+            r = (r[0], (code, func.__globals__, name, argdefs, closure), state, None, None, _function_setstate)
         return r
+
+
+def _module_namespace(g: dict[str, Any]) -> bool:
+    """Whether ``g`` is the namespace of a module of this process (or names none: cloudpickle's
+    rule then, as for a module made at run time)."""
+    name = g.get("__name__")
+    if not isinstance(name, str):
+        return False
+    m = sys.modules.get(name)
+    return m is None or getattr(m, "__dict__", None) is g
 
 
 def _keep_qualname(cls: type, r: Any) -> None:
@@ -546,6 +572,38 @@ class _AliasedFrames:
 
     def __reduce__(self) -> Any:
         return (alias_frames, (self.frames, self.aliases))
+
+
+_PLAIN_DICTS = frozenset({dict, type(None)})
+
+
+def _set_dict_subclass(obj: Any, st: tuple[Any, Any]) -> None:
+    """The state of an instance whose ``__dict__`` is a dict subclass: that dict, made its
+    ``__dict__`` (it holds its items), and its slots if the state has some."""
+    d, state = st
+    obj.__dict__ = d
+    if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+        for k, v in state[1].items():
+            setattr(obj, k, v)
+
+
+class Observed:
+    """Frames, and the functions of theirs that module data holds (observers the workflow
+    registered there, held by no local maybe): written with them, so that the restore puts
+    each back where module data held it ("R"), and the module calls the restored workflow's."""
+
+    __slots__ = ("frames", "functions")
+
+    def __init__(self, frames: list[Any], functions: list[Any]) -> None:
+        self.frames = frames
+        self.functions = functions
+
+    def __reduce__(self) -> Any:
+        return (_observed, (self.frames, self.functions))
+
+
+def _observed(frames: list[Any], _functions: list[Any]) -> list[Any]:
+    return frames
 
 
 # Types the pickler writes with rules of their own, whatever module data holds.
