@@ -9,6 +9,7 @@ retry policy's bounded number of attempts.
 from __future__ import annotations
 
 import collections
+import inspect
 import json
 import sys
 import threading
@@ -96,6 +97,17 @@ def error_info(e: BaseException) -> dict[str, Any]:
         "message": str(e),
         "traceback": "".join(traceback.format_exception(e)),
     }
+
+
+def _misfit(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``fn``'s signature refuses these arguments (read once a call raised TypeError)."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return True
+    except ValueError:  # a builtin without a signature: its TypeError is taken as any other
+        return False
+    return False
 
 
 def pack_call(args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None, retry: RetryPolicy | None) -> bytes:
@@ -450,6 +462,7 @@ class ProcedureExecutor:
         if count and not self._count_start(key, attempt):
             return
         started = time.perf_counter()
+        call: dict[str, Any] | None = None
         try:
             call = loads(args_blob)
             retry = call.get("retry") or DEFAULT_RETRY
@@ -459,7 +472,11 @@ class ProcedureExecutor:
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
             info = error_info(e)
-            again = retry.retries(e) and info["type"] not in retry.non_retryable and attempt < retry.maximum_attempts and not self._closed
+            misfit = isinstance(e, TypeError) and call is not None and _misfit(fn, call["args"], call["kwargs"])
+            if misfit:  # no attempt would take them: failed at once, not retried
+                info["message"] += " (the call's arguments do not fit the procedure's signature: not retried)"
+            again = (not misfit and retry.retries(e) and info["type"] not in retry.non_retryable
+                     and attempt < retry.maximum_attempts and not self._closed)
             if self.metrics is not None:
                 self.metrics.attempt(function, time.perf_counter() - started, "retry" if again else "failed")
             if again:

@@ -88,6 +88,15 @@ async def pays(tag: str, error: str) -> str:
 
 
 @workflow
+async def calls_with_wrong_arguments(tag: str) -> str:
+    """Calls ``flaky`` (which takes two arguments) with one: no attempt could take it."""
+    try:
+        return await procedure(flaky, tag)  # type: ignore[call-arg]
+    except ProcedureFailed as e:
+        return f"gave up: {e.error_type} after {e.attempts}: {e.error_message}"
+
+
+@workflow
 async def sleeper(seconds: float) -> float:
     start = now()
     await timer("wake", seconds)

@@ -69,6 +69,18 @@ def test_an_error_whose_class_or_base_is_non_retryable_is_not_tried_again(system
     assert flows.FLAKY_FAILS[tag] == attempts
 
 
+def test_a_call_whose_arguments_do_not_fit_the_procedure_fails_at_once(system, clock):
+    """A TypeError of the call itself (arguments the signature refuses) is not retried: no
+    attempt would take them. A TypeError raised inside the procedure is retried as any error."""
+    ref = system.start(flows.calls_with_wrong_arguments, "misfit")
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == (
+        "gave up: TypeError after 1: flaky() missing 1 required positional argument: 'fail_times' "
+        "(the call's arguments do not fit the procedure's signature: not retried)"
+    )
+    assert "misfit" not in flows.FLAKY_FAILS  # it never ran
+
+
 def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
     """A procedure's reply costs no commit of its own: one commit per step, the start's with the
     first."""
