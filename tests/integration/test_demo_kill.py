@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import random
 import re
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from examples import simulation
 from tests.integration.conftest import DemoDb
 
 ROOT = Path(__file__).resolve().parents[2]
-SEED = 7
+SEED = int(os.environ.get("ACTORFLOW_SEED", "7"))  # the world's, and when the kill lands
 
 
 class Demo:
@@ -85,7 +86,8 @@ def test_demo_recovers_everything_after_sigkill(durable_demo_db: DemoDb):
 
     first = Demo(db, duration=120, extra=clock)
     first.wait_for(r"^world running: \d+ directors started", timeout=90)
-    for _ in range(3):  # let the world run for a few seconds of real time (minutes of world time)
+    # Let the world run for a few seconds of real time (minutes of world time), then kill it.
+    for _ in range(random.Random(SEED).randint(1, 5)):
         first.wait_for(r"^world \d\d:\d\d:\d\d \| running", timeout=30)
     first.proc.send_signal(signal.SIGKILL)
     assert first.finish(timeout=30) == -signal.SIGKILL

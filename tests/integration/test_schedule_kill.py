@@ -56,7 +56,7 @@ def test_every_tick_starts_exactly_once_across_sigkills(
     backend: str, tmp_path: Path, request
 ) -> None:  # type: ignore[no-untyped-def]
     db = str(tmp_path / "wf.db") if backend == "sqlite" else request.getfixturevalue("pg_store_url")
-    rng = random.Random(36)
+    rng = random.Random(int(os.environ.get("ACTORFLOW_SEED", "36")))
     for n in range(KILLS):
         proc = _start(db, tmp_path, n)
         time.sleep(rng.uniform(0.3, 1.2))  # a few ticks, then a kill at a random moment of one
