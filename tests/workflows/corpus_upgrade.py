@@ -578,6 +578,87 @@ async def order(name):
         reason="the new code has no await signal 'step' #2 (it has: signal 'step' #1)",
     ),
     Pair(
+        "same_command_added_before", "an await of the same command added before it (its rank now names the one before)",
+        '''
+async def order(name):
+    a = await signal("s")
+    b = await signal("s")
+    return [a, b]
+''',
+        '''
+async def order(name):
+    first = await signal("s")
+    a = await signal("s")
+    b = await signal("s")
+    return [first, a, b]
+''',
+        [1], [2], moves=False,
+        reason="the awaits signal 's' up to it changed (one was added, removed or moved before it, or the code around one of them, an if or a case, changed), so the new code's signal 's' #2 may be another await than this one",
+    ),
+    Pair(
+        "identical_await_removed_before", "the first of three identical awaits removed (the next one's rank names the last)",
+        '''
+async def steps(name):
+    await signal("s")
+    log("one")
+    await signal("s")
+    log("two")
+    await signal("s")
+    log("three")
+    return "done"
+''',
+        '''
+async def steps(name):
+    log("one")
+    await signal("s")
+    log("two")
+    await signal("s")
+    log("three")
+    return "done"
+''',
+        [None], [None], moves=False,
+        reason="the awaits signal 's' up to it changed (one was added, removed or moved before it, or the code around one of them, an if or a case, changed), so the new code's signal 's' #2 may be another await than this one",
+    ),
+    Pair(
+        "same_command_in_a_new_branch_before", "the same await in a new if branch before its own",
+        '''
+async def route(name):
+    if name == "north":
+        await signal("s")
+    got = await signal("s")
+    return (name, got)
+''',
+        '''
+async def route(name):
+    if name == "south":
+        await signal("s")
+    if name == "north":
+        await signal("s")
+    got = await signal("s")
+    return (name, got)
+''',
+        [None], [1], moves=False,
+        reason="the awaits signal 's' up to it changed (one was added, removed or moved before it, or the code around one of them, an if or a case, changed), so the new code's signal 's' #2 may be another await than this one",
+    ),
+    Pair(
+        "assigned_on_every_path_now", "a local the old code assigned on some paths, assigned before the await on every path by the new",
+        '''
+async def tally(name):
+    if name == "south":
+        y = 2
+    await signal("go")
+    return y if name == "south" else 0
+''',
+        '''
+async def tally(name):
+    y = 2
+    await signal("go")
+    return y
+''',
+        [], [None], moves=False,
+        reason="local y is live there in the new code but has no value in this instance (the old code had not assigned it)",
+    ),
+    Pair(
         "loop_iterable_changed", "the for loop around the await iterates something else",
         '''
 async def route(name):

@@ -16,6 +16,8 @@ fingerprint); ``apply`` then rewrites the frames. Nothing is changed unless ever
 from __future__ import annotations
 
 import ast
+import bisect
+import copy
 import hashlib
 import re
 import traceback
@@ -23,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._scope import LOCAL, SYNTH
+from ._scope import LOCAL, SYNTH, arg_names
 
 POINT_FORMAT = 1  # the layout of a point record and of the internal slots it maps
 
@@ -64,6 +66,14 @@ class Point:
     # Of the live locals, those no run of this code can have assigned there (a read of one is an
     # UnboundLocalError): known for the loaded code only, never recorded.
     unset: frozenset[str] = frozenset()
+    # A digest of the awaits of the same command up to this one (each with the code around it,
+    # and the commands awaited between it and the one before): the rank names another await of
+    # the new code if one of those was added, removed or moved. "" where not recorded.
+    pre: str = ""
+    # The only await of its command in the function: then no rank can name another.
+    solo: bool = False
+    # Of the live locals, those every run of this code has assigned there (loaded code only).
+    must: frozenset[str] = frozenset()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -84,6 +94,10 @@ class Point:
             # the outermost statement around it began).
             r["own"] = [list(o) for o in self.owners]
             r["ua"] = self.uid_at
+        if self.pre:
+            r["pre"] = self.pre
+        if self.solo:
+            r["so"] = 1
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -110,6 +124,8 @@ class Point:
             uid_at=int(r.get("ua", 0)),
             compiler=str(r.get("cv", "")),
             bound=bound,
+            pre=str(r.get("pre", "")),
+            solo=bool(r.get("so", 0)),
         )
 
     def where(self) -> str:
@@ -202,10 +218,36 @@ def describe_points(
     ranks: dict[str, int] = {}
     seen: dict[tuple[int, int, int, int], int] = {}
     out: dict[int, Point] = {}
+    context = _Context(node)
+    # Per command: the awaits of it so far (their place), and the commands awaited since the last.
+    places: dict[str, list[str]] = {}
+    last: dict[str, tuple[int, int, int, int]] = {}  # per command: where its last await was
+    # Every statement of the function by where it starts, as text (its head: a compound one
+    # without the bodies it runs; awaits as their commands).
+    stmts = sorted((_pos(n), context.text(_head(n))) for n in ast.walk(node)
+                   if isinstance(n, ast.stmt) and n is not node)
+    starts = [p for p, _ in stmts]
+    counts: dict[str, int] = {}
+    for e in point_nodes.values():
+        c = command_of(e.value)
+        counts[c] = counts.get(c, 0) + 1
     for label in order:
         e = point_nodes[label]
         cmd = command_of(e.value)
         ranks[cmd] = ranks.get(cmd, 0) + 1
+        mine = places.setdefault(cmd, [])
+        # The statements between the await of this command before it and it (none counted
+        # before the first: code added earlier in the function, awaits of other commands
+        # included, moves nothing), and the code around it.
+        here = _pos(e)
+        if mine:
+            lo, hi = bisect.bisect_right(starts, last[cmd]), bisect.bisect_left(starts, here)
+            between = ",".join(t for _, t in stmts[lo:hi])
+        else:
+            between = ""
+        last[cmd] = here
+        mine.append(f"{hashlib.sha256(between.encode()).hexdigest()[:16]}|{context.of(e)}")
+        pre = hashlib.sha256("\n".join(mine).encode()).hexdigest()[:16]
         structure, owners, uid_at = shapes.get(label, ((), (), 0))
         stateful = [(k, d, u) for k, d, u in structure if k in _STRUCTURAL]
         pos = _pos(e)
@@ -226,6 +268,9 @@ def describe_points(
             bound=bound.get(pos),
             unset=(live.get(pos, frozenset()) - can_be_bound.get(pos, frozenset())) if not twice
             else frozenset(),
+            pre=pre,
+            solo=counts[cmd] == 1,
+            must=context.assigned_before(e, locals_),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -233,7 +278,119 @@ def describe_points(
 
 
 def _replace_live(p: Point, live: frozenset[str] | None) -> Point:
-    return Point(p.ident, p.line, p.path, p.uids, live, p.owners, p.uid_at, p.compiler, p.bound)
+    return Point(p.ident, p.line, p.path, p.uids, live, p.owners, p.uid_at, p.compiler, p.bound,
+                 pre=p.pre, solo=p.solo)
+
+
+class _Context:
+    """Where an await is, beyond its structure: the statement it is in and the ``if`` tests and
+    ``case`` patterns around it, as text in which every await shows as its command only (a
+    changed argument, a timer's wait, is not a move), and the locals assigned before it on
+    every path."""
+
+    def __init__(self, fn: ast.AsyncFunctionDef) -> None:
+        self.fn = fn
+        self.parent: dict[int, ast.AST] = {}
+        for n in ast.walk(fn):
+            for c in ast.iter_child_nodes(n):
+                self.parent[id(c)] = n
+        self._text: dict[int, str] = {}
+
+    def _chain(self, e: ast.AST) -> list[ast.AST]:
+        """``e`` and the nodes around it, innermost first, up to the function."""
+        out = [e]
+        while id(out[-1]) in self.parent and out[-1] is not self.fn:
+            out.append(self.parent[id(out[-1])])
+        return out
+
+    def of(self, e: ast.AST) -> str:
+        parts: list[str] = []
+        chain = self._chain(e)
+        own = next((n for n in chain if isinstance(n, ast.stmt)), None)
+        if own is not None:
+            parts.append(self._dump(_head(own)))
+        for inner, outer in zip(chain, chain[1:], strict=False):
+            if outer is own:
+                continue
+            if isinstance(outer, ast.If) and inner is not outer.test:
+                branch = "then" if any(inner is b for b in outer.body) else "else"
+                parts.append(f"if {self._dump(outer.test)} {branch}")
+            elif isinstance(outer, ast.match_case):
+                parts.append(f"case {self._dump(outer.pattern)}")
+            elif isinstance(outer, ast.Match) and isinstance(inner, ast.match_case):
+                parts.append(f"match {self._dump(outer.subject)}")
+        return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
+
+    def text(self, n: ast.AST | list[Any]) -> str:
+        return self._dump(n)
+
+    def _dump(self, n: ast.AST | list[Any]) -> str:
+        if isinstance(n, list):
+            return ";".join(self._dump(x) for x in n)
+        text = self._text.get(id(n))
+        if text is None:
+            masked = _MaskAwaits().visit(copy.deepcopy(n))
+            text = self._text[id(n)] = ast.dump(masked, include_attributes=False)
+        return text
+
+    def assigned_before(self, e: ast.AST, locals_: set[str]) -> frozenset[str]:
+        """The locals every path of the function assigns before ``e``: the parameters, and the
+        targets of the simple statements (assignments, imports) that come before it in each
+        statement list around it (not in a branch, a loop body or a try, which may not run)."""
+        names = set(arg_names(self.fn.args))
+        chain = self._chain(e)
+        for inner, outer in zip(chain, chain[1:], strict=False):
+            if not isinstance(outer, _BLOCKS):
+                continue
+            body = next((b for b in (getattr(outer, "body", None), getattr(outer, "orelse", None),
+                                     getattr(outer, "finalbody", None))
+                         if isinstance(b, list) and any(inner is x for x in b)), None)
+            if body is None:
+                continue
+            for stmt in body:
+                if stmt is inner:
+                    break
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and (
+                        not isinstance(stmt, ast.AnnAssign) or stmt.value is not None):
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    for t in targets:
+                        names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+                elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                    names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+                # A name deleted anywhere in it (a ``del``, the ``as`` name of an except clause,
+                # unbound as the clause ends) may be unbound after it.
+                for n in ast.walk(stmt):
+                    if isinstance(n, ast.Delete):
+                        names.difference_update(t.id for t in n.targets if isinstance(t, ast.Name))
+                    elif isinstance(n, ast.ExceptHandler) and n.name:
+                        names.discard(n.name)
+        return frozenset(names & locals_)
+
+
+_BLOCKS = (ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If,
+           ast.Try, ast.TryStar)
+
+
+def _head(stmt: ast.stmt) -> ast.AST | list[Any]:
+    """The part of a statement that holds an await in it, without the bodies it runs."""
+    if isinstance(stmt, (ast.If, ast.While)):
+        return stmt.test
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.target, stmt.iter]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return list(stmt.items)
+    if isinstance(stmt, ast.Match):
+        return stmt.subject
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return stmt.decorator_list
+    return stmt
+
+
+class _MaskAwaits(ast.NodeTransformer):
+    """An await as its command only (``<await timer 'rest'>``), whatever its arguments."""
+
+    def visit_Await(self, node: ast.Await) -> ast.AST:
+        return ast.Constant(f"<await {command_of(node.value)}>")
 
 
 def start_point(params: Iterable[str], compiler: str) -> Point:
@@ -852,6 +1009,13 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
         return
     fp.new = new
     reasons = fp.reasons
+    if old.pre and new.pre and old.pre != new.pre and not (old.solo and new.solo):
+        cmd = old.ident.rsplit(" #", 1)[0]
+        reasons.append(
+            f"the awaits {cmd} up to it changed (one was added, removed or moved before it, or the "
+            f"code around one of them, an if or a case, changed), so the new code's {new.ident} "
+            "may be another await than this one"
+        )
     if old.path != new.path:
         reasons.append(
             f"the constructs around it changed: {old.structure()} in the old code, "
@@ -878,7 +1042,9 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             # have assigned there and this run did not is this run's, not the edit's.)
             maybe = new.bound if new.bound is not None else new.live
             before = old.bound if old.bound is not None else frozenset()
-            unbound = sorted(n for n in (new.live & maybe) - before if LOCAL + n not in d)
+            # (every run of the new code has assigned ``new.must`` there: one this instance has
+            # no value for would be read unbound, which the new code never does)
+            unbound = sorted(n for n in (new.live & maybe) - (before - new.must) if LOCAL + n not in d)
             if unbound:
                 reasons.append(
                     f"local{'s' if len(unbound) > 1 else ''} {', '.join(unbound)} "
