@@ -98,9 +98,12 @@ class Activator:
                         self._stop_when_idle.discard(workflow_id)
                         # Not from its own thread (it would wait for itself): not awaited.
                         self._stop_locked(workflow_id, slot)
-            # Never stop the calling actor from its own thread: it would wait for itself.
+            # A message waiting for a slot takes the least recently used idle actor's, this one's
+            # too: stopped by a stop message, which it takes once this message is over (it is
+            # not waited for). Sparing it left a waiting message stuck while it was the only
+            # idle actor (max_live=1: an ask to another workflow never answered).
             if self._waiting:
-                self._drain_waiting_locked(exclude=workflow_id)
+                self._drain_waiting_locked()
         self._work.dec()
 
     def passivate_idle(self, older_than: float) -> int:
@@ -114,6 +117,8 @@ class Activator:
                     break  # the rest were used more recently
                 self._stop_locked(wid, slot)
                 n += 1
+            if n and self._waiting:
+                self._drain_waiting_locked()
         return n
 
     def passivate_where(self, stop: Callable[[str], bool]) -> int:
@@ -132,6 +137,8 @@ class Activator:
                     self._stop_locked(wid, slot)
                 else:
                     self._stop_when_idle.add(wid)
+            if self._waiting:
+                self._drain_waiting_locked()
         return len(ids)
 
     def close(self) -> None:
@@ -170,16 +177,15 @@ class Activator:
         else:
             _stop_ref(slot.ref)
 
-    def _evict_idle_locked(self, exclude: str | None = None) -> bool:
+    def _evict_idle_locked(self) -> bool:
         for wid in self._idle:  # least recently used first
-            if wid != exclude:
-                self._stop_locked(wid, self._live[wid])
-                return True
+            self._stop_locked(wid, self._live[wid])
+            return True
         return False
 
-    def _drain_waiting_locked(self, exclude: str | None = None) -> None:
+    def _drain_waiting_locked(self) -> None:
         while self._waiting:
-            if len(self._live) >= self.max_live and not self._evict_idle_locked(exclude):
+            if len(self._live) >= self.max_live and not self._evict_idle_locked():
                 return
             wid, messages = self._waiting.popitem(last=False)
             slot = self._live.get(wid) or self._activate_locked(wid)

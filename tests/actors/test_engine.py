@@ -219,3 +219,36 @@ def test_events_queued_before_a_stop_are_resolved_before_it(db, clock, held_comm
     assert not closer.is_alive()
     rec = record(db, ref.id)  # as the shutdown left it: no system has opened it since
     assert (rec.status, rec.step_seq) == ("completed", 3)
+
+
+def test_a_message_waiting_for_a_slot_takes_the_only_idle_actors_once_its_message_is_done():
+    """max_live=1: a message for ``b`` waits while ``a``'s actor is busy. When ``a``'s message is
+    done, ``a``'s actor, now the only idle one, is stopped (by a stop message it takes after)
+    and ``b``'s starts with the waiting message. Sparing the actor that just finished left the
+    message waiting for good: an ask to ``b`` was never answered."""
+    from actors._activator import Activator
+    from actors._work import WorkCounter
+
+    told: list[tuple[str, str]] = []
+    stopped: list[str] = []
+
+    class Ref:
+        def __init__(self, wid: str) -> None:
+            self.wid = wid
+
+        def tell(self, message: str) -> None:
+            told.append((self.wid, message))
+
+        def stop(self, block: bool = True) -> None:
+            stopped.append(self.wid)
+
+    work = WorkCounter()
+    act = Activator(Ref, 1, work)  # type: ignore[arg-type]
+    act.deliver("a", "ask a")
+    act.deliver("b", "ask b")
+    assert told == [("a", "ask a")] and act.queued() == 2
+    act.done("a")
+    assert stopped == ["a"] and told == [("a", "ask a"), ("b", "ask b")]
+    assert act.live_count() == 1 and not act.has_waiting()
+    act.done("b")
+    assert work.count == 0
