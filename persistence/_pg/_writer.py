@@ -64,6 +64,10 @@ from persistence._writer import Writer
 
 # Reconnecting after a lost connection: attempts, and the pause before each (seconds).
 RECONNECTS = (0.0, 0.1, 0.5, 1.0, 2.0, 5.0)
+# Sessions asked, one after another, whether a COMMIT whose answer was lost committed: each may
+# be lost too (a server restarting, sessions being terminated); the answer is the server's to
+# give, so it is asked again rather than the batch failed as unknown.
+COMMIT_LOOKUPS = 20
 # How long a transaction whose COMMIT's answer was lost may stay "in progress" on the server (its
 # session has not ended yet) before its outcome is called unknown (seconds).
 OUTCOME_WAIT = 10.0
@@ -544,7 +548,7 @@ class PgWriter(Writer):
         token = self._token
         self._commit_sent = False
         committed: bool | None = None
-        for _ in RECONNECTS:
+        for _ in range(COMMIT_LOOKUPS):
             try:
                 self._reconnect(cause)
             except BaseException:  # noqa: BLE001 - the server stays away: it cannot tell
