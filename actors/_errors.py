@@ -112,8 +112,9 @@ class AskFailed(ActorSystemError):
         self.workflow_id = workflow_id
         self.name = name
         self.ask_id = ask_id
-        self.error_type = error_type
-        self.error_message = error_message
+        # Always stored with a reply's error (typed so); "" where a row had none.
+        self.error_type: str = error_type or ""
+        self.error_message: str = error_message or ""
         self.error = error
         super().__init__(
             f"ask {name!r} (id {ask_id!r}) to workflow {workflow_id!r} was refused: "

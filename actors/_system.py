@@ -744,8 +744,6 @@ class ActorSystem:
             blob = dumps(payload)
         except Exception as e:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
-        if kind == SIGNAL and self._rt.metrics is not None:
-            self._rt.metrics.signal_sent("client")
         try:
             if kind == SIGNAL and self._rt.owns(workflow_id):
                 # Handed to the workflow's actor, which makes it durable (consumed by the step it
@@ -754,10 +752,12 @@ class ActorSystem:
                 with handing_off():
                     self._rt.activator.deliver(workflow_id, msg)
                     msg.reply.result(self._rt.commit_timeout)
-                return
-            written = self._rt.store.submit_append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
-            self._rt.after_commit(written, self._wake_after)
-            written.result(self._rt.commit_timeout)
+            else:
+                written = self._rt.store.submit_append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
+                self._rt.after_commit(written, self._wake_after)
+                written.result(self._rt.commit_timeout)
+            if kind == SIGNAL and self._rt.metrics is not None:
+                self._rt.metrics.signal_sent("client")  # (once it is durable: a refused one is not sent)
         except UnknownWorkflowId:
             raise self._unknown(workflow_id) from None
         except WorkflowFinished as e:

@@ -330,6 +330,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         rec = _record_or_fail(store, args.id, _shown(args.db))
         ask_id = args.ask_id or _talk.new_ask_id()
         row = store.ask(rec.id, ask_id)
+        if row is not None and row.name != args.name:
+            raise CliError(
+                f"ask id {ask_id} of {rec.id} was used for an ask {row.name!r}, not {args.name!r}: an ask "
+                f"id names one ask; leave --ask-id out for a new one"
+            )
         if row is None:
             check_request(store, rec, "ask", args.name)
             _warn_if_never_awaited(rec, args.name, "a request")

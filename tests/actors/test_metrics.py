@@ -11,7 +11,7 @@ prometheus_client = pytest.importorskip("prometheus_client")
 
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
-from actors import ActorSystem, Status  # noqa: E402
+from actors import ActorSystem, Status, WorkflowNotRunning  # noqa: E402
 from actors.testing import VirtualClock  # noqa: E402
 
 from . import metric_flows, talk_flows  # noqa: E402
@@ -60,6 +60,9 @@ def test_a_scrape_after_a_known_workload_has_exactly_the_expected_counts(db: str
         assert value("actorflow_steps_total", type=ORDER) == steps[ORDER]
         assert value("actorflow_steps_total", type=DOOMED) == steps[DOOMED]
         assert value("actorflow_step_duration_seconds_count", type=ORDER) == steps[ORDER]
+        assert value("actorflow_signals_sent_total", source="client") == 3
+        with pytest.raises(WorkflowNotRunning):  # refused: not sent
+            system.get(system.workflows(type=DOOMED)[0].id).signal("go", 1)
         assert value("actorflow_signals_sent_total", source="client") == 3
         assert value("actorflow_timers_fired_total") == 3
         assert value("actorflow_timer_lateness_seconds_count") == 3

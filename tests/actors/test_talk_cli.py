@@ -29,6 +29,8 @@ def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F81
         assert (code, out.strip()) == (0, "70"), err
         code, out, _ = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "cli-1")
         assert (code, out.strip()) == (0, "70")  # asked again by id: the stored reply
+        code, out, err = wf(capsys, "ask", "acct", "deposit", "30", "--db", db, "--ask-id", "cli-1")
+        assert (code, out) == (1, "") and "was used for an ask 'withdraw', not 'deposit'" in err  # one ask per id
         code, out, err = wf(capsys, "ask", "acct", "withdraw", "1000", "--db", db)
         assert code == 1 and "insufficient funds: balance 70, asked 1000" in err
         code, out, err = wf(capsys, "ask", "acct", "deposit", "5", "--db", db, "--timeout", "0.3")

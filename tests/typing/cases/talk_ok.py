@@ -52,7 +52,8 @@ def main() -> None:
             assert_type(left, Any)
         except AskFailed as e:
             assert_type(e.error, BaseException | None)
-            assert_type(e.error_message, str | None)
+            assert_type(e.error_message, str)
+            assert_type(e.error_type, str)
         except WorkflowNotRunning as e:
             assert_type(e.status, str)
         try:
