@@ -126,7 +126,7 @@ def start_ask(
         raise TypeError(f"ask() ask_id must be a non-empty string or None, got {ask_id!r}")
     check_text(ask_id, "ask() ask_id")
     try:
-        blob = dumps(Request(name, payload, ask_id))
+        blob = dumps(Request(name, payload, ask_id, workflow_id))
     except Exception as e:
         raise TypeError(f"ask {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
     rt = sysm._rt

@@ -26,13 +26,14 @@ class Request:
     Answer it with ``reply(req, value)`` or ``reply(req, error=exc)``, once.
     """
 
-    __slots__ = ("_replied", "id", "name", "payload")
+    __slots__ = ("_replied", "_to", "id", "name", "payload")
 
-    def __init__(self, name: str, payload: Any, id: str) -> None:
+    def __init__(self, name: str, payload: Any, id: str, to: str | None = None) -> None:
         self.name = name
         self.payload = payload
         self.id = id
         self._replied = False
+        self._to = to  # the workflow it was asked of: the one whose reply answers it
 
     def __repr__(self) -> str:
         return f"Request({self.name!r}, {self.payload!r}, id={self.id!r})"
@@ -43,11 +44,12 @@ class Request:
     def __hash__(self) -> int:
         return hash((self.name, self.id))
 
-    def __getstate__(self) -> tuple[str, Any, str, bool]:
-        return (self.name, self.payload, self.id, self._replied)
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (self.name, self.payload, self.id, self._replied, self._to)
 
-    def __setstate__(self, state: tuple[str, Any, str, bool]) -> None:
-        self.name, self.payload, self.id, self._replied = state
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        self.name, self.payload, self.id, self._replied = state[:4]
+        self._to = state[4] if len(state) > 4 else None
 
 
 def request(name: str) -> RequestCommand:
@@ -76,6 +78,12 @@ def reply(req: Request, value: Any = None, *, error: BaseException | None = None
         raise TypeError(f"reply() error= must be an exception, got {error!r}")
     if error is not None and value is not None:
         raise TypeError(f"reply({req.name!r}) takes a value or error=, not both")
+    if req._to is not None and req._to != ctx.workflow_id:
+        raise WorkflowError(
+            f"request {req.name!r} (ask {req.id!r}) was asked of workflow {req._to!r}, and only its "
+            f"reply answers it (this is {ctx.workflow_id!r}); send the answer back to {req._to!r} "
+            f"and reply there"
+        )
     if req._replied:
         raise WorkflowError(
             f"request {req.name!r} (ask {req.id!r}) was answered already; each request is "

@@ -137,7 +137,7 @@ class WorkflowHarness:
         takes it as a ``Request`` (its replies are ``Reply`` values among ``effects``). None if
         the workflow does not await that request now."""
         self._check_running("ask")
-        return self._offer(Arrival(REQUEST, name, value=Request(name, payload, ask_id)))
+        return self._offer(Arrival(REQUEST, name, value=Request(name, payload, ask_id, self.workflow_id)))
 
     def fire_timer(self, name: str) -> StepResult | None:
         """Fire the armed timer ``name`` as the runtime would; None if no such timer is armed."""

@@ -13,6 +13,7 @@ from workflows import (
     reply,
     request,
     select,
+    send,
     signal,
     workflow,
 )
@@ -136,3 +137,18 @@ async def replies_a_set() -> None:
     req = await request("q")
     reply(req, {1, 2})
     await signal("stop")
+
+
+@workflow
+async def router() -> str:
+    """Hands the Request it was asked to another workflow, which cannot answer it."""
+    req = await request("job")
+    send("worker", "job", req)
+    return "routed"
+
+
+@workflow
+async def worker() -> str:
+    req = await signal("job")
+    reply(req, f"worker did {req.payload}")
+    return "replied"

@@ -323,3 +323,17 @@ def test_ask_refuses_a_timeout_that_is_not_seconds_before_it_sends_anything(syst
     with pytest.raises(ValueError, match=r"ask_async\(\) timeout must be"):
         asyncio.run(ref.ask_async("question", timeout=bad))
     assert system._rt.store.read_table("SELECT ask_id FROM asks") == []  # nothing was sent
+
+
+def test_a_reply_from_another_workflow_than_the_one_asked_is_refused_at_that_line(system):
+    """Only the workflow an ask was made of answers it: another one given its Request (by send)
+    gets a WorkflowError at its reply(), where it can see it, instead of a reply that no asker
+    ever got."""
+    worker = system.start(tf.worker, id="worker")
+    router = system.start(tf.router, id="router")
+    with pytest.raises(WorkflowNotRunning, match="cannot answer ask 'job'"):  # the router ended unanswered
+        router.ask("job", 7, timeout=T, ask_id="J")
+    system.idle(timeout=T)
+    with pytest.raises(WorkflowFailed, match=r"request 'job' \(ask 'J'\) was asked of workflow 'router', "
+                       r"and only its reply answers it \(this is 'worker'\); send the answer back"):
+        worker.result(timeout=T)
