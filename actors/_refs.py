@@ -202,6 +202,10 @@ class WorkflowRef(Generic[R]):
         """``history`` for asyncio code, without blocking the loop."""
         return await self._system._aio.run(self._system._closed_error, self.history, limit, before)
 
+    async def debug_send_signal_async(self, name: str, payload: Any = None) -> None:
+        """``debug_send_signal`` for asyncio code, without blocking the loop."""
+        await self._system._aio.run(self._system._closed_error, self.debug_send_signal, name, payload)
+
     async def debug_fire_timer_async(self, name: str, timeout: float = 30.0) -> None:
         """``debug_fire_timer`` for asyncio code, without blocking the loop."""
         await self._system._aio.run(self._system._closed_error, self.debug_fire_timer, name, timeout)

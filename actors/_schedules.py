@@ -167,6 +167,12 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
         raise ValueError(
             f"{where}: timezone= must be a zone name such as 'Europe/Paris', got {timezone!r}"
         )
+    if every is not None and timezone != "UTC":
+        raise ValueError(
+            f"{where}: timezone={timezone!r} does nothing with every= (its ticks are whole "
+            f"multiples of {every!r} s since the epoch, in UTC); leave timezone= out, or give "
+            f"the times of day as cron= in that zone (cron='0 0 * * *', timezone={timezone!r})"
+        )
     try:
         zone = ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError) as e:

@@ -484,6 +484,23 @@ class ActorSystem:
         )
         return ref
 
+    async def start_many_async(
+        self,
+        wf: WorkflowFunction[..., R],
+        args: list[tuple[Any, ...]],
+        *,
+        ids: list[str] | None = None,
+        test_mode: bool = False,
+        reuse_id: bool = False,
+    ) -> list[WorkflowRef[R]]:
+        """``start_many`` for asyncio code: the refs, once the starts are durable, without
+        blocking the loop (the write waits for its commit on the system's executor)."""
+        refs: list[WorkflowRef[R]] = await self._aio.run(
+            self._closed_error,
+            lambda: self.start_many(wf, args, ids=ids, test_mode=test_mode, reuse_id=reuse_id),
+        )
+        return refs
+
     def start_many(
         self,
         wf: WorkflowFunction[..., R],

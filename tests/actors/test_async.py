@@ -314,5 +314,9 @@ def test_the_other_blocking_calls_have_async_twins_that_answer_as_they_do(
         assert await system.prune_async(older_than=60) == 1
         with pytest.raises(UnknownWorkflow):  # pruned, as get() raises
             await system.get_async("s")
+        many = await system.start_many_async(listener, [(), ()], ids=["m1", "m2"], test_mode=True)
+        assert [r.id for r in many] == ["m1", "m2"]
+        await many[0].debug_send_signal_async("go", "hello")
+        assert await many[0].result_async(timeout=T) == "hello"
 
     serve(main)

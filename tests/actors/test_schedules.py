@@ -256,6 +256,8 @@ def test_schedule_checks_its_arguments_and_updates_unschedules_and_lists(db: str
             system.schedule("bad", report, "x", every=0)
         with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
             system.schedule("bad", report, "x", cron="0 2 * * *", timezone="Mars/Olympus")
+        with pytest.raises(ValueError, match=r"timezone='Europe/Paris' does nothing with every= .*cron="):
+            system.schedule("daily", report, "x", every=86400, timezone="Europe/Paris")
         with pytest.raises(ValueError, match="overlap= must be one of 'skip', 'allow'"):
             system.schedule("bad", report, "x", every=60, overlap="queue")
         with pytest.raises(ValueError, match="catchup= must be one of 'latest', 'all', 'none'"):
