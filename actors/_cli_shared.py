@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,22 @@ def _signal_names_of(key: str) -> frozenset[str] | None:
     except (OSError, UnicodeDecodeError):
         return None
     return names_in_source(source, qualname)
+
+
+def why_missing(store: Store, wid: str) -> str:
+    """Why ``store`` holds no workflow ``wid``: its tombstone if it was pruned (its type, how it
+    ended, when it was pruned), else whether the file ever pruned any."""
+    stone = store.tombstone(wid)
+    if stone is not None:
+        return (
+            f"it ({stone.type}) ended {stone.status} at {_utc(stone.ended_at)} and was pruned at "
+            f"{_utc(stone.pruned_at)}, with its result and history"
+        )
+    pruned = store.pruned_total()
+    if pruned:
+        return f"it never existed, or it finished and was pruned after its retention ({pruned:,} pruned so far)"
+    return "it never existed (nothing was ever pruned from this database); check the id"
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))

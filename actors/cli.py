@@ -43,6 +43,7 @@ from ._cli_shared import (
     _signal_names_of,
     check_request,
     owner_of,
+    why_missing,
 )
 from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
 from ._info import info_from_record, waiting_text
@@ -75,13 +76,8 @@ def _jsonable(v: Any) -> Any:
 def _record_or_fail(store: Store, wid: str, db: str) -> Any:
     rec = store.load_workflow(wid)
     if rec is None:
-        pruned = store.pruned_total()
-        why = (
-            f"it never existed, or it finished and was pruned after its retention ({_count(pruned)} "
-            f"pruned from this file so far)" if pruned else
-            "it never existed (no finished workflow was ever pruned from this file); check the id"
-        )
-        raise CliError(f"no workflow with id {wid!r} in {db}: {why}. List them with `wf list --db {db}`")
+        raise CliError(f"no workflow with id {wid!r} in {db}: {why_missing(store, wid)}. List them with "
+                       f"`wf list --db {db}`")
     return rec
 
 

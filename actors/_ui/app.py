@@ -342,9 +342,7 @@ def create_app(store: Store, db: str, *, read_only: bool = False,
             older = 0
         page = await in_thread(functools.partial(data.workflow_page, ui.store, wid, older=older))
         if page is None:
-            pruned = await in_thread(ui.store.pruned_total)
-            why = (f"it never existed, or it finished and was pruned after its retention ({pruned:,} pruned so far)"
-                   if pruned else "it never existed (nothing was ever pruned from this database); check the id")
+            why = await in_thread(cli.why_missing, ui.store, wid)
             return ui.error(404, "No such workflow", f"no workflow with id {wid!r} in {ui.shown_db}: {why}.")
         names = await in_thread(cli._signal_names_of, page["type"])
         return ui.page("workflow.html", w=page, now=page["now"],

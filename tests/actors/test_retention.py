@@ -363,7 +363,10 @@ def test_wf_prune_on_a_file_no_system_owns(db, capsys) -> None:
     with ActorSystem(db) as system:
         assert [w.id for w in system.workflows()] == [running.id]
     code, _, err = wf(capsys, "show", refs[0].id, "--db", db)
-    assert code == 1 and "pruned after its retention (3 finished workflows pruned from this file so far)" in err
+    # What its tombstone keeps: its type, how it ended, when it was pruned (as system.get says).
+    assert code == 1 and f"it ({quick.__workflow_key__}) ended completed at " in err and " was pruned at " in err
+    code, _, err = wf(capsys, "show", "never-was", "--db", db)
+    assert code == 1 and "it never existed, or it finished and was pruned after its retention (3 pruned so far)" in err
 
 
 def test_wf_prune_measures_a_file_ahead_of_the_wall_clock_from_its_newest_finish(db, capsys) -> None:
