@@ -67,8 +67,8 @@ class Point:
     # UnboundLocalError): known for the loaded code only, never recorded.
     unset: frozenset[str] = frozenset()
     # A digest of the awaits of the same command up to this one (each with the code around it,
-    # and the commands awaited between it and the one before): the rank names another await of
-    # the new code if one of those was added, removed or moved. "" where not recorded.
+    # and the statements between it and the one before): the rank names another await of the
+    # new code if one of those was added, removed or moved. "" where not recorded.
     pre: str = ""
     # The only await of its command in the function: then no rank can name another.
     solo: bool = False
@@ -239,7 +239,7 @@ def describe_points(
         # The statements between the await of this command before it and it (none counted
         # before the first: code added earlier in the function, awaits of other commands
         # included, moves nothing), and the code around it.
-        here = _pos(e)
+        here = pos = _pos(e)
         if mine:
             lo, hi = bisect.bisect_right(starts, last[cmd]), bisect.bisect_left(starts, here)
             between = ",".join(t for _, t in stmts[lo:hi])
@@ -250,7 +250,6 @@ def describe_points(
         pre = hashlib.sha256("\n".join(mine).encode()).hexdigest()[:16]
         structure, owners, uid_at = shapes.get(label, ((), (), 0))
         stateful = [(k, d, u) for k, d, u in structure if k in _STRUCTURAL]
-        pos = _pos(e)
         # An await lowered twice (never, today) would have two labels for one place: neither
         # can be told apart from the other, so neither moves automatically.
         twice = pos in seen
@@ -308,25 +307,22 @@ class _Context:
         chain = self._chain(e)
         own = next((n for n in chain if isinstance(n, ast.stmt)), None)
         if own is not None:
-            parts.append(self._dump(_head(own)))
+            parts.append(self.text(_head(own)))
         for inner, outer in zip(chain, chain[1:], strict=False):
             if outer is own:
                 continue
             if isinstance(outer, ast.If) and inner is not outer.test:
                 branch = "then" if any(inner is b for b in outer.body) else "else"
-                parts.append(f"if {self._dump(outer.test)} {branch}")
+                parts.append(f"if {self.text(outer.test)} {branch}")
             elif isinstance(outer, ast.match_case):
-                parts.append(f"case {self._dump(outer.pattern)}")
+                parts.append(f"case {self.text(outer.pattern)}")
             elif isinstance(outer, ast.Match) and isinstance(inner, ast.match_case):
-                parts.append(f"match {self._dump(outer.subject)}")
+                parts.append(f"match {self.text(outer.subject)}")
         return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
 
     def text(self, n: ast.AST | list[Any]) -> str:
-        return self._dump(n)
-
-    def _dump(self, n: ast.AST | list[Any]) -> str:
         if isinstance(n, list):
-            return ";".join(self._dump(x) for x in n)
+            return ";".join(self.text(x) for x in n)
         text = self._text.get(id(n))
         if text is None:
             masked = _MaskAwaits().visit(copy.deepcopy(n))
