@@ -28,7 +28,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from persistence import PersistenceError, dumps, loads
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 OVERLAP = ("skip", "allow")
 CATCHUP = ("latest", "all", "none")
+Overlap = Literal["skip", "allow"]
+Catchup = Literal["latest", "all", "none"]
 # Ticks that fell due before the driver began were missed (the system was down): ``catchup``
 # applies to them. But the one tick of a downtime shorter than this (system clock seconds: a
 # restart, a change of leader) is started even under ``"none"``.

@@ -47,7 +47,7 @@ from ._refs import _REF_TOKEN, WorkflowRef
 from ._requests import Requests
 from ._retention import Retention, check_seconds
 from ._runtime import Runtime
-from ._schedules import ScheduleInfo, Schedules
+from ._schedules import Catchup, Overlap, ScheduleInfo, Schedules
 from ._writes import new_workflow_record
 
 R = TypeVar("R")
@@ -681,9 +681,63 @@ class ActorSystem:
         """``prune`` for asyncio code, without blocking the loop."""
         return await self._aio.run(self._closed_error, self.prune, older_than)
 
-    async def schedule_async(self, id: str, wf: WorkflowFunction[..., Any], /, *args: Any, **options: Any) -> ScheduleInfo:
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[], Any], /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[A1], Any], a1: A1, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[A1, A2], Any], a1: A1, a2: A2, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3], Any], a1: A1, a2: A2, a3: A3, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4], Any], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[..., Any], a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, /, *args: Any,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+
+    async def schedule_async(
+        self, id: str, wf: WorkflowFunction[..., Any], /, *args: Any,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo:
         """``schedule`` for asyncio code, without blocking the loop (the same options)."""
-        return await self._aio.run(self._closed_error, self.schedule, id, wf, *args, **options)
+        return await self._aio.run(
+            self._closed_error, self._schedule, id, wf, args, cron, every, timezone, overlap, catchup)
 
     async def schedules_async(self) -> list[ScheduleInfo]:
         """``schedules`` for asyncio code, without blocking the loop."""
@@ -785,17 +839,59 @@ class ActorSystem:
         if written.exception() is None:
             self._rt.wake([written.result()])
 
+    @overload
     def schedule(
-        self,
-        id: str,
-        wf: WorkflowFunction[..., Any],
-        /,
-        *args: Any,
-        cron: str | None = None,
-        every: float | None = None,
-        timezone: str = "UTC",
-        overlap: str = "skip",
-        catchup: str = "latest",
+        self, id: str, wf: WorkflowFunction[[], Any], /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[[A1], Any], a1: A1, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[[A1, A2], Any], a1: A1, a2: A2, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3], Any], a1: A1, a2: A2, a3: A3, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4], Any], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+    @overload
+    def schedule(
+        self, id: str, wf: WorkflowFunction[..., Any], a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, /, *args: Any,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
+    ) -> ScheduleInfo: ...
+
+    def schedule(
+        self, id: str, wf: WorkflowFunction[..., Any], /, *args: Any,
+        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo:
         """Start ``wf(*args)`` at each tick of ``cron`` (in ``timezone``) or every ``every``
         seconds, as the workflow ``f"{id}@{tick}"`` (tick in ISO 8601 UTC); stored, so it goes on
@@ -803,6 +899,12 @@ class ActorSystem:
         the previous run still runs (``"allow"``: it does not); after downtime
         ``catchup="latest"`` starts the latest missed tick only (``"all"``, ``"none"``).
         Scheduling an id again updates it. An invalid expression raises ``ValueError``."""
+        return self._schedule(id, wf, args, cron, every, timezone, overlap, catchup)
+
+    def _schedule(
+        self, id: str, wf: WorkflowFunction[..., Any], args: tuple[Any, ...], cron: str | None,
+        every: float | None, timezone: str, overlap: str, catchup: str,
+    ) -> ScheduleInfo:
         self._check_open()
         return self._schedules.schedule(id, wf, args, cron, every, timezone, overlap, catchup)
 

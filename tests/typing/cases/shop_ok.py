@@ -10,7 +10,7 @@ import datetime
 import pathlib
 from typing import Any, assert_type
 
-from actors import ActorSystem, WorkflowRef
+from actors import ActorSystem, ScheduleInfo, WorkflowRef
 from workflows import (
     ChildFailed,
     Event,
@@ -112,6 +112,7 @@ def main() -> None:
         assert_type(system.start(pack, 1, "tin", id="p1", test_mode=True), WorkflowRef[list[int]])
         assert_type(system.get("p1"), WorkflowRef[Any])
         assert_type(system.start_many(pack, [(1,), (2, "bag")]), list[WorkflowRef[list[int]]])
+        assert_type(system.schedule("tins", pack, 1, every=3600, catchup="none"), ScheduleInfo)
         try:
             ref.result(timeout=5)
         except WorkflowFailed as e:
@@ -129,3 +130,4 @@ async def serve(system: ActorSystem) -> None:
     assert_type(await system.broadcast_async("weather", "north", "rain"), int)
     assert_type(await system.idle_async(timeout=5), None)
     assert_type(await system.start_async(pack, 2), WorkflowRef[list[int]])
+    assert_type(await system.schedule_async("nightly", pack, 1, "tin", cron="0 3 * * *", overlap="allow"), ScheduleInfo)

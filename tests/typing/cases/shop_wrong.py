@@ -63,6 +63,10 @@ def main() -> None:
         ref = system.start(checkout, "o", 5)
         total: int = ref.result(timeout=5)  # E: [assignment] expression has type "str", variable has type "int"
         system.start(checkout, "o", 5, test_mode="no")  # E: [call-arg] Unexpected keyword argument "test_mode" for "start" of "ActorSystem"
+        system.schedule("s1", checkout, "o", "five", every=60)  # E: [arg-type] expected "WorkflowFunction[[str, str], Any]"
+        system.schedule("s2", checkout, "o", every=60)  # E: [arg-type] expected "WorkflowFunction[[str], Any]"
+        system.schedule("s3", checkout, "o", 5, evry=60)  # E: [call-overload] Unexpected keyword argument "evry"  # E: [call-overload] No overload variant of "schedule" of "ActorSystem" matches
+        system.schedule("s4", checkout, "o", 5, every=60, overlap="sometimes")  # E: [call-overload] No overload variant of "schedule" of "ActorSystem" matches
 
 
 async def serve(system: ActorSystem) -> None:
@@ -71,3 +75,5 @@ async def serve(system: ActorSystem) -> None:
     total: int = await ref.result_async()  # E: [assignment] expression has type "str", variable has type "int"
     await ref.signal_async(5)  # E: [arg-type] Argument 1 to "signal_async" of "WorkflowRef" has incompatible type "int"; expected "str"
     ref.result_async()  # E: [unused-coroutine] Value of type "Coroutine[Any, Any, str]" must be used
+    await system.schedule_async("s5", checkout, "o", "five", every=60)  # E: [arg-type] expected "WorkflowFunction[[str, str], Any]"
+    await system.schedule_async("s6", checkout, "o", 5, every="60")  # E: [call-overload] No overload variant of "schedule_async" of "ActorSystem" matches
