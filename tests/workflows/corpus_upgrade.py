@@ -708,6 +708,58 @@ async def tally(name):
         reason="the statement at line 3 is half evaluated across the await (a value computed before it is kept for after it), and that statement changed",
     ),
     Pair(
+        "half_evaluated_in_new_code_only", "an awaited value used where it is awaited, in a statement that keeps a value computed before the await",
+        '''
+async def collect(name):
+    out = []
+    for i in range(2):
+        v = await signal("n")
+        out.append(v)
+    return out
+''',
+        '''
+async def collect(name):
+    out = []
+    for i in range(2):
+        out.append(await signal("n"))
+    return out
+''',
+        [1], [2], moves=False,
+        reason="the statement at line 5 of the new code is half evaluated across the await (a value computed before it is kept for after it), which the old code did not keep",
+    ),
+    Pair(
+        "comprehension_wrapped_in_a_call", "a comprehension that awaits passed to a call (the function is kept across the await)",
+        '''
+async def tally(name):
+    res = [await procedure(visit, s) for s in ["a", "bb"]]
+    return res
+''',
+        '''
+async def tally(name):
+    res = sorted([await procedure(visit, s) for s in ["a", "bb"]])
+    return res
+''',
+        [], [], moves=False,
+        reason="the statement at line 3 of the new code is half evaluated across the await (a value computed before it is kept for after it), which the old code did not keep",
+    ),
+    Pair(
+        "with_context_changed", "the context expression of the with block around the await changed",
+        '''
+async def guarded(name):
+    with Guard(name) as g:
+        first = await signal("a")
+    return [first, g.name]
+''',
+        '''
+async def guarded(name):
+    with Guard(name.upper()) as g:
+        first = await signal("a")
+    return [first, g.name]
+''',
+        [], [], moves=False,
+        reason="the constructs around it changed: with Guard(name) as g in the old code, with Guard(name.upper()) as g in the new",
+    ),
+    Pair(
         "finally_running_return", "suspended in a finally that a return is running",
         '''
 async def closing(name):

@@ -19,7 +19,7 @@ import copy
 import sys
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._scope import (
     COMPS,
@@ -38,6 +38,9 @@ from ._scope import (
     rt_call,
     target_names,
 )
+
+if TYPE_CHECKING:
+    from ._upgrade import Shape
 
 
 class Handler(IntEnum):
@@ -204,7 +207,14 @@ class Emitter:
         # the uid counter when each began, and per resume point the snapshot of both.
         self.structure: list[tuple[str, str, int]] = []
         self.owners: list[tuple[ast.AST, int]] = []
-        self.shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], tuple[tuple[ast.AST, int], ...], int]] = {}
+        self.shapes: dict[int, Shape] = {}
+        # The temporaries holding a value now (assigned, their reference not yet emitted), in
+        # the order of emission; per resume point, those kept across its await (in ``shapes``). The result of
+        # a branching expression (and/or, a conditional, a chained comparison) is assigned in
+        # several places: it holds a value once all of them join (``joined``).
+        self.holding: dict[str, None] = {}
+        self.joining: set[str] = set()
+        self.aside: set[int] = set()
 
     # -- labels and blocks
 
@@ -245,6 +255,13 @@ class Emitter:
             # Unreachable code (after a return/raise/leap): keep it in a block nobody enters.
             self.start(self.new_label())
         fill_locations(s, self.src)
+        for n in ast.walk(s):
+            if isinstance(n, ast.Name) and n.id.startswith("_af_t"):
+                if isinstance(n.ctx, ast.Store):
+                    if n.id not in self.joining:
+                        self.holding[n.id] = None
+                elif id(n) not in self.peeks and id(n) not in self.aside:  # its single use
+                    self.holding.pop(n.id, None)
         self.blocks[self.cur].stmts.append(s)
         if isinstance(s, (ast.Return, ast.Raise)):
             self.ended = True
@@ -262,6 +279,17 @@ class Emitter:
         """Store ``value`` in a fresh temporary now; return a (single-use) reference to it."""
         name = f"_af_t{self.uid()}"
         self.emit(ast.Assign([ast.Name(name, ast.Store())], value))
+        return ast.Name(name, ast.Load())
+
+    def _joined(self) -> str:
+        """A temporary that the branches of an expression assign, each its own way."""
+        name = f"_af_t{self.uid()}"
+        self.joining.add(name)
+        return name
+
+    def _join(self, name: str) -> ast.Name:
+        """Where the branches assigning ``name`` join: it holds a value from here."""
+        self.holding[name] = None
         return ast.Name(name, ast.Load())
 
     def peek(self, ref: ast.Name) -> ast.Name:
@@ -851,7 +879,9 @@ class Emitter:
         that it does not stay on the frame (and in later checkpoints) after the chain."""
         if not kept or not isinstance(right, ast.Name) or not right.id.startswith("_af_t"):
             return []
-        return [ast.Expr(ast.Name(right.id, ast.Load()))]
+        taken = ast.Name(right.id, ast.Load())
+        self.aside.add(id(taken))  # on the way out of the chain only: the next link holds it
+        return [ast.Expr(taken)]
 
     def expr(self, e: ast.expr) -> ast.expr:
         """Lower ``e``; returns an expression valid after the statements emitted so far."""
@@ -875,7 +905,7 @@ class Emitter:
         text = getattr(e, "_af_text", None) or self.source_of(e)
         self.points[resume] = (e.lineno, text)
         self.point_nodes[resume] = e
-        self.shapes[resume] = (tuple(self.structure), tuple(self.owners), self.uid_n)
+        self.shapes[resume] = (tuple(self.structure), tuple(self.owners), self.uid_n, frozenset(self.holding))
         self.start_at(resume)
         return frame_attr("_af_sent")
 
@@ -1021,11 +1051,11 @@ class Emitter:
         return self.rw(e)  # type: ignore[no-any-return]
 
     def ex_BoolOp(self, e: ast.BoolOp) -> ast.expr:
-        name = f"_af_t{self.uid()}"
+        name = self._joined()
         end = self.new_label()
         self._boolop_into(e, name, end, end, False)
         self.start_at(end)
-        return ast.Name(name, ast.Load())
+        return self._join(name)
 
     def _boolop_into(self, e: ast.BoolOp, name: str, true_l: int, false_l: int, tested: bool) -> None:
         """Evaluate ``e`` as a value into the temporary ``name``.
@@ -1065,7 +1095,7 @@ class Emitter:
             self.emit(ast.If(test, [ast.Return(ast.Constant(false_l if is_and else true_l))], []))
 
     def ex_IfExp(self, e: ast.IfExp) -> ast.expr:
-        name = f"_af_t{self.uid()}"
+        name = self._joined()
         end = self.new_label()
         other = self.new_label()
         self.branch(e.test, other, False)
@@ -1074,12 +1104,12 @@ class Emitter:
         self.start_at(other)
         self.emit(ast.Assign([ast.Name(name, ast.Store())], self.expr(e.orelse)))
         self.start_at(end)
-        return ast.Name(name, ast.Load())
+        return self._join(name)
 
     def ex_Compare(self, e: ast.Compare) -> ast.expr:
         if len(e.ops) == 1:
             return self.ex_generic(e)
-        name = f"_af_t{self.uid()}"
+        name = self._joined()
         end = self.new_label()
         left = self.expr(e.left)
         if not isinstance(left, ast.Constant):
@@ -1101,7 +1131,7 @@ class Emitter:
                 self.emit(ast.If(ast.UnaryOp(ast.Not(), test), [*self._drop(right), ast.Return(ast.Constant(end))], []))
             left = right
         self.start_at(end)
-        return ast.Name(name, ast.Load())
+        return self._join(name)
 
     def ex_NamedExpr(self, e: ast.NamedExpr) -> ast.expr:
         v = self.expr(e.value)

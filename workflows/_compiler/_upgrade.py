@@ -45,6 +45,11 @@ _STATEFUL = _STRUCTURAL - {"while"}
 # --------------------------------------------------------------------------------------------
 # Compile time: the identity, structure and live locals of each await
 
+# What the lowering knows of one await: the constructs around it ``(kind, detail, uid)``, the
+# statements being lowered with the uid counter when each began, the counter at the await, and
+# the temporaries kept across it.
+Shape = tuple[tuple[tuple[str, str, int], ...], tuple[tuple[ast.AST, int], ...], int, frozenset[str]]
+
 
 @dataclass(frozen=True)
 class Point:
@@ -74,6 +79,9 @@ class Point:
     solo: bool = False
     # Of the live locals, those every run of this code has assigned there (loaded code only).
     must: frozenset[str] = frozenset()
+    # The temporaries kept across the await: values of a half-evaluated statement, read when
+    # it resumes (loaded code only).
+    held: frozenset[str] = frozenset()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -134,9 +142,22 @@ class Point:
         return f"await {self.ident} (line {self.line})"
 
     def structure(self) -> str:
+        """The constructs around the await as the user wrote them (a with block, not the try
+        statements it is lowered into)."""
         if not self.path:
             return "the function body"
-        return " > ".join(f"{k} {d}".strip() if k != "while" else "while loop" for k, d in self.path)
+        shown = []
+        for i, (k, d) in enumerate(self.path):
+            if k == "try" and i and self.path[i - 1][0] == "with" and self.path[i:i + 2] == _WITH_TRIES:
+                continue
+            if k == "try" and i > 1 and self.path[i - 2][0] == "with" and self.path[i - 1:i + 1] == _WITH_TRIES:
+                continue
+            shown.append(f"{k} {d}".strip() if k != "while" else "while loop")
+        return " > ".join(shown)
+
+
+# The two try statements a with block is lowered into (``_lower.st_With``), around its body.
+_WITH_TRIES = (("try", "finally"), ("try", "except _af_rt.BaseException"))
 
 
 def command_of(v: ast.expr) -> str:
@@ -196,7 +217,7 @@ def _pos(n: ast.AST) -> tuple[int, int, int, int]:
 def describe_points(
     node: ast.AsyncFunctionDef,
     point_nodes: dict[int, ast.Await],
-    shapes: dict[int, tuple[tuple[tuple[str, str, int], ...], tuple[tuple[ast.AST, int], ...], int]],
+    shapes: dict[int, Shape],
     locals_: set[str],
     compiler: str,
 ) -> dict[int, Point]:
@@ -248,7 +269,7 @@ def describe_points(
         last[cmd] = here
         mine.append(f"{hashlib.sha256(between.encode()).hexdigest()[:16]}|{context.of(e)}")
         pre = hashlib.sha256("\n".join(mine).encode()).hexdigest()[:16]
-        structure, owners, uid_at = shapes.get(label, ((), (), 0))
+        structure, owners, uid_at, held = shapes.get(label, ((), (), 0, frozenset()))
         stateful = [(k, d, u) for k, d, u in structure if k in _STRUCTURAL]
         # An await lowered twice (never, today) would have two labels for one place: neither
         # can be told apart from the other, so neither moves automatically.
@@ -270,6 +291,7 @@ def describe_points(
             pre=pre,
             solo=counts[cmd] == 1,
             must=context.assigned_before(e, locals_),
+            held=held,
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -1171,6 +1193,11 @@ def _map_slots(
             fp.renames[k] = None
             continue
         fp.reasons.append(f"internal state {k!r} of the old code cannot be mapped")
+    if new.held - set(fp.renames.values()) and not fp.reasons:
+        fp.reasons.append(
+            f"the statement at line {new.line} of the new code is half evaluated across the await "
+            "(a value computed before it is kept for after it), which the old code did not keep"
+        )
 
 
 def _owner_of(p: Point, uid: int) -> tuple[int, tuple[str, int]] | None:
