@@ -835,4 +835,70 @@ def up(point, old):
     return "timer 'run' #1", {"name": old["name"], "rounds": old["laps"]}
 ''',
     ),
+    Pair(
+        "explicit_other_command", "an upgrade function that names an await of another command",
+        PATROL, PATROL.replace("    log(tmp)\n", "    log(tmp)\n    await signal(\"go\")\n"),
+        [None], [], moves=False,
+        reason="its upgrade function chose point \"signal 'go' #1\", which awaits signal 'go', but this instance waits at await timer 'walk' #1 (line 7), for timer 'walk'",
+        upgrader='''
+def up(point, old):
+    return "signal 'go' #1", {"name": old["name"], "laps": old["laps"]}
+''',
+    ),
+    Pair(
+        "assigned_on_every_path_by_if_else", "a local the old code assigned on some paths, assigned by an if/else on every path by the new",
+        '''
+async def tally(name):
+    if name == "south":
+        y = 2
+    await signal("go")
+    return y if name == "south" else 0
+''',
+        '''
+async def tally(name):
+    if name == "south":
+        y = 2
+    else:
+        y = 0
+    await signal("go")
+    return y
+''',
+        [], [None], moves=False,
+        reason="local y is live there in the new code but has no value in this instance (the old code had not assigned it)",
+    ),
+    Pair(
+        "and_changed_to_or", "the and around the await changed to or (the first operand decided, before it, that it runs)",
+        '''
+async def pay(name):
+    if (await signal("a")) and (await signal("b")):
+        await procedure(visit, "charge")
+        return "charged"
+    return "not charged"
+''',
+        '''
+async def pay(name):
+    if (await signal("a")) or (await signal("b")):
+        await procedure(visit, "charge")
+        return "charged"
+    return "not charged"
+''',
+        [True], [False], moves=False,
+        reason="the and/or or conditional expression that decides whether it runs changed",
+    ),
+    Pair(
+        "timer_wait_computed_from_a_local", "a timer's wait computed from the loop variable instead of a constant",
+        '''
+async def retry(name):
+    for attempt in range(3):
+        await timer("backoff", after=5)
+    return "done"
+''',
+        '''
+async def retry(name):
+    for attempt in range(3):
+        await timer("backoff", after=5 * 2 ** attempt)
+    return "done"
+''',
+        [None], [None, None],
+    ),
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import bisect
 import copy
+import dataclasses
 import hashlib
 import re
 import traceback
@@ -82,6 +83,10 @@ class Point:
     # The temporaries kept across the await: values of a half-evaluated statement, read when
     # it resumes (loaded code only).
     held: frozenset[str] = frozenset()
+    # What decides, inside the await's own statement, that it runs (an ``and``/``or`` it is a
+    # later operand of, a conditional expression it is a branch of: ``_Context.fork``), as a
+    # digest; "" where nothing does.
+    fork: str = ""
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -106,6 +111,8 @@ class Point:
             r["pre"] = self.pre
         if self.solo:
             r["so"] = 1
+        if self.fork:
+            r["fk"] = self.fork
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -134,6 +141,7 @@ class Point:
             bound=bound,
             pre=str(r.get("pre", "")),
             solo=bool(r.get("so", 0)),
+            fork=str(r.get("fk", "")),
         )
 
     def where(self) -> str:
@@ -292,6 +300,7 @@ def describe_points(
             solo=counts[cmd] == 1,
             must=context.assigned_before(e, locals_),
             held=held,
+            fork=context.fork(e),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -299,8 +308,7 @@ def describe_points(
 
 
 def _replace_live(p: Point, live: frozenset[str] | None) -> Point:
-    return Point(p.ident, p.line, p.path, p.uids, live, p.owners, p.uid_at, p.compiler, p.bound,
-                 pre=p.pre, solo=p.solo)
+    return dataclasses.replace(p, live=live)
 
 
 class _Context:
@@ -352,37 +360,241 @@ class _Context:
         return text
 
     def assigned_before(self, e: ast.AST, locals_: set[str]) -> frozenset[str]:
-        """The locals every path of the function assigns before ``e``: the parameters, and the
-        targets of the simple statements (assignments, imports) that come before it in each
-        statement list around it (not in a branch, a loop body or a try, which may not run)."""
-        names = set(arg_names(self.fn.args))
+        """The locals every path of the function assigns before ``e`` (definite assignment):
+        the parameters, what the statements before it in each statement list around it assign
+        on every path through them (both branches of an ``if``, every ``case`` of a ``match``
+        that cannot fall through, a ``try`` body and each of its handlers, a ``while True`` left
+        by its ``break``s, ...), and what entering each construct around it binds (a ``for``
+        target, a ``with``'s ``as`` name, a ``case`` capture, an ``except``'s name)."""
+        names = frozenset(arg_names(self.fn.args))
+        chain = self._chain(e)
+        for inner, outer in reversed(list(zip(chain, chain[1:], strict=False))):
+            if isinstance(outer, ast.stmt) and outer is not self.fn:
+                names = _entering(outer, inner, names)
+            elif isinstance(outer, ast.ExceptHandler) and outer.name:
+                names = names | {outer.name}
+            elif isinstance(outer, ast.match_case):
+                names = names | frozenset(_captures(outer.pattern)) | (
+                    _walrus(outer.guard) if outer.guard is not None and inner is not outer.guard else frozenset())
+            for body in _bodies(outer):
+                if any(inner is x for x in body):
+                    done = _MUST.block(body[:next(i for i, x in enumerate(body) if x is inner)], names)
+                    # After a statement that never falls through the await is unreachable.
+                    names = done.out if done.out is not None else frozenset(locals_)
+                    break
+        return frozenset(names & locals_) - self._deleted_elsewhere()
+
+    def _deleted_elsewhere(self) -> frozenset[str]:
+        """The names a nested function may delete (``nonlocal x; del x``): unbound whenever it
+        is called, whatever assigned them."""
+        out: set[str] = set()
+        for s in self.fn.body:
+            for n in ast.walk(s):
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                    for m in ast.walk(n):
+                        if isinstance(m, ast.Delete):
+                            out.update(t.id for t in m.targets if isinstance(t, ast.Name))
+        return frozenset(out)
+
+    def fork(self, e: ast.AST) -> str:
+        """What decides, in the await's own statement, that it runs at all: each ``and``/``or``
+        it is a later operand of (the operator, its place, the operands before it), each
+        conditional expression it is a branch of (the branch and the test), each chained
+        comparison it is a later operand of. As a digest, "" where there is none."""
+        parts: list[str] = []
         chain = self._chain(e)
         for inner, outer in zip(chain, chain[1:], strict=False):
-            if not isinstance(outer, _BLOCKS):
-                continue
-            body = next((b for b in (getattr(outer, "body", None), getattr(outer, "orelse", None),
-                                     getattr(outer, "finalbody", None))
-                         if isinstance(b, list) and any(inner is x for x in b)), None)
-            if body is None:
-                continue
-            for stmt in body:
-                if stmt is inner:
-                    break
-                if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and (
-                        not isinstance(stmt, ast.AnnAssign) or stmt.value is not None):
-                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                    for t in targets:
-                        names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
-                elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                    names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
-                # A name deleted anywhere in it (a ``del``, the ``as`` name of an except clause,
-                # unbound as the clause ends) may be unbound after it.
-                for n in ast.walk(stmt):
-                    if isinstance(n, ast.Delete):
-                        names.difference_update(t.id for t in n.targets if isinstance(t, ast.Name))
-                    elif isinstance(n, ast.ExceptHandler) and n.name:
-                        names.discard(n.name)
-        return frozenset(names & locals_)
+            if isinstance(outer, ast.stmt):
+                break
+            if isinstance(outer, ast.BoolOp):
+                i = next(k for k, v in enumerate(outer.values) if v is inner)
+                if i:
+                    parts.append(f"{type(outer.op).__name__} {i} {self.text(outer.values[:i])}")
+            elif isinstance(outer, ast.IfExp) and inner is not outer.test:
+                parts.append(f"{'then' if inner is outer.body else 'else'} {self.text(outer.test)}")
+            elif isinstance(outer, ast.Compare) and inner is not outer.left:
+                i = next(k for k, v in enumerate(outer.comparators) if v is inner)
+                if i:
+                    parts.append(f"compare {i} {self.text([outer.left, *outer.comparators[:i]])} "
+                                 f"{[type(o).__name__ for o in outer.ops[:i + 1]]}")
+        if not parts:
+            return ""
+        return hashlib.sha256("/".join(reversed(parts)).encode()).hexdigest()[:16]
+
+
+def _bodies(n: ast.AST) -> list[list[ast.stmt]]:
+    """The statement lists of ``n``."""
+    out = []
+    for f in ("body", "orelse", "finalbody"):
+        b = getattr(n, f, None)
+        if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+            out.append(b)
+    return out
+
+
+def _entering(s: ast.stmt, inner: ast.AST, names: frozenset[str]) -> frozenset[str]:
+    """What is bound on entering the part ``inner`` of the compound statement ``s`` (its test
+    and such evaluated first), beyond ``names``."""
+    if isinstance(s, (ast.For, ast.AsyncFor)) and any(inner is x for x in s.body):
+        return names | _walrus(s.iter) | _target_names(s.target)
+    if isinstance(s, (ast.If, ast.While)) and inner is not s.test:
+        return names | _walrus(s.test)
+    if isinstance(s, (ast.With, ast.AsyncWith)) and any(inner is x for x in s.body):
+        out = set(names)
+        for item in s.items:
+            out |= _walrus(item.context_expr)
+            if item.optional_vars is not None:
+                out |= _target_names(item.optional_vars)
+        return frozenset(out)
+    if isinstance(s, (ast.Try, ast.TryStar)):
+        if any(inner is x for x in s.orelse):
+            done = _MUST.block(s.body, names)
+            return done.out if done.out is not None else names
+        return names  # its body, a handler (below), its finally (maybe after an exception)
+    if isinstance(s, ast.Match) and isinstance(inner, ast.match_case):
+        return names | _walrus(s.subject)
+    return names
+
+
+class _Ends:
+    """Where a block of statements goes: falls through with ``out`` assigned (None: never),
+    and the names assigned at each ``break`` of the loop around it."""
+
+    __slots__ = ("breaks", "out")
+
+    def __init__(self, out: frozenset[str] | None, breaks: list[frozenset[str]]) -> None:
+        self.out, self.breaks = out, breaks
+
+
+def _meet(sets: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
+    """The names assigned on every one of the paths that get there (None: none gets there)."""
+    out: frozenset[str] | None = None
+    for x in sets:
+        if x is not None:
+            out = x if out is None else out & x
+    return out
+
+
+class _Must:
+    """Definite assignment over statements (the dual of ``may_be_bound``): which names are
+    assigned on every path that falls through, and at each ``break``."""
+
+    def block(self, stmts: list[ast.stmt], names: frozenset[str]) -> _Ends:
+        breaks: list[frozenset[str]] = []
+        cur: frozenset[str] | None = names
+        for s in stmts:
+            assert cur is not None
+            ends = self.stmt(s, cur)
+            breaks += ends.breaks
+            cur = ends.out
+            if cur is None:
+                break
+        return _Ends(cur, breaks)
+
+    def stmt(self, s: ast.stmt, cur: frozenset[str]) -> _Ends:
+        if isinstance(s, (ast.Return, ast.Raise, ast.Continue)):
+            return _Ends(None, [])
+        if isinstance(s, ast.Break):
+            return _Ends(None, [cur])
+        if isinstance(s, ast.Delete):
+            gone = {t.id for t in s.targets if isinstance(t, ast.Name)}
+            return _Ends((cur | _walrus(s)) - gone, [])
+        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            if isinstance(s, ast.AnnAssign) and s.value is None:
+                return _Ends(cur, [])
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            assigned = cur | _walrus(s.value) if s.value is not None else cur
+            for t in targets:
+                assigned |= _target_names(t)
+            return _Ends(assigned, [])
+        if isinstance(s, (ast.Import, ast.ImportFrom)):
+            return _Ends(cur | {(a.asname or a.name).split(".")[0] for a in s.names}, [])
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return _Ends(cur | {s.name}, [])
+        if isinstance(s, ast.If):
+            cur = cur | _walrus(s.test)
+            a, b = self.block(s.body, cur), self.block(s.orelse, cur)
+            return _Ends(_meet([a.out, b.out]), a.breaks + b.breaks)
+        if isinstance(s, (ast.For, ast.AsyncFor)):
+            cur = cur | _walrus(s.iter)
+            body = self.block(s.body, cur | _target_names(s.target))
+            other = self.block(s.orelse, cur)  # (the loop may not run at all)
+            return _Ends(_meet([other.out, *body.breaks]), other.breaks)
+        if isinstance(s, ast.While):
+            forever = isinstance(s.test, ast.Constant) and bool(s.test.value)
+            cur = cur | _walrus(s.test)
+            body = self.block(s.body, cur)
+            other = self.block(s.orelse, cur) if not forever else _Ends(None, [])
+            return _Ends(_meet([other.out, *body.breaks]), other.breaks)
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            for item in s.items:
+                cur = cur | _walrus(item.context_expr)
+                if item.optional_vars is not None:
+                    cur = cur | _target_names(item.optional_vars)
+            return self.block(s.body, cur)
+        if isinstance(s, (ast.Try, ast.TryStar)):
+            body = self.block([*s.body, *s.orelse], cur)
+            paths = [body]
+            for h in s.handlers:
+                ends = self.block(h.body, cur | ({h.name} if h.name else set()))
+                if ends.out is not None and h.name:
+                    ends.out = ends.out - {h.name}  # unbound as the clause ends
+                paths.append(ends)
+            breaks = [b for p in paths for b in p.breaks]
+            out: frozenset[str] | None = _meet(p.out for p in paths)
+            if s.finalbody:
+                fin = self.block(s.finalbody, out if out is not None else cur)
+                breaks += fin.breaks
+                out = fin.out if out is not None else None
+            return _Ends(out, breaks)
+        if isinstance(s, ast.Match):
+            cur = cur | _walrus(s.subject)
+            paths = []
+            for case in s.cases:
+                bound = cur | frozenset(_captures(case.pattern)) | (_walrus(case.guard) if case.guard else frozenset())
+                paths.append(self.block(case.body, bound))
+            exhaustive = any(_catches_all(c) for c in s.cases)
+            return _Ends(_meet([*(p.out for p in paths), *([] if exhaustive else [cur])]),
+                         [b for p in paths for b in p.breaks])
+        # An expression, an assert, pass, global: what a walrus in it assigns.
+        return _Ends(cur | _walrus(s), [])
+
+
+_MUST = _Must()
+
+
+def _target_names(t: ast.AST) -> frozenset[str]:
+    """The names an assignment target binds (not those of its subscripts or attributes)."""
+    if isinstance(t, ast.Name):
+        return frozenset((t.id,))
+    if isinstance(t, (ast.Tuple, ast.List)):
+        return frozenset().union(*map(_target_names, t.elts)) if t.elts else frozenset()
+    if isinstance(t, ast.Starred):
+        return _target_names(t.value)
+    return _walrus(t)
+
+
+def _walrus(n: ast.AST | None) -> frozenset[str]:
+    """The names a walrus in ``n`` assigns whenever ``n`` is evaluated (not one in a later
+    operand of ``and``/``or``, a branch of a conditional, a comprehension or a lambda)."""
+    if n is None:
+        return frozenset()
+    out: set[str] = set()
+    todo = [n]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, ast.NamedExpr) and isinstance(x.target, ast.Name):
+            out.add(x.target.id)
+        if isinstance(x, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                          ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and x is not n:
+            continue
+        if isinstance(x, ast.BoolOp):
+            todo.append(x.values[0])
+        elif isinstance(x, ast.IfExp):
+            todo.append(x.test)
+        else:
+            todo.extend(ast.iter_child_nodes(x))
+    return frozenset(out)
 
 
 _BLOCKS = (ast.AsyncFunctionDef, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.If,
@@ -680,7 +892,18 @@ class Liveness:
             after = ctx.exc
         else:
             after = out - _assigned_after(s)
-        self.mark(s, after | self.uses(s), ctx)
+        # At each await: what is live after the statement, and what the statement reads outside
+        # the awaited command (its own arguments are read before it suspends, never after).
+        for m in _walk_own(s):
+            if isinstance(m, ast.Await):
+                inside = {id(x) for x in _walk_own(m.value)}
+                rest = frozenset(
+                    x.id for x in _walk_own(s)
+                    if id(x) not in inside and isinstance(x, ast.Name)
+                    and isinstance(x.ctx, (ast.Load, ast.Del)) and x.id in self.locals
+                ) | (self.uses(s) - self.uses(m.value))
+                k = _pos(m)
+                self.at[k] = self.at.get(k, frozenset()) | after | rest | ctx.exc | self.always
         return live
 
     def uses_all(self, nodes: Iterable[ast.AST]) -> frozenset[str]:
@@ -1034,6 +1257,12 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             f"code around one of them, an if or a case, changed), so the new code's {new.ident} "
             "may be another await than this one"
         )
+    if old.fork != new.fork:
+        reasons.append(
+            "the and/or or conditional expression that decides whether it runs changed (it is "
+            "a later operand or a branch of it, decided before it): this instance may be on a "
+            "path the new code does not take there"
+        )
     if old.path != new.path:
         reasons.append(
             f"the constructs around it changed: {old.structure()} in the old code, "
@@ -1101,6 +1330,15 @@ def _plan_explicit(fp: FramePlan, d: dict[str, Any], code: PointTable, answer: A
                           f"(its points: {known})")
         return
     fp.new = new
+    waits, chosen = old.ident.rsplit(" #", 1)[0], new.ident.rsplit(" #", 1)[0]
+    if waits != chosen:
+        # What the instance waits for (a timer armed, a procedure called, a select's arms) is
+        # stored with it and stays: only an await of the same command can take it.
+        fp.reasons.append(
+            f"its upgrade function chose point {ident!r}, which awaits {chosen}, but this instance "
+            f"waits at {old.where()}, for {waits}: choose an await of the same command"
+        )
+        return
     bad = sorted(n for n in values if not isinstance(n, str) or n not in code.local_names)
     if bad:
         fp.reasons.append(f"its upgrade function returned names that are not locals of the new "
