@@ -735,7 +735,7 @@ class WorkflowActor(PooledActor):
         cancel = next((r for r in inbox if r.kind == CANCEL), None) if inbox else None
         if cancel is not None:
             reason = loads(cancel.payload)
-            self.log.info("workflow_cancel_requested", reason=reason)
+            self.log.info("workflow_cancel_requested", reason=reason, **({"again": True} if inst.cancelled else {}))
             d = inst.decide(cancelled=True, cancel=reason)
             assert d is not None
             d.taken.append(Arrival(CANCEL, "cancel", cancel.created_at, cancel.seq, token=cancel))
@@ -1059,7 +1059,9 @@ def _cause(decision: Decision) -> tuple[str, str]:
     if decision.first:
         return ("started", "")
     if decision.cancel is not None or isinstance(decision.throw, Cancelled):
-        return ("cancel", ',"reason":' + _writes.text(decision.cancel))
+        # (one that does not resume it: cancelled already, it goes on with its cleanup)
+        again = "" if decision.resume else ',"again":true'
+        return ("cancel", ',"reason":' + _writes.text(decision.cancel) + again)
     consumed = len(decision.taken) + len(decision.dropped)
     w, arm = decision.winner, decision.arm
     if w is None or arm is None:

@@ -33,12 +33,14 @@ def _fields(wait: Wait) -> tuple[Any, ...]:
     """``wait`` as plain values (its results, which are the workflow's, pickled on their own)."""
     arms = tuple((a.index, a.kind, a.name, a.target, a.due_at, a.timer_id, a.proc_key, a.child_id,
                   a.detached, a.done, a.spread) for a in wait.arms)
-    return (wait.mode, wait.location, arms, dumps(wait.results) if wait.results else None)
+    packed = (wait.mode, wait.location, arms, dumps(wait.results) if wait.results else None)
+    return (*packed, True) if wait.cancelled else packed  # (a fifth field only where it is set)
 
 
 def _wait(fields: tuple[Any, ...]) -> Wait:
-    mode, location, arms, results = fields
-    return Wait(mode, [Arm(*a) for a in arms], loads(results) if results is not None else {}, location)
+    mode, location, arms, results, *cancelled = fields
+    return Wait(mode, [Arm(*a) for a in arms], loads(results) if results is not None else {}, location,
+                bool(cancelled and cancelled[0]))
 
 
 def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[tuple[Any, ...], str, tuple[str, ...]]:
@@ -48,7 +50,7 @@ def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[tuple[Any, ...], s
     ``fresh``: ``wait`` is as ``build_wait`` made it (and its location set). Such a wait on
     signals only is the same every time it is built at one await: its forms are built once.
     """
-    if fresh and not wait.results and all(a.kind == "signal" for a in wait.arms):
+    if fresh and not wait.results and not wait.cancelled and all(a.kind == "signal" for a in wait.arms):
         key = (wait.mode, wait.location, *[(a.name, a.target) for a in wait.arms])
         forms = _STORED.get(key)
         if forms is None:

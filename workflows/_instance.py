@@ -85,6 +85,9 @@ class Wait:
     arms: list[Arm]
     results: dict[int, Any] = field(default_factory=dict)
     location: str | None = None
+    # The workflow was cancelled already (it runs its cleanup): a later cancel request is a
+    # no-op, not a second Cancelled thrown into that cleanup.
+    cancelled: bool = False
 
     def pending(self) -> list[Arm]:
         return [a for a in self.arms if not a.done]
@@ -327,6 +330,11 @@ class WorkflowInstance:
     def started(self) -> bool:
         return self.step_seq > 0
 
+    @property
+    def cancelled(self) -> bool:
+        """A cancel was carried out already: the workflow runs (or waits in) its cleanup."""
+        return self.wait is not None and self.wait.cancelled
+
     # -- deciding ------------------------------------------------------------------------------
     def decide(self, arrivals: Iterable[Arrival] = (), *, cancel: Any = None, cancelled: bool = False,
                load: Callable[[Any], Any] | None = None) -> Decision | None:
@@ -339,6 +347,10 @@ class WorkflowInstance:
         encoded decodes only those).
         """
         if cancelled:
+            if self.cancelled:
+                # Cancelled already, and running its cleanup: the request is taken, and changes
+                # nothing (a second Cancelled would cut that cleanup short).
+                return Decision(False, cancel=cancel, wait=self.wait)
             pending = self.wait.pending() if self.wait is not None else []
             return Decision(True, throw=Cancelled(cancel), cancel=cancel, losers=pending)
         if not self.started:
@@ -396,7 +408,7 @@ class WorkflowInstance:
             return None
         # The wait after: the arms taken done, the others shared (nothing changes them).
         after = Wait(wait.mode, [dataclasses.replace(a, done=True) if a.index in done else a for a in wait.arms],
-                     {**wait.results, **results}, wait.location)
+                     {**wait.results, **results}, wait.location, wait.cancelled)
         return Decision(False, taken=taken, dropped=dropped, wait=after)
 
     def _resumed(self, wait: Wait, done: set[int], winner: Arrival, arm: Arm, taken: list[Arrival],
@@ -435,6 +447,8 @@ class WorkflowInstance:
                 commands = _arm_commands(result.command)
                 try:
                     wait, children = self._new_wait(result.command, commands, seq, now, child_id_taken)
+                    wait.cancelled = self.cancelled or decision.cancel is not None or isinstance(
+                        decision.throw, Cancelled)
                     break
                 except Exception as e:
                     result = self._stepper(cont, None, e)

@@ -34,6 +34,45 @@ def test_cancel_runs_finally_which_may_await(system, clock, db):
     assert app_events(db, "g1") == ["locked", "unlocked", "cleaned"]
 
 
+def test_a_second_cancel_leaves_the_cleanup_of_the_first_alone(system, clock, db):
+    """A cancel requested again while the workflow runs the cleanup of the first (both players
+    leave, a client retries) is taken and changes nothing: the finally block runs to its end, and
+    the history says the request came again. Across a restart too: the wait it is in remembers."""
+    ref = system.start(flows.guarded, "x", id="g2")
+    system.idle(timeout=T)
+    ref.cancel("bob left")
+    system.idle(timeout=T)
+    ref.cancel("alice left")
+    system.idle(timeout=T)
+    assert app_events(db, "g2") == ["locked", "unlocked"]
+    clock.advance(1)
+    system.idle(timeout=T)
+    with pytest.raises(Cancelled, match="bob left"):
+        ref.result(timeout=T)
+    assert app_events(db, "g2") == ["locked", "unlocked", "cleaned"]
+    cancels = [e.detail for e in ref.history() if e.event == "cancel"]
+    assert cancels == [{"reason": "bob left", "armed": ["timer cleanup"]}, {"reason": "alice left", "again": True}]
+
+
+def test_a_cancel_after_a_restart_leaves_the_cleanup_alone(db, clock):
+    from actors import ActorSystem
+
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.guarded, "x", id="g3")
+        system.idle(timeout=T)
+        ref.cancel("bob left")
+        system.idle(timeout=T)
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.get("g3")
+        ref.cancel("alice left")
+        system.idle(timeout=T)
+        clock.advance(1)
+        system.idle(timeout=T)
+        with pytest.raises(Cancelled, match="bob left"):
+            ref.result(timeout=T)
+    assert app_events(db, "g3") == ["locked", "unlocked", "cleaned"]
+
+
 def test_cancel_can_be_caught(system):
     """except Cancelled catches cancellation like any exception."""
     ref = system.start(flows.catches_cancel)
