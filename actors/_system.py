@@ -25,10 +25,11 @@ from persistence import (
 )
 from persistence._log import SystemLog
 from persistence._promise import handing_off
+from persistence._writer import on_engine_thread
 from persistence._urls import display_url
 from workflows import Status, WorkflowFunction
 from workflows._compiler import checkpoint
-from workflows._errors import CheckpointError, check_text
+from workflows._errors import CheckpointError, WorkflowError, check_text
 
 from . import _history, _serve, _talk, _tombstones
 from ._actor import (
@@ -255,6 +256,14 @@ class ActorSystem:
     def _check_open(self) -> None:
         if self._closed:
             raise self._closed_error()
+        if on_engine_thread():
+            # Workflow code and reducers run on the engine's thread: a call that waits for a
+            # commit or a step would wait for that very thread (the whole system with it).
+            raise WorkflowError(
+                "the ActorSystem (and a WorkflowRef) cannot be called from workflow code or a "
+                "reducer, which run on the engine's thread the call would wait for: in a workflow, "
+                "use send(), broadcast(), spawn() or a procedure (procedures may call the system)"
+            )
 
     def _closed_error(self) -> SystemClosed:
         return SystemClosed(f"the ActorSystem on {self.db!r} was shut down")
@@ -784,7 +793,8 @@ class ActorSystem:
 
     def _idle_now(self) -> bool:
         """Nothing is left to do now (what ``idle`` waits for)."""
-        self._check_open()
+        if self._closed:
+            raise self._closed_error()
         rt = self._rt
         # No lock is held while checking (the timer service takes its lock, then the
         # counter's). The count is read last: every source below counts its work before it

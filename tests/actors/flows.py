@@ -476,3 +476,22 @@ def always_down() -> None:
 @workflow
 async def calls_always_down() -> None:
     await procedure(always_down)
+
+
+# The system a test hands to workflow code and reducers that (wrongly) call it.
+CLIENT: list = []
+
+
+@reducer
+def signals_from_a_reducer(db, target: str) -> None:
+    CLIENT[0].get(target).signal("go")
+
+
+@workflow
+async def calls_the_system(target: str, how: str) -> str:
+    await signal("start")
+    if how == "reducer":
+        reducer(signals_from_a_reducer, target)
+        await signal("never")
+    CLIENT[0].get(target).signal("go")
+    return "signalled"

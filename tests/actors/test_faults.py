@@ -53,6 +53,31 @@ def test_runtime_fault_restarts_then_fails_and_escalates(system, clock):
     }
 
 
+@pytest.mark.parametrize("how", ["workflow", "reducer"])
+def test_workflow_code_or_a_reducer_calling_the_system_fails_at_once(system, clock, how):
+    """The system (or a ref) called from workflow code or a reducer, which run on the engine's
+    thread, raises at the call, saying what to use instead; it never waits for that thread,
+    and other workflows go on."""
+    flows.CLIENT[:] = [system]
+    try:
+        target = system.start(flows.waits_once, id=f"target-{how}")
+        ref = system.start(flows.calls_the_system, target.id, how)
+        system.idle(timeout=T)
+        ref.signal("start")
+        system.idle(timeout=T)
+        clock.advance(60)  # (a reducer's fault restarts the actor, with backoff, up to the limit)
+        system.idle(timeout=T)
+        with pytest.raises(WorkflowFailed) as ei:
+            ref.result(timeout=T)
+        assert "cannot be called from workflow code or a reducer" in ei.value.error_message
+        assert "send()" in ei.value.error_message
+        other = system.start(flows.waits_once)
+        other.signal("go", 7)
+        assert other.result(timeout=T) == 7
+    finally:
+        flows.CLIENT.clear()
+
+
 def test_a_first_step_that_cannot_commit_is_a_supervised_fault(system, db):
     """A reducer failing in the first step: the workflow is created all the same (start() returns
     its ref) and the step is restarted with backoff, as any runtime fault; its effect lands once."""
