@@ -25,8 +25,8 @@ from persistence import (
 )
 from persistence._log import SystemLog
 from persistence._promise import handing_off
-from persistence._writer import on_engine_thread
 from persistence._urls import display_url
+from persistence._writer import on_engine_thread
 from workflows import Status, WorkflowFunction
 from workflows._compiler import checkpoint
 from workflows._errors import CheckpointError, WorkflowError, check_text
