@@ -160,14 +160,27 @@ _DIRECT_ORDER = 1 << 62
 
 
 def filter_key(value: Any) -> str:
-    """Canonical JSON of a subscription filter value."""
+    """Canonical JSON of a subscription filter value: equal values, one text (``3`` and ``3.0``
+    too, as JSON has one kind of number; ``True`` and ``1`` stay apart, as in JSON)."""
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return json.dumps(_same_numbers(value), sort_keys=True, separators=(",", ":"))
     except TypeError as e:
         raise TypeError(
             f"subscription filter values must be JSON values (str, int, float, bool, None, lists, "
             f"dicts), got {value!r}"
         ) from e
+
+
+def _same_numbers(value: Any) -> Any:
+    """``value`` with every float that is a whole number as its int."""
+    t = type(value)
+    if t is float:
+        return int(value) if value.is_integer() else value
+    if t is list or t is tuple:
+        return [_same_numbers(v) for v in value]
+    if t is dict:
+        return {k: _same_numbers(v) for k, v in value.items()}
+    return value
 
 
 class RuntimeFault(Exception):

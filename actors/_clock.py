@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -60,6 +61,15 @@ class AnchoredClock(Clock):
         return t
 
 
+def _finite(value: float, what: str) -> float:
+    """``value`` as a float, or a clear error for what no clock can read (nan, inf, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} takes a number of seconds, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} takes a finite number of seconds, got {value!r}: the clock would read it for good")
+    return float(value)
+
+
 class VirtualClock(Clock):
     """A clock that only moves when told to, so hour-long workflows are tested in milliseconds.
 
@@ -71,7 +81,7 @@ class VirtualClock(Clock):
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         super().__init__()
-        self._now = float(start)
+        self._now = _finite(start, "VirtualClock(start=...)")
         self._time_lock = threading.Lock()
 
     def now(self) -> float:
@@ -83,16 +93,18 @@ class VirtualClock(Clock):
 
     def advance(self, seconds: float) -> float:
         """Move time forward by ``seconds`` (>= 0); returns the new time."""
+        seconds = _finite(seconds, "VirtualClock.advance()")
         if seconds < 0:
             raise ValueError(f"VirtualClock.advance() takes seconds >= 0, got {seconds}")
         with self._time_lock:
-            self._now += float(seconds)
+            self._now += seconds
             t = self._now
         self._notify()
         return t
 
     def set(self, t: float) -> None:
         """Jump to epoch time ``t`` (not backwards)."""
+        t = _finite(t, "VirtualClock.set()")
         with self._time_lock:
             if t < self._now:
                 raise ValueError(f"VirtualClock cannot go back from {self._now} to {t}")

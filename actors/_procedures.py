@@ -92,9 +92,13 @@ def type_name(t: type) -> str:
 
 def error_info(e: BaseException) -> dict[str, Any]:
     """The durable description of an error: type, message and traceback text."""
+    try:
+        message = str(e)
+    except Exception:  # an exception whose __str__ raises: described as traceback does
+        message = f"<exception str() failed: {type(e).__name__}>"
     return {
         "type": type_name(type(e)),
-        "message": str(e),
+        "message": message,
         "traceback": "".join(traceback.format_exception(e)),
     }
 
@@ -463,19 +467,28 @@ class ProcedureExecutor:
             return
         started = time.perf_counter()
         call: dict[str, Any] | None = None
+        unpicklable = False
         try:
             call = loads(args_blob)
             retry = call.get("retry") or DEFAULT_RETRY
             value = self._call(key, fn, call["args"], call["kwargs"], call.get("timeout"), slot)
-            result = dumps(value)
+            try:
+                result = dumps(value)
+            except Exception as e:
+                unpicklable = True  # another attempt would run its side effects again for nothing
+                raise TypeError(
+                    f"procedure {function} returned a {type(value).__name__} that cannot be pickled "
+                    f"({e}): its result is stored durably, so return plain picklable data (not "
+                    f"retried)"
+                ) from e
         except BaseException as e:
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
+            # (SystemExit and KeyboardInterrupt too: in a worker thread they end only the attempt,
+            # as library code calling sys.exit() would; the process goes on, and so does the call)
             info = error_info(e)
             misfit = isinstance(e, TypeError) and call is not None and _misfit(fn, call["args"], call["kwargs"])
             if misfit:  # no attempt would take them: failed at once, not retried
                 info["message"] += " (the call's arguments do not fit the procedure's signature: not retried)"
-            again = (not misfit and retry.retries(e) and info["type"] not in retry.non_retryable
+            again = (not misfit and not unpicklable and retry.retries(e) and info["type"] not in retry.non_retryable
                      and attempt < retry.maximum_attempts and not self._closed)
             if self.metrics is not None:
                 self.metrics.attempt(function, time.perf_counter() - started, "retry" if again else "failed")

@@ -70,6 +70,8 @@ class WorkflowRef(Generic[R]):
 
     def cancel(self, reason: str | None = None) -> None:
         """Raise ``Cancelled`` at the workflow's current await; ``finally`` blocks run."""
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"cancel() reason must be a str or None, got {reason!r}")
         self._system._append(self.id, CANCEL, "cancel", reason, "cancel")
 
     async def signal_async(self, name: str, payload: Any = None) -> None:

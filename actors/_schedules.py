@@ -35,7 +35,7 @@ from persistence import PersistenceError, dumps, loads
 from persistence import _schedules as stored
 from persistence._log import Log
 from persistence._schedules import ScheduleRow
-from workflows._errors import check_text
+from workflows._errors import check_id
 from workflows._registry import resolve
 
 from ._actor import Kick
@@ -252,7 +252,7 @@ class Schedules:
     ) -> ScheduleInfo:
         if not isinstance(schedule_id, str) or not schedule_id:
             raise TypeError(f"a schedule id must be a non-empty string, got {schedule_id!r}")
-        check_text(schedule_id, "schedule id")
+        check_id(schedule_id, "schedule id")
         key = getattr(wf, "__workflow_key__", None)
         if key is None:
             raise TypeError(

@@ -29,7 +29,7 @@ from persistence._urls import display_url
 from persistence._writer import on_engine_thread
 from workflows import Status, WorkflowFunction
 from workflows._compiler import checkpoint
-from workflows._errors import CheckpointError, WorkflowError, check_text
+from workflows._errors import CheckpointError, WorkflowError, check_id, check_text
 
 from . import _history, _serve, _talk, _tombstones
 from ._actor import (
@@ -399,7 +399,7 @@ class ActorSystem:
         if id is not None and (not isinstance(id, str) or not id):
             raise TypeError(f"workflow id must be a non-empty string, got {id!r}")
         if id is not None:
-            check_text(id, "workflow id")
+            check_id(id, "workflow id")
         if id is not None and (rec := self._rt.store.load_workflow(id)) is not None:
             return self._existing(rec.id, rec.type, rec.status, key)
         if id is not None and not reuse_id:
@@ -538,8 +538,12 @@ class ActorSystem:
         for wid in ids:
             if not isinstance(wid, str) or not wid:
                 raise TypeError(f"workflow ids must be non-empty strings, got {wid!r}")
-            check_text(wid, "workflow id")
+            check_id(wid, "workflow id")
         now = self.clock.now()
+        if not generated:
+            for wid in ids:  # an id held by another type's workflow: refused before any starts
+                if (rec := self._rt.store.load_workflow(wid)) is not None:
+                    self._existing(rec.id, rec.type, rec.status, key)
         if not generated and not reuse_id:
             for wid in ids:
                 _tombstones.refuse_pruned(self._rt.store, wid, now, self.id_retention)

@@ -25,7 +25,7 @@ from typing import (
 )
 
 from ._context import _current
-from ._errors import WorkflowError, check_storable, check_text
+from ._errors import WorkflowError, check_id, check_storable, check_text
 
 if TYPE_CHECKING:
     from . import _talk
@@ -437,7 +437,7 @@ def spawn(
     if id is not None and (not isinstance(id, str) or not id):
         raise TypeError(f"spawn() id= must be a non-empty string, got {id!r}")
     if id is not None:
-        check_text(id, "spawn() id=")
+        check_id(id, "spawn() id=")
     return Spawn(key, tuple(args), id, bool(detached), name, placement)
 
 

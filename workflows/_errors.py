@@ -192,6 +192,19 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
+def check_id(value: str, what: str) -> str:
+    """``check_text``, and no control character (a newline, an escape sequence): an id is shown
+    on one line by ``wf``, in terminals, and typed back into a shell."""
+    check_text(value, what)
+    for i, c in enumerate(value):
+        if c < " " or "\x7f" <= c <= "\x9f":
+            raise ValueError(
+                f"{what} {value!r} holds the control character {c!r} at index {i}: an id is shown "
+                f"on one line and typed back into a shell; use printable text"
+            )
+    return value
+
+
 _SCALARS = (str, int, float, bool, type(None), bytes)
 
 

@@ -495,3 +495,30 @@ async def calls_the_system(target: str, how: str) -> str:
         await signal("never")
     CLIENT[0].get(target).signal("go")
     return "signalled"
+
+
+class _BadStr(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ is broken")
+
+
+@procedure
+def ends_badly(tag: str, how: str) -> object:
+    """Counts its runs in FLAKY_FAILS, then ends as ``how`` says."""
+    FLAKY_FAILS[tag] = FLAKY_FAILS.get(tag, 0) + 1
+    if how == "exit":
+        raise SystemExit(2)  # library code calling sys.exit()
+    if how == "interrupt":
+        raise KeyboardInterrupt
+    if how == "bad-str":
+        raise _BadStr()
+    return threading.Lock()  # "unpicklable": a result no attempt can store
+
+
+@workflow
+async def calls_ends_badly(tag: str, how: str) -> str:
+    try:
+        await procedure(ends_badly, tag, how)
+    except ProcedureFailed as e:
+        return f"gave up: {e.error_type} after {e.attempts}"
+    return "impossible"

@@ -81,6 +81,26 @@ def test_a_call_whose_arguments_do_not_fit_the_procedure_fails_at_once(system, c
     assert "misfit" not in flows.FLAKY_FAILS  # it never ran
 
 
+@pytest.mark.parametrize(("how", "raised", "attempts"), [
+    ("exit", "SystemExit", 3),
+    ("interrupt", "KeyboardInterrupt", 3),
+    ("bad-str", "tests.actors.flows._BadStr", 3),
+    ("unpicklable", "TypeError", 1),
+])
+def test_an_attempt_that_ends_badly_fails_as_any_other(system, clock, how, raised, attempts):
+    """SystemExit or KeyboardInterrupt in a procedure (library code calling sys.exit()) and an
+    exception whose str() raises end that attempt as a failure, retried by the policy; a result
+    that cannot be stored fails the call at its first attempt (another would run it again for
+    nothing). The call never stays pending in a running process."""
+    tag = f"badly-{how}"
+    ref = system.start(flows.calls_ends_badly, tag, how)
+    for _ in range(4):
+        system.idle(timeout=T)
+        clock.advance(100)
+    assert ref.result(timeout=T) == f"gave up: {raised} after {attempts}"
+    assert flows.FLAKY_FAILS[tag] == attempts
+
+
 def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
     """A procedure's reply costs no commit of its own: one commit per step, the start's with the
     first."""

@@ -47,6 +47,20 @@ def test_broadcast_reaches_only_matching_subscribers(system):
     assert bears.status() is Status.RUNNING
 
 
+def test_a_broadcast_reaches_subscribers_of_an_equal_number(system):
+    """A filter is a JSON value, and JSON has one kind of number: 3.0 reaches those subscribed
+    with 3 (inside a list too); True is not 1."""
+    zone = system.start(flows.quester, 3)
+    nested = system.start(flows.quester, [1, {"z": 2}])
+    system.idle(timeout=T)
+    assert system.broadcast("killed", 3.0, 1) == 1
+    assert system.broadcast("killed", [1.0, {"z": 2.0}], 1) == 1
+    assert system.broadcast("killed", True, 1) == 0
+    assert system.broadcast("killed", 3, 2) == 1
+    assert zone.result(timeout=T) == [1, 2]
+    assert nested.status() is Status.RUNNING
+
+
 def test_a_store_owning_a_subset_wakes_only_its_own_workflows(system, db):
     """A row delivered to a workflow the store does not own is its owner's to take: no actor of
     that workflow runs here, and the row waits in its inbox."""

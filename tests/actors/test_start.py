@@ -122,9 +122,30 @@ def test_start_of_an_id_another_type_holds_is_refused_naming_both(system):
     assert [(w.id, w.type) for w in system.workflows()] == [("boss-7", "tests.actors.flows:waits_once")]
 
 
+def test_start_many_of_an_id_another_type_holds_is_refused_before_any_starts(system):
+    """start_many() as start(): an id of another type's workflow is a ValueError naming both,
+    and nothing of the batch starts."""
+    system.start(flows.waits_once, id="boss-8")
+    with pytest.raises(ValueError, match=r"cannot start tests\.actors\.flows:sleeper with id 'boss-8'"):
+        system.start_many(flows.sleeper, [(5.0,), (5.0,)], ids=["fresh-1", "boss-8"])
+    assert [w.id for w in system.workflows()] == ["boss-8"]
+
+
+@pytest.mark.parametrize("bad", ["line1\nline2", "esc\x1b[31mRED", "nul\x00", "del\x7f"])
+def test_a_workflow_id_with_a_control_character_is_refused(system, bad):
+    """An id is shown on one line by ``wf`` and typed back into a shell: a newline or an escape
+    sequence in it (an id made from a player's name) is refused where it is given."""
+    with pytest.raises(ValueError, match="holds the control character"):
+        system.start(flows.waits_once, id=bad)
+    with pytest.raises(ValueError, match="holds the control character"):
+        system.start_many(flows.waits_once, [()], ids=[bad])
+    assert system.workflows() == []
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
+        (lambda s, r: r.cancel(123), TypeError, r"cancel\(\) reason must be a str or None, got 123"),
         (lambda s, r: s.start(flows.waits_once, test_mode="yes"), TypeError, r"start\(\) test_mode must be True or False, got 'yes'"),
         (lambda s, r: s.start(flows.waits_once, id="x", reuse_id=1), TypeError, r"start\(\) reuse_id must be True or False, got 1"),
         (lambda s, r: s.start_many(flows.waits_once, [()], test_mode=None), TypeError, r"start_many\(\) test_mode must be"),

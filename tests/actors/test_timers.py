@@ -131,3 +131,20 @@ def test_a_fired_timer_still_stored_fires_once_until_its_workflows_shard_is_take
         assert not svc.has_due() and sorted(fired) == [1, 1, 2]
     finally:
         svc.stop()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_virtual_clock_refuses_what_no_clock_can_read(bad):
+    """nan or inf would stay the clock's reading for good (no timer would fire again): refused,
+    and the clock reads what it did."""
+    clock = VirtualClock(100.0)
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        clock.advance(bad)
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        clock.set(bad)
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        VirtualClock(bad)
+    with pytest.raises(TypeError, match="takes a number of seconds"):
+        clock.advance("5")  # type: ignore[arg-type]
+    assert clock.now() == 100.0
+    assert clock.advance(5) == 105.0
