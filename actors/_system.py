@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from persistence import (
     RUNNING,
@@ -116,7 +116,7 @@ class ActorSystem:
         procedure_workers: int = 8,
         passivate_after: float = 60.0,
         max_live: int = 1_000,
-        durability: str = "normal",
+        durability: Literal["normal", "full"] = "normal",
         inbox_limit: int = 10_000,
         retention: float | None = 7 * 86400,
         node_id: str | None = None,
