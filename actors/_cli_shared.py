@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from persistence import FINISHED, PersistenceError, Store, open_store
+from persistence._open import check_scheme
 from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
 
@@ -27,6 +28,7 @@ def _shown(db: str) -> str:
 
 
 def _open(db: str) -> Store:
+    check_scheme(db)
     url = db.startswith(("postgresql://", "postgres://"))
     if db != ":memory:" and not url and not Path(db).exists():
         raise CliError(

@@ -32,6 +32,7 @@ from persistence import (
     loads,
     open_store,
 )
+from persistence._open import check_scheme
 
 from . import _talk
 from ._cli_shared import (
@@ -393,6 +394,7 @@ def _count(n: int) -> str:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    check_scheme(args.db)
     url = args.db.startswith(("postgresql://", "postgres://"))
     if args.db == ":memory:" or (not url and not Path(args.db).exists()):
         raise CliError(f"database {_shown(args.db)!r} does not exist (give --db PATH; the default is workflows.db)")
@@ -612,6 +614,11 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
             f"wf demo runs the examples of a source checkout, and none was found next to {root}; "
             "clone the repository and install it with `pip install -e .`"
         )
+    check_scheme(args.db)
+    directory = Path(args.db).parent
+    if not args.db.startswith(("postgresql://", "postgres://")) and not directory.is_dir():
+        raise CliError(f"cannot run the demo on {args.db}: the directory {directory} does not exist; "
+                       "create it first or pass another --db")
     sys.path.insert(0, str(root))
     # Loaded by name: the examples are an application of the public API, not part of the runtime.
     demo = importlib.import_module("examples.demo")
@@ -745,7 +752,10 @@ def _db_first(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     _log_to_stderr()
     parser = build_parser()
-    args, rest = parser.parse_known_args(_db_first(list(sys.argv[1:] if argv is None else argv)))
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["--db"] and len(given) <= 2 or len(given) == 1 and given[0].startswith("--db="):
+        parser.error(f"no command after {' '.join(given)}: wf --db game.db list, say")
+    args, rest = parser.parse_known_args(_db_first(given))
     try:
         if args.command == "demo":
             return cmd_demo(args, rest)

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from persistence._errors import PersistenceError
 from persistence._log import SystemLog
 from persistence._sqlite._store import SqliteStore
 from persistence._types import Store
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def check_scheme(path: str | os.PathLike[str]) -> None:
+    """A URL of a scheme other than ``postgresql://`` is an error saying so (it would be taken
+    for a file's path: ``sqlite:///x.db``, ``postgresql+psycopg://...``)."""
+    if isinstance(path, str) and (m := _SCHEME.match(path)) and m.group(1).lower() not in ("postgresql", "postgres"):
+        raise PersistenceError(
+            f"the database {path!r} is a URL of scheme {m.group(1)!r}, which actorflow does not "
+            f"open: give a SQLite file's path (game.db, not sqlite:///game.db) or a "
+            f"postgresql:// URL (psycopg is the driver: postgresql://, not postgresql+psycopg://)",
+            path=None,
+        )
 
 
 def open_store(
@@ -49,6 +64,7 @@ def open_store(
         DatabaseLocked, ForeignDatabase, SchemaTooNew, CorruptDatabase, ReadOnlyDatabase,
         DiskFull, PersistenceError: see each error's message for what to do.
     """
+    check_scheme(path)
     if isinstance(path, str) and path.startswith(("postgresql://", "postgres://")):
         try:
             from persistence._pg._store import PgStore

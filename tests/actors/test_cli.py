@@ -290,3 +290,29 @@ def test_a_mistake_in_the_command_line_is_one_line_and_status_1(db, capsys, args
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and ": error: " in err and "--help lists the options" in err
+
+
+def test_db_with_no_command_says_the_command_is_missing(db, capsys):
+    """``wf --db game.db`` (the command forgotten) says so, not that the path is an unknown
+    command."""
+    for argv in (["--db", db], [f"--db={db}"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 1
+        err = capsys.readouterr().err
+        assert f"no command after {' '.join(argv)}" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "postgresql+psycopg://u@localhost/db"])
+def test_a_url_of_another_scheme_is_named_as_such(capsys, url):
+    for argv in (["list", "--db", url], ["prune", "--older-than", "1h", "--db", url],
+                 ["demo", "--db", url, "--no-view"]):
+        code, _, err = wf(capsys, *argv)
+        assert code == 1 and "is a URL of scheme" in err and "does not exist" not in err, err
+    with pytest.raises(Exception, match="is a URL of scheme"):
+        ActorSystem(url)
+
+
+def test_demo_in_a_missing_directory_is_a_one_line_error(tmp_path, capsys):
+    code, _, err = wf(capsys, "demo", "--db", str(tmp_path / "nowhere" / "x.db"), "--no-view")
+    assert code == 1 and "does not exist" in err and len(err.strip().splitlines()) == 1, err
