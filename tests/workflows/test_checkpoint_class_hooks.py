@@ -94,3 +94,136 @@ def test_the_workflow_runs_natively_and_without_checkpoints():
     h = WorkflowHarness(hook_reads_a_workflow_variable, roundtrip=False)
     h.fire_timer("t")
     assert h.result() == (["Item"], "Item")
+
+
+# A class made in the workflow whose own methods the restore calls to rebuild its instances,
+# reading variables of the workflow (back only after those instances): refused at the await.
+
+
+@workflow
+async def hash_reads_a_workflow_variable():
+    salt = 7
+
+    class Key:
+        def __hash__(self):
+            return hash(salt)
+
+    table = {Key(): 1}
+    await timer("t", 1)
+    return len(table)
+
+
+@workflow
+async def new_reads_a_workflow_variable():
+    color = "red"
+
+    class Paint:
+        def __new__(cls):
+            obj = super().__new__(cls)
+            obj.color = color
+            return obj
+
+    can = Paint()
+    await timer("t", 1)
+    return can.color
+
+
+@workflow
+async def exception_init_reads_a_workflow_variable():
+    prefix = "E:"
+
+    class Oops(Exception):
+        def __init__(self, text):
+            super().__init__(prefix + text)
+
+    held = Oops("x")
+    await timer("t", 1)
+    return str(held)
+
+
+@workflow
+async def enum_with_an_alias():
+    import enum
+
+    class Mode(enum.Enum):
+        ON = 1
+        ENABLED = 1
+
+    await timer("t", 1)
+    return list(Mode.__members__)
+
+
+@workflow
+async def enum_whose_init_sets_attributes():
+    import enum
+
+    class Coin(enum.Enum):
+        PENNY = 1
+        DIME = 10
+
+        def __init__(self, cents):
+            self.label = f"{cents}c"
+
+    c = Coin.DIME
+    await timer("t", 1)
+    return c.label
+
+
+@pytest.mark.parametrize(
+    ("wf", "variable", "says"),
+    [
+        (hash_reads_a_workflow_variable, "Key", "Key, made in the workflow, has a __hash__ that reads variables of the workflow (salt)"),
+        (new_reads_a_workflow_variable, "Paint", "Paint, made in the workflow, has a __new__ that reads variables of the workflow (color)"),
+        (exception_init_reads_a_workflow_variable, "Oops", "Oops, made in the workflow, has a __init__ that reads variables of the workflow (prefix)"),
+        (enum_with_an_alias, "Mode", "Mode, made in the workflow, has aliases (ENABLED)"),
+        (enum_whose_init_sets_attributes, "Coin", "Coin, made in the workflow, sets its members up in __init__"),
+    ],
+    ids=lambda v: getattr(v, "__name__", None),
+)
+def test_a_class_whose_rebuild_runs_code_reading_the_workflow_is_refused(wf, variable, says):
+    """Accepted before, and then the restore failed (a NameError from a free variable not back
+    yet, an enum alias reassigned) or, in another process, lost what __init__ set."""
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(wf, roundtrip=True)
+    msg = str(info.value)
+    assert info.value.variable == variable, msg
+    assert says in msg and "module level" in msg, msg
+
+
+@workflow
+async def frozen_dataclass_and_a_set_literal_test():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Point:
+        x: int
+        y: int
+
+    def known(word):
+        return word in {"alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"}
+
+    p = Point(1, 2)
+    await timer("t", 1)
+    return p.x + p.y, known("beta"), known("omega")
+
+
+def test_a_set_literal_in_a_function_made_in_the_workflow_is_kept_whatever_the_hash_seed():
+    """The frozenset the compiler folds a set literal into (``x in {...}``, a frozen dataclass's
+    generated methods on 3.12) is a constant of the function's code: kept without the check of
+    the frozensets a workflow holds, which refused it in some processes, by their string hashes."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from workflows.testing import WorkflowHarness\n"
+        "from tests.workflows.test_checkpoint_class_hooks import frozen_dataclass_and_a_set_literal_test as w\n"
+        "h = WorkflowHarness(w, roundtrip=True)\n"
+        "h.fire_timer('t')\n"
+        "assert h.result() == (3, True, False), h.result()\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for seed in ("0", "2", "9", "24", "26"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=root)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, f"PYTHONHASHSEED={seed}:\n{out.stderr[-3000:]}"

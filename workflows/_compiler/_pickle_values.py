@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import collections
 import copyreg
+import enum
 import gc
 import inspect
 import sys
@@ -437,6 +438,64 @@ def reduce_set_like(s: Any, record: Any) -> Any:
 _BY_REFERENCE = cloudpickle.cloudpickle._should_pickle_by_reference
 
 
+def _workflow_names(f: types.FunctionType) -> list[str]:
+    """The variables of its enclosing functions that ``f`` reads (``__class__``, super()'s, is
+    the class itself: not one), by the names the user wrote."""
+    names = [n for n in f.__code__.co_freevars if n != "__class__"]
+    if FRAME in names:  # the workflow's own variables: attributes of its frame
+        names.remove(FRAME)
+        names += [user_name(n) for n in _co_names(f.__code__) if n.startswith(LOCAL)]
+    return list(dict.fromkeys(names))
+
+
+def _restore_hook_problem(cls: type) -> str | None:
+    """Why a restore could not rebuild the instances of ``cls``, made at run time: a method the
+    unpickler calls to rebuild them (``__new__``, ``__setstate__``; ``__hash__`` for a dict key
+    or a set element; an exception's ``__init__``, which it is rebuilt with) reads variables of
+    the workflow, which come back only after the objects that hold them."""
+    hooks = ["__new__", "__setstate__", "__hash__"]
+    if issubclass(cls, BaseException):
+        hooks.append("__init__")
+    for k in cls.__mro__:
+        if k is object or _BY_REFERENCE(k):
+            continue
+        for name in hooks:
+            f = k.__dict__.get(name)
+            f = getattr(f, "__func__", f)
+            if not isinstance(f, types.FunctionType) or not f.__closure__:
+                continue
+            names = _workflow_names(f)
+            if names:
+                return (
+                    f"class {cls.__qualname__}, made in the workflow, has a {name} that reads "
+                    f"variables of the workflow ({', '.join(names)}); a restore calls it to "
+                    "rebuild its instances before those variables are back. Define the class at "
+                    "module level, or keep what it needs on the instance (self.salt) or the class"
+                )
+    return None
+
+
+def _enum_problem(cls: type) -> str | None:
+    """Why a restore could not rebuild the enum ``cls`` made at run time as it is: its aliases
+    (and a flag's named combinations) are not rebuilt, nor the attributes its ``__init__`` sets
+    on members (in another process)."""
+    if not isinstance(cls, enum.EnumMeta):
+        return None
+    aliases = [n for n in cls.__members__ if n not in cls._member_names_]
+    if aliases:
+        return (
+            f"enum {cls.__qualname__}, made in the workflow, has aliases ({', '.join(aliases)}), "
+            "which a restore cannot rebuild; define the enum at module level"
+        )
+    if "__init__" in cls.__dict__:
+        return (
+            f"enum {cls.__qualname__}, made in the workflow, sets its members up in __init__, "
+            "which a restore in another process does not run again; define the enum at module "
+            "level"
+        )
+    return None
+
+
 def _init_subclass_problem(cls: type) -> str | None:
     """Why a restore could not rebuild ``cls``: a base made at run time too has an
     ``__init_subclass__`` that reads variables of its enclosing function (the workflow's, or a
@@ -481,7 +540,7 @@ def metaclass_problem(cls: type) -> str | None:
     """Why a restore could not rebuild the class ``cls`` made at run time: its metaclass, made
     at run time too, runs code that reads variables of its enclosing function (cloudpickle makes
     the metaclass's functions with empty cells and fills them after the class is made)."""
-    problem = _init_subclass_problem(cls)
+    problem = _init_subclass_problem(cls) or _restore_hook_problem(cls) or _enum_problem(cls)
     if problem is not None:
         return problem
     meta: Any = type(cls)

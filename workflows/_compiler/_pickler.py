@@ -232,7 +232,30 @@ def _reduce_code(code: types.CodeType) -> Any:
     # from a restore with it, and the traceback of an error raised in it would lose the user's
     # file and lines. Its own reducer, with the file name put back.
     make, args = cloudpickle.cloudpickle._code_reduce(code)
+    consts = code.co_consts
+    if any(type(c) is frozenset for c in consts):
+        args = tuple(tuple(map(_const, a)) if a is consts else a for a in args)
     return _code_in_file, (make, args, code.co_filename)
+
+
+class _FrozenConst:
+    """A frozenset among a code object's constants (``x in {"a", "b"}``, folded by the compiler),
+    written as the call that makes it: code that tests membership in it does not depend on the
+    order a rebuilt table gives, which the checkpoint checks of the frozensets a workflow holds
+    (their order depended on the process's string hashes: accepted in one process, refused in
+    the next, as the methods of a frozen dataclass on 3.12)."""
+
+    __slots__ = ("elements",)
+
+    def __init__(self, elements: frozenset[Any]) -> None:
+        self.elements = elements
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozenset, (tuple(self.elements),)
+
+
+def _const(c: Any) -> Any:
+    return _FrozenConst(c) if type(c) is frozenset else c
 
 
 def _code_in_file(make: Any, args: tuple[Any, ...], filename: str) -> types.CodeType:
