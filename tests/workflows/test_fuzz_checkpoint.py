@@ -17,6 +17,7 @@ and saying what to write instead, never at the restore.
 
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from . import probes
 from .diffharness import Oracle, compare, run_compiled, run_native
 
 SETTINGS = settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("ACTORFLOW_FUZZ_EXAMPLES", "60")),
     deadline=None,
     derandomize=True,
     database=None,

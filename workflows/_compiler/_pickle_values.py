@@ -453,6 +453,8 @@ def _restore_hook_problem(cls: type) -> str | None:
     unpickler calls to rebuild them (``__new__``, ``__setstate__``; ``__hash__`` for a dict key
     or a set element; an exception's ``__init__``, which it is rebuilt with) reads variables of
     the workflow, which come back only after the objects that hold them."""
+    if issubclass(cls, type):
+        return None  # a metaclass: its instances are classes (``metaclass_problem``)
     hooks = ["__new__", "__setstate__", "__hash__"]
     if issubclass(cls, BaseException):
         hooks.append("__init__")
