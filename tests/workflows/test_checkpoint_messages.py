@@ -70,3 +70,30 @@ def test_a_lock_a_with_holds_open_across_an_await_gets_the_advice_for_a_with(wf)
     with pytest.raises(CheckpointError) as info:
         WorkflowHarness(wf, roundtrip=True)
     assert "keep the awaits out of its 'with' body" in str(info.value), str(info.value)
+
+
+class _Bag:
+    def __init__(self, items):
+        self.items = items
+
+
+@workflow
+async def _closure_beside_the_refused_value():
+    seen = []
+
+    def observe(v):  # closes over the workflow's variables: reaches every one of them
+        seen.append(v)
+
+    index = {observe: 1}
+    bag = _Bag(frozenset([iter([1]), iter([2, 3])]))
+    await get(0)
+    return len(bag.items), index[observe]
+
+
+def test_the_variable_named_is_the_one_holding_the_refused_value_not_a_closure_reaching_it():
+    """A function made in the workflow (or a dict keyed by one) reaches every variable through
+    its closure: the refusal names the variable that holds the value, each tried alone first."""
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(_closure_beside_the_refused_value, roundtrip=True)
+    assert info.value.variable == "bag", str(info.value)
+    assert "list_iterator" in str(info.value)

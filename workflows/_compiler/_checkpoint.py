@@ -313,16 +313,49 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
         e = e.__cause__ or e.__context__
     spaces = _spaces(cont._frames)
     refused = getattr(err, "value", None)  # the object refused, if the pickler said which
-    for f in reversed(cont._frames):
+    # First each variable with the frames holding it alone (a function closing over the
+    # workflow's variables, or a dict keyed by one, reaches every other through its frame);
+    # then, if none fails so, each with the frames as they are.
+    for isolated in (True, False):
+        found = _first_refused(cont, err, spaces, refused, isolated)
+        if found is not None:
+            return found
+    return CheckpointError(
+        f"cannot checkpoint workflow {cont._key}: {type(err).__name__}: {err}",
+        variable=None,
+        value_type=None,
+        location=cont.location(),
+    )
+
+
+def _first_refused(
+    cont: Continuation, err: BaseException, spaces: dict[int, tuple[str, dict[str, Any]]],
+    refused: Any, isolated: bool,
+) -> CheckpointError | None:
+    frames = cont._frames
+    for f in reversed(frames):
         code = f._af_code
         # The variable that holds the refused object itself first, then those that reach it.
         names = sorted(f.__dict__.items(), key=lambda kv: _holds(kv[1], refused))
         for name, value in names:
+            saved = [fr.__dict__.copy() for fr in frames] if isolated else None
             try:
-                _dumps(value, spaces)
+                if saved is not None:
+                    for fr in frames:
+                        fr.__dict__.clear()
+                    f.__dict__[name] = value
+                try:
+                    _dumps(value, spaces)
+                finally:
+                    if saved is not None:
+                        for fr, d in zip(frames, saved, strict=True):
+                            fr.__dict__.clear()
+                            fr.__dict__.update(d)
                 if _holds(value, refused) < 2:
                     # Refused for what other variables hold too (the id of an object another
                     # variable holds): this one holds the refused value itself.
+                    if isolated:
+                        continue  # (with the others gone, it may not be this one's to name)
                     raise err
             except Exception as e:
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
@@ -413,12 +446,7 @@ def _explain_pickle_failure(cont: Continuation, err: BaseException) -> Checkpoin
                     value_type=tname,
                     location=where,
                 )
-    return CheckpointError(
-        f"cannot checkpoint workflow {cont._key}: {type(err).__name__}: {err}",
-        variable=None,
-        value_type=None,
-        location=cont.location(),
-    )
+    return None
 
 
 def _holds(value: Any, refused: Any) -> int:
