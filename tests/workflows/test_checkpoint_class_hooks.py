@@ -227,3 +227,50 @@ def test_a_set_literal_in_a_function_made_in_the_workflow_is_kept_whatever_the_h
         env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=root)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
         assert out.returncode == 0, f"PYTHONHASHSEED={seed}:\n{out.stderr[-3000:]}"
+
+
+@workflow
+async def registry_on_a_local_base():
+    class Base:
+        registry = []
+
+        def __init_subclass__(cls, tag="", **kw):
+            super().__init_subclass__(**kw)
+            cls.registry.append(cls.__name__)
+            cls.tag = tag
+
+    class A(Base, tag="a"):
+        pass
+
+    class B(Base):
+        pass
+
+    await timer("t", 1)
+    return Base.registry, A.tag, B.tag
+
+
+def test_the_hook_of_a_base_made_in_the_workflow_does_not_run_again_in_a_new_process():
+    """A registry kept on the base (the refusal's own advice) and an attribute set from a class
+    keyword come back as they were in a new process: the hook is not run a second time (the
+    registry doubled) nor without its keywords (the restore failed)."""
+    import os
+    import subprocess
+    import sys
+
+    h = WorkflowHarness(registry_on_a_local_base, roundtrip=False)
+    blob = h.checkpoint()
+    code = (
+        "import sys\n"
+        "from workflows._compiler import restore, step\n"
+        "from workflows._context import StepContext\n"
+        "import tests.workflows.test_checkpoint_class_hooks as m\n"
+        "cont = restore(sys.stdin.buffer.read())\n"
+        "with StepContext(workflow_id='w', workflow_type=m.registry_on_a_local_base.__workflow_key__, now=0.0).active():\n"
+        "    r = step(cont, send=None)\n"
+        "print(repr(r.value))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
+                         env=dict(os.environ, PYTHONPATH=root), timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    assert out.stdout.decode().strip() == repr((["A", "B"], "a", ""))

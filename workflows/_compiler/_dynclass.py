@@ -6,8 +6,9 @@ runs the bases' ``__init_subclass__``, the metaclass and ``__set_name__``) and t
 process still has the original class, returning the original and dropping the new one. The hooks
 of the dropped class have run all the same: a plugin base whose ``__init_subclass__`` registers
 every subclass in a module list gets a second, dead class there at every restore. Here the
-original is looked up first, and the class is made (its hooks run, as at its class statement)
-only in a process that does not have it, and with its ``__slots__``.
+original is looked up first, and the class is made only in a process that does not have it,
+and with its ``__slots__``. There the hooks of a module's base run, as at its class statement;
+those of a base made at run time too do not: what they did is in the state the restore sets.
 """
 
 from __future__ import annotations
@@ -35,14 +36,35 @@ def make_class_once(
         if existing is not None:
             return existing
     assert _MAKE is not None
-    if "__slots__" in type_kwargs:
-        try:
-            return _MAKE(type_constructor, name, bases, type_kwargs, tracker_id, extra)
-        except Exception:
-            # A metaclass that makes its own slots (and refuses them in the namespace): the
-            # class as cloudpickle makes it, rather than no class at all.
-            type_kwargs = {k: v for k, v in type_kwargs.items() if k != "__slots__"}
-    return _MAKE(type_constructor, name, bases, type_kwargs, tracker_id, extra)
+    # The hooks of bases made at run time too (rebuilt by this restore) do not run: what they did
+    # to the class and to the base (a registry kept on it) is in the state the restore sets, and
+    # the class keywords they took are not kept. Those of a module's base run, as at an import.
+    quiet = [k for b in bases if isinstance(b, type) for k in b.__mro__
+             if "__init_subclass__" in k.__dict__ and k in _DYNAMIC]
+    saved = {k: k.__dict__["__init_subclass__"] for k in quiet}
+    for k in quiet:
+        type.__setattr__(k, "__init_subclass__", _NO_HOOK)
+    try:
+        if "__slots__" in type_kwargs:
+            try:
+                return _MAKE(type_constructor, name, bases, type_kwargs, tracker_id, extra)
+            except Exception:
+                # A metaclass that makes its own slots (and refuses them in the namespace): the
+                # class as cloudpickle makes it, rather than no class at all.
+                type_kwargs = {k: v for k, v in type_kwargs.items() if k != "__slots__"}
+        return _MAKE(type_constructor, name, bases, type_kwargs, tracker_id, extra)
+    finally:
+        for k, hook in saved.items():
+            type.__setattr__(k, "__init_subclass__", hook)
+
+
+def _no_hook(cls: Any, /, **_kw: Any) -> None:
+    return None
+
+
+_NO_HOOK: Any = classmethod(_no_hook)
+# cloudpickle's classes made at run time (this process's, and those its restores made).
+_DYNAMIC: Any = getattr(_cp, "_DYNAMIC_CLASS_TRACKER_BY_CLASS", {})
 
 
 def once(cls: type, r: Any) -> Any:
