@@ -378,7 +378,7 @@ class _Context:
                     _walrus(outer.guard) if outer.guard is not None and inner is not outer.guard else frozenset())
             for body in _bodies(outer):
                 if any(inner is x for x in body):
-                    done = _MUST.block(body[:next(i for i, x in enumerate(body) if x is inner)], names)
+                    done = _must_block(body[:next(i for i, x in enumerate(body) if x is inner)], names)
                     # After a statement that never falls through the await is unreachable.
                     names = done.out if done.out is not None else frozenset(locals_)
                     break
@@ -448,7 +448,7 @@ def _entering(s: ast.stmt, inner: ast.AST, names: frozenset[str]) -> frozenset[s
         return frozenset(out)
     if isinstance(s, (ast.Try, ast.TryStar)):
         if any(inner is x for x in s.orelse):
-            done = _MUST.block(s.body, names)
+            done = _must_block(s.body, names)
             return done.out if done.out is not None else names
         return names  # its body, a handler (below), its finally (maybe after an exception)
     if isinstance(s, ast.Match) and isinstance(inner, ast.match_case):
@@ -475,92 +475,88 @@ def _meet(sets: Iterable[frozenset[str] | None]) -> frozenset[str] | None:
     return out
 
 
-class _Must:
+def _must_block(stmts: list[ast.stmt], names: frozenset[str]) -> _Ends:
     """Definite assignment over statements (the dual of ``may_be_bound``): which names are
-    assigned on every path that falls through, and at each ``break``."""
-
-    def block(self, stmts: list[ast.stmt], names: frozenset[str]) -> _Ends:
-        breaks: list[frozenset[str]] = []
-        cur: frozenset[str] | None = names
-        for s in stmts:
-            assert cur is not None
-            ends = self.stmt(s, cur)
-            breaks += ends.breaks
-            cur = ends.out
-            if cur is None:
-                break
-        return _Ends(cur, breaks)
-
-    def stmt(self, s: ast.stmt, cur: frozenset[str]) -> _Ends:
-        if isinstance(s, (ast.Return, ast.Raise, ast.Continue)):
-            return _Ends(None, [])
-        if isinstance(s, ast.Break):
-            return _Ends(None, [cur])
-        if isinstance(s, ast.Delete):
-            gone = {t.id for t in s.targets if isinstance(t, ast.Name)}
-            return _Ends((cur | _walrus(s)) - gone, [])
-        if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            if isinstance(s, ast.AnnAssign) and s.value is None:
-                return _Ends(cur, [])
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            assigned = cur | _walrus(s.value) if s.value is not None else cur
-            for t in targets:
-                assigned |= _target_names(t)
-            return _Ends(assigned, [])
-        if isinstance(s, (ast.Import, ast.ImportFrom)):
-            return _Ends(cur | {(a.asname or a.name).split(".")[0] for a in s.names}, [])
-        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return _Ends(cur | {s.name}, [])
-        if isinstance(s, ast.If):
-            cur = cur | _walrus(s.test)
-            a, b = self.block(s.body, cur), self.block(s.orelse, cur)
-            return _Ends(_meet([a.out, b.out]), a.breaks + b.breaks)
-        if isinstance(s, (ast.For, ast.AsyncFor)):
-            cur = cur | _walrus(s.iter)
-            body = self.block(s.body, cur | _target_names(s.target))
-            other = self.block(s.orelse, cur)  # (the loop may not run at all)
-            return _Ends(_meet([other.out, *body.breaks]), other.breaks)
-        if isinstance(s, ast.While):
-            forever = isinstance(s.test, ast.Constant) and bool(s.test.value)
-            cur = cur | _walrus(s.test)
-            body = self.block(s.body, cur)
-            other = self.block(s.orelse, cur) if not forever else _Ends(None, [])
-            return _Ends(_meet([other.out, *body.breaks]), other.breaks)
-        if isinstance(s, (ast.With, ast.AsyncWith)):
-            for item in s.items:
-                cur = cur | _walrus(item.context_expr)
-                if item.optional_vars is not None:
-                    cur = cur | _target_names(item.optional_vars)
-            return self.block(s.body, cur)
-        if isinstance(s, (ast.Try, ast.TryStar)):
-            body = self.block([*s.body, *s.orelse], cur)
-            paths = [body]
-            for h in s.handlers:
-                ends = self.block(h.body, cur | ({h.name} if h.name else set()))
-                if ends.out is not None and h.name:
-                    ends.out = ends.out - {h.name}  # unbound as the clause ends
-                paths.append(ends)
-            breaks = [b for p in paths for b in p.breaks]
-            out: frozenset[str] | None = _meet(p.out for p in paths)
-            if s.finalbody:
-                fin = self.block(s.finalbody, out if out is not None else cur)
-                breaks += fin.breaks
-                out = fin.out if out is not None else None
-            return _Ends(out, breaks)
-        if isinstance(s, ast.Match):
-            cur = cur | _walrus(s.subject)
-            paths = []
-            for case in s.cases:
-                bound = cur | frozenset(_captures(case.pattern)) | (_walrus(case.guard) if case.guard else frozenset())
-                paths.append(self.block(case.body, bound))
-            exhaustive = any(_catches_all(c) for c in s.cases)
-            return _Ends(_meet([*(p.out for p in paths), *([] if exhaustive else [cur])]),
-                         [b for p in paths for b in p.breaks])
-        # An expression, an assert, pass, global: what a walrus in it assigns.
-        return _Ends(cur | _walrus(s), [])
+    assigned on every path that falls through ``stmts``, and at each ``break``."""
+    breaks: list[frozenset[str]] = []
+    cur: frozenset[str] | None = names
+    for s in stmts:
+        assert cur is not None
+        ends = _must_stmt(s, cur)
+        breaks += ends.breaks
+        cur = ends.out
+        if cur is None:
+            break
+    return _Ends(cur, breaks)
 
 
-_MUST = _Must()
+def _must_stmt(s: ast.stmt, cur: frozenset[str]) -> _Ends:
+    if isinstance(s, (ast.Return, ast.Raise, ast.Continue)):
+        return _Ends(None, [])
+    if isinstance(s, ast.Break):
+        return _Ends(None, [cur])
+    if isinstance(s, ast.Delete):
+        gone = {t.id for t in s.targets if isinstance(t, ast.Name)}
+        return _Ends((cur | _walrus(s)) - gone, [])
+    if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        if isinstance(s, ast.AnnAssign) and s.value is None:
+            return _Ends(cur, [])
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        assigned = cur | _walrus(s.value) if s.value is not None else cur
+        for t in targets:
+            assigned |= _target_names(t)
+        return _Ends(assigned, [])
+    if isinstance(s, (ast.Import, ast.ImportFrom)):
+        return _Ends(cur | {(a.asname or a.name).split(".")[0] for a in s.names}, [])
+    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return _Ends(cur | {s.name}, [])
+    if isinstance(s, ast.If):
+        cur = cur | _walrus(s.test)
+        a, b = _must_block(s.body, cur), _must_block(s.orelse, cur)
+        return _Ends(_meet([a.out, b.out]), a.breaks + b.breaks)
+    if isinstance(s, (ast.For, ast.AsyncFor)):
+        cur = cur | _walrus(s.iter)
+        body = _must_block(s.body, cur | _target_names(s.target))
+        other = _must_block(s.orelse, cur)  # (the loop may not run at all)
+        return _Ends(_meet([other.out, *body.breaks]), other.breaks)
+    if isinstance(s, ast.While):
+        forever = isinstance(s.test, ast.Constant) and bool(s.test.value)
+        cur = cur | _walrus(s.test)
+        body = _must_block(s.body, cur)
+        other = _must_block(s.orelse, cur) if not forever else _Ends(None, [])
+        return _Ends(_meet([other.out, *body.breaks]), other.breaks)
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        for item in s.items:
+            cur = cur | _walrus(item.context_expr)
+            if item.optional_vars is not None:
+                cur = cur | _target_names(item.optional_vars)
+        return _must_block(s.body, cur)
+    if isinstance(s, (ast.Try, ast.TryStar)):
+        body = _must_block([*s.body, *s.orelse], cur)
+        paths = [body]
+        for h in s.handlers:
+            ends = _must_block(h.body, cur | ({h.name} if h.name else set()))
+            if ends.out is not None and h.name:
+                ends.out = ends.out - {h.name}  # unbound as the clause ends
+            paths.append(ends)
+        breaks = [b for p in paths for b in p.breaks]
+        out: frozenset[str] | None = _meet(p.out for p in paths)
+        if s.finalbody:
+            fin = _must_block(s.finalbody, out if out is not None else cur)
+            breaks += fin.breaks
+            out = fin.out if out is not None else None
+        return _Ends(out, breaks)
+    if isinstance(s, ast.Match):
+        cur = cur | _walrus(s.subject)
+        paths = []
+        for case in s.cases:
+            bound = cur | frozenset(_captures(case.pattern)) | (_walrus(case.guard) if case.guard else frozenset())
+            paths.append(_must_block(case.body, bound))
+        exhaustive = any(_catches_all(c) for c in s.cases)
+        return _Ends(_meet([*(p.out for p in paths), *([] if exhaustive else [cur])]),
+                     [b for p in paths for b in p.breaks])
+    # An expression, an assert, pass, global: what a walrus in it assigns.
+    return _Ends(cur | _walrus(s), [])
 
 
 def _target_names(t: ast.AST) -> frozenset[str]:
