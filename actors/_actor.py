@@ -280,7 +280,7 @@ class WorkflowActor(PooledActor):
                 except StopIteration:
                     return
                 value = error = None
-                if not promise.done():
+                if not promise.done() and not (self._dispatcher.commit_here() and promise.done()):
                     paused = True
                     self.pause_until(promise, functools.partial(self._resume_after, steps, message, promise))
                     return
@@ -1055,7 +1055,8 @@ class _Encoded:
 def _answer(reply: Promise[Any], value: Any) -> None:
     """Answer a waiting caller, unless its step's commit has answered it already (on a dispatcher
     thread, the caller is let go as the slice ends: ``Promise.answer``)."""
-    reply.answer(value)
+    if not reply.done():
+        reply.answer(value)
 
 
 def _answer_on_commit(reply: Promise[Any], value: Any, committed: Promise[Any]) -> None:
@@ -1065,6 +1066,12 @@ def _answer_on_commit(reply: Promise[Any], value: Any, committed: Promise[Any]) 
 
 def _signal_value(value: Any) -> Any:
     return loads(value.blob) if isinstance(value, _Encoded) else value
+
+
+@functools.lru_cache(maxsize=1024)
+def _quoted(name: str) -> str:
+    """A signal's, ask's or timer's name as JSON text: the same few names step after step."""
+    return json.dumps(name)
 
 
 def _cause(decision: Decision) -> tuple[str, str]:
@@ -1080,11 +1087,11 @@ def _cause(decision: Decision) -> tuple[str, str]:
     if w is None or arm is None:
         return ("gather", f',"taken":{consumed}')
     if w.kind == SIGNAL:
-        cause = ("signal", ',"name":' + json.dumps(w.key))
+        cause = ("signal", ',"name":' + _quoted(w.key))
     elif w.kind == REQUEST:
-        cause = ("request", ',"name":' + json.dumps(w.key))
+        cause = ("request", ',"name":' + _quoted(w.key))
     elif w.kind == "timer":
-        cause = ("timer", ',"name":' + json.dumps(arm.target))
+        cause = ("timer", ',"name":' + _quoted(arm.target))
     elif w.kind == CHILD:
         ended = "completed" if w.ok else ("cancelled" if (w.error or {}).get("cancelled") else "failed")
         cause = ("child", f',"child":{json.dumps(w.key)},"outcome":"{ended}"')

@@ -210,6 +210,35 @@ class Dispatcher:
             return contextlib.nullcontext()
         return _Blocking(self, me)
 
+    def commit_here(self) -> bool:
+        """From a slice whose message waits for its step's commit: if this thread steps and
+        nothing else is queued, its drain ends with this message, so it commits what the drain
+        staged now, on this thread (the stepping role given up meanwhile, as in ``blocking``),
+        and the message goes on in the same slice, with no pause and no second slice. False
+        (nothing done): the message pauses until the commit at the drain's end."""
+        me: _Engine | None = getattr(_current, "me", None)
+        if me is None or not me.stepping:
+            return False
+        with self._lock:
+            if self._runq or self._wanting or self._flushing or not self._staged():
+                return False
+            self._flushing = True
+            woken = self._release_locked(me)
+        if woken is not None:
+            woken.gate.release()
+        try:
+            self._flush()
+        except BaseException:  # the writer settles its writes' promises itself
+            logger.exception("actorflow: commit of a drain failed")
+        with self._lock:
+            self._flushing = False
+            if not self._stepping:
+                self._stepping = me.stepping = True
+                return True
+            self._wanting.append(me)
+        me.gate.acquire()  # the stepper hands the role over as its slice ends
+        return True
+
     def shutdown(self, timeout: float = 5.0) -> None:
         # A paused message resumes once its commit is done: let every queued, running and paused
         # message end before the threads stop.

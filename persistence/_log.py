@@ -121,7 +121,9 @@ class Log:
             getattr(self._proxy, method_name)(event, **context)
 
     def debug(self, event: str, **context: Any) -> None:
-        self._log("debug", event, context)
+        # (a step's event: its level checked here, with no call more while DEBUG is off)
+        if self.logger.isEnabledFor(logging.DEBUG) or _capturing():
+            self._proxy.debug(event, **context)
 
     def info(self, event: str, **context: Any) -> None:
         self._log("info", event, context)
