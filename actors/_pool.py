@@ -391,6 +391,10 @@ class PooledActor(pykka.Actor):
         self._dispatcher.live.add(self)
         with self._sched_lock:
             self._started = True
+            if not self.actor_inbox._items and type(self).on_start is pykka.Actor.on_start:
+                # Nothing to do before its first message, whose put() schedules it: a slice now
+                # would find the mailbox empty (its starter tells it that message next).
+                return
             self._scheduled = True
             self._dispatcher.submit(self)
 
