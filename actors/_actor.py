@@ -93,12 +93,14 @@ class Kick:
     record is not written yet; the first step inserts it, in its own commit, and then this gets
     True (False: the id was taken meanwhile, and nothing was written). ``reload``: read the
     workflow from the store even if it is loaded (a cluster's node that took its shard over: what
-    it held in memory is stale).
+    it held in memory is stale). ``handled``: answered once the actor is done with this message
+    (every step it could take committed), for a caller that judges what the workflow did with it.
     """
 
     seed: Seed | None = None
     created: Promise[bool] | None = None
     reload: bool = False
+    handled: Promise[None] | None = None
 
 
 @dataclass(frozen=True)
@@ -292,6 +294,8 @@ class WorkflowActor(PooledActor):
                 # An ended workflow's actor stops at the end of its last message, on its own
                 # thread: no stop message later, nor the eviction of an idle actor by a caller.
                 self.host.message_done(self.id, self if self.life is Life.FINISHED else None)
+                if type(message) is Kick and message.handled is not None:
+                    message.handled.answer(None)
 
     def _resume_after(self, steps: Steps, message: Any, promise: Promise[Any]) -> None:
         value, error = promise.outcome()

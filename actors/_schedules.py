@@ -18,6 +18,11 @@ After downtime (ticks that fell due before the driver began, up to the moment it
 one tick alone, due less than ``MISSED_GRACE`` seconds before (a restart, a change of leader: no
 tick is lost to it). Ticks that fall due while the driver runs are all started, however late it
 gets to them.
+
+Under ``overlap="skip"`` a tick is skipped while the previous run still runs. Ticks that fall due
+together (a busy round, a catch-up, a clock moved on) are judged one after the other, each once
+the run started for the one before has taken every step it could take at that moment: a run that
+ends in its first step never makes the next tick skip, however the threads are timed.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from persistence import PersistenceError, dumps, loads
 from persistence import _schedules as stored
 from persistence._log import Log
+from persistence._promise import Promise
 from persistence._schedules import ScheduleRow
 from workflows._errors import check_id
 from workflows._registry import resolve
@@ -60,6 +66,9 @@ PER_ROUND = 100
 # After a failed round (storage away, a workflow type that cannot be imported), a schedule is
 # tried again after this many seconds (real time), doubling up to the maximum.
 RETRY = (0.5, 30.0)
+# Seconds (real time) a round waits for a run it just started to take its first steps before it
+# judges the next tick under overlap="skip"; a run slower than that is judged at a later round.
+JUDGE_WAIT = 5.0
 
 Seed = tuple["NewWorkflow", Any, bytes]
 _Info = TypeVar("_Info", bound="_HasId")
@@ -237,6 +246,10 @@ class Schedules:
         self._retry: dict[str, tuple[float, float]] = {}  # id -> (monotonic retry time, backoff)
         self.started = 0  # ticks this node started (a workflow created), for the tests and metrics
         self.skipped = 0
+        # Per schedule under overlap="skip": the run started for a tick, with ticks due after it,
+        # that has not taken its first steps yet (answered once its actor handled its start). The
+        # schedule's next tick is judged only after.
+        self._judging: dict[str, Promise[None]] = {}
 
     # -- the API ----------------------------------------------------------------------------------
     def schedule(
@@ -373,6 +386,11 @@ class Schedules:
             retry_at, backoff = self._retry.get(row.id, (0.0, 0.0))
             if retry_at > mono:
                 continue
+            judging = self._judging.get(row.id)
+            if judging is not None:
+                if not judging.done():
+                    continue  # its last run has not taken its first steps: judged at a later round
+                del self._judging[row.id]
             try:
                 self._run(row, now)
                 self._retry.pop(row.id, None)
@@ -431,7 +449,7 @@ class Schedules:
         args = loads(row.args)
         last = row.last_started
         done = row.done_until
-        for tick, start in plan:
+        for i, (tick, start) in enumerate(plan):
             # The ticks it moves past without starting them (a catch-up's), for the metric.
             missed = when.count(done, tick) - (1 if start else 0)
             done = tick
@@ -456,7 +474,9 @@ class Schedules:
                 if metrics is not None:
                     metrics.workflow_started(row.workflow)
                 last = seed[0].id
-                self._kick(seed)
+                # Another tick to judge after this one: it waits for this run's first steps.
+                judge = row.overlap == "skip" and any(s for _, s in plan[i + 1:])
+                handled = self._kick(seed, judge)
                 self.log.info(
                     "schedule_tick_started",
                     schedule_id=row.id,
@@ -465,6 +485,9 @@ class Schedules:
                     tick=tick_text(tick),
                     late=round(now - tick, 3),
                 )
+                if handled is not None and not _waited(handled, min(JUDGE_WAIT, self.rt.commit_timeout)):
+                    self._judging[row.id] = handled
+                    return  # the ticks after it are judged at a later round
             elif outcome == "existed" and seed is not None:
                 last = seed[0].id
             elif start:
@@ -483,15 +506,27 @@ class Schedules:
                     catchup=row.catchup,
                 )
 
-    def _kick(self, seed: Seed) -> None:
+    def _kick(self, seed: Seed, judge: bool = False) -> Promise[None] | None:
         """Run a workflow just created by a tick: here if its shard is this node's, else its
-        owner's (the commit left it a wake-up)."""
+        owner's (the commit left it a wake-up). ``judge``: the promise answered once its actor
+        has handled the start (None for a run another node starts: judged as the store has it)."""
         cluster = self.rt.cluster
         wid = seed[0].id
         if cluster.owns_new(wid):
-            self.rt.activator.deliver(wid, Kick(seed))
-        else:
-            cluster.publish_wake()
+            handled: Promise[None] | None = Promise() if judge else None
+            self.rt.activator.deliver(wid, Kick(seed, handled=handled))
+            return handled
+        cluster.publish_wake()
+        return None
+
+
+def _waited(promise: Promise[None], timeout: float) -> bool:
+    """True once ``promise`` is answered (within ``timeout`` seconds)."""
+    try:
+        promise.result(timeout)
+    except TimeoutError:
+        return False
+    return True
 
 
 def _when(r: ScheduleRow) -> str:

@@ -42,8 +42,7 @@ def test_a_cron_and_an_every_schedule_over_a_simulated_week_with_restarts(db: st
         for _day in range(7):
             # The application schedules at every start: the same ids again, which updates them
             # and keeps how far they got.
-            # Six hourly ticks fall due at each step: "allow" starts each (under "skip",
-            # the first would still run when the next one is started).
+            # Six hourly ticks fall due at each step: each is started.
             hourly = system.schedule("hourly", report, "h", every=HOUR, overlap="allow")
             nightly = system.schedule(
                 "nightly", report, "n", cron="30 2 * * *", timezone="Europe/Paris"
@@ -83,8 +82,8 @@ def test_a_cron_and_an_every_schedule_over_a_simulated_week_with_restarts(db: st
 def test_downtime_under_each_catchup_policy(db: str, catchup: str, missed_started: int) -> None:
     clock = VirtualClock(START)
     with ActorSystem(db, clock=clock) as system:
-        # (Under overlap="skip", the missed ticks after the first would find it running.)
-        system.schedule("job", report, catchup, every=HOUR, catchup=catchup, overlap="allow")
+        # (Under the default overlap="skip": each run ends before the next tick is judged.)
+        system.schedule("job", report, catchup, every=HOUR, catchup=catchup)
         for _ in range(2):
             clock.advance(HOUR)
             system.idle(T)
@@ -118,6 +117,34 @@ def test_overlap_skip_skips_ticks_while_the_previous_run_runs(db: str, overlap: 
             assert started == expected("slow", [START + HOUR * h for h in range(1, 7)])
 
 
+@pytest.mark.parametrize("run", ["ends in its first step", "waits for a signal"])
+@pytest.mark.parametrize("when", [{"every": 60.0}, {"cron": "* * * * *"}])
+def test_ticks_due_together_under_skip_are_judged_one_after_the_other(
+    db: str, run: str, when: dict[str, object]
+) -> None:
+    """Ten ticks fall due in one round (the clock moved on ten periods at once): under
+    overlap="skip" each is judged once the run of the one before has taken its first steps. A
+    run that ends in its first step never makes the next tick skip; one that waits makes every
+    next one skip. Three times over, the same: no thread's timing decides."""
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        for attempt in range(3):
+            sid, base = f"m{attempt}", clock.now()
+            if run == "ends in its first step":
+                system.schedule(sid, report, sid, **when)  # type: ignore[arg-type]
+            else:
+                system.schedule(sid, tick_seen, sid, **when)  # type: ignore[arg-type]
+            system.idle(T)
+            skipped = system._schedules.skipped
+            clock.advance(600)
+            system.idle(T)
+            ticks = [base + 60 * k for k in range(1, 11)]
+            want = ticks if run == "ends in its first step" else ticks[:1]
+            assert runs(system, sid) == expected(sid, want), attempt
+            assert system._schedules.skipped - skipped == 10 - len(want)
+            system.unschedule(sid)
+
+
 def test_idle_waits_for_a_tick_from_its_commit_until_its_workflow_is_handed_on(db: str, monkeypatch) -> None:
     """Once a tick's start commits the schedule is no longer due, and its workflow reaches the
     actors only after: ``idle`` in that gap would return before the workflow's first step (which
@@ -129,9 +156,9 @@ def test_idle_waits_for_a_tick_from_its_commit_until_its_workflow_is_handed_on(d
     real_kick = Schedules._kick
     with ActorSystem(db, clock=clock) as system:
 
-        def kick(self, seed):  # type: ignore[no-untyped-def]
+        def kick(self, seed, judge=False):  # type: ignore[no-untyped-def]
             seen.append(system._idle_now())  # in the gap: committed, not handed on yet
-            real_kick(self, seed)
+            return real_kick(self, seed, judge)
 
         monkeypatch.setattr(Schedules, "_kick", kick)
         system.schedule("slow", slow_report, 2.5, every=HOUR)
