@@ -50,6 +50,26 @@ class AsyncBridge:
             future = self._pool.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
         return await asyncio.wrap_future(future, loop=loop)
 
+    async def run_alone(self, fn: Callable[[], None], name: str) -> None:
+        """``fn()`` on a thread of its own (not the executor, which ``fn`` may close: a shutdown),
+        awaited without blocking the loop. Cancelling the awaiting task stops only the wait."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # handed to the awaiting task, as a call of its own
+                error = e
+                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                    loop.call_soon_threadsafe(_fail, future, error)
+            else:
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_complete, future)
+
+        threading.Thread(target=run, name=name).start()
+        await asyncio.shield(future)
+
     def waiter(self) -> tuple[asyncio.Future[None], Callable[[object], None]]:
         """A future on the running loop and a callback that completes it from any thread.
 
@@ -92,3 +112,8 @@ class AsyncBridge:
 def _complete(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _fail(future: asyncio.Future[None], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)

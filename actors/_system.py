@@ -213,10 +213,25 @@ class ActorSystem:
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
 
+    async def __aenter__(self) -> ActorSystem:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.shutdown_async()
+
     def shutdown(self) -> None:
         """Stop every actor and service and release the database. Nothing durable is lost. A
         cluster's node hands its shards off to the other nodes first."""
         self._stop_system(handoff=True)
+
+    async def shutdown_async(self) -> None:
+        """``shutdown`` for asyncio code (and ``async with ActorSystem(...)``): the same clean
+        stop (the procedures under way finish first), on a thread of its own, awaited without
+        blocking the event loop. Calls made meanwhile raise ``SystemClosed``; cancelling the
+        awaiting task does not stop the shutdown, only the wait for it."""
+        if self._closed:
+            return
+        await self._aio.run_alone(self.shutdown, "actorflow-shutdown")
 
     def serve(self) -> None:
         """Block until SIGTERM or SIGINT, then shut down cleanly (a cluster's node hands its

@@ -24,6 +24,7 @@ from actors.testing import VirtualClock
 from workflows import (
     Cancelled,
     WorkflowFailed,
+    procedure,
     reducer,
     signal,
     subscribe,
@@ -290,6 +291,51 @@ def test_shutdown_wakes_a_pending_result_async(tmp_path: Path, clock: VirtualClo
 
     with ThreadPoolExecutor(1) as closer:
         serve(main)
+
+
+PROCEDURE_RUNS = threading.Event()  # set by gated_call once it runs
+
+
+@procedure
+def gated_call() -> str:
+    PROCEDURE_RUNS.set()
+    assert GATE.wait(T), "the gate was never opened"
+    return "done"
+
+
+@workflow
+async def calls_gated() -> str:
+    return await procedure(gated_call)
+
+
+def test_shutdown_async_waits_for_a_procedure_without_holding_the_loop(tmp_path: Path) -> None:
+    """``shutdown_async`` (and leaving ``async with``) waits for the procedure under way, as
+    ``shutdown`` does, while the loop goes on: the ticker ticks, and the loop itself opens the
+    gate the procedure waits on (a shutdown that blocked the loop would wait for it for good)."""
+    GATE.clear()
+    PROCEDURE_RUNS.clear()
+    db = str(tmp_path / "down.db")
+
+    async def main(ticker: Ticker) -> None:
+        async with ActorSystem(db) as s:
+            ref = await s.start_async(calls_gated)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + T
+            while not PROCEDURE_RUNS.is_set():
+                assert loop.time() < deadline, "the procedure never ran"
+                await asyncio.sleep(0.005)
+            closing = task(s.shutdown_async())
+            await ticker.tick_while_pending([closing])
+            with pytest.raises(SystemClosed):
+                await s.start_async(calls_gated)
+            GATE.set()
+            await asyncio.wait_for(closing, T)
+            await s.shutdown_async()  # (again: nothing more to do, as shutdown())
+        # Left the `async with` after it: closed once, nothing lost.
+        with ActorSystem(db) as again:
+            assert again.get(ref.id).result(T) == "done"
+
+    serve(main)
 
 
 def test_the_other_blocking_calls_have_async_twins_that_answer_as_they_do(
