@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from persistence import (
+    CANCEL,
     RUNNING,
     SIGNAL,
     Delivered,
@@ -861,7 +862,8 @@ class ActorSystem:
         except UnknownWorkflowId:
             raise self._unknown(workflow_id) from None
         except WorkflowFinished as e:
-            raise WorkflowNotRunning(workflow_id, e.status, f"{what} {name!r}") from e
+            doing = "cancel it" if kind == CANCEL else f"{what} {name!r}"
+            raise WorkflowNotRunning(workflow_id, e.status, doing) from e
 
     def _wake_after(self, written: Promise[Delivered]) -> None:
         """Once an append committed (on the writer's thread): wake its workflow."""

@@ -89,3 +89,16 @@ def test_cancel_reaches_children(system):
     system.idle(timeout=T)
     assert system.get("the-child").status() is Status.CANCELLED
     assert ref.status() is Status.CANCELLED
+
+
+def test_cancel_of_a_finished_workflow_says_so_plainly(system, db):
+    """Cancelling a workflow that has finished is a WorkflowNotRunning naming it and its status
+    (the message once read "cannot cancel 'cancel'")."""
+    from actors import WorkflowNotRunning
+
+    ref = system.start(flows.collect, 0, id="done")
+    assert ref.result(timeout=T) == []
+    with pytest.raises(WorkflowNotRunning) as e:
+        ref.cancel("too late")
+    assert str(e.value) == "cannot cancel it: workflow 'done' has already finished (completed)"
+    assert e.value.status is Status.COMPLETED
