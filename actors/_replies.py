@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from persistence import ASK_ERROR, ASK_OK, AskReply, dumps
+from persistence import ASK_ERROR, ASK_OK, AskReply, dumps, loads
 from workflows._context import Publish, Reply
 
 from ._procedures import error_info
@@ -41,10 +41,52 @@ def _reply(eff: Reply, workflow_id: str) -> AskReply:
                 f"pickled ({type(eff.value).__name__}: {e}); reply with plain picklable data"
             ) from e
     info = error_info(eff.error)
-    try:
-        blob: bytes | None = dumps(eff.error)
-    except Exception:
-        blob = None  # the asker gets its type and message
     return AskReply(
-        eff.ask_id, ASK_ERROR, blob, json.dumps({"type": info["type"], "message": info["message"]})
+        eff.ask_id, ASK_ERROR, error_blob(eff.error),
+        json.dumps({"type": info["type"], "message": info["message"]}),
     )
+
+
+def error_blob(error: BaseException) -> bytes | None:
+    """``error`` pickled so that it loads back as itself (None if it cannot be: the asker gets
+    its type and message). Pickle rebuilds an exception as ``cls(*error.args)``, which fails
+    for one whose ``__init__`` takes other arguments than what it passes on as its message (an
+    ``InsufficientFunds(owner, balance)``); such an exception is rebuilt from its state instead:
+    its ``args`` and attributes, without calling ``__init__`` again."""
+    try:
+        blob = dumps(error)
+    except Exception:
+        return None
+    try:
+        if type(loads(blob)) is type(error):
+            return blob
+    except Exception:
+        pass
+    try:
+        rebuilt = dumps(_ErrorState(error))
+        if type(loads(rebuilt)) is type(error):
+            return rebuilt
+    except Exception:
+        pass
+    return None
+
+
+class _ErrorState:
+    """Pickles an exception as its class, ``args`` and ``__dict__``."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        e = self.error
+        return (rebuild_error, (type(e), e.args, dict(getattr(e, "__dict__", {}))))
+
+
+def rebuild_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """An exception of ``cls`` with these ``args`` and attributes, its ``__init__`` not called."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error

@@ -152,3 +152,20 @@ async def worker() -> str:
     req = await signal("job")
     reply(req, f"worker did {req.payload}")
     return "replied"
+
+
+class InsufficientFunds(Exception):
+    """A domain error whose ``__init__`` takes other arguments than the message it passes on."""
+
+    def __init__(self, owner: str, balance: int) -> None:
+        super().__init__(f"{owner} has only {balance}")
+        self.owner = owner
+        self.balance = balance
+
+
+@workflow
+async def strict_bank(owner: str, balance: int) -> None:
+    """Refuses every withdrawal with an ``InsufficientFunds``."""
+    while True:
+        req = await request("withdraw")
+        reply(req, error=InsufficientFunds(owner, balance))

@@ -139,6 +139,18 @@ def test_ask_returns_the_reply_and_a_refusal_raises_ask_failed(system, no_reread
     assert ref.published("balance") == 70
 
 
+def test_a_refusal_with_a_domain_error_carries_it_whole(system):
+    """A replied exception whose __init__ takes other arguments than its message (pickle would
+    rebuild it as cls(message), which fails) reaches the asker as itself, attributes included."""
+    ref = system.start(tf.strict_bank, "zoe", 3, id="bank")
+    with pytest.raises(AskFailed, match="zoe has only 3") as e:
+        ref.ask("withdraw", 5, timeout=T)
+    error = e.value.error
+    assert isinstance(error, tf.InsufficientFunds)
+    assert (error.owner, error.balance, error.args) == ("zoe", 3, ("zoe has only 3",))
+    assert e.value.error_type == "tests.actors.talk_flows.InsufficientFunds"
+
+
 def test_an_ask_id_asked_again_returns_the_stored_reply_without_asking_twice(system):
     """An ask asked again with its ask_id returns the stored reply and the workflow sees it once; an
     ask_id names one ask of one name."""
