@@ -338,11 +338,27 @@ def _live(rt: Any) -> Iterator[Any]:
         value=act.passivated,
     )
     yield GaugeMetricFamily(
-        "actorflow_inbox_messages",
-        "Messages delivered to workflow actors and not handled yet (signals, timer firings, procedure "
+        "actorflow_mailbox_messages",
+        "Messages handed to workflow actors and not handled yet (signals, timer firings, procedure "
         "replies, child results).",
         value=act.queued(),
     )
+    try:
+        buffered, fullest = rt.store.inbox_depth()
+    except Exception:  # the store is away: the scrape goes on without these two
+        pass
+    else:
+        yield GaugeMetricFamily(
+            "actorflow_inbox_messages",
+            "Messages waiting in the workflows' inboxes (signals, asks, cancels and children's "
+            "outcomes stored and not taken yet).",
+            value=buffered,
+        )
+        yield GaugeMetricFamily(
+            "actorflow_inbox_messages_max",
+            "Messages waiting in the fullest one workflow's inbox (InboxFull at inbox_limit).",
+            value=fullest,
+        )
     writer = getattr(rt.store, "_writer", None)
     if writer is not None:
         yield CounterMetricFamily(

@@ -89,6 +89,16 @@ DELIVER = (
     "INSERT INTO {s}.inbox (workflow_id, kind, name, payload, created_at) "
     "SELECT ?, ?, ?, ?, ? FROM {s}.workflows AS w WHERE w.id = ? AND w.status = 'running'"
 )
+# The messages waiting in inboxes: in all, and in the fullest one workflow's (``inbox_depth``).
+INBOX_DEPTH = (
+    "SELECT coalesce(sum(n), 0), coalesce(max(n), 0) FROM "
+    "(SELECT count(*) AS n FROM {s}.inbox GROUP BY workflow_id) AS x"
+)
+INBOX_DEPTH_OF_SHARDS = (
+    "SELECT coalesce(sum(n), 0), coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM {s}.inbox "
+    "AS i JOIN {s}.workflows AS w ON w.id = i.workflow_id WHERE w.shard = ANY(?) "
+    "GROUP BY i.workflow_id) AS x"
+)
 # A signal counts against the inbox's bound. Counting stops at the limit, by index, so a full
 # inbox costs at most ``limit`` index steps.
 COUNT_INBOX = "SELECT count(*) FROM (SELECT 1 FROM {s}.inbox WHERE workflow_id = ? LIMIT ?) AS x"

@@ -619,6 +619,10 @@ class SqlStore(Store):
                 out.setdefault(str(wid), {})[str(key)] = bytes(value)
         return out
 
+    def inbox_depth(self) -> tuple[int, int]:
+        (total, most), = self._rows(_sql.INBOX_DEPTH)
+        return int(total), int(most)
+
     def oldest_step_kept(self, workflow_id: str) -> int | None:
         """The number of the oldest step the workflow's history still holds (by index: the
         table's first rows, else the row's newest steps); None if it holds no step."""

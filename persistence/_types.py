@@ -693,6 +693,12 @@ class BrowseStore(Protocol):
         """Every value each of ``workflow_ids`` published, by workflow and key (pickled)."""
         raise NotImplementedError
 
+    def inbox_depth(self) -> tuple[int, int]:
+        """The messages waiting in the inboxes of the workflows this store owns (signals, asks,
+        cancels and children's outcomes stored and not taken yet): in all, and in the fullest
+        one workflow's (``InboxFull`` at the inbox limit)."""
+        raise NotImplementedError
+
     def oldest_step_kept(self, workflow_id: str) -> int | None:
         """The number of the oldest step the workflow's history still holds (None: no step)."""
         raise NotImplementedError

@@ -28,7 +28,7 @@ import psycopg
 import psycopg.conninfo
 import psycopg_pool
 
-from persistence import _writes
+from persistence import _sql, _writes
 from persistence._errors import Fenced, PersistenceError
 from persistence._log import Log, SystemLog
 from persistence._pg import _appends
@@ -431,6 +431,13 @@ class PgStore(SqlStore):
         if self._node is not None:
             return iter(self._node.recovery_work(self._node.owned_shards()).with_work)
         return super().workflows_with_work()
+
+    def inbox_depth(self) -> tuple[int, int]:
+        """``Store.inbox_depth``; on a cluster's node, of the shards leased here."""
+        if self._node is None:
+            return super().inbox_depth()
+        (total, most), = self._rows(_sql.INBOX_DEPTH_OF_SHARDS, (sorted(self._node.owned_shards()),))
+        return int(total), int(most)
 
     def workflows_cancelling(self) -> set[str]:
         """Workflows with a cancel waiting (of the shards leased here, on a cluster's node)."""

@@ -78,7 +78,8 @@ def test_a_scrape_after_a_known_workload_has_exactly_the_expected_counts(db: str
             or value("actorflow_storage_faults_total") == 0
         )
         assert value("actorflow_actors_live") == system.live_actors()
-        assert value("actorflow_inbox_messages") == 0
+        assert value("actorflow_mailbox_messages") == 0
+        assert value("actorflow_inbox_messages") == value("actorflow_inbox_messages_max") == 0
         writer = system._rt.store._writer
         assert value("actorflow_commit_batches_total") == writer.batches > 0
         assert (
@@ -93,6 +94,32 @@ def test_a_scrape_after_a_known_workload_has_exactly_the_expected_counts(db: str
     assert registry.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) is None
     with ActorSystem(db, clock=clock, metrics=registry) as system:
         assert registry.get_sample_value("actorflow_actors_live") == 0
+
+
+def test_the_inbox_gauges_count_the_messages_waiting_in_the_inboxes(db: str) -> None:
+    """Signals a workflow does not await yet wait in its inbox: ``actorflow_inbox_messages``
+    counts them all, ``actorflow_inbox_messages_max`` those of the fullest inbox (the one that
+    nears ``InboxFull``); a step that takes them empties the count."""
+    from . import flows
+
+    registry = CollectorRegistry()
+    with ActorSystem(db, metrics=registry) as system:
+        first, second = system.start(flows.collect, 5), system.start(flows.collect, 2)
+        for _ in range(5):
+            first.signal("later", 1)
+        for _ in range(2):
+            second.signal("later", 1)
+        system.idle(T)
+        value = registry.get_sample_value
+        assert value("actorflow_inbox_messages") == 7
+        assert value("actorflow_inbox_messages_max") == 5
+        assert value("actorflow_mailbox_messages") == 0
+        for ref, n in ((first, 5), (second, 2)):
+            for _ in range(n):
+                ref.signal("item", 1)
+        assert first.result(T) == [1] * 5 and second.result(T) == [1] * 2
+        system.idle(T)
+        assert value("actorflow_inbox_messages") == 0  # (the workflows ended: their inboxes went)
 
 
 def test_asks_are_counted_once_each_also_when_asked_again_by_their_ask_id(db: str) -> None:
