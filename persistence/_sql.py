@@ -89,6 +89,12 @@ DELIVER = (
     "INSERT INTO {s}.inbox (workflow_id, kind, name, payload, created_at) "
     "SELECT ?, ?, ?, ?, ? FROM {s}.workflows AS w WHERE w.id = ? AND w.status = 'running'"
 )
+# A setting kept in the meta table (beside the schema's version).
+PUT_META = (
+    "INSERT INTO {s}.meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+GET_META = "SELECT value FROM {s}.meta WHERE key = ?"
 # The messages waiting in inboxes: in all, and in the fullest one workflow's (``inbox_depth``).
 INBOX_DEPTH = (
     "SELECT coalesce(sum(n), 0), coalesce(max(n), 0) FROM "

@@ -47,6 +47,8 @@ from persistence._writer import Writer
 
 T = TypeVar("T")
 
+HISTORY_LIMIT_KEY = "history_limit"  # in the meta table: the limit its owning system keeps
+
 # What ``_snapshot`` gives its function: run a template with params, get its rows.
 Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
@@ -565,7 +567,7 @@ class SqlStore(Store):
             n = step_of(h.detail) if h.event not in FINISHED else None
             events.append((int(r[2] * 1000), 0 if n is not None else 1, n if n is not None else i, h))
         events.sort(key=lambda e: e[:3])
-        keep = self._history_limit
+        keep = self._kept_steps()
         if keep is not None:
             # The row and the table hold a few more steps than the limit between two trims: the
             # history is the newest ``keep`` steps all the same, and the events among them.
@@ -577,10 +579,26 @@ class SqlStore(Store):
         return shown, gone + len(events) - len(shown)
 
     _history_limit: int | None = None
+    _history_limit_set = False  # told by the system that owns this store (else: as stored)
 
     def keep_history(self, limit: int | None) -> None:
-        """Keep the newest ``limit`` steps of each workflow's history (None: every step)."""
-        self._history_limit = limit
+        """Keep the newest ``limit`` steps of each workflow's history (None: every step). An
+        owning store records it in the database, so that a reader (``wf show``, the web view)
+        shows the history the system keeps, not the few more steps held between two trims."""
+        self._history_limit, self._history_limit_set = limit, True
+        if self._writer is not None:
+            value = "none" if limit is None else str(limit)
+            self._write_wait(lambda w: w.execute(_sql.PUT_META, (HISTORY_LIMIT_KEY, value)))
+
+    def _kept_steps(self) -> int | None:
+        """The history limit that applies: this store's system's, else the one in the database."""
+        return self._history_limit if self._history_limit_set else self._stored_history_limit()
+
+    def _stored_history_limit(self) -> int | None:
+        """The history limit the database's system keeps (None: every step, or never told)."""
+        rows = self._rows(_sql.GET_META, (HISTORY_LIMIT_KEY,))
+        value = rows[0][0] if rows else None
+        return int(value) if value is not None and value.isdigit() else None
 
     def history_limit(self) -> int | None:
         """The newest steps of each workflow the history keeps (None: every step)."""
@@ -625,7 +643,16 @@ class SqlStore(Store):
 
     def oldest_step_kept(self, workflow_id: str) -> int | None:
         """The number of the oldest step the workflow's history still holds (by index: the
-        table's first rows, else the row's newest steps); None if it holds no step."""
+        table's first rows, else the row's newest steps; under a history limit, no older than
+        the newest steps it keeps); None if it holds no step."""
+        oldest = self._oldest_step_stored(workflow_id)
+        keep = self._kept_steps()
+        if oldest is None or keep is None:
+            return oldest
+        rows = self._rows("SELECT step_seq FROM {s}.workflows WHERE id = ?", (workflow_id,))
+        return max(oldest, int(rows[0][0]) - keep + 1) if rows else oldest
+
+    def _oldest_step_stored(self, workflow_id: str) -> int | None:
         for (detail,) in self._rows(
             "SELECT detail FROM {s}.history WHERE workflow_id = ? ORDER BY seq LIMIT 50", (workflow_id,)
         ):

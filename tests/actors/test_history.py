@@ -5,10 +5,13 @@ Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py`
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from structlog.testing import capture_logs
 
 from actors import ActorSystem
+from actors.cli import main
 from workflows import Cancelled
 
 from . import flows
@@ -137,7 +140,7 @@ def test_history_keeps_every_step_across_restarts(db, clock):
     assert in_row == [False] * (len(in_row) - kept) + [True] * kept  # the older: the table
 
 
-def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock):
+def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock, capsys):
     """``ref.history(limit, before)`` pages the whole history, oldest first; with
     ``history_limit=N`` the history is the newest N steps, and ``wf show`` says so."""
     n = 120
@@ -167,6 +170,12 @@ def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock):
         assert [e.event for e in ref.history(limit=2)] == ["signal", "completed"]
         # One written before the limit: the system that keeps 30 steps shows its newest 30 too.
         assert [e.step for e in system.get("whole").history()] == [*range(n + 2 - 30, n + 2), None]
+        kept = [(e.event, e.step) for e in ref.history()]
+    # wf show, with the system gone (its limit is in the database), shows the history it keeps,
+    # not the few more steps the store holds between two trims.
+    assert main(["show", "cut", "--db", db, "--json", "--history", "1000"]) == 0
+    shown = json.loads(capsys.readouterr().out)["history"]
+    assert [(h["event"], (h["detail"] or {}).get("step")) for h in shown] == kept
     with ActorSystem(db, clock=clock) as system:
         assert len(system.get("whole").history()) == n + 2  # and without the limit, all of it
     with pytest.raises(ValueError, match="history_limit must be a positive int"):
