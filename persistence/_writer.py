@@ -186,6 +186,10 @@ class Writer:
         for template, params in self.dialect.together(statements):
             self.execute(template, params)
 
+    def reducer_returned(self) -> None:
+        """After a reducer returned: raise if it left the transaction unable to commit (on
+        PostgreSQL, a statement's error that the reducer caught aborts the transaction)."""
+
     def expect(self, template: str, params: Any, rows: int) -> None:
         """Send a statement (an INSERT, UPDATE or DELETE) that the server fails, failing the
         transaction, unless it touched exactly ``rows`` rows (only under ``server_checks``)."""

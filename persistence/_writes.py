@@ -464,6 +464,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         for reducer in step.reducers:
             try:
                 reducer(w.db)
+                w.reducer_returned()
             except Exception as exc:
                 if w.transient(exc):
                     raise  # not the reducer's fault: the writer runs the batch again

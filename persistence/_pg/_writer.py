@@ -138,6 +138,10 @@ def token_status(
         time.sleep(0.02)
 
 
+class CaughtDatabaseError(Exception):
+    """A reducer returned after catching an error of the database that aborted the transaction."""
+
+
 def _backend_start(conn: psycopg.Connection[Any]) -> Any:
     row = conn.execute("SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()").fetchone()
     return row[0] if row else None
@@ -409,6 +413,15 @@ class PgWriter(Writer):
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(self._error(exc), (Retryable, ConnectionLost))
+
+    def reducer_returned(self) -> None:
+        if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+            raise CaughtDatabaseError(
+                "it caught an error of one of its statements and returned: on PostgreSQL such "
+                "an error aborts the whole transaction, so the step cannot commit. Let the error "
+                "propagate, or test first for what would fail (to_regclass('t') for a table "
+                "that may not exist)"
+            )
 
     # -- the transaction protocol ---------------------------------------------------------------
     @contextlib.contextmanager

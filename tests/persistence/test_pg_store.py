@@ -187,6 +187,32 @@ def test_a_deadlock_in_a_reducer_is_run_again(pg_store_url: str, pg_url: str) ->
         assert s.load_workflow("a").step_seq == 1  # type: ignore[union-attr]
 
 
+def test_a_reducer_that_catches_an_error_of_the_database_fails_its_step(pg_store_url: str) -> None:
+    """A statement's error aborts the transaction on PostgreSQL: a reducer that catches it and
+    returns fails its step with ReducerFailed saying so (its COMMIT could never succeed, and was
+    taken for a lost connection and tried again for good); the batch's other writes commit."""
+    from persistence import ReducerFailed
+
+    def catches(db: Any) -> None:
+        db["before"].insert({"id": 1}, pk="id", replace=True)
+        try:
+            db.execute("SELECT * FROM no_such_table")
+        except Exception:
+            pass
+
+    with open_store(pg_store_url) as s:
+        s.create_workflows([new_wf("a"), new_wf("b")])
+        caught = s.submit_step(step(s, "a", reducers=[catches]))
+        fine = s.submit_step(step(s, "b"))
+        with pytest.raises(ReducerFailed, match="caught an error of one of its statements") as e:
+            caught.result(30)
+        assert "catches" in str(e.value)
+        fine.result(30)
+        assert s.load_workflow("a").step_seq == 0  # type: ignore[union-attr]
+        assert s.load_workflow("b").step_seq == 1  # type: ignore[union-attr]
+        assert s.read_table("SELECT count(*) AS n FROM pg_tables WHERE tablename = 'before'") == [{"n": 0}]
+
+
 def test_steps_from_many_threads_share_commits(pg_store_url: str) -> None:
     with open_store(pg_store_url) as s:
         assert isinstance(s, PgStore) and s._writer is not None
