@@ -4,7 +4,19 @@ Layer rule: this package may import ``workflows``, ``persistence``, pykka and st
 the terminal view). Nothing below it imports it.
 """
 
-from workflows import Status
+# Errors of the other layers that the runtime's calls raise, importable from here too:
+# ``result()`` raises the workflow's ``WorkflowFailed`` or ``Cancelled``, ``start()`` a
+# ``CheckpointError`` for arguments that cannot be kept, opening a system ``DatabaseLocked`` or
+# ``NodeIdInUse``, a signal ``InboxFull``, and a call while the storage is away
+# ``StorageUnavailable`` (all ``PersistenceError``s).
+from persistence import (
+    DatabaseLocked,
+    InboxFull,
+    NodeIdInUse,
+    PersistenceError,
+    StorageUnavailable,
+)
+from workflows import Cancelled, CheckpointError, Status, WorkflowFailed
 
 from ._errors import (
     ActorSystemError,
@@ -25,13 +37,21 @@ __all__ = [
     "ActorSystem",
     "ActorSystemError",
     "AskFailed",
+    "Cancelled",
+    "CheckpointError",
+    "DatabaseLocked",
     "HistoryEntry",
+    "InboxFull",
+    "NodeIdInUse",
     "NodeInfo",
+    "PersistenceError",
     "ScheduleInfo",
     "Status",
+    "StorageUnavailable",
     "SystemClosed",
     "TimerNotArmed",
     "UnknownWorkflow",
+    "WorkflowFailed",
     "WorkflowInfo",
     "WorkflowNotRunning",
     "WorkflowPruned",

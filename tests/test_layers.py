@@ -108,6 +108,21 @@ def test_workflows_package_exports_spec_names() -> None:
         assert hasattr(workflows, name), name
 
 
+def test_actors_package_exports_the_errors_its_calls_raise() -> None:
+    """The runtime's package exports what its own calls raise, those of the other layers too
+    (a test written from SPEC §5 and §9 imports them from ``actors``): the same classes."""
+    import actors
+    import persistence
+    import workflows
+
+    for name in ("WorkflowFailed", "Cancelled", "CheckpointError"):
+        assert getattr(actors, name) is getattr(workflows, name), name
+    for name in ("DatabaseLocked", "NodeIdInUse", "InboxFull", "StorageUnavailable", "PersistenceError"):
+        assert getattr(actors, name) is getattr(persistence, name), name
+    for name in actors.__all__:
+        assert hasattr(actors, name), name
+
+
 def _names_imported(path: pathlib.Path) -> set[str]:
     """Every module and ``module.name`` imported by ``path``, relative imports made absolute."""
     tree = ast.parse(path.read_text(), str(path))
