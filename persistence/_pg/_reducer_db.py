@@ -29,6 +29,7 @@ transaction (the step fails, as when the reducer raises); names are case-sensiti
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -328,6 +329,27 @@ class PgDatabase:
             shape = _Shape({r[0]: r[1] for r in rows}, pks, identity, sequence)
         self._shapes[name] = shape
         return shape
+
+
+_INTEGER_TYPES = frozenset({"bigint", "integer", "smallint"})
+
+
+def _check_exact(table: str, shape: _Shape, rows: list[dict[str, Any]]) -> None:
+    """Refuse a float with a fraction bound for an integer column: PostgreSQL would round it
+    (SQLite keeps it as it is, a column's type there being only an affinity)."""
+    for row in rows:
+        for column, value in row.items():
+            if (
+                type(value) is float and not value.is_integer() and math.isfinite(value)
+                and shape.columns.get(column) in _INTEGER_TYPES
+            ):
+                raise ValueError(
+                    f"column {column!r} of table {table!r} holds integers "
+                    f"({shape.columns[column]}: it was made from an int), so PostgreSQL would "
+                    f"round {value!r} to {round(value)}; store the column as a float from the "
+                    f"start (a float in the first row, or create(..., {{{column!r}: float}})), "
+                    f"or round the value yourself"
+                )
 
 
 def _unsupported(method: str, extra: Mapping[str, Any]) -> None:
@@ -633,6 +655,7 @@ class PgTable:
     ) -> tuple[Any, ...] | None:
         shape = self.db._shape(self.name)
         assert shape is not None
+        _check_exact(self.name, shape, chunk)
         key = shape.pks or pk
         if (upsert or replace) and key and len(chunk) > 1:
             # One INSERT ... ON CONFLICT may not touch a row twice: rows that repeat a key go
@@ -733,6 +756,9 @@ class PgTable:
             return self
         if alter:
             self._add_missing_columns([updates])
+        shape = self.db._shape(self.name)
+        if shape is not None:
+            _check_exact(self.name, shape, [updates])
         where, params = self._where_pk(pk_values)
         sets = ", ".join(f"{quote_identifier(c)} = ?" for c in updates)
         self.db.execute(

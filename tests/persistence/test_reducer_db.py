@@ -307,3 +307,22 @@ def test_a_rolled_back_table_is_forgotten(pg_url: str) -> None:
         assert database["t"].columns_dict == {"a": "text"}
     finally:
         close()
+
+
+def test_a_fraction_for_a_column_made_from_an_int_is_kept_or_refused_never_rounded(db: Any) -> None:
+    """A column made from an int is an INTEGER column: SQLite keeps 12.75 in it as it is,
+    PostgreSQL (bigint) would round it to 13, so there it is refused, naming the column; a
+    whole float is the int on both."""
+    t = db["prices"]
+    t.insert({"id": 1, "price": 10}, pk="id")
+    t.insert({"id": 2, "price": 12.0}, pk="id")
+    if isinstance(db, sqlite_utils.Database):
+        t.insert({"id": 3, "price": 12.75}, pk="id")
+        t.update(1, {"price": 0.5})
+        assert [r["price"] for r in t.rows] == [0.5, 12, 12.75]
+        return
+    with pytest.raises(ValueError, match=r"column 'price' of table 'prices' holds integers .* round 12.75 to 13"):
+        t.insert({"id": 3, "price": 12.75}, pk="id")
+    with pytest.raises(ValueError, match="round 0.5"):
+        t.update(1, {"price": 0.5})
+    assert [r["price"] for r in t.rows] == [10, 12]
