@@ -538,3 +538,96 @@ def test_a_command_kept_by_a_walrus_in_an_expression_statement_is_accepted():
             return x
     """).lstrip("\\n")
     compile_workflow_source(src, FILENAME, "wf", _globals())
+
+
+WITH_TUPLE_TARGET_AWAIT = """
+async def wf(m, d):
+    with m as (a, d[await timer("k", 1)]):
+        pass
+"""
+
+COMP_TARGET_AWAIT = """
+async def wf(xs, d):
+    return [v for d[await timer("k", 1)] in xs]
+"""
+
+CLASS_CELL = """
+async def wf(n):
+    await timer("t", 1)
+    return __class__.__name__
+"""
+
+LOCALS_IN_NESTED_DEF = """
+async def wf(v):
+    def describe(a):
+        total = a + v
+        return "{a}+{v}={total}".format(**locals())
+    await timer("t", 1)
+    return describe(1)
+"""
+
+VARS_IN_LAMBDA = """
+async def wf(v):
+    see = lambda: (v, sorted(vars()))
+    await timer("t", 1)
+    return see(), v
+"""
+
+EVAL_IN_NESTED_DEF = """
+async def wf(v):
+    def add():
+        return eval("v + 1"), v
+    await timer("t", 1)
+    return add()
+"""
+
+EVAL_NONE_NAMESPACES = """
+async def wf(v):
+    await timer("t", 1)
+    return eval("v + 1", None)
+"""
+
+BUILTINS_LOCALS = """
+async def wf(v):
+    await timer("t", 1)
+    return sorted(builtins.locals())
+"""
+
+
+@pytest.mark.parametrize(
+    ("src", "needle", "words"),
+    [
+        (WITH_TUPLE_TARGET_AWAIT, ("(a, d[await", "await timer"), ("await", "target")),
+        (COMP_TARGET_AWAIT, ("d[await", "await timer"), ("await", "target", "comprehension")),
+        (CLASS_CELL, "__class__", ("__class__", "name the class")),
+        (LOCALS_IN_NESTED_DEF, "locals()", ("locals()", "'describe'", "'v'")),
+        (VARS_IN_LAMBDA, "vars()", ("vars()", "lambda", "'v'")),
+        (EVAL_IN_NESTED_DEF, "eval(", ("eval()", "'add'", "'v'")),
+        (EVAL_NONE_NAMESPACES, "eval(", ("eval()", "explicit globals and locals")),
+        (BUILTINS_LOCALS, "builtins.locals()", ("locals()",)),
+    ],
+    ids=["with-as-tuple", "comprehension-target", "class-cell", "locals-in-def", "vars-in-lambda",
+         "eval-in-def", "eval-none", "builtins-locals"],
+)
+def test_what_would_see_the_compilers_frame_or_crash_is_rejected(src, needle, words):
+    """An await in a with's tuple target or a comprehension's target (which crashed the
+    compiler), ``__class__`` at workflow level, and ``locals()``, ``vars()``, ``dir()``,
+    ``eval`` or ``exec`` reading the caller's namespaces from a function made in the workflow
+    that uses its variables (or with ``None`` for them, or as ``builtins.locals()``), which
+    natively see the workflow's variables and compiled would not, are refused where they are."""
+    check(src, needle, *words)
+
+
+def test_frame_readers_in_functions_that_use_no_workflow_variable_are_accepted():
+    """locals() and eval() in a function made in the workflow that reads none of its variables,
+    and eval with explicit namespaces, see the same natively and compiled: accepted."""
+    src = """
+    async def wf(v):
+        def own(a):
+            b = a + 1
+            return sorted(locals()), eval("a + b")
+        await timer("t", 1)
+        return own(v), eval("w * 2", {}, {"w": v})
+    """
+    wf = compile_workflow_source(textwrap.dedent(src).lstrip("\n"), FILENAME, "wf", _globals())
+    assert wf.__name__ == "wf"

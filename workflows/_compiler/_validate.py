@@ -36,6 +36,7 @@ class Validator(ast.NodeVisitor):
         self.enclosing = enclosing
         self.problems: list[Problem] = []
         self.depth = 0  # nesting in defs/lambdas/classes inside the workflow
+        self.nested: list[Any] = []  # those defs, lambdas and classes, innermost last
         self.reported_free: set[str] = set()
         self.called: set[int] = set()  # the Name nodes that are called (locals(), dir()...)
         # The names of the functions defined in the workflow (def, or a lambda assigned).
@@ -85,6 +86,9 @@ class Validator(ast.NodeVisitor):
                     break
             if isinstance(node, ast.GeneratorExp) and has_await(node) and not _awaits_only_in_outer_iterable(node):
                 self.add(node, "a generator expression containing 'await' cannot be checkpointed (it is an async generator); use a list comprehension [...] or a for loop instead")
+            for g in node.generators:
+                if has_await(g.target):
+                    self.add(g.target, f"'await' in the target of a {_COMP_NAMES[type(node)]}'s for is not supported; await into a variable before it and use the variable in the target")
         self.generic_visit(node)
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
@@ -108,6 +112,12 @@ class Validator(ast.NodeVisitor):
     def visit_Assign(self, n: ast.Assign) -> None:
         for t in n.targets:
             self._target(t)
+        self.generic_visit(n)
+
+    def visit_With(self, n: ast.With) -> None:
+        for item in n.items:
+            if item.optional_vars is not None:
+                self._target(item.optional_vars)
         self.generic_visit(n)
 
     def visit_For(self, n: ast.For) -> None:
@@ -159,15 +169,35 @@ class Validator(ast.NodeVisitor):
             self.add(node, f"a nested 'async def' ({node.name!r}) cannot run inside a workflow: its awaits would not be workflow steps; make it a module-level @workflow and 'await {node.name}(...)' (it runs inline, as a subroutine), or make it a plain def")
         self._nested_header(node, "function")
         self.depth += 1
+        self.nested.append(node)
         self.generic_visit(node)
+        self.nested.pop()
         self.depth -= 1
+
+    def _frame_reader_in_function(self, n: ast.Call, name: str, nargs: int) -> None:
+        """``locals()``, ``vars()``, ``dir()``, ``eval(src)`` or ``exec(src)`` in a function
+        made in the workflow: natively they see the workflow variables it reads (its cells);
+        compiled, it reads them from the workflow's frame, which they would show instead."""
+        if name in ("vars", "dir") and n.args or name in ("eval", "exec") and nargs >= 2:
+            return
+        fn = self.nested[-1]
+        if isinstance(fn, ast.ClassDef):
+            return  # a class body's namespace: the same either way
+        used = sorted(_workflow_names_read(fn, self.locals))
+        if not used:
+            return
+        what = f"the function {fn.name!r}" if not isinstance(fn, ast.Lambda) else "a lambda"
+        call = f"{name}()" if name in ("locals", "vars", "dir") else f"{name}() without explicit globals and locals"
+        self.add(n, f"{call} in {what}, made in the workflow, cannot see the workflow variables it uses ({', '.join(map(repr, used))}): they live in the workflow's checkpointed frame, not in cells of the function; name the variables you need explicitly (e.g. build a dict), or pass explicit namespaces")
 
     visit_FunctionDef = visit_AsyncFunctionDef = _def
 
     def visit_ClassDef(self, n: ast.ClassDef) -> None:
         self._nested_header(n, "class")
         self.depth += 1
+        self.nested.append(n)
         self.generic_visit(n)
+        self.nested.pop()
         self.depth -= 1
 
     def visit_Lambda(self, n: ast.Lambda) -> None:
@@ -177,7 +207,9 @@ class Validator(ast.NodeVisitor):
                 if has_await(d):
                     self.add(d, "'await' in a default argument of a lambda is not supported; await into a variable first and use the variable as the default")
         self.depth += 1
+        self.nested.append(n)
         self.generic_visit(n)
+        self.nested.pop()
         self.depth -= 1
 
     # -- names and calls
@@ -189,6 +221,8 @@ class Validator(ast.NodeVisitor):
             self.reported_free.add(n.id)
             where = f" {self.enclosing!r}" if self.enclosing else ""
             self.add(n, f"the workflow closes over {n.id!r}, a variable of the enclosing function{where}: a continuation cannot capture it; pass it as an argument, or make it a module-level global")
+        elif n.id == "__class__" and self.depth == 0 and n.id not in self.locals:
+            self.add(n, "__class__ cannot be used in a workflow: its body does not run in the frame of the method it is written as, whose class cell __class__ reads; name the class (MyClass) instead")
         elif (
             n.id == "locals" and self.depth == 0 and isinstance(n.ctx, ast.Load)
             and id(n) not in self.called and n.id not in self.locals
@@ -220,8 +254,16 @@ class Validator(ast.NodeVisitor):
         f = n.func
         if isinstance(f, ast.Name):
             self.called.add(id(f))
-        nargs = len(n.args) + len(n.keywords)
+        nargs = _namespaces_given(n)
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        if (
+            isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id in ("builtins", "__builtins__") and f.value.id not in self.locals
+            and f.attr in _FRAME_READERS
+        ):
+            f = ast.Name(f.attr, ast.Load())  # builtins.locals() is locals()
+        if self.nested and isinstance(f, ast.Name) and f.id in _FRAME_READERS and f.id not in self.locals:
+            self._frame_reader_in_function(n, f.id, nargs)
         if name == "getclosurevars" and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in self.functions:
             self.add(n, "getclosurevars() of a function made in a workflow cannot be used: such a function keeps the variables it closes over in the workflow's checkpointed frame, not in cells of its own, so its closure shows the compiler's frame; read the variables by name, or pass them to the function as arguments")
         if isinstance(f, ast.Name) and f.id not in self.locals:
@@ -234,10 +276,35 @@ class Validator(ast.NodeVisitor):
             elif f.id in ("exec", "eval") and nargs < 2 and self.depth == 0:
                 self.add(n, f"{f.id}() without explicit globals and locals cannot see or change workflow variables; pass explicit namespaces: {f.id}(code, globals_dict, locals_dict)")
             elif f.id == "super" and not n.args and self.depth == 0:
-                self.add(n, "zero-argument super() cannot be used in a workflow (there is no enclosing class frame); write super(Class, obj)")
+                self.add(n, "zero-argument super() cannot be used in a workflow: its body does not run in the frame of a method, whose class cell and first argument super() reads; write super(Class, obj)")
         if isinstance(f, ast.Attribute) and f.attr == "_getframe":
             self.add(n, "sys._getframe() cannot be used in a workflow: workflow code does not run in one Python frame; pass what you need as values")
         self.generic_visit(n)
+
+
+# The builtins that read the calling frame's variables (with no namespace given).
+_FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
+
+
+def _namespaces_given(n: ast.Call) -> int:
+    """The arguments of a call, an explicit ``None`` after the first left out: ``eval(src, None)``
+    reads the caller's namespaces as ``eval(src)`` does."""
+    values = [*n.args[1:], *(k.value for k in n.keywords)]
+    given = [a for a in values if not (isinstance(a, ast.Constant) and a.value is None)]
+    return (1 if n.args else 0) + len(given)
+
+
+def _workflow_names_read(fn: Any, workflow_locals: set[str]) -> set[str]:
+    """The workflow variables a function or lambda made in the workflow reads (its free
+    variables among them: neither its parameters nor names it binds itself)."""
+    own = set(arg_names(fn.args))
+    body = fn.body if isinstance(fn.body, list) else [fn.body]
+    own |= Bindings().scan(body).bound if isinstance(fn.body, list) else set()
+    return {
+        x.id for x in ast.walk(fn)
+        if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load) and x.id in workflow_locals
+        and x.id not in own
+    }
 
 
 def unawaited_commands(
