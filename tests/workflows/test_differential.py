@@ -43,6 +43,7 @@ CORPUS_MODULES = [
     "corpus_probe4",
     "corpus_probe6",
     "corpus_probe6_modstate",
+    "corpus_probe7",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax

@@ -47,7 +47,7 @@ from ._pickler import (
     number_ids,
     reduced_state,
 )
-from ._runtime import Frame, builtin_iter
+from ._runtime import Frame, WithExit, builtin_iter
 from ._scope import variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
 
@@ -360,6 +360,8 @@ def _first_refused(
             except Exception as e:
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)
+                if type(value) is WithExit:
+                    value = value.manager  # (what a 'with' holds: its manager, named as such)
                 tname = type(value).__qualname__
                 mod: str | None = type(value).__module__
                 if type(value) is LiveIter:
@@ -420,7 +422,8 @@ def _first_refused(
                         "the value picklable"
                     )
                 elif any(
-                    held is value and code.describe_slot(slot).startswith("the context manager of")
+                    (held is value or type(held) is WithExit and held.manager is value)
+                    and code.describe_slot(slot).startswith("the context manager of")
                     for slot, held in f.__dict__.items()
                 ):  # it is (also) the manager of a 'with' open across the await
                     hint = (

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._scope import (
     COMPS,
+    FRAME,
     SYNTH,
     Bindings,
     Rewriter,
@@ -431,7 +432,10 @@ class Emitter:
 
     def st_Expr(self, s: ast.Expr) -> None:
         v = self.expr(s.value)
-        if not (isinstance(v, ast.Attribute) and v.attr == "_af_sent"):
+        # (An await on its own: its value, the frame's resume slot, is dropped. A user's object
+        # with an attribute of that name is read as any attribute.)
+        if not (isinstance(v, ast.Attribute) and v.attr == "_af_sent" and isinstance(v.value, ast.Name)
+                and v.value.id == FRAME):
             self.emit(ast.Expr(v))
 
     def st_Assign(self, s: ast.Assign) -> None:
@@ -726,7 +730,7 @@ class Emitter:
             return ast.Name(name, ctx or ast.Load())
 
         pre: list[ast.stmt] = [
-            ast.Assign([N(m, ast.Store())], item.context_expr),
+            ast.Assign([N(m, ast.Store())], rt_call("with_begin", item.context_expr)),
             ast.Assign([N(v, ast.Store())], rt_call("with_enter", N(m))),
             ast.Assign([N(ok, ast.Store())], ast.Constant(True)),
         ]
@@ -1148,7 +1152,9 @@ class Emitter:
         ren: dict[str, str] = {}
         for g in e.generators:
             for n in ast.walk(g.target):
-                if isinstance(n, ast.Name):
+                # Its own variables are the names it binds: in ``for d["k"] in xs`` (or
+                # ``for b.n in xs``), ``d`` (``b``) is read, the workflow's own.
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     ren[n.id] = f"{SYNTH}{k}_{n.id}"
         what = _COMP_NAMES[type(e)]
         for name, slot in ren.items():

@@ -420,24 +420,69 @@ def fin_end(f: Frame, slot: str, after: int) -> Any:
     return route(f, c[2], c[0], c[1])
 
 
-def with_enter(m: Any) -> Any:
-    """``__enter__`` of a ``with`` whose body awaits (``__exit__`` is looked up first-class)."""
+class WithExit:
+    """A ``with``'s context manager and the ``__exit__`` its class had as the ``with`` began:
+    the one called at its end, as natively (CPython looks ``__exit__`` up before it calls
+    ``__enter__``), also for a manager whose ``__enter__`` changes its class, or whose class
+    gets another ``__exit__`` meanwhile. Pickled as the manager alone while its class's
+    ``__exit__`` is still that one (what most are: a method of a C type need not pickle)."""
+
+    __slots__ = ("manager", "exit")
+
+    def __init__(self, manager: Any, exit: Any) -> None:
+        self.manager, self.exit = manager, exit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if _exit_of(type(self.manager)) is self.exit:
+            return (_with_exit_of, (self.manager,))
+        return (WithExit, (self.manager, self.exit))
+
+
+def _exit_of(cls: type) -> Any:
+    """The ``__exit__`` attribute of ``cls`` as its class dict holds it (not bound)."""
+    for k in cls.__mro__:
+        if "__exit__" in k.__dict__:
+            return k.__dict__["__exit__"]
+    return None
+
+
+def _with_exit_of(manager: Any) -> WithExit:
+    return WithExit(manager, _exit_of(type(manager)))
+
+
+def with_begin(m: Any) -> WithExit:
+    """The start of a ``with`` whose body awaits: the protocol checked and ``__exit__`` looked
+    up, before ``__enter__`` is called (``with_enter``)."""
     cls = type(m)
     if not hasattr(cls, "__enter__") or not hasattr(cls, "__exit__"):
         with m:  # raises the interpreter's own error for a non-context-manager
             pass
-    return cls.__enter__(m)
+    return WithExit(m, _exit_of(cls))
 
 
-def with_exit(m: Any) -> Any:
+def with_enter(w: Any) -> Any:
+    """``__enter__`` of a ``with`` whose body awaits."""
+    m = w.manager if type(w) is WithExit else w
+    return type(m).__enter__(m)
+
+
+def _call_exit(w: Any, *exc: Any) -> Any:
+    if type(w) is not WithExit:  # (a checkpoint of an older compiler: the manager alone)
+        return type(w).__exit__(w, *exc)
+    m, exit = w.manager, w.exit
+    bind = getattr(type(exit), "__get__", None)
+    return (bind(exit, m, type(m)) if bind is not None else exit)(*exc)
+
+
+def with_exit(w: Any) -> Any:
     """``__exit__`` with the exception being handled; its result says whether to swallow it."""
     e = sys.exc_info()[1]
-    return type(m).__exit__(m, type(e), e, e.__traceback__ if e is not None else None)
+    return _call_exit(w, type(e), e, e.__traceback__ if e is not None else None)
 
 
-def with_exit_ok(m: Any) -> None:
+def with_exit_ok(w: Any) -> None:
     """``__exit__(None, None, None)`` on a normal or leaping exit."""
-    type(m).__exit__(m, None, None, None)
+    _call_exit(w, None, None, None)
 
 
 def star_list(v: Any) -> list[Any]:
