@@ -9,6 +9,7 @@ import gc
 import io
 import json
 import operator
+import os
 import pickle
 import struct
 import sys
@@ -22,6 +23,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
+from ._pickle_modules import _LIBRARY_DIRS
 from ._pickle_sets import (
     BY_VALUE,
     ElementHashRefused,
@@ -519,16 +521,21 @@ _READ_HEADERS: dict[bytes, dict[str, Any]] = {}
 def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
     try:
         frames: list[Frame] = loads(payload)
-    except (ImportError, AttributeError) as e:
-        # A class (or function) its locals hold cannot be found: code missing in this process,
-        # as for the workflow's own, not damaged bytes.
-        raise UnknownWorkflowType(
-            f"workflow {key} cannot be restored in this process: its state refers to code that "
-            f"cannot be found ({type(e).__name__}: {e}). Make that module importable (on "
-            f"sys.path) in the process that opens the database.",
-            key=key,
-            kind="workflow",
+    except AttributeError as e:
+        raiser = _application_frame(e)
+        if raiser is None:
+            raise _code_missing(key, e) from e
+        # Raised by the application's own code that the restore ran (a __setstate__, a
+        # __setattr__): not code missing in this process.
+        raise CheckpointError(
+            f"cannot restore workflow {key}: restoring its state ran {raiser} of the "
+            f"application, which raised {type(e).__name__}: {e}",
+            variable=None,
+            value_type=None,
+            location=None,
         ) from e
+    except ImportError as e:
+        raise _code_missing(key, e) from e
     except SetNotRestorable as e:
         raise _not_restorable(key, e.frames, e.the_set, "a set", e.reason) from None
     except ModulePathBroken as e:
@@ -541,6 +548,45 @@ def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
             location=None,
         ) from e
     return frames
+
+
+def _code_missing(key: str, e: BaseException) -> UnknownWorkflowType:
+    # A class (or function) its locals hold cannot be found: code missing in this process,
+    # as for the workflow's own, not damaged bytes.
+    return UnknownWorkflowType(
+        f"workflow {key} cannot be restored in this process: its state refers to code that "
+        f"cannot be found ({type(e).__name__}: {e}). Make that module importable (on "
+        f"sys.path) in the process that opens the database.",
+        key=key,
+        kind="workflow",
+    )
+
+
+def _application_frame(e: BaseException) -> str | None:
+    """Where the application's own code raised ``e`` during a restore (its innermost frame in
+    a file of the application: not of the standard library, site-packages or this project), as
+    ``Class.method (file:line)``; None where no code of the application raised it (pickle
+    could not find a class or function by its name: code missing in this process)."""
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _application_file(code.co_filename):
+            found = f"{code.co_qualname} ({code.co_filename}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return found
+
+
+def _application_file(filename: str) -> bool:
+    if filename.startswith("<") or not filename.endswith(".py"):
+        return False
+    real = os.path.realpath(filename)
+    return not real.startswith(_LIBRARY_DIRS) and not real.startswith(_ENGINE_DIRS)
+
+
+# This project's packages: their frames are the restore's own, not the application's.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+_ENGINE_DIRS = tuple(os.path.join(_ROOT, p) + os.sep for p in ("workflows", "actors", "persistence"))
 
 
 def _not_restorable(key: str, frames: Any, target: Any, what: str, reason: str) -> CheckpointError:

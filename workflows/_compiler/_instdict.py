@@ -180,7 +180,7 @@ def set_state_and_attributes(obj: Any, packed: tuple[Any, Any, dict[str, Any]]) 
                 object.__getattribute__(obj, "__dict__").update(state)
             if slots:
                 for k, v in slots.items():
-                    setattr(obj, k, v)
+                    object.__setattr__(obj, k, v)  # not the class's own __setattr__
     object.__getattribute__(obj, "__dict__").update(attributes)
 
 

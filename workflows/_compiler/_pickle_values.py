@@ -7,6 +7,10 @@
 * an instance of a class with its own ``__getattr__`` or ``__getattribute__`` gets its state back
   through a setter that never looks an attribute up on the half-built object (pickle looks up
   ``__setstate__`` on it, and such a ``__getattr__`` often reads state that is not there yet);
+  so does an instance with ``__slots__`` whose class has its own ``__setattr__`` (pickle sets
+  slot values with ``setattr``: an immutable value object's ``__setattr__`` refuses them, and
+  one made in the workflow may read its variables, not back yet): its recorded values are put
+  back as they were, by ``object.__setattr__``, as those of its ``__dict__`` are;
 * an object whose class's ``__new__`` does not take the arguments pickle would call it with (an
   ``int`` subclass whose ``__new__`` takes a currency too) is refused at the checkpoint;
 * a set subclass is rebuilt with the hash table it had (``_settable``), so it iterates as before;
@@ -37,7 +41,7 @@ from typing import Any
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _settable
-from ._pickle_modules import HEAPTYPE, slot_values
+from ._pickle_modules import HEAPTYPE, slot_names, slot_values
 from ._scope import FRAME, LOCAL, user_name
 
 
@@ -156,7 +160,8 @@ def _reduce_memoryview(mv: memoryview) -> Any:
 def set_state(obj: Any, state: Any) -> None:
     """pickle's default ``BUILD`` (a ``__dict__`` state, or ``(__dict__, slots)``), done without
     looking ``__setstate__`` up on ``obj``, which may not have the state its ``__getattr__``
-    reads yet."""
+    reads yet, and with the slot values put back by ``object.__setattr__``, not through the
+    class's own ``__setattr__`` (which may refuse them: an immutable value object)."""
     slots = None
     if isinstance(state, tuple) and len(state) == 2:
         state, slots = state
@@ -178,12 +183,18 @@ def _plan(t: type) -> tuple[bool, Any]:
     if plan is None:
         safe = False
         new = None
+        slotted: bool | None = None
         for k in t.__mro__:
             if not k.__flags__ & HEAPTYPE:
                 break  # a builtin class: its own reduce rebuilds it
             d = k.__dict__
             if any(h in d for h in _OWN_HOOKS) and not safe:
                 safe = True
+            if "__setattr__" in d and not safe:
+                # pickle would set the slot values through it (set_state does not)
+                if slotted is None:
+                    slotted = bool(slot_names(t))
+                safe = slotted
             if "__new__" in d and new is None:
                 m = d["__new__"]
                 new = m.__func__ if isinstance(m, staticmethod) else m

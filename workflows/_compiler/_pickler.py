@@ -604,10 +604,10 @@ def _set_dict_subclass(obj: Any, st: tuple[Any, Any]) -> None:
     """The state of an instance whose ``__dict__`` is a dict subclass: that dict, made its
     ``__dict__`` (it holds its items), and its slots if the state has some."""
     d, state = st
-    obj.__dict__ = d
+    object.__setattr__(obj, "__dict__", d)
     if isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
         for k, v in state[1].items():
-            setattr(obj, k, v)
+            object.__setattr__(obj, k, v)  # not the class's own __setattr__
 
 
 class Observed:
