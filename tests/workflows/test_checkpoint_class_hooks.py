@@ -169,9 +169,78 @@ async def enum_whose_init_sets_attributes():
     return c.label
 
 
+@workflow
+async def eq_reads_a_workflow_variable_with_keys_that_hash_alike():
+    eps = 0.5
+
+    class Reading:
+        def __init__(self, x):
+            self.x = x
+
+        def __hash__(self):
+            return hash(round(self.x))
+
+        def __eq__(self, o):
+            return isinstance(o, Reading) and abs(self.x - o.x) < eps
+
+    seen = {Reading(1.0): "first", Reading(1.2): "second"}  # equal: one key
+    seen2 = {Reading(0.6): "a", Reading(1.4): "b"}  # same hash, not equal: __eq__ at restore
+    await timer("t", 1)
+    return sorted(seen.values()), sorted(seen2.values())
+
+
+@workflow
+async def eq_reads_a_workflow_variable_in_a_set_that_hashes_alike():
+    eps = 0.5
+
+    class Reading:
+        def __init__(self, x):
+            self.x = x
+
+        def __hash__(self):
+            return hash(round(self.x))
+
+        def __eq__(self, o):
+            return isinstance(o, Reading) and abs(self.x - o.x) < eps
+
+    marks = {Reading(0.6), Reading(1.4), Reading(5.0)}
+    await timer("t", 1)
+    return len(marks)
+
+
+@workflow
+async def eq_reads_a_workflow_variable_with_keys_that_hash_apart():
+    eps = 0.5
+
+    class Reading:
+        def __init__(self, x):
+            self.x = x
+
+        def __hash__(self):
+            return hash(round(self.x))
+
+        def __eq__(self, o):
+            return isinstance(o, Reading) and abs(self.x - o.x) < eps
+
+    seen = {Reading(1.0): "a", Reading(3.0): "b", Reading(5.0): "c"}
+    await timer("t", 1)
+    return sorted(seen.values()), Reading(3.1) in seen
+
+
+def test_an_eq_reading_the_workflow_is_kept_where_no_two_keys_hash_alike():
+    """A restore calls ``__eq__`` only where two keys hash alike: these keys do not."""
+    h = WorkflowHarness(eq_reads_a_workflow_variable_with_keys_that_hash_apart, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == (["a", "b", "c"], True)
+
+
 @pytest.mark.parametrize(
     ("wf", "variable", "says"),
     [
+        (eq_reads_a_workflow_variable_with_keys_that_hash_alike, "seen2",
+         "Reading.__eq__, made in the workflow, and it reads variables of the workflow (Reading, eps)"),
+        (eq_reads_a_workflow_variable_in_a_set_that_hashes_alike, "marks",
+         "Reading.__eq__, made in the workflow, and it reads variables of the workflow (Reading, eps)"),
         (hash_reads_a_workflow_variable, "Key", "Key, made in the workflow, has a __hash__ that reads variables of the workflow (salt)"),
         (new_reads_a_workflow_variable, "Paint", "Paint, made in the workflow, has a __new__ that reads variables of the workflow (color)"),
         (exception_init_reads_a_workflow_variable, "Oops", "Oops, made in the workflow, has a __init__ that reads variables of the workflow (prefix)"),

@@ -26,7 +26,7 @@ from typing import Any
 from .._commands import Event
 from . import _settable
 from ._pickle_modules import slot_names
-from ._pickle_values import ValueRefused
+from ._pickle_values import ValueRefused, eq_reading_workflow
 
 
 def _same_order(s: set[Any] | frozenset[Any], order: list[Any]) -> bool:
@@ -231,6 +231,50 @@ class StaleKeyRefused(ValueRefused):
     """A dict, set or frozenset refused for a key (element) that its table files under another
     hash than the key has now, or that now equals another of its keys: a restore, which puts
     the keys in again, would file it otherwise (or keep only one of the two)."""
+
+
+def restore_eq_problem(c: Any) -> str | None:
+    """Why a restore could not put the keys of dict, set or frozenset ``c`` back: two of them hash
+    alike, so putting the second in calls ``__eq__``, and the class of one of them, made in the
+    workflow, has an ``__eq__`` that reads variables of the workflow, which come back only after
+    the objects that hold them. None otherwise (keys hashed by value are not looked at)."""
+    t = type(c)
+    if (t is dict or t is set or t is frozenset) and hashed_by_value(c):
+        return None
+    base = dict if isinstance(c, dict) else set if isinstance(c, set) else frozenset
+    keys = list(base.__iter__(c))
+    suspects = {}
+    for kt in set(map(type, keys)):
+        found = eq_reading_workflow(kt)
+        if found is not None:
+            suspects[kt] = found
+    if not suspects:
+        return None
+    by_hash: dict[int, Any] = {}
+    try:
+        for k in keys:
+            h = hash(k)
+            other = by_hash.setdefault(h, k)
+            if other is k:
+                continue
+            culprit = k if type(k) in suspects else other if type(other) in suspects else None
+            if culprit is None:
+                continue
+            cls, names = suspects[type(culprit)]
+            kind = type(c).__name__
+            what = "key" if base is dict else "element"
+            return (
+                f"{_article(kind)} {kind} that cannot be rebuilt at restore: its {what}s "
+                f"{_short(other)} and {_short(k)} hash alike, so putting them in again calls "
+                f"{cls.__qualname__}.__eq__, "
+                f"made in the workflow, and it reads variables of the workflow "
+                f"({', '.join(names)}) that come back only after the {kind}. Define the class at "
+                "module level, or keep what __eq__ needs on the instance or the class (compare "
+                "with type(self), not the class's name)"
+            )
+    except Exception:
+        return None  # stale_key_problem says why the keys cannot be hashed again
+    return None
 
 
 def stale_key_problem(c: Any) -> str | None:

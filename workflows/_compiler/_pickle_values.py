@@ -488,6 +488,25 @@ def _restore_hook_problem(cls: type) -> str | None:
     return None
 
 
+def eq_reading_workflow(cls: type) -> tuple[type, list[str]] | None:
+    """(the class, the variables) where the ``__eq__`` of ``cls`` is a function made at run time
+    that reads variables of the workflow (``isinstance(o, Reading)`` reads ``Reading``): a
+    restore calls it where it puts back two keys of a dict (elements of a set) that hash alike,
+    before those variables are back. None otherwise."""
+    for k in cls.__mro__:
+        if k is object or not k.__flags__ & HEAPTYPE or _BY_REFERENCE(k):
+            continue
+        f = k.__dict__.get("__eq__")
+        if f is None:
+            continue
+        f = getattr(f, "__func__", f)
+        if not isinstance(f, types.FunctionType) or not f.__closure__:
+            return None  # the first __eq__ found is the one called
+        names = _workflow_names(f)
+        return (k, names) if names else None
+    return None
+
+
 def _enum_problem(cls: type) -> str | None:
     """Why a restore could not rebuild the enum ``cls`` made at run time as it is: its aliases
     (and a flag's named combinations) are not rebuilt, nor the attributes its ``__init__`` sets

@@ -93,6 +93,7 @@ from ._pickle_sets import (
     element_refused,
     hash_identities,
     hashed_by_value,
+    restore_eq_problem,
     stale_key_problem,
 )
 from ._pickle_values import (
@@ -1304,12 +1305,17 @@ def stale_keys(memo: dict[int, Any], data: ModuleData) -> None:
 def _refuse_stale(o: Any, data: ModuleData) -> None:
     if len(o) == 0:
         return
-    problem = stale_key_problem(o)
+    # (first: that one compares no keys, which the other does, by the __eq__ it is about)
+    problem = restore_eq_problem(o)
+    refusal: type[ValueRefused] = ValueRefused
+    if problem is None:
+        problem = stale_key_problem(o)
+        refusal = StaleKeyRefused
     if problem is None:
         return
     if data.global_ref(o) is not None or data.active and data.path(o) is not None:
         return  # module data: kept by reference, the module's own object
-    raise StaleKeyRefused(problem, o)
+    raise refusal(problem, o)
 
 
 def _checkpoint_pickle(
