@@ -39,6 +39,7 @@ from ._pickler import (
     ModulePathBroken,
     ModuleTooLarge,
     Observed,
+    PositionRefused,
     ResourceRefused,
     SetNotRestorable,
     aliased,
@@ -402,7 +403,7 @@ def _first_refused(
                         "equality is made of, and put it back after (v = d.pop(k); k.x = ...; "
                         "d[k] = v), or del the variable before the await"
                     )
-                elif isinstance(e, ElementHashRefused):
+                elif isinstance(e, (ElementHashRefused, PositionRefused)):
                     hint = "or del the variable before the await"
                 elif isinstance(value, BaseException) or "cannot be rebuilt at restore" in str(e):
                     hint = "or del the variable before the await"

@@ -344,7 +344,10 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
     if t is list or t is tuple or isinstance(o, (list, tuple, collections.deque)):
         return [(("i", j), v) for j, v in enumerate(o)]
     if isinstance(o, (set, frozenset)):
-        return [(("e", j), v) for j, v in enumerate(o)]
+        # By position in the set's order, which follows hashes that may differ in another
+        # process (addresses, string hashes): never written (``positional``), the walk's last
+        # resort for an object no other way reaches.
+        return [(("E", j), v) for j, v in enumerate(o)]
     if t is types.MethodType:  # ``bus.subscribe(self.on_event)``: the instance it is bound to
         return [(("S", 0), o.__self__), (("F", 0), o.__func__)]
     if t is types.BuiltinFunctionType:  # ``HOOKS.append(got.append)``: the object it is bound to
@@ -426,7 +429,7 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
         return list(dict.values(o))[k]
     if kind == "K":
         return list(dict.keys(o))[k]
-    if kind == "e":
+    if kind == "e" or kind == "E":
         return list(o)[k]
     if kind == "d":
         return o.__defaults__[k]
@@ -686,11 +689,30 @@ class ModuleData:
         modules = own | set(others)
         budget = _PATH_BUDGET
         truncated = None
-        while queue:
+        # What only a set's element reaches is walked last: an object another way reaches (a
+        # list, a dict, an attribute) is kept by that way, which a restore follows in any
+        # process, not by its position in a set (``positional``).
+        later: collections.deque[tuple[Any, tuple[str, str, str], tuple[tuple[str, Any], ...]]] = (
+            collections.deque()
+        )
+        while queue or later:
             if budget <= 0:
                 truncated = walked
                 break
-            o, root, steps = queue.popleft()
+            if queue:
+                o, root, steps = queue.popleft()
+            else:  # reached only through a set's element: indexed here, if no other way did
+                o, root, steps = later.popleft()
+                i = id(o)
+                if i in seen:
+                    continue
+                seen.add(i)
+                budget -= 1
+                to = type(o)
+                if to is not tuple and to not in _UNINDEXED:
+                    index[i] = (*root, steps, _type_name(to))
+                if to in _UNINDEXED and not (to is types.BuiltinFunctionType and _bound_to_data(o)):
+                    continue
             kids = children(o, modules)
             if kids is None:
                 continue
@@ -707,6 +729,7 @@ class ModuleData:
                 checks.append((o, contents(o, modules)))
             if not kids:
                 continue
+            behind = positional(steps)
             for step, v in kids:
                 tv = type(v)
                 if tv in _PLAIN_TYPES and tv is not tuple and tv is not frozenset:
@@ -714,9 +737,12 @@ class ModuleData:
                 i = id(v)
                 if i in seen:
                     continue
+                path = (*steps, step)
+                if behind or step[0] == "E":
+                    later.append((v, root, path))  # seen and indexed when its turn comes
+                    continue
                 seen.add(i)
                 budget -= 1
-                path = (*steps, step)
                 if tv is not tuple and tv not in _UNINDEXED:
                     index[i] = (*root, path, _type_name(tv))
                 if tv not in _UNINDEXED or tv is types.BuiltinFunctionType and _bound_to_data(v):
@@ -877,6 +903,27 @@ _BY_REFERENCE = (
 )
 
 
+def positional(steps: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether a path goes through a set's element, found by its position in the set's order."""
+    return any(kind == "E" for kind, _k in steps)
+
+
+def positional_problem(obj: Any, pid: Ref) -> str:
+    """Why the object at the positional path ``pid`` (``positional``) is refused."""
+    steps = pid[3]
+    at = next(i for i, (kind, _k) in enumerate(steps) if kind == "E")
+    holder = ref_text((pid[0], pid[1], pid[2], steps[:at], pid[4]))
+    what = "an element" if at == len(steps) - 1 else "reached through an element"
+    return (
+        f"this {type(obj).__qualname__} is {what} of the module-level set {holder}, which a "
+        "restore could find only by its position in the set's order: that order follows hashes "
+        "(addresses, string hashes) that differ in another process, where that position holds "
+        "another element. Keep such objects in a list, a tuple or a dict keyed by a name at "
+        "module level, or hold a key (a name) across the await and look the object up after "
+        "it; to loop over the set across awaits, iterate over a list of it or sorted(...)"
+    )
+
+
 def path_text(name: str, steps: tuple[tuple[str, Any], ...]) -> str:
     """A path as code: ``CONFIG['items'][0].children``."""
     out = [name]
@@ -893,6 +940,7 @@ _STEP_TEXT = {
     "v": ".values()[{k}]",
     "K": ".keys()[{k}]",
     "e": ".<element {k}>",
+    "E": ".<element {k}>",
     "d": ".__defaults__[{k}]",
     "w": ".__kwdefaults__[{r}]",
     "c": ".__closure__[{k}].cell_contents",

@@ -78,6 +78,8 @@ from ._pickle_modules import (
     _Unresolved,
     namespace,
     number_ids,
+    positional,
+    positional_problem,
     rebind_ref,
     ref_text,
     user_module,
@@ -198,6 +200,11 @@ def _make_type_param(t: type, name: str, constraints: Any, kw: Any, tracker_id: 
 
 # --------------------------------------------------------------------------------------------
 # Open files
+
+
+class PositionRefused(ValueRefused):
+    """An object of module data that only a set's element reaches: a restore could find it only
+    by its position in the set's order, which differs in another process."""
 
 
 class ResourceRefused(TypeError):
@@ -852,6 +859,8 @@ class CheckpointPickler(_Pickler):
         path = self._data.path(obj)
         if path is None or not path[3]:
             return path
+        if positional(path[3]):
+            raise PositionRefused(positional_problem(obj, path), obj)
         self._fallback = id(obj)
         if type(obj) is types.FunctionType and self._data.closes_over_own(obj):
             # A function the workflow made (its closure holds the workflow's frame) and put into
@@ -1496,6 +1505,7 @@ __all__ = [
     "ModulePathBroken",
     "ModuleTooLarge",
     "Namespace",
+    "PositionRefused",
     "ResourceRefused",
     "SetNotRestorable",
     "aliased",
