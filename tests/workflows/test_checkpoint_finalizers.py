@@ -59,6 +59,38 @@ async def holds_an_object_with_a_finalizer():
 
 
 @workflow
+async def holds_a_temporary_directory_open_across_an_await():
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        before = os.path.isdir(d)
+        await timer("t", 1)
+        after = os.path.isdir(d)
+    return before, after
+
+
+@workflow
+async def holds_a_function_with_a_finalizer():
+    def f():
+        return 1
+
+    weakref.finalize(f, LOG.append, "f finalized")
+    await timer("t", 1)
+    return f()
+
+
+WATCHED = Plain()
+
+
+@workflow
+async def holds_a_live_finalizer():
+    fin = weakref.finalize(WATCHED, LOG.append, "watched finalized")
+    await timer("t", 1)
+    return fin.alive
+
+
+@workflow
 async def holds_an_object_in_a_weak_cache():
     item = Plain()
     CACHE["item"] = item
@@ -146,6 +178,12 @@ async def holds_a_set_of_objects_hashed_by_a_key_beside_an_owner():
         (holds_an_object_with_del, "r", "Resource has a __del__, which would run for each copy"),
         (holds_an_object_with_a_finalizer, "o", "a weak reference points to this Plain"),
         (holds_an_object_in_a_weak_cache, "item", "a weak reference points to this Plain"),
+        (holds_a_temporary_directory_open_across_an_await, None,
+         "the context manager of the with at line"),
+        (holds_a_temporary_directory_open_across_an_await, None,
+         "a weakref.finalize is registered on this tempfile.TemporaryDirectory"),
+        (holds_a_function_with_a_finalizer, "f", "a weakref.finalize is registered on this function"),
+        (holds_a_live_finalizer, "fin", "a live weakref.finalize is registered in this process only"),
         (holds_a_ctypes_array_of_a_type_made_at_run_time, "arr",
          "c_int_Array_4 is a ctypes type made at run time"),
         (holds_the_current_decimal_context, "c", "decimal's current context (decimal.getcontext()) belongs to the thread"),

@@ -33,6 +33,7 @@ from ._pickle_sets import (
 )
 from ._pickler import (
     _LOW_ADDRESS,
+    FinalizerRefused,
     GlobalsPickler,
     LiveIter,
     ModuleData,
@@ -403,6 +404,8 @@ def _first_refused(
                         "equality is made of, and put it back after (v = d.pop(k); k.x = ...; "
                         "d[k] = v), or del the variable before the await"
                     )
+                elif isinstance(e, FinalizerRefused):
+                    hint = "or del it before the await"
                 elif isinstance(e, (ElementHashRefused, PositionRefused)):
                     hint = "or del the variable before the await"
                 elif isinstance(value, BaseException) or "cannot be rebuilt at restore" in str(e):

@@ -268,26 +268,32 @@ def _check_new(t: type, new: Any, args: Any, kwargs: Any, obj: Any) -> None:
 # Finalizers and weak references
 
 
-_HAS_DEL: dict[type, bool | None] = {}  # per class: has a __del__; None: the engine's own
+# per class: has a __del__; None: the engine's own; "library": the standard library's
+_HAS_DEL: dict[type, bool | str | None] = {}
 # The engine's own packages: their classes' __del__ knows checkpoints (a call not awaited warns
 # only if no checkpoint holds it).
 _ENGINE = frozenset({"workflows", "actors", "persistence"})
 _NOT_CHECKED = _ENGINE | frozenset(sys.stdlib_module_names) | {"builtins"}
 
 
-def finalizer_problem(obj: Any, t: type) -> str | None:
+def finalizer_problem(obj: Any, t: type, module_data: bool = False) -> str | None:
     """Why ``obj`` (an instance of a class made by a class statement) cannot be checkpointed:
     its class has a ``__del__``, or a weak reference points to it (a ``weakref.finalize``, a
     ``WeakValueDictionary``'s or ``WeakSet``'s entry). A restore makes a new object: the weak
     reference does not follow it, and a finalizer runs for the copy the restore discards (when
-    a passivated workflow is loaded again, say) or, after a crash, never."""
-    has_del = _HAS_DEL.get(t)
-    if has_del is None:
-        if t.__module__.partition(".")[0] in _NOT_CHECKED:
-            # The engine's own (an Event, a call not awaited yet), and the standard library's
-            # (its files and threads are refused as resources; its caches hold weak references
-            # to TypeVars, and 3.12's io classes have a __del__): kept as they are.
-            has_del = None
+    a passivated workflow is loaded again, say) or, after a crash, never. An instance of a
+    standard library class only where a ``weakref.finalize`` is registered on it (and not where
+    it is ``module_data``, kept by its path), or where it is a live ``weakref.finalize``."""
+    has_del = _HAS_DEL.get(t, _UNKNOWN)
+    if has_del is _UNKNOWN:
+        top = t.__module__.partition(".")[0]
+        if top in _ENGINE:
+            has_del = None  # the engine's own (an Event, a call not awaited yet): kept
+        elif top in _NOT_CHECKED:
+            # The standard library's (its files and threads are refused as resources; its
+            # caches hold weak references to TypeVars, and 3.12's io classes have a __del__):
+            # only a weakref.finalize registered on it is looked for.
+            has_del = "library"
         else:
             has_del = any("__del__" in k.__dict__ for k in t.__mro__ if k.__flags__ & HEAPTYPE)
         if len(_HAS_DEL) > 4096:
@@ -295,6 +301,8 @@ def finalizer_problem(obj: Any, t: type) -> str | None:
         _HAS_DEL[t] = has_del
     if has_del is None:
         return None
+    if has_del == "library":
+        return None if module_data else library_finalizer_problem(obj, t)
     if has_del:
         return (
             f"{t.__qualname__} has a __del__, which would run for each copy a restore discards "
@@ -310,6 +318,57 @@ def finalizer_problem(obj: Any, t: type) -> str | None:
             "across the await"
         )
     return None
+
+
+_UNKNOWN: Any = object()
+
+
+def _finalized(obj: Any) -> bool:
+    """Whether a live ``weakref.finalize`` is registered on ``obj``."""
+    try:
+        if not weakref.getweakrefcount(obj):
+            return False
+    except TypeError:
+        return False
+    registry = getattr(weakref.finalize, "_registry", None)
+    if not isinstance(registry, dict):
+        return False
+    for fin in list(registry):
+        info = fin.peek()
+        if info is not None and info[0] is obj:
+            return True
+    return False
+
+
+class FinalizerRefused(ValueRefused):
+    """An object a finalizer watches (or a live finalizer), which a restore would copy."""
+
+
+def library_finalizer_problem(obj: Any, t: type) -> str | None:
+    """Why ``obj``, an instance of a standard library class, or a function made in the
+    workflow, cannot be checkpointed: a ``weakref.finalize`` is registered on it (a
+    ``tempfile.TemporaryDirectory`` deletes its directory so), or it is a live
+    ``weakref.finalize`` itself. A restore makes a new object: the finalizer of the copy it
+    discards runs (the directory is deleted while the workflow still uses it), and a copied
+    ``weakref.finalize`` is dead."""
+    if t is weakref.finalize:
+        if not obj.alive:
+            return None
+        return (
+            "a live weakref.finalize is registered in this process only: a restore gives back a "
+            "dead copy (its callback never runs), while the original runs its callback when the "
+            "object it watches is discarded; call the cleanup explicitly (in a finally) instead"
+        )
+    if not _finalized(obj):
+        return None
+    name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    return (
+        f"a weakref.finalize is registered on this {name}: a restore gives back another "
+        "object, and the finalizer runs for the one it discards (a passivated workflow loaded "
+        "again) while the workflow still uses what it cleans up (a TemporaryDirectory's "
+        "directory), or, after a crash, never; keep the awaits out of its 'with' block, or "
+        "clean up by an explicit call in a finally"
+    )
 
 
 # --------------------------------------------------------------------------------------------

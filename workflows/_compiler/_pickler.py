@@ -34,6 +34,7 @@ import struct
 import sys
 import types
 import typing
+import weakref
 from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
@@ -101,6 +102,7 @@ from ._pickle_sets import (
 from ._pickle_values import (
     _PLAN,
     _VIEW_KINDS,
+    FinalizerRefused,
     ValueRefused,
     _plan,
     _reduce_memoryview,
@@ -112,6 +114,7 @@ from ._pickle_values import (
     fill_container,
     fill_set_like,
     finalizer_problem,
+    library_finalizer_problem,
     memory_view,
     metaclass_problem,
     new_container,
@@ -382,6 +385,10 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 problem = metaclass_problem(obj)
                 if problem is not None:
                     raise ValueRefused(problem, obj)
+            elif t is types.FunctionType and weakref.getweakrefcount(obj) and not _BY_REFERENCE(obj):
+                problem = library_finalizer_problem(obj, t)  # a function made in the workflow
+                if problem is not None:
+                    raise FinalizerRefused(problem, obj)
             if (
                 t is type
                 and obj.__module__ == "builtins"
@@ -395,12 +402,15 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
                 _keep_qualname(obj, r)
                 r = _dynclass.once(obj, r)  # its hooks run only if made anew; its __slots__ kept
             return r
+        on_path = False
         if self._data.active and t not in _PLAIN_TYPES and self._data.path(obj) is not None:
-            self.reached = True  # kept by its path: CheckpointPickler's persistent_id
+            self.reached = on_path = True  # kept by its path: CheckpointPickler's persistent_id
         if t.__flags__ & HEAPTYPE:
-            problem = finalizer_problem(obj, t)
+            # (a library object of module data is kept by its path, not copied: its finalizer
+            # is the module's)
+            problem = finalizer_problem(obj, t, on_path)
             if problem is not None:
-                raise ValueRefused(problem, obj)
+                raise FinalizerRefused(problem, obj)
         if isinstance(obj, BaseException):
             self._own_dict(obj, shared_dict(obj))
             return _reduce_exception(obj, self.proto)
@@ -1499,6 +1509,7 @@ _FROZENSET = pickle.FROZENSET
 __all__ = [
     "CheckpointPickler",
     "CheckpointUnpickler",
+    "FinalizerRefused",
     "GlobalsPickler",
     "LiveIter",
     "ModuleData",
