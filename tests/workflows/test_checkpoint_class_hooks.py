@@ -343,3 +343,38 @@ def test_the_hook_of_a_base_made_in_the_workflow_does_not_run_again_in_a_new_pro
                          env=dict(os.environ, PYTHONPATH=root), timeout=120)
     assert out.returncode == 0, out.stderr.decode()[-3000:]
     assert out.stdout.decode().strip() == repr((["A", "B"], "a", ""))
+
+
+@workflow
+async def a_step_changes_a_class_made_in_the_workflow():
+    class K:
+        n = 0
+        items = []
+
+    await timer("t", 1)
+    K.n += 1
+    K.items.append("x")
+    K.seen = getattr(K, "seen", 0) + 1
+    await timer("t", 1)
+    return K.n, K.items, K.seen, sorted(k for k in vars(K) if not k.startswith("__"))
+
+
+def test_a_step_run_again_from_a_checkpoint_finds_the_class_as_the_checkpoint_had_it():
+    """A step rolled back and run again (a reducer raised) starts from the last checkpoint: the
+    restore in the same process gives back the class itself, which kept an attribute the first
+    attempt added (``K.seen`` counted both attempts)."""
+    from workflows._compiler import restore, step
+    from workflows._context import StepContext
+    from workflows._step import Finished, Suspended
+
+    wf = a_step_changes_a_class_made_in_the_workflow
+    blob = WorkflowHarness(wf, roundtrip=False).checkpoint()
+    for _attempt in range(2):
+        cont = restore(blob)
+        with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=0.0).active():
+            r = step(cont, send=None)
+        assert isinstance(r, Suspended), r
+    with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=1.0).active():
+        r = step(cont, send=None)
+    assert isinstance(r, Finished), r
+    assert r.value == (1, ["x"], 1, ["items", "n", "seen"])

@@ -88,4 +88,37 @@ def once(cls: type, r: Any) -> Any:
         # TypedDict("TD", {...}) on 3.11 leaves __orig_bases__ out (3.12 sets it), so its bases
         # are (dict,), which TypedDict's metaclass refuses: made as TypedDict's own subclass.
         args = (*args[:2], (typing.TypedDict,), *args[3:])
-    return (make_class_once, args, *r[2:])
+    rest = r[2:]
+    if len(rest) >= 4 and rest[3] is _cp._class_setstate:
+        rest = (*rest[:3], set_class_state, *rest[4:])
+    return (make_class_once, args, *rest)
+
+
+def set_class_state(cls: Any, state: Any) -> Any:
+    """cloudpickle's ``_class_setstate``, then without the attributes the checkpoint did not
+    record: a restore in the process that made the class gives back the class itself
+    (``make_class_once``), which may hold attributes a step added after the checkpoint (a step
+    rolled back and run again). The class's own machinery (dunders, slots) is left alone."""
+    _cp._class_setstate(cls, state)
+    recorded = state[0] if isinstance(state, tuple) and state else None
+    if not isinstance(recorded, dict):
+        return cls
+    slots = cls.__dict__.get("__slots__", ())
+    keep = {slots} if isinstance(slots, str) else set(slots or ())
+    inherited: dict[str, Any] = {}
+    for base in reversed(cls.__bases__):
+        inherited.update(base.__dict__)
+    for name in [k for k in cls.__dict__ if k not in recorded]:
+        if (
+            type(name) is not str
+            or name in keep
+            or name == "_abc_impl"
+            or name.startswith("__") and name.endswith("__")
+            or inherited.get(name, _NONE) is cls.__dict__[name]  # left out as inherited
+        ):
+            continue
+        type.__delattr__(cls, name)
+    return cls
+
+
+_NONE: Any = object()
