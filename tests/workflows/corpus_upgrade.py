@@ -901,4 +901,76 @@ async def retry(name):
 ''',
         [None], [None, None],
     ),
+    # ---- a command not written out at the await: its expression and what computes it
+    Pair(
+        "awaited_variable_command_changed", "the command held in a variable and awaited changed (a timer became a signal)",
+        '''
+async def order(name):
+    cmd = timer("grace", after=5)
+    v = await cmd
+    return ("grace over", v)
+''',
+        '''
+async def order(name):
+    cmd = signal("pay")
+    v = await cmd
+    return ("paid", v)
+''',
+        [], [], moves=False,
+        reason="the command it awaits is not written out",
+    ),
+    Pair(
+        "computed_signal_name_changed", "the name of the signal awaited computed otherwise",
+        '''
+async def refund(name):
+    kind = "pay-" + name
+    v = await signal(kind)
+    return v
+''',
+        '''
+async def refund(name):
+    kind = "refund-" + name
+    v = await signal(kind)
+    return v
+''',
+        [], [], moves=False,
+        reason="the command it awaits is not written out",
+    ),
+    Pair(
+        "gathered_list_changed", "the list of commands a gather awaits got another arm",
+        '''
+async def both(name):
+    cmds = [signal("a"), signal("b")]
+    got = await gather(*cmds)
+    return got
+''',
+        '''
+async def both(name):
+    cmds = [timer("a", after=1), signal("c"), signal("b")]
+    got = await gather(*cmds)
+    return got
+''',
+        [], [], moves=False,
+        reason="the command it awaits is not written out",
+    ),
+    Pair(
+        "awaited_variable_edit_elsewhere", "an edit after the await of a command held in a variable",
+        '''
+async def order(name):
+    kind = "pay-" + name
+    cmd = signal(kind)
+    v = await cmd
+    return v
+''',
+        '''
+async def order(name):
+    log("ordering")
+    kind = "pay-" + name
+    cmd = signal(kind)
+    v = await cmd
+    log(f"paid {v}")
+    return {"paid": v}
+''',
+        [], [5],
+    ),
 ]

@@ -87,6 +87,10 @@ class Point:
     # later operand of, a conditional expression it is a branch of: ``_Context.fork``), as a
     # digest; "" where nothing does.
     fork: str = ""
+    # Where the awaited command is not written out (``await cmd``, ``signal(kind)``,
+    # ``gather(*cmds)``): a digest of its expression and of the statements before it that
+    # compute the locals it reads; "" where the command and its names are literal.
+    computed: str = ""
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -113,6 +117,8 @@ class Point:
             r["so"] = 1
         if self.fork:
             r["fk"] = self.fork
+        if self.computed:
+            r["cx"] = self.computed
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -142,6 +148,7 @@ class Point:
             pre=str(r.get("pre", "")),
             solo=bool(r.get("so", 0)),
             fork=str(r.get("fk", "")),
+            computed=str(r.get("cx", "")),
         )
 
     def where(self) -> str:
@@ -189,6 +196,27 @@ def command_of(v: ast.expr) -> str:
     if isinstance(v, (ast.Name, ast.Attribute)):
         return _dotted(v) or "?"
     return type(v).__name__
+
+
+def literal_command(v: ast.expr, locals_: Iterable[str] = ()) -> bool:
+    """Whether an awaited expression names its command in the text (``timer("rest")``,
+    ``procedure(visit, s)``, ``select(signal("a"), timer("b"))``, an inline ``helper(...)``), so
+    that ``command_of`` tells two commands apart; not an awaited variable, a name computed at run
+    time, or a starred list of commands."""
+    if isinstance(v, ast.Call):
+        name = _dotted(v.func)
+        if name is None or name.split(".")[0] in locals_:
+            return False  # a function or object the workflow holds
+        short = name.rsplit(".", 1)[-1]
+        if short in ("timer", "signal"):
+            return isinstance(_first_arg(v, "name"), str)
+        if short in ("procedure", "spawn"):
+            target = _dotted(v.args[0]) if v.args else None
+            return target is not None and target.split(".")[0] not in locals_
+        if short in ("select", "gather"):
+            return all(not isinstance(a, ast.Starred) and literal_command(a, locals_) for a in v.args)
+        return True
+    return False
 
 
 def _dotted(e: ast.expr) -> str | None:
@@ -301,6 +329,7 @@ def describe_points(
             must=context.assigned_before(e, locals_),
             held=held,
             fork=context.fork(e),
+            computed="" if literal_command(e.value, locals_) else context.computed(e, locals_),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -395,6 +424,44 @@ class _Context:
                         if isinstance(m, ast.Delete):
                             out.update(t.id for t in m.targets if isinstance(t, ast.Name))
         return frozenset(out)
+
+    def computed(self, e: ast.Await, locals_: set[str]) -> str:
+        """The awaited expression of ``e`` and the statements that compute the locals it reads
+        (those that mention one of them, transitively, starting before the await or in a loop
+        around it), as a digest: where the command is not written out, what it is."""
+        loops = [n for n in self._chain(e)[1:] if isinstance(n, (ast.While, ast.For, ast.AsyncFor))]
+        at = _pos(e)
+
+        def runs_before(s: ast.AST) -> bool:
+            p = _pos(s)
+            return p[:2] < at[:2] or any(_pos(lp)[:2] <= p[:2] and p[2:] <= _pos(lp)[2:] for lp in loops)
+
+        # Each simple statement, each compound one's head, each nested function or class whole.
+        units: list[tuple[ast.AST, Any]] = []
+        for s in self.fn.body:
+            for n in _walk_own(s):
+                if isinstance(n, ast.stmt) and runs_before(n):
+                    whole = isinstance(n, _NESTED) or not isinstance(n, (*_BLOCKS, ast.Match))
+                    units.append((n, n if whole else _head(n)))
+        names = {m.id for m in _walk_own(e.value) if isinstance(m, ast.Name) and m.id in locals_}
+        used: dict[int, tuple[ast.AST, Any]] = {}
+        grew = True
+        while grew:
+            grew = False
+            for n, part in units:
+                if id(n) in used:
+                    continue
+                mentioned = {m.id for x in (part if isinstance(part, list) else [part])
+                             for m in ast.walk(x) if isinstance(m, ast.Name)}
+                if isinstance(n, _NESTED) and not isinstance(n, ast.Lambda):
+                    mentioned.add(n.name)
+                if mentioned & names:
+                    used[id(n)] = (n, part)
+                    names |= mentioned & locals_
+                    grew = True
+        inputs = sorted(used.values(), key=lambda u: _pos(u[0]))
+        text = "\n".join([self.text(e.value), *(self.text(part) for _, part in inputs)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def fork(self, e: ast.AST) -> str:
         """What decides, in the await's own statement, that it runs at all: each ``and``/``or``
@@ -1258,6 +1325,12 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             "the and/or or conditional expression that decides whether it runs changed (it is "
             "a later operand or a branch of it, decided before it): this instance may be on a "
             "path the new code does not take there"
+        )
+    if old.computed != new.computed:
+        reasons.append(
+            "the command it awaits is not written out (an awaited variable, a name or a list "
+            "of commands computed from locals), and its expression or the code before it that "
+            "computes what it reads changed: the new code may await another command there"
         )
     if old.path != new.path:
         reasons.append(
