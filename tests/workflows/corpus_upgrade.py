@@ -973,4 +973,65 @@ async def order(name):
 ''',
         [], [5],
     ),
+    # ---- a local read by a function the old code made (through the frame)
+    Pair(
+        "closure_local_dropped", "a local that a lambda made by the old code reads is gone from the new code",
+        '''
+async def show(name):
+    x = 41
+    get = lambda: x + 1
+    await signal("go")
+    return get()
+''',
+        '''
+async def show(name):
+    get = lambda: 42
+    await signal("go")
+    return get()
+''',
+        [], [], moves=False,
+        reason="local x is read by a function the old code made",
+    ),
+    Pair(
+        "nonlocal_counter_local_dropped", "a local that a nested def made by the old code counts with nonlocal is gone from the new code",
+        '''
+async def tally(name):
+    count = 0
+    def bump():
+        nonlocal count
+        count += 1
+        return count
+    bump()
+    await signal("go")
+    return bump()
+''',
+        '''
+async def tally(name):
+    def bump():
+        return 2
+    await signal("go")
+    return bump()
+''',
+        [], [], moves=False,
+        reason="local count is read by a function the old code made",
+    ),
+    Pair(
+        "closure_local_kept", "an edit after the await while a lambda made by the old code reads a local the new code keeps",
+        '''
+async def show(name):
+    x = 41
+    get = lambda: x + 1
+    await signal("go")
+    return get()
+''',
+        '''
+async def show(name):
+    x = 41
+    get = lambda: x + 1
+    await signal("go")
+    log("shown")
+    return {"got": get()}
+''',
+        [], [None],
+    ),
 ]

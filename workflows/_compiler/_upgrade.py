@@ -91,6 +91,9 @@ class Point:
     # ``gather(*cmds)``): a digest of its expression and of the statements before it that
     # compute the locals it reads; "" where the command and its names are literal.
     computed: str = ""
+    # The locals that a function or lambda the code may have made by then reads (through the
+    # frame): dropping one breaks such a function if it is still held.
+    captured: frozenset[str] = frozenset()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -119,6 +122,8 @@ class Point:
             r["fk"] = self.fork
         if self.computed:
             r["cx"] = self.computed
+        if self.captured:
+            r["cl"] = sorted(self.captured)
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -149,6 +154,7 @@ class Point:
             solo=bool(r.get("so", 0)),
             fork=str(r.get("fk", "")),
             computed=str(r.get("cx", "")),
+            captured=frozenset(str(n) for n in r.get("cl", ())),
         )
 
     def where(self) -> str:
@@ -330,6 +336,7 @@ def describe_points(
             held=held,
             fork=context.fork(e),
             computed="" if literal_command(e.value, locals_) else context.computed(e, locals_),
+            captured=context.captured(e, locals_),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -425,17 +432,35 @@ class _Context:
                             out.update(t.id for t in m.targets if isinstance(t, ast.Name))
         return frozenset(out)
 
-    def computed(self, e: ast.Await, locals_: set[str]) -> str:
-        """The awaited expression of ``e`` and the statements that compute the locals it reads
-        (those that mention one of them, transitively, starting before the await or in a loop
-        around it), as a digest: where the command is not written out, what it is."""
-        loops = [n for n in self._chain(e)[1:] if isinstance(n, (ast.While, ast.For, ast.AsyncFor))]
+    def _before(self, e: ast.AST) -> Callable[[ast.AST], bool]:
+        """Whether a node may have run when ``e`` is reached: it starts before it, or it is in a
+        loop around it (an earlier turn ran it)."""
+        loops = [_pos(n) for n in self._chain(e)[1:] if isinstance(n, (ast.While, ast.For, ast.AsyncFor))]
         at = _pos(e)
 
         def runs_before(s: ast.AST) -> bool:
             p = _pos(s)
-            return p[:2] < at[:2] or any(_pos(lp)[:2] <= p[:2] and p[2:] <= _pos(lp)[2:] for lp in loops)
+            return p[:2] < at[:2] or any(lp[:2] <= p[:2] and p[2:] <= lp[2:] for lp in loops)
 
+        return runs_before
+
+    def captured(self, e: ast.AST, locals_: set[str]) -> frozenset[str]:
+        """The locals read (or set, by ``nonlocal``) by the functions and lambdas of the
+        workflow that may have been made when ``e`` is reached: such a function may still be
+        held somewhere, and reads them from the frame."""
+        runs_before = self._before(e)
+        out: set[str] = set()
+        for s in self.fn.body:
+            for n in _walk_own(s):
+                if isinstance(n, _NESTED) and runs_before(n):
+                    out |= {m.id for m in ast.walk(n) if isinstance(m, ast.Name) and m.id in locals_}
+        return frozenset(out)
+
+    def computed(self, e: ast.Await, locals_: set[str]) -> str:
+        """The awaited expression of ``e`` and the statements that compute the locals it reads
+        (those that mention one of them, transitively, starting before the await or in a loop
+        around it), as a digest: where the command is not written out, what it is."""
+        runs_before = self._before(e)
         # Each simple statement, each compound one's head, each nested function or class whole.
         units: list[tuple[ast.AST, Any]] = []
         for s in self.fn.body:
@@ -1376,6 +1401,15 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     for n in new.unset:
         if LOCAL + n in d:
             fp.renames[LOCAL + n] = None
+    # A function the old code made reads its locals from the frame: one it reads cannot go.
+    read = sorted(n for n in old.captured if fp.renames.get(LOCAL + n, "") is None)
+    if read:
+        fp.reasons.append(
+            f"local{'s' if len(read) > 1 else ''} {', '.join(read)} "
+            f"{'are' if len(read) > 1 else 'is'} read by a function the old code made (a lambda or "
+            "a nested def, which keeps the old code's body and may still be held), and the new code "
+            f"does not keep {'them' if len(read) > 1 else 'it'} there"
+        )
     fp.how = "held" if fp.reasons else "automatic"
     fp.label = code.label_of_point[new.ident]
 
