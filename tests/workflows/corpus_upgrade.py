@@ -1034,4 +1034,58 @@ async def show(name):
 ''',
         [], [None],
     ),
+    Pair(
+        "match_guard_changed_two_awaits", "the guard of the case before the one holding the second of two awaits of one command changed",
+        '''
+async def sort(name):
+    x = len(name)
+    match x:
+        case int() if x > 10:
+            v = await signal("s")
+            return ("big", v)
+        case _:
+            v = await signal("s")
+            return ("small", v)
+''',
+        '''
+async def sort(name):
+    x = len(name)
+    match x:
+        case int() if x > 1:
+            v = await signal("s")
+            return ("big", v)
+        case _:
+            v = await signal("s")
+            return ("small", v)
+''',
+        [], [], moves=False,
+        reason="the awaits signal 's' up to it changed",
+    ),
+    Pair(
+        "match_guard_kept_two_awaits", "an edit after the await in a match with a guarded case (two awaits of one command)",
+        '''
+async def sort(name):
+    x = len(name)
+    match x:
+        case int() if x > 10:
+            v = await signal("s")
+            return ("big", v)
+        case _:
+            v = await signal("s")
+            return ("small", v)
+''',
+        '''
+async def sort(name):
+    x = len(name)
+    match x:
+        case int() if x > 10:
+            v = await signal("s")
+            return ("big", v)
+        case _:
+            v = await signal("s")
+            log("small")
+            return ("small", v, 2)
+''',
+        [], [1],
+    ),
 ]

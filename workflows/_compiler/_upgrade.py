@@ -349,7 +349,7 @@ def _replace_live(p: Point, live: frozenset[str] | None) -> Point:
 
 class _Context:
     """Where an await is, beyond its structure: the statement it is in and the ``if`` tests and
-    ``case`` patterns around it, as text in which every await shows as its command only (a
+    ``case`` patterns and guards around it, as text in which every await shows as its command only (a
     changed argument, a timer's wait, is not a move), and the locals assigned before it on
     every path."""
 
@@ -381,7 +381,8 @@ class _Context:
                 branch = "then" if any(inner is b for b in outer.body) else "else"
                 parts.append(f"if {self.text(outer.test)} {branch}")
             elif isinstance(outer, ast.match_case):
-                parts.append(f"case {self.text(outer.pattern)}")
+                guard = f" if {self.text(outer.guard)}" if outer.guard is not None else ""
+                parts.append(f"case {self.text(outer.pattern)}{guard}")
             elif isinstance(outer, ast.Match) and isinstance(inner, ast.match_case):
                 parts.append(f"match {self.text(outer.subject)}")
         return hashlib.sha256("/".join(parts).encode()).hexdigest()[:16]
