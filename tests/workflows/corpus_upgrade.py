@@ -1088,4 +1088,31 @@ async def sort(name):
 ''',
         [], [1],
     ),
+    # ---- a comprehension's filters decide what its partial result holds
+    Pair(
+        "comprehension_filter_changed", "the if filter of the comprehension suspended mid-way changed",
+        '''
+async def tour(name):
+    return [await procedure(visit, s) for s in ["a", "bb", "ccc"] if len(s) >= 1]
+''',
+        '''
+async def tour(name):
+    return [await procedure(visit, s) for s in ["a", "bb", "ccc"] if len(s) >= 2]
+''',
+        [1], [], moves=False,
+        reason="the constructs around it changed: comprehension list comprehension > for s in ['a', 'bb', 'ccc'] if len(s) >= 1 in the old code, comprehension list comprehension > for s in ['a', 'bb', 'ccc'] if len(s) >= 2 in the new",
+    ),
+    Pair(
+        "comprehension_filter_kept", "an edit elsewhere while a filtered comprehension is suspended mid-way",
+        '''
+async def tour(name):
+    return [await procedure(visit, s) for s in ["a", "bb", "ccc"] if len(s) >= 1]
+''',
+        '''
+async def tour(name):
+    log('touring')
+    return [await procedure(visit, s) for s in ["a", "bb", "ccc"] if len(s) >= 1]
+''',
+        [1], [2, 3],
+    ),
 ]

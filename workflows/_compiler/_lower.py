@@ -596,7 +596,8 @@ class Emitter:
         )
         self.emit(ast.Assign([self.rw(s.target)], ast.Name("_af_v", ast.Load())))
         self.leaps.append(LoopEntry(brk, head))
-        self.structure.append(("for", f"{ast.unparse(s.target)} in {ast.unparse(s.iter)}", k))
+        ifs = "".join(f" if {ast.unparse(c)}" for c in getattr(s, "_af_ifs", ()))
+        self.structure.append(("for", f"{ast.unparse(s.target)} in {ast.unparse(s.iter)}{ifs}", k))
         self.body(s.body)
         self.structure.pop()
         self.leaps.pop()
@@ -1204,6 +1205,8 @@ class Emitter:
                 inner = ast.If(c, [inner], [])
             inner = ast.For(g.target, g.iter if g is not e.generators[0] else first_iter, [inner], [])
             inner._af_comp = what  # type: ignore[attr-defined]  # how messages name its loop
+            # Its filters decide what its partial result holds: part of the loop's structure.
+            inner._af_ifs = list(g.ifs)  # type: ignore[attr-defined]
         stmts = [ast.Assign([ast.Name(res, ast.Store())], init), inner]
         if held:
             stmts.insert(0, ast.Assign([ast.Name(hold, ast.Store())], rt_call("Cells")))
