@@ -42,6 +42,8 @@ async def patrol(name):
             return {"laps": laps, "name": name}
 '''
 
+_PATH = "the if tests, elif chain, or case patterns and guards on the path to it changed"
+
 PAIRS: list[Pair] = [
     Pair(
         "renamed_dead_local", "a renamed local that is not live",
@@ -1114,5 +1116,140 @@ async def tour(name):
     return [await procedure(visit, s) for s in ["a", "bb", "ccc"] if len(s) >= 1]
 ''',
         [1], [2, 3],
+    ),
+    # ---- the decisions on the path to an await: if tests, elif chains, case patterns and guards
+    Pair(
+        "if_test_changed", "the if test leading to the await changed",
+        '''
+async def route(name):
+    if name == "north":
+        v = await signal("go")
+        return "north " + str(v)
+    return "other"
+''',
+        '''
+async def route(name):
+    if name == "south":
+        v = await signal("go")
+        return "north " + str(v)
+    return "other"
+''',
+        [], [], moves=False,
+        reason=_PATH,
+    ),
+    Pair(
+        "case_pattern_changed", "the case pattern leading to the await changed",
+        '''
+async def route(name):
+    match name:
+        case "north":
+            v = await signal("go")
+            return "branch " + str(v)
+        case _:
+            return "other"
+''',
+        '''
+async def route(name):
+    match name:
+        case "south":
+            v = await signal("go")
+            return "branch " + str(v)
+        case _:
+            return "other"
+''',
+        [], [], moves=False,
+        reason=_PATH,
+    ),
+    Pair(
+        "case_guard_changed", "the guard of the case leading to the await changed",
+        '''
+async def route(name):
+    match name:
+        case str() if len(name) > 3:
+            v = await signal("go")
+            return "long " + str(v)
+        case _:
+            return "other"
+''',
+        '''
+async def route(name):
+    match name:
+        case str() if len(name) > 30:
+            v = await signal("go")
+            return "long " + str(v)
+        case _:
+            return "other"
+''',
+        [], [], moves=False,
+        reason=_PATH,
+    ),
+    Pair(
+        "await_moved_to_another_elif", "the await moved to another arm of an elif chain",
+        '''
+async def route(name):
+    if name == "south":
+        return "south"
+    elif name == "north":
+        v = await signal("go")
+        return "north " + str(v)
+    else:
+        return "other"
+''',
+        '''
+async def route(name):
+    if name == "south":
+        v = await signal("go")
+        return "north " + str(v)
+    elif name == "north":
+        return "south"
+    else:
+        return "other"
+''',
+        [], [], moves=False,
+        reason=_PATH,
+    ),
+    Pair(
+        "case_added_before", "a case added before the one holding the await (it takes this instance's subject)",
+        '''
+async def route(name):
+    match name:
+        case "north":
+            v = await signal("go")
+            return "branch " + str(v)
+        case _:
+            return "other"
+''',
+        '''
+async def route(name):
+    match name:
+        case str() if name.startswith("n"):
+            return "n"
+        case "north":
+            v = await signal("go")
+            return "branch " + str(v)
+        case _:
+            return "other"
+''',
+        [], [], moves=False,
+        reason=_PATH,
+    ),
+    Pair(
+        "if_other_branch_edited", "an edit outside the if holding the await, whose test is unchanged",
+        '''
+async def route(name):
+    if name == "north":
+        v = await signal("go")
+        return "north " + str(v)
+    return "other"
+''',
+        '''
+async def route(name):
+    if name == "north":
+        v = await signal("go")
+        return "north " + str(v)
+    log("not north")
+    return "other v2"
+''',
+        [], [1],
     ),
 ]

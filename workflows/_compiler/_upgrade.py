@@ -3,8 +3,9 @@
 The compiler gives every await of a workflow a *stable identity* that survives edits elsewhere in
 the function: its command with its literal names (``select(timer 'end', signal 'bid')``), its rank
 among the awaits of the function with that same command (``#1``, ``#2`` in source order), the
-constructs that hold state around it (loops, ``try`` clauses, ``with`` blocks, comprehensions) and
-the workflow locals live there (read, on some path after the await resumes, before being
+constructs that hold state around it (loops, ``try`` clauses, ``with`` blocks, comprehensions), the
+decisions that lead to it (``if`` tests, ``case`` patterns and guards) and the workflow locals live
+there (read, on some path after the await resumes, before being
 assigned). Each checkpoint carries, per frame, the record of the point it is suspended at, so a
 later process can compare the old point with the new code's without the old code.
 
@@ -94,6 +95,9 @@ class Point:
     # The locals that a function or lambda the code may have made by then reads (through the
     # frame): dropping one breaks such a function if it is still held.
     captured: frozenset[str] = frozenset()
+    # The decisions on the path to the await (``_Context.branch``), as a digest; "" where
+    # nothing decides it (it is in no if, elif or case).
+    branch: str = ""
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -124,6 +128,8 @@ class Point:
             r["cx"] = self.computed
         if self.captured:
             r["cl"] = sorted(self.captured)
+        if self.branch:
+            r["br"] = self.branch
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -155,6 +161,7 @@ class Point:
             fork=str(r.get("fk", "")),
             computed=str(r.get("cx", "")),
             captured=frozenset(str(n) for n in r.get("cl", ())),
+            branch=str(r.get("br", "")),
         )
 
     def where(self) -> str:
@@ -337,6 +344,7 @@ def describe_points(
             fork=context.fork(e),
             computed="" if literal_command(e.value, locals_) else context.computed(e, locals_),
             captured=context.captured(e, locals_),
+            branch=context.branch(e),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -488,6 +496,34 @@ class _Context:
         inputs = sorted(used.values(), key=lambda u: _pos(u[0]))
         text = "\n".join([self.text(e.value), *(self.text(part) for _, part in inputs)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def branch(self, e: ast.AST) -> str:
+        """What decides, on the way from the function's start, that the path reaches ``e``:
+        each ``if`` it is in (its test and the branch: an ``elif`` is an ``if`` in an ``else``),
+        each ``case`` it is in (the match subject, the patterns and guards of that case and of
+        the cases before it, which did not match). As a digest, "" where there is none. (A
+        ``while`` loop's condition may change; a ``for`` loop's iterable and a ``try``'s clauses
+        are the point's structure.)"""
+        parts: list[str] = []
+        chain = self._chain(e)
+        for inner, outer in zip(chain, chain[1:], strict=False):
+            if isinstance(outer, ast.If) and inner is not outer.test:
+                branch = "then" if any(inner is b for b in outer.body) else "else"
+                parts.append(f"if {self.text(outer.test)} {branch}")
+            elif isinstance(outer, ast.Match) and isinstance(inner, ast.match_case):
+                cases = []
+                for c in outer.cases:
+                    guard = "" if c.guard is None else f" if {self.text(c.guard)}"
+                    if c is inner:
+                        # In its guard: the guard is being decided, its pattern matched.
+                        in_guard = c.guard is not None and chain[chain.index(inner) - 1] is c.guard
+                        cases.append(f"case {self.text(c.pattern)}{'' if in_guard else guard}")
+                        break
+                    cases.append(f"not case {self.text(c.pattern)}{guard}")
+                parts.append(f"match {self.text(outer.subject)}: {' / '.join(cases)}")
+        if not parts:
+            return ""
+        return hashlib.sha256("/".join(reversed(parts)).encode()).hexdigest()[:16]
 
     def fork(self, e: ast.AST) -> str:
         """What decides, in the await's own statement, that it runs at all: each ``and``/``or``
@@ -1351,6 +1387,12 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             "the and/or or conditional expression that decides whether it runs changed (it is "
             "a later operand or a branch of it, decided before it): this instance may be on a "
             "path the new code does not take there"
+        )
+    if old.branch != new.branch:
+        reasons.append(
+            "the if tests, elif chain, or case patterns and guards on the path to it changed (the "
+            "decisions that led this instance there): it may be on a path the new code does not "
+            "take there"
         )
     if old.computed != new.computed:
         reasons.append(
