@@ -1252,4 +1252,76 @@ async def route(name):
 ''',
         [], [1],
     ),
+    # ---- the loop an await is in, and the statements assigning a live local around it
+    Pair(
+        "await_moved_to_another_while", "the await moved from the first while loop to the second (its counter means another thing there)",
+        '''
+async def count(name):
+    n = 0
+    while n < 2:
+        v = await signal("tick")
+        n += 1
+    while n < 4:
+        n += 1
+        log(str(n))
+    return n
+''',
+        '''
+async def count(name):
+    n = 0
+    while n < 2:
+        n += 1
+        log(str(n))
+    while n < 4:
+        v = await signal("tick")
+        n += 1
+    return n
+''',
+        [], [], moves=False,
+        reason='it is in another while loop: the 1st while loop of the function in the old code, the 2nd in the new',
+    ),
+    Pair(
+        "counter_moved_across_await", "the statement counting the laps moved from after the await to before it",
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        await timer("rest", after=5)
+        laps += 1
+    return laps
+''',
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        laps += 1
+        await timer("rest", after=5)
+    return laps
+''',
+        [None], [], moves=False,
+        reason='a statement assigning laps (live there) moved across it',
+    ),
+    Pair(
+        "while_added_after", "a while loop added after the one holding the await",
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        await timer("rest", after=5)
+        laps += 1
+    return laps
+''',
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        await timer("rest", after=5)
+        laps += 1
+    while laps < 5:
+        laps += 2
+        log(str(laps))
+    return {"laps": laps}
+''',
+        [None], [None, None],
+    ),
 ]

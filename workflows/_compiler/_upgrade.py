@@ -98,6 +98,9 @@ class Point:
     # The decisions on the path to the await (``_Context.branch``), as a digest; "" where
     # nothing decides it (it is in no if, elif or case).
     branch: str = ""
+    # Per live local, each statement that assigns it (a digest of the local's name and the
+    # statement): how many such statements run before the await and how many after it.
+    writes: tuple[tuple[str, str, int, int], ...] = ()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -130,6 +133,8 @@ class Point:
             r["cl"] = sorted(self.captured)
         if self.branch:
             r["br"] = self.branch
+        if self.writes:
+            r["wr"] = [list(w) for w in self.writes]
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -162,6 +167,7 @@ class Point:
             computed=str(r.get("cx", "")),
             captured=frozenset(str(n) for n in r.get("cl", ())),
             branch=str(r.get("br", "")),
+            writes=tuple((str(n), str(d), int(b), int(a)) for n, d, b, a in r.get("wr", [])),
         )
 
     def where(self) -> str:
@@ -320,6 +326,10 @@ def describe_points(
         pre = hashlib.sha256("\n".join(mine).encode()).hexdigest()[:16]
         structure, owners, uid_at, held = shapes.get(label, ((), (), 0, frozenset()))
         stateful = [(k, d, u) for k, d, u in structure if k in _STRUCTURAL]
+        # Which while loop: its place among the while loops of the function (its condition may
+        # change, but an await moved into another loop runs with the other loop's locals).
+        whiles = iter(context.whiles_around(e))
+        stateful = [(k, d if k != "while" else next(whiles, d), u) for k, d, u in stateful]
         # An await lowered twice (never, today) would have two labels for one place: neither
         # can be told apart from the other, so neither moves automatically.
         twice = pos in seen
@@ -345,6 +355,7 @@ def describe_points(
             computed="" if literal_command(e.value, locals_) else context.computed(e, locals_),
             captured=context.captured(e, locals_),
             branch=context.branch(e),
+            writes=context.writes(e, live.get(pos, frozenset())) if not twice else (),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -368,6 +379,7 @@ class _Context:
             for c in ast.iter_child_nodes(n):
                 self.parent[id(c)] = n
         self._text: dict[int, str] = {}
+        self._whiles: dict[int, int] | None = None
 
     def _chain(self, e: ast.AST) -> list[ast.AST]:
         """``e`` and the nodes around it, innermost first, up to the function."""
@@ -496,6 +508,40 @@ class _Context:
         inputs = sorted(used.values(), key=lambda u: _pos(u[0]))
         text = "\n".join([self.text(e.value), *(self.text(part) for _, part in inputs)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def whiles_around(self, e: ast.AST) -> list[str]:
+        """The place (``#2``: the second in source order) among the function's while loops of
+        each one whose body holds ``e``, outermost first."""
+        if self._whiles is None:
+            loops = sorted((n for s in self.fn.body for n in _walk_own(s) if isinstance(n, ast.While)), key=_pos)
+            self._whiles = {id(n): i + 1 for i, n in enumerate(loops)}
+        chain = self._chain(e)
+        return [f"#{self._whiles[id(outer)]}" for inner, outer in reversed(list(zip(chain, chain[1:], strict=False)))
+                if isinstance(outer, ast.While) and any(inner is b for b in outer.body) and id(outer) in self._whiles]
+
+    def writes(self, e: ast.AST, live: frozenset[str]) -> tuple[tuple[str, str, int, int], ...]:
+        """Per statement that assigns a local live at ``e`` (outside the statements ``e`` is
+        in): the local, a digest of it and the statement, and whether it is before ``e`` or after
+        it (counted, for a statement written twice)."""
+        on_chain = {id(n) for n in self._chain(e)}
+        at = _pos(e)
+        count: dict[tuple[str, str], list[int]] = {}
+        for s in self.fn.body:
+            for n in _walk_own(s):
+                if not isinstance(n, ast.stmt) or id(n) in on_chain:
+                    continue
+                whole = isinstance(n, _NESTED) or not isinstance(n, (*_BLOCKS, ast.Match))
+                part = n if whole else _head(n)
+                written = {m.id for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)
+                           if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
+                if isinstance(n, _NESTED) and not isinstance(n, ast.Lambda):
+                    written.add(n.name)
+                p = _pos(n)
+                side = 0 if p[2:] <= at[:2] else 1 if p[:2] >= at[2:] else -1
+                for name in sorted(written & live) if side >= 0 else ():
+                    dig = hashlib.sha256(f"{name}|{self.text(part)}".encode()).hexdigest()[:8]
+                    count.setdefault((name, dig), [0, 0])[side] += 1
+        return tuple(sorted((n, d, b, a) for (n, d), (b, a) in count.items()))
 
     def branch(self, e: ast.AST) -> str:
         """What decides, on the way from the function's start, that the path reaches ``e``:
@@ -1394,6 +1440,14 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             "decisions that led this instance there): it may be on a path the new code does not "
             "take there"
         )
+    moved = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
+                    if d == d2 and ((b2 > b and a2 < a) or (b2 < b and a2 > a))})
+    if moved:
+        reasons.append(
+            f"a statement assigning {', '.join(moved)} (live there) moved across it (from after "
+            "it to before it, or back): this instance's value does not mean what the new code's "
+            "does there"
+        )
     if old.computed != new.computed:
         reasons.append(
             "the command it awaits is not written out (an awaited variable, a name or a list "
@@ -1401,10 +1455,18 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             "computes what it reads changed: the new code may await another command there"
         )
     if old.path != new.path:
-        reasons.append(
-            f"the constructs around it changed: {old.structure()} in the old code, "
-            f"{new.structure()} in the new"
-        )
+        if [k for k, _ in old.path] == [k for k, _ in new.path] and all(
+                a == b for a, b in zip(old.path, new.path, strict=True) if a[0] != "while"):
+            reasons.append(
+                "it is in another while loop: "
+                + ", ".join(f"the {_nth(a[1])} while loop of the function in the old code, the "
+                            f"{_nth(b[1])} in the new" for a, b in zip(old.path, new.path, strict=True) if a != b)
+            )
+        else:
+            reasons.append(
+                f"the constructs around it changed: {old.structure()} in the old code, "
+                f"{new.structure()} in the new"
+            )
     if new.live is None or old.live is None:
         reasons.append("which locals are live there is not known")
     else:
@@ -1582,6 +1644,12 @@ def _map_slots(
             f"the statement at line {new.line} of the new code is half evaluated across the await "
             "(a value computed before it is kept for after it), which the old code did not keep"
         )
+
+
+def _nth(place: str) -> str:
+    """``#2`` as ``2nd``."""
+    n = int(place.lstrip("#") or 0)
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _owner_of(p: Point, uid: int) -> tuple[int, tuple[str, int]] | None:
