@@ -67,8 +67,11 @@ PER_ROUND = 100
 # tried again after this many seconds (real time), doubling up to the maximum.
 RETRY = (0.5, 30.0)
 # Seconds (real time) a round waits for a run it just started to take its first steps before it
-# judges the next tick under overlap="skip"; a run slower than that is judged at a later round.
+# judges the next tick under overlap="skip"; a run slower than that is judged at a later round,
+# and one whose start is never handled here (its actor stopped first) after JUDGE_GIVE_UP, by
+# what the store says of it then.
 JUDGE_WAIT = 5.0
+JUDGE_GIVE_UP = 60.0
 
 Seed = tuple["NewWorkflow", Any, bytes]
 _Info = TypeVar("_Info", bound="_HasId")
@@ -249,7 +252,7 @@ class Schedules:
         # Per schedule under overlap="skip": the run started for a tick, with ticks due after it,
         # that has not taken its first steps yet (answered once its actor handled its start). The
         # schedule's next tick is judged only after.
-        self._judging: dict[str, Promise[None]] = {}
+        self._judging: dict[str, tuple[Promise[None], float]] = {}  # (answer, monotonic deadline)
 
     # -- the API ----------------------------------------------------------------------------------
     def schedule(
@@ -388,7 +391,8 @@ class Schedules:
                 continue
             judging = self._judging.get(row.id)
             if judging is not None:
-                if not judging.done():
+                handled, deadline = judging
+                if not handled.done() and time.monotonic() < deadline:
                     continue  # its last run has not taken its first steps: judged at a later round
                 del self._judging[row.id]
             try:
@@ -486,7 +490,7 @@ class Schedules:
                     late=round(now - tick, 3),
                 )
                 if handled is not None and not _waited(handled, min(JUDGE_WAIT, self.rt.commit_timeout)):
-                    self._judging[row.id] = handled
+                    self._judging[row.id] = (handled, time.monotonic() + JUDGE_GIVE_UP)
                     return  # the ticks after it are judged at a later round
             elif outcome == "existed" and seed is not None:
                 last = seed[0].id

@@ -145,6 +145,27 @@ def test_ticks_due_together_under_skip_are_judged_one_after_the_other(
             system.unschedule(sid)
 
 
+def test_a_run_whose_start_is_never_handled_does_not_stop_its_schedule(db: str, monkeypatch) -> None:
+    """A run started for a tick with more due after it whose actor never handles its start (its
+    actor stopped first, say) does not stop the schedule for good: past JUDGE_GIVE_UP the next
+    ticks are judged by what the store says of it (here: still running, so skipped)."""
+    from actors import _schedules
+    from actors._schedules import Schedules
+    from persistence import Promise
+
+    monkeypatch.setattr(_schedules, "JUDGE_WAIT", 0.0)
+    monkeypatch.setattr(_schedules, "JUDGE_GIVE_UP", 0.0)
+    monkeypatch.setattr(Schedules, "_kick", lambda self, seed, judge=False: Promise() if judge else None)
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("m", report, "m", every=60)
+        system.idle(T)
+        clock.advance(600)
+        system.idle(T)
+        assert runs(system, "m") == expected("m", [START + 60])
+        assert system._schedules.skipped == 9
+
+
 def test_idle_waits_for_a_tick_from_its_commit_until_its_workflow_is_handed_on(db: str, monkeypatch) -> None:
     """Once a tick's start commits the schedule is no longer due, and its workflow reaches the
     actors only after: ``idle`` in that gap would return before the workflow's first step (which
