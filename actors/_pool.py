@@ -230,14 +230,21 @@ class Dispatcher:
             self._flush()
         except BaseException:  # the writer settles its writes' promises itself
             logger.exception("actorflow: commit of a drain failed")
+        self._take_role_back(me, flushed=True)
+        return True
+
+    def _take_role_back(self, me: _Engine, *, flushed: bool = False) -> None:
+        """``me``, back from a wait it gave the stepping role up for (and, ``flushed``, from
+        the commit it made meanwhile): the role again, at once if nobody took it, else from the
+        stepper as its slice ends."""
         with self._lock:
-            self._flushing = False
+            if flushed:
+                self._flushing = False
             if not self._stepping:
                 self._stepping = me.stepping = True
-                return True
+                return
             self._wanting.append(me)
         me.gate.acquire()  # the stepper hands the role over as its slice ends
-        return True
 
     def shutdown(self, timeout: float = 5.0) -> None:
         # A paused message resumes once its commit is done: let every queued, running and paused
@@ -344,13 +351,7 @@ class _Blocking:
         let_go()  # the callers answered so far go on while this thread waits
 
     def __exit__(self, *exc: object) -> None:
-        d, me = self._d, self._me
-        with d._lock:
-            if not d._stepping:
-                d._stepping = me.stepping = True
-                return
-            d._wanting.append(me)
-        me.gate.acquire()  # the stepper hands the role over as its slice ends
+        self._d._take_role_back(self._me)
 
 
 def _nothing() -> None:
