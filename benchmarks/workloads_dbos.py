@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _common import announce_ready, lateness, report, wait_to_start  # noqa: E402
+from _common import announce_ready, lateness, report, start_clock, wait_to_start  # noqa: E402
 from dbos import DBOS, SetWorkflowID  # noqa: E402
 
 WAIT = 600.0
@@ -165,7 +165,7 @@ def _results(handles: list) -> list:
 def steps(args: argparse.Namespace) -> None:
     """1: N workflows, each calling three steps, started one after another."""
     launch(args)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     handles = [DBOS.start_workflow(three_steps, i) for i in range(args.n)]
     results = _results(handles)
     elapsed = time.perf_counter() - t0
@@ -178,7 +178,7 @@ def signals_one(args: argparse.Namespace) -> None:
     launch(args)
     with SetWorkflowID("collector"):
         handle = DBOS.start_workflow(collect, args.n)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     for _ in range(args.n):
         DBOS.send("collector", 1, "item")
     total = handle.get_result()
@@ -194,7 +194,7 @@ def signals_many(args: argparse.Namespace) -> None:
     for i in range(args.n):
         with SetWorkflowID(f"{args.executor}w-{i}"):
             handles.append(DBOS.start_workflow(wait_one))
-    t0 = time.perf_counter()
+    t0 = start_clock()
     for i in range(args.n):
         DBOS.send(f"{args.executor}w-{i}", i, "item")
     results = _results(handles)
@@ -206,7 +206,7 @@ def signals_many(args: argparse.Namespace) -> None:
 def fanout(args: argparse.Namespace) -> None:
     """3: a parent starting N child workflows and awaiting them all."""
     launch(args)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     total = DBOS.start_workflow(fan_out, args.n).get_result()
     elapsed = time.perf_counter() - t0
     assert total == args.n * (args.n - 1)
@@ -216,7 +216,7 @@ def fanout(args: argparse.Namespace) -> None:
 def timers(args: argparse.Namespace) -> None:
     """4: N workflows each in DBOS.sleep(0.1): throughput and lateness."""
     launch(args)
-    t0 = time.perf_counter()
+    t0 = start_clock()
     handles = [DBOS.start_workflow(nap, 0.1) for _ in range(args.n)]
     late = _results(handles)
     elapsed = time.perf_counter() - t0

@@ -62,10 +62,10 @@ def test_against_runs_another_revision_beside_this_code(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     figures = json.loads(out.read_text())
-    assert figures["against"] == {"rev": "HEAD", "sha": rev, "same_workloads": True}
+    assert figures["against"] == {"rev": "HEAD", "sha": rev}
     assert [row["key"] for row in figures["rows"]] == ["steps", "steps_many"]
     assert all(row["against"] > 0 and row["actorflow"] > 0 for row in figures["rows"])
-    # The other revision's processes ran its own interpreter, from its own checkout.
+    # The other revision's processes ran this workload module on its own interpreter (its venv).
     theirs = [e for e in figures["log"] if e["run"].startswith(f"workloads_actorflow@{rev[:7]} ")]
     assert len(theirs) == 2 and all(e["ok"] for e in theirs)
     text = md.read_text()
