@@ -1302,6 +1302,48 @@ async def patrol(name):
         reason='a statement assigning laps (live there) moved across it',
     ),
     Pair(
+        "moved_and_edited_across", "a statement assigning a live local moved across the await and edited",
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        await timer("rest", after=5)
+        laps += 1
+    return laps
+''',
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        laps += 2
+        await timer("rest", after=5)
+    return laps
+''',
+        [None], [], moves=False,
+        reason="a statement assigning laps (live there) left one side of it and one was added on the other",
+    ),
+    Pair(
+        "edited_in_place_and_added_after", "a statement assigning a live local edited where it was, another added after the await",
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        laps += 1
+        await timer("rest", after=5)
+    return laps
+''',
+        '''
+async def patrol(name):
+    laps = 0
+    while laps < 3:
+        laps = laps + 1
+        await timer("rest", after=5)
+        laps = laps * 1
+    return laps
+''',
+        [None], [None, None],
+    ),
+    Pair(
         "while_added_after", "a while loop added after the one holding the await",
         '''
 async def patrol(name):

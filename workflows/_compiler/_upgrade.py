@@ -1408,6 +1408,15 @@ def plan_frame(
     _plan_automatic(fp, d, code)
 
 
+def _sides(writes: tuple[tuple[str, str, int, int], ...]) -> dict[str, tuple[int, int]]:
+    """Per local: how many statements assigning it are before the await, and after it."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, _, before, after in writes:
+        b, a = out.get(name, (0, 0))
+        out[name] = (b + before, a + after)
+    return out
+
+
 def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     old = fp.old
     assert old is not None
@@ -1447,6 +1456,17 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             f"a statement assigning {', '.join(moved)} (live there) moved across it (from after "
             "it to before it, or back): this instance's value does not mean what the new code's "
             "does there"
+        )
+    # Moved and edited in the same change, its text differs: what shows is, for one local, a
+    # statement assigning it gone from one side of the await and one added on the other.
+    sides, now = _sides(old.writes), _sides(new.writes)
+    crossed = sorted(n for n, (b, a) in sides.items() if n not in moved and n in now
+                     and ((now[n][0] < b and now[n][1] > a) or (now[n][0] > b and now[n][1] < a)))
+    if crossed:
+        reasons.append(
+            f"a statement assigning {', '.join(crossed)} (live there) left one side of it and "
+            "one was added on the other (moved across it and edited, say): this instance's value "
+            "may not mean what the new code's does there, or the assignment may run twice"
         )
     if old.computed != new.computed:
         reasons.append(
