@@ -557,12 +557,14 @@ class ActorSystem:
             check_id(wid, "workflow id")
         now = self.clock.now()
         if not generated:
-            for wid in ids:  # an id held by another type's workflow: refused before any starts
-                if (rec := self._rt.store.load_workflow(wid)) is not None:
-                    self._existing(rec.id, rec.type, rec.status, key)
-        if not generated and not reuse_id:
+            # An id held by another type's workflow, or left taken by a pruned one: refused
+            # before any starts (read a hundred ids to a statement).
+            held = self._rt.store.load_workflows(ids)
             for wid in ids:
-                _tombstones.refuse_pruned(self._rt.store, wid, now, self.id_retention)
+                if (rec := held.get(wid)) is not None:
+                    self._existing(rec.id, rec.type, rec.status, key)
+            if not reuse_id:
+                _tombstones.refuse_pruned_many(self._rt.store, ids, now, self.id_retention)
         seeds = [_seed(wf, key, wid, a, test_mode, now) for wid, a in zip(ids, args, strict=True)]
         created = self._create(seeds)
         while generated and not all(created):

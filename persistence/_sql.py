@@ -23,6 +23,11 @@ PROCEDURE_COLUMNS = (
 # -- reads ---------------------------------------------------------------------------------------
 # One workflow's rows, by index (each read is shared by its method and by load_state).
 WORKFLOW = f"SELECT {WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE id = ?"
+# Ids read together (``Store.load_workflows``), this many to a statement: one template, the last
+# chunk padded with an id it holds already.
+IN_CHUNK = 100
+_IN = ", ".join(["?"] * IN_CHUNK)
+WORKFLOWS = f"SELECT {WORKFLOW_COLUMNS} FROM {{s}}.workflows WHERE id IN ({_IN})"
 SCHEDULED_TICK = "SELECT tick FROM {s}.schedule_runs WHERE workflow_id = ?"
 INBOX = (
     "SELECT seq, workflow_id, kind, name, payload, created_at FROM {s}.inbox "

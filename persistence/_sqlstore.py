@@ -162,6 +162,16 @@ class SqlStore(Store):
         sql = self.dialect.sql(template)
         return self._read(lambda c: list(c.execute(sql, params).fetchall()))
 
+    def _rows_in(self, template: str, keys: list[str]) -> list[tuple[Any, ...]]:
+        """The rows of ``template``, whose one parameter list is ``IN_CHUNK`` keys, for every key
+        of ``keys`` (a statement per chunk; the last one padded with a key it holds)."""
+        keys = list(dict.fromkeys(keys))
+        out: list[tuple[Any, ...]] = []
+        for i in range(0, len(keys), _sql.IN_CHUNK):
+            chunk = keys[i:i + _sql.IN_CHUNK]
+            out.extend(self._rows(template, tuple(chunk + [chunk[0]] * (_sql.IN_CHUNK - len(chunk)))))
+        return out
+
     # -- writes -------------------------------------------------------------------------------
     def create_workflow(self, wf: NewWorkflow) -> bool:
         """Insert ``wf``; False (and nothing written) if the id exists."""
@@ -311,6 +321,10 @@ class SqlStore(Store):
         rows = self._rows(_tombstones.TOMBSTONE, (workflow_id,))
         return _tombstones.tombstone(rows[0]) if rows else None
 
+    def tombstones(self, workflow_ids: list[str]) -> dict[str, Tombstone]:
+        """The tombstones of those of ``workflow_ids`` that have one, by id."""
+        return {r[0]: _tombstones.tombstone(r) for r in self._rows_in(_tombstones.TOMBSTONES, workflow_ids)}
+
     def expire_tombstones(self, before: float) -> int:
         """Delete the tombstones left by prunes before ``before``; how many. A read of the
         index's first entry first: no write while none is that old."""
@@ -359,6 +373,10 @@ class SqlStore(Store):
         """Return the workflow's row, or None if there is no such workflow."""
         rows = self._rows(_sql.WORKFLOW, (workflow_id,))
         return _record(rows[0]) if rows else None
+
+    def load_workflows(self, workflow_ids: list[str]) -> dict[str, WorkflowRecord]:
+        """The rows of those of ``workflow_ids`` that exist, by id."""
+        return {r[0]: _record(r) for r in self._rows_in(_sql.WORKFLOWS, workflow_ids)}
 
     def scheduled_tick(self, workflow_id: str) -> float | None:
         rows = self._rows(_sql.SCHEDULED_TICK, (workflow_id,))

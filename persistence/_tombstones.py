@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from persistence._sql import IN_CHUNK
+
 if TYPE_CHECKING:
     from persistence._writer import Writer
 
@@ -19,6 +21,10 @@ BURY = (
     "ended_at = excluded.ended_at, pruned_at = excluded.pruned_at"
 )
 TOMBSTONE = "SELECT id, type, status, ended_at, pruned_at FROM {s}.tombstones WHERE id = ?"
+TOMBSTONES = (
+    "SELECT id, type, status, ended_at, pruned_at FROM {s}.tombstones "
+    f"WHERE id IN ({', '.join(['?'] * IN_CHUNK)})"
+)
 EXPIRE = "DELETE FROM {s}.tombstones WHERE pruned_at <= ?"
 COUNT = "SELECT count(*) FROM {s}.tombstones"
 OLDEST = "SELECT min(pruned_at) FROM {s}.tombstones"

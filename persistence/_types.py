@@ -503,6 +503,11 @@ class StepStore(Protocol):
     @abc.abstractmethod
     def load_workflow(self, workflow_id: str) -> WorkflowRecord | None: ...
 
+    def load_workflows(self, workflow_ids: list[str]) -> dict[str, WorkflowRecord]:
+        """The rows of those of ``workflow_ids`` that exist, by id (SQL stores: a statement per
+        hundred ids, not one per id)."""
+        return {wid: rec for wid in dict.fromkeys(workflow_ids) if (rec := self.load_workflow(wid)) is not None}
+
     def scheduled_tick(self, workflow_id: str) -> float | None:
         """The tick a schedule started ``workflow_id`` for (None: no schedule started it)."""
         return None
@@ -603,6 +608,10 @@ class RetentionStore(Protocol):
     def tombstone(self, workflow_id: str) -> Tombstone | None:
         """What a pruned workflow of this id left (its tombstone), or None."""
         raise NotImplementedError
+
+    def tombstones(self, workflow_ids: list[str]) -> dict[str, Tombstone]:
+        """The tombstones of those of ``workflow_ids`` that have one, by id."""
+        return {wid: t for wid in dict.fromkeys(workflow_ids) if (t := self.tombstone(wid)) is not None}
 
     def expire_tombstones(self, before: float) -> int:
         """Delete the tombstones left by prunes before ``before``; how many."""

@@ -263,3 +263,19 @@ def test_bad_system_options_are_refused_before_anything_opens(tmp_path, kwargs, 
     with pytest.raises(error, match=match):
         ActorSystem(str(tmp_path / "bad.db"), **kwargs)
     assert not (tmp_path / "bad.db").exists()  # refused before the file was made
+
+
+def test_start_many_refuses_an_id_past_the_first_hundred_and_starts_the_rest_of_a_new_batch(system):
+    """The ids of a start_many are read a hundred to a statement: an id another type holds far
+    into a batch of 250 is still refused before any starts, and a batch that repeats an id and
+    holds ones of the same type already starts only the new ones."""
+    system.start(flows.waits_once, id="w-230")
+    ids = [f"w-{i}" for i in range(250)]
+    with pytest.raises(ValueError, match=r"cannot start tests\.actors\.flows:sleeper with id 'w-230'"):
+        system.start_many(flows.sleeper, [(5.0,)] * 250, ids=ids)
+    assert [w.id for w in system.workflows()] == ["w-230"]
+    system.start_many(flows.sleeper, [(5.0,)] * 2, ids=["w-170", "w-3"])
+    again = [f"w-{i}" for i in range(250) if i != 230] + ["w-170"]
+    refs = system.start_many(flows.sleeper, [(5.0,)] * len(again), ids=again)
+    assert [r.id for r in refs] == again
+    assert sorted(w.id for w in system.workflows()) == sorted(ids)

@@ -108,3 +108,22 @@ def test_wf_prune_says_how_many_ids_it_keeps(db, capsys):
     with ActorSystem(db) as system:
         with pytest.raises(WorkflowPruned):
             system.start(tf.progress, 0, id="p1")
+
+
+def test_start_many_refuses_a_pruned_id_past_the_first_hundred(db, clock):
+    """A pruned id at position 180 of a start_many of 200 ids (read a hundred to a statement)
+    raises WorkflowPruned naming it, and nothing of the batch starts; reuse_id=True starts them."""
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(tf.account, 5, id="order-180")
+        ref.signal("close")
+        assert ref.result(T) == 5
+        clock.advance(10)
+        assert system.prune(older_than=0) == 1
+        ids = [f"order-{i}" for i in range(200)]
+        with pytest.raises(WorkflowPruned, match="order-180"):
+            system.start_many(tf.account, [(1,)] * 200, ids=ids)
+        assert list(system.workflows()) == []
+        refs = system.start_many(tf.account, [(1,)] * 200, ids=ids, reuse_id=True)
+        assert [r.id for r in refs] == ids
+        system.idle(T)
+        assert len(list(system.workflows())) == 200
