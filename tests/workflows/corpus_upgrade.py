@@ -1299,7 +1299,7 @@ async def patrol(name):
     return laps
 ''',
         [None], [], moves=False,
-        reason='a statement assigning laps (live there) moved across it',
+        reason='a statement assigning or changing laps (live there) moved across it',
     ),
     Pair(
         "moved_and_edited_across", "a statement assigning a live local moved across the await and edited",
@@ -1320,7 +1320,7 @@ async def patrol(name):
     return laps
 ''',
         [None], [], moves=False,
-        reason="a statement assigning laps (live there) left one side of it and one was added on the other",
+        reason="a statement assigning or changing laps (live there) left one side of it and one was added on the other",
     ),
     Pair(
         "edited_in_place_and_added_after", "a statement assigning a live local edited where it was, another added after the await",
@@ -1342,6 +1342,87 @@ async def patrol(name):
     return laps
 ''',
         [None], [None, None],
+    ),
+    Pair(
+        "append_moved_across", "a method call changing a live list (`items.append`) moved from before the await to after it",
+        '''
+async def tour(name):
+    items = []
+    items.append(name)
+    await signal("go")
+    return items
+''',
+        '''
+async def tour(name):
+    items = []
+    await signal("go")
+    items.append(name)
+    return items
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing items (live there) moved across it",
+    ),
+    Pair(
+        "item_store_moved_across", "an item of a live dict stored (`d[\"n\"] += 1`) moved from before the await to after it",
+        '''
+async def tour(name):
+    d = {"n": 0}
+    d["n"] += 1
+    await signal("go")
+    return d
+''',
+        '''
+async def tour(name):
+    d = {"n": 0}
+    await signal("go")
+    d["n"] += 1
+    return d
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing d (live there) moved across it",
+    ),
+    Pair(
+        "attribute_and_del_moved_across", "an attribute store and a `del` of an item of live locals moved from after the await to before it",
+        '''
+async def tour(name):
+    g = Guard(name)
+    items = [1, 2, 3]
+    await signal("go")
+    g.name = g.name + "!"
+    del items[0]
+    return g.name, items
+''',
+        '''
+async def tour(name):
+    g = Guard(name)
+    items = [1, 2, 3]
+    g.name = g.name + "!"
+    del items[0]
+    await signal("go")
+    return g.name, items
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing g, items (live there) moved across it",
+    ),
+    Pair(
+        "passed_to_a_call_moved_across", "a live list passed to a call that may change it moved across the await",
+        '''
+async def tour(name):
+    items = [3, 1, 2]
+    items.sort()
+    await signal("go")
+    log(str(items))
+    return items
+''',
+        '''
+async def tour(name):
+    items = [3, 1, 2]
+    await signal("go")
+    log(str(items))
+    return sorted(items)
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing items (live there) left one side of it and one was added on the other",
     ),
     Pair(
         "while_added_after", "a while loop added after the one holding the await",

@@ -520,9 +520,9 @@ class _Context:
                 if isinstance(outer, ast.While) and any(inner is b for b in outer.body) and id(outer) in self._whiles]
 
     def writes(self, e: ast.AST, live: frozenset[str]) -> tuple[tuple[str, str, int, int], ...]:
-        """Per statement that assigns a local live at ``e`` (outside the statements ``e`` is
-        in): the local, a digest of it and the statement, and whether it is before ``e`` or after
-        it (counted, for a statement written twice)."""
+        """Per statement that assigns or may change a local live at ``e`` (outside the
+        statements ``e`` is in; ``_changed``): the local, a digest of it and the statement, and
+        whether it is before ``e`` or after it (counted, for a statement written twice)."""
         on_chain = {id(n) for n in self._chain(e)}
         at = _pos(e)
         count: dict[tuple[str, str], list[int]] = {}
@@ -532,8 +532,8 @@ class _Context:
                     continue
                 whole = isinstance(n, _NESTED) or not isinstance(n, (*_BLOCKS, ast.Match))
                 part = n if whole else _head(n)
-                written = {m.id for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)
-                           if isinstance(m, ast.Name) and isinstance(m.ctx, ast.Store)}
+                written = {name for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)
+                           for name in _changed(m)}
                 if isinstance(n, _NESTED) and not isinstance(n, ast.Lambda):
                     written.add(n.name)
                 p = _pos(n)
@@ -1254,6 +1254,32 @@ def _captures(p: ast.AST) -> list[str]:
     return out
 
 
+def _root(e: ast.AST) -> str | None:
+    """The local at the root of ``x``, ``x.a``, ``x[k]``, ``x.a[k].b`` (None: not a name)."""
+    while isinstance(e, (ast.Attribute, ast.Subscript, ast.Starred)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
+
+
+def _changed(m: ast.AST) -> Iterable[str]:
+    """The locals node ``m`` assigns or may change in place: a name stored or deleted; the
+    root of an item or attribute stored or deleted (``d["n"] += 1``, ``g.name = ...``,
+    ``del xs[0]``); the root of a method called (``xs.append(1)``, ``d["k"].pop()``), and a
+    local passed to a call (``random.shuffle(xs)``), which may change it."""
+    if isinstance(m, ast.Name):
+        if isinstance(m.ctx, (ast.Store, ast.Del)):
+            yield m.id
+    elif isinstance(m, (ast.Attribute, ast.Subscript)):
+        if isinstance(m.ctx, (ast.Store, ast.Del)) and (r := _root(m.value)) is not None:
+            yield r
+    elif isinstance(m, ast.Call):
+        if isinstance(m.func, ast.Attribute) and (r := _root(m.func.value)) is not None:
+            yield r
+        for a in (*m.args, *(k.value for k in m.keywords)):
+            if (r := _root(a)) is not None:
+                yield r
+
+
 def _walk_own(n: ast.AST) -> Iterable[ast.AST]:
     """``ast.walk`` that yields nested function/lambda/class nodes but not their bodies."""
     stack = [n]
@@ -1453,7 +1479,7 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
                     if d == d2 and ((b2 > b and a2 < a) or (b2 < b and a2 > a))})
     if moved:
         reasons.append(
-            f"a statement assigning {', '.join(moved)} (live there) moved across it (from after "
+            f"a statement assigning or changing {', '.join(moved)} (live there) moved across it (from after "
             "it to before it, or back): this instance's value does not mean what the new code's "
             "does there"
         )
@@ -1464,7 +1490,7 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
                      and ((now[n][0] < b and now[n][1] > a) or (now[n][0] > b and now[n][1] < a)))
     if crossed:
         reasons.append(
-            f"a statement assigning {', '.join(crossed)} (live there) left one side of it and "
+            f"a statement assigning or changing {', '.join(crossed)} (live there) left one side of it and "
             "one was added on the other (moved across it and edited, say): this instance's value "
             "may not mean what the new code's does there, or the assignment may run twice"
         )
