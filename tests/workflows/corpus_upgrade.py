@@ -1425,6 +1425,56 @@ async def tour(name):
         reason="a statement assigning or changing items (live there) left one side of it and one was added on the other",
     ),
     Pair(
+        "send_moved_across", "a `send` moved from before the await to after it",
+        '''
+async def tour(name):
+    send("quartermaster", "restock", name)
+    await signal("go")
+    return name
+''',
+        '''
+async def tour(name):
+    await signal("go")
+    send("quartermaster", "restock", name)
+    return name
+''',
+        [], ["v"], moves=False,
+        reason="a statement making send() moved across it",
+    ),
+    Pair(
+        "publish_moved_across", "a `publish` moved from after the await to before it",
+        '''
+async def tour(name):
+    await signal("go")
+    publish("phase", "walking")
+    return name
+''',
+        '''
+async def tour(name):
+    publish("phase", "walking")
+    await signal("go")
+    return name
+''',
+        [], ["v"], moves=False,
+        reason="a statement making publish() moved across it",
+    ),
+    Pair(
+        "send_edited_in_place", "a `send` before the await given another payload",
+        '''
+async def tour(name):
+    send("quartermaster", "restock", 1)
+    await signal("go")
+    return name
+''',
+        '''
+async def tour(name):
+    send("quartermaster", "restock", 2)
+    await signal("go")
+    return name
+''',
+        [], ["v"],
+    ),
+    Pair(
         "while_added_after", "a while loop added after the one holding the await",
         '''
 async def patrol(name):

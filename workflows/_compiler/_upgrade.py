@@ -98,8 +98,9 @@ class Point:
     # The decisions on the path to the await (``_Context.branch``), as a digest; "" where
     # nothing decides it (it is in no if, elif or case).
     branch: str = ""
-    # Per live local, each statement that assigns it (a digest of the local's name and the
-    # statement): how many such statements run before the await and how many after it.
+    # Per live local, each statement that assigns or changes it, and per workflow effect
+    # (``send()``), each statement making it (a digest of the name and the statement): how many
+    # such statements run before the await and how many after it.
     writes: tuple[tuple[str, str, int, int], ...] = ()
 
     def record(self) -> dict[str, Any]:
@@ -521,8 +522,10 @@ class _Context:
 
     def writes(self, e: ast.AST, live: frozenset[str]) -> tuple[tuple[str, str, int, int], ...]:
         """Per statement that assigns or may change a local live at ``e`` (outside the
-        statements ``e`` is in; ``_changed``): the local, a digest of it and the statement, and
-        whether it is before ``e`` or after it (counted, for a statement written twice)."""
+        statements ``e`` is in; ``_changed``), or makes a workflow effect (``send()``,
+        ``reducer()``, ...: ``_EFFECTS``): the local or the effect, a digest of it and the
+        statement, and whether it is before ``e`` or after it (counted, for a statement written
+        twice)."""
         on_chain = {id(n) for n in self._chain(e)}
         at = _pos(e)
         count: dict[tuple[str, str], list[int]] = {}
@@ -532,13 +535,17 @@ class _Context:
                     continue
                 whole = isinstance(n, _NESTED) or not isinstance(n, (*_BLOCKS, ast.Match))
                 part = n if whole else _head(n)
-                written = {name for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)
-                           for name in _changed(m)}
-                if isinstance(n, _NESTED) and not isinstance(n, ast.Lambda):
-                    written.add(n.name)
+                nodes = [m for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)]
+                written = {name for m in nodes for name in _changed(m)} & live
+                if isinstance(n, _NESTED):
+                    if not isinstance(n, ast.Lambda) and n.name in live:
+                        written.add(n.name)
+                else:  # the workflow effects it makes (``send()``: never the name of a local)
+                    written |= {f"{short}()" for m in nodes if isinstance(m, ast.Call)
+                                and (short := (_dotted(m.func) or "").rsplit(".", 1)[-1]) in _EFFECTS}
                 p = _pos(n)
                 side = 0 if p[2:] <= at[:2] else 1 if p[:2] >= at[2:] else -1
-                for name in sorted(written & live) if side >= 0 else ():
+                for name in sorted(written) if side >= 0 else ():
                     dig = hashlib.sha256(f"{name}|{self.text(part)}".encode()).hexdigest()[:8]
                     count.setdefault((name, dig), [0, 0])[side] += 1
         return tuple(sorted((n, d, b, a) for (n, d), (b, a) in count.items()))
@@ -1254,6 +1261,11 @@ def _captures(p: ast.AST) -> list[str]:
     return out
 
 
+# The workflow's effects that a step makes without awaiting (SPEC §3, §12): made twice, or never,
+# by an instance moved across an await a statement making one moved across.
+_EFFECTS = frozenset({"send", "broadcast", "reducer", "publish", "reply", "subscribe", "unsubscribe"})
+
+
 def _root(e: ast.AST) -> str | None:
     """The local at the root of ``x``, ``x.a``, ``x[k]``, ``x.a[k].b`` (None: not a name)."""
     while isinstance(e, (ast.Attribute, ast.Subscript, ast.Starred)):
@@ -1475,18 +1487,25 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             "decisions that led this instance there): it may be on a path the new code does not "
             "take there"
         )
-    moved = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
-                    if d == d2 and ((b2 > b and a2 < a) or (b2 < b and a2 > a))})
+    crossing = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
+                       if d == d2 and ((b2 > b and a2 < a) or (b2 < b and a2 > a))})
+    moved = [n for n in crossing if not n.endswith("()")]
+    effects = [n for n in crossing if n.endswith("()")]
     if moved:
         reasons.append(
             f"a statement assigning or changing {', '.join(moved)} (live there) moved across it (from after "
             "it to before it, or back): this instance's value does not mean what the new code's "
             "does there"
         )
+    if effects:
+        reasons.append(
+            f"a statement making {', '.join(effects)} moved across it (from after it to before "
+            "it, or back): this instance would make that effect a second time, or never"
+        )
     # Moved and edited in the same change, its text differs: what shows is, for one local, a
     # statement assigning it gone from one side of the await and one added on the other.
     sides, now = _sides(old.writes), _sides(new.writes)
-    crossed = sorted(n for n, (b, a) in sides.items() if n not in moved and n in now
+    crossed = sorted(n for n, (b, a) in sides.items() if n not in crossing and not n.endswith("()") and n in now
                      and ((now[n][0] < b and now[n][1] > a) or (now[n][0] > b and now[n][1] < a)))
     if crossed:
         reasons.append(
