@@ -5,6 +5,7 @@ import __future__
 
 import ast
 import copy
+import dis
 import hashlib
 import math
 import sys
@@ -138,6 +139,7 @@ def _codegen(
     asts: list[Any] = [None] * nblocks
     glob = fn.__globals__
     qualname = fn.__qualname__
+    private = _private_name(qualname)
     consts = Constants(fn.__code__)
     for label, blk in low.blocks.items():
         body = [Temps().visit(s) for s in blk.stmts] if cross else list(blk.stmts)
@@ -168,16 +170,17 @@ def _codegen(
         kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
         fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
         fill_locations(fdef, src)
-        mod = ast.Module([fdef], [])
+        mod = ast.Module([_in_class(fdef, private)], [])
         try:
             co = compile(mod, filename, "exec", fn.__code__.co_flags & _FUTURE_FLAGS, True)
         except Exception as e:  # a compiler bug: show the generated code
             raise RuntimeError(
                 f"internal error compiling block {label} of {qualname}: {e}\n{ast.unparse(mod)}"
             ) from e
+        if private is not None:
+            co = next(c for c in co.co_consts if isinstance(c, types.CodeType))
         fcode = consts.merge(next(c for c in co.co_consts if isinstance(c, types.CodeType)))
-        if hasattr(fcode, "co_qualname"):
-            fcode = fcode.replace(co_qualname=qualname)
+        fcode = _requalify(fcode, fcode.co_qualname, qualname)
         f = types.FunctionType(fcode, glob, fn.__name__)
         f.__qualname__ = qualname
         blocks[label] = f
@@ -185,6 +188,66 @@ def _codegen(
         handlers[label] = blk.region
         hctx[label] = blk.hctx
     return blocks, handlers, hctx, asts
+
+
+def _private_name(qualname: str) -> str | None:
+    """The class a workflow defined in a class body is a method of (``Svc`` for ``Svc.run``,
+    ``Inner`` for ``Outer.Inner.run``), whose name CPython mangles ``__x`` names with; None for a
+    workflow defined in a module or a function."""
+    parts = qualname.split(".")
+    if len(parts) < 2 or parts[-2] == "<locals>":
+        return None
+    return parts[-2]
+
+
+def _in_class(fdef: ast.FunctionDef, private: str | None) -> ast.stmt:
+    """``fdef`` as it is compiled: in a class body named ``private`` when the workflow is a
+    method, so that CPython mangles its private names (``self.__x``, ``__x``) with that class's
+    name, as it does natively."""
+    if private is None:
+        return fdef
+    kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
+    cls = ast.ClassDef(private, [], [], [fdef], [], **kw)
+    return ast.copy_location(cls, fdef)
+
+
+def _requalify(co: types.CodeType, old: str, new: str) -> types.CodeType:
+    """``co`` named ``new``, and the functions and classes made in it named under ``new`` (a
+    workflow nested in a function or a class: ``make.<locals>.wf.<locals>.h``, not
+    ``wf.<locals>.h``), as natively."""
+    consts = [_requalify(c, old, new) if isinstance(c, types.CodeType) else c for c in co.co_consts]
+    q = co.co_qualname
+    if q == old:
+        q = new
+    elif q.startswith(old + "."):
+        q = new + q[len(old) :]
+    if q != co.co_qualname:
+        # A class body's code sets the class's ``__qualname__`` from a constant of its own.
+        at = _class_qualname_const(co)
+        if at is not None and consts[at] == co.co_qualname:
+            consts[at] = q
+    if q == co.co_qualname and all(a is b for a, b in zip(consts, co.co_consts, strict=True)):
+        return co
+    return co.replace(co_qualname=q, co_consts=tuple(consts))
+
+
+_CLASS_BODY_START = frozenset(
+    {"RESUME", "NOP", "LOAD_NAME", "STORE_NAME", "COPY_FREE_VARS", "MAKE_CELL"}
+)
+
+
+def _class_qualname_const(co: types.CodeType) -> int | None:
+    """The index of the constant a class body's code stores as ``__qualname__`` (None if ``co``
+    does not start as a class body does)."""
+    last = None
+    for ins in dis.get_instructions(co):
+        if ins.opname == "LOAD_CONST":
+            last = ins.arg
+        elif ins.opname == "STORE_NAME" and ins.argval == "__qualname__":
+            return last
+        elif ins.opname not in _CLASS_BODY_START:
+            return None
+    return None
 
 
 class Constants:

@@ -1,0 +1,91 @@
+"""Corpus: the names a workflow's code sees as native code does.
+
+- A workflow defined in a class body (a method): ``self.__x``, ``Svc.__x`` and ``__x`` names in
+  its body and in the functions it makes are the class's private names, mangled with the class's
+  name (``self._Svc__x``) as CPython compiles them; they were left unmangled (an AttributeError,
+  or another global read).
+- The ``__qualname__`` of a function, class or lambda made in a workflow that is a method or is
+  defined in a function is under the workflow's whole qualified name (``Svc.run.<locals>.h``,
+  ``make.<locals>.wf.<locals>.K``), not under its bare name (``run.<locals>.h``).
+"""
+
+from __future__ import annotations
+
+from workflows import timer, workflow
+
+from .diffharness import C, add
+
+
+def tick(n: int = 1):
+    return timer("t", n)
+
+
+_Ledger__RATE = 3  # what ``__RATE`` names in the body of class Ledger
+
+
+class Ledger:
+    __fee = 2
+
+    def __init__(self, owner):
+        self.__owner = owner
+        self.__entries = []
+
+    @workflow
+    async def settle(self, n):
+        self.__entries.append(n)
+        await tick()
+        __total = n * self.__fee + __RATE  # noqa: F821 (it is _Ledger__RATE)
+
+        def owed(k):
+            return __total + k * Ledger.__fee
+
+        await tick()
+        self.__entries.append(owed(1))
+        return self.__owner, list(self.__entries), owed(0), hasattr(self, "_Ledger__owner")
+
+    @staticmethod
+    @workflow
+    async def describe(n):
+        def h():
+            return n
+
+        class Row:
+            def show(self):
+                return n
+
+        await tick()
+        return h.__qualname__, Row.__qualname__, Row.show.__qualname__, (lambda: 0).__qualname__
+
+    class Page:
+        @workflow
+        async def render(self, n):
+            await tick()
+
+            def part():
+                return n
+
+            return part.__qualname__, part()
+
+
+add(Ledger.settle, C(Ledger("ann"), 1), C(Ledger("bob"), 4))
+add(Ledger.describe, C(1), C(2))
+add(Ledger.Page.render, C(Ledger.Page(), 1), C(Ledger.Page(), 5))
+
+
+def make_workflow():
+    @workflow
+    async def made_in_a_function(n):
+        def h():
+            return n
+
+        class K:
+            def m(self):
+                return n
+
+        await tick()
+        return h.__qualname__, K.__qualname__, K.m.__qualname__, K().m()
+
+    return made_in_a_function
+
+
+add(make_workflow(), C(1), C(3))
