@@ -7,9 +7,17 @@
 - The ``__qualname__`` of a function, class or lambda made in a workflow that is a method or is
   defined in a function is under the workflow's whole qualified name (``Svc.run.<locals>.h``,
   ``make.<locals>.wf.<locals>.K``), not under its bare name (``run.<locals>.h``).
+- Under ``from __future__ import annotations`` (as in this module), the annotations of a
+  function or class made in a workflow are the text of their source (``'Count'``), not of the
+  compiled code (``'_af_f.v_Count'``): a dataclass field annotated with a ``ClassVar`` imported
+  in the workflow (and in the module, where dataclasses looks it up) is a class variable, not a
+  field (a list default made it raise ValueError).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar  # noqa: F401 (dataclasses looks a string ClassVar up here)
 
 from workflows import timer, workflow
 
@@ -89,3 +97,31 @@ def make_workflow():
 
 
 add(make_workflow(), C(1), C(3))
+
+
+@workflow
+async def annotations_are_the_text_of_their_source(n):
+    from typing import ClassVar  # noqa: F811 (a workflow local named as the module's)
+
+    Count = int
+
+    def scale(x: Count, *, by: Count = 2) -> Count | None:
+        return x * by
+
+    await tick()
+
+    @dataclasses.dataclass
+    class Stock:
+        units: Count
+        registry: ClassVar[list] = []
+
+    class Plain:
+        label: quoted  # noqa: F821 (never evaluated)
+        size: Count = 0
+
+    s = Stock(scale(n))
+    fields = [f.name for f in dataclasses.fields(Stock)]
+    return scale.__annotations__, Stock.__annotations__, Plain.__annotations__, fields, s.units
+
+
+add(annotations_are_the_text_of_their_source, C(1), C(4))

@@ -59,7 +59,8 @@ def compile_function(
     )
 
     # Names captured by nested scopes (or bound by except clauses) stay on the frame always.
-    probe = Rewriter(locals_)
+    lazy = bool(fn.__code__.co_flags & __future__.annotations.compiler_flag)
+    probe = Rewriter(locals_, lazy_annotations=lazy)
     for s in copy.deepcopy(node.body):
         probe.visit(s)
     no_cache = set(probe.captured)
@@ -70,7 +71,7 @@ def compile_function(
     def source_of(e: ast.AST) -> str:
         return ast.unparse(e)
 
-    em = Emitter(locals_, no_cache, source_of, filename)
+    em = Emitter(locals_, no_cache, source_of, filename, lazy)
     em.src = node.body[0]
     em.start(em.new_label())
     em.body(node.body)

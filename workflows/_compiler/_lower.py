@@ -181,9 +181,11 @@ class Emitter:
         no_cache: set[str],
         source_of: Any,
         filename: str,
+        lazy_annotations: bool = False,
     ) -> None:
         self.locals = locals_
         self.no_cache = no_cache
+        self.lazy_annotations = lazy_annotations
         self.source_of = source_of
         self.filename = filename
         self.blocks: dict[int, Block] = {}
@@ -326,7 +328,7 @@ class Emitter:
 
     def rw(self, e: Any) -> Any:
         """An await-free user expression with names rewritten (no caching)."""
-        r = Rewriter(self.locals)
+        r = Rewriter(self.locals, lazy_annotations=self.lazy_annotations)
         return r.visit(copy.deepcopy(e))
 
     def flush(self) -> None:
@@ -336,7 +338,7 @@ class Emitter:
         run, self.run = self.run, []
         cache = any(has_loop(s) for s in run)
         cached: set[str] | frozenset[str] = (self.locals - self.no_cache) if cache else frozenset()
-        r = Rewriter(self.locals, cached, self.leap)
+        r = Rewriter(self.locals, cached, self.leap, lazy_annotations=self.lazy_annotations)
         out: list[ast.stmt] = []
         for s in run:
             res = r.visit(copy.deepcopy(s))

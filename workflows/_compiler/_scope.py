@@ -239,9 +239,17 @@ class Rewriter(ast.NodeTransformer):
     """
 
     def __init__(
-        self, locals_: set[str], cached: set[str] | frozenset[str] = frozenset(), leap: LeapFn | None = None
+        self,
+        locals_: set[str],
+        cached: set[str] | frozenset[str] = frozenset(),
+        leap: LeapFn | None = None,
+        *,
+        lazy_annotations: bool = False,
     ) -> None:
         self.locals = locals_
+        # ``from __future__ import annotations``: annotations are kept as the text of their
+        # source, never evaluated, so they are left as written (not rewritten to frame reads).
+        self.lazy_annotations = lazy_annotations
         self.cached = cached
         self.leap = leap
         self.scopes: list[Scope] = []
@@ -417,9 +425,9 @@ class Rewriter(ast.NodeTransformer):
         pushed = self._push_type_params(node)
         for arg in node.args.posonlyargs + node.args.args + node.args.kwonlyargs + [node.args.vararg, node.args.kwarg]:
             if arg is not None and arg.annotation is not None:
-                arg.annotation = self.visit(arg.annotation)
+                arg.annotation = self._annotation(arg.annotation)
         if node.returns is not None:
-            node.returns = self.visit(node.returns)
+            node.returns = self._annotation(node.returns)
         sc = _func_scope(node)
         drop = self._frame_nonlocals(sc.nonlocals)
         self.scopes.append(sc)
@@ -506,9 +514,16 @@ class Rewriter(ast.NodeTransformer):
             return _loc(ast.Pass(), n)  # declared once per block function instead
         return n
 
+    def _annotation(self, a: ast.expr) -> Any:
+        return a if self.lazy_annotations else self.visit(a)
+
     def visit_AnnAssign(self, n: ast.AnnAssign) -> Any:
         if not self.at_top():
-            return self.generic_visit(n)
+            n.target = self.visit(n.target)
+            n.annotation = self._annotation(n.annotation)
+            if n.value is not None:
+                n.value = self.visit(n.value)
+            return n
         # Annotations of locals are never evaluated; the target may become an attribute.
         if n.value is None:
             # ``obj.a: T`` evaluates obj; ``d[k]: T`` evaluates d and k (each part of a slice
