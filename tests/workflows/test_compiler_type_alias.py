@@ -159,3 +159,79 @@ def test_global_type_alias_binds_the_module_global():
     assert [w.lineno for w in caught if issubclass(w.category, CompileWarning)] == [3]
     WorkflowHarness(wf).send(None)
     assert g["Alias"].__name__ == "Alias" and g["Alias"].__value__ is int
+
+
+@pytest.mark.parametrize(
+    ("src", "where", "line"),
+    [
+        (
+            """
+            async def wf(x):
+                B = int
+                type Items = list[B]
+                await timer("t", 1)
+                B = str
+                return Items.__value__
+            """,
+            "the type alias 'Items' reads",
+            3,
+        ),
+        (
+            """
+            async def wf(x):
+                out = []
+                for B in (int, str):
+                    class Box[T: B]:
+                        pass
+                    out.append(Box)
+                    await timer("t", 1)
+                return [b.__type_params__[0].__bound__ for b in out]
+            """,
+            "a type parameter of 'Box' (its bound, constraints or default) reads",
+            4,
+        ),
+        (
+            """
+            async def wf(x):
+                B = int
+                def first[T: (B, bytes)](items: list[T]) -> T:
+                    return items[0]
+                for i in range(2):
+                    await timer("t", i)
+                    B = str
+                return first.__type_params__[0].__constraints__
+            """,
+            "a type parameter of 'first' (its bound, constraints or default) reads",
+            3,
+        ),
+    ],
+)
+def test_lazy_value_reading_a_variable_bound_again_after_an_await_is_a_compile_error(
+    src: str, where: str, line: int
+) -> None:
+    """An alias's value or a type parameter's bound is evaluated when first used, natively; a
+    checkpoint evaluates it at the await. One reading a variable bound again after an await would
+    not see the later value after a restore: refused at the statement, saying what to do."""
+    with pytest.raises(CompileError) as info:
+        wf_of(src)
+    err = info.value
+    assert err.msg.startswith(f"{where} the workflow variable 'B' lazily"), err.msg
+    assert "bind a copy before: B_0 = B" in err.msg
+    assert err.lineno == line
+
+
+def test_lazy_value_reading_a_variable_that_keeps_its_value_runs():
+    """A variable bound again before any await (or never again) has one value at the checkpoints:
+    the alias and the bound are evaluated as natively."""
+    wf = wf_of("""
+    async def wf(x):
+        B = int
+        type Items = list[B]
+        B = str
+        def first[T: B](items: list[T]) -> T:
+            return items[0]
+        await timer("t", 1)
+        return repr(Items.__value__), first.__type_params__[0].__bound__.__name__, first([x])
+    """)
+    native = assert_matches_native(wf, 4)
+    assert native.outcome == ("return", ("list[str]", "str", 4))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import sys
 import types
 import warnings
 from typing import Any
@@ -286,6 +287,97 @@ class Validator(ast.NodeVisitor):
 _FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec"})
 
 
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, *_COMP_NAMES)
+
+
+def lazy_type_reads(fn_node: ast.AsyncFunctionDef, locals_: set[str]) -> list[Problem]:
+    """Workflow variables read lazily by a ``type`` alias's value or a type parameter's bound,
+    constraints or default (3.12+) and bound again after an await that follows the alias.
+
+    Natively such a value is evaluated when it is first used, with the variable's value then; a
+    checkpoint has to evaluate it at the await (a restore cannot rebuild a lazy value), so a
+    value first used after the variable was bound again past that await would differ.
+    """
+    if sys.version_info < (3, 12):
+        return []
+    binds: dict[str, list[tuple[ast.AST, tuple[ast.AST, ...]]]] = {}
+    awaits: list[tuple[ast.AST, tuple[ast.AST, ...]]] = []
+
+    def walk(n: ast.AST, loops: tuple[ast.AST, ...]) -> None:
+        for name in _bound_by(n):
+            binds.setdefault(name, []).append((n, loops))
+        if isinstance(n, ast.Await):
+            awaits.append((n, loops))
+        inner = loops + (n,) if isinstance(n, _LOOPS) else loops
+        for child in ast.iter_child_nodes(n):
+            walk(child, inner)
+
+    for s in fn_node.body:
+        walk(s, ())
+
+    def rebound_after_an_await(made: ast.AST, name: str) -> bool:
+        at = _pos(made)
+        for b, b_loops in binds.get(name, []):
+            if isinstance(b, ast.Nonlocal) and any(_pos(w) > at for w, _ in awaits):
+                return True
+            for w, w_loops in awaits:
+                if at < _pos(w) < _pos(b):
+                    return True
+                for loop in set(map(id, w_loops)) & set(map(id, b_loops)):
+                    end = next(lp for lp in w_loops if id(lp) == loop)
+                    if at < (end.end_lineno or 0, end.end_col_offset or 0):
+                        return True
+        return False
+
+    problems: list[Problem] = []
+    for n in ast.walk(fn_node):
+        lazy: list[ast.expr] = []
+        if isinstance(n, ast.TypeAlias):  # type: ignore[attr-defined,unused-ignore]
+            what = f"the type alias {n.name.id!r} reads"
+            lazy.append(n.value)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.type_params:
+            what = f"a type parameter of {n.name!r} (its bound, constraints or default) reads"
+        else:
+            continue
+        params = {p.name for p in n.type_params}
+        for p in n.type_params:
+            lazy += [v for v in (getattr(p, "bound", None), getattr(p, "default_value", None)) if v]
+        read = sorted(
+            {
+                m.id
+                for e in lazy
+                for m in ast.walk(e)
+                if isinstance(m, ast.Name) and m.id in locals_ and m.id not in params
+            }
+        )
+        for name in read:
+            if rebound_after_an_await(n, name):
+                problems.append((n, f"{what} the workflow variable {name!r} lazily (when it is first used), and {name!r} is bound again after an await: a checkpoint evaluates it at the await, so it would not see the later value; read a variable that keeps its value (bind a copy before: {name}_0 = {name}), or define it at module level"))
+                break
+    return problems
+
+
+def _bound_by(n: ast.AST) -> list[str]:
+    """The names ``n`` binds (in any scope: a nested function's local of the same name counts)."""
+    if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+        return [n.id]
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [n.name]
+    if isinstance(n, ast.arg):
+        return [n.arg]
+    if isinstance(n, ast.alias):
+        return [n.asname or n.name.split(".")[0]]
+    if isinstance(n, ast.ExceptHandler) and n.name:
+        return [n.name]
+    if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+        return [n.name]
+    if isinstance(n, ast.MatchMapping) and n.rest:
+        return [n.rest]
+    if isinstance(n, (ast.Global, ast.Nonlocal)):
+        return list(n.names)
+    return []
+
+
 def _namespaces_given(n: ast.Call) -> int:
     """The arguments of a call, an explicit ``None`` after the first left out: ``eval(src, None)``
     reads the caller's namespaces as ``eval(src)`` does."""
@@ -509,9 +601,10 @@ def check(
     b = Bindings().scan(node.body)
     locals_ = (set(arg_names(node.args)) | b.bound) - b.globals
     problems = Validator(node, locals_, freevars, enclosing).run()
+    problems += lazy_type_reads(node, locals_)
     if globals_ is not None and workflow_type is not None:
         problems += unawaited_commands(node, locals_, globals_, workflow_type)
-        problems.sort(key=lambda p: (getattr(p[0], "lineno", 0), getattr(p[0], "col_offset", 0)))
+    problems.sort(key=lambda p: (getattr(p[0], "lineno", 0), getattr(p[0], "col_offset", 0)))
     if problems:
         errs = [_problem(m, n, filename, lines) for n, m in problems]
         first = errs[0]
