@@ -631,3 +631,58 @@ def test_frame_readers_in_functions_that_use_no_workflow_variable_are_accepted()
     """
     wf = compile_workflow_source(textwrap.dedent(src).lstrip("\n"), FILENAME, "wf", _globals())
     assert wf.__name__ == "wf"
+
+
+def test_class_cell_in_a_function_made_in_a_workflow_method_is_rejected():
+    """Zero-argument ``super()`` and ``__class__`` in a function or lambda made in a workflow
+    written as a method read the method's class cell, which the workflow's code does not have:
+    refused at the call (the compiler crashed on them); in a class made there, its own cell."""
+    with pytest.raises(CompileError) as info:
+
+        class Svc:
+            @workflow
+            async def run(self, n):
+                await timer("t", 1)
+
+                def h(me):
+                    return super().hello()
+
+                class Own:
+                    def m(self):
+                        return __class__, super().__repr__()
+
+                return h(self), Own().m(), (lambda: __class__)()
+
+    msgs = [(p.text.strip(), p.msg) for p in info.value.problems]
+    assert [t for t, _ in msgs] == ["return super().hello()", "return h(self), Own().m(), (lambda: __class__)()"]
+    assert "super(Class, obj)" in msgs[0][1] and "written as a method" in msgs[0][1]
+    assert "name the class" in msgs[1][1] and "written as a method" in msgs[1][1]
+
+
+class _Base:
+    def hello(self):
+        return "base"
+
+
+class _Derived(_Base):
+    def hello(self):
+        return "derived"
+
+    @workflow
+    async def explicit_super(self, n):
+        await timer("t", 1)
+        first = super(_Derived, self).hello()  # noqa: UP008 (super() is refused in a workflow)
+        get = super
+        await timer("t", 2)
+        return first, get(_Derived, self).hello(), n
+
+
+def test_explicit_super_in_a_workflow_method_runs():
+    """``super(Class, obj)`` (and the name ``super`` held in a variable) in a workflow written as
+    a method compiles and runs as natively, across checkpoints."""
+    from workflows.testing import WorkflowHarness
+
+    h = WorkflowHarness(_Derived.explicit_super, _Derived(), 3)
+    h.send(None)
+    h.send(None)
+    assert h.result() == ("base", "base", 3)

@@ -182,7 +182,10 @@ def _codegen(
             co = next(c for c in co.co_consts if isinstance(c, types.CodeType))
         fcode = consts.merge(next(c for c in co.co_consts if isinstance(c, types.CodeType)))
         fcode = _requalify(fcode, fcode.co_qualname, qualname)
-        f = types.FunctionType(fcode, glob, fn.__name__)
+        # Compiled in a class body, a block naming ``super`` gets the class cell ``__class__``
+        # as a free variable; nothing reads it (``super()`` and ``__class__`` are refused there).
+        closure = tuple(types.CellType() for _ in fcode.co_freevars) or None
+        f = types.FunctionType(fcode, glob, fn.__name__, None, closure)
         f.__qualname__ = qualname
         blocks[label] = f
         asts[label] = fdef

@@ -34,6 +34,9 @@ class Validator(ast.NodeVisitor):
         self.fn = fn_node
         self.locals = locals_
         self.freevars = set(freevars) - {"__class__"}
+        # A workflow written as a method in which something reads the class cell (``__class__``,
+        # zero-argument ``super()``): the function CPython compiled has it as a free variable.
+        self.class_cell = "__class__" in freevars
         self.enclosing = enclosing
         self.problems: list[Problem] = []
         self.depth = 0  # nesting in defs/lambdas/classes inside the workflow
@@ -224,6 +227,8 @@ class Validator(ast.NodeVisitor):
             self.add(n, f"the workflow closes over {n.id!r}, a variable of the enclosing function{where}: a continuation cannot capture it; pass it as an argument, or make it a module-level global")
         elif n.id == "__class__" and self.depth == 0 and n.id not in self.locals:
             self.add(n, "__class__ cannot be used in a workflow: its body does not run in the frame of the method it is written as, whose class cell __class__ reads; name the class (MyClass) instead")
+        elif n.id == "__class__" and self._reads_method_class_cell():
+            self.add(n, "__class__ cannot be used in a function made in a workflow written as a method: the workflow's code does not run in the method's frame, whose class cell __class__ reads; name the class (MyClass) instead")
         elif (
             n.id == "locals" and self.depth == 0 and isinstance(n.ctx, ast.Load)
             and id(n) not in self.called and n.id not in self.locals
@@ -241,6 +246,16 @@ class Validator(ast.NodeVisitor):
         elif self._made_here(v, n.attr):
             self.add(n, f"{n.attr} of a function made in a workflow cannot be used: such a function keeps the variables it closes over in the workflow's checkpointed frame, not in cells of its own, so its closure shows the compiler's frame; read the variables by name, or pass them to the function as arguments")
         self.generic_visit(n)
+
+    def _reads_method_class_cell(self) -> bool:
+        """Whether ``__class__`` here is the class cell of the method the workflow is written as
+        (in a function or lambda made in it, not in a class made in it, which has its own)."""
+        return (
+            self.class_cell
+            and self.depth > 0
+            and not any(isinstance(x, ast.ClassDef) for x in self.nested)
+            and "__class__" not in self.locals
+        )
 
     def _made_here(self, v: ast.expr, attr: str) -> bool:
         """Whether ``v.<attr>`` reads the closure of a function defined in the workflow
@@ -278,6 +293,8 @@ class Validator(ast.NodeVisitor):
                 self.add(n, f"{f.id}() without explicit globals and locals cannot see or change workflow variables; pass explicit namespaces: {f.id}(code, globals_dict, locals_dict)")
             elif f.id == "super" and not n.args and self.depth == 0:
                 self.add(n, "zero-argument super() cannot be used in a workflow: its body does not run in the frame of a method, whose class cell and first argument super() reads; write super(Class, obj)")
+            elif f.id == "super" and not n.args and self._reads_method_class_cell():
+                self.add(n, "zero-argument super() cannot be used in a function made in a workflow written as a method: the workflow's code does not run in the method's frame, whose class cell super() reads; write super(Class, obj)")
         if isinstance(f, ast.Attribute) and f.attr == "_getframe":
             self.add(n, "sys._getframe() cannot be used in a workflow: workflow code does not run in one Python frame; pass what you need as values")
         self.generic_visit(n)
