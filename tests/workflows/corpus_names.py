@@ -75,9 +75,9 @@ class Ledger:
             return part.__qualname__, part()
 
 
-add(Ledger.settle, C(Ledger("ann"), 1), C(Ledger("bob"), 4))
-add(Ledger.describe, C(1), C(2))
-add(Ledger.Page.render, C(Ledger.Page(), 1), C(Ledger.Page(), 5))
+add(Ledger.settle, C(Ledger("ann"), 1), C(Ledger("bob"), 4), C(Ledger("cy"), -2))
+add(Ledger.describe, C(1), C(2), C(3))
+add(Ledger.Page.render, C(Ledger.Page(), 1), C(Ledger.Page(), 5), C(Ledger.Page(), 0))
 
 
 def make_workflow():
@@ -96,7 +96,7 @@ def make_workflow():
     return made_in_a_function
 
 
-add(make_workflow(), C(1), C(3))
+add(make_workflow(), C(1), C(3), C(0))
 
 
 @workflow
@@ -124,4 +124,4 @@ async def annotations_are_the_text_of_their_source(n):
     return scale.__annotations__, Stock.__annotations__, Plain.__annotations__, fields, s.units
 
 
-add(annotations_are_the_text_of_their_source, C(1), C(4))
+add(annotations_are_the_text_of_their_source, C(1), C(4), C(0))
