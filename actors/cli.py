@@ -67,10 +67,12 @@ def _safe_loads(blob: bytes | None) -> Any:
 
 
 def _jsonable(v: Any) -> Any:
+    """``v`` if it is strict JSON, else its ``repr``: a NaN or an infinity (which ``json``
+    writes as ``NaN``/``Infinity``, refused by JSON parsers other than Python's) included."""
     try:
-        json.dumps(v)
+        json.dumps(v, allow_nan=False)
         return v
-    except TypeError:
+    except (TypeError, ValueError):
         return repr(v)
 
 
@@ -358,7 +360,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print(f"wf: {e}", file=sys.stderr)
             return 1
         try:
-            print(json.dumps(reply))
+            print(json.dumps(reply, allow_nan=False))
         except (TypeError, ValueError):
             print(repr(reply))  # not JSON: its repr, not a JSON string a string reply would print too
         return 0
