@@ -625,7 +625,14 @@ def cmd_demo(args: argparse.Namespace, rest: list[str]) -> int:
     # Loaded by name: the examples are an application of the public API, not part of the runtime.
     demo = importlib.import_module("examples.demo")
     argv = ["--db", args.db, *rest]
-    return int(demo.main(argv) or 0)
+    try:
+        code = int(demo.main(argv) or 0)
+    except SystemExit as e:  # its parser: after --help (0), as argparse does; or a mistake (2)
+        if not e.code:
+            raise
+        code = e.code if isinstance(e.code, int) else 1
+    # Status 2 is the demo's for a mistake in its options: as every other error of wf, 1.
+    return 1 if code == 2 else code
 
 
 class _Parser(argparse.ArgumentParser):

@@ -34,7 +34,7 @@ import time
 import urllib.parse
 from collections import Counter, deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from actors import ActorSystem, Status, UnknownWorkflow
 from actors.testing import VirtualClock
@@ -442,9 +442,17 @@ def run_demo(
     return summary
 
 
+class _Parser(argparse.ArgumentParser):
+    """A mistake in the command line is one line on stderr (not the usage too), status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``--db``, ``--duration SECONDS``, ``--speed``, ``--no-view``, ``--seed``, ``--scale``."""
-    p = argparse.ArgumentParser(
+    """Command line: ``--db``, ``--duration SECONDS``, ``--speed``, ``--no-view``, ``--seed``, ``--scale``.
+    A mistake in it is status 2, one of the world or its file status 1."""
+    p = _Parser(
         prog="wf demo",
         description="A living game world of workflows on one SQLite file (or a PostgreSQL database): buffs, patrols, fights, "
         "auctions, trades, quests, a boss raid and a day/night cycle. Kill it (Ctrl-C or kill -9) "

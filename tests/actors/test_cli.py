@@ -292,6 +292,21 @@ def test_a_mistake_in_the_command_line_is_one_line_and_status_1(db, capsys, args
     assert len(err.strip().splitlines()) == 1 and ": error: " in err and "--help lists the options" in err
 
 
+@pytest.mark.parametrize("args", [["--bogus"], ["--speed", "abc"], ["--seed", "x"], ["--speed", "0"]])
+def test_a_mistake_in_the_demo_s_options_is_one_line_and_status_1(tmp_path, capsys, args):
+    """`wf demo` with a wrong option is refused as every other wf command is: one line on stderr
+    and status 1 (it printed the demo's usage, and exited 2), before anything starts."""
+    path = tmp_path / "demo.db"
+    try:
+        code = main(["demo", "--db", str(path), *args])
+    except SystemExit as e:
+        code = e.code
+    assert code == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "wf demo: error: " in err
+    assert not path.exists()
+
+
 def test_db_with_no_command_says_the_command_is_missing(db, capsys):
     """``wf --db game.db`` (the command forgotten) says so, not that the path is an unknown
     command."""
