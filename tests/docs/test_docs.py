@@ -109,6 +109,40 @@ def test_tutorial_survives_sigkill_and_recovers(tmp_path):
     assert "completed" in _wf(db, "show", "auction-7")
 
 
+def test_tutorial_log_lines_name_the_fields_the_runtime_logs(tmp_path):
+    """The runtime's events the tutorial shows carry the fields the runtime gives them (each
+    names its system, as the logging guide says), on the same steps: open, start, a `wf signal`
+    left while nothing ran, recovery, the end and the shutdown."""
+    from structlog.testing import capture_logs
+
+    from actors import ActorSystem
+    from actors.cli import main
+    from examples.docs.auction import auction
+
+    page = (DOCS / "tutorial.md").read_text()
+    shown: dict[str, set[str]] = {}
+    for m in re.finditer(r"^\S+ \S+ \[\w+\s*\] (\w+) +(.*)$", page, re.M):
+        shown.setdefault(m.group(1), set()).update(re.findall(r"(\w+)=", m.group(2)))
+    assert {"system_recovered", "workflow_started", "external_request_done", "workflow_completed",
+            "system_shutdown"} <= set(shown)
+    db = str(tmp_path / "auction.db")
+    with capture_logs() as logs:
+        with ActorSystem(db) as system:
+            system.start(auction, 7, "carol", 60.0, id="auction-7", test_mode=True)
+            system.idle(timeout=T)
+        assert main(["signal", "auction-7", "bid", '{"bidder": "bob", "amount": 150}', "--db", db]) == 0
+        with ActorSystem(db) as system:
+            ref = system.get("auction-7")
+            system.idle(timeout=T)
+            ref.debug_fire_timer("end")
+            assert ref.result(timeout=T) == {"winner": "bob", "price": 150}
+    logged: dict[str, set[str]] = {}
+    for e in logs:
+        logged.setdefault(e["event"], set()).update(k for k in e if k not in ("event", "log_level"))
+    for event, keys in shown.items():
+        assert keys == logged[event], f"{event}: the tutorial shows {sorted(keys)}, the runtime logs {sorted(logged[event])}"
+
+
 # -- every program prints what its page shows -----------------------------------------------------
 
 _OUTPUT = re.compile(r"```text\n\$ (python -m examples\.docs [^\n]*)\n(.*?)```", re.S)
