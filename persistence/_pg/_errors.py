@@ -129,6 +129,16 @@ def connect_error(exc: BaseException, where: str) -> BaseException:
             f"~/.pgpass), and that pg_hba.conf lets this user connect from here.",
             path=where,
         )
+    elif 'role "' in low and "does not exist" in low:
+        # The server answered: it knows no such login (psycopg gives no SQLSTATE for it).
+        user = urllib.parse.unquote(parts.username or "") or "(the operating system user's name)"
+        err = PersistenceError(
+            f"the PostgreSQL server at {where} refused the login: it has no role {user!r} "
+            f"({detail}). Check the user name in the URL (without one, PGUSER or the operating "
+            f"system user's name is used), or create the role first (createuser {user}, or "
+            f"CREATE ROLE ... LOGIN).",
+            path=where,
+        )
     elif state == "3D000" or ("database" in low and "does not exist" in low):
         err = PersistenceError(
             f"the PostgreSQL server at {where} has no database {database!r} ({detail}). Create "

@@ -286,6 +286,18 @@ def test_a_wrong_password(pg_server: PgServer) -> None:
     assert "wrong" not in (info.value.path or "")
 
 
+def test_a_role_that_does_not_exist(pg_server: PgServer) -> None:
+    """The server answered and knows no such login: said so, with the fix, not that the server
+    cannot be reached (it was) and to check the host and port; refused for good, not retried."""
+    if pg_server.socket_dir is None:
+        pytest.skip("an external server (AF_TEST_PG_DSN): its roles are its own")
+    nobody = pg_server.url("postgres", user="no_such_player")
+    with pytest.raises(PersistenceError, match="refused the login: it has no role 'no_such_player'.*createuser no_such_player") as info:
+        _schema.connect(nobody, display_url(nobody))
+    assert not isinstance(info.value, StorageUnavailable)
+    assert "host, port" not in str(info.value)
+
+
 def test_a_database_that_does_not_exist(pg_server: PgServer) -> None:
     missing = pg_server.url("no_such_game")
     with pytest.raises(PersistenceError, match="has no database 'no_such_game'.*createdb no_such_game"):
