@@ -427,6 +427,13 @@ class ActorSystem:
         while True:
             wid = id or self._local_id(wf)
             seed = _seed(wf, key, wid, args, test_mode, self.clock.now())
+            if id is None and not self._rt.cluster.owns_new(wid):
+                # No shard leased here (a node that has just joined, before its first rounds):
+                # as for an id of another node's shard, the record goes in here and its first
+                # step runs on the shard's owner (run here, the fence would refuse it).
+                if self._create([seed])[0]:
+                    return WorkflowRef(self, wid, _token=_REF_TOKEN)
+                continue  # a generated id already taken: draw another
             # Its first step runs in its actor and commits the record with it (one transaction);
             # this thread only waits for that.
             created: Promise[bool] = Promise()

@@ -458,14 +458,14 @@ def test_the_end_of_a_workflow_is_announced_only_to_nodes_that_wait_on_it(pg_sto
         assert untold.id not in done_notices(1.0)
 
 
-def test_a_start_refused_while_this_node_took_its_shard_over_still_runs_here(
+def test_a_start_while_this_node_takes_its_shard_over_still_runs_here(
     pg_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A node that has just joined leases no shard yet: a start through it draws an id of a
-    shard it does not lease, its first step is refused, and the record is written alone for the
-    shard's owner. If this very node takes that shard over in between, after the takeover's
-    recovery looked for work and before the record's insert (which then leaves no wake-up: the
-    shard is its own), the workflow still runs, here."""
+    shard it does not lease, and the record is written alone for the shard's owner (no first step
+    here, which the fence would refuse). If this very node takes that shard over in between, after
+    the takeover's recovery looked for work and before the record's insert (which then leaves no
+    wake-up: the shard is its own), the workflow still runs, here."""
     from persistence._shards import DEFAULT_SHARDS, assignment, shard_of
 
     share = assignment(DEFAULT_SHARDS, ["node-1", "node-2"])["node-2"]
@@ -489,18 +489,18 @@ def test_a_start_refused_while_this_node_took_its_shard_over_still_runs_here(
         n2 = cluster.add()
         inside = Inside(n2)
         assert shard not in inside.owned_shards()
-        create = inside.store_method("create_workflow")
+        create = inside.store_method("submit_create_workflows")
 
-        def create_after_the_takeover(wf: object) -> object:
+        def create_after_the_takeover(wfs: object) -> object:
             may_take.set()
             deadline = time.monotonic() + T
             while not any(e["event"] == "shards_gained" and e.get("node_id") == "node-2" for e in list(logs)):
                 assert time.monotonic() < deadline, "node-2 took no shard over"
                 time.sleep(0.01)
             assert shard in inside.owned_shards()
-            return create(wf)
+            return create(wfs)
 
-        inside.patch_store("create_workflow", create_after_the_takeover)
+        inside.patch_store("submit_create_workflows", create_after_the_takeover)
         ref = n2.start(flows.sleeper, 0)
         assert ref.id == wid
         assert ref.result(timeout=T) == 0.0
@@ -539,3 +539,24 @@ def test_a_frozen_node_keeps_its_name_until_it_dies_and_a_system_without_node_id
         if proc.poll() is None:
             proc.kill()
             proc.wait(T)
+
+
+def test_a_start_on_a_node_that_leases_no_shard_yet_runs_on_the_owner_without_a_fenced_step(
+    pg_store_url: str, clock: VirtualClock
+) -> None:
+    """A node that has just joined leases no shard until its next rounds; a start with a generated
+    id there writes the record and lets the shard's owner run the first step. It ran that step
+    itself, which the fence refused (a `step_fenced` WARNING on a plain start), before the owner
+    ran it again."""
+    with Cluster(pg_store_url, 2, clock=clock) as c:
+        new = c.add("node-3")
+        assert not new._rt.cluster.owned_shards()
+        with capture_logs() as logs:
+            refs = [new.start(flows.collect, 1) for _ in range(5)]
+            for ref in refs:
+                ref.signal("item", 7)
+            for ref in refs:
+                assert ref.result(timeout=T) == [7]
+        assert [e for e in logs if e["event"] == "step_fenced"] == []
+        for ref in refs:
+            assert ref.info().status is Status.COMPLETED
