@@ -416,6 +416,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
             store.close()
             return _prune_through_owner(args, node.get("pid"), node.get("node_id"))
         here = " (no node runs on it: pruned here, without joining the cluster)"
+    else:
+        # Read first, as every other command: a file with no actorflow schema (an empty file
+        # included) is refused, not made an actorflow database by opening it as its owner.
+        _open(args.db).close()
     try:
         store = store or open_store(args.db, owner=True)
     except DatabaseLocked as e:

@@ -349,6 +349,17 @@ def test_wf_prune_needs_older_than_and_an_existing_file(tmp_path, capsys) -> Non
     assert not (tmp_path / "x.db").exists()
 
 
+def test_wf_prune_refuses_a_file_with_no_actorflow_schema_and_leaves_it_as_it_was(tmp_path, capsys) -> None:
+    """An empty file is refused as `wf list` refuses it (no actorflow data yet), not made an
+    actorflow database by the prune (it wrote the whole schema into it and said it pruned 0)."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for argv in (["list"], ["prune", "--older-than", "1h"]):
+        code, _, err = wf(capsys, *argv, "--db", str(empty))
+        assert code == 1 and "holds no actorflow data yet" in err, (argv, err)
+    assert empty.stat().st_size == 0
+
+
 def test_wf_prune_on_a_file_no_system_owns(db, capsys) -> None:
     """With no system running, wf prune deletes itself (real clock here) and says how many."""
     with ActorSystem(db) as system:
