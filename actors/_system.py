@@ -691,7 +691,13 @@ class ActorSystem:
         """Snapshots of the workflows in the file, optionally by status and type (the workflow
         function, its ``module:qualname``, or its name alone when one stored type has it)."""
         self._check_open()
-        st = Status(status).value if status is not None else None
+        try:
+            st = Status(status).value if status is not None else None
+        except ValueError:
+            choices = ", ".join(repr(x.value) for x in Status)
+            raise ValueError(
+                f"workflows(status={status!r}): no such status; give a Status or one of {choices} "
+                f"(or None for all)") from None
         ty = getattr(type, "__workflow_key__", type)
         if isinstance(ty, str) and ":" not in ty:
             named = types_named((t for t, _ in self._rt.store.count_workflows()), ty)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from . import flows
 from .runtime_support import T
 
@@ -14,3 +16,14 @@ def test_workflows_filters_by_the_function_its_key_or_its_name_alone(system):
         assert [i.id for i in system.workflows(type=by)] == [a.id]
     assert system.workflows(type="nothing_of_that_name") == []
     assert [i.id for i in system.workflows(status="running", type="waits_once")] == ["a"]
+
+
+def test_an_unknown_status_is_refused_naming_the_statuses(system):
+    """`workflows(status="done")` says which statuses there are (it said only "'done' is not a
+    valid Status")."""
+    with pytest.raises(ValueError) as info:
+        system.workflows(status="done")
+    message = str(info.value)
+    assert "'done'" in message
+    for status in ("'running'", "'completed'", "'failed'", "'cancelled'"):
+        assert status in message
