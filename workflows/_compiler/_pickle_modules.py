@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import importlib
 import itertools
 import operator
@@ -906,6 +907,141 @@ _BY_REFERENCE = (
 def positional(steps: tuple[tuple[str, Any], ...]) -> bool:
     """Whether a path goes through a set's element, found by its position in the set's order."""
     return any(kind == "E" for kind, _k in steps)
+
+
+# Steps that find an object by its place in a list, a tuple, a deque or a dict's order. That
+# place is where the module put the object as it was imported, which is the same in every process
+# unless the module built the container in an order of its own process: from a set of strings
+# (``HANDLERS = [Handler(n) for n in NAMES]``, ordered by string hashes), by ``id()``... There
+# the place holds another object in another process.
+_ORDERED_STEPS = frozenset({"i", "v", "K"})
+# A token of this process: a reference written here is followed as written in this process.
+PROCESS = os.urandom(8).hex()
+# Objects a fingerprint looks at (the rest counts by its type), and the longest container whose
+# order a checkpoint records (a longer one is followed by place, unchecked).
+_FINGERPRINT_BUDGET = 40
+_ORDER_LIMIT = 256
+
+
+def ordered(steps: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether a path finds an object by its place in a list, tuple, deque or dict."""
+    return any(kind in _ORDERED_STEPS for kind, _k in steps)
+
+
+def fingerprint(obj: Any) -> str:
+    """A digest of what ``obj`` holds (its type, and its items, attributes and slots, by value,
+    down a few levels), the same in every process for objects holding the same: classes,
+    functions and modules by name, dicts and sets whatever their order, identities never."""
+    budget = [_FINGERPRINT_BUDGET]
+    stack: set[int] = set()
+
+    def fp(o: Any, depth: int) -> str:
+        t = type(o)
+        if o is None or t is bool or t is int or t is float or t is complex or t is str or t is bytes:
+            return repr(o)
+        if isinstance(o, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+            qual = getattr(o, "__qualname__", None) or getattr(o, "__name__", "?")
+            return f"<{t.__name__} {getattr(o, '__module__', None)}:{qual}>"
+        budget[0] -= 1
+        name = _type_name(t)
+        if budget[0] < 0 or depth > 4 or id(o) in stack:
+            return f"<{name}>"
+        stack.add(id(o))
+        try:
+            parts: list[str] = []
+            for base in (str, bytes, int, float, complex):
+                if isinstance(o, base):
+                    parts.append(base.__repr__(o))
+                    break
+            if isinstance(o, (list, tuple, collections.deque)):
+                parts.append(f"#{len(o)}")
+                parts.extend(fp(x, depth + 1) for x in itertools.islice(o, _FINGERPRINT_BUDGET))
+            elif isinstance(o, dict):
+                parts.append(f"#{len(o)}")
+                if len(o) <= _FINGERPRINT_BUDGET:
+                    parts.extend(sorted(f"{fp(k, depth + 1)}:{fp(v, depth + 1)}" for k, v in dict.items(o)))
+            elif isinstance(o, (set, frozenset)):
+                parts.append(f"#{len(o)}")
+                if len(o) <= _FINGERPRINT_BUDGET:
+                    parts.extend(sorted(fp(x, depth + 1) for x in o))
+            try:
+                d = object.__getattribute__(o, "__dict__")
+            except Exception:
+                d = None
+            if type(d) is dict and len(d) <= _FINGERPRINT_BUDGET:
+                parts.extend(
+                    sorted(f".{k}={fp(v, depth + 1)}" for k, v in d.items() if type(k) is str)
+                )
+            parts.extend(sorted(f".{k}={fp(v, depth + 1)}" for k, v in slot_values(o).items()))
+        except Exception:  # an object whose contents cannot be read: its type
+            parts = ["?"]
+        finally:
+            stack.discard(id(o))
+        return f"{name}({','.join(parts)})"
+
+    return hashlib.sha256(fp(obj, 0).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def _in_order(container: Any, kind: str) -> list[Any]:
+    """The objects an ordered step of ``kind`` picks among in ``container``, in order."""
+    if kind == "v":
+        return list(dict.values(container))
+    if kind == "K":
+        return list(dict.keys(container))
+    return list(container)
+
+
+def order_of(container: Any, kind: str) -> tuple[list[str], str] | None:
+    """The fingerprints of the objects in ``container`` an ordered step picks among, and a digest
+    of them whatever their order (None for a container too long to record)."""
+    items = _in_order(container, kind)
+    if len(items) > _ORDER_LIMIT:
+        return None
+    fps = [fingerprint(o) for o in items]
+    return fps, hashlib.sha256("\n".join(sorted(fps)).encode()).hexdigest()[:24]
+
+
+OrderCheck = tuple[int, str, str]  # (index of the step in the path, the element's, the order's)
+
+
+def resolve_ordered(
+    pid: Ref, checks: tuple[OrderCheck, ...], orders: dict[tuple[int, str], Any]
+) -> Any:
+    """The object a path reference with ordered steps leads to, in a process other than the one
+    that wrote it. At each step checked (``checks``), where the container holds the same objects
+    as at the checkpoint (by fingerprint) in another order, and its place holds another one than
+    the object the checkpoint went through, the step takes the one element holding what that
+    object held: the module built the container in another order here. Elsewhere (the module's
+    data changed since, or several elements hold alike) the step goes by place, as written.
+    ValueError where the path leads nowhere, as ``_resolve_ref``. ``orders`` caches the orders
+    of containers for one restore (by id and step kind)."""
+    tag, root, name, steps, tname = pid
+    by_step = {at: (elem, order) for at, elem, order in checks}
+    moved = list(steps)
+    o: Any = None
+    try:
+        if tag == "m":
+            o = vars(sys.modules.get(root) or importlib.import_module(root))[name]
+        else:
+            o = workflow_globals(root)[name]
+        for at, (kind, k) in enumerate(steps):
+            check = by_step.get(at)
+            if check is not None and type(k) is int:
+                elem, order = check
+                key = (id(o), kind)
+                if key not in orders:
+                    orders[key] = (o, order_of(o, kind))  # holding o: its id stays its own
+                now = orders[key][1]
+                if now is not None and now[1] == order and now[0][k : k + 1] != [elem]:
+                    places = [j for j, f in enumerate(now[0]) if f == elem]
+                    if len(places) == 1:
+                        moved[at] = (kind, places[0])
+            o = step_into(o, moved[at])
+    except Exception:
+        return _resolve_ref(pid)  # says where it leads nowhere, or the object it leads to
+    if _type_name(type(o)) != tname:
+        return _resolve_ref(pid)
+    return o
 
 
 def positional_problem(obj: Any, pid: Ref) -> str:

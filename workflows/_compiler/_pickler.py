@@ -67,8 +67,10 @@ from ._pickle_iters import (
     live_iter,
 )
 from ._pickle_modules import (
+    _ORDERED_STEPS,
     _PLAIN_TYPES,
     HEAPTYPE,
+    PROCESS,
     ModuleData,
     ModulePathBroken,
     ModuleTooLarge,
@@ -79,10 +81,14 @@ from ._pickle_modules import (
     _Unresolved,
     namespace,
     number_ids,
+    order_of,
+    ordered,
     positional,
     positional_problem,
     rebind_ref,
     ref_text,
+    resolve_ordered,
+    step_into,
     user_module,
     workflow_global,
     workflow_globals,
@@ -724,6 +730,7 @@ _OWN_OVERRIDES: dict[type, Any] = {
     **{t: lambda _p, it: _seqiter.reduce_seq_iter(it) for t in _seqiter.TYPES},
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
 }
+_NO_ORDER: Any = object()  # an order not recorded yet (``_order_checks``)
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
 _UNSHARED: set[type] = {
@@ -808,6 +815,8 @@ class CheckpointPickler(_Pickler):
         self._shared: set[int] | None = shared
         self._number_pids: dict[int, tuple[str]] = {}
         self._fallback: int | None = None  # the object a path reference is writing by value
+        # Per (container, step kind) of module data: its order (``_order_checks``).
+        self._orders: dict[tuple[int, str], Any] = {}
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
@@ -877,7 +886,32 @@ class CheckpointPickler(_Pickler):
             # module data (an observer it registered): written by value, and put back there at
             # the restore, so that the module calls the restored workflow's function.
             return ("R", *path, obj)
+        if ordered(path[3]):
+            # Found by its place in a list or a dict: in another process the module may have
+            # built that container in another order, where the place holds another object.
+            return ("Q", *path, (PROCESS, self._order_checks(path)), obj)
         return ("P", *path, obj)
+
+    def _order_checks(self, path: Any) -> tuple[Any, ...]:
+        """For each ordered step of ``path``: the step's index, the fingerprint of the element
+        it goes through, and that of its container's elements whatever their order."""
+        checks = []
+        tag, root, name, steps, _tname = path
+        o = workflow_globals(root)[name] if tag == "p" else vars(sys.modules[root])[name]
+        try:
+            for at, step in enumerate(steps):
+                kind, k = step
+                if kind in _ORDERED_STEPS and type(k) is int:
+                    key = (id(o), kind)
+                    order = self._orders.get(key, _NO_ORDER)
+                    if order is _NO_ORDER:
+                        order = self._orders[key] = order_of(o, kind)
+                    if order is not None and 0 <= k < len(order[0]):
+                        checks.append((at, order[0][k], order[1]))
+                o = step_into(o, step)
+        except Exception:  # the path was just found: only a container changing under the walk
+            pass
+        return tuple(checks)
 
     def _number_pid(self, n: Any, t: type) -> Any:
         if t is int and -5 <= n <= 256:
@@ -1171,6 +1205,7 @@ class CheckpointUnpickler(pickle.Unpickler):
         self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
         self._numbers: dict[int, Any] = {}
         self._addresses: dict[int, int] = {}  # ("o" references) per int written: the restored one
+        self._orders: dict[tuple[int, str], Any] = {}  # ("Q" references) per container
 
     def persistent_load(self, pid: Any) -> Any:
         tag = pid[0]
@@ -1194,6 +1229,14 @@ class CheckpointUnpickler(pickle.Unpickler):
         if tag == "P":  # a path, and the value to use where it leads nowhere in this process
             try:
                 return _resolve_ref(pid[1:-1])
+            except ValueError:
+                return pid[-1]
+        if tag == "Q":  # a path through a place in a list or a dict, checked in another process
+            ref, (process, checks) = pid[1:-2], pid[-2]
+            try:
+                if process == PROCESS:
+                    return _resolve_ref(ref)
+                return resolve_ordered(ref, checks, self._orders)
             except ValueError:
                 return pid[-1]
         if tag == "R":  # the workflow's own function, put back where module data held it

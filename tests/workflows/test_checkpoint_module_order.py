@@ -1,0 +1,134 @@
+"""An object of module data found by its place in a list or a dict is the same one in a new
+process, also where the module built that container in an order of its own process.
+
+A local holding module data is checkpointed as the way to it from a global: through a list, a
+tuple or a dict keyed by objects, that way is a place (``HANDLERS[2]``). A module that builds such
+a container from a set of strings (``HANDLERS = [Handler(n) for n in SKILLS]``) builds it in
+another order under another ``PYTHONHASHSEED``, so after a restart the place held another object:
+a workflow that picked the "ice" handler went on with the "fire" one, silently. In another process
+the restore now checks that the object at that place holds what the checkpointed one held, and
+otherwise takes the one element of that container that does.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+from workflows import timer, workflow
+from workflows.testing import WorkflowHarness
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+class Handler:
+    def __init__(self, name):
+        self.name = name
+        self.uses = 0
+
+
+SKILLS = {"fire", "ice", "wind", "earth", "light", "shadow", "storm", "stone"}
+# Built in the order of a set of strings: another order in each process.
+HANDLERS = [Handler(s) for s in SKILLS]
+BY_HANDLER = {Handler(s): s for s in SKILLS}
+TABLE = {"skills": tuple(Handler(s) for s in SKILLS)}
+# Built in a fixed order: kept by its place, as before.
+SLOTS = [Handler("a"), Handler("a"), Handler("b")]
+
+
+@workflow
+async def holds_a_handler_of_a_list_built_from_a_set(name):
+    chosen = next(h for h in HANDLERS if h.name == name)
+    await timer("t", 1)
+    return chosen.name, chosen in HANDLERS
+
+
+@workflow
+async def holds_a_key_of_a_dict_built_from_a_set(name):
+    key = next(k for k, v in BY_HANDLER.items() if v == name)
+    await timer("t", 1)
+    return key.name, BY_HANDLER[key]
+
+
+@workflow
+async def holds_a_handler_of_a_nested_tuple(name):
+    chosen = next(h for h in TABLE["skills"] if h.name == name)
+    await timer("t", 1)
+    return chosen.name, any(h is chosen for h in TABLE["skills"])
+
+
+@workflow
+async def holds_one_of_two_equal_handlers():
+    chosen = SLOTS[1]
+    await timer("t", 1)
+    return chosen is SLOTS[1]
+
+
+CHILD = r"""
+import pickle, sys
+from workflows._compiler import restore, step
+from workflows._context import StepContext
+from workflows._step import Suspended
+from workflows.testing import WorkflowHarness
+import tests.workflows.test_checkpoint_module_order as m
+wf = getattr(m, sys.argv[1])
+args = pickle.loads(bytes.fromhex(sys.argv[3]))
+if sys.argv[2] == "checkpoint":
+    h = WorkflowHarness(wf, *args, roundtrip=False)
+    sys.stdout.buffer.write(h.checkpoint())
+else:
+    cont = restore(sys.stdin.buffer.read())
+    with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=1.0).active():
+        r = step(cont, send=None)
+    sys.stdout.buffer.write(pickle.dumps(r.value))
+"""
+
+
+def _child(wf, mode, seed, args=(), data=b""):
+    env = dict(os.environ, PYTHONHASHSEED=str(seed))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, wf.__name__, mode, pickle.dumps(args).hex()],
+        input=data, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return proc.stdout
+
+
+def _restarted(wf, *args):
+    """The outcome of ``wf(*args)`` checkpointed in one process and restored in others, each
+    under another ``PYTHONHASHSEED`` (so that the module's set is in another order)."""
+    blob = _child(wf, "checkpoint", 1, args)
+    return [pickle.loads(_child(wf, "restore", seed, args, blob)) for seed in (2, 3, 4)]
+
+
+def test_a_handler_of_a_list_built_from_a_set_is_the_same_one_in_a_new_process():
+    for name in ("ice", "storm"):
+        got = _restarted(holds_a_handler_of_a_list_built_from_a_set, name)
+        assert got == [(name, True)] * 3, got
+
+
+def test_a_key_of_a_dict_built_from_a_set_is_the_same_one_in_a_new_process():
+    got = _restarted(holds_a_key_of_a_dict_built_from_a_set, "wind")
+    assert got == [("wind", "wind")] * 3, got
+
+
+def test_a_handler_of_a_nested_tuple_is_the_same_one_in_a_new_process():
+    got = _restarted(holds_a_handler_of_a_nested_tuple, "earth")
+    assert got == [("earth", True)] * 3, got
+
+
+def test_of_equal_objects_the_one_at_its_place_is_kept():
+    assert _restarted(holds_one_of_two_equal_handlers) == [True] * 3
+    h = WorkflowHarness(holds_one_of_two_equal_handlers, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() is True
+
+
+def test_in_the_same_process_the_place_is_followed_as_written():
+    h = WorkflowHarness(holds_a_handler_of_a_list_built_from_a_set, "ice", roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == ("ice", True)
