@@ -92,6 +92,17 @@ class Priv:
         return hash(self.__k)
 
 
+class ById:
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return other is self
+
+    def __hash__(self):
+        return id(self) >> 4
+
+
 MARKS = [object() for _ in range(6)]
 REG = []
 """
@@ -236,6 +247,15 @@ REFUSED = {
     ),
     "a class's own __hash__ over a private slot": (
         "held = {Priv(Ka()) for _ in range(40)}", "set", "Priv whose own __hash__ reads a field holding",
+    ),
+    "instances whose own __hash__ is made from their id": (
+        "held = {ById(n) for n in range(6)}", "set", "ById whose own __hash__ is made from its identity",
+    ),
+    "a frozenset of such instances": (
+        "held = frozenset(ById(n) for n in range(3))", "frozenset", "whose own __hash__ is made from",
+    ),
+    "a tuple holding such an instance": (
+        "held = {(1, ById(1)), (2, ById(2))}", "set", "ById whose own __hash__ is made from its identity",
     ),
     "set iterator": (
         "held = iter({iter(range(3)), iter(range(3))})", "set_iterator", "range_iterator",

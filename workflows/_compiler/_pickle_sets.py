@@ -182,6 +182,10 @@ def hash_identities(e: Any, *, into_fields: bool = True) -> Iterator[tuple[Any, 
                 if reads:
                     for _, v in suspects:
                         yield o, v
+            elif _hash_made_from_address(t, o):
+                # Its own __hash__ reads no such field, yet a copy hashes otherwise: it is made
+                # from an address (``id(self)``), which a restored copy does not have.
+                yield o, o
 
 
 _FIELD = dataclasses._FIELD  # type: ignore[attr-defined]  # (not an InitVar or a ClassVar)
@@ -221,6 +225,29 @@ def _same_hash_on_a_copy(o: Any) -> bool:
         return bool(hash(cloudpickle.loads(cloudpickle.dumps(o))) == hash(o))
     except Exception:
         return False
+
+
+# Per class with a __hash__ of its own, whose instances' fields hold nothing hashed by identity:
+# whether a copy of an instance hashes otherwise (seen on the first instance met).
+_HASH_BY_ADDRESS: dict[type, bool] = {}
+
+
+def _hash_made_from_address(t: type, o: Any) -> bool:
+    """Whether instances of ``t`` (a class with a ``__hash__`` of its own) hash by an address,
+    as ``o`` does if a copy of it, as a checkpoint makes one, hashes otherwise. A copy that
+    cannot be made says nothing (False: taken at its word)."""
+    known = _HASH_BY_ADDRESS.get(t)
+    if known is None:
+        import cloudpickle
+
+        try:
+            known = bool(hash(cloudpickle.loads(cloudpickle.dumps(o))) != hash(o))
+        except Exception:
+            known = False
+        if len(_HASH_BY_ADDRESS) > 4096:
+            _HASH_BY_ADDRESS.clear()
+        _HASH_BY_ADDRESS[t] = known
+    return known
 
 
 class ElementHashRefused(ValueRefused):
@@ -356,6 +383,10 @@ def element_refused(s: Any, e: Any, part: Any, obj: Any) -> ElementHashRefused:
             what = f"a class made in the workflow ({obj.__qualname__})"
         elif hasattr(t, "__next__"):
             what = f"an iterator ({name})"
+        elif t.__hash__ is not _IDENTITY_HASH:
+            what = f"an instance of {name} whose own __hash__ is made from its identity (id(self))"
+            how = "it hashes by its address"
+            user_class = t.__module__ != "builtins"
         else:
             what = f"an instance of {name}, which has no __hash__ of its own"
             user_class = t.__module__ != "builtins"
