@@ -244,8 +244,8 @@ def test_set_restore_failure_in_process_names_the_variable(monkeypatch):
     real = _settable.Table.from_record
 
     def tampered(rec):
-        size, finger, kinds, hashes, seed = rec  # the same seed: a record that is just wrong
-        return real((size, finger, kinds, bytes(16), seed))
+        size, finger, kinds, hashes, *where = rec  # the same seed and process: just wrong
+        return real((size, finger, kinds, bytes(16), *where))
 
     blob = checkpoint(h.continuation)
     monkeypatch.setattr(_settable.Table, "from_record", staticmethod(tampered))

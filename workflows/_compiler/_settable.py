@@ -51,6 +51,8 @@ import sys
 import sysconfig
 from typing import Any
 
+from ._pickle_modules import PROCESS as PROCESS_TOKEN
+
 _MIN = 8  # PySet_MINSIZE
 
 EMPTY, USED, DUMMY = 0, 1, 2  # the kinds of slot
@@ -87,6 +89,10 @@ class Placeholder:
 # What this process's string hashing gives (PYTHONHASHSEED, or the random seed it drew): a table
 # recorded under another can only be rebuilt for the hashes it had.
 SEED = hash("actorflow: the hash seed of this process")
+# This process: a table recorded in another one, whose rebuild here differs, is of elements whose
+# hashes are made from addresses, which no process shares with another (a class in the tuple an
+# element's own ``__hash__`` hashes: ``hash((type(self), self.key))``).
+PROCESS = PROCESS_TOKEN
 
 
 class Table:
@@ -96,16 +102,23 @@ class Table:
     made from an address (a module's function, a class, ``None`` before 3.12: the same object
     after a restore in this process, hashed otherwise in another one)."""
 
-    __slots__ = ("size", "finger", "kinds", "hashes", "seed")
+    __slots__ = ("size", "finger", "kinds", "hashes", "seed", "process")
 
     def __init__(
-        self, size: int, finger: int, kinds: bytes, hashes: bytes, seed: int | None = SEED
+        self,
+        size: int,
+        finger: int,
+        kinds: bytes,
+        hashes: bytes,
+        seed: int | None = SEED,
+        process: str | None = PROCESS,
     ) -> None:
         self.size = size
         self.finger = finger
         self.kinds = kinds
         self.hashes = hashes
         self.seed = seed
+        self.process = process
 
     def __eq__(self, other: object) -> bool:  # the same table (wherever it was read)
         return isinstance(other, Table) and self.record()[:4] == other.record()[:4]
@@ -117,7 +130,7 @@ class Table:
         )
 
     def record(self) -> tuple[Any, ...]:
-        return (self.size, self.finger, self.kinds, self.hashes, self.seed)
+        return (self.size, self.finger, self.kinds, self.hashes, self.seed, self.process)
 
     @classmethod
     def from_record(cls, rec: tuple[Any, ...]) -> Table:
@@ -268,11 +281,12 @@ def rebuild(s: set[Any], elements: list[Any], t: Table) -> str | None:
         return None
     s.clear()
     s.update(elements)
-    if t.seed != SEED:
+    if t.seed != SEED or t.process != PROCESS:
         # Recorded where strings hash otherwise (another PYTHONHASHSEED), or with elements
-        # hashed by their address (seed None) where they may be at others (another process):
-        # no table of these hashes is the recorded one. The same elements, in this process's
-        # order.
+        # hashed by their address (seed None) where they may be at others (another process),
+        # or in another process whose elements hashed otherwise there (an element's own
+        # __hash__ over its class, which is at another address here): no table of these hashes
+        # is the recorded one. The same elements, in this process's order.
         return None
     return f"its table could not be rebuilt: made {got!r}, recorded {t!r}"
 
