@@ -132,3 +132,25 @@ def test_in_the_same_process_the_place_is_followed_as_written():
     h = WorkflowHarness(holds_a_handler_of_a_list_built_from_a_set, "ice", roundtrip=True)
     h.fire_timer("t")
     assert h.result() == ("ice", True)
+
+
+def test_a_containers_order_is_recorded_once_for_its_elements(monkeypatch):
+    """A workflow holding an element of a module list checkpoints at every step: the list's
+    elements are fingerprinted at the first checkpoint only, and again once it holds others."""
+    from workflows._compiler import _pickle_modules
+
+    calls = []
+    real = _pickle_modules.fingerprint
+    monkeypatch.setattr(_pickle_modules, "fingerprint", lambda o: calls.append(o) or real(o))
+    monkeypatch.setattr(_pickle_modules, "_ORDERS", {})
+    h = WorkflowHarness(holds_a_handler_of_a_list_built_from_a_set, "ice", roundtrip=False)
+    first = h.checkpoint()
+    assert len(calls) == len(HANDLERS)
+    calls.clear()
+    assert h.checkpoint() == first and calls == []
+    HANDLERS.append(Handler("extra"))
+    try:
+        h.checkpoint()
+        assert len(calls) == len(HANDLERS)
+    finally:
+        HANDLERS.pop()
