@@ -110,6 +110,52 @@ def test_a_changed_module_makes_the_walk_anew(change):
         assert back._frames[0].__dict__["v_got"] is want
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        "PLAYER.spare = Pet(2)",  # an attribute rebound
+        "PLAYER.__dict__ = {'pet': PLAYER.pet, 'spare': Pet(2)}",  # its __dict__ replaced
+        "del PLAYER.spare; PLAYER.extra = Pet(2)",  # one removed, another added
+    ],
+)
+def test_a_changed_instance_of_module_data_makes_the_walk_anew(change):
+    """An instance of module data is checked by its attributes (its __dict__'s keys and values):
+    once one is rebound, added or removed, or its __dict__ replaced, a local holding an object
+    put there since is kept by reference to it, not copied."""
+    wf = _compile(
+        """
+        class Pet:
+            def __init__(self, n):
+                self.n = n
+
+        class Player:
+            def __init__(self):
+                self.pet = Pet(1)
+                self.spare = Pet(0)
+
+        PLAYER = Player()
+
+        async def holds():
+            first = PLAYER.pet
+            await timer("t", 1)
+            got = getattr(PLAYER, "extra", None) or PLAYER.spare
+            await timer("t", 1)
+            return first.n, got.n
+        """,
+        "holds",
+    )
+    g = wf.__wrapped__.__globals__
+    cont = _suspend(wf)
+    checkpoint(cont)  # (pickle caches __slotnames__ on Pet: a change, walked again next)
+    checkpoint(cont)  # a walk of the data as it is now
+    exec(change, {"PLAYER": g["PLAYER"], "Pet": g["Pet"]})  # (no global of the module changes)
+    _send(cont)
+    back = restore(checkpoint(cont))
+    player = g["PLAYER"]
+    assert back._frames[0].__dict__["v_got"] is (getattr(player, "extra", None) or player.spare)
+    assert back._frames[0].__dict__["v_first"] is player.pet
+
+
 def test_a_set_of_objects_hashed_by_identity_is_refused_naming_it_not_its_neighbours():
     """The set is named (not a local that only reaches it, nor one listed before it), with the
     fix; a dict keyed by the same objects restores."""
