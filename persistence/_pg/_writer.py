@@ -52,6 +52,7 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
+import psycopg.generators
 import psycopg.pq
 
 from persistence._errors import PersistenceError, StorageUnavailable
@@ -402,6 +403,7 @@ class PgWriter(Writer):
         if self._expects or self._held:
             self._send_expects()
         if self._pipeline is not None:
+            self._flush_output()
             self._pipeline.sync()
             if self._xid is None and self._xid_cur is not None:
                 cur, self._xid_cur = self._xid_cur, None
@@ -410,6 +412,20 @@ class PgWriter(Writer):
                 except psycopg.Error:
                     row = None  # that statement failed (a fenced write): the next one tells
                 self._xid = int(row[-1]) if row else None
+
+    def _flush_output(self) -> None:
+        """Send the server every byte of the statements sent so far, before a sync waits for
+        their answers.
+
+        psycopg's pipeline sync flushes the connection's output once and then waits for answers
+        only: a statement larger than the socket takes at once (a payload of a megabyte or more)
+        is left partly in libpq's buffer, the server waits for its end, the client for its answer,
+        and the writer hung for good. Sent whole first (reading what the server sends
+        meanwhile), and then the sync goes on a socket that takes it.
+        """
+        pgconn = self.conn.pgconn
+        if pgconn.flush() != 0:
+            self.conn.wait(psycopg.generators.send(pgconn))
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(self._error(exc), (Retryable, ConnectionLost))

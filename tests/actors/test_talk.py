@@ -245,6 +245,26 @@ def test_a_second_reply_to_one_request_raises_in_the_workflow_and_the_first_stan
         ref.result(T)
 
 
+def test_payloads_of_megabytes_go_through_start_signal_ask_and_reply(system):
+    """A start argument, a signal, an ask and its reply of 8 MB each are stored and answered
+    (on PostgreSQL such a statement outgrows what the socket takes at once: it must be sent
+    whole before the writer waits for its answer, or client and server wait on each other for
+    good), and the system goes on answering small asks after them."""
+    from . import flows
+
+    big = "x" * (8 * 1024 * 1024)
+    pub = system.start(tf.publishes, "big", big, id="big-pub")
+    assert pub.published("big", timeout=T) == big
+    col = system.start(flows.collect, 2, id="big-sig")
+    col.signal("item", big)
+    col.signal("item", "small")
+    assert col.result(T) == [big, "small"]
+    ref = system.start(tf.answers_one, "q", id="big-ask")
+    assert ref.ask("q", big, timeout=T) == f"got {big}"
+    acct = system.start(tf.account, 10, id="big-after")
+    assert acct.ask("withdraw", 3, timeout=T) == 7
+
+
 def test_a_reply_whose_value_cannot_be_stored_is_refused_at_the_call_and_the_request_stays_open(system):
     """reply() refuses a value it could not store with a TypeError the workflow can catch; the
     request is not answered by it, so the workflow's second reply is the asker's answer."""
