@@ -463,7 +463,7 @@ class ProcedureExecutor:
             return
         if recovered and not self._count_recovered(key, workflow_id, function, args_blob, attempt):
             return
-        if count and not self._count_start(key, attempt):
+        if count and not self._count_start(key, workflow_id, attempt):
             return
         started = time.perf_counter()
         call: dict[str, Any] | None = None
@@ -517,11 +517,36 @@ class ProcedureExecutor:
             self.metrics.attempt(function, time.perf_counter() - started, "ok")
         self._hand_over(workflow_id, ProcedureDone(key, True, value, None, attempt, durable=False, result=result))
 
-    def _count_start(self, key: str, attempt: int) -> bool:
+    def _count_start(self, key: str, workflow_id: str, attempt: int) -> bool:
         """Before retry attempt ``attempt`` runs: count it in the row, durably (if it takes the
-        process down, the next start sees it used). False if the row is gone: it does not run."""
+        process down, the next start sees it used). False if the row is gone or no longer
+        pending: it does not run (see ``_settled_elsewhere``)."""
         now = self._clock.now()
-        return self._write("attempt count", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=now))
+        counted = self._write("attempt count", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=now))
+        if not counted:
+            self._settled_elsewhere(key, workflow_id)
+        return counted
+
+    def _settled_elsewhere(self, key: str, workflow_id: str) -> None:
+        """An attempt about to start found its call's row no longer pending. Gone: a step took
+        the call back (a cancel, a select arm that lost), nothing to do. Done or failed: another
+        attempt recorded the outcome, such as the one a cluster's node had running when this
+        node took the workflow over (that node's step was refused by the fence, so it could only
+        record it in the row). Nothing else would hand that outcome to the workflow, which would
+        wait on the call for good: it is handed over here, as the row says."""
+        try:
+            row = next((p for p in self._store.procedures(workflow_id) if p.key == key), None)
+        except Exception as e:  # the workflow takes the row at its next load
+            self._log.warning("procedure_outcome_not_read", key=key, workflow_id=workflow_id, error=repr(e))
+            return
+        if row is None or row.status == "pending" or self._closed:
+            return
+        if row.status == "done":
+            assert row.result is not None
+            done = ProcedureDone(key, True, loads(row.result), None, row.attempts)
+        else:
+            done = ProcedureDone(key, False, None, json.loads(row.error or "{}"), row.attempts)
+        self._deliver(workflow_id, done)
 
     def _count_recovered(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int) -> bool:
         """Before a recovered call's attempt ``attempt``: count it in the row, durably; or, if
@@ -545,8 +570,7 @@ class ProcedureExecutor:
             self._hand_over(workflow_id, ProcedureDone(key, False, None, error_info(error), counted, durable=False))
             return False
         # Counted before it runs: if it takes the process down, the next start sees it.
-        now = self._clock.now()
-        return self._write("attempt count", key, lambda: self._store.procedure_retry(key, attempts=attempt, next_attempt_at=now))
+        return self._count_start(key, workflow_id, attempt)
 
     def _write(self, what: str, key: str, write: Callable[[], bool]) -> bool:
         """Carry out one of the executor's writes, waiting out a storage fault (a full disk, an

@@ -16,6 +16,7 @@ MOST = [0]
 STARTS: list[tuple[str, float]] = []  # (what, time.monotonic()) of every attempt
 GATE = threading.Event()
 FAILED: set[int] = set()
+GATES: dict[int, threading.Event] = {}  # one per call of ``held_apart``, by its argument
 PAUSE = float(os.environ.get("ACTORFLOW_LIMIT_PAUSE", "0.01"))
 
 
@@ -24,7 +25,14 @@ def reset() -> None:
         RUNNING[0] = MOST[0] = 0
         STARTS.clear()
         FAILED.clear()
+        GATES.clear()
     GATE.clear()
+
+
+def gate(n: int) -> threading.Event:
+    """The event the call ``held_apart(n)`` waits for."""
+    with LOCK:
+        return GATES.setdefault(n, threading.Event())
 
 
 def _enter(what: str) -> None:
@@ -93,6 +101,16 @@ def held(n: int) -> int:
         _leave(str(n))
 
 
+@procedure(concurrency=1)
+def held_apart(n: int) -> int:
+    _enter(str(n))
+    try:
+        gate(n).wait(30)
+        return n
+    finally:
+        _leave(str(n))
+
+
 @procedure(rate=10)
 def ten_a_second(n: int) -> int:
     _enter(str(n))
@@ -118,6 +136,11 @@ async def call_in_order(k: int) -> list[int]:
 @workflow
 async def call_held(n: int) -> int:
     return await procedure(held, n)
+
+
+@workflow
+async def call_held_apart(n: int) -> int:
+    return await procedure(held_apart, n)
 
 
 @workflow

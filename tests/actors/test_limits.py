@@ -210,3 +210,48 @@ def test_in_a_3_node_cluster_each_node_holds_the_limit_for_its_own_attempts(
     assert len(ran) >= 2 and all(1 <= m <= 3 for m in ran.values()), ran
     assert lf.MOST[0] <= 3 * len(ran)
     assert sorted(int(w) for w, _ in lf.STARTS) == list(range(60))  # each once
+
+
+def test_an_outcome_recorded_by_a_node_that_lost_the_workflow_reaches_the_new_owner(
+    pg_store_url: str,
+) -> None:
+    """A node whose attempt was running when the workflow's shard was taken over records the
+    outcome in the call's row (its step is refused by the fence). The new owner's own attempt,
+    waiting for its limit meanwhile, finds the call done when its turn comes: it runs nothing and
+    hands the recorded outcome to the workflow, which goes on (it waited on the call for good)."""
+    import psycopg
+
+    from actors.testing import Cluster
+    from persistence._pg._schema import parse_url
+    from tests.conftest import schema_of
+
+    from .runtime_support import Inside
+    from .test_cluster import on
+
+    with Cluster(pg_store_url, 2, procedure_workers=4) as cluster:
+        n1, n2 = cluster["node-1"], cluster["node-2"]
+        target, blocker = on(cluster, "node-1", "target"), on(cluster, "node-2", "blocker")
+        n2.start(lf.call_held_apart, 2, id=blocker)  # node-2's one slot of the limit, taken
+        n1.start(lf.call_held_apart, 1, id=target)
+        _until("the two calls never started", lambda: sorted(_started()) == ["1", "2"])
+        # node-1 freezes while its attempt runs, and node-2 takes its shards over.
+        frozen = Inside(n1)
+        frozen.halt_node()
+        with psycopg.connect(parse_url(pg_store_url)[0], autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE {schema_of(pg_store_url)}.af_nodes SET state = 'dead' WHERE node_id = 'node-1'"
+            )
+        _until("node-2 never took the workflow over", lambda: Inside(n2).believes_it_owns(target))
+        line = n2._rt.procedures.limits.gates["tests.actors.limit_flows:held_apart"]
+        assert line is not None
+        _until("node-2's call never waited for its limit", lambda: any(w == target for _, w, _ in line.line))
+        lf.gate(1).set()  # node-1's attempt returns; its step is fenced, its outcome kept in the row
+        _until(
+            "node-1 never recorded the outcome",
+            lambda: [p.status for p in n2._rt.store.procedures(target)] == ["done"],
+        )
+        lf.gate(2).set()  # node-2's slot frees: its turn comes for a call that is done
+        assert n2.get(target).result(timeout=T) == 1
+        assert n2.get(blocker).result(timeout=T) == 2
+        assert sorted(_started()) == ["1", "2"]  # node-2 did not run the done call again
+        cluster.crash("node-1")
