@@ -294,7 +294,9 @@ class Metrics:
         with self._lock:
             tallies = list(self._tallies)
         counts: dict[str, dict[tuple[str, ...], float]] = {k: {} for k in COUNTERS}
-        counts["timers"][()] = counts["storage_faults"][()] = 0.0  # (shown from the start)
+        for key, (_name, _doc, labels) in COUNTERS.items():
+            if not labels:  # one series: shown from the start, at 0
+                counts[key][()] = 0.0
         merged: dict[str, dict[tuple[str, ...], _Histogram]] = {k: {} for k in HISTOGRAMS}
         for t in tallies:
             for key in COUNTERS:

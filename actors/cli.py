@@ -33,6 +33,7 @@ from persistence import (
     open_store,
 )
 from persistence._open import check_scheme
+from workflows._errors import check_text
 
 from . import _talk
 from ._cli_shared import (
@@ -302,7 +303,8 @@ def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
     awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
     print(
         f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits {what} named "
-        f"{name!r}; the signals it awaits: {awaited}. Queued anyway: it stays in the workflow's inbox.",
+        f"{name!r}; the {'signals' if what == 'a signal' else 'signal and request names'} it awaits: "
+        f"{awaited}. Queued anyway: it stays in the workflow's inbox.",
         file=sys.stderr,
     )
 
@@ -324,6 +326,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '50'") from e
     if args.timeout <= 0:
         raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout}")
+    if args.ask_id is not None:
+        if not args.ask_id:
+            raise CliError("--ask-id must name the ask, got ''; leave it out for a new ask")
+        try:
+            check_text(args.ask_id, "--ask-id")
+        except ValueError as e:
+            raise CliError(str(e)) from e
     store = _open(args.db)
     try:
         rec = _record_or_fail(store, args.id, _shown(args.db))
@@ -383,6 +392,8 @@ PRUNE_BATCH = 1000
 
 def duration(text: str) -> float:
     """``--older-than``: a number and a unit (s, m, h, d), as seconds."""
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"is an age, which cannot be negative: got {text!r}; e.g. 90s, 30m, 1h or 7d")
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
     if m is None:
         raise argparse.ArgumentTypeError(
@@ -752,6 +763,25 @@ def _log_to_stderr() -> None:
         runtime.propagate = False
 
 
+def _attach_values(argv: list[str]) -> list[str]:
+    """``--older-than -5s`` as ``--older-than=-5s``: argparse takes a value that starts with "-"
+    (and is not a plain number) for another option, and says only "expected one argument"."""
+    out: list[str] = []
+    it = iter(argv)
+    for a in it:
+        if a == "--older-than":
+            v = next(it, None)
+            if v is not None and v.startswith("-") and v[1:2].isdigit():
+                out.append(f"{a}={v}")
+                continue
+            out.append(a)
+            if v is not None:
+                out.append(v)
+            continue
+        out.append(a)
+    return out
+
+
 def _db_first(argv: list[str]) -> list[str]:
     """``wf --db FILE list ...`` as ``wf list --db FILE ...``: ``--db`` is each subcommand's
     option, and a user may well put it first."""
@@ -768,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given[:1] == ["--db"] and len(given) <= 2 or len(given) == 1 and given[0].startswith("--db="):
         parser.error(f"no command after {' '.join(given)}: wf --db game.db list, say")
-    args, rest = parser.parse_known_args(_db_first(given))
+    args, rest = parser.parse_known_args(_db_first(_attach_values(given)))
     try:
         if args.command == "demo":
             return cmd_demo(args, rest)

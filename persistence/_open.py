@@ -16,7 +16,14 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 def check_scheme(path: str | os.PathLike[str]) -> None:
     """A URL of a scheme other than ``postgresql://`` is an error saying so (it would be taken
-    for a file's path: ``sqlite:///x.db``, ``postgresql+psycopg://...``)."""
+    for a file's path: ``sqlite:///x.db``, ``postgresql+psycopg://...``); so is an empty path
+    (it named the current directory)."""
+    if isinstance(path, (str, os.PathLike)) and not os.fspath(path):
+        raise PersistenceError(
+            "the database path is empty: give a SQLite file's path (game.db), \":memory:\" or a "
+            "postgresql:// URL",
+            path=None,
+        )
     if isinstance(path, str) and (m := _SCHEME.match(path)) and m.group(1).lower() not in ("postgresql", "postgres"):
         raise PersistenceError(
             f"the database {path!r} is a URL of scheme {m.group(1)!r}, which actorflow does not "

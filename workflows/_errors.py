@@ -180,16 +180,33 @@ def check_text(value: str, what: str) -> str:
     with a raw ``UnicodeEncodeError``.
     """
     if value.isascii():
+        if len(value) > MAX_TEXT_BYTES:
+            _too_long(value, len(value), what)
         return value
     try:
-        value.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError as e:
         raise ValueError(
             f"{what} {value!r} holds a lone surrogate {value[e.start]!r} at index {e.start}, which "
             f"cannot be stored (names and ids are kept as UTF-8 text); pass valid Unicode text "
             f"(bytes decoded with errors='replace', say, not 'surrogateescape')"
         ) from None
+    if size > MAX_TEXT_BYTES:
+        _too_long(value, size, what)
     return value
+
+
+# The longest name or id (in UTF-8 bytes), on every backend: PostgreSQL's indexes take a few
+# kilobytes per entry (a workflow's id and a published key together, say), and a longer one failed
+# there at the commit, after the call had returned, where SQLite took it.
+MAX_TEXT_BYTES = 1000
+
+
+def _too_long(value: str, size: int, what: str) -> None:
+    raise ValueError(
+        f"{what} {value[:40]!r}... is {size:,} bytes long (UTF-8): names and ids are kept to "
+        f"{MAX_TEXT_BYTES:,} bytes, on every backend; use a shorter one (a digest of a long text, say)"
+    )
 
 
 def check_id(value: str, what: str) -> str:

@@ -328,6 +328,15 @@ def test_a_url_of_another_scheme_is_named_as_such(capsys, url):
         ActorSystem(url)
 
 
+def test_an_empty_database_path_says_so(capsys):
+    """ActorSystem("") and wf --db "" say the path is empty (it named the current directory,
+    refused as a directory, not a database file)."""
+    with pytest.raises(Exception, match="the database path is empty"):
+        ActorSystem("")
+    code, _, err = wf(capsys, "list", "--db", "")
+    assert code == 1 and "the database path is empty" in err, err
+
+
 def test_demo_in_a_missing_directory_is_a_one_line_error(tmp_path, capsys):
     code, _, err = wf(capsys, "demo", "--db", str(tmp_path / "nowhere" / "x.db"), "--no-view")
     assert code == 1 and "does not exist" in err and len(err.strip().splitlines()) == 1, err

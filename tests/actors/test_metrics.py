@@ -195,3 +195,16 @@ def test_metrics_true_uses_the_default_registry_and_leaves_it_at_shutdown(tmp_pa
         system.idle(T)
         assert REGISTRY.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) == 1
     assert REGISTRY.get_sample_value("actorflow_workflows_started_total", {"type": ORDER}) is None
+
+
+def test_the_counters_without_labels_are_scraped_at_zero_before_anything_happens(db: str) -> None:
+    """A dashboard's rate() of a counter needs its series from the start: the counters with no
+    labels (asks sent, timers fired, storage faults) are in the first scrape, at 0."""
+    from actors._metrics import COUNTERS
+
+    registry = CollectorRegistry()
+    with ActorSystem(db, clock=VirtualClock(), metrics=registry):
+        unlabelled = [name for name, _doc, labels in COUNTERS.values() if not labels]
+        assert "actorflow_asks_sent" in unlabelled
+        for name in unlabelled:
+            assert registry.get_sample_value(name + "_total", {}) == 0.0, name

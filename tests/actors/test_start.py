@@ -279,3 +279,23 @@ def test_start_many_refuses_an_id_past_the_first_hundred_and_starts_the_rest_of_
     refs = system.start_many(flows.sleeper, [(5.0,)] * len(again), ids=again)
     assert [r.id for r in refs] == again
     assert sorted(w.id for w in system.workflows()) == sorted(ids)
+
+
+def test_names_and_ids_longer_than_1000_bytes_are_refused_at_the_call_on_every_backend(system):
+    """PostgreSQL's indexes take a few kilobytes an entry: an id or a name of 3 KB failed there
+    at the commit (after the call returned), where SQLite took it. Every backend refuses one over
+    MAX_TEXT_BYTES (UTF-8 bytes) at the call, saying so; one of 1,000 bytes is taken."""
+    from workflows._errors import MAX_TEXT_BYTES
+
+    assert MAX_TEXT_BYTES == 1000
+    ok = "w" * 1000
+    ref = system.start(flows.waits_once, id=ok)
+    assert ref.id == ok
+    for long in ("w" * 1001, "é" * 501):  # 1,001 and 1,002 bytes
+        with pytest.raises(ValueError, match=r"bytes long \(UTF-8\): names and ids are kept to 1,000 bytes"):
+            system.start(flows.waits_once, id=long)
+        with pytest.raises(ValueError, match="names and ids are kept to 1,000 bytes"):
+            ref.signal(long, 1)
+        with pytest.raises(ValueError, match="names and ids are kept to 1,000 bytes"):
+            system.start_many(flows.waits_once, [()], ids=[long])
+    assert [w.id for w in system.workflows()] == [ok]

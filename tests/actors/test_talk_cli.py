@@ -34,7 +34,7 @@ def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F81
         code, out, err = wf(capsys, "ask", "acct", "withdraw", "1000", "--db", db)
         assert code == 1 and "insufficient funds: balance 70, asked 1000" in err
         code, out, err = wf(capsys, "ask", "acct", "deposit", "5", "--db", db, "--timeout", "0.3")
-        assert code == 1 and "never awaits a request named 'deposit'" in err
+        assert code == 1 and "never awaits a request named 'deposit'; the signal and request names it awaits: " in err
         assert "no reply to ask 'deposit'" in err
         hint = err.split("the request stays: `", 1)[1].split("`", 1)[0]  # the command that goes on waiting
         words = shlex.split(hint)
@@ -74,3 +74,14 @@ def test_wf_ask_prints_a_reply_that_is_not_json_as_its_repr(tmp_path, capsys) ->
         s.idle(timeout=T)
         code, out, err = wf(capsys, "ask", "s", "q", "--db", path)
         assert (code, out.strip()) == (0, "{1, 2}"), err
+
+
+def test_wf_ask_refuses_an_empty_ask_id_as_ask_does(db, capsys):  # noqa: F811
+    """--ask-id "" is refused before anything is asked (ask() refuses an empty ask_id): it made a
+    new ask under a generated id, which the given id could never find again."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "")
+        assert (code, out) == (1, "") and "--ask-id must name the ask" in err, err
+        assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
