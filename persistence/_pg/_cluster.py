@@ -827,6 +827,12 @@ class ClusterNode(Cluster):
     def _run(self) -> None:
         next_round = 0.0
         next_poll = 0.0
+        # An episode of failing rounds (the server away for minutes fails two rounds a second):
+        # said at WARNING when it begins (and once for each other kind of error it meets), each
+        # further failure at DEBUG, and its end once at INFO with how many rounds failed.
+        failing_since: float | None = None
+        failed_rounds = 0
+        failing_kinds: set[str] = set()
         while not self._stop.is_set():
             rebalance, wake, done, waited = False, False, [], []
             try:
@@ -859,10 +865,25 @@ class ClusterNode(Cluster):
                         self._events.woken(ids)
                 if done and self._events is not None:
                     self._events.finished_elsewhere(done)
+                if failing_since is not None:  # this round passed (a failed one runs the next at once)
+                    self.log.info("cluster_round_recovered", node_id=self.node_id,
+                                  failed_rounds=failed_rounds,
+                                  seconds=round(time.monotonic() - failing_since, 3))
+                    failing_since, failed_rounds = None, 0
+                    failing_kinds.clear()
             except Exception as exc:  # the thread outlives any round (a server that is away)
                 if self._stop.is_set():
                     return  # the store is closing under this round
-                self.log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc))
+                failed_rounds += 1
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                if type(exc).__name__ not in failing_kinds:
+                    failing_kinds.add(type(exc).__name__)
+                    self.log.warning("cluster_round_failed", node_id=self.node_id, error=str(exc),
+                                     retrying="every round, until one passes")
+                else:
+                    self.log.debug("cluster_round_failed", node_id=self.node_id, error=str(exc),
+                                   failed_rounds=failed_rounds)
                 if isinstance(exc, StorageUnavailable) and not self._rejoin:
                     self._self_fence("its control connection to the database was lost")
                 self._stop.wait(min(self.membership.heartbeat_every, 0.5))

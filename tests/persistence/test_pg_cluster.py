@@ -423,3 +423,48 @@ def test_the_end_of_a_workflow_goes_to_the_nodes_that_said_they_wait_even_just_a
     assert node._interested(["nobody-waits"]) == ["nobody-waits"]  # after its end: told at once
     node.publish_done(["waited-on"])  # an interest is answered once
     assert node._want_done == ["waited-on"]
+
+
+def test_rounds_failing_for_a_long_outage_are_said_once_and_their_end_once(pg_url: str, schema: str) -> None:
+    """A server away for minutes fails the node's round twice a second: one WARNING
+    ``cluster_round_failed`` when it begins (the others at DEBUG), and one INFO
+    ``cluster_round_recovered`` with how many rounds failed once a round passes again."""
+    from structlog.testing import capture_logs
+
+    from persistence import StorageUnavailable
+    from persistence._pg._cluster import ClusterNode
+
+    node = ClusterNode(pg_url, schema, "here", "n1", read=lambda f: None, ttl=0.4)  # type: ignore[arg-type,return-value]
+    node.open()
+    real = node.membership.detect_dead
+    failures = 0
+    failed_enough = threading.Event()
+    go_on = threading.Event()
+
+    def detect_dead() -> Any:
+        nonlocal failures
+        if not go_on.is_set():
+            failures += 1
+            if failures == 12:
+                failed_enough.set()
+            raise StorageUnavailable("the server is away", path="here")
+        return real()
+
+    node.membership.detect_dead = detect_dead  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        node.start(None)  # type: ignore[arg-type]
+        try:
+            assert failed_enough.wait(30), "the rounds stopped trying"
+            go_on.set()
+            deadline = time.monotonic() + 30
+            while not any(e["event"] == "cluster_round_recovered" for e in logs):
+                assert time.monotonic() < deadline, "no round passed after the outage"
+                node._stop.wait(0.05)
+        finally:
+            node.halt()
+            node.membership.close()
+    said = [(e["event"], e["log_level"]) for e in logs if e["event"].startswith("cluster_round")]
+    assert said.count(("cluster_round_failed", "warning")) == 1, said
+    recovered = [e for e in logs if e["event"] == "cluster_round_recovered"]
+    assert len(recovered) == 1 and recovered[0]["log_level"] == "info"
+    assert recovered[0]["failed_rounds"] >= 12
