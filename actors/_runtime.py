@@ -42,6 +42,8 @@ from ._recovery import carry_on
 from ._timers import TimerService
 from ._work import WorkCounter
 
+_T = TypeVar("_T")
+
 R = TypeVar("R")
 
 
@@ -51,6 +53,8 @@ RESTART_PERIOD = 60.0  # ... within this many seconds (system clock), then it fa
 # doubling at each failure up to the maximum (with jitter), for as long as the episode lasts.
 STORAGE_BACKOFF = 0.02
 STORAGE_BACKOFF_MAX = 2.0
+# The least a caller with a timeout of its own waits for its write to commit.
+WRITE_WAIT_MIN = 1.0
 
 
 class Runtime:
@@ -97,6 +101,29 @@ class Runtime:
         self._storage_faults = 0
         self._storage_attempts: dict[str, int] = {}
         self._storage_kicks: set[str] = set()  # waiting to try a step again (not an escalation)
+
+    def written(self, promise: Promise[_T], what: str, timeout: float | None = None,
+                then: str | None = None) -> _T:
+        """The outcome of a write a caller waits for (``what`` it did), waiting up to
+        ``commit_timeout`` seconds, or ``timeout`` if that is shorter. A storage that does not
+        answer in that time (a database server that is frozen or unreachable without an error,
+        a disk that blocks) raises a ``TimeoutError`` saying so, and that the write, still queued,
+        may yet be carried out: ``then`` says what the caller can do (by default: look before
+        doing it again)."""
+        # (A write commits in milliseconds: even a caller's timeout of 0 gives it a second.)
+        wait = self.commit_timeout if timeout is None else min(self.commit_timeout, max(WRITE_WAIT_MIN, timeout))
+        try:
+            return promise.result(wait)
+        except TimeoutError:
+            if promise.done():
+                return promise.result(0)
+            where = getattr(self.store, "path", "the database")
+            raise TimeoutError(
+                f"{what}: the storage ({where}) did not answer within {wait:g}s (a database server "
+                f"that does not respond, or a disk that blocks). The write is still queued and may "
+                f"yet be carried out once the storage answers; "
+                + (then or "look (status(), info(), wf show) before doing it again")
+            ) from None
 
     def owns(self, workflow_id: str) -> bool:
         """True if this node runs ``workflow_id`` (always, but on a cluster's node)."""

@@ -439,7 +439,7 @@ class ActorSystem:
             created: Promise[bool] = Promise()
             with handing_off():
                 self._rt.activator.deliver(wid, Kick(seed, created))
-                taken = created.result(self._rt.commit_timeout)
+                taken = self._rt.written(created, f"start of workflow {wid!r}")
             if taken:
                 self._rt.outcomes.started(wid)
                 return WorkflowRef(self, wid, _token=_REF_TOKEN)
@@ -619,7 +619,8 @@ class ActorSystem:
 
         written = self._rt.store.submit_create_workflows([s[0] for s in seeds])
         self._rt.after_commit(written, kick)
-        return written.result(self._rt.commit_timeout)
+        ids = ", ".join(repr(s[0].id) for s in seeds[:3]) + (", ..." if len(seeds) > 3 else "")
+        return self._rt.written(written, f"start of workflow(s) {ids}")
 
     def get(self, workflow_id: str) -> WorkflowRef[Any]:
         """A ref to an existing workflow; an unknown id raises ``UnknownWorkflow``."""
@@ -677,7 +678,7 @@ class ActorSystem:
 
         written = self._rt.store.submit_broadcast(name, key, dumps(payload), at=self.clock.now())
         self._rt.after_commit(written, wake)
-        return len(written.result(self._rt.commit_timeout)[0])
+        return len(self._rt.written(written, f"broadcast {name!r}")[0])
 
     async def broadcast_async(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """``broadcast`` for asyncio code: how many got it, once durable, without blocking the loop.
@@ -867,11 +868,11 @@ class ActorSystem:
                 msg = DirectSignal(name, blob, self.clock.now())
                 with handing_off():
                     self._rt.activator.deliver(workflow_id, msg)
-                    msg.reply.result(self._rt.commit_timeout)
+                    self._rt.written(msg.reply, f"{what} {name!r} to workflow {workflow_id!r}")
             else:
                 written = self._rt.store.submit_append_inbox(workflow_id, kind, name, blob, at=self.clock.now())
                 self._rt.after_commit(written, self._wake_after)
-                written.result(self._rt.commit_timeout)
+                self._rt.written(written, f"{what} {name!r} to workflow {workflow_id!r}")
             if kind == SIGNAL and self._rt.metrics is not None:
                 self._rt.metrics.signal_sent("client")  # (once it is durable: a refused one is not sent)
         except UnknownWorkflowId:

@@ -62,6 +62,8 @@ class Runtime(Protocol):
     def forget_finish(self, workflow_id: str, p: Promise[None]) -> None: ...
     def wake(self, delivered: Iterable[Delivered]) -> None: ...
     def after_commit(self, written: Promise[T], then: Callable[[Promise[T]], None]) -> None: ...
+    def written(self, promise: Promise[T], what: str, timeout: float | None = None,
+                then: str | None = None) -> T: ...
 
 
 class ActorSystem(Protocol):
@@ -115,9 +117,11 @@ class _Waiting:
 
 # -- ask ---------------------------------------------------------------------------------------
 def start_ask(
-    sysm: ActorSystem, workflow_id: str, name: str, payload: Any, ask_id: str | None
+    sysm: ActorSystem, workflow_id: str, name: str, payload: Any, ask_id: str | None,
+    timeout: float | None = None,
 ) -> tuple[str, AskRow | None]:
-    """Store the ask (or find the one stored under ``ask_id``); ``(ask_id, row found)``."""
+    """Store the ask (or find the one stored under ``ask_id``); ``(ask_id, row found)``,
+    waiting for the storage up to ``timeout`` seconds (the ask's) at most."""
     sysm._check_open()
     check_name(name, "ask")
     if ask_id is None:
@@ -133,7 +137,10 @@ def start_ask(
     try:
         written = rt.store.submit_ask(workflow_id, ask_id, name, blob, at=sysm.clock.now())
         rt.after_commit(written, lambda p: _wake(rt, p))
-        row, _ = written.result(rt.commit_timeout)
+        row, _ = rt.written(
+            written, f"ask {name!r} (id {ask_id!r}) to workflow {workflow_id!r}", timeout,
+            then=f"ask again with ask_id={ask_id!r} to wait for its reply (it is asked once)",
+        )
     except UnknownWorkflowId:
         raise sysm._unknown(workflow_id) from None
     except WorkflowFinished as e:
@@ -224,7 +231,7 @@ def ask(
     deadline = None if timeout is None else time.monotonic() + timeout
     waiting = _Waiting(sysm._rt, workflow_id)  # before the write: a reply right after it wakes us
     try:
-        ask_id, row = start_ask(sysm, workflow_id, name, payload, ask_id)
+        ask_id, row = start_ask(sysm, workflow_id, name, payload, ask_id, timeout)
         recheck = RECHECK
         while row is None or not row.answered:
             # Waited for first: the reply's commit wakes us (registered before the ask was
@@ -264,7 +271,7 @@ async def ask_async(
     waiting = _Waiting(rt, workflow_id)
     try:
         ask_id, row = await sysm._aio.run(
-            sysm._closed_error, start_ask, sysm, workflow_id, name, payload, ask_id
+            sysm._closed_error, start_ask, sysm, workflow_id, name, payload, ask_id, timeout
         )
         assert ask_id is not None
         recheck = RECHECK

@@ -114,3 +114,47 @@ def test_a_postgresql_server_away_and_back_logs_no_error(monkeypatch: pytest.Mon
         server.stop()
     assert _errors(logs) == []
     assert any(e["log_level"] == "warning" for e in logs)
+
+
+def test_a_storage_that_does_not_answer_ends_the_callers_wait_saying_what_to_do(tmp_path) -> None:
+    """A storage that neither commits nor fails (a frozen database server, a disk that blocks):
+    an ask with a timeout of its own waits that long (not the 60 s a write may take), and every
+    caller's wait ends in a ``TimeoutError`` saying the storage did not answer, that the write may
+    still be carried out, and what to do; asked again once the storage answers, it is answered."""
+    from persistence import Promise
+
+    from . import talk_flows
+
+    with ActorSystem(str(tmp_path / "frozen.db"), clock=VirtualClock()) as s:
+        ref = s.start(talk_flows.answers_one, "q", id="w")
+        s.idle(timeout=T)
+        store = s._rt.store
+        real = {n: getattr(store, n) for n in ("submit_ask", "submit_append_inbox", "submit_broadcast")}
+        unanswered: list[Promise[Any]] = []
+
+        def never(*args: Any, **kwargs: Any) -> Promise[Any]:
+            unanswered.append(Promise())
+            return unanswered[-1]
+
+        for n in real:
+            setattr(store, n, never)
+        try:
+            started = time.monotonic()
+            with pytest.raises(TimeoutError) as asked:
+                ref.ask("q", 1, timeout=0.1, ask_id="a1")
+            assert time.monotonic() - started < 10  # its own timeout (at least a second), not 60 s
+            text = str(asked.value)
+            assert "did not answer" in text and "ask_id='a1'" in text, text
+            s._rt.commit_timeout = 0.2  # what any other caller waits for its write
+            for call, what in ((lambda: ref.cancel("bye"), "cancel"),
+                               (lambda: s.broadcast("news", None, 1), "broadcast 'news'")):
+                with pytest.raises(TimeoutError) as waited:
+                    call()
+                text = str(waited.value)
+                assert what in text and "did not answer" in text and "may" in text, text
+        finally:
+            for n, f in real.items():
+                setattr(store, n, f)
+            s._rt.commit_timeout = 60.0
+        assert len(unanswered) == 3
+        assert ref.ask("q", 1, timeout=T, ask_id="a1") == "got 1"
