@@ -309,7 +309,15 @@ class ActorSystem:
                 if outage is not None:
                     self._log.info("housekeeping_resumed", seconds=round(time.monotonic() - outage, 3))
                     outage = None
-            except StorageUnavailable as e:
+            except Exception as e:
+                if self._stop.is_set():
+                    # Shut down while this round waited on the storage (a server away holds a
+                    # read for seconds): the store closed under it. Nothing failed.
+                    return
+                if not isinstance(e, StorageUnavailable):
+                    self._log.error("housekeeping_failed", error=repr(e))
+                    self._requests.retry_at = time.monotonic() + 1.0
+                    continue
                 # An outage (a server away, a full disk): the next round tries again, and an
                 # outage that heals is no failure for good. Said once per outage.
                 if outage is None:
@@ -317,9 +325,6 @@ class ActorSystem:
                     self._log.warning("housekeeping_failed", error=str(e), retrying="every round, until storage recovers")
                 pause = 0.25
                 self._requests.retry_at = time.monotonic()  # a request it missed: the next round
-            except Exception as e:
-                self._log.error("housekeeping_failed", error=repr(e))
-                self._requests.retry_at = time.monotonic() + 1.0
 
     def _leads(self) -> bool:
         """True on the node that runs what the whole database needs once (retention and `wf

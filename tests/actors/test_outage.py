@@ -158,3 +158,28 @@ def test_a_storage_that_does_not_answer_ends_the_callers_wait_saying_what_to_do(
             s._rt.commit_timeout = 60.0
         assert len(unanswered) == 3
         assert ref.ask("q", 1, timeout=T, ask_id="a1") == "got 1"
+
+
+def test_a_shutdown_while_housekeeping_waits_on_the_storage_logs_no_error(tmp_path) -> None:
+    """A shutdown while a housekeeping round waits on a storage that is away (a PostgreSQL
+    server gone holds the read for seconds): the store is closed under the round, whose read then
+    fails. That is the shutdown, not a failure: no ERROR ``housekeeping_failed``."""
+    from persistence import StoreClosed
+
+    with capture_logs() as logs:
+        s = ActorSystem(str(tmp_path / "closing.db"), clock=VirtualClock())
+        s.start(flows.waits_once, id="w")
+        s.idle(timeout=T)
+        inside = threading.Event()
+
+        def changed() -> bool:
+            inside.set()
+            s._stop.wait(T)  # the storage answers only once the system is shutting down
+            raise StoreClosed("the store was closed under this read", path=s.db)
+
+        s._rt.store.changed = changed  # type: ignore[method-assign]
+        assert inside.wait(T)
+        s.shutdown()
+        s._house.join(T)
+        assert not s._house.is_alive()
+    assert _errors(logs) == []
