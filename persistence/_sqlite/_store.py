@@ -188,7 +188,7 @@ class SqliteStore(SqlStore):
                 [(f"owner_{k}", str(v)) for k, v in self._lock.info.items()],
             )
             conn.execute("COMMIT")
-            self._writer = SqliteWriter(conn, self.path, log=self._store_log)
+            self._writer = SqliteWriter(conn, self.path, log=self._store_log, watch=True)
             conn = None
             self._dv_conn = self._connect()
             self._dv_last = self._dv_conn.execute("PRAGMA data_version").fetchone()[0]
@@ -315,7 +315,9 @@ class SqliteStore(SqlStore):
             with gate:
                 return fn(conn)
         except sqlite3.Error as exc:
-            raise translate_error(exc, self.path) from exc
+            # (A reader on a file put in place of the removed one finds no tables: say why.)
+            gone = self._writer.gone() if isinstance(self._writer, SqliteWriter) else None
+            raise (gone or translate_error(exc, self.path)) from exc
         finally:
             if self._closed or len(self._readers) >= READER_POOL:
                 conn.close()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from typing import Any
 
 import sqlite_utils
 
+from persistence._errors import StorageIOError
 from persistence._log import Log
 from persistence._sql import SQLITE
 from persistence._sqlite._schema import translate_error
@@ -45,9 +47,13 @@ class SqliteWriter(Writer):
 
     def __init__(
         self, conn: sqlite3.Connection, path: str, gate: threading.RLock | None = None, *,
-        log: Log | None = None,
+        log: Log | None = None, watch: bool = False,
     ) -> None:
         self.conn = conn
+        # With ``watch``: the files this connection writes, as (device, inode), checked at each
+        # transaction. One removed (or replaced) under the running system would take every
+        # write acknowledged from then on with it when the process ends.
+        self._files = {f: _identity(f) for f in (path, f"{path}-wal")} if watch else {}
         # What reducers receive: sqlite-utils on this very connection, inside the transaction.
         self.db = sqlite_utils.Database(conn, execute_plugins=False)
         self._gate = gate
@@ -77,7 +83,24 @@ class SqliteWriter(Writer):
     def _transaction(self) -> contextlib.AbstractContextManager[Any]:
         return self._gate if self._gate is not None else contextlib.nullcontext()
 
+    def gone(self) -> StorageIOError | None:
+        """The error to raise if a file this writer watches was removed or replaced; else None."""
+        for f, known in self._files.items():
+            if known is not None and _identity(f) != known:
+                return StorageIOError(
+                    f"the database file {f} was removed or replaced (or its directory was) while "
+                    f"this system ran; nothing more is written, since a write would go to a file "
+                    f"no one can open once this process ends (and another system could open a new "
+                    f"one at {self.path}). Shut the system down and restore the database from a "
+                    f"backup: what was written since the last backup is lost with the file.",
+                    path=self.path,
+                )
+        return None
+
     def _begin(self) -> None:
+        gone = self.gone()
+        if gone is not None:
+            raise gone
         self.conn.execute("BEGIN IMMEDIATE")
 
     def _commit(self) -> None:
@@ -110,3 +133,12 @@ class SqliteWriter(Writer):
     def _close_connection(self) -> None:
         self._rollback()
         self.conn.close()
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The (device, inode) of the file at ``path``; None if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -331,3 +332,32 @@ def test_lone_surrogate_awaited_as_a_signal_name_fails_the_workflow_at_once(tmp_
     assert info.value.error_type == "ValueError"
     assert "signal name 'bad\\udc80name' holds a lone surrogate" in (info.value.error_message or "")
     assert [e for e in logs if e["event"] == "actor_restarted"] == []
+
+
+@pytest.mark.parametrize("removed", ["file", "directory"])
+def test_a_database_file_removed_under_a_running_system_is_not_written_on(tmp_path: pathlib.Path, removed: str) -> None:
+    """The database file (with its -wal), or its directory, removed while a system runs: the
+    writes would go to files no one can open once the process ends, lost with everything they
+    acknowledged. They are refused instead, with a ``StorageIOError`` saying what happened and
+    what to do; the workflows are not failed."""
+    from persistence import StorageIOError
+
+    d = tmp_path / "data"
+    d.mkdir()
+    db = str(d / "gone.db")
+    s = ActorSystem(db)
+    try:
+        ref = s.start(fault_flows.takes, "go", id="taker")
+        s.idle(timeout=T)
+        if removed == "file":
+            for f in d.iterdir():
+                f.unlink()
+        else:
+            shutil.rmtree(d)
+        with pytest.raises(StorageIOError) as refused:
+            ref.signal("go", 1)
+        assert "was removed or replaced" in str(refused.value) and "backup" in str(refused.value)
+        with pytest.raises(StorageIOError):
+            s.start(fault_flows.takes, "go", id="another")
+    finally:
+        s.shutdown()
