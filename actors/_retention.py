@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from persistence import Store
+from persistence import StorageUnavailable, Store
 from persistence._log import Log
 
 from ._clock import Clock
@@ -94,6 +94,7 @@ class Retention:
         self._requests: dict[int, list[float]] = {}
         self._retry_at = 0.0
         self._retry_delay = RETRY_FIRST
+        self._failures = 0  # in a row: an outage of the storage is said once, not at each try
         self.pruned = 0  # by this system, since it started
         self.last_took = 0.0  # seconds the last batch's write took
 
@@ -139,12 +140,18 @@ class Retention:
             else:
                 assert self.retention is not None
                 n, more = self._batch(self.clock.now() - self.retention)
-            if self._retry_delay != RETRY_FIRST:
-                self._log.info("retention_resumed")
+            if self._failures:
+                self._log.info("retention_resumed", failures=self._failures)
             self._retry_delay = RETRY_FIRST
+            self._failures = 0
             return more
         except Exception as e:
-            self._log.warning("retention_failed", error=repr(e), retry_in=self._retry_delay)
+            self._failures += 1
+            # A storage that is away (a full disk, a server gone) is said when it begins; the
+            # tries that fail during the outage go to DEBUG, and retention_resumed ends it.
+            said = isinstance(e, StorageUnavailable) and self._failures > 1
+            level = self._log.debug if said else self._log.warning
+            level("retention_failed", error=repr(e), retry_in=self._retry_delay, failures=self._failures)
             self._retry_at = now + self._retry_delay
             self._retry_delay = min(self._retry_delay * 2, RETRY_MAX)
             return False

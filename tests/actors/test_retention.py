@@ -514,3 +514,39 @@ def test_wf_prune_on_a_url_goes_through_a_running_node_without_joining(pg_store_
     assert node_rows() == nodes  # no row of its own
     with open_store(pg_store_url, owner=False) as r:
         assert r.count_workflows() == {}
+
+
+def test_a_long_storage_outage_is_said_once_by_retention_and_its_end_once() -> None:
+    """Every sweep of retention fails while the disk is full (an hour of tries, backing off to
+    30 s): one WARNING ``retention_failed`` when it begins, the next tries at DEBUG, and one INFO
+    ``retention_resumed`` with how many tries failed once a sweep passes."""
+    from structlog.testing import capture_logs
+
+    from actors import _retention
+    from persistence import DiskFull
+
+    full = [True]
+    pruned: list[list[str]] = []
+
+    class Store:
+        def oldest_finished(self) -> float:
+            return 0.0
+
+        def prune_finished(self, cutoff: float, size: int, at: float) -> list[str]:
+            if full[0]:
+                raise DiskFull("the disk holding x.db is full", path="x.db")
+            return ["old"]
+
+    r = _retention.Retention(Store(), VirtualClock(), 10.0, pruned.append)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        for _ in range(120):
+            r._retry_at = 0.0  # its backoff over: each tick is a try
+            assert r.tick() is False
+        full[0] = False
+        r._retry_at = 0.0
+        r.tick()
+    said = [(e["event"], e["log_level"]) for e in logs if e["event"].startswith("retention")]
+    assert said.count(("retention_failed", "warning")) == 1, said
+    assert said.count(("retention_failed", "debug")) == 119
+    assert [e["failures"] for e in logs if e["event"] == "retention_resumed"] == [120]
+    assert pruned == [["old"]]
