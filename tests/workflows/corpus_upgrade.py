@@ -1497,4 +1497,92 @@ async def patrol(name):
 ''',
         [None], [None, None],
     ),
+    Pair(
+        "alias_changed_in_place_moved_across", "a method call changing a list through another name (`a = items`, then `a.append(1)`) moved from after the await to before it",
+        '''
+async def tour(name):
+    items = []
+    a = items
+    await signal("go")
+    a.append(1)
+    return items
+''',
+        '''
+async def tour(name):
+    items = []
+    a = items
+    a.append(1)
+    await signal("go")
+    return items
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing a (live there) moved across it",
+    ),
+    Pair(
+        "alias_changed_in_place_kept", "an edit elsewhere while a list is changed through another name after the await",
+        '''
+async def tour(name):
+    items = []
+    a = items
+    await signal("go")
+    a.append(1)
+    return items
+''',
+        '''
+async def tour(name):
+    items = []
+    a = items
+    await signal("go")
+    a.append(1)
+    log(str(items))
+    return items
+''',
+        [], ["v"],
+    ),
+    Pair(
+        "local_function_call_moved_across", "a call of a nested def that counts with nonlocal (`bump()`) moved from after the await to before it",
+        '''
+async def tour(name):
+    laps = 0
+    def bump():
+        nonlocal laps
+        laps += 1
+    await signal("go")
+    bump()
+    return laps
+''',
+        '''
+async def tour(name):
+    laps = 0
+    def bump():
+        nonlocal laps
+        laps += 1
+    bump()
+    await signal("go")
+    return laps
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing bump (live there) moved across it",
+    ),
+    Pair(
+        "bound_method_call_moved_across", "a call of a list's method held in a local (`add = items.append`, then `add(1)`) moved from after the await to before it",
+        '''
+async def tour(name):
+    items = []
+    add = items.append
+    await signal("go")
+    add(1)
+    return items
+''',
+        '''
+async def tour(name):
+    items = []
+    add = items.append
+    add(1)
+    await signal("go")
+    return items
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing add (live there) moved across it",
+    ),
 ]

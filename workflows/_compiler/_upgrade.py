@@ -356,7 +356,7 @@ def describe_points(
             computed="" if literal_command(e.value, locals_) else context.computed(e, locals_),
             captured=context.captured(e, locals_),
             branch=context.branch(e),
-            writes=context.writes(e, live.get(pos, frozenset())) if not twice else (),
+            writes=context.writes(e, live.get(pos, frozenset()), locals_) if not twice else (),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -520,12 +520,17 @@ class _Context:
         return [f"#{self._whiles[id(outer)]}" for inner, outer in reversed(list(zip(chain, chain[1:], strict=False)))
                 if isinstance(outer, ast.While) and any(inner is b for b in outer.body) and id(outer) in self._whiles]
 
-    def writes(self, e: ast.AST, live: frozenset[str]) -> tuple[tuple[str, str, int, int], ...]:
+    def writes(self, e: ast.AST, live: frozenset[str],
+               locals_: Iterable[str] = ()) -> tuple[tuple[str, str, int, int], ...]:
         """Per statement that assigns or may change a local live at ``e`` (outside the
-        statements ``e`` is in; ``_changed``), or makes a workflow effect (``send()``,
+        statements ``e`` is in; ``_changed``), or changes any local in place (``a.append(1)``
+        where ``a`` is ``items``, live, under another name; ``bump()``, a nested def that
+        changes a ``nonlocal``: ``_changed_in_place``), or makes a workflow effect (``send()``,
         ``reducer()``, ...: ``_EFFECTS``): the local or the effect, a digest of it and the
         statement, and whether it is before ``e`` or after it (counted, for a statement written
-        twice)."""
+        twice). A statement changing a local in place, moved across the await, changes what
+        that local may share with a live one, on the side where the local is not live itself."""
+        mine = frozenset(locals_)
         on_chain = {id(n) for n in self._chain(e)}
         at = _pos(e)
         count: dict[tuple[str, str], list[int]] = {}
@@ -536,7 +541,8 @@ class _Context:
                 whole = isinstance(n, _NESTED) or not isinstance(n, (*_BLOCKS, ast.Match))
                 part = n if whole else _head(n)
                 nodes = [m for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)]
-                written = {name for m in nodes for name in _changed(m)} & live
+                written = ({name for m in nodes for name in _changed(m)} & live) | (
+                    {name for m in nodes for name in _changed_in_place(m)} & mine)
                 if isinstance(n, _NESTED):
                     if not isinstance(n, ast.Lambda) and n.name in live:
                         written.add(n.name)
@@ -1274,18 +1280,29 @@ def _root(e: ast.AST) -> str | None:
 
 
 def _changed(m: ast.AST) -> Iterable[str]:
-    """The locals node ``m`` assigns or may change in place: a name stored or deleted; the
-    root of an item or attribute stored or deleted (``d["n"] += 1``, ``g.name = ...``,
-    ``del xs[0]``); the root of a method called (``xs.append(1)``, ``d["k"].pop()``), and a
-    local passed to a call (``random.shuffle(xs)``), which may change it."""
+    """The locals node ``m`` assigns or may change in place: a name stored or deleted, and
+    what ``_changed_in_place`` yields."""
     if isinstance(m, ast.Name):
         if isinstance(m.ctx, (ast.Store, ast.Del)):
             yield m.id
-    elif isinstance(m, (ast.Attribute, ast.Subscript)):
+    else:
+        yield from _changed_in_place(m)
+
+
+def _changed_in_place(m: ast.AST) -> Iterable[str]:
+    """The locals node ``m`` may change in place, not by binding the name: the root of an item
+    or attribute stored or deleted (``d["n"] += 1``, ``g.name = ...``, ``del xs[0]``); the root
+    of a method called (``xs.append(1)``, ``d["k"].pop()``); a local passed to a call
+    (``random.shuffle(xs)``), which may change it; and a local called (``bump()``, a nested def
+    that changes a ``nonlocal``; ``add(1)``, where ``add = items.append``), which may change
+    what it reaches."""
+    if isinstance(m, (ast.Attribute, ast.Subscript)):
         if isinstance(m.ctx, (ast.Store, ast.Del)) and (r := _root(m.value)) is not None:
             yield r
     elif isinstance(m, ast.Call):
         if isinstance(m.func, ast.Attribute) and (r := _root(m.func.value)) is not None:
+            yield r
+        elif (r := _root(m.func)) is not None:
             yield r
         for a in (*m.args, *(k.value for k in m.keywords)):
             if (r := _root(a)) is not None:
@@ -1490,6 +1507,10 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     crossing = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
                        if d == d2 and ((b2 > b and a2 < a) or (b2 < b and a2 > a))})
     moved = [n for n in crossing if not n.endswith("()")]
+    # Named: the locals live on both sides, if any; else the one it changes in place (``a``
+    # in ``a.append(1)``, where ``a`` is ``items`` and only one side reads it after the await).
+    both = old.live & new.live if old.live is not None and new.live is not None else frozenset()
+    moved = [n for n in moved if n in both] or moved
     effects = [n for n in crossing if n.endswith("()")]
     if moved:
         reasons.append(
