@@ -1585,4 +1585,69 @@ async def tour(name):
         [], ["v"], moves=False,
         reason="a statement assigning or changing add (live there) moved across it",
     ),
+    Pair(
+        "hoisted_out_of_loop", "a statement counting in the loop around the await, before it, hoisted above the loop",
+        '''
+async def tour(name):
+    laps = 0
+    for i in range(4):
+        laps += 1
+        await timer("t", after=1)
+    return laps
+''',
+        '''
+async def tour(name):
+    laps = 0
+    laps += 1
+    for i in range(4):
+        await timer("t", after=1)
+    return laps
+''',
+        [None], [None, None, None], moves=False,
+        reason="a statement assigning or changing laps (live there) moved into or out of a loop around it",
+    ),
+    Pair(
+        "sunk_into_inner_loop", "a statement counting in the outer loop moved into the inner loop around the await",
+        '''
+async def tour(name):
+    laps = 0
+    for i in range(2):
+        laps += 1
+        for j in range(2):
+            await timer("t", after=1)
+    return laps
+''',
+        '''
+async def tour(name):
+    laps = 0
+    for i in range(2):
+        for j in range(2):
+            laps += 1
+            await timer("t", after=1)
+    return laps
+''',
+        [None, None], [None], moves=False,
+        reason="a statement assigning or changing laps (live there) moved into or out of a loop around it",
+    ),
+    Pair(
+        "counted_in_loop_kept", "an edit after the loop while a statement in the loop counts before the await",
+        '''
+async def tour(name):
+    laps = 0
+    for i in range(3):
+        laps += 1
+        await timer("t", after=1)
+    return laps
+''',
+        '''
+async def tour(name):
+    laps = 0
+    for i in range(3):
+        laps += 1
+        await timer("t", after=1)
+    log(f"{laps} laps")
+    return {"laps": laps}
+''',
+        [None], [None, None],
+    ),
 ]

@@ -102,6 +102,10 @@ class Point:
     # (``send()``), each statement making it (a digest of the name and the statement): how many
     # such statements run before the await and how many after it.
     writes: tuple[tuple[str, str, int, int], ...] = ()
+    # Per entry of ``writes``: the loops around the await each of its statements is in, as a
+    # count per statement ("0,1": one outside them, one in the innermost loop around the await),
+    # where one is in such a loop. None: a record made before this was recorded.
+    levels: tuple[tuple[str, str, str], ...] | None = ()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -136,6 +140,8 @@ class Point:
             r["br"] = self.branch
         if self.writes:
             r["wr"] = [list(w) for w in self.writes]
+            if self.levels is not None:
+                r["wl"] = [list(w) for w in self.levels]
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -169,6 +175,8 @@ class Point:
             captured=frozenset(str(n) for n in r.get("cl", ())),
             branch=str(r.get("br", "")),
             writes=tuple((str(n), str(d), int(b), int(a)) for n, d, b, a in r.get("wr", [])),
+            levels=tuple((str(n), str(d), str(v)) for n, d, v in r.get("wl", []))
+            if "wl" in r or "wr" not in r else None,
         )
 
     def where(self) -> str:
@@ -357,6 +365,7 @@ def describe_points(
             captured=context.captured(e, locals_),
             branch=context.branch(e),
             writes=context.writes(e, live.get(pos, frozenset()), locals_) if not twice else (),
+            levels=context.levels(e, live.get(pos, frozenset()), locals_) if not twice else (),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -522,6 +531,30 @@ class _Context:
 
     def writes(self, e: ast.AST, live: frozenset[str],
                locals_: Iterable[str] = ()) -> tuple[tuple[str, str, int, int], ...]:
+        count: dict[tuple[str, str], list[int]] = {}
+        for name, dig, side, _ in self._writes(e, live, locals_):
+            count.setdefault((name, dig), [0, 0])[side] += 1
+        return tuple(sorted((n, d, b, a) for (n, d), (b, a) in count.items()))
+
+    def levels(self, e: ast.AST, live: frozenset[str],
+               locals_: Iterable[str] = ()) -> tuple[tuple[str, str, str], ...]:
+        """Per entry of ``writes`` one of whose statements is in a loop around ``e`` (its body,
+        or a ``while`` loop's test, which run again before the await does): how many of those
+        loops each of its statements is in, sorted ("0,1")."""
+        per: dict[tuple[str, str], list[int]] = {}
+        for name, dig, _, level in self._writes(e, live, locals_):
+            per.setdefault((name, dig), []).append(level)
+        return tuple(sorted((n, d, ",".join(map(str, sorted(v)))) for (n, d), v in per.items() if any(v)))
+
+    def _loops_around(self, e: ast.AST) -> list[ast.AST]:
+        """The loops that run ``e`` again: ``e`` is in the body (or a ``while``'s test)."""
+        chain = self._chain(e)
+        return [outer for inner, outer in zip(chain, chain[1:], strict=False)
+                if isinstance(outer, (ast.For, ast.AsyncFor, ast.While))
+                and (any(inner is b for b in outer.body) or (isinstance(outer, ast.While) and inner is outer.test))]
+
+    def _writes(self, e: ast.AST, live: frozenset[str],
+                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int]]:
         """Per statement that assigns or may change a local live at ``e`` (outside the
         statements ``e`` is in; ``_changed``), or changes any local in place (``a.append(1)``
         where ``a`` is ``items``, live, under another name; ``bump()``, a nested def that
@@ -533,7 +566,7 @@ class _Context:
         mine = frozenset(locals_)
         on_chain = {id(n) for n in self._chain(e)}
         at = _pos(e)
-        count: dict[tuple[str, str], list[int]] = {}
+        loops = self._loops_around(e)
         for s in self.fn.body:
             for n in _walk_own(s):
                 if not isinstance(n, ast.stmt) or id(n) in on_chain:
@@ -551,10 +584,13 @@ class _Context:
                                 and (short := (_dotted(m.func) or "").rsplit(".", 1)[-1]) in _EFFECTS}
                 p = _pos(n)
                 side = 0 if p[2:] <= at[:2] else 1 if p[:2] >= at[2:] else -1
-                for name in sorted(written) if side >= 0 else ():
+                if side < 0 or not written:
+                    continue
+                around = {id(x) for x in self._chain(n)}
+                level = sum(1 for lp in loops if id(lp) in around)
+                for name in sorted(written):
                     dig = hashlib.sha256(f"{name}|{self.text(part)}".encode()).hexdigest()[:8]
-                    count.setdefault((name, dig), [0, 0])[side] += 1
-        return tuple(sorted((n, d, b, a) for (n, d), (b, a) in count.items()))
+                    yield name, dig, side, level
 
     def branch(self, e: ast.AST) -> str:
         """What decides, on the way from the function's start, that the path reaches ``e``:
@@ -1472,6 +1508,13 @@ def _sides(writes: tuple[tuple[str, str, int, int], ...]) -> dict[str, tuple[int
     return out
 
 
+def _levels(p: Point) -> dict[tuple[str, str], str]:
+    """Per entry of ``p.writes``: the loops around the await its statements are in (``levels``)."""
+    out = {(n, d): ",".join(["0"] * (b + a)) for n, d, b, a in p.writes}
+    out.update({(n, d): v for n, d, v in p.levels or ()})
+    return out
+
+
 def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     old = fp.old
     assert old is not None
@@ -1523,6 +1566,20 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             f"a statement making {', '.join(effects)} moved across it (from after it to before "
             "it, or back): this instance would make that effect a second time, or never"
         )
+    # Moved into or out of a loop around the await, on the same side of it (hoisted above the
+    # loop, or sunk into it): it ran once per lap in one code and once in the other.
+    if old.levels is not None and new.levels is not None:
+        lv_old, lv_new = _levels(old), _levels(new)
+        looped = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
+                         if n == m and d == d2 and not n.endswith("()") and n not in crossing
+                         and b + a == b2 + a2 and lv_old[(n, d)] != lv_new[(m, d2)]})
+        looped = [n for n in looped if n in both] or looped
+        if looped:
+            reasons.append(
+                f"a statement assigning or changing {', '.join(looped)} (live there) moved into or "
+                "out of a loop around it: it ran once per lap in one code and once in the other, so "
+                "this instance's value does not mean what the new code's does there"
+            )
     # Moved and edited in the same change, its text differs: what shows is, for one local, a
     # statement assigning it gone from one side of the await and one added on the other.
     sides, now = _sides(old.writes), _sides(new.writes)
