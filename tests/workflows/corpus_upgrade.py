@@ -1650,4 +1650,25 @@ async def tour(name):
 ''',
         [None], [None, None],
     ),
+    Pair(
+        "alias_extended_moved_across", "a list held in a dict extended through another name (`a = d[\"items\"]`, then `a += [1]`) moved from after the await to before it",
+        '''
+async def tour(name):
+    d = {"items": []}
+    a = d["items"]
+    await signal("go")
+    a += [1]
+    return d
+''',
+        '''
+async def tour(name):
+    d = {"items": []}
+    a = d["items"]
+    a += [1]
+    await signal("go")
+    return d
+''',
+        [], ["v"], moves=False,
+        reason="a statement assigning or changing a (live there) moved across it",
+    ),
 ]

@@ -1331,8 +1331,12 @@ def _changed_in_place(m: ast.AST) -> Iterable[str]:
     of a method called (``xs.append(1)``, ``d["k"].pop()``); a local passed to a call
     (``random.shuffle(xs)``), which may change it; and a local called (``bump()``, a nested def
     that changes a ``nonlocal``; ``add(1)``, where ``add = items.append``), which may change
-    what it reaches."""
-    if isinstance(m, (ast.Attribute, ast.Subscript)):
+    what it reaches; and a local an augmented assignment is made to (``a += [1]`` extends the
+    list ``a`` holds, which another local may hold too)."""
+    if isinstance(m, ast.AugAssign):
+        if isinstance(m.target, ast.Name):
+            yield m.target.id
+    elif isinstance(m, (ast.Attribute, ast.Subscript)):
         if isinstance(m.ctx, (ast.Store, ast.Del)) and (r := _root(m.value)) is not None:
             yield r
     elif isinstance(m, ast.Call):
