@@ -1671,4 +1671,54 @@ async def tour(name):
         [], ["v"], moves=False,
         reason="a statement assigning or changing a (live there) moved across it",
     ),
+    Pair(
+        "awaits_swapped", "two awaits of different commands swapped (the one before it now comes after it)",
+        '''
+async def tour(name):
+    x = await signal("a")
+    y = await signal("b")
+    return x, y
+''',
+        '''
+async def tour(name):
+    y = await signal("b")
+    x = await signal("a")
+    return x, y
+''',
+        [1], [2, 3], moves=False, new_before=[],
+        reason="a statement making await signal 'a' moved across it",
+    ),
+    Pair(
+        "procedure_moved_after", "a procedure awaited before the await moved after it",
+        '''
+async def tour(name):
+    await procedure(visit, "abc")
+    y = await signal("b")
+    return y
+''',
+        '''
+async def tour(name):
+    y = await signal("b")
+    await procedure(visit, "abc")
+    return y
+''',
+        [3], [2, 3], moves=False, new_before=[],
+        reason="a statement making await procedure visit moved across it",
+    ),
+    Pair(
+        "procedure_before_edited_in_place", "the arguments of a procedure awaited before the await changed where it is",
+        '''
+async def tour(name):
+    n = await procedure(visit, "abc")
+    y = await signal("b")
+    return n, y
+''',
+        '''
+async def tour(name):
+    n = await procedure(visit, "abcd")
+    y = await signal("b")
+    return n, y
+''',
+        [3], [2],
+    ),
 ]

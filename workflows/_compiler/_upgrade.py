@@ -582,6 +582,9 @@ class _Context:
                 else:  # the workflow effects it makes (``send()``: never the name of a local)
                     written |= {f"{short}()" for m in nodes if isinstance(m, ast.Call)
                                 and (short := (_dotted(m.func) or "").rsplit(".", 1)[-1]) in _EFFECTS}
+                    # and the commands it awaits (a procedure run, a signal taken, a child
+                    # spawned): an await moved across this one is made twice, or never
+                    written |= {f"await {command_of(m.value)}" for m in nodes if isinstance(m, ast.Await)}
                 p = _pos(n)
                 side = 0 if p[2:] <= at[:2] else 1 if p[:2] >= at[2:] else -1
                 if side < 0 or not written:
@@ -1308,6 +1311,12 @@ def _captures(p: ast.AST) -> list[str]:
 _EFFECTS = frozenset({"send", "broadcast", "reducer", "publish", "reply", "subscribe", "unsubscribe"})
 
 
+def _is_effect(name: str) -> bool:
+    """An entry of ``Point.writes`` for an effect (``send()``, ``await procedure visit``), not a
+    local."""
+    return name.endswith("()") or name.startswith("await ")
+
+
 def _root(e: ast.AST) -> str | None:
     """The local at the root of ``x``, ``x.a``, ``x[k]``, ``x.a[k].b`` (None: not a name)."""
     while isinstance(e, (ast.Attribute, ast.Subscript, ast.Starred)):
@@ -1553,12 +1562,12 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
         )
     crossing = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
                        if d == d2 and ((b2 > b and a2 < a) or (b2 < b and a2 > a))})
-    moved = [n for n in crossing if not n.endswith("()")]
+    moved = [n for n in crossing if not _is_effect(n)]
     # Named: the locals live on both sides, if any; else the one it changes in place (``a``
     # in ``a.append(1)``, where ``a`` is ``items`` and only one side reads it after the await).
     both = old.live & new.live if old.live is not None and new.live is not None else frozenset()
     moved = [n for n in moved if n in both] or moved
-    effects = [n for n in crossing if n.endswith("()")]
+    effects = [n for n in crossing if _is_effect(n)]
     if moved:
         reasons.append(
             f"a statement assigning or changing {', '.join(moved)} (live there) moved across it (from after "
@@ -1569,13 +1578,15 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
         reasons.append(
             f"a statement making {', '.join(effects)} moved across it (from after it to before "
             "it, or back): this instance would make that effect a second time, or never"
+            + (" (for an await: a procedure run, a signal taken, a child spawned)"
+               if any(n.startswith("await ") for n in effects) else "")
         )
     # Moved into or out of a loop around the await, on the same side of it (hoisted above the
     # loop, or sunk into it): it ran once per lap in one code and once in the other.
     if old.levels is not None and new.levels is not None:
         lv_old, lv_new = _levels(old), _levels(new)
         looped = sorted({n for n, d, b, a in old.writes for m, d2, b2, a2 in new.writes
-                         if n == m and d == d2 and not n.endswith("()") and n not in crossing
+                         if n == m and d == d2 and not _is_effect(n) and n not in crossing
                          and b + a == b2 + a2 and lv_old[(n, d)] != lv_new[(m, d2)]})
         looped = [n for n in looped if n in both] or looped
         if looped:
@@ -1587,7 +1598,7 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     # Moved and edited in the same change, its text differs: what shows is, for one local, a
     # statement assigning it gone from one side of the await and one added on the other.
     sides, now = _sides(old.writes), _sides(new.writes)
-    crossed = sorted(n for n, (b, a) in sides.items() if n not in crossing and not n.endswith("()") and n in now
+    crossed = sorted(n for n, (b, a) in sides.items() if n not in crossing and not _is_effect(n) and n in now
                      and ((now[n][0] < b and now[n][1] > a) or (now[n][0] > b and now[n][1] < a)))
     if crossed:
         reasons.append(
