@@ -1721,4 +1721,56 @@ async def tour(name):
 ''',
         [3], [2],
     ),
+    Pair(
+        "nested_def_body_changed", "the body of a nested def made before the await, and called after it, changed",
+        '''
+async def tour(name):
+    def f(x):
+        return x + 1
+    await signal("go")
+    return f(1)
+''',
+        '''
+async def tour(name):
+    def f(x):
+        return x + 2
+    await signal("go")
+    return f(1)
+''',
+        [], ["v"], moves=False,
+        reason="local f may hold a function (a def or a lambda) made before it whose code changed",
+    ),
+    Pair(
+        "lambda_body_changed", "the body of a lambda made before the await, and called after it, changed",
+        '''
+async def tour(name):
+    f = lambda x: x + 1
+    await signal("go")
+    return f(1)
+''',
+        '''
+async def tour(name):
+    f = lambda x: x * 10
+    await signal("go")
+    return f(1)
+''',
+        [], ["v"], moves=False,
+        reason="local f may hold a function (a def or a lambda) made before it whose code changed",
+    ),
+    Pair(
+        "lambda_after_await_changed", "the body of a lambda made after the await changed",
+        '''
+async def tour(name):
+    n = await signal("go")
+    f = lambda x: x + n
+    return f(1)
+''',
+        '''
+async def tour(name):
+    n = await signal("go")
+    f = lambda x: x * n
+    return f(1)
+''',
+        [], [5],
+    ),
 ]

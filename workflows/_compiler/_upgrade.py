@@ -106,6 +106,11 @@ class Point:
     # count per statement ("0,1": one outside them, one in the innermost loop around the await),
     # where one is in such a loop. None: a record made before this was recorded.
     levels: tuple[tuple[str, str, str], ...] | None = ()
+    # Per local live there, the statements (as the digests of ``writes``) that run before the
+    # await, or in a loop around it, and make a function (a ``def``, a ``lambda``) that it may
+    # hold: the instance keeps the function the old code made, with the old body. None: a
+    # record made before this was recorded.
+    makers: tuple[tuple[str, str], ...] | None = ()
 
     def record(self) -> dict[str, Any]:
         """The point as a checkpoint header stores it: what is empty or implied is left out
@@ -142,6 +147,8 @@ class Point:
             r["wr"] = [list(w) for w in self.writes]
             if self.levels is not None:
                 r["wl"] = [list(w) for w in self.levels]
+            if self.makers is not None:
+                r["fn"] = [list(w) for w in self.makers]
         r["cv"] = self.compiler
         r["pf"] = POINT_FORMAT
         return r
@@ -177,6 +184,8 @@ class Point:
             writes=tuple((str(n), str(d), int(b), int(a)) for n, d, b, a in r.get("wr", [])),
             levels=tuple((str(n), str(d), str(v)) for n, d, v in r.get("wl", []))
             if "wl" in r or "wr" not in r else None,
+            makers=tuple((str(n), str(d)) for n, d in r.get("fn", []))
+            if "fn" in r or "wr" not in r else None,
         )
 
     def where(self) -> str:
@@ -366,6 +375,7 @@ def describe_points(
             branch=context.branch(e),
             writes=context.writes(e, live.get(pos, frozenset()), locals_) if not twice else (),
             levels=context.levels(e, live.get(pos, frozenset()), locals_) if not twice else (),
+            makers=context.makers(e, live.get(pos, frozenset()), locals_) if not twice else (),
         )
         if twice:
             out[seen[pos]] = _replace_live(out[seen[pos]], None)
@@ -532,7 +542,7 @@ class _Context:
     def writes(self, e: ast.AST, live: frozenset[str],
                locals_: Iterable[str] = ()) -> tuple[tuple[str, str, int, int], ...]:
         count: dict[tuple[str, str], list[int]] = {}
-        for name, dig, side, _ in self._writes(e, live, locals_):
+        for name, dig, side, _, _ in self._writes(e, live, locals_):
             count.setdefault((name, dig), [0, 0])[side] += 1
         return tuple(sorted((n, d, b, a) for (n, d), (b, a) in count.items()))
 
@@ -542,9 +552,16 @@ class _Context:
         or a ``while`` loop's test, which run again before the await does): how many of those
         loops each of its statements is in, sorted ("0,1")."""
         per: dict[tuple[str, str], list[int]] = {}
-        for name, dig, _, level in self._writes(e, live, locals_):
+        for name, dig, _, level, _ in self._writes(e, live, locals_):
             per.setdefault((name, dig), []).append(level)
         return tuple(sorted((n, d, ",".join(map(str, sorted(v)))) for (n, d), v in per.items() if any(v)))
+
+    def makers(self, e: ast.AST, live: frozenset[str],
+               locals_: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
+        """Per local live at ``e``: the statements of ``writes`` that make a function (a ``def``,
+        a ``lambda``) it may hold, and run before ``e`` or in a loop around it."""
+        return tuple(sorted({(name, dig) for name, dig, side, level, fn in self._writes(e, live, locals_)
+                             if fn and name in live and (side == 0 or level)}))
 
     def _loops_around(self, e: ast.AST) -> list[ast.AST]:
         """The loops that run ``e`` again: ``e`` is in the body (or a ``while``'s test)."""
@@ -554,7 +571,7 @@ class _Context:
                 and (any(inner is b for b in outer.body) or (isinstance(outer, ast.While) and inner is outer.test))]
 
     def _writes(self, e: ast.AST, live: frozenset[str],
-                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int]]:
+                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int, bool]]:
         """Per statement that assigns or may change a local live at ``e`` (outside the
         statements ``e`` is in; ``_changed``), or changes any local in place (``a.append(1)``
         where ``a`` is ``items``, live, under another name; ``bump()``, a nested def that
@@ -591,9 +608,10 @@ class _Context:
                     continue
                 around = {id(x) for x in self._chain(n)}
                 level = sum(1 for lp in loops if id(lp) in around)
+                fn = any(isinstance(m, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)) for m in nodes)
                 for name in sorted(written):
                     dig = hashlib.sha256(f"{name}|{self.text(part)}".encode()).hexdigest()[:8]
-                    yield name, dig, side, level
+                    yield name, dig, side, level, fn
 
     def branch(self, e: ast.AST) -> str:
         """What decides, on the way from the function's start, that the path reaches ``e``:
@@ -1673,6 +1691,16 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
             "a nested def, which keeps the old code's body and may still be held), and the new code "
             f"does not keep {'them' if len(read) > 1 else 'it'} there"
         )
+    # A function the old code made before the await (a def, a lambda), held in a live local,
+    # whose statement changed: the instance keeps the old body, the new code calls the new one.
+    if old.makers is not None and new.makers is not None and old.live is not None and new.live is not None:
+        made = sorted({n for n, _ in {*old.makers} ^ {*new.makers} if n in old.live & new.live})
+        if made:
+            fp.reasons.append(
+                f"local{'s' if len(made) > 1 else ''} {', '.join(made)} may hold a function (a def "
+                "or a lambda) made before it whose code changed: this instance keeps the function "
+                "the old code made, with the old body, where the new code has its own"
+            )
     fp.how = "held" if fp.reasons else "automatic"
     fp.label = code.label_of_point[new.ident]
 
