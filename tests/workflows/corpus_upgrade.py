@@ -1773,4 +1773,46 @@ async def tour(name):
 ''',
         [], [5],
     ),
+    Pair(
+        "function_alias_body_changed", "the body of a nested def made before the await changed, held after it under another name (`h = f`)",
+        '''
+async def tour(name):
+    def f():
+        return 1
+    h = f
+    await signal("go")
+    return h()
+''',
+        '''
+async def tour(name):
+    def f():
+        return 2
+    h = f
+    await signal("go")
+    return h()
+''',
+        [], ["v"], moves=False,
+        reason="local f may hold a function (a def or a lambda) made before it whose code changed",
+    ),
+    Pair(
+        "function_called_before_changed", "the body of a nested def only called before the await changed (the value it computed is kept)",
+        '''
+async def tour(name):
+    def f(x):
+        return x + 1
+    y = f(2)
+    await signal("go")
+    return y
+''',
+        '''
+async def tour(name):
+    def f(x):
+        return x + 1
+    y = f(2)
+    await signal("go")
+    log("done")
+    return y
+''',
+        [], ["v"],
+    ),
 ]

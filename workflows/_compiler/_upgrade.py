@@ -106,9 +106,9 @@ class Point:
     # count per statement ("0,1": one outside them, one in the innermost loop around the await),
     # where one is in such a loop. None: a record made before this was recorded.
     levels: tuple[tuple[str, str, str], ...] | None = ()
-    # Per local live there, the statements (as the digests of ``writes``) that run before the
-    # await, or in a loop around it, and make a function (a ``def``, a ``lambda``) that it may
-    # hold: the instance keeps the function the old code made, with the old body. None: a
+    # Per local live there (or whose value one may hold: ``h = f``), the statements (as
+    # digests) that run before the await, or in a loop around it, and make a function (a
+    # ``def``, a ``lambda``) that it may hold: the instance keeps the function the old code made, with the old body. None: a
     # record made before this was recorded.
     makers: tuple[tuple[str, str], ...] | None = ()
 
@@ -542,7 +542,7 @@ class _Context:
     def writes(self, e: ast.AST, live: frozenset[str],
                locals_: Iterable[str] = ()) -> tuple[tuple[str, str, int, int], ...]:
         count: dict[tuple[str, str], list[int]] = {}
-        for name, dig, side, _, _ in self._writes(e, live, locals_):
+        for name, dig, side, _, _, _ in self._writes(e, live, locals_):
             count.setdefault((name, dig), [0, 0])[side] += 1
         return tuple(sorted((n, d, b, a) for (n, d), (b, a) in count.items()))
 
@@ -552,16 +552,30 @@ class _Context:
         or a ``while`` loop's test, which run again before the await does): how many of those
         loops each of its statements is in, sorted ("0,1")."""
         per: dict[tuple[str, str], list[int]] = {}
-        for name, dig, _, level, _ in self._writes(e, live, locals_):
+        for name, dig, _, level, _, _ in self._writes(e, live, locals_):
             per.setdefault((name, dig), []).append(level)
         return tuple(sorted((n, d, ",".join(map(str, sorted(v)))) for (n, d), v in per.items() if any(v)))
 
     def makers(self, e: ast.AST, live: frozenset[str],
                locals_: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
-        """Per local live at ``e``: the statements of ``writes`` that make a function (a ``def``,
-        a ``lambda``) it may hold, and run before ``e`` or in a loop around it."""
-        return tuple(sorted({(name, dig) for name, dig, side, level, fn in self._writes(e, live, locals_)
-                             if fn and name in live and (side == 0 or level)}))
+        """Per local live at ``e``, or whose value one may hold (``h = f``, ``hs.append(f)``):
+        the statements that make a function (a ``def``, a ``lambda``) it may hold, and run before
+        ``e`` or in a loop around it."""
+        mine = frozenset(locals_)
+        # The locals that may hold what a live one holds: followed back through the statements
+        # before it that store a local's value as it is (``h = f``, ``hs.append(f)``, ``g.f = f``;
+        # not ``x = f()``, a value computed by it).
+        reach = set(live)
+        stmts = list(self._writes(e, mine, mine))
+        grew = True
+        while grew:
+            grew = False
+            for name, _, side, level, _, reads in stmts:
+                if (side == 0 or level) and name in reach and not reads <= reach:
+                    reach |= reads
+                    grew = True
+        return tuple(sorted({(name, dig) for name, dig, side, level, fn, _ in stmts
+                             if fn and name in reach and (side == 0 or level)}))
 
     def _loops_around(self, e: ast.AST) -> list[ast.AST]:
         """The loops that run ``e`` again: ``e`` is in the body (or a ``while``'s test)."""
@@ -571,7 +585,7 @@ class _Context:
                 and (any(inner is b for b in outer.body) or (isinstance(outer, ast.While) and inner is outer.test))]
 
     def _writes(self, e: ast.AST, live: frozenset[str],
-                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int, bool]]:
+                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int, bool, frozenset[str]]]:
         """Per statement that assigns or may change a local live at ``e`` (outside the
         statements ``e`` is in; ``_changed``), or changes any local in place (``a.append(1)``
         where ``a`` is ``items``, live, under another name; ``bump()``, a nested def that
@@ -609,9 +623,13 @@ class _Context:
                 around = {id(x) for x in self._chain(n)}
                 level = sum(1 for lp in loops if id(lp) in around)
                 fn = any(isinstance(m, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)) for m in nodes)
+                # the locals whose value it may store as it is (not only call: ``makers``)
+                called = {id(m.func) for m in nodes if isinstance(m, ast.Call)}
+                reads = frozenset(m.id for m in nodes if isinstance(m, ast.Name)
+                                  and isinstance(m.ctx, ast.Load) and id(m) not in called) & mine
                 for name in sorted(written):
                     dig = hashlib.sha256(f"{name}|{self.text(part)}".encode()).hexdigest()[:8]
-                    yield name, dig, side, level, fn
+                    yield name, dig, side, level, fn, reads
 
     def branch(self, e: ast.AST) -> str:
         """What decides, on the way from the function's start, that the path reaches ``e``:
@@ -1694,7 +1712,7 @@ def _plan_automatic(fp: FramePlan, d: dict[str, Any], code: PointTable) -> None:
     # A function the old code made before the await (a def, a lambda), held in a live local,
     # whose statement changed: the instance keeps the old body, the new code calls the new one.
     if old.makers is not None and new.makers is not None and old.live is not None and new.live is not None:
-        made = sorted({n for n, _ in {*old.makers} ^ {*new.makers} if n in old.live & new.live})
+        made = sorted({n for n, _ in {*old.makers} ^ {*new.makers}})
         if made:
             fp.reasons.append(
                 f"local{'s' if len(made) > 1 else ''} {', '.join(made)} may hold a function (a def "
