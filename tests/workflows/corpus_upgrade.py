@@ -1815,4 +1815,56 @@ async def tour(name):
 ''',
         [], ["v"],
     ),
+    Pair(
+        "nested_class_method_changed", "a method of a class made in the workflow changed, an instance of it made before the await",
+        '''
+async def tour(name):
+    class K:
+        def v(self):
+            return 1
+    k = K()
+    await signal("go")
+    return k.v()
+''',
+        '''
+async def tour(name):
+    class K:
+        def v(self):
+            return 2
+    k = K()
+    await signal("go")
+    return k.v()
+''',
+        [], ["v"], moves=False,
+        reason="local K may hold a function (a def or a lambda) made before it whose code changed",
+    ),
+    Pair(
+        "decorated_def_body_changed", "the body of a nested def a decorator registers in a live dict changed",
+        '''
+async def tour(name):
+    fs = {}
+    def reg(fn):
+        fs[fn.__name__] = fn
+        return fn
+    @reg
+    def hello():
+        return 1
+    await signal("go")
+    return fs["hello"]()
+''',
+        '''
+async def tour(name):
+    fs = {}
+    def reg(fn):
+        fs[fn.__name__] = fn
+        return fn
+    @reg
+    def hello():
+        return 2
+    await signal("go")
+    return fs["hello"]()
+''',
+        [], ["v"], moves=False,
+        reason="local hello may hold a function (a def or a lambda) made before it whose code changed",
+    ),
 ]

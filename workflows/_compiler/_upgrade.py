@@ -559,8 +559,10 @@ class _Context:
     def makers(self, e: ast.AST, live: frozenset[str],
                locals_: Iterable[str] = ()) -> tuple[tuple[str, str], ...]:
         """Per local live at ``e``, or whose value one may hold (``h = f``, ``hs.append(f)``):
-        the statements that make a function (a ``def``, a ``lambda``) it may hold, and run before
-        ``e`` or in a loop around it."""
+        the statements that make a function (a ``def``, a ``lambda``, a ``class`` with its
+        methods) it may hold, and run before ``e`` or in a loop around it; and those that pass
+        the function they make on (a decorated ``def``, ``register(lambda: ...)``), which may
+        store it anywhere."""
         mine = frozenset(locals_)
         # The locals that may hold what a live one holds: followed back through the statements
         # before it that store a local's value as it is (``h = f``, ``hs.append(f)``, ``g.f = f``;
@@ -575,7 +577,7 @@ class _Context:
                     reach |= reads
                     grew = True
         return tuple(sorted({(name, dig) for name, dig, side, level, fn, _ in stmts
-                             if fn and name in reach and (side == 0 or level)}))
+                             if fn and (name in reach or fn > 1) and (side == 0 or level)}))
 
     def _loops_around(self, e: ast.AST) -> list[ast.AST]:
         """The loops that run ``e`` again: ``e`` is in the body (or a ``while``'s test)."""
@@ -585,7 +587,7 @@ class _Context:
                 and (any(inner is b for b in outer.body) or (isinstance(outer, ast.While) and inner is outer.test))]
 
     def _writes(self, e: ast.AST, live: frozenset[str],
-                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int, bool, frozenset[str]]]:
+                locals_: Iterable[str] = ()) -> Iterable[tuple[str, str, int, int, int, frozenset[str]]]:
         """Per statement that assigns or may change a local live at ``e`` (outside the
         statements ``e`` is in; ``_changed``), or changes any local in place (``a.append(1)``
         where ``a`` is ``items``, live, under another name; ``bump()``, a nested def that
@@ -598,6 +600,8 @@ class _Context:
         on_chain = {id(n) for n in self._chain(e)}
         at = _pos(e)
         loops = self._loops_around(e)
+        # a class made here: an instance of it holds it (``k = K()`` keeps ``K``'s methods)
+        classes = {n.name for n in ast.walk(self.fn) if isinstance(n, ast.ClassDef)}
         for s in self.fn.body:
             for n in _walk_own(s):
                 if not isinstance(n, ast.stmt) or id(n) in on_chain:
@@ -622,9 +626,15 @@ class _Context:
                     continue
                 around = {id(x) for x in self._chain(n)}
                 level = sum(1 for lp in loops if id(lp) in around)
-                fn = any(isinstance(m, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)) for m in nodes)
+                # 1: it makes a function; 2: and passes it on (a decorator, a call's argument)
+                fn = 2 if (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                           and n.decorator_list) or any(
+                    isinstance(a, ast.Lambda) for m in nodes if isinstance(m, ast.Call)
+                    for a in (*m.args, *(k.value for k in m.keywords))) else int(
+                    any(isinstance(m, _NESTED) for m in nodes))
                 # the locals whose value it may store as it is (not only call: ``makers``)
-                called = {id(m.func) for m in nodes if isinstance(m, ast.Call)}
+                called = {id(m.func) for m in nodes if isinstance(m, ast.Call)
+                          and not (isinstance(m.func, ast.Name) and m.func.id in classes)}
                 reads = frozenset(m.id for m in nodes if isinstance(m, ast.Name)
                                   and isinstance(m.ctx, ast.Load) and id(m) not in called) & mine
                 for name in sorted(written):
