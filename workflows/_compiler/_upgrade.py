@@ -400,6 +400,8 @@ class _Context:
                 self.parent[id(c)] = n
         self._text: dict[int, str] = {}
         self._whiles: dict[int, int] | None = None
+        self._stmts: list[Any] | None = None
+        self._digests: dict[tuple[str, str], str] = {}
 
     def _chain(self, e: ast.AST) -> list[ast.AST]:
         """``e`` and the nodes around it, innermost first, up to the function."""
@@ -599,33 +601,57 @@ class _Context:
         mine = frozenset(locals_)
         on_chain = {id(n) for n in self._chain(e)}
         at = _pos(e)
-        loops = self._loops_around(e)
+        loops = [id(lp) for lp in self._loops_around(e)]
+        for n, text, changed, in_place, nested, effects, fn, reads, p, around in self._statements():
+            if id(n) in on_chain:
+                continue
+            side = 0 if p[2:] <= at[:2] else 1 if p[:2] >= at[2:] else -1
+            if side < 0:
+                continue
+            written = (changed & live) | (in_place & mine) | (nested & live) | effects
+            if not written:
+                continue
+            level = sum(1 for lp in loops if lp in around)
+            for name in sorted(written):
+                dig = self._digests.get((name, text))
+                if dig is None:
+                    dig = self._digests[(name, text)] = hashlib.sha256(f"{name}|{text}".encode()).hexdigest()[:8]
+                yield name, dig, side, level, fn, reads & mine
+
+    def _statements(self) -> list[tuple[ast.stmt, str, frozenset[str], frozenset[str], frozenset[str],
+                                        frozenset[str], int, frozenset[str], tuple[int, int, int, int],
+                                        frozenset[int]]]:
+        """Per statement of the function (a compound one by its head), once: its text, the names
+        it assigns or changes (``_changed``) and changes in place (``_changed_in_place``), the
+        name a ``def`` or ``class`` binds, the workflow effects it makes and the commands it
+        awaits, whether it makes a function (1) and passes it on (2), the names whose value it
+        may store as it is, its place, and the nodes around it."""
+        if self._stmts is not None:
+            return self._stmts
         # a class made here: an instance of it holds it (``k = K()`` keeps ``K``'s methods)
         classes = {n.name for n in ast.walk(self.fn) if isinstance(n, ast.ClassDef)}
+        out = []
         for s in self.fn.body:
             for n in _walk_own(s):
-                if not isinstance(n, ast.stmt) or id(n) in on_chain:
+                if not isinstance(n, ast.stmt):
                     continue
                 whole = isinstance(n, _NESTED) or not isinstance(n, (*_BLOCKS, ast.Match))
                 part = n if whole else _head(n)
                 nodes = [m for x in (part if isinstance(part, list) else [part]) for m in _walk_own(x)]
-                written = ({name for m in nodes for name in _changed(m)} & live) | (
-                    {name for m in nodes for name in _changed_in_place(m)} & mine)
+                changed = frozenset(name for m in nodes for name in _changed(m))
+                in_place = frozenset(name for m in nodes for name in _changed_in_place(m))
+                nested: frozenset[str] = frozenset()
+                effects: frozenset[str] = frozenset()
                 if isinstance(n, _NESTED):
-                    if not isinstance(n, ast.Lambda) and n.name in live:
-                        written.add(n.name)
+                    if not isinstance(n, ast.Lambda):
+                        nested = frozenset({n.name})
                 else:  # the workflow effects it makes (``send()``: never the name of a local)
-                    written |= {f"{short}()" for m in nodes if isinstance(m, ast.Call)
-                                and (short := (_dotted(m.func) or "").rsplit(".", 1)[-1]) in _EFFECTS}
-                    # and the commands it awaits (a procedure run, a signal taken, a child
-                    # spawned): an await moved across this one is made twice, or never
-                    written |= {f"await {command_of(m.value)}" for m in nodes if isinstance(m, ast.Await)}
-                p = _pos(n)
-                side = 0 if p[2:] <= at[:2] else 1 if p[:2] >= at[2:] else -1
-                if side < 0 or not written:
-                    continue
-                around = {id(x) for x in self._chain(n)}
-                level = sum(1 for lp in loops if id(lp) in around)
+                    effects = frozenset(
+                        {f"{short}()" for m in nodes if isinstance(m, ast.Call)
+                         and (short := (_dotted(m.func) or "").rsplit(".", 1)[-1]) in _EFFECTS}
+                        # and the commands it awaits (a procedure run, a signal taken, a child
+                        # spawned): an await moved across this one is made twice, or never
+                        | {f"await {command_of(m.value)}" for m in nodes if isinstance(m, ast.Await)})
                 # 1: it makes a function; 2: and passes it on (a decorator, a call's argument)
                 fn = 2 if (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                            and n.decorator_list) or any(
@@ -636,10 +662,11 @@ class _Context:
                 called = {id(m.func) for m in nodes if isinstance(m, ast.Call)
                           and not (isinstance(m.func, ast.Name) and m.func.id in classes)}
                 reads = frozenset(m.id for m in nodes if isinstance(m, ast.Name)
-                                  and isinstance(m.ctx, ast.Load) and id(m) not in called) & mine
-                for name in sorted(written):
-                    dig = hashlib.sha256(f"{name}|{self.text(part)}".encode()).hexdigest()[:8]
-                    yield name, dig, side, level, fn, reads
+                                  and isinstance(m.ctx, ast.Load) and id(m) not in called)
+                out.append((n, self.text(part), changed, in_place, nested, effects, fn, reads, _pos(n),
+                            frozenset(id(x) for x in self._chain(n))))
+        self._stmts = out
+        return out
 
     def branch(self, e: ast.AST) -> str:
         """What decides, on the way from the function's start, that the path reaches ``e``:
