@@ -17,7 +17,8 @@ After downtime (ticks that fell due before the driver began, up to the moment it
 ``PER_ROUND`` per round, then the next round goes on), ``"none"`` none, unless the downtime held
 one tick alone, due less than ``MISSED_GRACE`` seconds before (a restart, a change of leader: no
 tick is lost to it). Ticks that fall due while the driver runs are all started, however late it
-gets to them.
+gets to them; but the storage away for ``MISSED_GRACE`` or longer is downtime too (the ticks due
+before it came back were missed).
 
 Under ``overlap="skip"`` a tick is skipped while the previous run still runs. Ticks that fall due
 together (a busy round, a catch-up, a clock moved on) are judged one after the other, each once
@@ -36,7 +37,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from persistence import PersistenceError, dumps, loads
+from persistence import PersistenceError, StorageUnavailable, dumps, loads
 from persistence import _schedules as stored
 from persistence._log import Log
 from persistence._promise import Promise
@@ -247,6 +248,14 @@ class Schedules:
         # opening, or (a cluster's node) from the round that found it leading.
         self.since: float | None = clock.now()
         self._retry: dict[str, tuple[float, float]] = {}  # id -> (monotonic retry time, backoff)
+        # Downtime that is not a restart: the storage away for MISSED_GRACE or longer (the rounds
+        # could not read the schedules, or a schedule's start could not commit). What fell due
+        # meanwhile was missed, as over a restart: ``catchup`` applies to it once the storage is
+        # back. A shorter fault only makes the ticks due meanwhile late. ``_away``: since when
+        # the rounds' reads fail; ``_back``: per schedule, since when its start fails on the
+        # storage (system clock).
+        self._away: float | None = None
+        self._back: dict[str, float] = {}
         self.started = 0  # ticks this node started (a workflow created), for the tests and metrics
         self.skipped = 0
         # Per schedule under overlap="skip": the run started for a tick, with ticks due after it,
@@ -357,6 +366,12 @@ class Schedules:
             self._retry.get(r.id, (0.0, 0.0))[0] <= mono for r in stored.due(self.store, now)
         )
 
+    def away(self) -> None:
+        """The storage is away (this round, or the housekeeping's, failed on it): from when, for
+        ``catchup`` once it is back."""
+        if self._away is None:
+            self._away = self.clock.now()
+
     def tick(self, leads: bool) -> None:
         """One round: start (or skip) every tick due now. Called by the housekeeping loop."""
         if not leads:
@@ -372,7 +387,12 @@ class Schedules:
             # The store is away: the writes' own episode is logged by the runtime; look again
             # at the next round.
             self.log.debug("schedule_read_failed", error=str(e))
+            self.away()
             return
+        if self._away is not None:
+            if now - self._away >= MISSED_GRACE:  # back from downtime: what fell due was missed
+                self.since = max(self.since, now)
+            self._away = None
         if not rows:
             return
         # The round is work while it runs: once a tick's start commits, the schedule is no longer
@@ -398,9 +418,12 @@ class Schedules:
             try:
                 self._run(row, now)
                 self._retry.pop(row.id, None)
+                self._back.pop(row.id, None)
             except Exception as e:
                 backoff = min(max(backoff * 2, RETRY[0]), RETRY[1])
                 self._retry[row.id] = (time.monotonic() + backoff, backoff)
+                if isinstance(e, StorageUnavailable | TimeoutError):
+                    self._back.setdefault(row.id, now)
                 level = self.log.warning if isinstance(e, PersistenceError | TimeoutError) else self.log.error
                 level(
                     "schedule_tick_failed",
@@ -415,7 +438,12 @@ class Schedules:
         assert self.since is not None
         plan: list[tuple[float, bool]] = []
         start = row.done_until
-        missed_until = min(now, self.since)
+        # The end of the last downtime: this node's start (or lead), or the storage's return.
+        since = self.since
+        failing = self._back.get(row.id)
+        if failing is not None and now - failing >= MISSED_GRACE:
+            since = max(since, now)
+        missed_until = min(now, since)
         if start < missed_until:
             if row.catchup == "all":
                 plan = [
@@ -431,7 +459,7 @@ class Schedules:
                 if last is not None and last > start:
                     # "none" starts none of them, unless the downtime held this one tick alone,
                     # due shortly before: a restart or a change of leader loses no tick.
-                    brief = last >= self.since - MISSED_GRACE and when.after(start) == last
+                    brief = last >= since - MISSED_GRACE and when.after(start) == last
                     plan = [(last, row.catchup == "latest" or brief)]
             if plan:
                 start = plan[-1][0]

@@ -320,6 +320,7 @@ class ActorSystem:
                     continue
                 # An outage (a server away, a full disk): the next round tries again, and an
                 # outage that heals is no failure for good. Said once per outage.
+                self._schedules.away()  # ticks due from now on may be missed (``catchup``)
                 if outage is None:
                     outage = time.monotonic()
                     self._log.warning("housekeeping_failed", error=str(e), retrying="every round, until storage recovers")

@@ -423,3 +423,54 @@ def test_the_web_view_lists_the_schedules_with_their_next_tick(db: str) -> None:
             assert 'href="/schedules"' in client.get("/").text
         finally:
             store.close()
+
+
+@pytest.mark.parametrize("fault", ["read", "start"])
+@pytest.mark.parametrize("catchup, started", [("latest", 1), ("none", 0), ("all", 60)])
+def test_a_long_storage_outage_is_downtime_that_catchup_applies_to(
+    db: str, catchup: str, started: int, fault: str, monkeypatch
+) -> None:
+    """The storage away ten minutes under a 10 s period (the rounds cannot read the schedules,
+    or the schedule's starts cannot commit): once it is back, the ticks due meanwhile were
+    missed, as over a restart ("latest": the last one, "none": none, "all": every one). A fault
+    shorter than MISSED_GRACE only makes the ticks due meanwhile late: they all start."""
+    import threading
+
+    from actors import _schedules
+    from persistence import DiskFull
+
+    monkeypatch.setattr(_schedules, "RETRY", (0.0, 0.0))  # a failed start is tried at each round
+    failing, failed = threading.Event(), threading.Event()
+    name = "due" if fault == "read" else "start_tick"
+    real = getattr(stored, name)
+
+    def faulty(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if failing.is_set():
+            failed.set()
+            raise DiskFull("the disk is full (test)", path=db)
+        return real(*args, **kwargs)
+
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("fast", report, "f", every=10, catchup=catchup, overlap="allow")
+        system.idle(T)
+        monkeypatch.setattr(stored, name, faulty)
+
+        def away_for(seconds: float) -> None:
+            failing.set()
+            for _ in range(2):  # a round fails halfway, and one at the end
+                clock.advance(seconds / 2)
+                failed.clear()
+                assert failed.wait(T)
+            failing.clear()
+
+        away_for(600)
+        system.idle(T)
+        missed = [START + 10 * k for k in range(1, 61)]
+        want = {"latest": missed[-1:], "all": missed, "none": []}[catchup]
+        assert runs(system, "fast") == expected("fast", want)
+        assert len(want) == started
+        # A short fault (shorter than MISSED_GRACE) is no downtime: its ticks start, late.
+        away_for(30)
+        system.idle(T)
+        assert runs(system, "fast") == expected("fast", [*want, *(START + 600 + 10 * k for k in (1, 2, 3))])
