@@ -42,6 +42,20 @@ async def patrol(name):
             return {"laps": laps, "name": name}
 '''
 
+class Logger:
+    """A logger: its lines are no state of a workflow's (a call moved across an await moves)."""
+
+    def info(self, *args: Any) -> None:
+        pass
+
+
+def notify(player: str) -> None:
+    """A function of the module's that makes a workflow effect: a call of it is a send()."""
+    from workflows import send
+
+    send(player, "mail", "packed")
+
+
 _PATH = "the if tests, elif chain, or case patterns and guards on the path to it changed"
 
 PAIRS: list[Pair] = [
@@ -106,6 +120,25 @@ async def patrol(name):
 async def order(name):
     item = await signal("item")
     await timer("pack", after=1)
+    logger.info("packed")
+    return {"item": item}
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    logger.info("packed")
+    await timer("pack", after=1)
+    return {"item": item, "v": 2}
+''',
+        ["sword"], [None], extra={"logger": Logger()},
+    ),
+    Pair(
+        "moved_helper_changing_module_data", "an await moved across a call of a function that "
+        "changes module data (log() appends to a module list)",
+        '''
+async def order(name):
+    item = await signal("item")
+    await timer("pack", after=1)
     log("packed")
     return {"item": item}
 ''',
@@ -116,7 +149,67 @@ async def order(name):
     await timer("pack", after=1)
     return {"item": item, "v": 2}
 ''',
-        ["sword"], [None],
+        ["sword"], [None], moves=False, reason="a statement making log() moved across it",
+    ),
+    Pair(
+        "moved_helper_sending", "an await moved across a call of a function that sends a "
+        "message",
+        '''
+async def order(name):
+    item = await signal("item")
+    await timer("pack", after=1)
+    notify(name)
+    return {"item": item}
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    notify(name)
+    await timer("pack", after=1)
+    return {"item": item, "v": 2}
+''',
+        ["sword"], [None], moves=False, reason="a statement making notify() moved across it",
+        extra={"notify": notify},
+    ),
+    Pair(
+        "moved_module_data_change", "an await moved across a statement changing module data "
+        "(STOCK[item] -= 1)",
+        '''
+async def order(name):
+    item = await signal("item")
+    await timer("pack", after=1)
+    STOCK[item] -= 1
+    return {"item": item}
+''',
+        '''
+async def order(name):
+    item = await signal("item")
+    STOCK[item] -= 1
+    await timer("pack", after=1)
+    return {"item": item, "v": 2}
+''',
+        ["sword"], [None], moves=False, reason="a statement making STOCK (module data) moved across it",
+        extra={"STOCK": {"sword": 5}},
+    ),
+    Pair(
+        "moved_global_assignment", "an await moved across an assignment of a global",
+        '''
+async def order(name):
+    global packed
+    item = await signal("item")
+    await timer("pack", after=1)
+    packed = item
+    return {"item": item}
+''',
+        '''
+async def order(name):
+    global packed
+    item = await signal("item")
+    packed = item
+    await timer("pack", after=1)
+    return {"item": item, "v": 2}
+''',
+        ["sword"], [None], moves=False, reason="a statement making packed (module data) moved across it",
     ),
     Pair(
         "new_await_later", "a new await added after the point",

@@ -27,7 +27,7 @@ from ._scope import (
     rt_call,
 )
 from ._signals import scan as scan_signals
-from ._upgrade import PointTable, describe_points, start_point
+from ._upgrade import PointTable, describe_points, module_effects, start_point
 from ._validate import check, warn
 
 # 2: locals are frame attributes v_<name>; 3: a nested and/or as a value is lowered into the
@@ -90,7 +90,8 @@ def compile_function(
     code.stubs = {pc: _raiser(fn, filename, n) for pc, n in em.point_nodes.items()}
     code.comp_stops = {slot: _raiser(fn, filename, n) for slot, n in em.comp_nodes.items()}
     code.table = PointTable(
-        describe_points(node, em.point_nodes, em.shapes, locals_, COMPILER_VERSION),
+        describe_points(node, em.point_nodes, em.shapes, locals_, COMPILER_VERSION,
+                        module_effects(lines, filename, fn.__globals__)),
         start_point(params, COMPILER_VERSION),
         locals_,
         code.describe_slot,

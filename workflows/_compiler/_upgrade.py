@@ -21,12 +21,16 @@ import bisect
 import copy
 import dataclasses
 import hashlib
+import linecache
 import re
+import sys
 import traceback
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._pickle_modules import user_module
 from ._scope import LOCAL, SYNTH, arg_names
 
 POINT_FORMAT = 1  # the layout of a point record and of the internal slots it maps
@@ -293,8 +297,10 @@ def describe_points(
     shapes: dict[int, Shape],
     locals_: set[str],
     compiler: str,
+    module: ModuleEffects | None = None,
 ) -> dict[int, Point]:
-    """The ``Point`` of each resume label of a compiled workflow."""
+    """The ``Point`` of each resume label of a compiled workflow (``module``: what its module holds
+    that its statements may act on)."""
     live = Liveness(locals_).run(node)
     bound = may_be_bound(node, locals_)
     can_be_bound = may_be_bound(node, locals_, sound=True)
@@ -312,7 +318,7 @@ def describe_points(
     ranks: dict[str, int] = {}
     seen: dict[tuple[int, int, int, int], int] = {}
     out: dict[int, Point] = {}
-    context = _Context(node)
+    context = _Context(node, module)
     # Per command: the awaits of it so far (their place), and the commands awaited since the last.
     places: dict[str, list[str]] = {}
     last: dict[str, tuple[int, int, int, int]] = {}  # per command: where its last await was
@@ -392,8 +398,9 @@ class _Context:
     changed argument, a timer's wait, is not a move), and the locals assigned before it on
     every path."""
 
-    def __init__(self, fn: ast.AsyncFunctionDef) -> None:
+    def __init__(self, fn: ast.AsyncFunctionDef, module: ModuleEffects | None = None) -> None:
         self.fn = fn
+        self.module = module if module is not None else ModuleEffects(frozenset(), frozenset())
         self.parent: dict[int, ast.AST] = {}
         for n in ast.walk(fn):
             for c in ast.iter_child_nodes(n):
@@ -630,6 +637,8 @@ class _Context:
             return self._stmts
         # a class made here: an instance of it holds it (``k = K()`` keeps ``K``'s methods)
         classes = {n.name for n in ast.walk(self.fn) if isinstance(n, ast.ClassDef)}
+        declared = {name for n in _walk_own(self.fn) if isinstance(n, ast.Global) for name in n.names}
+        own = _bound(self.fn) - declared  # the function's own names (a module's, shadowed)
         out = []
         for s in self.fn.body:
             for n in _walk_own(s):
@@ -651,7 +660,16 @@ class _Context:
                          and (short := (_dotted(m.func) or "").rsplit(".", 1)[-1]) in _EFFECTS}
                         # and the commands it awaits (a procedure run, a signal taken, a child
                         # spawned): an await moved across this one is made twice, or never
-                        | {f"await {command_of(m.value)}" for m in nodes if isinstance(m, ast.Await)})
+                        | {f"await {command_of(m.value)}" for m in nodes if isinstance(m, ast.Await)}
+                        # and what it does outside the frame: a call of a function of the
+                        # module's that makes an effect or changes module data, a change of
+                        # module data (``LEDGER.append(x)``, a ``global`` assigned)
+                        | {f"{m.func.id}()" for m in nodes if isinstance(m, ast.Call)
+                           and isinstance(m.func, ast.Name) and m.func.id in self.module.helpers
+                           and m.func.id not in own}
+                        | {f"{name}{_MODULE_DATA}" for m in nodes for name in _module_changes(m)
+                           if name in self.module.data and name not in own}
+                        | {f"{name}{_MODULE_DATA}" for name in changed if name in declared})
                 # 1: it makes a function; 2: and passes it on (a decorator, a call's argument)
                 fn = 2 if (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                            and n.decorator_list) or any(
@@ -1385,9 +1403,143 @@ _EFFECTS = frozenset({"send", "broadcast", "reducer", "publish", "reply", "subsc
 
 
 def _is_effect(name: str) -> bool:
-    """An entry of ``Point.writes`` for an effect (``send()``, ``await procedure visit``), not a
+    """An entry of ``Point.writes`` for an effect (``send()``, ``await procedure visit``,
+    ``notify()`` a function of the module's making one, ``LEDGER (module data)``), not a
     local."""
-    return name.endswith("()") or name.startswith("await ")
+    return name.endswith(("()", _MODULE_DATA)) or name.startswith("await ")
+
+
+_MODULE_DATA = " (module data)"
+# Methods that only read what they are called on: a call of one changes no module data.
+_READS = frozenset({
+    "get", "keys", "values", "items", "copy", "count", "index", "format", "join", "split", "rsplit",
+    "strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith", "find", "rfind",
+    "replace", "encode", "decode", "isdigit", "isalpha", "most_common", "total", "issubset",
+    "issuperset", "union", "intersection", "difference", "symmetric_difference", "isdisjoint",
+    "is_set", "qsize", "hex", "bit_length", "as_integer_ratio", "is_integer", "casefold", "title",
+    # a logger's: a line written, no state of the workflow's or its module's
+    "debug", "info", "warning", "warn", "error", "exception", "critical", "log", "msg",
+})
+
+
+def _module_changes(m: ast.AST) -> Iterable[str]:
+    """The names node ``m`` may change in place, which may be module data: the root of an item or
+    attribute stored or deleted, of a method called that is not one that only reads
+    (``LEDGER.append(x)``, ``BANK.deposit(5)``), and a name an augmented assignment is made to."""
+    if isinstance(m, ast.AugAssign):
+        if (r := _root(m.target)) is not None:
+            yield r
+    elif isinstance(m, (ast.Attribute, ast.Subscript)):
+        if isinstance(m.ctx, (ast.Store, ast.Del)) and (r := _root(m.value)) is not None:
+            yield r
+    elif isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr not in _READS:
+        if (r := _root(m.func.value)) is not None:
+            yield r
+
+
+def _bound(fn: ast.AST) -> set[str]:
+    """The names a function binds itself: its parameters and every name it stores or deletes
+    (nested functions' own excluded)."""
+    names: set[str] = set()
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = fn.args
+        names.update(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs))
+        names.update(x.arg for x in (a.vararg, a.kwarg) if x is not None)
+    for n in _walk_own(fn):
+        if n is fn:
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, _NESTED) and not isinstance(n, ast.Lambda):
+            names.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+    return names
+
+
+@dataclass(frozen=True)
+class ModuleEffects:
+    """What a workflow's module holds that a statement may act on outside the workflow's frame:
+    ``helpers``, the names of its functions (and of functions imported into it) a call to which
+    may make a workflow effect or change module data; ``data``, the names its top level assigns
+    (its data: lists, dicts, objects; not its functions, classes or imports)."""
+
+    helpers: frozenset[str]
+    data: frozenset[str]
+
+
+_MODULES: dict[tuple[str, int], ModuleEffects] = {}
+
+
+def module_effects(lines: list[str], filename: str, globals_: dict[str, Any] | None = None) -> ModuleEffects:
+    """``ModuleEffects`` of the module whose source is ``lines`` (its globals, ``globals_``,
+    resolve functions imported into it). Computed once per module source."""
+    key = (filename, hash(tuple(lines)))
+    got = _MODULES.get(key)
+    if got is not None:
+        return got
+    _MODULES[key] = ModuleEffects(frozenset(), frozenset())  # (a module importing itself)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return _MODULES[key]
+    data: set[str] = set()
+    defs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for n in tree.body:
+        if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                data.update(x.id for x in ast.walk(t) if isinstance(x, ast.Name))
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs[n.name] = n
+    calls: dict[str, set[str]] = {}
+    helpers: set[str] = set()
+    for name, d in defs.items():
+        declared = {g for n in _walk_own(d) if isinstance(n, ast.Global) for g in n.names}
+        own = _bound(d) - declared
+        nodes = [m for m in _walk_own(d) if m is not d]
+        if declared or any(
+            isinstance(m, ast.Call) and (_dotted(m.func) or "").rsplit(".", 1)[-1] in _EFFECTS for m in nodes
+        ) or any(r in data and r not in own for m in nodes for r in _module_changes(m)):
+            helpers.add(name)
+        calls[name] = {m.func.id for m in nodes if isinstance(m, ast.Call) and isinstance(m.func, ast.Name)
+                       and m.func.id not in own}
+    # Functions imported into the module: one of another module that makes an effect or changes
+    # its module's data (by the same reading of its own module).
+    imported: set[str] = set()
+    for names in calls.values():
+        imported |= {c for c in names if c not in defs}
+    if globals_ is not None:
+        for c in sorted(imported):
+            f = globals_.get(c)
+            code = getattr(f, "__code__", None)
+            if code is None or getattr(f, "__module__", None) == globals_.get("__name__"):
+                continue
+            other = getattr(f, "__globals__", None)
+            module = sys.modules.get(other.get("__name__", "")) if isinstance(other, dict) else None
+            if module is None or not isinstance(other, dict) or not user_module(module):
+                continue  # (the standard library's, a package's, this project's)
+            src = linecache.getlines(code.co_filename, other)
+            if src and getattr(f, "__name__", None) in module_effects(src, code.co_filename, other).helpers:
+                helpers.add(c)
+    grew = True
+    while grew:  # a function calling one that makes an effect makes it too
+        grew = False
+        for name, called in calls.items():
+            if name not in helpers and called & helpers:
+                helpers.add(name)
+                grew = True
+    if globals_ is not None:  # objects the module imported (``from game.state import LEDGER``)
+        data.update(k for k, v in globals_.items() if not k.startswith("__") and not isinstance(v, _NOT_DATA))
+    got = _MODULES[key] = ModuleEffects(frozenset(helpers), frozenset(data))
+    return got
+
+
+# What a module's global holds that is not data that a statement may change: modules, classes,
+# functions and the like (a statement calling one is judged by the call).
+_NOT_DATA = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+             int, float, str, bytes, bool, type(None), frozenset, tuple)
 
 
 def _root(e: ast.AST) -> str | None:
