@@ -11,18 +11,21 @@ never on the loop's default one, so the loop stays free and the number of thread
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 ASYNC_WORKERS = 8  # threads of a system's executor for the async calls that must block one
+# A read takes milliseconds: a caller's deadline closer than this still gives it this long.
+READ_WAIT_MIN = 0.25
 
 
 class AsyncBridge:
@@ -49,6 +52,30 @@ class AsyncBridge:
             # In the caller's context: its events name the node whose async call this is.
             future = self._pool.submit(contextvars.copy_context().run, functools.partial(fn, *args, **kwargs))
         return await asyncio.wrap_future(future, loop=loop)
+
+    def submit(self, closed: Callable[[], BaseException], fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """``fn()`` on the system's executor, for a blocking caller that waits for it with a time
+        limit (``read_within``); ``closed()`` is raised once shut down."""
+        with self._lock:
+            if self._closed:
+                raise closed()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(ASYNC_WORKERS, thread_name_prefix="actorflow-async")
+            return self._pool.submit(contextvars.copy_context().run, fn)
+
+    async def run_within(self, closed: Callable[[], BaseException], wait: float | None,
+                         late: Callable[[float], BaseException], fn: Callable[P, T],
+                         *args: P.args, **kwargs: P.kwargs) -> T:
+        """``run``, waited for up to ``wait`` seconds (None: as long as it takes); past that,
+        ``late(wait)`` is raised (the call goes on, and its outcome is dropped)."""
+        if wait is None:
+            return await self.run(closed, fn, *args, **kwargs)
+        task = asyncio.ensure_future(self.run(closed, fn, *args, **kwargs))
+        done, _ = await asyncio.wait({task}, timeout=wait)
+        if not done:
+            task.cancel()
+            raise late(wait)
+        return task.result()
 
     async def run_alone(self, fn: Callable[[], None], name: str) -> None:
         """``fn()`` on a thread of its own (not the executor, which ``fn`` may close: a shutdown),
@@ -117,3 +144,44 @@ def _complete(future: asyncio.Future[None]) -> None:
 def _fail(future: asyncio.Future[None], error: BaseException) -> None:
     if not future.done():
         future.set_exception(error)
+
+
+def read_wait(sysm: Any, remaining: float | None) -> float | None:
+    """How long a caller with ``remaining`` seconds left waits for a read of the storage: None
+    (the read runs on the caller's thread, as long as it takes) without a deadline or where the
+    storage is a local file, whose reads do not hang; else ``remaining``, at least
+    ``READ_WAIT_MIN``."""
+    if remaining is None or not sysm._rt.store.remote_reads():
+        return None
+    return max(READ_WAIT_MIN, remaining)
+
+
+def read_late(sysm: Any, what: str) -> Callable[[float], TimeoutError]:
+    """The error of a read (for ``what``) that the storage did not answer in time."""
+
+    def late(wait: float) -> TimeoutError:
+        where = getattr(sysm._rt.store, "path", "the database")
+        return TimeoutError(
+            f"{what}: the storage ({where}) did not answer within {wait:g}s (a database server "
+            f"that does not respond, or is unreachable without an error); try again once it answers"
+        )
+
+    return late
+
+
+def read_within(sysm: Any, remaining: float | None, what: str, read: Callable[[], T]) -> T:
+    """``read()`` for a blocking caller with ``remaining`` seconds left (``what`` it is for): on
+    a server, it runs on the system's executor and is waited for ``read_wait``; a server that does
+    not answer in that time (frozen, or gone without an error: a read would hang for its
+    connection timeout) raises ``TimeoutError`` saying so. Without a deadline, or on a local file,
+    it runs here."""
+    wait = read_wait(sysm, remaining)
+    if wait is None:
+        return read()
+    future: concurrent.futures.Future[T] = sysm._aio.submit(sysm._closed_error, read)
+    try:
+        return future.result(wait)
+    except concurrent.futures.TimeoutError:
+        if future.done():  # the read's own outcome (a TimeoutError of its own, say)
+            return future.result(0)
+        raise read_late(sysm, what)(wait) from None

@@ -19,6 +19,7 @@ from persistence import (
 from workflows import Cancelled, Status, WorkflowFailed
 
 from . import _history, _talk
+from ._aio import read_late, read_wait, read_within
 from ._errors import WorkflowNotRunning, check_timeout
 from ._history import HistoryEntry
 from ._info import WorkflowInfo, info_from_record, waiting_text
@@ -177,7 +178,8 @@ class WorkflowRef(Generic[R]):
                         woken.result(0.5 if deadline is None else min(deadline - time.monotonic(), 0.5))
                     continue
                 first = False
-                rec = self._record()
+                rec = read_within(self._system, None if deadline is None else deadline - time.monotonic(),
+                                  f"result() of workflow {self.id!r}", self._record)
                 if rec.status in FINISHED:
                     break
                 remaining = None if deadline is None else deadline - time.monotonic()
@@ -236,7 +238,9 @@ class WorkflowRef(Generic[R]):
             finish = rt.await_finish(self.id)  # registered before the read, as in result()
             finish.add_done_callback(wake)
             try:
-                rec = await sysm._aio.run(sysm._closed_error, self._record)
+                wait = read_wait(sysm, None if deadline is None else deadline - loop.time())
+                late = read_late(sysm, f"result_async() of workflow {self.id!r}")
+                rec = await sysm._aio.run_within(sysm._closed_error, wait, late, self._record)
                 if rec.status in FINISHED:
                     break
                 remaining = None if deadline is None else deadline - loop.time()

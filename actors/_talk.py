@@ -36,6 +36,7 @@ from persistence import (
 from workflows._errors import check_text
 from workflows._talk import Request
 
+from ._aio import read_late, read_wait, read_within
 from ._errors import AskFailed, WorkflowNotRunning, check_timeout
 
 if TYPE_CHECKING:
@@ -335,17 +336,19 @@ def _not_published(
 def published(sysm: ActorSystem, workflow_id: str, key: str, timeout: float | None) -> Any:
     check_name(key, "published() key")
     check_timeout(timeout, "published")
-    value, running = read_published(sysm, workflow_id, key)
+    what = f"published({key!r}) of workflow {workflow_id!r}"
+    deadline = None if timeout is None else time.monotonic() + timeout
+    value, running = read_within(sysm, timeout, what, lambda: read_published(sysm, workflow_id, key))
     if value is not _MISSING:
         return value
-    if timeout is None or not running:
+    if deadline is None or not running:
         raise _not_published(workflow_id, key, running, timeout)
-    deadline = time.monotonic() + timeout
     waiting = _Waiting(sysm._rt, workflow_id)
     try:
         recheck = RECHECK
         while True:
-            value, running = read_published(sysm, workflow_id, key)
+            value, running = read_within(sysm, deadline - time.monotonic(), what,
+                                         lambda: read_published(sysm, workflow_id, key))
             if value is not _MISSING:
                 return value
             remaining = deadline - time.monotonic()
@@ -366,8 +369,9 @@ async def published_async(
     check_timeout(timeout, "published_async")
     sysm._check_open()
     loop = asyncio.get_running_loop()
-    run: Callable[..., Any] = sysm._aio.run
-    value, running = await run(sysm._closed_error, read_published, sysm, workflow_id, key)
+    late = read_late(sysm, f"published_async({key!r}) of workflow {workflow_id!r}")
+    value, running = await sysm._aio.run_within(sysm._closed_error, read_wait(sysm, timeout), late,
+                                                read_published, sysm, workflow_id, key)
     if value is not _MISSING:
         return value
     if timeout is None or not running:
@@ -380,8 +384,9 @@ async def published_async(
             woken, wake = sysm._aio.waiter()
             waiting.woken.add_done_callback(wake)
             try:
-                value, running = await run(
-                    sysm._closed_error, read_published, sysm, workflow_id, key
+                value, running = await sysm._aio.run_within(
+                    sysm._closed_error, read_wait(sysm, deadline - loop.time()), late,
+                    read_published, sysm, workflow_id, key,
                 )
                 if value is not _MISSING:
                     return value

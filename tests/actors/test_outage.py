@@ -183,3 +183,65 @@ def test_a_shutdown_while_housekeeping_waits_on_the_storage_logs_no_error(tmp_pa
         s._house.join(T)
         assert not s._house.is_alive()
     assert _errors(logs) == []
+
+
+def _server_processes(server: Any) -> list[int]:
+    """The postmaster of ``server`` and its children (no other server's processes)."""
+    import os
+
+    with open(os.path.join(server.directory, "data", "postmaster.pid")) as f:
+        master = int(f.readline())
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == master:
+                children.append(int(entry))
+    return [master, *children]
+
+
+def test_result_and_published_keep_their_timeout_while_the_server_is_frozen() -> None:
+    """A PostgreSQL server that stops answering without an error (frozen: SIGSTOP) holds a read
+    for the connection's timeout; ``result(timeout=)`` and ``published(timeout=)`` (and their async
+    twins) raise ``TimeoutError`` saying the storage did not answer, within their timeout, instead
+    of ``ServerUnreachable`` after that connection timeout; everything goes on once it answers."""
+    import asyncio
+    import os
+    import signal as sig
+
+    from tests.conftest import pg_unavailable, schema_of
+    from tests.pgserver import FAST, PgServer, PgUnavailable
+
+    try:
+        server = PgServer.start(FAST)
+    except PgUnavailable as exc:
+        pg_unavailable(str(exc))
+    try:
+        with server.schema() as url, ActorSystem(f"{url}&schema={schema_of(url)}") as s:
+            ref = s.start(flows.waits_once, id="w")
+            s.idle(timeout=T)
+            frozen = _server_processes(server)
+            for pid in frozen:
+                os.kill(pid, sig.SIGSTOP)
+            try:
+                calls = [
+                    ("result", lambda: ref.result(timeout=1)),
+                    ("published", lambda: ref.published("score", timeout=1)),
+                    ("result_async", lambda: asyncio.run(ref.result_async(timeout=1))),
+                    ("published_async", lambda: asyncio.run(ref.published_async("score", timeout=1))),
+                ]
+                for what, call in calls:
+                    with pytest.raises(TimeoutError, match="did not answer within") as info:
+                        call()
+                    assert what in str(info.value) and "'w'" in str(info.value)
+            finally:
+                for pid in frozen:
+                    os.kill(pid, sig.SIGCONT)
+            ref.signal("go", 7)
+            assert ref.result(timeout=T) == 7
+    finally:
+        server.stop()
