@@ -1480,6 +1480,8 @@ def module_effects(lines: list[str], filename: str, globals_: dict[str, Any] | N
     got = _MODULES.get(key)
     if got is not None:
         return got
+    if len(_MODULES) >= 4096:
+        _MODULES.clear()
     _MODULES[key] = ModuleEffects(frozenset(), frozenset())  # (a module importing itself)
     try:
         tree = ast.parse("".join(lines))
