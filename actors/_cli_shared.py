@@ -14,6 +14,7 @@ from persistence import FINISHED, PersistenceError, Store, open_store
 from persistence._open import check_scheme
 from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
+from workflows._errors import check_text
 
 from ._info import types_named
 
@@ -62,8 +63,16 @@ def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> st
 
 
 def check_request(store: Store, rec: Any, kind: str, name: str | None) -> None:
-    """Refuse a request that cannot be carried out (CliError saying why): the workflow has
+    """Refuse a request that cannot be carried out (CliError saying why): a signal or an ask
+    with an empty name (refused as ``signal()`` and ``ask()`` refuse it), the workflow has
     finished, or a fire-timer names no armed timer. Shared by ``wf`` and ``wf ui``."""
+    if kind in ("signal", "ask"):
+        if not name:
+            raise CliError(f"{kind} name must be a non-empty string, got {name!r}")
+        try:
+            check_text(name, f"{kind} name")
+        except ValueError as e:
+            raise CliError(str(e)) from e
     if rec.status in FINISHED:
         raise CliError(
             f"workflow {rec.id!r} has already finished ({rec.status}); nothing to {kind.replace('_', ' ')}"

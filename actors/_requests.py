@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from ._system import ActorSystem
 
 _EXTERNAL_BACKOFF = (0.05, 2.0)
-# Errors of a request itself: it can never be carried out, so it is deleted (and logged).
+# Errors of a request itself: it can never be carried out, so it is deleted (and logged). A
+# TypeError is the request's too (an ask with an empty name, left by an older wf): kept, it
+# failed every pass and held up every request behind it.
 _REQUEST_ERRORS = (UnknownWorkflowId, WorkflowFinished, UnknownWorkflow, WorkflowNotRunning,
-                   TimerNotArmed, ValueError)
+                   TimerNotArmed, ValueError, TypeError)
 # A pass left a fire-timer request to the step that takes its timer: look again soon.
 _PENDING_STEP = Exception("a fire-timer request waits for its step")
 

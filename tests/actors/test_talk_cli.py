@@ -85,3 +85,36 @@ def test_wf_ask_refuses_an_empty_ask_id_as_ask_does(db, capsys):  # noqa: F811
         code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "")
         assert (code, out) == (1, "") and "--ask-id must name the ask" in err, err
         assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
+
+
+def test_wf_ask_or_signal_with_an_empty_name_is_refused_and_wedges_nothing(db, capsys):  # noqa: F811
+    """An empty name is refused by wf ask and wf signal (exit 1, nothing queued), as ask() and
+    signal() refuse it; before, wf ask queued it and the running system failed on it at every
+    pass, so every later wf request (a signal, a cancel) waited behind it forever."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct", "", "30", "--db", db, "--timeout", "0.5")
+        assert (code, out) == (1, "") and "ask name must be a non-empty string" in err, err
+        code, out, err = wf(capsys, "signal", "acct", "", "30", "--db", db)
+        assert (code, out) == (1, "") and "signal name must be a non-empty string" in err, err
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db)
+        assert (code, out.strip()) == (0, "70"), err
+
+
+def test_a_wf_request_the_system_cannot_carry_out_is_dropped_not_retried_forever(db):  # noqa: F811
+    """A request left by an older wf (an ask with an empty name) is logged and dropped; the
+    requests behind it are carried out."""
+    from structlog.testing import capture_logs
+
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        store = s._rt.store
+        with capture_logs() as logs:
+            store.post_external("ask", "acct", "", json.dumps({"ask_id": "bad", "payload": 1}), at=0.0)
+            store.post_external("signal", "acct", "close", json.dumps(None), at=0.0)
+            assert s.get("acct").result(timeout=T) == 100
+        failed = [e for e in logs if e["event"] == "external_request_failed"]
+        assert failed and "ask name must be a non-empty string" in failed[0]["error"]
+        assert not [e for e in logs if e["event"] == "housekeeping_failed"]
