@@ -108,7 +108,7 @@ class Retention:
         if self.retention is None:
             return False
         oldest = self.store.oldest_finished()
-        return oldest is not None and oldest < self.clock.now() - self.retention
+        return oldest is not None and oldest <= self.clock.now() - self.retention
 
     def pace(self) -> float:
         """Seconds to leave the writer to the running workflows before the next batch."""

@@ -638,8 +638,8 @@ class ActorSystem:
         return WorkflowRef(self, workflow_id, _token=_REF_TOKEN)
 
     def prune(self, older_than: float) -> int:
-        """Delete now every workflow that finished more than ``older_than`` seconds ago (on the
-        system's clock), with every row it left; return how many.
+        """Delete now every workflow that finished ``older_than`` seconds ago or more (on the
+        system's clock; 0: every finished workflow), with every row it left; return how many.
 
         Deletes in short batches, each one write among the running workflows' steps, so they go
         on meanwhile. Running workflows are never touched.

@@ -304,7 +304,7 @@ class SqlStore(Store):
         return self._external(take)
 
     def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
-        """Delete up to ``limit`` workflows that finished before ``before`` (oldest first), with
+        """Delete up to ``limit`` workflows that finished at or before ``before`` (oldest first), with
         every row they left in any table, in one transaction; return their ids.
 
         Call it again until it returns fewer than ``limit``: each call is one short write, so

@@ -601,7 +601,7 @@ class RetentionStore(Protocol):
 
     @abc.abstractmethod
     def prune_finished(self, before: float, limit: int = 1000, *, at: float | None = None) -> list[str]:
-        """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with
+        """Delete up to ``limit`` workflows that finished at or before ``before``, oldest first, with
         every row they left, in one transaction; return their ids. Each leaves its tombstone,
         pruned ``at`` (epoch seconds; None: now)."""
 

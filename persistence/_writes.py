@@ -567,7 +567,7 @@ def take_meta(w: Writer, key: str) -> str | None:
 
 
 def prune_finished(w: Writer, before: float, limit: int, at: float | None = None) -> list[str]:
-    """Delete up to ``limit`` workflows that finished before ``before``, oldest first, with every
+    """Delete up to ``limit`` workflows that finished at or before ``before``, oldest first, with every
     row they left; return their ids. Each leaves a tombstone (pruned ``at``; None: not).
 
     Selected inside the write transaction (on PostgreSQL, locked, skipping rows another prune
@@ -580,7 +580,7 @@ def prune_finished(w: Writer, before: float, limit: int, at: float | None = None
         r[0]
         for r in w.query_all(
             f"SELECT id FROM {{s}}.workflows{d.indexed('workflows_finished')} "
-            f"WHERE finished_at IS NOT NULL AND finished_at < ? ORDER BY finished_at LIMIT ?"
+            f"WHERE finished_at IS NOT NULL AND finished_at <= ? ORDER BY finished_at LIMIT ?"
             f"{' FOR UPDATE SKIP LOCKED' if d.skip_locked else ''}",
             (before, limit),
         )

@@ -234,6 +234,20 @@ def test_prune_counts_what_it_deleted(db, clock) -> None:
         assert [w.id for w in system.workflows()] == [running.id]
 
 
+def test_prune_older_than_0_deletes_what_finished_at_this_very_time(db, clock) -> None:
+    """prune(older_than=0) deletes every finished workflow, those that finished at this instant
+    of the clock too (a VirtualClock that has not moved); before, it deleted none of them."""
+    with ActorSystem(db, clock=clock, retention=None) as system:
+        refs = [system.start(quick, i) for i in range(3)]
+        assert [r.result(timeout=T) for r in refs] == [0, 1, 2]
+        running = system.start(idles)
+        system.idle(timeout=T)
+        assert system.prune(older_than=0) == 3
+        assert [w.id for w in system.workflows()] == [running.id]
+        with pytest.raises(UnknownWorkflow, match="pruned"):
+            refs[0].result(timeout=T)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
