@@ -97,7 +97,13 @@ class TimerNotArmed(ActorSystemError):
 
 
 class SystemClosed(ActorSystemError):
-    """The ActorSystem was shut down."""
+    """The ActorSystem was shut down.
+
+    ``ask_id`` names the ask a caller's ``ask()`` waited for when the shutdown ended its wait
+    (the request stays stored: asked again with that ``ask_id``, it gets the reply); else None.
+    """
+
+    ask_id: str | None = None
 
 
 class AskFailed(ActorSystemError):

@@ -37,14 +37,14 @@ from workflows._errors import check_text
 from workflows._talk import Request
 
 from ._aio import read_late, read_wait, read_within
-from ._errors import AskFailed, WorkflowNotRunning, check_timeout
+from ._errors import AskFailed, SystemClosed, WorkflowNotRunning, check_timeout
 
 if TYPE_CHECKING:
     from persistence import Store
 
     from ._aio import AsyncBridge
     from ._clock import Clock
-    from ._errors import SystemClosed, UnknownWorkflow
+    from ._errors import UnknownWorkflow
 
 
 T = TypeVar("T")
@@ -220,6 +220,19 @@ def _timed_out(workflow_id: str, name: str, ask_id: str, timeout: float | None) 
     )
 
 
+def _closed_while_asking(sysm: ActorSystem, workflow_id: str, name: str, ask_id: str) -> SystemClosed:
+    """The SystemClosed of an ask whose wait a shutdown ended: its request is stored, so it
+    names the ask_id that gets its reply from the next system (a generated one is known only
+    here)."""
+    e = SystemClosed(
+        f"the ActorSystem on {sysm.db!r} was shut down while ask {name!r} (id {ask_id!r}) to "
+        f"workflow {workflow_id!r} waited for its reply; the request stays stored: ask again "
+        f"with ask_id={ask_id!r} (on the next system) to get its reply, asked once"
+    )
+    e.ask_id = ask_id
+    return e
+
+
 def ask(
     sysm: ActorSystem,
     workflow_id: str,
@@ -231,8 +244,10 @@ def ask(
     check_timeout(timeout, "ask", nothing_sent=True)
     deadline = None if timeout is None else time.monotonic() + timeout
     waiting = _Waiting(sysm._rt, workflow_id)  # before the write: a reply right after it wakes us
+    stored: str | None = None  # the ask's id once its request is stored
     try:
         ask_id, row = start_ask(sysm, workflow_id, name, payload, ask_id, timeout)
+        stored = ask_id
         recheck = RECHECK
         while row is None or not row.answered:
             # Waited for first: the reply's commit wakes us (registered before the ask was
@@ -250,7 +265,13 @@ def ask(
                 raise _timed_out(workflow_id, name, ask_id, timeout)
         return ask_outcome(row)
     except StoreClosed:
+        if stored is not None and sysm._closed:
+            raise _closed_while_asking(sysm, workflow_id, name, stored) from None
         sysm._check_open()  # the system shut down between the check and a read: SystemClosed
+        raise
+    except SystemClosed as e:
+        if stored is not None and e.ask_id is None:
+            raise _closed_while_asking(sysm, workflow_id, name, stored) from None
         raise
     finally:
         waiting.close()
@@ -270,11 +291,13 @@ async def ask_async(
     deadline = None if timeout is None else loop.time() + timeout
     rt = sysm._rt
     waiting = _Waiting(rt, workflow_id)
+    stored: str | None = None  # the ask's id once its request is stored
     try:
         ask_id, row = await sysm._aio.run(
             sysm._closed_error, start_ask, sysm, workflow_id, name, payload, ask_id, timeout
         )
         assert ask_id is not None
+        stored = ask_id
         recheck = RECHECK
         while row is None or not row.answered:
             woken, wake = sysm._aio.waiter()
@@ -296,6 +319,10 @@ async def ask_async(
             if row is None and remaining is not None and remaining <= 0:
                 raise _timed_out(workflow_id, name, ask_id, timeout)
         return ask_outcome(row)
+    except (SystemClosed, StoreClosed) as e:
+        if stored is not None and sysm._closed and getattr(e, "ask_id", None) is None:
+            raise _closed_while_asking(sysm, workflow_id, name, stored) from None
+        raise
     finally:
         waiting.close()
 

@@ -169,3 +169,13 @@ async def strict_bank(owner: str, balance: int) -> None:
     while True:
         req = await request("withdraw")
         reply(req, error=InsufficientFunds(owner, balance))
+
+
+@workflow
+async def opens_then_answers() -> str:
+    """Takes no ask until told ``open``; then answers one ask ``q`` and ends."""
+    await signal("open")
+    req = await request("q")
+    seen("opens_then_answers", req)
+    reply(req, f"answered {req.payload}")
+    return "done"

@@ -369,3 +369,44 @@ def test_a_reply_from_another_workflow_than_the_one_asked_is_refused_at_that_lin
     with pytest.raises(WorkflowFailed, match=r"request 'job' \(ask 'J'\) was asked of workflow 'router', "
                        r"and only its reply answers it \(this is 'worker'\); send the answer back"):
         worker.result(timeout=T)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["ask", "ask_async"])
+def test_an_ask_ended_by_a_shutdown_names_its_ask_id_to_go_on_waiting_after_a_restart(
+    db, clock, use_async
+):
+    """An ask (with no ask_id of the caller's) ended by shutdown() raises SystemClosed saying the
+    request stays stored and naming its generated ask_id (also as ``.ask_id``); asked again
+    with it on the next system, it gets the reply, asked once. Before, the id was never told:
+    the reply of that stored request could not be had."""
+    from actors import SystemClosed
+
+    system = ActorSystem(db, clock=clock)
+    ref = system.start(tf.opens_then_answers, id="late")
+    system.idle(T)
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            if use_async:
+                asyncio.run(ref.ask_async("q", 5))
+            else:
+                ref.ask("q", 5)
+        except BaseException as e:  # noqa: BLE001 - what it raised is the check
+            raised.append(e)
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    _wait_until(lambda: bool(system._rt.store.inbox("late")), "the ask is stored")
+    system.shutdown()
+    t.join(T)
+    assert not t.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], SystemClosed), raised
+    ask_id = getattr(raised[0], "ask_id", None)
+    assert isinstance(ask_id, str) and f"ask_id={ask_id!r}" in str(raised[0]), raised[0]
+    assert "stays stored" in str(raised[0])
+    with ActorSystem(db, clock=clock) as again:
+        again.get("late").signal("open")
+        assert again.get("late").ask("q", 5, ask_id=ask_id, timeout=T) == "answered 5"
+        assert again.get("late").result(T) == "done"
+    assert tf.SEEN["opens_then_answers"] == [ask_id]
