@@ -241,6 +241,14 @@ class ActorSystem:
         self._check_open()
         _serve.serve(lambda: self._closed, self.shutdown, self.db, self._log)
 
+    async def serve_async(self) -> None:
+        """``serve`` for asyncio code (an asyncio server's main): awaits SIGTERM or SIGINT on
+        the running loop, which goes on serving meanwhile, then shuts down cleanly as
+        ``shutdown_async`` does; returns at once if the system is shut down otherwise meanwhile.
+        Run it on a loop in the main thread, which receives the signals."""
+        self._check_open()
+        await _serve.serve_async(lambda: self._closed, self.shutdown_async, self.db, self._log)
+
     def _crash(self) -> None:
         """Stop without handing anything off, as a crash would as far as the database can tell
         (the test cluster's ``crash``): the other nodes find this one dead and take over."""
@@ -977,6 +985,10 @@ class ActorSystem:
         self._check_open()
         return [NodeInfo(n.node_id, n.shards, n.heartbeat_age, n.started_at, n.state)
                 for n in self._rt.cluster.nodes() if n.state in ("up", "stale")]
+
+    async def nodes_async(self) -> list[NodeInfo]:
+        """``nodes`` for asyncio code, without blocking the loop."""
+        return await self._aio.run(self._closed_error, self.nodes)
 
     def live_actors(self) -> int:
         """How many workflow actors are live now (at most ``max_live``)."""

@@ -366,3 +366,60 @@ def test_the_other_blocking_calls_have_async_twins_that_answer_as_they_do(
         assert await many[0].result_async(timeout=T) == "hello"
 
     serve(main)
+
+
+def test_nodes_has_an_async_twin_that_answers_as_it_does(system: ActorSystem) -> None:
+    """nodes() reads the database (a round trip on PostgreSQL): nodes_async answers the same
+    without blocking the loop, and raises SystemClosed once the system is shut down."""
+
+    async def main(ticker: Ticker) -> None:
+        got = await system.nodes_async()
+        assert [(n.node_id, n.shards) for n in got] == [(n.node_id, n.shards) for n in system.nodes()]
+        assert got and got[0].node_id == system.node_id
+
+    serve(main)
+    system.shutdown()
+
+    async def closed() -> None:
+        with pytest.raises(SystemClosed):
+            await system.nodes_async()
+
+    asyncio.run(closed())
+
+
+def test_serve_async_awaits_sigterm_beside_the_loop_then_shuts_down(tmp_path: Path) -> None:
+    """serve_async is serve's twin: the loop goes on ticking while it waits; SIGTERM ends it with
+    a clean shutdown (the system closed, a workflow started before it recovered by the next
+    system), and the process's own SIGTERM handler is back after."""
+    import os
+    import signal as signals
+
+    db = str(tmp_path / "serve.db")
+    before = signals.getsignal(signals.SIGTERM)
+    system = ActorSystem(db)
+    ticks: list[float] = []
+
+    async def main() -> None:
+        ref = await system.start_async(listener, id="l")
+        loop = asyncio.get_running_loop()
+
+        async def ticker() -> None:
+            while True:
+                ticks.append(loop.time())
+                await asyncio.sleep(0.01)
+
+        tick = asyncio.create_task(ticker())
+        served = asyncio.create_task(system.serve_async())
+        await asyncio.sleep(0.3)
+        assert not served.done() and len(ticks) > 5
+        os.kill(os.getpid(), signals.SIGTERM)
+        await asyncio.wait_for(served, T)
+        tick.cancel()
+        with pytest.raises(SystemClosed):
+            await ref.signal_async("go", 1)
+
+    asyncio.run(main())
+    assert signals.getsignal(signals.SIGTERM) == before
+    with ActorSystem(db) as again:
+        again.get("l").signal("go", 3)
+        assert again.get("l").result(timeout=T) == 3
