@@ -171,12 +171,14 @@ class WorkflowExists(PersistenceError):
 
 
 class InboxFull(PersistenceError):
-    """The workflow's inbox holds as many buffered signals as the store allows."""
+    """The workflow's inbox holds as many buffered signals (or asks, ``what="asks"``) as the
+    store allows."""
 
-    def __init__(self, workflow_id: str, *, limit: int, path: str | None) -> None:
+    def __init__(self, workflow_id: str, *, limit: int, path: str | None, what: str = "signals") -> None:
+        kind = "requests" if what == "asks" else what
         super().__init__(
             f"inbox of workflow {workflow_id!r} in {path} is full: it already buffers {limit} "
-            f"signals it has not consumed. Make the workflow await (or select on) the signals it "
+            f"{what} it has not consumed. Make the workflow await (or select on) the {kind} it "
             f"is sent, send fewer, or raise the bound (ActorSystem(inbox_limit=...), or "
             f"open_store(..., inbox_limit=...)).",
             path=path,

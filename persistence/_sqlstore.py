@@ -628,7 +628,7 @@ class SqlStore(Store):
     ) -> Promise[tuple[AskRow | None, Delivered | None]]:
         """Store an ask and its request (or find the one stored with that id), queued: the
         future resolves after COMMIT with ``(row found, None)`` or ``(None, request delivered)``."""
-        return self._write(lambda w: _talk.ask(w, workflow_id, ask_id, name, payload, at))
+        return self._write(lambda w: _talk.ask(w, workflow_id, ask_id, name, payload, at, self.inbox_limit))
 
     def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
         """The ask ``ask_id`` of ``workflow_id`` as stored, or None (by primary key)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from persistence import _sql
-from persistence._errors import UnknownWorkflowId, WorkflowFinished
+from persistence._errors import InboxFull, UnknownWorkflowId, WorkflowFinished
 from persistence._types import RUNNING, Delivered, DropCause, Dropped, StepWrite
 from persistence._writer import Deferred
 
@@ -126,14 +126,24 @@ def asks_ended(step: StepWrite) -> tuple[str, tuple[Any, ...]]:
     return END_ASKS, (why, step.updated_at, wid)
 
 
+# The requests a workflow's inbox holds, counted up to a bound (``InboxFull`` at ``inbox_limit``).
+COUNT_REQUESTS = (
+    "SELECT count(*) FROM (SELECT 1 FROM {s}.inbox WHERE workflow_id = ? AND kind = ? LIMIT ?) AS x"
+)
+
+
 def ask(
-    w: Writer, workflow_id: str, ask_id: str, name: str, payload: bytes, at: float
+    w: Writer, workflow_id: str, ask_id: str, name: str, payload: bytes, at: float,
+    limit: int | None = None,
 ) -> Deferred[tuple[AskRow | None, Delivered | None]]:
     """Store an ask: its row and its request in the workflow's inbox, in this transaction; or, if
     an ask of that id is stored already, that one (nothing new is written).
 
     The result's ``finish()`` gives ``(row, None)`` for an ask stored before, ``(None,
-    delivered)`` for a new one, or raises ``UnknownWorkflowId``/``WorkflowFinished``.
+    delivered)`` for a new one, or raises ``UnknownWorkflowId``/``WorkflowFinished``, or
+    ``InboxFull`` when the workflow's inbox holds ``limit`` requests not taken yet (asks are
+    bounded as signals are, each kind on its own: buffered signals never keep out an ask the
+    workflow may await now; the writer rolls the ask's row back with it).
     """
     inserted = w.execute(INSERT_ASK, (workflow_id, ask_id, name, at), wait=True)
     if inserted.rowcount != 1:  # asked before (or at the same moment, by another caller)
@@ -141,10 +151,14 @@ def ask(
         assert before is not None
         row = ask_row(before)
         return Deferred(lambda: (row, None))
-    cur = w.insert_id(
+    full = False
+    if limit is not None:
+        count = w.query_one(COUNT_REQUESTS, (workflow_id, REQUEST, limit))
+        full = count is not None and count[0] >= limit
+    cur = None if full else w.insert_id(
         _sql.DELIVER, "seq", (workflow_id, REQUEST, name, payload, at, workflow_id), wait=True
     )
-    got = cur.fetchone()
+    got = cur.fetchone() if cur is not None else None
     if got is None:
         status = w.query_one(STATUS, (workflow_id,))
         why = (
@@ -154,6 +168,9 @@ def ask(
         )
         if why.cause is DropCause.UNKNOWN:
             raise UnknownWorkflowId(workflow_id, path=w.path)
+        if full and status is not None and status[0] == RUNNING:
+            assert limit is not None
+            raise InboxFull(workflow_id, limit=limit, path=w.path, what="asks")
         raise WorkflowFinished(workflow_id, str(why.status), path=w.path)
     delivered = Delivered(workflow_id, int(got[0]), REQUEST, name, payload, at)
     return Deferred(lambda: (None, delivered))

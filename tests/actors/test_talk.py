@@ -410,3 +410,29 @@ def test_an_ask_ended_by_a_shutdown_names_its_ask_id_to_go_on_waiting_after_a_re
         assert again.get("late").ask("q", 5, ask_id=ask_id, timeout=T) == "answered 5"
         assert again.get("late").result(T) == "done"
     assert tf.SEEN["opens_then_answers"] == [ask_id]
+
+
+def test_an_ask_into_a_full_inbox_raises_inbox_full_as_a_signal_does(db, clock):
+    """Asks are bounded by inbox_limit as signals are: past it ask() and ask_async() raise
+    InboxFull and store nothing (the workflow never sees that request); an ask asked again by its
+    ask_id still gets its stored one. Before, asks were stored without bound, however many a
+    client sent to a workflow that never takes them."""
+    from actors import InboxFull
+
+    with ActorSystem(db, clock=clock, inbox_limit=2) as system:
+        ref = system.start(tf.opens_then_answers, id="full")
+        system.idle(T)
+        for i in range(2):
+            with pytest.raises(TimeoutError):
+                ref.ask("q", i, ask_id=f"a{i}", timeout=0)
+        with pytest.raises(InboxFull, match="is full: it already buffers 2 asks"):
+            ref.ask("q", 2, ask_id="a2", timeout=T)
+        with pytest.raises(InboxFull):
+            asyncio.run(ref.ask_async("q", 3, timeout=T))
+        assert [m.name for m in system._rt.store.inbox("full")] == ["q", "q"]
+        with pytest.raises(TimeoutError):  # asked again by its id: the stored one, not refused
+            ref.ask("q", 0, ask_id="a0", timeout=0)
+        ref.signal("open")  # awaited now: it gets through, and the first ask is answered
+        assert ref.ask("q", 0, ask_id="a0", timeout=T) == "answered 0"
+        assert ref.result(T) == "done"
+        assert tf.SEEN["opens_then_answers"] == ["a0"]
