@@ -38,6 +38,7 @@ from workflows._talk import Request
 
 from ._aio import read_late, read_wait, read_within
 from ._errors import AskFailed, SystemClosed, WorkflowNotRunning, check_timeout
+from ._info import waiting_text
 
 if TYPE_CHECKING:
     from persistence import Store
@@ -217,10 +218,26 @@ def check_ask(sysm: ActorSystem, workflow_id: str, ask_id: str, name: str) -> As
     return None
 
 
-def _timed_out(workflow_id: str, name: str, ask_id: str, timeout: float | None) -> TimeoutError:
+def blocked_note(sysm: ActorSystem, workflow_id: str) -> str:
+    """What a timeout adds when the workflow is held as blocked (its code missing or changed):
+    why, as ``result()``'s timeout says it; "" otherwise. One read, made at the timeout only."""
+    try:
+        rec = sysm._rt.store.load_workflow(workflow_id)
+    except Exception:  # the timeout is said all the same
+        return ""
+    text = waiting_text(rec.waiting_on) if rec is not None and rec.status == "running" else None
+    if not text or not text.startswith("BLOCKED ("):
+        return ""
+    return f"; workflow {workflow_id!r} is held as {text}"
+
+
+def _timed_out(
+    workflow_id: str, name: str, ask_id: str, timeout: float | None, note: str = ""
+) -> TimeoutError:
     return TimeoutError(
         f"ask {name!r} (id {ask_id!r}) to workflow {workflow_id!r} got no reply within {timeout}s; "
         f"the request stays stored: ask again with ask_id={ask_id!r} to go on waiting for its reply"
+        f"{note}"
     )
 
 
@@ -266,7 +283,7 @@ def ask(
             sysm._check_open()  # shut down while it waited: SystemClosed, as for result()
             row = check_ask(sysm, workflow_id, ask_id, name)
             if row is None and remaining is not None and remaining <= 0:
-                raise _timed_out(workflow_id, name, ask_id, timeout)
+                raise _timed_out(workflow_id, name, ask_id, timeout, blocked_note(sysm, workflow_id))
         return ask_outcome(row)
     except StoreClosed:
         if stored is not None and sysm._closed:
@@ -321,7 +338,8 @@ async def ask_async(
                 sysm._closed_error, check_ask, sysm, workflow_id, ask_id, name
             )
             if row is None and remaining is not None and remaining <= 0:
-                raise _timed_out(workflow_id, name, ask_id, timeout)
+                note = await sysm._aio.run(sysm._closed_error, blocked_note, sysm, workflow_id)
+                raise _timed_out(workflow_id, name, ask_id, timeout, note)
         return ask_outcome(row)
     except (SystemClosed, StoreClosed) as e:
         if stored is not None and sysm._closed and getattr(e, "ask_id", None) is None:
@@ -350,7 +368,7 @@ def read_published(sysm: ActorSystem, workflow_id: str, key: str) -> tuple[Any, 
 
 
 def _not_published(
-    workflow_id: str, key: str, running: bool | None, timeout: float | None
+    workflow_id: str, key: str, running: bool | None, timeout: float | None, note: str = ""
 ) -> BaseException:
     if not running:
         return KeyError(f"workflow {workflow_id!r} ended without publishing {key!r}")
@@ -360,7 +378,7 @@ def _not_published(
             f"to wait for a first value"
         )
     return TimeoutError(
-        f"workflow {workflow_id!r} published nothing under {key!r} within {timeout}s"
+        f"workflow {workflow_id!r} published nothing under {key!r} within {timeout}s{note}"
     )
 
 
@@ -383,8 +401,10 @@ def published(sysm: ActorSystem, workflow_id: str, key: str, timeout: float | No
             if value is not _MISSING:
                 return value
             remaining = deadline - time.monotonic()
-            if not running or remaining <= 0:
+            if not running:
                 raise _not_published(workflow_id, key, running, timeout)
+            if remaining <= 0:
+                raise _not_published(workflow_id, key, running, timeout, blocked_note(sysm, workflow_id))
             with contextlib.suppress(TimeoutError):
                 waiting.woken.result(min(remaining, recheck))
             recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK
@@ -422,8 +442,11 @@ async def published_async(
                 if value is not _MISSING:
                     return value
                 remaining = deadline - loop.time()
-                if not running or remaining <= 0:
+                if not running:
                     raise _not_published(workflow_id, key, running, timeout)
+                if remaining <= 0:
+                    note = await run(sysm._closed_error, blocked_note, sysm, workflow_id)
+                    raise _not_published(workflow_id, key, running, timeout, note)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken, min(remaining, recheck))
                 recheck = min(recheck * 2, RECHECK_MAX) if not waiting.woken.done() else RECHECK

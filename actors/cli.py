@@ -351,12 +351,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
         pause = 0.02
         while row is None or not row.answered:
             if time.monotonic() >= deadline:
+                now = store.load_workflow(rec.id)
+                held = waiting_text(now.waiting_on) if now is not None and now.status == "running" else None
                 raise CliError(
                     f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
                     f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id} --db {shlex.quote(_shown(args.db))}` "
                     "waits for its reply"
                     + ("" if owner_of(store) or not isinstance(store, SqliteStore) else
                        f" (no system has {_shown(args.db)} open: the next one to start carries it out)")
+                    + (f"; the workflow is held as {held}" if held and held.startswith("BLOCKED (") else "")
                 )
             time.sleep(pause)  # the CLI shares no notification with the system: a short reread
             pause = min(pause * 2, 0.25)

@@ -308,3 +308,49 @@ def test_a_renamed_procedure_leaves_its_dispatched_call_pending(tmp_path, monkey
             sys.modules.pop(name, None)
         for key in [k for k in _REGISTRY["workflow"] if k.startswith(FLOW + ":")]:
             del _REGISTRY["workflow"][key]
+
+
+ASKED_MODULE = "missing_code_asked"
+ASKED_SOURCE = '''
+from workflows import publish, reply, request, workflow
+
+@workflow
+async def teller():
+    publish("open", True)
+    while True:
+        req = await request("balance")
+        reply(req, 10)
+'''
+
+
+def test_an_ask_or_published_timing_out_on_a_blocked_workflow_says_it_is_blocked(tmp_path, monkeypatch, capsys):
+    """An ask (ask_async, wf ask, and a published() wait) that times out because its workflow is
+    held as blocked says so, with why, as result()'s timeout does; before, it said only that no
+    reply came in time, as if the workflow were merely busy."""
+    import asyncio
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = _Module(tmp_path, ASKED_MODULE, ASKED_SOURCE)
+    db = str(tmp_path / "wf.db")
+    mod = module.load()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        assert system.start(mod.teller, id="t").ask("balance", timeout=T) == 10
+    module.remove()
+    with ActorSystem(db, clock=VirtualClock()) as system:
+        ref = system.get("t")
+        ref.signal("wake")
+        system.idle(timeout=T)
+        assert ref.info().waiting_on.startswith("BLOCKED (")
+        with pytest.raises(TimeoutError, match=r"got no reply within 0.2s.*is held as BLOCKED.*cannot be found"):
+            ref.ask("balance", timeout=0.2)
+        with pytest.raises(TimeoutError, match=r"got no reply within 0.2s.*is held as BLOCKED"):
+            asyncio.run(ref.ask_async("balance", timeout=0.2))
+        with pytest.raises(TimeoutError, match=r"published nothing under 'closed' within 0.2s.*is held as BLOCKED"):
+            ref.published("closed", timeout=0.2)
+        with pytest.raises(TimeoutError, match=r"is held as BLOCKED"):
+            asyncio.run(ref.published_async("closed", timeout=0.2))
+        from actors.cli import main
+
+        assert main(["ask", "t", "balance", "--db", db, "--timeout", "0.3"]) == 1
+        err = capsys.readouterr().err
+        assert "no reply to ask 'balance'" in err and "the workflow is held as BLOCKED (" in err, err
