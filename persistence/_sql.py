@@ -115,7 +115,15 @@ INBOX_DEPTH_OF_SHARDS = (
 COUNT_INBOX = "SELECT count(*) FROM (SELECT 1 FROM {s}.inbox WHERE workflow_id = ? LIMIT ?) AS x"
 # A pipelined writer counts in the insert itself; a writer answered at once counts first (SQLite
 # would copy the SELECT of an insert that reads its own table aside before inserting).
-DELIVER_BOUNDED = DELIVER + f" AND ({COUNT_INBOX}) < ?"
+# A signal its workflow awaits now (its name in ``waits``), none of that name buffered before it,
+# is taken whatever the bound: it is the one the workflow takes next, and refusing it would hold
+# the workflow for good. More of that name are bounded as any signal is.
+AWAITED_NOW = (
+    "SELECT 1 FROM {s}.waits AS a WHERE a.workflow_id = ? AND a.name = ? AND NOT EXISTS "
+    "(SELECT 1 FROM {s}.inbox AS b WHERE b.workflow_id = a.workflow_id AND b.name = a.name "
+    "AND b.kind = 'signal')"
+)
+DELIVER_BOUNDED = DELIVER + f" AND (({COUNT_INBOX}) < ? OR EXISTS ({AWAITED_NOW}))"
 BROADCAST_TO = (
     "SELECT workflow_id FROM {s}.subscriptions WHERE name = ? AND filter_key = ? "
     "ORDER BY workflow_id"

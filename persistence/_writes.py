@@ -123,16 +123,21 @@ def _deliver(
 ) -> Callable[[], Delivered | Dropped]:
     """Send one inbox append; the returned function gives the row, or why it did not go in.
 
-    Only signals count against the bound: a cancel or a child's outcome must always get through.
+    Only signals count against the bound: a cancel or a child's outcome must always get through,
+    and so must a signal the workflow awaits now when none of its name is buffered already.
     """
     values = (workflow_id, kind, name, payload, at, workflow_id)
     if kind != SIGNAL:
         cur = w.insert_id(_sql.DELIVER, "seq", values)
     elif w.pipelined:
-        cur = w.insert_id(_sql.DELIVER_BOUNDED, "seq", (*values, workflow_id, limit, limit))
+        cur = w.insert_id(
+            _sql.DELIVER_BOUNDED, "seq", (*values, workflow_id, limit, limit, workflow_id, name)
+        )
     else:
         row = w.query_one(_sql.COUNT_INBOX, (workflow_id, limit))
         full = row is not None and row[0] >= limit
+        if full and w.query_one(_sql.AWAITED_NOW, (workflow_id, name)) is not None:
+            full = False  # awaited now, the first of its name: taken (it lets the workflow go on)
         cur = None if full else w.insert_id(_sql.DELIVER, "seq", values)
 
     def result() -> Delivered | Dropped:

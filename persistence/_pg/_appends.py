@@ -94,7 +94,8 @@ def _deliver(
     values = (workflow_id, kind, name, payload, at, workflow_id)
     if kind == SIGNAL:
         cur = w.execute(
-            _keyed(_sql.DELIVER_BOUNDED), (*values, workflow_id, limit, limit, key, workflow_id)
+            _keyed(_sql.DELIVER_BOUNDED),
+            (*values, workflow_id, limit, limit, workflow_id, name, key, workflow_id),
         )
     else:
         cur = w.execute(_keyed(_sql.DELIVER), (*values, key, workflow_id))

@@ -7,8 +7,11 @@ import json
 import shlex
 import threading
 
-from actors import ActorSystem
+import pytest
+
+from actors import ActorSystem, InboxFull
 from actors.testing import VirtualClock
+from persistence import dumps
 
 from . import talk_flows as tf
 from .test_cli import db, wf  # noqa: F401  (the fixture)
@@ -118,3 +121,26 @@ def test_a_wf_request_the_system_cannot_carry_out_is_dropped_not_retried_forever
         failed = [e for e in logs if e["event"] == "external_request_failed"]
         assert failed and "ask name must be a non-empty string" in failed[0]["error"]
         assert not [e for e in logs if e["event"] == "housekeeping_failed"]
+
+
+def test_wf_signal_the_workflow_awaits_gets_through_a_full_inbox(db, capsys):  # noqa: F811
+    """The bound is for signals not awaited yet: a wf signal the workflow awaits now is taken
+    even when its inbox is full of messages it does not await, as ref.signal() takes it; before,
+    it was refused (InboxFull) and held for ever, and the workflow with it."""
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:
+        ref = s.start(tf.never_answers, id="stuck")
+        s.idle(timeout=T)
+        ref.signal("later", 1)
+        ref.signal("later", 2)
+        code, out, err = wf(capsys, "signal", "stuck", "stop", "--db", db)
+        assert code == 0, err
+        assert ref.result(timeout=T) == "stopped"
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:  # only the first of a name
+        ref = s.start(tf.never_answers, id="flooded")
+        s.idle(timeout=T)
+        ref.signal("later", 1)
+        ref.signal("later", 2)
+        store = s._rt.store  # straight to the store (no wake-up), as another node's signal goes
+        store.append_inbox("flooded", "signal", "stop", dumps(None), at=0.0)
+        with pytest.raises(InboxFull):  # a second one of the name is bounded as any signal is
+            store.append_inbox("flooded", "signal", "stop", dumps(None), at=0.0)
