@@ -221,8 +221,8 @@ def check_ask(sysm: ActorSystem, workflow_id: str, ask_id: str, name: str) -> As
 def blocked_note(sysm: ActorSystem, workflow_id: str) -> str:
     """What a timeout adds when the workflow is held as blocked (its code missing or changed):
     why, as ``result()``'s timeout says it; "" otherwise. One read, made at the timeout only."""
-    try:
-        rec = sysm._rt.store.load_workflow(workflow_id)
+    try:  # (a storage that does not answer holds the caller no longer than a short read)
+        rec = read_within(sysm, 0.0, "", lambda: sysm._rt.store.load_workflow(workflow_id))
     except Exception:  # the timeout is said all the same
         return ""
     text = waiting_text(rec.waiting_on) if rec is not None and rec.status == "running" else None
@@ -445,7 +445,7 @@ async def published_async(
                 if not running:
                     raise _not_published(workflow_id, key, running, timeout)
                 if remaining <= 0:
-                    note = await run(sysm._closed_error, blocked_note, sysm, workflow_id)
+                    note = await sysm._aio.run(sysm._closed_error, blocked_note, sysm, workflow_id)
                     raise _not_published(workflow_id, key, running, timeout, note)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(woken, min(remaining, recheck))
