@@ -500,7 +500,7 @@ class Schedules:
             if metrics is not None and outcome != "existed":  # (that one, its starter counted)
                 metrics.count("ticks", "missed", n=missed)
                 if start:
-                    metrics.count("ticks", outcome)
+                    metrics.count("ticks", "skipped" if outcome == "taken" else outcome)
             if outcome == "started" and seed is not None:
                 self.started += 1
                 if metrics is not None:
@@ -522,6 +522,17 @@ class Schedules:
                     return  # the ticks after it are judged at a later round
             elif outcome == "existed" and seed is not None:
                 last = seed[0].id
+            elif outcome == "taken" and seed is not None:
+                self.skipped += 1
+                self.log.error(
+                    "schedule_tick_id_taken",
+                    schedule_id=row.id,
+                    tick=tick_text(tick),
+                    workflow_id=seed[0].id,
+                    reason=f"a workflow of another type than {row.workflow!r} holds the tick's id "
+                           f"(started under it by hand): the tick is skipped; start no workflow under "
+                           f"an id of the form '{row.id}@<tick>'",
+                )
             elif start:
                 self.skipped += 1
                 self.log.info(

@@ -45,15 +45,24 @@ PUT = (
 )
 DELETE = "DELETE FROM {s}.schedules WHERE id = ?"
 STATUS = "SELECT status FROM {s}.workflows WHERE id = ?"
+# A tick's run, recorded only if the workflow of its id is of the schedule's type: one of another
+# type started by hand under that id is no run of the schedule's.
 RUN = (
-    "INSERT INTO {s}.schedule_runs (workflow_id, schedule_id, tick) VALUES (?, ?, ?) "
+    "INSERT INTO {s}.schedule_runs (workflow_id, schedule_id, tick) SELECT ?, ?, ? "
+    "WHERE EXISTS (SELECT 1 FROM {s}.workflows WHERE id = ? AND type = ?) "
     "ON CONFLICT (workflow_id) DO NOTHING"
 )
+TYPE = "SELECT type FROM {s}.workflows WHERE id = ?"
 # Progress only forward: a driver that read the schedule before another one moved it on changes
 # nothing (its workflow insert found the id taken, too).
 PROGRESS = (
     "UPDATE {s}.schedules SET done_until = ?, next_tick = ?, "
     "last_started = coalesce(?, last_started) WHERE id = ? AND done_until < ?"
+)
+PROGRESS_RUN = (
+    "UPDATE {s}.schedules SET done_until = ?, next_tick = ?, last_started = coalesce("
+    "(SELECT id FROM {s}.workflows WHERE id = ? AND type = ?), last_started) "
+    "WHERE id = ? AND done_until < ?"
 )
 TICKS_OF = "SELECT workflow_id, tick FROM {s}.schedule_runs WHERE workflow_id IN ({ids})"
 
@@ -158,7 +167,8 @@ def start_tick(
     """Do the tick ``tick`` of a schedule in one transaction: start ``wf`` (its id the tick's),
     or skip it (``wf`` None, or ``skip_while_running`` names a workflow still running); move the
     schedule on past it either way. Resolves after COMMIT to ``"started"``, ``"existed"`` (the
-    id was taken: another driver started this tick) or ``"skipped"``."""
+    id was taken: another driver started this tick), ``"taken"`` (the id is a workflow of another
+    type's, started under it by hand: no run of the schedule's) or ``"skipped"``."""
 
     def run(w: Writer) -> Any:
         skip = wf is None
@@ -169,9 +179,17 @@ def start_tick(
             w.execute(PROGRESS, (tick, next_tick, None, schedule_id, tick))
             return "skipped"
         inserted = insert_workflow(w, wf)
-        w.execute(RUN, (wf.id, schedule_id, tick))
-        w.execute(PROGRESS, (tick, next_tick, wf.id, schedule_id, tick))
-        return Deferred(lambda: "started" if inserted() else "existed")
+        w.execute(RUN, (wf.id, schedule_id, tick, wf.id, wf.type))
+        w.execute(PROGRESS_RUN, (tick, next_tick, wf.id, wf.type, schedule_id, tick))
+        held = w.execute(TYPE, (wf.id,))
+
+        def outcome() -> str:
+            if inserted():
+                return "started"
+            row = held.fetchone()
+            return "existed" if row is not None and row[0] == wf.type else "taken"
+
+        return Deferred(outcome)
 
     return store._write(run)
 

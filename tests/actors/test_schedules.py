@@ -474,3 +474,30 @@ def test_a_long_storage_outage_is_downtime_that_catchup_applies_to(
         away_for(30)
         system.idle(T)
         assert runs(system, "fast") == expected("fast", [*want, *(START + 600 + 10 * k for k in (1, 2, 3))])
+
+
+def test_a_tick_whose_id_a_workflow_of_another_type_holds_is_skipped_saying_so(db: str) -> None:
+    """A workflow of another type started by hand under a tick's id is no run of the schedule's:
+    the tick is skipped with an ERROR naming the id, the workflow is not the schedule's latest run
+    (nor its tick in ``info().scheduled_at``), and under overlap="skip" the next ticks start."""
+    from structlog.testing import capture_logs
+
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        system.schedule("job", report, "r", every=HOUR, overlap="skip")
+        taken = run_id("job", START + HOUR)
+        foreign = system.start(slow_report, 10.0, id=taken)  # runs ten (virtual) hours
+        system.idle(T)
+        with capture_logs() as logs:
+            clock.advance(HOUR)
+            system.idle(T)
+        errors = [e for e in logs if e["event"] == "schedule_tick_id_taken"]
+        assert [(e["log_level"], e["workflow_id"]) for e in errors] == [("error", taken)], logs
+        assert "another type" in errors[0]["reason"]
+        assert foreign.info().scheduled_at is None
+        assert system.schedules()[0].last_started is None
+        clock.advance(HOUR)  # the next tick starts: nothing of the schedule's runs
+        system.idle(T)
+        assert run_id("job", START + 2 * HOUR) in runs(system, "job")
+        assert system.schedules()[0].last_started == run_id("job", START + 2 * HOUR)
+        assert foreign.status() == Status.RUNNING
