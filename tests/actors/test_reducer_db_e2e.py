@@ -1,0 +1,84 @@
+"""A reducer's ``db`` through a real workflow, on each backend (SPEC §9): the same reducer code
+gives the same rows, and a reducer that raises midway leaves nothing of its step behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows import reducer, signal, workflow
+
+from .runtime_support import connect
+
+T = 30
+FAILS: dict[str, int] = {}
+
+
+@reducer
+def stock(db: Any, tag: str) -> None:
+    db["e2e_items"].create(
+        {"id": int, "tag": str, "name": str, "qty": int, "meta": str}, pk="id", if_not_exists=True
+    )
+    db["e2e_items"].insert({"tag": tag, "name": "axe", "qty": 1, "meta": {"k": [1]}})
+    db["e2e_items"].upsert({"id": 5000 - len(tag), "tag": tag, "name": "bow", "qty": 2}, pk="id")
+    db.execute("UPDATE e2e_items SET qty = qty + ? WHERE tag = ? AND name = 'axe'", [4, tag])
+
+
+@reducer
+def half_then_raise(db: Any, tag: str, times: int) -> None:
+    """Writes, then raises (the first ``times`` calls), then writes again."""
+    db["e2e_items"].insert({"tag": tag, "name": "half", "qty": 0})
+    db.execute("UPDATE e2e_items SET qty = qty * 10 WHERE tag = ?", [tag])
+    n = FAILS.get(tag, 0)
+    FAILS[tag] = n + 1
+    if n < times:
+        raise RuntimeError(f"reducer {tag} fails midway (call {n + 1})")
+    db["e2e_items"].insert({"tag": tag, "name": "whole", "qty": 0})
+
+
+@workflow
+async def shop(tag: str, times: int) -> list[Any]:
+    reducer(stock, tag)
+    await signal("go")
+    reducer(stock, tag + "+")
+    reducer(half_then_raise, tag, times)
+    await signal("again")
+    return ["done"]
+
+
+def _rows(db: str, tag: str) -> list[tuple[Any, ...]]:
+    con = connect(db)
+    try:
+        cur = con.execute(
+            "SELECT tag, name, qty, meta FROM e2e_items WHERE tag LIKE '" + tag + "%' "
+            "ORDER BY tag, name"
+        )
+        return [tuple(r) for r in cur.fetchall()]
+    finally:
+        con.close()
+
+
+def test_reducer_writes_are_the_same_and_a_reducer_raising_midway_rolls_its_step_back(
+    system: Any, db: str, clock: Any
+) -> None:
+    tag = "t" + str(len(db) % 7)
+    FAILS.pop(tag, None)
+    ref = system.start(shop, tag, 2)
+    system.idle(timeout=T)
+    first = [(tag, "axe", 5, '{"k": [1]}'), (tag, "bow", 2, None)]
+    assert _rows(db, tag) == first
+    ref.signal("go")
+    system.idle(timeout=T)
+    clock.advance(1)  # the step with the failing reducer restarts, with backoff
+    system.idle(timeout=T)
+    clock.advance(5)
+    system.idle(timeout=T)
+    assert FAILS[tag] == 3
+    # The two failed attempts left nothing (neither stock(tag+"+") nor the half of the other);
+    # the third committed the whole step once.
+    assert _rows(db, tag) == [
+        (tag, "axe", 50, '{"k": [1]}'), (tag, "bow", 20, None), (tag, "half", 0, None),
+        (tag, "whole", 0, None),
+        (tag + "+", "axe", 5, '{"k": [1]}'), (tag + "+", "bow", 2, None),
+    ]
+    ref.signal("again")
+    assert ref.result(timeout=T) == ["done"]
