@@ -43,7 +43,7 @@ from sqlite_utils.db import (
     PrimaryKeyRequired,
     jsonify_if_needed,
 )
-from sqlite_utils.utils import suggest_column_types
+from sqlite_utils.utils import dedupe_keys, suggest_column_types
 
 # SQLite's type names (as sqlite-utils maps Python types to them) in PostgreSQL.
 PG_TYPES = {
@@ -60,6 +60,41 @@ SQLITE_MAX_VARS = 999
 DEFAULT_BATCH = 100
 
 # Statements that leave the tables' shapes alone (anything else may change them).
+# What sqlite-utils' query() refuses before running it, and says for any statement without rows.
+_QUERY_REJECTED = frozenset(
+    {"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "VACUUM", "ATTACH", "DETACH"}
+)
+_QUERY_ROWS_ONLY = (
+    "query() can only be used with SQL that returns rows - use execute() for other statements"
+)
+# Statements that only read: query() runs them without a savepoint.
+_READS = frozenset({"SELECT", "VALUES", "TABLE", "SHOW", "EXPLAIN"})
+
+
+def _first_keyword(sql: str) -> str:
+    """The statement's first keyword, upper-cased, after blanks, ``;`` and comments."""
+    i, n = 0, len(sql)
+    while i < n:
+        if sql[i].isspace() or sql[i] in (";", "\ufeff", "("):
+            i += 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            if j < 0:
+                return ""
+            i = j + 1
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            if j < 0:
+                return ""
+            i = j + 2
+        else:
+            break
+    j = i
+    while j < n and (sql[j].isalpha() or sql[j] == "_"):
+        j += 1
+    return sql[i:j].upper()
+
+
 _DML = ("select", "insert", "update", "delete", "with", "values", "table", "show", "explain")
 
 
@@ -298,13 +333,41 @@ class PgDatabase:
         return PgCursor(cur)
 
     def query(self, sql: str, params: Any = None) -> Iterator[dict[str, Any]]:
-        """Run a query; yield its rows as dicts."""
-        cur = self.execute(sql, params)
-        if cur.description is None:
-            return
-        names = [d[0] for d in cur.description]
-        for row in cur:
-            yield dict(zip(names, row, strict=True))
+        """Run a query now; yield its rows as dicts (a name twice gets ``_2``, as sqlite-utils
+        names it). A statement that returns no rows is undone and refused with sqlite-utils'
+        ``ValueError``."""
+        keyword = _first_keyword(sql)
+        if keyword in _QUERY_REJECTED:
+            raise ValueError(_QUERY_ROWS_ONLY)
+        if keyword in _READS:
+            cur = self.execute(sql, params)
+            if cur.description is None:
+                raise ValueError(_QUERY_ROWS_ONLY)
+            rows: Iterable[tuple[Any, ...]] = cur
+        else:
+            # It may change something and return nothing: run it in a savepoint, to undo it then.
+            self._plain('SAVEPOINT "sqlite_utils_query"')
+            released = False
+            try:
+                cur = self.execute(sql, params)
+                if cur.description is None:
+                    raise ValueError(_QUERY_ROWS_ONLY)
+                rows = cur.fetchall()
+                self._plain('RELEASE "sqlite_utils_query"')
+                released = True
+            finally:
+                if not released:
+                    self._plain('ROLLBACK TO "sqlite_utils_query"')
+                    self._plain('RELEASE "sqlite_utils_query"')
+                    self.forget()
+        names = dedupe_keys(d[0] for d in cur.description)
+        return (dict(zip(names, row, strict=True)) for row in rows)
+
+    def _plain(self, sql: str) -> None:
+        cur = _cursor(self.conn)
+        cur.execute(sql)
+        if self._sync is not None:
+            self._sync()
 
     def table_names(self) -> list[str]:
         """The tables of the connection's current schema, by name."""

@@ -20,7 +20,22 @@ def stock(db: Any, tag: str) -> None:
     )
     db["e2e_items"].insert({"tag": tag, "name": "axe", "qty": 1, "meta": {"k": [1]}})
     db["e2e_items"].upsert({"id": 5000 - len(tag), "tag": tag, "name": "bow", "qty": 2}, pk="id")
-    db.execute("UPDATE e2e_items SET qty = qty + ? WHERE tag = ? AND name = 'axe'", [4, tag])
+    got = db.query("UPDATE e2e_items SET qty = qty + ? WHERE tag = ? AND name = 'axe' RETURNING qty",
+                   [4, tag])
+    assert [r["qty"] for r in got] == [5]
+    try:
+        db.query("UPDATE e2e_items SET qty = 0")  # no rows: refused, and undone
+    except ValueError as exc:
+        assert "query() can only be used with SQL that returns rows" in str(exc)
+    else:
+        raise AssertionError("query() took a statement without rows")
+    try:  # a failed query() is undone on its own, on both: the reducer goes on
+        db.query("INSERT INTO e2e_items (id, tag, name) VALUES (?, ?, 'dup') RETURNING id",
+                 [5000 - len(tag), tag])
+    except Exception as exc:  # noqa: BLE001
+        assert "UNIQUE" in str(exc) or "duplicate key" in str(exc), exc
+    else:
+        raise AssertionError("a duplicate key went in")
 
 
 @reducer
