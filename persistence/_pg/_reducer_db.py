@@ -28,6 +28,7 @@ transaction (the step fails, as when the reducer raises); names are case-sensiti
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 import re
@@ -209,17 +210,48 @@ def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     return cur
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _param(value: Any, where: str) -> Any:
+    """One parameter as sqlite3 binds it, or the error sqlite3 raises for it (psycopg would
+    bind more: a list as an array, a Decimal or an int past 64 bits as numeric)."""
+    if isinstance(value, float) and math.isnan(value):
+        return None  # sqlite3 binds a NaN as NULL
+    if value is None or isinstance(value, (str, float, bytes)):
+        return value
+    if isinstance(value, int):
+        if not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            raise OverflowError(
+                f"Python int too large to convert to SQLite INTEGER (parameter {where}: {value} does not "
+                f"fit in 64 bits, on SQLite nor in PostgreSQL's bigint); store it as str"
+            )
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, datetime.datetime):
+        return value.isoformat(" ")  # sqlite3's own adapters
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    raise psycopg.ProgrammingError(
+        f"Error binding parameter {where}: type {type(value).__name__!r} is not supported "
+        f"(sqlite3 binds only None, int, float, str and bytes, so the reducer db on PostgreSQL "
+        f"refuses the rest too); convert it first (json.dumps for a list or dict, str for a "
+        f"Decimal), or use db.conn (psycopg) directly for PostgreSQL's own types"
+    )
+
+
 def _params(params: Any) -> Any:
     if params is None:
         return ()
     if isinstance(params, Mapping):
-        return dict(params)
+        return {k: _param(v, f":{k}") for k, v in params.items()}
     if isinstance(params, (str, bytes)):
         raise TypeError(
             f"parameters must be a sequence (or a dict for :name), got {type(params).__name__} "
             f"{params!r}; wrap a single value in a list: [value]."
         )
-    return tuple(params)
+    return tuple(_param(v, str(i)) for i, v in enumerate(params, 1))
 
 
 class PgCursor:
@@ -466,6 +498,8 @@ def _value(value: Any) -> Any:
     value = jsonify_if_needed(value)
     if isinstance(value, bool):
         return int(value)
+    if isinstance(value, float) and value == 0:
+        return 0.0  # SQLite keeps -0.0 in a REAL column as 0.0
     return value
 
 
