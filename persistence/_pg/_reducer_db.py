@@ -60,7 +60,6 @@ PG_TYPES = {
 SQLITE_MAX_VARS = 999
 DEFAULT_BATCH = 100
 
-# Statements that leave the tables' shapes alone (anything else may change them).
 # What sqlite-utils' query() refuses before running it, and says for any statement without rows.
 _QUERY_REJECTED = frozenset(
     {"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "VACUUM", "ATTACH", "DETACH"}
@@ -96,6 +95,7 @@ def _first_keyword(sql: str) -> str:
     return sql[i:j].upper()
 
 
+# Statements that leave the tables' shapes alone (anything else may change them).
 _DML = ("select", "insert", "update", "delete", "with", "values", "table", "show", "explain")
 
 
@@ -257,7 +257,12 @@ def _params(params: Any) -> Any:
 class PgCursor:
     """The result of ``db.execute``: the parts of ``sqlite3.Cursor`` reducers use."""
 
-    lastrowid = None  # PostgreSQL has no rowid; use RETURNING, or the table's last_pk
+    @property
+    def lastrowid(self) -> int:
+        raise RowidUnavailable(
+            "cursor.lastrowid: PostgreSQL has no rowid; add RETURNING to the INSERT and fetch the "
+            "key (it works on SQLite too), or use the table's insert() and its last_pk"
+        )
 
     def __init__(self, cur: psycopg.Cursor[Any]) -> None:
         self._cur = cur
@@ -296,6 +301,12 @@ class PgCursor:
 
 
 # -- the database and its tables -------------------------------------------------------------------
+
+
+class RowidUnavailable(Exception):
+    """What sqlite-utils would answer with a row's rowid, which PostgreSQL has not: ``last_pk``
+    or ``last_rowid`` after an insert that gave no key, or ``get``, ``update`` or ``delete`` on a
+    table without a primary key. (Not a ``NotFoundError``: the row may well be there.)"""
 
 
 @dataclass(frozen=True)
@@ -509,8 +520,36 @@ class PgTable:
     def __init__(self, db: PgDatabase, name: str) -> None:
         self.db = db
         self.name = name
-        self.last_pk: Any = None
-        self.last_rowid: int | None = None
+        self._last_pk: Any = None
+        self._last_rowid: int | None = None
+        # Why the last insert's rowid is not known, once it was one PostgreSQL has no rowid for.
+        self._no_rowid: str | None = None
+        self._pk_is_rowid = False  # last_pk would be that rowid too (no pk= given)
+
+    @property
+    def last_pk(self) -> Any:
+        """The key of the row the last single-row write touched, as sqlite-utils gives it;
+        ``RowidUnavailable`` where sqlite-utils would give a rowid, which PostgreSQL has not."""
+        if self._no_rowid is not None and self._pk_is_rowid:
+            raise RowidUnavailable(f"last_pk {self._no_rowid}")
+        return self._last_pk
+
+    @last_pk.setter
+    def last_pk(self, value: Any) -> None:
+        self._last_pk = value
+        self._no_rowid = None
+
+    @property
+    def last_rowid(self) -> int | None:
+        """The rowid of the row the last single-row insert wrote: on PostgreSQL only for a table
+        whose key is one integer column (SQLite's rowid there); ``RowidUnavailable`` otherwise."""
+        if self._no_rowid is not None:
+            raise RowidUnavailable(f"last_rowid {self._no_rowid}")
+        return self._last_rowid
+
+    @last_rowid.setter
+    def last_rowid(self, value: int | None) -> None:
+        self._last_rowid = value
 
     def __repr__(self) -> str:
         return f"<PgTable {self.name}>"
@@ -533,12 +572,13 @@ class PgTable:
         """The primary key's columns (sqlite-utils says ``["rowid"]`` for none; here it is an
         error to need one)."""
         shape = self.db._shape(self.name)
-        if shape is None or not shape.pks:
-            raise NotFoundError(
-                f"table {self.name!r} has no primary key on PostgreSQL (no rowid there); create "
-                f"it with pk=... to get, update or delete rows by key."
-                if shape is not None
-                else f"table {self.name!r} does not exist"
+        if shape is None:
+            raise NotFoundError(f"table {self.name!r} does not exist")
+        if not shape.pks:
+            raise RowidUnavailable(
+                f"table {self.name!r} has no primary key, and PostgreSQL has no rowid to stand "
+                f"for one as SQLite does: create it with pk=... to get, update or delete rows by "
+                f"key"
             )
         return list(shape.pks)
 
@@ -737,14 +777,47 @@ class PgTable:
             last = self._insert_chunk(chunk, all_columns, upsert=upsert, ignore=ignore,
                                       replace=replace, pk=pks)
         if len(rows) == 1:
-            shape = self.db._shape(self.name)
-            assert shape is not None
-            key = shape.pks or pks
-            if last is not None and key:
-                self.last_pk = last[0] if len(last) == 1 else last
-            elif key and all(k in rows[0] for k in key):
-                self.last_pk = rows[0][key[0]] if len(key) == 1 else tuple(rows[0][k] for k in key)
+            self._set_last(rows[0], pks, last, upsert=upsert)
         return self
+
+    def _set_last(
+        self, row: dict[str, Any], pks: tuple[str, ...], last: tuple[Any, ...] | None, *,
+        upsert: bool,
+    ) -> None:
+        """``last_pk`` and ``last_rowid`` after a one-row write, as sqlite-utils sets them."""
+        shape = self.db._shape(self.name)
+        assert shape is not None
+        key = shape.pks
+        # SQLite's rowid is this table's key when that is one integer column (INTEGER PRIMARY KEY).
+        rowid_key = len(key) == 1 and shape.columns[key[0]] in _INTEGER_TYPES
+
+        def of_row(names: tuple[str, ...]) -> Any:
+            if not names or not all(k in row for k in names):
+                return None
+            return row[names[0]] if len(names) == 1 else tuple(row[k] for k in names)
+
+        if upsert:
+            self.last_pk = of_row(pks or key)
+            return
+        if last is None or not key:  # a row ignored, or a table without a key
+            self.last_pk = of_row(pks or key)
+            if rowid_key:
+                self.last_rowid = self.last_pk if not pks or pks == key else of_row(key)
+        else:
+            self.last_pk = (last[0] if len(last) == 1 else last) if pks in ((), key) else of_row(pks)
+            if rowid_key:
+                self.last_rowid = last[0]
+        if rowid_key:
+            return
+        self._no_rowid = (
+            f"of table {self.name!r} would be the new row's rowid on SQLite, and PostgreSQL "
+            f"has no rowid: "
+            + ("the table has no primary key (create it with pk=... to have one)" if not key else
+               f"pass pk={list(key) if len(key) > 1 else key[0]!r} to insert to get its key as "
+               f"last_pk")
+        )
+        # sqlite-utils' last_pk is that rowid too when no pk= was given and the row went in.
+        self._pk_is_rowid = not pks and (not key or last is not None)
 
     def _insert_chunk(
         self, chunk: list[dict[str, Any]], columns: list[str], *, upsert: bool, ignore: bool,
