@@ -440,9 +440,20 @@ class PgDatabase:
 _INTEGER_TYPES = frozenset({"bigint", "integer", "smallint"})
 
 
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*\Z")
+_REAL_TEXT = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*\Z")
+_MADE_FROM = {
+    "bigint": "an int", "integer": "an int", "smallint": "an int", "double precision": "a float",
+    "bytea": "bytes", "text": "a str",
+}
+
+
 def _check_exact(table: str, shape: _Shape, rows: list[dict[str, Any]]) -> None:
     """Refuse a float with a fraction bound for an integer column: PostgreSQL would round it
-    (SQLite keeps it as it is, a column's type there being only an affinity)."""
+    (SQLite keeps it as it is, a column's type there being only an affinity); and any value a
+    column's PostgreSQL type cannot hold, which SQLite would keep as it is (text in a number or
+    bytes column, bytes in a text column, a float in a text column, which SQLite writes in its
+    own format)."""
     for row in rows:
         for column, value in row.items():
             if (
@@ -455,6 +466,46 @@ def _check_exact(table: str, shape: _Shape, rows: list[dict[str, Any]]) -> None:
                     f"round {value!r} to {round(value)}; store the column as a float from the "
                     f"start (a float in the first row, or create(..., {{{column!r}: float}})), "
                     f"or round the value yourself"
+                )
+            kind = shape.columns.get(column)
+            if value is None or kind is None:
+                continue
+            bound = _value(value)
+            if kind in _INTEGER_TYPES or kind == "double precision":
+                fits = (
+                    isinstance(bound, (int, float))
+                    or isinstance(bound, str)
+                    and (_INT_TEXT if kind in _INTEGER_TYPES else _REAL_TEXT).match(bound) is not None
+                )
+            elif kind == "bytea":
+                fits = isinstance(bound, bytes)
+            elif kind == "text":
+                # (SQLite writes a float there in its own format: 1.0 as '1.0', 1e20 as '1.0e+20')
+                fits = not isinstance(bound, (bytes, float)) or (
+                    isinstance(bound, float) and math.isnan(bound)
+                )
+            else:
+                fits = True
+            if not fits:
+                raise ValueError(
+                    f"column {column!r} of table {table!r} is {kind} (it was made from "
+                    f"{_MADE_FROM.get(kind, 'its first value')}), which cannot hold "
+                    f"{type(value).__name__} {value!r:.60}: SQLite stores any value in any column, "
+                    f"PostgreSQL does not. Convert the value, or make the column from a value of "
+                    f"this type (create(..., {{{column!r}: {type(bound).__name__}}}))"
+                )
+
+
+def _check_keys(table: str, shape: _Shape, rows: list[dict[str, Any]]) -> None:
+    """Refuse a row without a value for a key column that is not filled in: SQLite takes a NULL
+    in a primary key that is not its rowid (a legacy of SQLite's), PostgreSQL never does."""
+    for row in rows:
+        for column in shape.pks:
+            if column != shape.identity and row.get(column) is None:
+                raise ValueError(
+                    f"a row of table {table!r} has no value for its primary key column "
+                    f"{column!r}: SQLite stores a NULL there (a key column that is not its rowid "
+                    f"may be NULL there), PostgreSQL refuses it; give every row its key"
                 )
 
 
@@ -826,6 +877,7 @@ class PgTable:
         shape = self.db._shape(self.name)
         assert shape is not None
         _check_exact(self.name, shape, chunk)
+        _check_keys(self.name, shape, chunk)
         key = shape.pks or pk
         if (upsert or replace) and key and len(chunk) > 1:
             # One INSERT ... ON CONFLICT may not touch a row twice: rows that repeat a key go
