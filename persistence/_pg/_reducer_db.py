@@ -116,7 +116,8 @@ def translate(sql: str, named: bool = False) -> str:
 
     Placeholders inside string literals, quoted identifiers, comments and dollar-quoted strings
     are left alone; every ``%`` is doubled (psycopg reads ``%`` anywhere as the start of one of
-    its placeholders). ``::`` casts are not names.
+    its placeholders). ``::`` casts are not names. A `` `name` `` (SQLite's other quoting of an
+    identifier) is PostgreSQL's ``"name"``.
 
     Raises:
         ValueError: a numbered placeholder (``?1``), which psycopg has no form for.
@@ -125,7 +126,13 @@ def translate(sql: str, named: bool = False) -> str:
     i, n = 0, len(sql)
     while i < n:
         c = sql[i]
-        if c in "'\"":
+        if c == "`":
+            # SQLite also takes `name` for an identifier: PostgreSQL's "name".
+            j = sql.find("`", i + 1)
+            j = n if j < 0 else j
+            out.append('"' + sql[i + 1 : j].replace('"', '""').replace("%", "%%") + '"')
+            i = j + 1
+        elif c in "'\"":
             j = i + 1
             while j < n:
                 if sql[j] == c:
@@ -417,7 +424,7 @@ class PgDatabase:
         cur = _cursor(self.conn)
         cur.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema() ORDER BY c.relname"
+            "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema() ORDER BY c.oid"
         )
         return [r[0] for r in cur.fetchall()]
 

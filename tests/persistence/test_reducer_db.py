@@ -278,6 +278,9 @@ def test_placeholders_are_translated_outside_literals_only() -> None:
         "SELECT x::int FROM t WHERE a = %(a)s AND b = ':b'"
     )
     assert translate("SELECT 5 % 2") == "SELECT 5 %% 2"
+    assert translate("SELECT `a b`, `q\"%` FROM `t` WHERE x = '`'") == (
+        "SELECT \"a b\", \"q\"\"%%\" FROM \"t\" WHERE x = '`'"
+    )
     with pytest.raises(ValueError, match="numbered placeholders"):
         translate("SELECT ?1")
 
