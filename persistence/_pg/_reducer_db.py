@@ -210,6 +210,27 @@ class _NumericAsNumber(Loader):
         return float(text)
 
 
+_MISSING = re.compile(r'relation "([^"]+)" does not exist')
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9$]*")
+
+
+def _case_hint(sql: str, exc: psycopg.Error) -> str | None:
+    """What to say when a table named with capitals was written unquoted: SQLite matches names
+    in any case, PostgreSQL folds an unquoted one to lower case."""
+    m = _MISSING.search(str(exc))
+    if m is None:
+        return None
+    written = {w for w in _WORD.findall(sql) if w.lower() == m.group(1) and w != m.group(1)}
+    if not written:
+        return None
+    name = sorted(written)[0]
+    return (
+        f"HINT:  SQLite matches table names in any case, PostgreSQL folds an unquoted name to "
+        f"lower case: if the table is {name!r}, quote it in the SQL (\"{name}\"), or give tables "
+        f"lower-case names."
+    )
+
+
 def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     cur = conn.cursor()
     cur.adapters.register_dumper(bool, _BoolAsUnknown)
@@ -349,6 +370,8 @@ class PgDatabase:
 
     def __init__(self, conn: psycopg.Connection[Any], sync: Callable[[], None] | None = None) -> None:
         self.conn = conn
+        # The error of one of this transaction's statements, which PostgreSQL aborted it for.
+        self._failed: psycopg.Error | None = None
         # On a connection in pipeline mode (the store's writer): wait for each statement's
         # answer, so that a row count, an error or a lock is there when the reducer goes on.
         self._sync = sync
@@ -369,15 +392,36 @@ class PgDatabase:
     def forget(self) -> None:
         """Drop the remembered table shapes (after a rollback, or DDL run elsewhere)."""
         self._shapes.clear()
+        self._failed = None
 
     def execute(self, sql: str, parameters: Any = None) -> PgCursor:
         """Run one statement, with ``?`` placeholders (or ``:name`` and a dict)."""
         params = _params(parameters)
         query = translate(sql, isinstance(params, dict))
         cur = _cursor(self.conn)
-        cur.execute(query, params)
-        if self._sync is not None:
-            self._sync()
+        try:
+            cur.execute(query, params)
+            if self._sync is not None:
+                self._sync()
+        except psycopg.errors.InFailedSqlTransaction as exc:
+            if self._failed is None:
+                raise
+            raise psycopg.errors.InFailedSqlTransaction(
+                f"an earlier statement of this transaction failed ({type(self._failed).__name__}: "
+                f"{str(self._failed).splitlines()[0]}) and the reducer went on after catching it: "
+                f"on PostgreSQL that error aborted the whole transaction, so no statement can run "
+                f"after it (SQLite goes on). Let the error propagate, or avoid it (ignore=True, "
+                f"upsert, INSERT ... ON CONFLICT, or test first for what would fail)"
+            ) from exc
+        except psycopg.errors.UndefinedTable as exc:
+            self._failed = exc
+            hint = _case_hint(sql, exc)
+            if hint is None:
+                raise
+            raise psycopg.errors.UndefinedTable(f"{exc}\n{hint}") from exc
+        except psycopg.Error as exc:
+            self._failed = exc
+            raise
         if not sql.lstrip(" \t\r\n(").lower().startswith(_DML):
             self.forget()
         return PgCursor(cur)

@@ -3,9 +3,12 @@ gives the same rows, and a reducer that raises midway leaves nothing of its step
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from workflows import reducer, signal, workflow
+import pytest
+
+from workflows import WorkflowFailed, reducer, signal, workflow
 
 from .runtime_support import connect
 
@@ -97,3 +100,55 @@ def test_reducer_writes_are_the_same_and_a_reducer_raising_midway_rolls_its_step
     ]
     ref.signal("again")
     assert ref.result(timeout=T) == ["done"]
+
+
+CAUGHT: list[str] = []
+
+
+@reducer
+def catches_a_duplicate(db: Any, tag: str) -> None:
+    """Catches the error of a duplicate key and goes on, as SQLite allows."""
+    db["e2e_caught"].insert({"id": tag, "v": 1}, pk="id", replace=True)
+    try:
+        db["e2e_caught"].insert({"id": tag, "v": 2})
+    except Exception as exc:  # noqa: BLE001
+        CAUGHT.append(type(exc).__name__)
+    db["e2e_caught"].insert({"id": tag + "-after", "v": 3}, pk="id", replace=True)
+
+
+@workflow
+async def catcher(tag: str) -> str:
+    reducer(catches_a_duplicate, tag)
+    return "ok"
+
+
+def test_a_reducer_going_on_after_a_caught_error(system: Any, db: str, clock: Any) -> None:
+    """SQLite goes on after a failed statement; PostgreSQL cannot (the error aborted the
+    transaction): the step fails with a message that says so, naming the first error, and
+    nothing of it is written."""
+    CAUGHT.clear()
+    ref = system.start(catcher, "c")
+    system.idle(timeout=T)
+    clock.advance(60)
+    system.idle(timeout=T)
+    con = connect(db)
+    try:
+        if not db.startswith("postgresql://"):
+            assert ref.result(timeout=T) == "ok"
+            assert CAUGHT == ["IntegrityError"]
+            assert con.execute("SELECT id, v FROM e2e_caught ORDER BY id").fetchall() == [
+                ("c", 1), ("c-after", 3)
+            ]
+            return
+        with pytest.raises(WorkflowFailed) as ei:
+            ref.result(timeout=T)
+        assert set(CAUGHT) == {"UniqueViolation"}
+        assert re.search(
+            r"InFailedSqlTransaction: an earlier statement of this transaction failed "
+            r"\(UniqueViolation: duplicate key .*\) and the reducer went on after catching it: "
+            r"on PostgreSQL that error aborted the whole transaction",
+            ei.value.error_message,
+        )
+        assert con.execute("SELECT to_regclass('e2e_caught') IS NULL").fetchone()[0]
+    finally:
+        con.close()
