@@ -21,9 +21,16 @@ tuple -> JSON in text); a single integer primary key is filled in when a row lea
 SQLite's rowid is; booleans are stored as 1 and 0; ``sum`` and ``avg`` come back as int or float,
 never Decimal.
 
+Parameters are bound as sqlite3 binds them (a NaN as NULL; a list, dict or Decimal refused; an
+int beyond 64 bits an ``OverflowError``), and ``query()`` runs at the call, names a repeated
+column ``a_2`` and refuses (undoing it) a statement without rows, as sqlite-utils does.
+
 Where PostgreSQL differs, and nothing here hides it: an error in a statement aborts the whole
-transaction (the step fails, as when the reducer raises); names are case-sensitive once quoted
-(create tables with lower-case names to query them unquoted); a generated key is never reused.
+transaction (the step fails, as when the reducer raises; a statement after a caught error says
+so); names are case-sensitive once quoted (create tables with lower-case names to query them
+unquoted); a generated key is never reused; there is no rowid (``RowidUnavailable`` where
+sqlite-utils would answer with one); a column holds only values of its type (a ``ValueError``
+naming the column where SQLite would keep any value, or a NULL in a key column).
 """
 
 from __future__ import annotations
