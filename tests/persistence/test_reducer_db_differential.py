@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 import sqlite_utils
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 Op = Callable[[Any], Any]
 
@@ -275,3 +277,85 @@ def test_the_same_calls_give_the_same_results_or_a_clear_refusal(
 
 def test_every_refusal_is_a_script() -> None:
     assert set(PG_REFUSES) <= set(SCRIPTS)
+
+
+# -- random scripts --------------------------------------------------------------------------------
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8),
+    st.binary(max_size=6),
+    st.lists(st.integers(-5, 5), max_size=3),
+    st.dictionaries(st.sampled_from("ab"), st.integers(-5, 5), max_size=2),
+)
+_COLUMNS = st.sampled_from(["v", "w", "Order", "a b"])
+_KEYS = st.integers(1, 4)
+_ROW = st.dictionaries(_COLUMNS, _VALUES, max_size=3)
+
+
+@st.composite
+def _op(draw: st.DrawFn) -> tuple[str, Op]:
+    kind = draw(st.sampled_from(
+        ["insert", "insert", "upsert", "update", "delete", "get", "count", "rows", "query"]
+    ))
+    key = draw(_KEYS)
+    row = draw(_ROW)
+    if kind == "insert":
+        flag = draw(st.sampled_from([{}, {"replace": True}, {"ignore": True}]))
+        return f"insert({key}, {row}, {flag})", lambda db: db["t"].insert(
+            {"id": key, **row}, pk="id", **flag
+        )
+    if kind == "upsert":
+        return f"upsert({key}, {row})", lambda db: db["t"].upsert({"id": key, **row}, pk="id")
+    if kind == "update":
+        return f"update({key}, {row})", lambda db: db["t"].update(key, row)
+    if kind == "delete":
+        return f"delete({key})", lambda db: db["t"].delete(key)
+    if kind == "get":
+        return f"get({key})", lambda db: db["t"].get(key)
+    if kind == "count":
+        return "count", lambda db: db["t"].count if db["t"].exists() else None
+    if kind == "rows":
+        return f"rows_where(id >= {key})", lambda db: db["t"].rows_where(
+            "id >= ?", [key], order_by="id", limit=3
+        )
+    return "query", lambda db: db.query('SELECT * FROM "t" WHERE id <= ? ORDER BY id', [key]) if (
+        db["t"].exists()
+    ) else None
+
+
+@settings(
+    max_examples=60, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(script=st.lists(_op(), min_size=1, max_size=8))
+def test_random_scripts_give_the_same_results_or_a_clear_refusal(
+    script: list[tuple[str, Op]], pg_url: str
+) -> None:
+    import psycopg
+
+    from persistence._pg._reducer_db import PgDatabase
+
+    ops = [op for _, op in script]
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("BEGIN")
+    try:
+        lite = _run(sqlite_utils.Database(conn, execute_plugins=False), ops)
+    finally:
+        conn.close()
+    with psycopg.connect(pg_url) as pconn:
+        pg = _run(PgDatabase(pconn), ops)
+        pconn.rollback()
+    names = [name for name, _ in script]
+    if len(pg) <= len(lite) and pg[-1][0] == "error" and pg[-1][2] in ("ValueError", "RowidUnavailable") and (
+        re.search(_AFFINITY[1] + "|" + _NULL_KEY[1] + "|" + _NO_ROWID[1] + "|would round", pg[-1][3])
+    ):
+        # A clear refusal where SQLite went on: the same results up to it.
+        assert all(map(_same, lite, pg[:-1])), f"\n{names}\nsqlite:   {lite}\npostgres: {pg}"
+        return
+    assert len(lite) == len(pg) and all(map(_same, lite, pg)), (
+        f"\n{names}\nsqlite:   {lite}\npostgres: {pg}"
+    )
