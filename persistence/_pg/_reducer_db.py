@@ -102,6 +102,94 @@ def _first_keyword(sql: str) -> str:
     return sql[i:j].upper()
 
 
+# -- column names as SQLite gives them -------------------------------------------------------------
+
+_ENDS_SELECT_LIST = frozenset(
+    {"FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "WINDOW", "UNION",
+     "INTERSECT", "EXCEPT", "INTO", "FETCH", "FOR"}
+)
+_IDENT = r'(?:"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\]|[A-Za-z_][A-Za-z_0-9$]*)'
+_TRAILING_IDENT = re.compile(rf"({_IDENT})\s*\Z")
+_COLUMN_REF = re.compile(rf"\s*(?:{_IDENT}\s*\.\s*)*{_IDENT}\s*\Z")
+
+
+def _select_list(sql: str) -> list[str] | None:
+    """The items of a SELECT's list, as written; None for any other statement."""
+    i, n = 0, len(sql)
+    while i < n and (sql[i].isspace() or sql[i] == ";"):
+        i += 1
+    if _first_keyword(sql) != "SELECT" or not sql[i:].upper().startswith("SELECT"):
+        return None  # (a leading comment or WITH: not worth reading)
+    i += len("SELECT")
+    items: list[str] = []
+    start, depth = i, 0
+    while i < n:
+        c = sql[i]
+        if c in "'\"`[":
+            close = "]" if c == "[" else c
+            j = sql.find(close, i + 1)
+            while j >= 0 and close != "]" and sql.startswith(close * 2, j):
+                j = sql.find(close, j + 2)
+            if j < 0:
+                return None
+            i = j + 1
+            continue
+        if sql.startswith("--", i) or sql.startswith("/*", i):
+            return None
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(sql[start:i])
+            start = i + 1
+        elif (c.isalpha() or c == "_") and depth == 0 and (i == 0 or not (
+            sql[i - 1].isalnum() or sql[i - 1] in "_$."
+        )):
+            m = _NAME.match(sql, i)
+            assert m is not None
+            if m.group(0).upper() in _ENDS_SELECT_LIST:
+                break
+            i = m.end()
+            continue
+        i += 1
+    items.append(sql[start:i])
+    items = [item.strip() for item in items]
+    first = items[0].split(None, 1)
+    if first and first[0].upper() in ("DISTINCT", "ALL"):
+        items[0] = first[1] if len(first) > 1 else ""
+    return items
+
+
+def _unquote(name: str) -> tuple[str, bool]:
+    if name[:1] in ('"', "`", "["):
+        return name[1:-1].replace('""', '"') if name[0] == '"' else name[1:-1], True
+    return name, False
+
+
+def _sqlite_names(sql: str, names: list[str]) -> list[str]:
+    """The names SQLite gives a query's columns, where PostgreSQL's differ: an expression is
+    named as written (``count(*)``, not ``count``; ``id + 1``, not ``?column?``), an alias as
+    written (``AS Total``, not ``total``); a column is named as PostgreSQL names it."""
+    items = _select_list(sql)
+    if items is None or len(items) != len(names) or any(i.endswith("*") for i in items):
+        return names  # (a * stands for the table's columns, which PostgreSQL names as SQLite)
+    out = []
+    for item, name in zip(items, names, strict=True):
+        bare = item
+        while bare.startswith("(") and bare.endswith(")"):
+            bare = bare[1:-1].strip()
+        m = _TRAILING_IDENT.search(bare)
+        if m is not None:
+            ident, quoted = _unquote(m.group(1))
+            if (ident if quoted else ident.lower()) == name:
+                # A column (PostgreSQL gives its name, as SQLite does) or an alias, as written.
+                out.append(name if _COLUMN_REF.match(bare) else ident)
+                continue
+        out.append(item)
+    return out
+
+
 # Statements that leave the tables' shapes alone (anything else may change them).
 _DML = ("select", "insert", "update", "delete", "with", "values", "table", "show", "explain")
 
@@ -461,7 +549,7 @@ class PgDatabase:
                     self._plain('ROLLBACK TO "sqlite_utils_query"')
                     self._plain('RELEASE "sqlite_utils_query"')
                     self.forget()
-        names = dedupe_keys(d[0] for d in cur.description)
+        names = dedupe_keys(_sqlite_names(sql, [d[0] for d in cur.description]))
         return (dict(zip(names, row, strict=True)) for row in rows)
 
     def _plain(self, sql: str) -> None:
