@@ -212,7 +212,8 @@ def translate(sql: str, named: bool = False) -> str:
     Placeholders inside string literals, quoted identifiers, comments and dollar-quoted strings
     are left alone; every ``%`` is doubled (psycopg reads ``%`` anywhere as the start of one of
     its placeholders). ``::`` casts are not names. A `` `name` `` (SQLite's other quoting of an
-    identifier) is PostgreSQL's ``"name"``.
+    identifier) is PostgreSQL's ``"name"``, and ``LIKE`` (which ignores case on SQLite) is
+    ``ILIKE``, but in ``CREATE`` and ``ALTER`` statements.
 
     Raises:
         ValueError: a numbered placeholder (``?1``), which psycopg has no form for.
@@ -276,10 +277,20 @@ def translate(sql: str, named: bool = False) -> str:
         elif c == "%":
             out.append("%%")
             i += 1
+        elif (
+            c in "lL" and sql[i : i + 4].upper() == "LIKE" and _LIKE.match(sql, i)
+            and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$.\"`"))
+            and _first_keyword(sql) not in ("CREATE", "ALTER")
+        ):
+            out.append("ILIKE")  # SQLite's LIKE ignores case (of ASCII letters), PostgreSQL's not
+            i += 4
         else:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+_LIKE = re.compile(r"like(?![A-Za-z0-9_$])", re.IGNORECASE)
 
 
 # -- adaptation ------------------------------------------------------------------------------------

@@ -268,7 +268,7 @@ def test_placeholders_are_translated_outside_literals_only() -> None:
         "SELECT %s FROM t WHERE a = %s AND b = 'x?y'"
     )
     assert translate("SELECT 'it''s ?', \"col?\" FROM t WHERE c LIKE 'a%' AND d = ?") == (
-        "SELECT 'it''s ?', \"col?\" FROM t WHERE c LIKE 'a%%' AND d = %s"
+        "SELECT 'it''s ?', \"col?\" FROM t WHERE c ILIKE 'a%%' AND d = %s"
     )
     assert translate("SELECT ? -- a comment?\n, ? /* another? */") == (
         "SELECT %s -- a comment?\n, %s /* another? */"
