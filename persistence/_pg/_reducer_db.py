@@ -337,10 +337,18 @@ def _case_hint(sql: str, exc: psycopg.Error) -> str | None:
     )
 
 
+class _BoolAsInt(Loader):
+    """A boolean (what a comparison gives: ``SELECT a = b``) as 1 or 0, as SQLite gives it."""
+
+    def load(self, data: Any) -> Any:
+        return 1 if bytes(data) == b"t" else 0
+
+
 def _cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     cur = conn.cursor()
     cur.adapters.register_dumper(bool, _BoolAsUnknown)
     cur.adapters.register_loader("numeric", _NumericAsNumber)
+    cur.adapters.register_loader("bool", _BoolAsInt)
     return cur
 
 

@@ -142,6 +142,7 @@ SCRIPTS: dict[str, list[Op]] = {
     "compound_null": [lambda db: db["t"].create({"a": int, "b": int, "v": str}, pk=("a", "b")), lambda db: db["t"].insert({"a": 1, "b": 2, "v": "x"}, pk=("a", "b")).last_pk, lambda db: db["t"].insert({"a": 1, "v": "y"}, pk=("a", "b"))],
     "query_expression_names": [lambda db: db["t"].insert_all([{"id": 1, "name": "x"}, {"id": 2, "name": "y"}], pk="id"), lambda db: db.query("SELECT count(*), max(id) AS Top, sum( id ) s, 1 + 1, 'a', NULL, (id), t.name, \"name\", NAME FROM t GROUP BY id ORDER BY id"), lambda db: db["t"].rows_where(select="count(*), min(id)")],
     "like_ignores_case": [lambda db: db["t"].insert_all([{"id": 1, "s": "apple"}, {"id": 2, "s": "Avocado"}, {"id": 3, "s": "pear"}], pk="id"), lambda db: db.execute("SELECT id FROM t WHERE s LIKE ? ORDER BY id", ["a%"]).fetchall(), lambda db: db.execute("SELECT id FROM t WHERE s NOT like 'A%' ORDER BY id").fetchall(), lambda db: list(db["t"].rows_where("s like ?", ["%CADO"]))],
+    "comparison_is_an_int": [lambda db: [type(v).__name__ for v in db.execute("SELECT 1 = 1, 'a' = 'b', 2 > 1").fetchone()], lambda db: db.execute("SELECT 1 = 1, 'a' = 'b'").fetchone()],
     "list_param_execute": [lambda db: db.execute("select ?", [[1, 2]]).fetchall()],
     "p_datetime": [lambda db: db.execute("select ?, ?", [datetime.datetime(2024,1,2,3,4,5), datetime.date(2024,1,2)]).fetchall()],
     "p_decimal": [lambda db: db.execute("select ?", [decimal.Decimal("1.5")]).fetchall()],
