@@ -702,6 +702,17 @@ def _pg_type(column: str, kind: Any) -> str:
     return PG_TYPES[sqlite_type]
 
 
+# SQLite's CURRENT_TIMESTAMP, CURRENT_DATE and CURRENT_TIME: UTC text, in its format
+# (PostgreSQL's, cast to text, has a fraction of a second and a time zone).
+_SQLITE_NOW = {
+    name: f"(to_char(statement_timestamp() AT TIME ZONE 'UTC', '{form}'))"
+    for name, form in (
+        ("CURRENT_TIMESTAMP", "YYYY-MM-DD HH24:MI:SS"), ("CURRENT_DATE", "YYYY-MM-DD"),
+        ("CURRENT_TIME", "HH24:MI:SS"),
+    )
+}
+
+
 def _quote_default(value: Any) -> str:
     """A column default as SQL, the way sqlite-utils writes it: a quoted literal, a keyword or a
     parenthesized expression as given, anything else quoted."""
@@ -710,9 +721,9 @@ def _quote_default(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     text = str(value)
-    if (text.startswith("'") and text.endswith("'")) or text.upper() in (
-        "CURRENT_TIME", "CURRENT_DATE", "CURRENT_TIMESTAMP", "NULL"
-    ):
+    if text.upper() in _SQLITE_NOW:
+        return _SQLITE_NOW[text.upper()]
+    if (text.startswith("'") and text.endswith("'")) or text.upper() == "NULL":
         return text
     if text.upper() in ("TRUE", "FALSE"):
         return "1" if text.upper() == "TRUE" else "0"  # SQLite's booleans are integers
