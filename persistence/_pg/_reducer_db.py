@@ -692,6 +692,11 @@ def _pk_tuple(pk: Any) -> tuple[str, ...]:
     return tuple(pk)
 
 
+# SQLite compares and sorts text by its bytes (BINARY); PostgreSQL by the database's locale
+# unless a column says otherwise ("C": by bytes, as SQLite).
+_COLLATE_BINARY = 'COLLATE "C"'
+
+
 def _pg_type(column: str, kind: Any) -> str:
     sqlite_type = COLUMN_TYPE_MAPPING.get(kind)
     if sqlite_type is None:
@@ -864,7 +869,7 @@ class PgTable:
         defs = []
         for column, kind in items:
             pg_type = _pg_type(column, kind)
-            extra = []
+            extra = [_COLLATE_BINARY] if pg_type == "text" else []
             if len(pks) == 1 and column == pks[0]:
                 # SQLite's INTEGER PRIMARY KEY is the rowid: filled in when a row leaves it out.
                 if pg_type == "bigint":
@@ -890,6 +895,7 @@ class PgTable:
                 self.db.execute(
                     f"ALTER TABLE {quote_identifier(self.name)} ADD COLUMN "
                     f"{quote_identifier(column)} {_pg_type(column, kind)}"
+                    + (f" {_COLLATE_BINARY}" if _pg_type(column, kind) == "text" else "")
                 )
 
     # -- writing ---------------------------------------------------------------------------------

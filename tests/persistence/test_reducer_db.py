@@ -329,3 +329,20 @@ def test_a_fraction_for_a_column_made_from_an_int_is_kept_or_refused_never_round
     with pytest.raises(ValueError, match="round 0.5"):
         t.update(1, {"price": 0.5})
     assert [r["price"] for r in t.rows] == [10, 12]
+
+
+def test_text_columns_compare_and_sort_by_bytes_as_on_sqlite(pg_url: str) -> None:
+    """SQLite compares text by its bytes; PostgreSQL by the database's locale (where "a" < "B"),
+    unless the column says otherwise: the text columns the reducer db makes say "C"."""
+    database, close = _postgres(pg_url)
+    try:
+        database["t"].insert({"id": 1, "s": "x"}, pk="id")
+        database["t"].insert({"id": 2, "s": "y", "later": "z"}, alter=True)
+        database["u"].create({"k": str, "n": int}, pk="k")
+        got = database.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND data_type = 'text' ORDER BY 1, 2"
+        ).fetchall()
+        assert got == [("t", "later", "C"), ("t", "s", "C"), ("u", "k", "C")]
+    finally:
+        close()
