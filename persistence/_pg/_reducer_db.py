@@ -118,8 +118,13 @@ def _select_list(sql: str) -> list[str] | None:
     i, n = 0, len(sql)
     while i < n and (sql[i].isspace() or sql[i] == ";"):
         i += 1
-    if _first_keyword(sql) != "SELECT" or not sql[i:].upper().startswith("SELECT"):
-        return None  # (a leading comment or WITH: not worth reading)
+    keyword = _first_keyword(sql)
+    if keyword == "WITH" and sql[i:].upper().startswith("WITH"):
+        i = _main_select(sql, i + len("WITH"))
+        if i < 0:
+            return None
+    elif keyword != "SELECT" or not sql[i:].upper().startswith("SELECT"):
+        return None  # (a leading comment: not worth reading)
     i += len("SELECT")
     items: list[str] = []
     start, depth = i, 0
@@ -159,6 +164,33 @@ def _select_list(sql: str) -> list[str] | None:
     if first and first[0].upper() in ("DISTINCT", "ALL"):
         items[0] = first[1] if len(first) > 1 else ""
     return items
+
+
+def _main_select(sql: str, i: int) -> int:
+    """Where the SELECT after a WITH's common table expressions starts (-1: none)."""
+    depth, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"`":
+            j = sql.find(c, i + 1)
+            while j >= 0 and sql.startswith(c * 2, j):
+                j = sql.find(c, j + 2)
+            if j < 0:
+                return -1
+            i = j + 1
+            continue
+        if sql.startswith("--", i) or sql.startswith("/*", i):
+            return -1
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif depth == 0 and c in "sS" and sql[i : i + 6].upper() == "SELECT" and (
+            i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$")
+        ) and (i + 6 >= n or not (sql[i + 6].isalnum() or sql[i + 6] in "_$")):
+            return i
+        i += 1
+    return -1
 
 
 def _unquote(name: str) -> tuple[str, bool]:
@@ -547,7 +579,12 @@ class PgDatabase:
         keyword = _first_keyword(sql)
         if keyword in _QUERY_REJECTED:
             raise ValueError(_QUERY_ROWS_ONLY)
-        if keyword in _READS:
+        if keyword in _READS or (
+            self.conn.autocommit
+            and self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        ):
+            # (Outside a transaction, on a connection in autocommit as the store's reads, there
+            # is none to hold a savepoint: the statement is its own.)
             cur = self.execute(sql, params)
             if cur.description is None:
                 raise ValueError(_QUERY_ROWS_ONLY)

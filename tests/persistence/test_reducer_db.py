@@ -346,3 +346,14 @@ def test_text_columns_compare_and_sort_by_bytes_as_on_sqlite(pg_url: str) -> Non
         assert got == [("t", "later", "C"), ("t", "s", "C"), ("u", "k", "C")]
     finally:
         close()
+
+
+def test_the_stores_read_table_takes_a_with_query(store: Any) -> None:
+    """``read_table`` reads application tables through the same query() on a connection in
+    autocommit (PostgreSQL), where no savepoint can be; a WITH query's columns are named as
+    SQLite names them."""
+    got = store.read_table(
+        "WITH x AS (SELECT 1 AS a, 'select' AS b), y(c) AS (SELECT 2) "
+        "SELECT a, count(*), max(c) AS Top FROM x, y GROUP BY a"
+    )
+    assert got == [{"a": 1, "count(*)": 1, "Top": 2}]
