@@ -193,6 +193,34 @@ def _main_select(sql: str, i: int) -> int:
     return -1
 
 
+_NULLS = re.compile(r"\bNULLS\s+(FIRST|LAST)\s*\Z", re.IGNORECASE)
+_DESC = re.compile(r"\bDESC\s*\Z", re.IGNORECASE)
+
+
+def _nulls_first(order_by: str) -> str:
+    """An ORDER BY list that puts NULLs where SQLite does: first, and last when descending
+    (PostgreSQL does the other way round)."""
+    terms, depth, start, quote = [], 0, 0, ""
+    for i, c in enumerate(order_by):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"`":
+            quote = c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "," and depth == 0:
+            terms.append(order_by[start:i])
+            start = i + 1
+    terms.append(order_by[start:])
+    return ", ".join(
+        t.strip() if _NULLS.search(t) else
+        f"{t.strip()} NULLS {'LAST' if _DESC.search(t) else 'FIRST'}"
+        for t in terms
+    )
+
+
 def _unquote(name: str) -> tuple[str, bool]:
     if name[:1] in ('"', "`", "["):
         return name[1:-1].replace('""', '"') if name[0] == '"' else name[1:-1], True
@@ -1243,7 +1271,7 @@ class PgTable:
         if where is not None:
             sql += " WHERE " + where
         if order_by is not None:
-            sql += " ORDER BY " + order_by
+            sql += " ORDER BY " + _nulls_first(order_by)
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         if offset is not None:
