@@ -466,16 +466,28 @@ class PgCursor:
             "key (it works on SQLite too), or use the table's insert() and its last_pk"
         )
 
-    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+    def __init__(self, cur: psycopg.Cursor[Any], sql: str = "") -> None:
         self._cur = cur
+        self._sql = sql
 
     @property
     def rowcount(self) -> int:
+        """The rows the statement changed; -1 for a query, as sqlite3 says (psycopg gives how
+        many rows it returned)."""
+        if self._cur.description is not None and (
+            _first_keyword(self._sql) in ("SELECT", "VALUES") or _select_list(self._sql)
+        ):
+            return -1
         return self._cur.rowcount
 
     @property
-    def description(self) -> Any:
-        return self._cur.description
+    def description(self) -> tuple[tuple[str, None, None, None, None, None, None], ...] | None:
+        """As sqlite3 gives it: each column's name (as SQLite names it) and six Nones."""
+        columns = self._cur.description
+        if columns is None:
+            return None
+        names = _sqlite_names(self._sql, [c.name for c in columns])
+        return tuple((name, None, None, None, None, None, None) for name in names)
 
     def fetchone(self) -> tuple[Any, ...] | None:
         if self._cur.description is None:
@@ -598,7 +610,7 @@ class PgDatabase:
             raise
         if not sql.lstrip(" \t\r\n(").lower().startswith(_DML):
             self.forget()
-        return PgCursor(cur)
+        return PgCursor(cur, sql)
 
     def query(self, sql: str, params: Any = None) -> Iterator[dict[str, Any]]:
         """Run a query now; yield its rows as dicts (a name twice gets ``_2``, as sqlite-utils
@@ -633,7 +645,7 @@ class PgDatabase:
                     self._plain('ROLLBACK TO "sqlite_utils_query"')
                     self._plain('RELEASE "sqlite_utils_query"')
                     self.forget()
-        names = dedupe_keys(_sqlite_names(sql, [d[0] for d in cur.description]))
+        names = dedupe_keys(d[0] for d in cur.description or ())
         return (dict(zip(names, row, strict=True)) for row in rows)
 
     def _plain(self, sql: str) -> None:
