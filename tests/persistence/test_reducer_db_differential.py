@@ -328,9 +328,17 @@ def _op(draw: st.DrawFn) -> tuple[str, Op]:
     if kind == "count":
         return "count", lambda db: db["t"].count if db["t"].exists() else None
     if kind == "rows":
-        return f"rows_where(id >= {key})", lambda db: db["t"].rows_where(
-            "id >= ?", [key], order_by="id", limit=3
-        )
+        by = {"v": "v", "v desc": "v", "w": "w", '"a b" DESC': "a b", '"Order"': "Order"}
+        terms = draw(st.lists(st.sampled_from(sorted(by)), max_size=2, unique=True))
+
+        def rows(db: Any) -> Any:
+            if not db["t"].exists():
+                return None
+            have = set(db["t"].columns_dict)
+            order = ", ".join([t for t in terms if by[t] in have] + ["id"])
+            return db["t"].rows_where("id >= ?", [key], order_by=order, limit=3)
+
+        return f"rows_where(id >= {key}, order_by={terms})", rows
     return "query", lambda db: db.query('SELECT * FROM "t" WHERE id <= ? ORDER BY id', [key]) if (
         db["t"].exists()
     ) else None
