@@ -18,12 +18,16 @@ calls, on tables it creates the way sqlite-utils creates them:
 Types follow sqlite-utils: a table made by a first insert takes its columns' types from the rows
 (int and bool -> bigint, float -> double precision, str -> text, bytes -> bytea, dict, list and
 tuple -> JSON in text); a single integer primary key is filled in when a row leaves it out, as
-SQLite's rowid is; booleans are stored as 1 and 0; ``sum`` and ``avg`` come back as int or float,
-never Decimal.
+SQLite's rowid is; booleans are stored as 1 and 0, and come back so (``SELECT a = b`` too);
+``sum`` and ``avg`` come back as int or float, never Decimal; text columns compare by bytes
+(``COLLATE "C"``); ``CURRENT_TIMESTAMP`` defaults are SQLite's UTC text.
 
 Parameters are bound as sqlite3 binds them (a NaN as NULL; a list, dict or Decimal refused; an
-int beyond 64 bits an ``OverflowError``), and ``query()`` runs at the call, names a repeated
-column ``a_2`` and refuses (undoing it) a statement without rows, as sqlite-utils does.
+int beyond 64 bits an ``OverflowError``); ``LIKE`` ignores case and `` `name` `` quotes a name,
+as in SQLite; ``query()`` runs at the call, names its columns as SQLite does (``count(*)``, a
+repeated one ``a_2``) and refuses (undoing it) a statement without rows, as sqlite-utils does; a
+cursor's ``rowcount`` and ``description`` are sqlite3's; ``rows_where(order_by=)`` puts NULLs
+first, as SQLite.
 
 Where PostgreSQL differs, and nothing here hides it: an error in a statement aborts the whole
 transaction (the step fails, as when the reducer raises; a statement after a caught error says
