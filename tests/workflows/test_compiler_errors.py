@@ -196,3 +196,31 @@ def test_source_unavailable_is_a_clear_error():
     exec(compile("async def nosrc():\n    pass\n", "<no source here>", "exec"), ns)  # noqa: S102
     with pytest.raises(CompileError, match="source code is not available"):
         workflow(ns["nosrc"])
+
+
+def _long_sum_workflow(terms: int) -> str:
+    total = " + ".join(f"v * {i}" for i in range(terms))
+    return f"async def wf(x):\n    v = x\n    await timer('t', 1)\n    return {total}\n"
+
+
+def test_expression_python_compiles_is_compiled_not_a_recursion_error():
+    """A sum of 1,000 terms compiles natively; the workflow compiler takes it too (it raised
+    RecursionError from its AST passes past about 250 terms) and computes the same value."""
+    limit = sys.getrecursionlimit()
+    wf = wf_of(_long_sum_workflow(1000))
+    assert sys.getrecursionlimit() == limit  # the compiler's own limit is not left behind
+    cont = wf.start(2)
+    with StepContext().active():
+        step(cont)
+        done = step(cont, None)
+    assert done.value == sum(2 * i for i in range(1000))
+
+
+def test_expression_too_deep_for_the_compiler_is_a_compile_error(monkeypatch):
+    """Past what the compiler's passes can recurse, a CompileError names the statement's line."""
+    from workflows._compiler import _workflow
+
+    monkeypatch.setattr(_workflow, "_COMPILE_RECURSION_LIMIT", 1500)
+    with pytest.raises(CompileError, match=r"line 4 nests expressions \d+ deep.*split it") as e:
+        wf_of(_long_sum_workflow(1000))
+    assert e.value.lineno == 4

@@ -7,7 +7,9 @@ import builtins
 import inspect
 import itertools
 import linecache
-from collections.abc import Callable, Coroutine
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from .._errors import CompileError
@@ -52,6 +54,13 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
         raise TypeError(f"@workflow decorates an 'async def' function, got {fn!r}")
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError(f"@workflow(name=...) must be a non-empty string, got {name!r}")
+    with _deep(fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno) as found:
+        return _compile(fn, name, found)
+
+
+def _compile(
+    fn: Any, name: str | None, found: list[ast.AsyncFunctionDef]
+) -> WorkflowFunction[Any, Any]:
     filename = fn.__code__.co_filename
     lines = linecache.getlines(filename, fn.__globals__)
     if not lines:
@@ -70,6 +79,7 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
             filename,
             fn.__code__.co_firstlineno,
         )
+    found.append(node)
     key = name or f"{fn.__module__}:{fn.__qualname__}"
     enclosing = None
     if "<locals>" in fn.__qualname__:
@@ -77,6 +87,62 @@ def workflow(fn: Any = None, *, name: str | None = None) -> Any:
     wf = compile_function(fn, node, filename, lines, key, enclosing)
     register("workflow", wf, key)
     return wf
+
+
+# Python's own compiler takes expressions nested about 3,000 deep (a sum of 2,000 terms, a chain of
+# 1,000 method calls): its C recursion limit is three times the recursion limit. The workflow
+# compiler's passes (ast.parse, copies, visitors, unparse) recurse in Python, several frames per
+# level, so they run under a higher limit; whatever still exceeds it is a CompileError naming the
+# statement, never a RecursionError.
+_COMPILE_RECURSION_LIMIT = 25_000
+
+
+@contextmanager
+def _deep(qualname: str, filename: str, lineno: int) -> Iterator[list[ast.AsyncFunctionDef]]:
+    """Compile under ``_COMPILE_RECURSION_LIMIT``; a RecursionError becomes a CompileError at the
+    deepest statement of the workflow's node (appended to the yielded list once parsed)."""
+    found: list[ast.AsyncFunctionDef] = []
+    old = sys.getrecursionlimit()
+    raised = old < _COMPILE_RECURSION_LIMIT
+    if raised:
+        sys.setrecursionlimit(_COMPILE_RECURSION_LIMIT)
+    try:
+        yield found
+    except RecursionError:
+        where, depth = _deepest_statement(found[0]) if found else (None, 0)
+        line = where.lineno if where is not None else lineno
+        what = (
+            f"the statement at line {line} nests expressions {depth} deep"
+            if depth
+            else ("its code nests expressions")
+        )
+        text = linecache.getline(filename, line) or None
+        raise CompileError(
+            f"workflow {qualname}: {what}, too deep for the workflow compiler; split it into "
+            "several statements (accumulate a long sum or chain into a variable step by step)",
+            filename,
+            line,
+            (where.col_offset + 1) if where is not None else None,
+            text,
+        ) from None
+    finally:
+        if raised and sys.getrecursionlimit() == _COMPILE_RECURSION_LIMIT:
+            sys.setrecursionlimit(old)
+
+
+def _deepest_statement(node: ast.AsyncFunctionDef) -> tuple[ast.stmt, int]:
+    """The innermost statement holding the deepest nesting of expression nodes, and that depth
+    (found iteratively: this runs when recursion failed)."""
+    best: tuple[ast.stmt, int] = (node, 0)
+    stack: list[tuple[ast.AST, ast.stmt, int]] = [(node, node, 0)]
+    while stack:
+        n, stmt, depth = stack.pop()
+        if isinstance(n, ast.stmt):
+            stmt, depth = n, 0
+        elif depth > best[1]:
+            best = (stmt, depth)
+        stack.extend((c, stmt, depth + 1) for c in ast.iter_child_nodes(n))
+    return best
 
 
 def _reject_async_generator(fn: Any) -> None:
@@ -140,6 +206,18 @@ def compile_workflow_source(
     g.setdefault("__builtins__", builtins)
     lines = src.splitlines(True)
     linecache.cache[filename] = (len(src), None, lines, filename)
+    with _deep(name, filename, 1) as found:
+        return _compile_source(src, filename, name, g, lines, found)
+
+
+def _compile_source(
+    src: str,
+    filename: str,
+    name: str,
+    g: dict[str, Any],
+    lines: list[str],
+    found: list[ast.AsyncFunctionDef],
+) -> WorkflowFunction[Any, Any]:
     # Validate before executing: some rejected constructs (``yield`` with ``return value``,
     # ``yield from``) are errors to Python's own compiler too, and ours says what to do instead.
     tree = ast.parse(src, filename)
@@ -152,6 +230,7 @@ def compile_workflow_source(
             f"compile_workflow_source: {filename} defines no 'async def {name}' (and not exactly "
             "one async def to register under that name)"
         )
+    found.append(target)
     check(target, filename, lines, (), None)
     exec(compile(src, filename, "exec", dont_inherit=True), g)  # noqa: S102  (the caller's own source)
     obj = g.get(target.name)
