@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from workflows import Cancelled, ProcedureFailed, select
 
 from . import probes
+from .diffharness import tb_lines
 
 VARS = ("a", "b", "c", "x")
 TARGETS = ("a", "b", "c")
@@ -47,12 +48,20 @@ def namespace() -> dict[str, Any]:
         "nargs": nargs,
         "MISSING": probes.MISSING,
         "traceback": traceback,
+        "tblines": tblines,
         "GV": 0,
         "ML": [],
         # Module-level data whose inner containers the programs hold in locals.
         "NEST": {"items": [], "inner": {"deep": [[], []]}},
         "HOLD": Holder(),
     }
+
+
+def tblines(tb: Any) -> list[int | None]:
+    """The lines of a traceback as the differential comparison sees them: the workflow's own
+    frames, without the engine's (natively, an error thrown in at an await has a frame in the
+    command's ``__await__``) and with 3.11's comprehension frames folded as 3.12 inlines them."""
+    return [line for _, line, _ in tb_lines(tb)]
 
 
 class Holder:
@@ -849,7 +858,7 @@ def simple(draw: Any, in_loop: bool) -> Stmt:
         return Line(
             "log((repr(kept), repr(kept.__cause__), repr(kept.__context__), "
             "kept.__suppress_context__, getattr(kept, '__notes__', None), "
-            "[f.lineno for f in traceback.extract_tb(kept.__traceback__)]))"
+            "tblines(kept.__traceback__)))"
         )
     if kind == "global":
         which = draw(st.sampled_from(["GV = {}", "setgv({})", "log(gv())", "log(GV)"]))
