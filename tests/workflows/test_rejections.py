@@ -150,6 +150,13 @@ async def wf(x):
     return K
 """
 
+CLASS_KEYWORD_AWAIT = """
+async def wf(x):
+    class K(metaclass=await timer("b", 1)):
+        pass
+    return K
+"""
+
 EXCEPT_TYPE_AWAIT = """
 async def wf(x):
     try:
@@ -304,8 +311,17 @@ def test_generator_expression_with_await_is_rejected():
         (ANNOTATION_AWAIT, "await timer", "annotation"),
         (RETURN_ANNOTATION_AWAIT, "await timer", "annotation"),
         (CLASS_BASE_AWAIT, "await timer", "base"),
+        (CLASS_KEYWORD_AWAIT, "await timer", "class keyword 'metaclass='"),
     ],
-    ids=["decorator", "default", "kw-default", "annotation", "return-annotation", "class-base"],
+    ids=[
+        "decorator",
+        "default",
+        "kw-default",
+        "annotation",
+        "return-annotation",
+        "class-base",
+        "class-keyword",
+    ],
 )
 def test_await_in_nested_definition_header_is_rejected(src, needle, word):
     """An await in a nested def's decorator/default/annotation or a class base is rejected there."""

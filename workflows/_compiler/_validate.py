@@ -153,9 +153,13 @@ class Validator(ast.NodeVisitor):
             if has_await(d):
                 self.add(d, f"'await' in a decorator of the nested {what} {n.name!r} is not supported; await into a variable first and decorate with the variable")
         if isinstance(n, ast.ClassDef):
-            for b in n.bases + [k.value for k in n.keywords]:
+            for b in n.bases:
                 if has_await(b):
                     self.add(b, f"'await' in the bases of the nested class {n.name!r} is not supported; await into a variable first and use the variable as the base")
+            for k in n.keywords:
+                if has_await(k.value):
+                    kw = f"'{k.arg}='" if k.arg else "'**'"
+                    self.add(k.value, f"'await' in the class keyword {kw} of the nested class {n.name!r} is not supported; await into a variable first and pass the variable")
             return
         a = n.args
         for d in a.defaults + [k for k in a.kw_defaults if k is not None]:
