@@ -1390,6 +1390,30 @@ add(
 )
 
 
+@workflow
+async def unbound_variable_read_in_comprehension_that_awaits(x):
+    # Natively (3.11) the element and the filters run in the comprehension's own scope, where an
+    # unbound workflow variable is a free one: NameError, not UnboundLocalError (3.12 inlines
+    # the comprehension: UnboundLocalError). The first iterable is read in the workflow's scope.
+    if x > 10:
+        v = 1
+    out = []
+    for part in ("elt", "if", "iter"):
+        try:
+            if part == "elt":
+                out.append([v + await procedure(ident, i) for i in range(2)])
+            elif part == "if":
+                out.append([await procedure(ident, i) for i in range(2) if i != v])
+            else:
+                out.append([await procedure(ident, i) for i in range(v)])
+        except NameError as e:
+            out.append((part, type(e).__name__, str(e)))
+    return out
+
+
+add(unbound_variable_read_in_comprehension_that_awaits, C(0), C(1), C(11))
+
+
 # No reference to the harness module stays: a checkpoint walks the data of the user modules
 # that a workflow's module imports, and the harness holds the whole corpus.
 del C, add, boom

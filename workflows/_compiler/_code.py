@@ -9,6 +9,8 @@ from typing import Any
 from ._scope import LOCAL, user_name
 from ._upgrade import PointTable
 
+Span = tuple[int, int, int, int]  # line, column, end line, end column (as ``ast`` has them)
+
 
 class CompiledCode:
     """The generated state machine of one workflow: blocks and their static tables."""
@@ -39,6 +41,11 @@ class CompiledCode:
         # raises at the comprehension's line, where a StopIteration leaving it becomes a
         # RuntimeError (empty since 3.12, where comprehensions are inlined).
         self.comp_stops: dict[str, Any] = {}
+        # 3.11: per lowered comprehension, its source span and its first iterable's, as
+        # (line, column, end line, end column): a workflow variable read unbound in the rest of
+        # it is a free variable of the comprehension's own scope there (NameError, not
+        # UnboundLocalError).
+        self.comp_spans: list[tuple[Span, Span]] = []
         self._point_text: dict[int, str] = {}  # describe_point's answers: asked at every step
         self.table: PointTable | None = None  # the points' identities, for upgrades (_upgrade)
         # Whether nested functions, lambdas or classes of the workflow use its locals (so close

@@ -11,7 +11,7 @@ import math
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ._code import CompiledCode
 from ._function import WorkflowFunction
@@ -89,6 +89,9 @@ def compile_function(
     code.closures = bool(probe.captured)
     code.stubs = {pc: _raiser(fn, filename, n) for pc, n in em.point_nodes.items()}
     code.comp_stops = {slot: _raiser(fn, filename, n) for slot, n in em.comp_nodes.items()}
+    code.comp_spans = [
+        (_span(n), _span(cast(Any, n).generators[0].iter)) for n in em.comp_nodes.values()
+    ]
     code.table = PointTable(
         describe_points(node, em.point_nodes, em.shapes, locals_, COMPILER_VERSION,
                         module_effects(lines, filename, fn.__globals__)),
@@ -319,6 +322,10 @@ def _const_key(c: Any) -> Any:
             return None
         return (t, tuple(keys) if t is tuple else frozenset(keys))
     return None
+
+
+def _span(n: Any) -> tuple[int, int, int, int]:
+    return (n.lineno, n.col_offset, n.end_lineno, n.end_col_offset)
 
 
 def _raiser(fn: Any, filename: str, node: ast.AST) -> Any:

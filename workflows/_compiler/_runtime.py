@@ -74,12 +74,17 @@ class Frame:
         if not name.startswith(LOCAL):
             raise AttributeError(name)
         user = name[len(LOCAL) :]
-        code = sys._getframe(1).f_code
+        caller = sys._getframe(1)
+        code = caller.f_code
         if code.co_argcount == 2 and code.co_varnames[:2] == (FRAME, RT):
-            # Read by a block function: the workflow's own scope.
-            raise UnboundLocalError(
-                f"cannot access local variable {user!r} where it is not associated with a value"
-            )
+            # Read by a block function: the workflow's own scope, unless (3.11) the read is in a
+            # lowered comprehension past its first iterable, natively in the comprehension's own
+            # scope, where the workflow's variable is a free one (the NameError below).
+            spans = self._af_code.comp_spans
+            if not spans or not _in_comprehension(spans, code, caller.f_lasti):
+                raise UnboundLocalError(
+                    f"cannot access local variable {user!r} where it is not associated with a value"
+                )
         # Read by a nested function, lambda, class body or (before 3.12) comprehension: a free
         # variable of that scope, natively.
         raise NameError(
@@ -92,6 +97,25 @@ class Frame:
 
     def __repr__(self) -> str:
         return f"<workflow frame {self._af_code.key} pc={self.__dict__.get('_af_pc')}>"
+
+
+def _in_comprehension(spans: Any, code: Any, lasti: int) -> bool:
+    """Whether the instruction at ``lasti`` of a block function reads a name inside one of the
+    lowered comprehensions ``spans`` (pairs of its span and its first iterable's), outside that
+    comprehension's first iterable (evaluated in the enclosing scope)."""
+    for i, pos in enumerate(code.co_positions()):
+        if i == lasti // 2:
+            line, end_line, col, end_col = pos
+            break
+    else:
+        return False
+    if line is None or end_line is None or col is None or end_col is None:
+        return False
+
+    def inside(span: Any) -> bool:
+        return bool((span[0], span[1]) <= (line, col) and (end_line, end_col) <= (span[2], span[3]))
+
+    return any(inside(comp) and not inside(first) for comp, first in spans)
 
 
 def _blank_frame(key: str) -> Frame:
