@@ -8,6 +8,7 @@ import inspect
 import itertools
 import linecache
 import sys
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar, cast, overload
@@ -95,6 +96,8 @@ def _compile(
 # level, so they run under a higher limit; whatever still exceeds it is a CompileError naming the
 # statement, never a RecursionError.
 _COMPILE_RECURSION_LIMIT = 25_000
+_DEEP_LOCK = threading.Lock()
+_deep_compiles = [0, 0]  # compiles under way (in any thread), and the limit before the first
 
 
 @contextmanager
@@ -102,10 +105,12 @@ def _deep(qualname: str, filename: str, lineno: int) -> Iterator[list[ast.AsyncF
     """Compile under ``_COMPILE_RECURSION_LIMIT``; a RecursionError becomes a CompileError at the
     deepest statement of the workflow's node (appended to the yielded list once parsed)."""
     found: list[ast.AsyncFunctionDef] = []
-    old = sys.getrecursionlimit()
-    raised = old < _COMPILE_RECURSION_LIMIT
-    if raised:
-        sys.setrecursionlimit(_COMPILE_RECURSION_LIMIT)
+    with _DEEP_LOCK:  # the limit is the process's: raised once for compiles that overlap
+        if _deep_compiles[0] == 0:
+            _deep_compiles[1] = sys.getrecursionlimit()
+            if _deep_compiles[1] < _COMPILE_RECURSION_LIMIT:
+                sys.setrecursionlimit(_COMPILE_RECURSION_LIMIT)
+        _deep_compiles[0] += 1
     try:
         yield found
     except RecursionError:
@@ -126,8 +131,10 @@ def _deep(qualname: str, filename: str, lineno: int) -> Iterator[list[ast.AsyncF
             text,
         ) from None
     finally:
-        if raised and sys.getrecursionlimit() == _COMPILE_RECURSION_LIMIT:
-            sys.setrecursionlimit(old)
+        with _DEEP_LOCK:
+            _deep_compiles[0] -= 1
+            if _deep_compiles[0] == 0 and sys.getrecursionlimit() == _COMPILE_RECURSION_LIMIT:
+                sys.setrecursionlimit(min(_deep_compiles[1], _COMPILE_RECURSION_LIMIT))
 
 
 def _deepest_statement(node: ast.AsyncFunctionDef) -> tuple[ast.stmt, int]:
