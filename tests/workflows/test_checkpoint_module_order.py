@@ -37,6 +37,8 @@ BY_HANDLER = {Handler(s): s for s in SKILLS}
 TABLE = {"skills": tuple(Handler(s) for s in SKILLS)}
 # Built in a fixed order: kept by its place, as before.
 SLOTS = [Handler("a"), Handler("a"), Handler("b")]
+NAMES = list(SKILLS)
+CONFIG = {"handlers": [Handler(s) for s in SKILLS]}
 
 
 @workflow
@@ -65,6 +67,35 @@ async def holds_one_of_two_equal_handlers():
     chosen = SLOTS[1]
     await timer("t", 1)
     return chosen is SLOTS[1]
+
+
+@workflow
+async def loops_over_a_list_built_from_a_set(steps):
+    seen = []
+    for h in HANDLERS:
+        if len(seen) == steps:
+            await timer("t", 1)
+        seen.append(h.name)
+    return sorted(seen)
+
+
+@workflow
+async def loops_over_names_built_from_a_set(steps):
+    seen = []
+    for i, n in enumerate(NAMES):
+        if i == steps:
+            await timer("t", 1)
+        seen.append((i, n))
+    return sorted(n for _i, n in seen), [i for i, _n in seen]
+
+
+@workflow
+async def holds_reversed_and_nested_iterators(steps):
+    back = reversed(CONFIG["handlers"])
+    fwd = iter(CONFIG["handlers"])
+    first = [next(back).name for _ in range(steps)] + [next(fwd).name for _ in range(steps)]
+    await timer("t", 1)
+    return sorted(first[:steps] + [h.name for h in back]), sorted(first[steps:] + [h.name for h in fwd])
 
 
 CHILD = r"""
@@ -152,5 +183,31 @@ def test_a_containers_order_is_recorded_once_for_its_elements(monkeypatch):
     try:
         h.checkpoint()
         assert len(calls) == len(HANDLERS)
+    finally:
+        HANDLERS.pop()
+
+
+def test_a_loop_over_a_list_built_from_a_set_visits_each_item_once_in_a_new_process():
+    """The loop's iterator was its list and an index: in another process the index went on over
+    the list in that process's order, visiting some handlers twice and others never."""
+    for steps in (1, 3, 7):
+        assert _restarted(loops_over_a_list_built_from_a_set, steps) == [sorted(SKILLS)] * 3
+    got = _restarted(loops_over_names_built_from_a_set, 4)
+    assert got == [(sorted(SKILLS), list(range(8)))] * 3, got
+
+
+def test_reversed_and_nested_iterators_of_a_list_built_from_a_set_go_on_in_a_new_process():
+    got = _restarted(holds_reversed_and_nested_iterators, 3)
+    assert got == [(sorted(SKILLS), sorted(SKILLS))] * 3, got
+
+
+def test_in_the_same_process_a_loop_over_a_module_list_follows_the_list():
+    """In the process that made the checkpoint the iterator is the list's, at its index: an
+    item appended after the await is visited, as natively."""
+    h = WorkflowHarness(loops_over_a_list_built_from_a_set, 2, roundtrip=True)
+    HANDLERS.append(Handler("extra"))
+    try:
+        h.fire_timer("t")
+        assert h.result() == sorted([*SKILLS, "extra"])
     finally:
         HANDLERS.pop()

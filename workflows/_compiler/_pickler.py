@@ -370,6 +370,27 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         # cannot give back (CheckpointPickler writes each as a reference to the instance)
         self.owned: dict[int, tuple[dict[str, Any], Any]] = {}
 
+    def reduce_seq_iter(self, it: Any) -> Any:
+        """An iterator of a list, bytearray or array at its position; one of a list of module
+        data (``for h in HANDLERS``) with the order of the list's items, which a restore in
+        another process checks (``_seqiter.restore_module_seq_iter``)."""
+        rv = it.__reduce__()
+        if len(rv) >= 3 and isinstance(rv[1][0], list):
+            seq = rv[1][0]
+            data = self._data
+            try:
+                held = data.global_ref(seq) is not None or (
+                    data.active and data.path(seq) is not None
+                )
+            except ModuleTooLarge:
+                held = False
+            if held:
+                order = order_of(seq, "i")
+                if order is not None:
+                    self.reached = True
+                    return _seqiter.reduce_module_seq_iter(it, order)
+        return _seqiter.reduce_seq_iter(it)
+
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
         if t in _UNSHARED or t is types.FunctionType and obj in _BY_NAME:
@@ -727,7 +748,7 @@ _OWN_OVERRIDES: dict[type, Any] = {
     **{t: lambda _p, it: _reduce_native_iter(it) for t in _NATIVE_ITERS},
     _SetIter: _reduce_set_iter,
     **{t: lambda _p, it: _reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
-    **{t: lambda _p, it: _seqiter.reduce_seq_iter(it) for t in _seqiter.TYPES},
+    **{t: lambda p, it: p.reduce_seq_iter(it) for t in _seqiter.TYPES},
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
 }
 _NO_ORDER: Any = object()  # an order not recorded yet (``_order_checks``)
@@ -761,6 +782,7 @@ _BY_NAME: set[Any] = {
     _make_type_param,
     _restore_deque_iter,
     _seqiter.restore_seq_iter,
+    _seqiter.restore_module_seq_iter,
     sys_value,
     set_state_and_attributes,
     adopt_state,

@@ -87,6 +87,41 @@ def reduce_seq_iter(it: Any) -> Any:
     return (restore_seq_iter, (make, seq, index))
 
 
+def reduce_module_seq_iter(it: Any, order: tuple[list[str], str]) -> Any:
+    """An iterator of a list of module data (``for h in HANDLERS``), with the fingerprints of
+    the list's items (``_pickle_modules.order_of``): a module may build such a list in an order
+    of its own process (from a set of strings), so that in another process the index would go
+    on over another order, visiting some items twice and others never."""
+    rv = reduce_seq_iter(it)
+    if rv[0] is not restore_seq_iter:
+        return rv
+    from ._pickle_modules import PROCESS
+
+    return (restore_module_seq_iter, (*rv[1], PROCESS, order[0], order[1]))
+
+
+def restore_module_seq_iter(
+    make: Any, seq: Any, index: int, process: str, fps: list[str], digest: str
+) -> Any:
+    """``restore_seq_iter``; but in another process, where the module's list holds the same
+    items (by fingerprint) in another order, an iterator over the items it had still to visit,
+    in the order they had (this process's objects): the loop goes on as it would have."""
+    from ._pickle_modules import PROCESS, order_of
+
+    if process != PROCESS and _in_range(make, seq, index):
+        now = order_of(seq, "i")
+        if now is not None and now[1] == digest and now[0] != fps:
+            todo = fps[: index + 1] if make is list.__reversed__ else fps[index:]
+            pool: dict[str, list[Any]] = {}
+            for f, o in zip(now[0], list(seq), strict=True):
+                pool.setdefault(f, []).append(o)
+            picked = [pool[f].pop(0) for f in todo]
+            if make is list.__reversed__:
+                return reversed(picked[::-1])
+            return make(picked)
+    return restore_seq_iter(make, seq, index)
+
+
 def restore_seq_iter(make: Any, seq: Any, index: int) -> Any:
     """An iterator ``make(seq)`` at ``index``, as it was (past the end of ``seq`` now, too).
     ``make``: how the sequence's base class makes one (``list.__iter__``...)."""
