@@ -17,6 +17,7 @@ import pathlib
 import pickle
 import subprocess
 import sys
+from collections import deque
 
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
@@ -39,6 +40,8 @@ TABLE = {"skills": tuple(Handler(s) for s in SKILLS)}
 SLOTS = [Handler("a"), Handler("a"), Handler("b")]
 NAMES = list(SKILLS)
 CONFIG = {"handlers": [Handler(s) for s in SKILLS]}
+BY_NAME = {s: Handler(s) for s in SKILLS}
+QUEUE = deque(Handler(s) for s in SKILLS)
 
 
 @workflow
@@ -96,6 +99,27 @@ async def holds_reversed_and_nested_iterators(steps):
     first = [next(back).name for _ in range(steps)] + [next(fwd).name for _ in range(steps)]
     await timer("t", 1)
     return sorted(first[:steps] + [h.name for h in back]), sorted(first[steps:] + [h.name for h in fwd])
+
+
+@workflow
+async def loops_over_a_dict_built_from_a_set(steps):
+    seen = []
+    for name, h in BY_NAME.items():
+        if len(seen) == steps:
+            await timer("t", 1)
+        seen.append((name, h.name))
+    return sorted(seen)
+
+
+@workflow
+async def holds_iterators_of_a_dict_and_a_deque_built_from_a_set(steps):
+    its = [reversed(BY_NAME), iter(BY_NAME.values()), iter(QUEUE), reversed(QUEUE)]
+    first = [[next(it) for _ in range(steps)] for it in its]
+    await timer("t", 1)
+    out = []
+    for got, it in zip(first, its, strict=True):
+        out.append(sorted(x if type(x) is str else x.name for x in [*got, *it]))
+    return out
 
 
 CHILD = r"""
@@ -211,3 +235,15 @@ def test_in_the_same_process_a_loop_over_a_module_list_follows_the_list():
         assert h.result() == sorted([*SKILLS, "extra"])
     finally:
         HANDLERS.pop()
+
+
+def test_a_loop_over_a_dict_built_from_a_set_visits_each_key_once_in_a_new_process():
+    """The loop went on after its count of keys visited, over the dict in the new order."""
+    want = sorted((s, s) for s in SKILLS)
+    for steps in (1, 5):
+        assert _restarted(loops_over_a_dict_built_from_a_set, steps) == [want] * 3
+
+
+def test_iterators_of_a_dict_and_a_deque_built_from_a_set_go_on_in_a_new_process():
+    got = _restarted(holds_iterators_of_a_dict_and_a_deque_built_from_a_set, 3)
+    assert got == [[sorted(SKILLS)] * 4] * 3, got

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from typing import Any
 
 from . import _dequestate, _settable
+from ._pickle_modules import reordered
 
 # --------------------------------------------------------------------------------------------
 # Dict, dict-view and set iterators
@@ -188,6 +189,11 @@ class LiveIter:
             x = rest.pop(0)
             if x in c:  # not removed since (as natively, a removed element is not visited)
                 self._last = x
+                kind = self._kind
+                if kind == "values":
+                    return c[x]
+                if kind == "items":
+                    return (x, c[x])
                 return x
         raise StopIteration
 
@@ -264,6 +270,41 @@ def _restore_live_iter(c: Any, kind: str, used: int, pos: int, rest: Any) -> Liv
     if kind != "set" and used == len(c):
         li._resume()  # as native: a live iterator that checks the size it now sees
     return li
+
+
+def restore_module_live_iter(
+    c: Any, kind: str, used: int, pos: int, rest: Any, process: str, fps: list[str], digest: str
+) -> LiveIter:
+    """``_restore_live_iter`` of a loop over a dict of module data; in another process, where
+    the module built that dict here with the same keys (by fingerprint) in another order, the
+    loop goes on over the keys it had still to visit, in the order they had (not by its count
+    of keys visited, which would visit some twice and others never)."""
+    li = _restore_live_iter(c, kind, used, pos, rest)
+    if rest is None and used == len(c) == len(fps):
+        keys = reordered(c, "K", process, fps, digest, pos, len(fps))
+        if keys is not None:
+            li._it = None
+            li._rest = keys
+    return li
+
+
+def restore_module_dict_iter(
+    kind: str, c: Any, pos: int, process: str, fps: list[str], digest: str
+) -> Any:
+    """``_restore_native_dict_iter`` of an iterator of a dict of module data (``reversed(D)``,
+    ``iter(D.items())``); in another process where the module built that dict in another order,
+    one over the keys it had still to visit, as ``restore_module_live_iter``."""
+    n = len(fps)
+    if len(c) == n:
+        backwards = kind.startswith("reversed ")
+        keys = reordered(c, "K", process, fps, digest, *((0, n - pos) if backwards else (pos, n)))
+        if keys is not None:
+            if backwards:
+                keys.reverse()
+            li = LiveIter(None, c, kind.removeprefix("reversed "), n)
+            li._rest = keys
+            return li
+    return _restore_native_dict_iter(kind, c, pos)
 
 
 def _settle_set_iter(li: LiveIter, slot: int | None, rest: list[Any]) -> None:
@@ -350,6 +391,26 @@ def _reduce_deque_iter(it: Any) -> Any:
         )
     d, mutations, counter = _dequestate.iterator_state(it)
     return (_restore_deque_iter, (type(it) is _dequestate.ITER_TYPES[1], d, mutations, counter))
+
+
+def restore_module_deque_iter(
+    reverse: bool,
+    d: collections.deque[Any],
+    mutations: int,
+    counter: int,
+    process: str,
+    fps: list[str],
+    digest: str,
+) -> Any:
+    """``_restore_deque_iter`` of an iterator of a deque of module data; in another process
+    where the module built that deque in another order, one over the items it had still to
+    visit, in the order they had."""
+    n = len(fps)
+    if not mutations and len(d) == n and 0 <= counter <= n:
+        todo = reordered(d, "i", process, fps, digest, *((0, counter) if reverse else (n - counter, n)))
+        if todo is not None:
+            return reversed(todo) if reverse else builtins.iter(todo)
+    return _restore_deque_iter(reverse, d, mutations, counter)
 
 
 def _restore_deque_iter(

@@ -1038,6 +1038,25 @@ def order_of(container: Any, kind: str) -> tuple[list[str], str] | None:
     return order
 
 
+def reordered(
+    c: Any, kind: str, process: str, fps: list[str], digest: str, start: int, stop: int
+) -> list[Any] | None:
+    """For an iterator of a container of module data restored in another process than the one
+    that checkpointed it: where the module built ``c`` here holding the same objects (by
+    fingerprint, ``order_of``) in another order, this process's objects that were at places
+    ``start:stop`` of the recorded order (``fps``); else None (the same order, or the container
+    changed since: the iterator goes on by its position)."""
+    if process == PROCESS:
+        return None
+    now = order_of(c, kind)
+    if now is None or now[1] != digest or now[0] == fps:
+        return None
+    pool: dict[str, list[Any]] = {}
+    for f, o in zip(now[0], _in_order(c, kind), strict=True):
+        pool.setdefault(f, []).append(o)
+    return [pool[f].pop(0) for f in fps[start:stop]]
+
+
 OrderCheck = tuple[int, str, str]  # (index of the step in the path, the element's, the order's)
 
 

@@ -65,6 +65,9 @@ from ._pickle_iters import (
     _SetIter,
     _settle_set_iter,
     live_iter,
+    restore_module_deque_iter,
+    restore_module_dict_iter,
+    restore_module_live_iter,
 )
 from ._pickle_modules import (
     _ORDERED_STEPS,
@@ -370,26 +373,50 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         # cannot give back (CheckpointPickler writes each as a reference to the instance)
         self.owned: dict[int, tuple[dict[str, Any], Any]] = {}
 
+    def module_order(self, c: Any, kind: str) -> tuple[list[str], str] | None:
+        """For a container an iterator goes over: if it is module data, the order of its items
+        (``order_of``), which a restore in another process checks (the module may have built
+        it in an order of its own process there); else None."""
+        data = self._data
+        try:
+            held = data.global_ref(c) is not None or (data.active and data.path(c) is not None)
+        except ModuleTooLarge:
+            return None
+        if not held:
+            return None
+        order = order_of(c, kind)
+        if order is not None:
+            self.reached = True
+        return order
+
     def reduce_seq_iter(self, it: Any) -> Any:
         """An iterator of a list, bytearray or array at its position; one of a list of module
         data (``for h in HANDLERS``) with the order of the list's items, which a restore in
         another process checks (``_seqiter.restore_module_seq_iter``)."""
         rv = it.__reduce__()
         if len(rv) >= 3 and isinstance(rv[1][0], list):
-            seq = rv[1][0]
-            data = self._data
-            try:
-                held = data.global_ref(seq) is not None or (
-                    data.active and data.path(seq) is not None
-                )
-            except ModuleTooLarge:
-                held = False
-            if held:
-                order = order_of(seq, "i")
-                if order is not None:
-                    self.reached = True
-                    return _seqiter.reduce_module_seq_iter(it, order)
+            order = self.module_order(rv[1][0], "i")
+            if order is not None:
+                return _seqiter.reduce_module_seq_iter(it, order)
         return _seqiter.reduce_seq_iter(it)
+
+    def reduce_native_iter(self, it: Any) -> Any:
+        """A dict or set iterator; one of a dict of module data with the order of its keys."""
+        rv = _reduce_native_iter(it)
+        if rv[0] is _restore_native_dict_iter:
+            kind, c, pos = rv[1]
+            order = self.module_order(c, "K")
+            if order is not None:
+                return (restore_module_dict_iter, (kind, c, pos, PROCESS, *order))
+        return rv
+
+    def reduce_deque_iter(self, it: Any) -> Any:
+        """A deque iterator; one of a deque of module data with the order of its items."""
+        rv = _reduce_deque_iter(it)
+        order = self.module_order(rv[1][1], "i")
+        if order is not None:
+            return (restore_module_deque_iter, (*rv[1], PROCESS, *order))
+        return rv
 
     def reducer_override(self, obj: Any) -> Any:
         t = type(obj)
@@ -676,9 +703,16 @@ def _observed(frames: list[Any], _functions: list[Any]) -> list[Any]:
 
 # Types the pickler writes with rules of their own, whatever module data holds.
 def _reduce_live_iter(p: _Pickler, it: LiveIter) -> Any:
-    if it._kind == "set" and _settable.SUPPORTED:
-        p.reached = True  # written as its position by CheckpointPickler's persistent_id
-    return (_restore_live_iter, it.state())
+    if it._kind == "set":
+        if _settable.SUPPORTED:
+            p.reached = True  # written as its position by CheckpointPickler's persistent_id
+        return (_restore_live_iter, it.state())
+    state = it.state()
+    if state[4] is None:  # a dict loop: of a dict of module data, with the order of its keys
+        order = p.module_order(state[0], "K")
+        if order is not None:
+            return (restore_module_live_iter, (*state, PROCESS, *order))
+    return (_restore_live_iter, state)
 
 
 def _reduce_set_iter(p: _Pickler, it: Any) -> Any:
@@ -745,9 +779,9 @@ _OWN_OVERRIDES: dict[type, Any] = {
     classmethod: _reduce_method_wrapper,
     **{t: _reduce_sys_singleton for t in _SYS_SINGLETONS},
     LiveIter: _reduce_live_iter,
-    **{t: lambda _p, it: _reduce_native_iter(it) for t in _NATIVE_ITERS},
+    **{t: lambda p, it: p.reduce_native_iter(it) for t in _NATIVE_ITERS},
     _SetIter: _reduce_set_iter,
-    **{t: lambda _p, it: _reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
+    **{t: lambda p, it: p.reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
     **{t: lambda p, it: p.reduce_seq_iter(it) for t in _seqiter.TYPES},
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
 }
@@ -781,6 +815,9 @@ _BY_NAME: set[Any] = {
     _rebuild_type_alias,
     _make_type_param,
     _restore_deque_iter,
+    restore_module_deque_iter,
+    restore_module_dict_iter,
+    restore_module_live_iter,
     _seqiter.restore_seq_iter,
     _seqiter.restore_module_seq_iter,
     sys_value,

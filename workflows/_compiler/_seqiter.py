@@ -106,19 +106,15 @@ def restore_module_seq_iter(
     """``restore_seq_iter``; but in another process, where the module's list holds the same
     items (by fingerprint) in another order, an iterator over the items it had still to visit,
     in the order they had (this process's objects): the loop goes on as it would have."""
-    from ._pickle_modules import PROCESS, order_of
+    from ._pickle_modules import reordered
 
-    if process != PROCESS and _in_range(make, seq, index):
-        now = order_of(seq, "i")
-        if now is not None and now[1] == digest and now[0] != fps:
-            todo = fps[: index + 1] if make is list.__reversed__ else fps[index:]
-            pool: dict[str, list[Any]] = {}
-            for f, o in zip(now[0], list(seq), strict=True):
-                pool.setdefault(f, []).append(o)
-            picked = [pool[f].pop(0) for f in todo]
-            if make is list.__reversed__:
-                return reversed(picked[::-1])
-            return make(picked)
+    if _in_range(make, seq, index):
+        backwards = make is list.__reversed__
+        todo = reordered(
+            seq, "i", process, fps, digest, *((0, index + 1) if backwards else (index, len(fps)))
+        )
+        if todo is not None:
+            return reversed(todo) if backwards else make(todo)
     return restore_seq_iter(make, seq, index)
 
 
