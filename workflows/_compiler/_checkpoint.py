@@ -51,6 +51,7 @@ from ._pickler import (
     number_ids,
     reduced_state,
 )
+from ._procstate import ProcessStateRefused
 from ._runtime import Frame, WithExit, builtin_iter
 from ._scope import variable_of
 from ._upgrade import FramePlan, Point, Upgrade, apply_frame, plan_frame
@@ -403,6 +404,11 @@ def _first_refused(
                         "take a key out of its dict or set before changing what its hash or "
                         "equality is made of, and put it back after (v = d.pop(k); k.x = ...; "
                         "d[k] = v), or del the variable before the await"
+                    )
+                elif isinstance(e, ProcessStateRefused):
+                    hint = (
+                        "keep the awaits out of its 'with' body (enter it again after the await), "
+                        "or make the change part of the workflow's own state, or a procedure's"
                     )
                 elif isinstance(e, FinalizerRefused):
                     hint = "or del it before the await"

@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 from .._commands import Command
 from .._errors import WorkflowError
 from .._registry import resolve
+from . import _procstate
 from ._lower import Exit
 from ._pickler import (
     live_iter,
@@ -451,12 +452,17 @@ class WithExit:
     gets another ``__exit__`` meanwhile. Pickled as the manager alone while its class's
     ``__exit__`` is still that one (what most are: a method of a C type need not pickle)."""
 
-    __slots__ = ("manager", "exit")
+    __slots__ = ("manager", "exit", "changed")
 
     def __init__(self, manager: Any, exit: Any) -> None:
         self.manager, self.exit = manager, exit
+        # What its __enter__ changed of the process's state (``_procstate``): a checkpoint
+        # refuses it then.
+        self.changed: list[str] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self.changed:
+            raise _procstate.refusal(self.manager, self.changed, self)
         if _exit_of(type(self.manager)) is self.exit:
             return (_with_exit_of, (self.manager,))
         return (WithExit, (self.manager, self.exit))
@@ -485,9 +491,17 @@ def with_begin(m: Any) -> WithExit:
 
 
 def with_enter(w: Any) -> Any:
-    """``__enter__`` of a ``with`` whose body awaits."""
-    m = w.manager if type(w) is WithExit else w
-    return type(m).__enter__(m)
+    """``__enter__`` of a ``with`` whose body awaits; what it changes of the process's state
+    (the current directory, ``sys.stdout``, the application's module data...) is noted on the
+    ``WithExit``, which a checkpoint then refuses (``_procstate``)."""
+    if type(w) is not WithExit:  # (a checkpoint of an older compiler: the manager alone)
+        return type(w).__enter__(w)
+    m = w.manager
+    caller = sys._getframe(1).f_globals
+    before = _procstate.snapshot(m, caller)
+    v = type(m).__enter__(m)
+    w.changed = _procstate.changed(m, before, _procstate.snapshot(m, caller)) or None
+    return v
 
 
 def _call_exit(w: Any, *exc: Any) -> Any:
