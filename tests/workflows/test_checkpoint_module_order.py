@@ -83,6 +83,18 @@ async def loops_over_a_list_built_from_a_set(steps):
 
 
 @workflow
+async def loops_over_a_list_appended_to_after_the_await(steps):
+    seen = []
+    for h in HANDLERS:
+        if len(seen) == steps:
+            await timer("t", 1)
+            HANDLERS.append(Handler("extra"))
+        seen.append(h.name)
+    HANDLERS.pop()
+    return sorted(seen)
+
+
+@workflow
 async def loops_over_names_built_from_a_set(steps):
     seen = []
     for i, n in enumerate(NAMES):
@@ -216,6 +228,8 @@ def test_a_loop_over_a_list_built_from_a_set_visits_each_item_once_in_a_new_proc
     the list in that process's order, visiting some handlers twice and others never."""
     for steps in (1, 3, 7):
         assert _restarted(loops_over_a_list_built_from_a_set, steps) == [sorted(SKILLS)] * 3
+    got = _restarted(loops_over_a_list_appended_to_after_the_await, 3)
+    assert got == [sorted([*SKILLS, "extra"])] * 3, got  # as the list's own iterator sees it
     got = _restarted(loops_over_names_built_from_a_set, 4)
     assert got == [(sorted(SKILLS), list(range(8)))] * 3, got
 

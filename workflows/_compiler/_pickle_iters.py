@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _dequestate, _settable
 from ._pickle_modules import reordered
+from ._seqiter import Reordered
 
 # --------------------------------------------------------------------------------------------
 # Dict, dict-view and set iterators
@@ -409,7 +410,7 @@ def restore_module_deque_iter(
     if not mutations and len(d) == n and 0 <= counter <= n:
         todo = reordered(d, "i", process, fps, digest, *((0, counter) if reverse else (n - counter, n)))
         if todo is not None:
-            return reversed(todo) if reverse else builtins.iter(todo)
+            return Reordered(todo[::-1] if reverse else todo, d, n, "deque")
     return _restore_deque_iter(reverse, d, mutations, counter)
 
 

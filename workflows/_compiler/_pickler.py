@@ -789,6 +789,7 @@ _NO_ORDER: Any = object()  # an order not recorded yet (``_order_checks``)
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
 _UNSHARED: set[type] = {
+    _seqiter.Reordered,  # written by its own reduce (its items, its container, a position)
     type(iter(range(0))),  # written by their own reduce (a range and a position)
     type(iter(range(1 << 64))),
     _AliasedFrames,

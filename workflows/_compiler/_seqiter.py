@@ -114,8 +114,48 @@ def restore_module_seq_iter(
             seq, "i", process, fps, digest, *((0, index + 1) if backwards else (index, len(fps)))
         )
         if todo is not None:
-            return reversed(todo) if backwards else make(todo)
+            return reversed(todo) if backwards else Reordered(todo, seq, len(fps), "list")
     return restore_seq_iter(make, seq, index)
+
+
+class Reordered:
+    """An iterator of a container of module data restored where the module built it in another
+    order (``restore_module_seq_iter``, ``_pickle_iters.restore_module_deque_iter``): it yields
+    the items it had still to visit (``todo``, this process's objects), then, over a list, the
+    items appended to it since (from ``index``, the list's length at the checkpoint), as the
+    list's own iterator would; over a deque, one that changed size raises as natively."""
+
+    __slots__ = ("_todo", "_seq", "_index", "_kind")
+
+    def __init__(self, todo: list[Any], seq: Any, index: int, kind: str) -> None:
+        self._todo, self._seq, self._index, self._kind = list(todo), seq, index, kind
+
+    def __iter__(self) -> Reordered:
+        return self
+
+    def __next__(self) -> Any:
+        seq = self._seq
+        if seq is None:
+            raise StopIteration
+        if self._kind == "deque" and len(seq) != self._index:
+            self._seq = None
+            raise RuntimeError("deque mutated during iteration")
+        if self._todo:
+            return self._todo.pop(0)
+        if self._kind == "list" and self._index < len(seq):
+            self._index += 1
+            return seq[self._index - 1]
+        self._seq = None  # exhausted for good, as natively
+        raise StopIteration
+
+    def __length_hint__(self) -> int:
+        if self._seq is None:
+            return 0
+        extra = len(self._seq) - self._index if self._kind == "list" else 0
+        return len(self._todo) + max(extra, 0)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Reordered, (self._todo, self._seq, self._index, self._kind))
 
 
 def restore_seq_iter(make: Any, seq: Any, index: int) -> Any:
