@@ -73,6 +73,25 @@ async def holds_one_of_two_equal_handlers():
 
 
 @workflow
+async def picks_a_handler_and_counts_its_use(name):
+    chosen = next(h for h in HANDLERS if h.name == name)
+    chosen.uses += 1
+    await timer("t", 1)
+    return chosen.name
+
+
+@workflow
+async def loops_over_handlers_counting_their_uses(steps):
+    seen = []
+    for h in HANDLERS:
+        h.uses += 1
+        if len(seen) == steps:
+            await timer("t", 1)
+        seen.append(h.name)
+    return sorted(seen)
+
+
+@workflow
 async def loops_over_a_list_built_from_a_set(steps):
     seen = []
     for h in HANDLERS:
@@ -261,3 +280,14 @@ def test_a_loop_over_a_dict_built_from_a_set_visits_each_key_once_in_a_new_proce
 def test_iterators_of_a_dict_and_a_deque_built_from_a_set_go_on_in_a_new_process():
     got = _restarted(holds_iterators_of_a_dict_and_a_deque_built_from_a_set, 3)
     assert got == [[sorted(SKILLS)] * 4] * 3, got
+
+
+def test_a_handler_changed_in_place_before_the_await_is_the_same_one_in_a_new_process():
+    """The workflow counted a use on the handler it picked (or on each it looped over) before
+    the checkpoint, which a new process's import does not have: the list no longer held the
+    same objects by fingerprint, so the restore went by place, to another handler ("ice" went
+    on as "earth"). It is found by what no other handler has (its name)."""
+    for name in ("ice", "stone"):
+        assert _restarted(picks_a_handler_and_counts_its_use, name) == [name] * 3
+    for steps in (1, 4):
+        assert _restarted(loops_over_handlers_counting_their_uses, steps) == [sorted(SKILLS)] * 3

@@ -995,9 +995,46 @@ def fingerprint(obj: Any) -> str:
             parts = ["?"]
         finally:
             stack.discard(id(o))
+        if depth == 0:
+            top.extend(parts)
         return f"{name}({','.join(parts)})"
 
-    return hashlib.sha256(fp(obj, 0).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    top: list[str] = []
+    whole = _digest(fp(obj, 0), 24)
+    # Then a short digest of each of its parts (an attribute and its value, an item), by which a
+    # restore still finds the object after one of its attributes changed (``match_element``).
+    pieces = sorted({_digest(f"{part}", _PART_DIGEST) for part in top})[:_PARTS]
+    return whole + "|" + ".".join(pieces)
+
+
+_PART_DIGEST = 10  # hex digits of a part's digest
+_PARTS = 12  # parts recorded per object at most
+
+
+def _digest(text: str, n: int) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:n]
+
+
+def match_element(fp: str, now: list[str]) -> int | None:
+    """The place in ``now`` (the fingerprints of a container's objects in this process) of the
+    object that had fingerprint ``fp`` in the process that made a checkpoint: the one place
+    holding the same fingerprint; else, where that object changed in place since (a counter
+    the workflow bumped, which a new process's import does not have), the one object sharing
+    with it each of its parts that no other object of the container has (its name, its key).
+    None where that does not tell one object."""
+    places = [j for j, f in enumerate(now) if f == fp]
+    if len(places) == 1:
+        return places[0]
+    if places or "|" not in fp:
+        return None
+    mine = set(fp.partition("|")[2].split("."))
+    owners: dict[str, list[int]] = {}
+    for j, f in enumerate(now):
+        for part in f.partition("|")[2].split("."):
+            if part in mine:
+                owners.setdefault(part, []).append(j)
+    found = {js[0] for js in owners.values() if len(js) == 1}
+    return found.pop() if len(found) == 1 else None
 
 
 def _in_order(container: Any, kind: str) -> list[Any]:
@@ -1049,12 +1086,22 @@ def reordered(
     if process == PROCESS:
         return None
     now = order_of(c, kind)
-    if now is None or now[1] != digest or now[0] == fps:
+    if now is None or now[0] == fps:
         return None
-    pool: dict[str, list[Any]] = {}
-    for f, o in zip(now[0], _in_order(c, kind), strict=True):
-        pool.setdefault(f, []).append(o)
-    return [pool[f].pop(0) for f in fps[start:stop]]
+    items = _in_order(c, kind)
+    if now[1] == digest:  # the same objects in another order
+        pool: dict[str, list[Any]] = {}
+        for f, o in zip(now[0], items, strict=True):
+            pool.setdefault(f, []).append(o)
+        return [pool[f].pop(0) for f in fps[start:stop]]
+    # Some changed in place (or the container changed): each found by ``match_element``, or
+    # the iterator goes on by its position.
+    if len(now[0]) != len(fps):
+        return None
+    places = [match_element(f, now[0]) for f in fps]
+    if None in places or len(set(places)) != len(places):
+        return None
+    return [items[j] for j in places[start:stop]]  # type: ignore[index]
 
 
 OrderCheck = tuple[int, str, str]  # (index of the step in the path, the element's, the order's)
@@ -1088,10 +1135,15 @@ def resolve_ordered(
                 if key not in orders:
                     orders[key] = (o, order_of(o, kind))  # holding o: its id stays its own
                 now = orders[key][1]
-                if now is not None and now[1] == order and now[0][k : k + 1] != [elem]:
-                    places = [j for j, f in enumerate(now[0]) if f == elem]
-                    if len(places) == 1:
-                        moved[at] = (kind, places[0])
+                if now is not None and now[0][k : k + 1] != [elem]:
+                    if now[1] == order:
+                        places = [j for j, f in enumerate(now[0]) if f == elem]
+                        if len(places) == 1:
+                            moved[at] = (kind, places[0])
+                    else:  # changed since: the object itself changed in place, or others
+                        j = match_element(elem, now[0])
+                        if j is not None:
+                            moved[at] = (kind, j)
             o = step_into(o, moved[at])
     except Exception:
         return _resolve_ref(pid)  # says where it leads nowhere, or the object it leads to
