@@ -111,6 +111,27 @@ async def logs_and_waits():
     return inside, g.entered
 
 
+@workflow
+async def enters_chdir_into_an_exit_stack(path):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.chdir(path))
+        await timer("t", 1)
+        here = os.getcwd()
+    return here
+
+
+@workflow
+async def holds_an_exited_chdir_and_a_stack_of_suppress(path):
+    cd = contextlib.chdir(path)
+    with cd:
+        pass
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(contextlib.suppress(KeyError))
+        await timer("t", 1)
+        raise KeyError("swallowed")
+    return cd is not None
+
+
 def _refusal(wf, *args):
     h = WorkflowHarness(wf, *args, roundtrip=False)
     with pytest.raises(CheckpointError) as e:
@@ -152,3 +173,18 @@ def test_a_manager_changing_itself_or_a_log_only_is_kept():
     h.fire_timer("u")
     assert h.result() == (True, False)
     assert SEEN == ["enter"]
+
+
+def test_a_chdir_entered_into_an_exit_stack_is_refused_and_an_exited_one_kept(tmp_path):
+    """Entered through ``ExitStack.enter_context``, the ``with``'s own manager (the stack)
+    changed nothing: the entered ``chdir`` in its callbacks is refused wherever it is held."""
+    here = os.getcwd()
+    try:
+        msg = _refusal(enters_chdir_into_an_exit_stack, str(tmp_path))
+    finally:
+        os.chdir(here)
+    assert "ExitStack" in msg and "this chdir is entered" in msg, msg
+    h = WorkflowHarness(holds_an_exited_chdir_and_a_stack_of_suppress, str(tmp_path), roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() is True
+    assert os.getcwd() == here

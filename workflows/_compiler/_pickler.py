@@ -39,7 +39,7 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _cached, _dequestate, _dynclass, _seqiter, _settable
+from . import _cached, _dequestate, _dynclass, _procstate, _seqiter, _settable
 from ._instdict import (
     adopt_state,
     as_base,
@@ -784,6 +784,7 @@ _OWN_OVERRIDES: dict[type, Any] = {
     **{t: lambda p, it: p.reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
     **{t: lambda p, it: p.reduce_seq_iter(it) for t in _seqiter.TYPES},
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
+    **{t: _procstate.refuse_entered for t in _procstate.ENTERED_TYPES},
 }
 _NO_ORDER: Any = object()  # an order not recorded yet (``_order_checks``)
 # Types never looked up in module data: written by reference whatever they are bound to, or the

@@ -13,6 +13,7 @@ naming the ``with`` and what changed.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import os
 import sys
@@ -187,3 +188,43 @@ def refusal(m: Any, what: list[str], held: Any) -> ProcessStateRefused:
         "body without that change, and its __exit__ then undoes a change never made there",
         held,
     )
+
+
+def _entered(obj: Any) -> str | None:
+    """What an entered (not yet exited) manager of the standard library changed of the process
+    (read from its private state, by ``getattr``: absent, it counts as not entered)."""
+    if isinstance(obj, contextlib.chdir):
+        return "the current directory (os.getcwd())" if getattr(obj, "_old_cwd", None) else None
+    if isinstance(obj, (contextlib.redirect_stdout, contextlib.redirect_stderr)):
+        stream = getattr(obj, "_stream", "stdout")
+        return f"sys.{stream}" if getattr(obj, "_old_targets", None) else None
+    if isinstance(obj, warnings.catch_warnings):
+        module = getattr(obj, "_module", warnings)
+        live = getattr(obj, "_entered", False) and getattr(module, "filters", None) is not getattr(
+            obj, "_filters", None
+        )
+        return "the warnings filters (warnings.filters)" if live else None
+    return None
+
+
+def refuse_entered(_p: Any, obj: Any) -> Any:
+    """A checkpoint's rule for ``contextlib.chdir``, ``redirect_stdout``/``redirect_stderr`` and
+    ``warnings.catch_warnings``: refused while entered, however the workflow holds it (an
+    ``ExitStack`` it was entered into too); pickled as usual otherwise."""
+    what = _entered(obj)
+    if what is None:
+        return NotImplemented
+    raise ProcessStateRefused(
+        f"this {type(obj).__qualname__} is entered: it changed {what}, which belongs to the "
+        "process, not to the workflow: a restore in another process goes on without that change, "
+        "and its __exit__ then undoes a change never made there",
+        obj,
+    )
+
+
+ENTERED_TYPES: tuple[type, ...] = (
+    contextlib.chdir,
+    contextlib.redirect_stdout,
+    contextlib.redirect_stderr,
+    warnings.catch_warnings,
+)
