@@ -31,7 +31,7 @@ class Connection:
 
     def execute(self, sql: str, params: Any = ()) -> Any:
         if self.postgres:
-            return self._db.execute(sql, params)
+            return self._db.execute(*_arrays(sql, params))
         return self._sqlite.execute(sql, params)
 
     @contextlib.contextmanager
@@ -55,3 +55,24 @@ class Connection:
 
 def connect(db: str) -> Connection:
     return Connection(db)
+
+
+def _arrays(sql: str, params: Any) -> tuple[str, Any]:
+    """``sql`` and ``params`` with each list parameter (``id = ANY(?)``, PostgreSQL's) written as
+    an array of one ``?`` per item: the reducer db binds parameters as sqlite3 does, which takes
+    no list."""
+    if not isinstance(params, (list, tuple)) or not any(isinstance(p, list) for p in params):
+        return sql, params
+    parts = sql.split("?")
+    assert len(parts) == len(params) + 1, "one ? per parameter"
+    out: list[str] = [parts[0]]
+    flat: list[Any] = []
+    for p, rest in zip(params, parts[1:], strict=True):
+        if isinstance(p, list):
+            out.append(f"ARRAY[{', '.join('?' * len(p))}]" if p else "ARRAY[NULL]")
+            flat.extend(p)
+        else:
+            out.append("?")
+            flat.append(p)
+        out.append(rest)
+    return "".join(out), tuple(flat)
