@@ -398,6 +398,8 @@ def duration(text: str) -> float:
     if text.strip().startswith("-"):
         raise argparse.ArgumentTypeError(f"is an age, which cannot be negative: got {text!r}; e.g. 90s, 30m, 1h or 7d")
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd])\s*", text)
+    if m is None and re.fullmatch(r"\s*0+(?:\.0*)?\s*", text):
+        return 0.0  # no age is the same in every unit: every finished workflow
     if m is None:
         raise argparse.ArgumentTypeError(
             f"takes a number and a unit (s, m, h or d), e.g. 90s, 30m, 1h or 7d; got {text!r}"

@@ -335,7 +335,8 @@ def wf(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("1h", 3600), ("7d", 604800),
-                                               ("1.5h", 5400), ("0s", 0)])
+                                               ("1.5h", 5400), ("0s", 0), ("0", 0),
+                                               ("0.0", 0)])
 def test_wf_prune_ages_take_units(text, seconds) -> None:
     from actors.cli import duration
 
