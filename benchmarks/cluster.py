@@ -131,7 +131,7 @@ def run_nodes(workload: str, db: str | None, nodes: int, n: int, scratch: str, e
     return (n // nodes) * nodes / max(seconds)
 
 
-@workflow
+@workflow(name="benchmarks.cluster.wait_one")
 async def wait_one() -> object:
     return await signal("item")
 

@@ -33,7 +33,7 @@ from workflows import procedure, signal, workflow
 HERE = pathlib.Path(__file__).resolve().parent
 
 
-@workflow
+@workflow(name="benchmarks.handoff.collect")
 async def collect(count: int) -> int:
     total = 0
     for _ in range(count):
@@ -41,7 +41,7 @@ async def collect(count: int) -> int:
     return total
 
 
-@workflow
+@workflow(name="benchmarks.handoff.wait_one")
 async def wait_one() -> object:
     return await signal("item")
 
@@ -51,7 +51,7 @@ def inc(x: int) -> int:
     return x + 1
 
 
-@workflow
+@workflow(name="benchmarks.handoff.three_steps")
 async def three_steps(x: int) -> int:
     return await procedure(inc, await procedure(inc, await procedure(inc, x)))
 

@@ -45,19 +45,19 @@ def work(x: int) -> int:
     return x * 2
 
 
-@workflow
+@workflow(name="benchmarks.retention.short")
 async def short(x: int) -> int:
     v = await procedure(work, x)
     await timer("cool", 0.2)
     return v
 
 
-@workflow
+@workflow(name="benchmarks.retention.quick")
 async def quick(x: int) -> int:
     return x
 
 
-@workflow
+@workflow(name="benchmarks.retention.pinger")
 async def pinger() -> int:
     total = 0
     while True:

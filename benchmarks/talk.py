@@ -36,7 +36,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-@workflow
+@workflow(name="benchmarks.talk.collect")
 async def collect(count: int) -> int:
     """Workload 2a's receiver: takes ``count`` signals one after another."""
     total = 0

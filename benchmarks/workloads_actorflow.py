@@ -42,14 +42,14 @@ def inc(x: int) -> int:
     return x + 1
 
 
-@workflow
+@workflow(name="workloads_actorflow:three_steps")
 async def three_steps(x: int) -> int:
     a = await procedure(inc, x)
     b = await procedure(inc, a)
     return await procedure(inc, b)
 
 
-@workflow
+@workflow(name="workloads_actorflow:collect")
 async def collect(n: int) -> int:
     total = 0
     i = 0
@@ -59,36 +59,36 @@ async def collect(n: int) -> int:
     return total
 
 
-@workflow
+@workflow(name="workloads_actorflow:wait_one")
 async def wait_one() -> object:
     return await signal("item")
 
 
-@workflow
+@workflow(name="workloads_actorflow:child")
 async def child(x: int) -> int:
     return 2 * x
 
 
-@workflow
+@workflow(name="workloads_actorflow:fan_out")
 async def fan_out(n: int) -> int:
     results = await gather(*[spawn(child, i) for i in range(n)])
     return sum(results)
 
 
-@workflow
+@workflow(name="workloads_actorflow:nap")
 async def nap(seconds: float) -> float:
     due = now() + seconds
     await timer("nap", seconds)
     return now() - due
 
 
-@workflow
+@workflow(name="workloads_actorflow:parked")
 async def parked() -> object:
     subscribe("go")
     return await signal("go")
 
 
-@workflow
+@workflow(name="workloads_actorflow:looper")
 async def looper(n: int) -> int:
     i = 0
     while i < n:
@@ -192,7 +192,7 @@ def timers_many(args: argparse.Namespace) -> None:
     _timers(args, lambda system: system.start_many(nap, [(0.1,)] * args.n))
 
 
-@workflow
+@workflow(name="workloads_actorflow:nap_until")
 async def nap_until(due: float) -> float:
     await timer("due", at=due)
     return now() - due
