@@ -26,11 +26,22 @@ def _env() -> dict[str, str]:
 
 
 def _run(*args: str, timeout: float = T) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
-    )
+    try:
+        p = subprocess.run(
+            [sys.executable, *args], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as e:
+        # Killed: what it printed so far says where it was (starting, collecting, in a test).
+        raise AssertionError(
+            f"{args} did not end within {timeout:g}s; its output so far:\n{_text(e.stdout)}\n{_text(e.stderr)}"
+        ) from None
     assert p.returncode == 0, f"{args} exited {p.returncode}:\n{p.stdout}\n{p.stderr}"
     return p
+
+
+def _text(out: str | bytes | None) -> str:
+    """A killed process's output (bytes, even when text was asked for)."""
+    return out.decode(errors="replace") if isinstance(out, bytes) else out or ""
 
 
 def _wf(db: Path, *args: str) -> str:
@@ -173,8 +184,13 @@ def test_program_prints_what_the_docs_show(program):
 def test_testing_guide_tests_pass():
     """The tests the testing guide shows pass under pytest, with the plugin's fixtures."""
     # In one process (-n 0): the project's four xdist workers, started inside a suite that runs
-    # its own on two cores, took most of the minute to start on a loaded machine.
-    out = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "examples/docs/test_auction.py").stdout
+    # its own on two cores, took most of the minute to start on a loaded machine. Without
+    # hypothesis's plugin, which these tests do not use and whose import is a third of the run's
+    # CPU time. The run needs 2 to 3 s of CPU, nearly all of it pytest's start and the imports
+    # (the tests take a fraction of a second); two cores running the suite's lanes beside it
+    # stretched it to 45 s, too close to the minute: it is given three.
+    out = _run("-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-n", "0",
+               "examples/docs/test_auction.py", timeout=3 * T).stdout
     assert re.search(r"\b3 passed\b", out), out
 
 
