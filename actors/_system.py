@@ -130,6 +130,10 @@ class ActorSystem:
         if not isinstance(db, str | os.PathLike):
             raise TypeError(f"db must be a SQLite path or a postgresql:// URL, got {db!r}")
         db = self.db = os.fspath(db)
+        if clock is not None and not isinstance(clock, Clock):
+            raise TypeError(
+                f"clock must be a clock object such as actors.testing.VirtualClock() (or None: real "
+                f"time), got {clock!r}")
         # Checked before anything opens: a missing prometheus_client says what to install.
         registry = registry_for(metrics)
         # The newest steps of each workflow its history keeps (None: every step, SPEC §10).

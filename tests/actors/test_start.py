@@ -6,6 +6,7 @@ Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py`
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -257,6 +258,8 @@ def test_start_with_an_unpicklable_argument_names_the_argument(system):
         ({"node_id": ""}, ValueError, r"node_id must be a non-blank string of at most 200 characters, got ''"),
         ({"node_id": "  "}, ValueError, r"node_id must be a non-blank string"),
         ({"node_id": "n" * 201}, ValueError, r"node_id must be a non-blank string of at most 200 characters"),
+        ({"clock": time.time}, TypeError, r"clock must be a clock object such as actors\.testing\.VirtualClock\(\)"),
+        ({"clock": "virtual"}, TypeError, r"clock must be a clock object .*got 'virtual'"),
     ],
 )
 def test_bad_system_options_are_refused_before_anything_opens(tmp_path, kwargs, error, match) -> None:
