@@ -97,7 +97,7 @@ def check_limit(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
+        raise (ValueError if isinstance(value, int) and not isinstance(value, bool) else TypeError)(
             f"history_limit must be a positive int (the newest steps kept) or None (all), got {value!r}"
         )
     return value
@@ -129,12 +129,14 @@ def page(
     """The entries of ``rows`` (the whole kept history, oldest first, the first at position
     ``first``: the entries a history limit dropped before it) before position ``before``, the
     newest ``limit`` of them."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ValueError(f"history() limit must be an int >= 0 or None, got {limit!r}")
-    if before is not None and (
-        isinstance(before, bool) or not isinstance(before, int) or before < 0
-    ):
-        raise ValueError(f"history() before must be a position (int >= 0) or None, got {before!r}")
+    for what, value in (("limit", limit), ("before", before)):
+        if value is None:
+            continue
+        must = "an int >= 0" if what == "limit" else "a position (int >= 0)"
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"history() {what} must be {must} or None, got {value!r}")
+        if value < 0:
+            raise ValueError(f"history() {what} must be {must} or None, got {value!r}")
     end = len(rows) if before is None else max(0, min(before - first, len(rows)))
     start = 0 if limit is None else max(0, end - limit)
     return entries(rows[start:end], first + start)

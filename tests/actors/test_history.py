@@ -160,6 +160,12 @@ def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock, capsys):
         assert ref.history(limit=0) == [] and ref.history(before=0) == []
         with pytest.raises(ValueError, match="limit must be an int >= 0"):
             ref.history(limit=-1)
+        # A value of another type is a TypeError, as for the system's other options.
+        for bad in ("5", 2.5, True):
+            with pytest.raises(TypeError, match=r"history\(\) limit must be an int >= 0 or None, got"):
+                ref.history(limit=bad)
+            with pytest.raises(TypeError, match=r"history\(\) before must be a position"):
+                ref.history(before=bad)
     with ActorSystem(db, clock=clock, history_limit=30) as system:
         ref = system.start(flows.collect, n, id="cut")
         for i in range(n):
@@ -180,3 +186,6 @@ def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock, capsys):
         assert len(system.get("whole").history()) == n + 2  # and without the limit, all of it
     with pytest.raises(ValueError, match="history_limit must be a positive int"):
         ActorSystem(db, history_limit=0)
+    for bad in ("30", 2.5, True):
+        with pytest.raises(TypeError, match="history_limit must be a positive int"):
+            ActorSystem(db, history_limit=bad)
