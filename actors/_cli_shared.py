@@ -45,6 +45,17 @@ def _short(key: str) -> str:
     return key.rpartition(":")[2]
 
 
+def type_names(types: Any) -> dict[str, str]:
+    """{stored type: the name the TYPE column shows}: its name alone (``qualname``) when no other
+    of ``types`` has that name, else the full ``module:qualname``, so two types are never shown
+    alike (and the name shown is one ``--type`` takes)."""
+    types = set(types)
+    seen: dict[str, int] = {}
+    for t in types:
+        seen[_short(t)] = seen.get(_short(t), 0) + 1
+    return {t: _short(t) if seen[_short(t)] == 1 else t for t in types}
+
+
 def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> str:
     """The stored type ``given`` names: a full ``module:qualname``, or the short name of the TYPE
     column when one type alone has it."""
@@ -58,7 +69,7 @@ def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> st
         raise CliError(
             f"--type {given!r} is ambiguous in {db}: {', '.join(matches)}; give the full module:qualname"
         )
-    known = ", ".join(sorted({_short(t) for t in types})) or "none"
+    known = ", ".join(sorted(type_names(types).values())) or "none"
     raise CliError(f"no workflow type named {given!r} in {db}; the types there: {known}")
 
 

@@ -45,6 +45,7 @@ from ._cli_shared import (
     _signal_names_of,
     check_request,
     owner_of,
+    type_names,
     why_missing,
 )
 from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
@@ -133,12 +134,15 @@ def cmd_list(args: argparse.Namespace) -> int:
             what = " ".join(x for x in (args.status, f"of type {wtype}" if wtype else None) if x)
             print(f"no {what + ' ' if what else ''}workflows in {_shown(args.db)}")
             return 0
+        # A type's name alone, unless another type in the database has that name too.
+        shown = type_names(t for t, _ in counts)
         w_id = max(len("ID"), *(len(r.id) for r in recs))
-        w_ty = max(len("TYPE"), *(len(_short(r.type)) for r in recs))
+        w_ty = max(len("TYPE"), *(len(shown.get(r.type, r.type)) for r in recs))
         print(f"{'ID':<{w_id}}  {'TYPE':<{w_ty}}  {'STATUS':<9}  {'UPDATED':<19}  WAITING ON")
         for r in recs:
             waiting = waiting_text(r.waiting_on) if r.status == "running" else ""
-            print(f"{r.id:<{w_id}}  {_short(r.type):<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
+            ty = shown.get(r.type, r.type)
+            print(f"{r.id:<{w_id}}  {ty:<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
         if more > 0:
             print(note)
         return 0

@@ -57,7 +57,30 @@ def test_list_type_takes_the_short_name_of_the_type_column(db, capsys):
     code, out, _ = wf(capsys, "list", "--db", db, "--type", "elsewhere.game:sleeper")
     assert code == 0 and "s2" in out and "s1" not in out
     code, _, err = wf(capsys, "list", "--db", db, "--type", "sleper")
-    assert code == 1 and "no workflow type named 'sleper'" in err and "sleeper, waits_once" in err
+    assert code == 1 and "no workflow type named 'sleper'" in err
+    # The types two share a name of are listed by their full names, the others by name alone.
+    assert "the types there: elsewhere.game:sleeper, tests.actors.flows:sleeper, waits_once" in err
+
+
+def test_list_type_column_shows_the_full_type_where_two_types_share_a_name(db, capsys):
+    """Two types of one name in two modules are not shown alike in TYPE (each was `sleeper`):
+    each is shown by its module:qualname, which `--type` takes; a type whose name no other has
+    keeps its name alone."""
+    other = compile_workflow_source(
+        "from workflows import signal\nasync def sleeper(x):\n    return await signal('go')\n",
+        "other_sleeper.py", "elsewhere.game:sleeper",
+    )
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.sleeper, 100, id="s1", test_mode=True)
+        s.start(other, 1, id="s2")
+        s.start(flows.waits_once, id="w1")
+        s.idle(timeout=T)
+    code, out, _ = wf(capsys, "list", "--db", db)
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
+    assert rows == {"s1": "tests.actors.flows:sleeper", "s2": "elsewhere.game:sleeper", "w1": "waits_once"}
+    code, out, _ = wf(capsys, "list", "--db", db, "--type", rows["s2"])
+    assert code == 0 and [line.split()[0] for line in out.splitlines()[1:]] == ["s2"]
 
 
 def test_list_has_a_default_limit_says_how_many_more_and_limit_0_is_all(db, capsys):
