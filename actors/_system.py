@@ -213,12 +213,16 @@ class ActorSystem:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> ActorSystem:
+        if self._closed:  # entered again after its shutdown: say so here, not at the first call
+            raise self._closed_error()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.shutdown()
 
     async def __aenter__(self) -> ActorSystem:
+        if self._closed:
+            raise self._closed_error()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -294,7 +298,9 @@ class ActorSystem:
             )
 
     def _closed_error(self) -> SystemClosed:
-        return SystemClosed(f"the ActorSystem on {self.db!r} was shut down")
+        return SystemClosed(
+            f"the ActorSystem on {self.db!r} was shut down; open a new ActorSystem({self.db!r}) "
+            f"to go on (it recovers every unfinished workflow)")
 
     def _housekeeping(self) -> None:
         last_passivate = time.monotonic()

@@ -5,6 +5,7 @@ Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py`
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -229,6 +230,17 @@ def test_refs_after_shutdown_raise_system_closed(db, clock):
     for call in (ref.status, ref.info, ref.result):
         with pytest.raises(SystemClosed):
             call()
+    # Entered again after its shutdown (a second `with s:`), it says so at once, and what to do.
+    with pytest.raises(SystemClosed, match=r"was shut down; open a new ActorSystem\(.*\) to go on"):
+        with s:
+            pass
+
+    async def enter_async() -> None:
+        async with s:
+            pass
+
+    with pytest.raises(SystemClosed, match="was shut down"):
+        asyncio.run(enter_async())
 
 
 def test_start_with_an_unpicklable_argument_names_the_argument(system):
