@@ -162,12 +162,12 @@ class Requests:
         once per episode of storage faults; or end the episode."""
         if fault is None:
             if self.retry_at is not None and self._backoff > _EXTERNAL_BACKOFF[0]:
-                self._log.info("external_requests_resumed", db=self._system.db)
+                self._log.info("external_requests_resumed", db=self._system._shown_db)
             self.retry_at, self._backoff = None, _EXTERNAL_BACKOFF[0]
             return
         if fault is not _PENDING_STEP:
             if self._backoff == _EXTERNAL_BACKOFF[0]:
-                self._log.warning("external_requests_kept", db=self._system.db, error=str(fault),
+                self._log.warning("external_requests_kept", db=self._system._shown_db, error=str(fault),
                             retry="with backoff, until storage recovers")
             self._backoff = min(self._backoff * 2, _EXTERNAL_BACKOFF[1])
         self.retry_at = time.monotonic() + self._backoff

@@ -166,7 +166,9 @@ class ActorSystem:
         # makes: the database it runs on, and on PostgreSQL (a cluster) its node's name and the
         # shards the node holds, whatever thread logs the event.
         is_url = isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
-        system_log = SystemLog(display_url(db) if is_url else os.fspath(db), self.node_id if is_url else None)
+        # The database as messages and logs name it: a URL without its password.
+        self._shown_db = display_url(db) if is_url else db
+        system_log = SystemLog(self._shown_db, self.node_id if is_url else None)
         self._log = system_log.part("system")
         store = open_store(db, durability=durability, owner=True, inbox_limit=inbox_limit,
                            node_id=self.node_id, node_ttl=ttl, local_time=_local_time, _log=system_log)
@@ -183,7 +185,7 @@ class ActorSystem:
         try:
             self._rt = rt = Runtime(store, self.clock, procedure_workers, max_live, passivate_after, system_log)
             if registry is not None:
-                rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt, self.db)
+                rt.metrics = rt.procedures.metrics = rt.procedures.limits.metrics = Metrics(registry, rt, self._shown_db)
             self._retention = Retention(store, self.clock, self.retention, rt.forget_pruned, log=self._log,
                                         pruning=rt.pruning, id_retention=self.id_retention)
             self._schedules = Schedules(rt, self.clock, lambda wf, key, wid, args, now: _seed(wf, key, wid, args, False, now))
@@ -191,7 +193,7 @@ class ActorSystem:
             # anything: a cancel among them lands before the procedures it disarms run again.
             self._requests = Requests(self, rt)
             self._requests.take()
-            self.recovered = recover(rt, self._log, self.db)
+            self.recovered = recover(rt, self._log, self._shown_db)
             # Heartbeats, takeovers and wake-ups from now on, told on the cluster's thread.
             cluster.start(rt)
             self._house = threading.Thread(target=self._housekeeping, name="actorflow-house", daemon=True)
@@ -247,7 +249,7 @@ class ActorSystem:
         shards off first, and shows as ``left``); returns at once if the system is shut down
         otherwise meanwhile. Call it from the main thread, which receives the signals."""
         self._check_open()
-        _serve.serve(lambda: self._closed, self.shutdown, self.db, self._log)
+        _serve.serve(lambda: self._closed, self.shutdown, self._shown_db, self._log)
 
     async def serve_async(self) -> None:
         """``serve`` for asyncio code (an asyncio server's main): awaits SIGTERM or SIGINT on
@@ -255,7 +257,7 @@ class ActorSystem:
         ``shutdown_async`` does; returns at once if the system is shut down otherwise meanwhile.
         Run it on a loop in the main thread, which receives the signals."""
         self._check_open()
-        await _serve.serve_async(lambda: self._closed, self.shutdown_async, self.db, self._log)
+        await _serve.serve_async(lambda: self._closed, self.shutdown_async, self._shown_db, self._log)
 
     def _crash(self) -> None:
         """Stop without handing anything off, as a crash would as far as the database can tell
@@ -283,7 +285,7 @@ class ActorSystem:
             crash()
         if rt.metrics is not None:
             rt.metrics.close()
-        self._log.info("system_shutdown", db=self.db)
+        self._log.info("system_shutdown", db=self._shown_db)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -299,7 +301,7 @@ class ActorSystem:
 
     def _closed_error(self) -> SystemClosed:
         return SystemClosed(
-            f"the ActorSystem on {self.db!r} was shut down; open a new ActorSystem({self.db!r}) "
+            f"the ActorSystem on {self._shown_db!r} was shut down; open a new ActorSystem({self._shown_db!r}) "
             f"to go on (it recovers every unfinished workflow)")
 
     def _housekeeping(self) -> None:
@@ -677,7 +679,7 @@ class ActorSystem:
         except Exception:
             stone, pruned = None, None  # the file cannot say: the message allows for both
         ended = (stone.type, stone.status, stone.ended_at, stone.pruned_at) if stone is not None else None
-        return UnknownWorkflow(workflow_id, self.db, pruned=pruned, retention=self.retention, ended=ended)
+        return UnknownWorkflow(workflow_id, self._shown_db, pruned=pruned, retention=self.retention, ended=ended)
 
     def broadcast(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """Signal every workflow subscribed to ``(name, filter_value)``; returns how many."""

@@ -80,6 +80,8 @@ class ActorSystem(Protocol):
     @property
     def db(self) -> str: ...
     @property
+    def _shown_db(self) -> str: ...
+    @property
     def _closed(self) -> bool: ...
 
     def _check_open(self) -> None: ...
@@ -246,7 +248,7 @@ def _closed_while_asking(sysm: ActorSystem, workflow_id: str, name: str, ask_id:
     names the ask_id that gets its reply from the next system (a generated one is known only
     here)."""
     e = SystemClosed(
-        f"the ActorSystem on {sysm.db!r} was shut down while ask {name!r} (id {ask_id!r}) to "
+        f"the ActorSystem on {sysm._shown_db!r} was shut down while ask {name!r} (id {ask_id!r}) to "
         f"workflow {workflow_id!r} waited for its reply; the request stays stored: ask again "
         f"with ask_id={ask_id!r} (on the next system) to get its reply, asked once"
     )

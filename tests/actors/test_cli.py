@@ -246,6 +246,30 @@ def test_a_password_in_the_url_is_never_shown(db, capsys):
     assert code == 1 and "s3cret-pw" not in err and "holds no actorflow data yet" in err
 
 
+def test_a_password_in_the_url_is_never_shown_by_the_system(db, caplog):
+    """The system's own errors (UnknownWorkflow, SystemClosed) and its log events
+    (system_recovered, system_shutdown) name a PostgreSQL database without the password its URL
+    carries, as wf does; they gave the URL whole."""
+    if not db.startswith("postgresql://"):
+        pytest.skip("a URL's password: PostgreSQL only")
+    import logging
+
+    from actors import SystemClosed, UnknownWorkflow
+
+    secret = db.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
+    assert "s3cret-pw" in secret
+    caplog.set_level(logging.INFO, logger="actorflow")
+    s = ActorSystem(secret, clock=VirtualClock())
+    with pytest.raises(UnknownWorkflow, match="no workflow with id 'nope' in postgresql://postgres@") as unknown:
+        s.get("nope")
+    s.shutdown()
+    with pytest.raises(SystemClosed, match="was shut down") as closed:
+        s.get("nope")
+    said = [str(unknown.value), str(closed.value)] + [r.getMessage() for r in caplog.records]
+    assert any("system_recovered" in m for m in said) and any("system_shutdown" in m for m in said)
+    assert [m for m in said if "s3cret-pw" in m] == []
+
+
 def test_reading_commands_need_only_read_rights_on_a_url(pg_store_url, pg_server, capsys):
     """list, show and upgrade --dry-run only read: on PostgreSQL they run as a user that may only
     SELECT the store's tables (their sessions are read-only too); a command that writes, as
