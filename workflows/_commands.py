@@ -366,10 +366,19 @@ def procedure(
         key,
         tuple(args),
         dict(kwargs),
-        None if t is None else _seconds(t, f"procedure({key}) timeout"),
+        None if t is None else _timeout(t, f"procedure({key}) timeout"),
         r,
         name,
     )
+
+
+def _timeout(value: Any, what: str) -> float:
+    """A procedure's timeout, per attempt: seconds (or a timedelta) > 0. One of 0 or less would
+    abandon each attempt at once, or not, by how fast its thread starts."""
+    secs = _seconds(value, what)
+    if secs <= 0:
+        raise ValueError(f"{what} must be more than 0 seconds (or None: no limit), got {value!r}")
+    return secs
 
 
 # ``spawn`` checks the child's arguments for a type checker, with one overload per arity up to six

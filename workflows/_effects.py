@@ -133,7 +133,7 @@ def _register_procedure(
         raise TypeError(f"@procedure retry= must be a RetryPolicy, got {retry!r}")
     opts: dict[str, Any] = _limits(getattr(fn, "__qualname__", repr(fn)), concurrency, rate)
     if timeout is not None:
-        opts["timeout"] = _commands._seconds(timeout, f"@procedure {fn.__qualname__} timeout")
+        opts["timeout"] = _commands._timeout(timeout, f"@procedure {fn.__qualname__} timeout")
     if retry is not None:
         opts["retry"] = retry
     register("procedure", fn, **opts)

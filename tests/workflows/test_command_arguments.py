@@ -76,3 +76,22 @@ def test_timer_at_takes_epoch_seconds_or_an_aware_datetime():
 def test_timer_at_refuses_what_names_no_instant(at, match):
     with pytest.raises(TypeError, match=match):
         timer("t", at=at)
+
+
+def _double(x: int) -> int:
+    return 2 * x
+
+
+@pytest.mark.parametrize("timeout", [0, 0.0, -1, dt.timedelta(0), dt.timedelta(seconds=-5)])
+def test_a_procedure_timeout_of_zero_or_less_is_refused(timeout):
+    """A timeout of 0 or less abandoned each attempt at once, or let it finish, by how fast its
+    thread started: it is a ValueError, at the call and at the decorator; a positive one (and a
+    timedelta) is kept as seconds."""
+    from workflows import procedure
+
+    with pytest.raises(ValueError, match=r"procedure\(.*_double\) timeout must be more than 0 seconds"):
+        procedure(_double, 1, timeout=timeout)
+    with pytest.raises(ValueError, match=r"@procedure _double timeout must be more than 0 seconds"):
+        procedure(timeout=timeout)(_double)
+    assert procedure(_double, 1, timeout=dt.timedelta(milliseconds=250)).timeout == 0.25
+    assert procedure(_double, 1, timeout=3).timeout == 3.0
