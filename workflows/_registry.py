@@ -7,6 +7,7 @@ A restarted process finds code by key: a key not registered yet is resolved by i
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from ._errors import UnknownWorkflowType
@@ -103,3 +104,21 @@ def resolve(kind: str, key: str) -> Any:
             kind=kind,
         )
     return obj
+
+
+def refuse_async(fn: Any, what: str) -> None:
+    """A procedure or a reducer is a plain function: an ``async def`` one would only make a
+    coroutine, never run (a reducer's writes were silently dropped)."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        name = getattr(fn, "__qualname__", repr(fn))
+        if "reducer" in what:
+            advice = (
+                "a reducer runs synchronously inside the step's transaction: write it as a plain "
+                "def (its db calls are not awaited)"
+            )
+        else:
+            advice = (
+                "procedures run as plain functions on the procedure pool's threads: write it as "
+                "a plain def (one that needs asyncio can call asyncio.run(...) inside)"
+            )
+        raise TypeError(f"{what} {name} is an 'async def', which would never run; {advice}")

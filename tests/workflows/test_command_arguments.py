@@ -95,3 +95,29 @@ def test_a_procedure_timeout_of_zero_or_less_is_refused(timeout):
         procedure(timeout=timeout)(_double)
     assert procedure(_double, 1, timeout=dt.timedelta(milliseconds=250)).timeout == 0.25
     assert procedure(_double, 1, timeout=3).timeout == 3.0
+
+
+async def _async_note(db, text):  # an async def where a plain one is needed
+    db["notes"].insert({"text": text})
+
+
+async def _async_gen(x):
+    yield x
+
+
+def test_an_async_def_procedure_or_reducer_is_refused_saying_to_write_a_plain_def():
+    """An `async def` reducer only made a coroutine that was never awaited: the step committed
+    without its writes (a RuntimeWarning was all). An `async def` procedure failed each call
+    with an unpicklable coroutine. Both are refused at the decorator and at the call."""
+    from workflows import procedure, reducer
+
+    with pytest.raises(TypeError, match=r"@reducer _async_note is an 'async def', which would never run; .*plain def"):
+        reducer(_async_note)
+    with pytest.raises(TypeError, match=r"reducer _async_note is an 'async def'"):
+        reducer(_async_note, "hello")
+    with pytest.raises(TypeError, match=r"@procedure _async_note is an 'async def', .*asyncio\.run"):
+        procedure(_async_note)
+    with pytest.raises(TypeError, match=r"@procedure _async_gen is an 'async def'"):
+        procedure(retry=RetryPolicy(maximum_attempts=2))(_async_gen)
+    with pytest.raises(TypeError, match=r"procedure _async_note is an 'async def'"):
+        procedure(_async_note, None, "x")
