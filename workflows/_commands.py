@@ -30,7 +30,7 @@ from ._errors import WorkflowError, check_id, check_storable, check_text
 if TYPE_CHECKING:
     from . import _talk
     from ._compiler._function import WorkflowFunction
-from ._registry import function_key, lookup_options, refuse_async
+from ._registry import check_plain, function_key, lookup_options
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -355,7 +355,7 @@ def procedure(
     """
     if not callable(fn):
         raise TypeError(f"procedure() needs a function, got {fn!r}")
-    refuse_async(fn, "procedure")
+    check_plain(fn, "procedure")
     key = function_key(fn, "procedure")
     opts = lookup_options(fn)
     t = timeout if timeout is not None else opts.get("timeout")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import WorkflowError, check_json, check_storable, check_text
-from ._registry import function_key, refuse_async
+from ._registry import check_plain, function_key
 
 _current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
     "actorflow_step", default=None
@@ -150,7 +150,7 @@ def reducer(fn: Any, *args: Any, **kwargs: Any) -> None:
     """Record ``fn(db, *args)``; it runs exactly once, in call order, in the step's transaction."""
     if not callable(fn):
         raise TypeError(f"reducer() needs a function, got {fn!r}")
-    refuse_async(fn, "reducer")
+    check_plain(fn, "reducer")
     current("reducer").effects.append(ReducerCall(function_key(fn, "reducer"), tuple(args), kwargs))
 
 

@@ -15,7 +15,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from . import _commands, _context
 from ._commands import Procedure, ProcedureFunction, RetryPolicy
-from ._registry import refuse_async, register
+from ._registry import check_plain, register
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -129,7 +129,7 @@ def _register_procedure(
 ) -> F:
     if not callable(fn):
         raise TypeError(f"@procedure decorates a function, got {fn!r}")
-    refuse_async(fn, "@procedure")
+    check_plain(fn, "@procedure")
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError(f"@procedure retry= must be a RetryPolicy, got {retry!r}")
     opts: dict[str, Any] = _limits(getattr(fn, "__qualname__", repr(fn)), concurrency, rate)
@@ -177,7 +177,7 @@ def reducer(fn: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]  #
     if not args and not kwargs and not _in_step():
         if not callable(fn):
             raise TypeError(f"@reducer decorates a function, got {fn!r}")
-        refuse_async(fn, "@reducer")
+        check_plain(fn, "@reducer")
         register("reducer", fn)
         fn.__actorflow_kind__ = "reducer"
         return fn

@@ -106,9 +106,25 @@ def resolve(kind: str, key: str) -> Any:
     return obj
 
 
-def refuse_async(fn: Any, what: str) -> None:
-    """A procedure or a reducer is a plain function: an ``async def`` one would only make a
-    coroutine, never run (a reducer's writes were silently dropped)."""
+def check_plain(fn: Any, what: str) -> None:
+    """A procedure or a reducer is a plain function: an ``async def`` one (or a ``@workflow``)
+    would only make a coroutine, never run (a reducer's writes were silently dropped, a
+    procedure's result was the coroutine)."""
+    if getattr(fn, "__workflow_key__", None) is not None:
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(
+            f"{what} {name} is a @workflow, which a {what.lstrip('@')} cannot run: await {name}(...) "
+            f"to run it inline, or await spawn({name}, ...) to run it as a child workflow"
+        )
+    kind, wanted = getattr(fn, "__actorflow_kind__", None), what.lstrip("@")
+    if kind in ("procedure", "reducer") and kind != wanted and not what.startswith("@"):
+        name = getattr(fn, "__qualname__", repr(fn))
+        instead = (
+            f"await procedure({name}, ...)" if kind == "procedure" else f"reducer({name}, ...)"
+        )
+        raise TypeError(
+            f"{wanted}() got {name}, which is a @{kind}: a {kind} is called as {instead}"
+        )
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         name = getattr(fn, "__qualname__", repr(fn))
         if "reducer" in what:

@@ -121,3 +121,35 @@ def test_an_async_def_procedure_or_reducer_is_refused_saying_to_write_a_plain_de
         procedure(retry=RetryPolicy(maximum_attempts=2))(_async_gen)
     with pytest.raises(TypeError, match=r"procedure _async_note is an 'async def'"):
         procedure(_async_note, None, "x")
+
+
+def test_a_workflow_or_the_other_kind_of_effect_is_refused_where_a_procedure_or_reducer_is_called():
+    """`await procedure(child_wf, 1)` "succeeded" with an unawaited call of the workflow as its
+    result; `reducer(a_procedure, 1)` restarted the workflow five times and failed it;
+    `procedure(a_reducer, ...)` failed inside the reducer. Each is a TypeError at the call,
+    saying how that function is called."""
+    from workflows import procedure, reducer, workflow
+
+    @workflow
+    async def child(x: int) -> int:
+        return x
+
+    @procedure
+    def price(x: int) -> int:
+        return x
+
+    @reducer
+    def note(db, x: int) -> None:
+        db["t"].insert({"x": x})
+
+    with pytest.raises(TypeError, match=r"procedure .*child is a @workflow, .*await spawn\(.*child, \.\.\.\)"):
+        procedure(child, 1)
+    with pytest.raises(TypeError, match=r"reducer .*child is a @workflow"):
+        reducer(child, 1)
+    with pytest.raises(TypeError, match=r"@procedure .*child is a @workflow"):
+        procedure(child)
+    with pytest.raises(TypeError, match=r"reducer\(\) got .*price, which is a @procedure: .*await procedure\("):
+        reducer(price, 1)
+    with pytest.raises(TypeError, match=r"procedure\(\) got .*note, which is a @reducer: .*reducer\("):
+        procedure(note, None, 1)
+    assert procedure(price, 1).function.endswith("price")
