@@ -317,11 +317,21 @@ class ProcedureExecutor:
         self._waiting: set[str] = set()
         self._taken_back: set[str] = set()
         self._lock = threading.Lock()
+        # The attempts on a worker now: key -> (function, workflow id, started, monotonic), for
+        # ``system.idle()`` to name what it waits for when it times out.
+        self._busy: dict[str, tuple[str, str, float]] = {}
         self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
         self.limits = Limits(store, clock, call_at, self._log)  # ``@procedure(concurrency=, rate=)``
 
     def threads(self) -> list[threading.Thread]:
         return self._pool.threads()
+
+    def busy(self) -> list[tuple[str, str, str, float]]:
+        """The attempts on a worker now, longest running first: (function, workflow id, key,
+        seconds running)."""
+        now = time.monotonic()
+        rows = [(fn, wid, key, now - t) for key, (fn, wid, t) in list(self._busy.items())]
+        return sorted(rows, key=lambda r: -r[3])
 
     def shutdown(self, *, give_back: bool = True) -> None:
         """Start no more attempts. Calls queued or waiting for their backoff are dropped (their
@@ -439,11 +449,13 @@ class ProcedureExecutor:
     def _run(self, key: str, workflow_id: str, function: str, args_blob: bytes, attempt: int, recovered: bool,
              count: bool = False, done: Callable[[], None] | None = None) -> None:
         slot = _Slot(done) if done is not None else None  # (a limited procedure's)
+        self._busy[key] = (function, workflow_id, time.monotonic())
         try:
             self._attempt(key, workflow_id, function, args_blob, attempt, recovered, count, slot)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
             self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
         finally:
+            self._busy.pop(key, None)
             if slot is not None:
                 slot.attempt_over()  # its limit's next in line starts (counted as work before this is uncounted)
             self._work.dec()

@@ -872,9 +872,20 @@ class ActorSystem:
 
     def _idle_timed_out(self, timeout: float | None) -> TimeoutError:
         rt = self._rt
+        busy = rt.procedures.busy()
+        running = ""
+        if busy:
+            shown = "; ".join(
+                f"{fn} for workflow {wid!r} (key {key}, running {secs:.1f}s)" for fn, wid, key, secs in busy[:5]
+            ) + (f"; and {len(busy) - 5} more" if len(busy) > 5 else "")
+            running = (
+                f"; procedures running now: {shown}. idle() waits for every running procedure: "
+                f"one that blocks (on an event the test sets later, a lock, the network) holds it; "
+                f"give the procedure a timeout= or let it return first"
+            )
         return TimeoutError(
             f"system.idle() timed out after {timeout}s: {rt.work.count} messages or "
-            f"procedures in flight, timers due: {rt.timers.has_due()}"
+            f"procedures in flight, timers due: {rt.timers.has_due()}{running}"
         )
 
     # -- internals -----------------------------------------------------------------------------

@@ -25,11 +25,17 @@ pytestmark = pytest.mark.usefixtures("fresh_flows")
 
 
 def test_idle_times_out_while_work_remains(system):
-    """idle(timeout) raises TimeoutError while a procedure is still running, and returns after."""
+    """idle(timeout) raises TimeoutError while a procedure is still running, naming that
+    procedure and its workflow (it gave only a count), and returns after."""
     flows.GATE.clear()
     ref = system.start(flows.waits_on_blocker)
-    with pytest.raises(TimeoutError, match="in flight"):
+    with pytest.raises(TimeoutError, match="in flight") as timed_out:
         system.idle(timeout=0.3)
+    assert (
+        f"procedures running now: tests.actors.flows:blocker for workflow {ref.id!r} (key {ref.id}#"
+        in str(timed_out.value)
+    )
+    assert "give the procedure a timeout= or let it return first" in str(timed_out.value)
     flows.GATE.set()
     system.idle(timeout=T)
     assert ref.result(timeout=T) == "released"
