@@ -702,7 +702,11 @@ class ActorSystem:
                 level = self._log.debug if why.expected else self._log.warning
                 level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=str(why))
 
-        written = self._rt.store.submit_broadcast(name, key, dumps(payload), at=self.clock.now())
+        try:
+            blob = dumps(payload)
+        except Exception as e:  # as a signal's: a TypeError naming the call (not the store's error)
+            raise TypeError(f"broadcast {name!r}: payload cannot be pickled ({e})") from e
+        written = self._rt.store.submit_broadcast(name, key, blob, at=self.clock.now())
         self._rt.after_commit(written, wake)
         return len(self._rt.written(written, f"broadcast {name!r}")[0])
 

@@ -47,6 +47,21 @@ def test_broadcast_reaches_only_matching_subscribers(system):
     assert bears.status() is Status.RUNNING
 
 
+def test_a_payload_that_cannot_be_pickled_is_a_type_error_naming_the_call(system):
+    """A broadcast's payload that cannot be pickled is a TypeError naming the broadcast, as a
+    signal's is (it was the store's MalformedPayload, naming no call); nothing is delivered."""
+    wolves = system.start(flows.quester, "wolf")
+    system.idle(timeout=T)
+    with pytest.raises(TypeError, match=r"broadcast 'killed': payload cannot be pickled \(.*lock"):
+        system.broadcast("killed", "wolf", threading.Lock())
+    with pytest.raises(TypeError, match=r"signal 'killed' to .*: payload cannot be pickled"):
+        wolves.signal("killed", threading.Lock())
+    system.idle(timeout=T)
+    assert system.broadcast("killed", "wolf", 1) == 1
+    assert system.broadcast("killed", "wolf", 2) == 1
+    assert wolves.result(timeout=T) == [1, 2]
+
+
 def test_a_broadcast_reaches_subscribers_of_an_equal_number(system):
     """A filter is a JSON value, and JSON has one kind of number: 3.0 reaches those subscribed
     with 3 (inside a list too); True is not 1."""
