@@ -651,8 +651,9 @@ class ActorSystem:
     def get(self, workflow_id: str) -> WorkflowRef[Any]:
         """A ref to an existing workflow; an unknown id raises ``UnknownWorkflow``."""
         self._check_open()
-        if isinstance(workflow_id, str):
-            check_text(workflow_id, "workflow id")
+        if not isinstance(workflow_id, str):  # as start(id=...): no id of another type exists
+            raise TypeError(f"workflow id must be a string, got {workflow_id!r}")
+        check_text(workflow_id, "workflow id")
         if self._rt.store.load_workflow(workflow_id) is None:
             raise self._unknown(workflow_id)
         return WorkflowRef(self, workflow_id, _token=_REF_TOKEN)

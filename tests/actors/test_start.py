@@ -190,6 +190,11 @@ def test_unknown_and_finished_workflows_are_clear_errors(system):
     """get() of an unknown id raises UnknownWorkflow; signalling a finished one is an error."""
     with pytest.raises(UnknownWorkflow, match="nope"):
         system.get("nope")
+    # An id that is not a string is a TypeError, as for start(id=...); it was an UnknownWorkflow
+    # saying to check the id.
+    for bad in (5, None, b"nope"):
+        with pytest.raises(TypeError, match=f"workflow id must be a string, got {bad!r}"):
+            system.get(bad)
     ref = system.start(flows.waits_once)
     ref.signal("go", 1)
     assert ref.result(timeout=T) == 1
