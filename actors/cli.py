@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import re
 import shlex
@@ -328,8 +329,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
         value = json.loads(args.payload) if args.payload is not None else None
     except json.JSONDecodeError as e:
         raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '50'") from e
-    if args.timeout <= 0:
-        raise CliError(f"--timeout must be more than 0 seconds, got {args.timeout}")
     if args.ask_id is not None:
         if not args.ask_id:
             raise CliError("--ask-id must name the ask, got ''; leave it out for a new ask")
@@ -395,6 +394,17 @@ def cmd_fire_timer(args: argparse.Namespace) -> int:
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # Workflows deleted per transaction by `wf prune` on a file no system owns.
 PRUNE_BATCH = 1000
+
+
+def wait_seconds(text: str) -> float:
+    """``--timeout``: seconds to wait, a finite number more than 0 (``nan`` waited for good)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of seconds, e.g. 30 or 0.5; got {text!r}") from None
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds more than 0, got {text!r}")
+    return value
 
 
 def duration(text: str) -> float:
@@ -706,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("id")
     sp.add_argument("name")
     sp.add_argument("payload", nargs="?", default=None, help="JSON payload (default null)")
-    sp.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for the reply (default 30)")
+    sp.add_argument("--timeout", type=wait_seconds, default=30.0, help="seconds to wait for the reply (default 30)")
     sp.add_argument("--ask-id", default=None, help="the ask's id: asked again, it prints the stored reply")
     sp.set_defaults(func=cmd_ask)
 
@@ -723,7 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("prune", "delete the finished workflows older than --older-than, with all their rows")
     sp.add_argument("--older-than", dest="older_than", type=duration, required=True, metavar="AGE",
                     help="how long ago they finished: a number and a unit, s m h or d (e.g. 1h, 7d)")
-    sp.add_argument("--timeout", type=float, default=600.0,
+    sp.add_argument("--timeout", type=wait_seconds, default=600.0,
                     help="seconds to wait for a running system to finish the request (default 600)")
     sp.set_defaults(func=cmd_prune)
 

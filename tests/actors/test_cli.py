@@ -305,6 +305,11 @@ def test_reading_commands_need_only_read_rights_on_a_url(pg_store_url, pg_server
 @pytest.mark.parametrize("args", [
     ["list", "--status", "bogus"], ["prune", "--older-than", "banana"], ["show"],
     ["ask", "x", "q", "1", "--timeout", "abc"], ["nope"], [],
+    # A --timeout that is not a finite number of seconds more than 0 (nan waited for good, a
+    # negative one queued a prune and then said it had not finished "within -1s").
+    ["ask", "x", "q", "1", "--timeout", "nan"], ["ask", "x", "q", "1", "--timeout", "inf"],
+    ["ask", "x", "q", "1", "--timeout", "0"], ["prune", "--older-than", "1h", "--timeout", "-1"],
+    ["prune", "--older-than", "1h", "--timeout", "nan"],
 ])
 def test_a_mistake_in_the_command_line_is_one_line_and_status_1(db, capsys, args):
     """As every other error of wf (the reference: "Errors print one line on stderr and exit with
