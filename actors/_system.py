@@ -300,6 +300,8 @@ class ActorSystem:
             )
 
     def _closed_error(self) -> SystemClosed:
+        if self.db == ":memory:":  # nothing to open again: its workflows ended with it
+            return SystemClosed("the ActorSystem on ':memory:' was shut down, and its in-memory database with it")
         return SystemClosed(
             f"the ActorSystem on {self._shown_db!r} was shut down; open a new ActorSystem({self._shown_db!r}) "
             f"to go on (it recovers every unfinished workflow)")

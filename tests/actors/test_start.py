@@ -246,6 +246,11 @@ def test_refs_after_shutdown_raise_system_closed(db, clock):
 
     with pytest.raises(SystemClosed, match="was shut down"):
         asyncio.run(enter_async())
+    # An in-memory database ends with its system: nothing to open again.
+    mem = ActorSystem(":memory:", clock=clock)
+    mem.shutdown()
+    with pytest.raises(SystemClosed, match=r"^the ActorSystem on ':memory:' was shut down, and its in-memory database with it$"):
+        mem.get("x")
 
 
 def test_start_with_an_unpicklable_argument_names_the_argument(system):
