@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -475,12 +476,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="show the runtime's warnings too")
     args = p.parse_args(argv)
     for flag, value, ok in (
-        ("--speed", args.speed, args.speed > 0),
+        ("--speed", args.speed, 0 < args.speed < math.inf),
         ("--duration", args.duration, args.duration is None or args.duration >= 0),
-        ("--scale", args.scale, args.scale > 0),
+        ("--scale", args.scale, 0 < args.scale < math.inf),
     ):
         if not ok:
-            print(f"wf demo: error: {flag} must be a positive number, got {value}", file=sys.stderr)
+            print(f"wf demo: error: {flag} must be a positive number (and finite), got {value}", file=sys.stderr)
             return 2
     # Logging is the application's to configure, and here the application is the demo. The view is
     # its output and runtime logs would scroll it away; scripted players often signal a workflow

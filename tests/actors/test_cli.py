@@ -321,7 +321,8 @@ def test_a_mistake_in_the_command_line_is_one_line_and_status_1(db, capsys, args
     assert len(err.strip().splitlines()) == 1 and ": error: " in err and "--help lists the options" in err
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--speed", "abc"], ["--seed", "x"], ["--speed", "0"]])
+@pytest.mark.parametrize("args", [["--bogus"], ["--speed", "abc"], ["--seed", "x"], ["--speed", "0"],
+                                  ["--speed", "inf"], ["--scale", "inf"]])
 def test_a_mistake_in_the_demo_s_options_is_one_line_and_status_1(tmp_path, capsys, args):
     """`wf demo` with a wrong option is refused as every other wf command is: one line on stderr
     and status 1 (it printed the demo's usage, and exited 2), before anything starts."""

@@ -72,10 +72,12 @@ def test_wf_demo_runs_the_examples(demo_db: DemoDb):
 
 
 @pytest.mark.parametrize("flag", ["--speed", "--scale"])
-def test_wf_demo_refuses_a_non_positive_setting(tmp_path, flag):
-    """A zero speed or scale is refused with a message naming the flag, before anything starts."""
+@pytest.mark.parametrize("value", ["0", "inf"])
+def test_wf_demo_refuses_a_non_positive_setting(tmp_path, flag, value):
+    """A zero or infinite speed or scale is refused with a message naming the flag, before
+    anything starts (an infinite speed ended in a traceback from the clock)."""
     done = subprocess.run(
-        [sys.executable, "-m", "examples.demo", "--db", str(tmp_path / "x.db"), flag, "0"],
+        [sys.executable, "-m", "examples.demo", "--db", str(tmp_path / "x.db"), flag, value],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2
