@@ -580,11 +580,21 @@ class ActorSystem:
         if key is None:
             raise TypeError(f"system.start_many() needs a @workflow function, got {wf!r}")
         _check_flags("start_many", test_mode=test_mode, reuse_id=reuse_id)
-        args = [tuple(a) for a in args]
+        if isinstance(args, str | bytes | dict):
+            raise TypeError(f"start_many() args must be a list of argument tuples, got {args!r}")
+        listed = list(args)
+        for i, a in enumerate(listed):
+            if not isinstance(a, tuple | list):  # one tuple per workflow: wf(*a)
+                raise TypeError(
+                    f"start_many() args must be a list of argument tuples, one per workflow, got "
+                    f"{a!r} at index {i}; write [({a!r},), ...] for a workflow of one argument")
+        args = [tuple(a) for a in listed]
         generated = ids is None
+        if ids is not None and isinstance(ids, str | bytes):
+            raise TypeError(f"start_many() ids must be a list of workflow ids, one per tuple of args, got {ids!r}")
         if ids is None:
             ids = [_new_id(wf) for _ in args]
-        elif len(ids) != len(args):
+        elif len(ids := list(ids)) != len(args):
             raise ValueError(f"start_many() got {len(args)} argument tuples but {len(ids)} ids")
         for wid in ids:
             if not isinstance(wid, str) or not wid:

@@ -220,6 +220,14 @@ def test_start_many_starts_each_once(system):
         assert r.result(timeout=T) == r.id
     with pytest.raises(ValueError, match="2 argument tuples but 1 ids"):
         system.start_many(flows.waits_once, [(), ()], ids=["x"])
+    # Arguments not given as one tuple per workflow, and ids given as one string, are refused
+    # saying what to write: they were `'int' object is not iterable`, and the string's
+    # characters taken as ids (`ids="x"` started workflow 'x').
+    with pytest.raises(TypeError, match=r"args must be a list of argument tuples, one per workflow, got 5 at index 0; write \[\(5,\), \.\.\.\]"):
+        system.start_many(flows.collect, [5, 6])
+    with pytest.raises(TypeError, match="ids must be a list of workflow ids, one per tuple of args, got 'y'"):
+        system.start_many(flows.waits_once, [()], ids="y")
+    assert sorted(w.id for w in system.workflows()) == ["a", "b", "c", "d"]
 
 
 def test_refs_after_shutdown_raise_system_closed(db, clock):
