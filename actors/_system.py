@@ -743,6 +743,10 @@ class ActorSystem:
                 f"workflows(status={status!r}): no such status; give a Status or one of {choices} "
                 f"(or None for all)") from None
         ty = getattr(type, "__workflow_key__", type)
+        if ty is not None and not isinstance(ty, str):
+            raise TypeError(
+                f"workflows(type={type!r}): give the @workflow function, its module:qualname or "
+                f"its name (or None for all)")
         if isinstance(ty, str) and ":" not in ty:
             named = types_named((t for t, _ in self._rt.store.count_workflows()), ty)
             if len(named) > 1:

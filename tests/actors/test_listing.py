@@ -27,3 +27,12 @@ def test_an_unknown_status_is_refused_naming_the_statuses(system):
     assert "'done'" in message
     for status in ("'running'", "'completed'", "'failed'", "'cancelled'"):
         assert status in message
+
+
+def test_a_type_that_is_no_workflow_nor_name_is_refused(system):
+    """`workflows(type=5)` (or a plain function) is a TypeError saying what to give; it listed
+    nothing, as for a type no workflow has."""
+    system.start(flows.waits_once, id="a")
+    for bad in (5, print):
+        with pytest.raises(TypeError, match=r"give the @workflow function, its module:qualname or its name"):
+            system.workflows(type=bad)
