@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from persistence._errors import rebuilt_error
 from workflows import Status
 
 
@@ -29,6 +30,11 @@ def check_timeout(timeout: float | None, what: str, *, nothing_sent: bool = Fals
 
 class ActorSystemError(Exception):
     """Root of the errors of the ``actors`` package."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled and copied as they are (to another process, by copy.copy): their __init__
+        # takes other parameters than their args, which the default way passes it again.
+        return (rebuilt_error, (type(self), self.args, dict(self.__dict__)))
 
 
 class UnknownWorkflow(ActorSystemError, KeyError):

@@ -6,6 +6,15 @@ import os
 import socket
 
 
+def rebuilt_error(cls: type[BaseException], args: tuple[object, ...], state: dict[str, object]) -> BaseException:
+    """An error of ``cls`` as pickled: its args and attributes, without running its
+    ``__init__`` (whose parameters are not its args)."""
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class PersistenceError(Exception):
     """Root of every error the store raises.
 
@@ -16,6 +25,11 @@ class PersistenceError(Exception):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickled and copied as they are (to another process, by copy.copy): the __init__ of
+        # most takes other parameters than their args, which the default way passes it again.
+        return (rebuilt_error, (type(self), self.args, dict(self.__dict__)))
 
 
 class DatabaseLocked(PersistenceError):

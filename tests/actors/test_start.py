@@ -332,3 +332,40 @@ def test_names_and_ids_longer_than_1000_bytes_are_refused_at_the_call_on_every_b
         with pytest.raises(ValueError, match="names and ids are kept to 1,000 bytes"):
             system.start_many(flows.waits_once, [()], ids=[long])
     assert [w.id for w in system.workflows()] == [ok]
+
+
+def test_the_errors_of_the_calls_pickle_and_copy_as_they_are(system):
+    """An error a call raises can be pickled (to another process: a process pool, a task queue)
+    and copied: WorkflowNotRunning, TimerNotArmed, InboxFull and AskFailed failed to (their
+    __init__ takes other parameters than their args), and an UnknownWorkflow came back with
+    its message wrapped in a second one. Each comes back with its message and attributes."""
+    import copy
+    import pickle
+
+    from actors import AskFailed, DatabaseLocked, InboxFull, TimerNotArmed, WorkflowNotRunning
+    from persistence import UnknownWorkflowId
+
+    caught: list[BaseException] = []
+    ref = system.start(flows.waits_once)
+    with pytest.raises(TimerNotArmed) as armed:
+        ref.debug_fire_timer("nope")
+    caught.append(armed.value)
+    ref.signal("go", 1)
+    ref.result(timeout=T)
+    with pytest.raises(WorkflowNotRunning) as ended:
+        ref.signal("go", 2)
+    caught.append(ended.value)
+    with pytest.raises(UnknownWorkflow) as unknown:
+        system.get("nope")
+    caught.append(unknown.value)
+    caught += [
+        InboxFull("w", limit=3, path="x.db"),
+        DatabaseLocked("x.db", pid=1, host="h", since=None),
+        UnknownWorkflowId("w", path="x.db"),
+        AskFailed("w", "q", "ask-1", "ValueError", "no"),
+    ]
+    for error in caught:
+        for back in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+            assert type(back) is type(error)
+            assert str(back) == str(error) and back.args == error.args
+            assert vars(back) == vars(error)
