@@ -117,7 +117,35 @@ def loads(data: bytes) -> Any:
             f"import, or set PYTHONPATH), or was renamed or removed since it was written."
         ) from exc
     except Exception as exc:
+        raiser = _restoring_code(exc)
+        if raiser is not None:
+            # Whole, but code of the application that restoring it runs raised (a class's
+            # __setstate__, __reduce__'s callable, __init__): not damage.
+            raise MalformedPayload(
+                f"cannot load a payload of {len(data)} bytes: restoring it ran {raiser}, which "
+                f"raised {type(exc).__name__}: {exc}; fix that code (it runs whenever a value of "
+                f"its class is loaded), or send data whose restore does not fail."
+            ) from exc
         raise MalformedPayload(
             f"damaged payload ({len(data)} bytes): {type(exc).__name__}: {exc}; the bytes were "
             f"changed after dumps() wrote them, or a class it refers to can no longer be imported."
         ) from exc
+
+
+_PICKLING_FILES = ("pickle.py", "copyreg.py", "_compat_pickle.py")
+
+
+def _restoring_code(exc: BaseException) -> str | None:
+    """The function (``name (file:line)``) of the application that raised ``exc`` while
+    ``pickle.loads`` restored a value, or None when no such code ran (the bytes are damaged)."""
+    tb = exc.__traceback__
+    if tb is None or tb.tb_next is None:
+        return None  # raised by the unpickler itself
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    filename = code.co_filename.replace("\\", "/")
+    if filename.endswith(_PICKLING_FILES) or "/cloudpickle/" in filename:
+        return None
+    name = getattr(code, "co_qualname", code.co_name)
+    return f"{name} ({filename.rsplit('/', 1)[-1]}:{tb.tb_lineno})"

@@ -96,6 +96,29 @@ def test_damaged_body() -> None:
         loads(dumps(list(range(100)))[:-10])
 
 
+class _RefusesRestore:
+    """Pickles; its own __setstate__ raises when it is loaded."""
+
+    def __init__(self) -> None:
+        self.kept = 1
+
+    def __setstate__(self, state: object) -> None:
+        raise ValueError("cannot restore this one")
+
+
+def test_a_restore_that_raises_in_the_application_s_code_names_that_code() -> None:
+    """A payload whose class's own __setstate__ raises is not called damaged (it said the bytes
+    were changed after dumps() wrote them): the message names the method, its file and line,
+    and the error."""
+    data = dumps(_RefusesRestore())
+    with pytest.raises(MalformedPayload) as info:
+        loads(data)
+    message = str(info.value)
+    assert "damaged" not in message
+    assert "restoring it ran _RefusesRestore.__setstate__ (test_serialization.py:" in message
+    assert "which raised ValueError: cannot restore this one; fix that code" in message
+
+
 def test_not_bytes() -> None:
     """A str is refused, naming its type."""
     with pytest.raises(MalformedPayload, match="must be bytes, got str"):
