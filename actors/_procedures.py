@@ -493,6 +493,18 @@ class ProcedureExecutor:
                     f"({e}): its result is stored durably, so return plain picklable data (not "
                     f"retried)"
                 ) from e
+            try:
+                # The workflow takes the value as stored, as it would after a restart: a copy,
+                # not the procedure's own object (a cache it goes on changing, one the workflow
+                # would change in it), and one whose restore fails fails here, not at recovery.
+                value = loads(result)
+            except Exception as e:
+                unpicklable = True
+                raise TypeError(
+                    f"procedure {function} returned a {type(value).__name__} that cannot be loaded "
+                    f"back from its stored form ({e}): its result is stored durably, so return "
+                    f"plain picklable data (not retried)"
+                ) from e
         except BaseException as e:
             # (SystemExit and KeyboardInterrupt too: in a worker thread they end only the attempt,
             # as library code calling sys.exit() would; the process goes on, and so does the call)

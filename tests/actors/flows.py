@@ -512,7 +512,34 @@ def ends_badly(tag: str, how: str) -> object:
         raise KeyboardInterrupt
     if how == "bad-str":
         raise _BadStr()
+    if how == "unloadable":
+        return _Unloadable()  # a result that pickles, and whose restore raises
     return threading.Lock()  # "unpicklable": a result no attempt can store
+
+
+class _Unloadable:
+    def __init__(self) -> None:
+        self.kept = 1
+
+    def __setstate__(self, state: object) -> None:
+        raise ValueError("cannot be restored")
+
+
+SHARED_CACHE: list[int] = []
+
+
+@procedure
+def cached_list() -> list[int]:
+    """Returns the module's own list (a procedure's cache)."""
+    return SHARED_CACHE
+
+
+@workflow
+async def holds_a_procedure_result() -> tuple[list[int], bool]:
+    got = await procedure(cached_list)
+    got.append(99)  # the workflow's own copy: the procedure's cache is not changed
+    await signal("go")
+    return list(got), got is SHARED_CACHE
 
 
 @workflow

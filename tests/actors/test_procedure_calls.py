@@ -86,6 +86,7 @@ def test_a_call_whose_arguments_do_not_fit_the_procedure_fails_at_once(system, c
     ("interrupt", "KeyboardInterrupt", 3),
     ("bad-str", "tests.actors.flows._BadStr", 3),
     ("unpicklable", "TypeError", 1),
+    ("unloadable", "TypeError", 1),
 ])
 def test_an_attempt_that_ends_badly_fails_as_any_other(system, clock, how, raised, attempts):
     """SystemExit or KeyboardInterrupt in a procedure (library code calling sys.exit()) and an
@@ -99,6 +100,21 @@ def test_an_attempt_that_ends_badly_fails_as_any_other(system, clock, how, raise
         clock.advance(100)
     assert ref.result(timeout=T) == f"gave up: {raised} after {attempts}"
     assert flows.FLAKY_FAILS[tag] == attempts
+
+
+def test_a_workflow_takes_a_copy_of_a_procedure_s_result_as_stored(system):
+    """The workflow gets the result as it was stored, as it would after a restart: not the
+    procedure's own object (it held the procedure's module list: a change the procedure made
+    to it later showed in the workflow, and the workflow's changes went into the procedure's
+    cache). A result whose restore raises fails the call at its first attempt (the test above),
+    where it succeeded and failed the workflow only after a restart."""
+    flows.SHARED_CACHE[:] = [1, 2]
+    ref = system.start(flows.holds_a_procedure_result)
+    system.idle(timeout=T)
+    assert flows.SHARED_CACHE == [1, 2]
+    flows.SHARED_CACHE.append(3)
+    ref.signal("go")
+    assert ref.result(timeout=T) == ([1, 2, 99], False)
 
 
 def test_a_procedure_outcome_commits_with_the_step_that_consumes_it(system, db):
