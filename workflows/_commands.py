@@ -25,7 +25,7 @@ from typing import (
 )
 
 from ._context import _current
-from ._errors import WorkflowError, check_id, check_storable, check_text
+from ._errors import WorkflowError, check_id, check_text, stored_copy
 
 if TYPE_CHECKING:
     from . import _talk
@@ -362,7 +362,8 @@ def procedure(
     r = retry if retry is not None else opts.get("retry")
     if r is not None and not isinstance(r, RetryPolicy):
         raise TypeError(f"procedure({key}) retry= must be a RetryPolicy, got {r!r}")
-    check_storable((*args, *kwargs.values()), f"procedure({key})'s arguments")
+    copied = stored_copy((*args, *kwargs.values()), f"procedure({key})'s arguments")
+    args, kwargs = copied[: len(args)], dict(zip(kwargs, copied[len(args):], strict=True))
     return Procedure(
         key,
         tuple(args),
@@ -448,7 +449,9 @@ def spawn(
         raise TypeError(f"spawn() id= must be a non-empty string, got {id!r}")
     if id is not None:
         check_id(id, "spawn() id=")
-    return Spawn(key, tuple(args), id, bool(detached), name, placement)
+    # The arguments as they are now (spawns in a loop that fills one dict again are each given
+    # theirs); ones that cannot be pickled are left to the start, which names the argument.
+    return Spawn(key, stored_copy(tuple(args), None), id, bool(detached), name, placement)
 
 
 def _check_arms(what: str, commands: tuple[Any, ...]) -> tuple[Command, ...]:

@@ -11,7 +11,7 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import WorkflowError, check_json, check_storable, check_text
+from ._errors import WorkflowError, check_json, check_text, stored_copy
 from ._registry import check_plain, function_key
 
 _current: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
@@ -151,7 +151,11 @@ def reducer(fn: Any, *args: Any, **kwargs: Any) -> None:
     if not callable(fn):
         raise TypeError(f"reducer() needs a function, got {fn!r}")
     check_plain(fn, "reducer")
-    current("reducer").effects.append(ReducerCall(function_key(fn, "reducer"), tuple(args), kwargs))
+    ctx = current("reducer")
+    # Its arguments as they are now: it runs when the step commits, after the rest of the step.
+    copied = stored_copy((*args, *kwargs.values()), None)
+    args, kwargs = copied[: len(args)], dict(zip(kwargs, copied[len(args):], strict=True))
+    ctx.effects.append(ReducerCall(function_key(fn, "reducer"), tuple(args), kwargs))
 
 
 def subscribe(name: str, filter_value: Any = None) -> None:
@@ -174,7 +178,7 @@ def send(workflow_id: str, name: str, payload: Any = None) -> None:
         raise TypeError(f"send() workflow_id must be a non-empty string, got {workflow_id!r}")
     check_text(workflow_id, "send() workflow_id")
     _check_payload_name(name, "send")
-    check_storable((payload,), f"send({workflow_id!r}, {name!r}) payload")
+    (payload,) = stored_copy((payload,), f"send({workflow_id!r}, {name!r}) payload")
     current("send").effects.append(Send(workflow_id, name, payload))
 
 
@@ -182,7 +186,7 @@ def broadcast(name: str, filter_value: Any = None, payload: Any = None) -> None:
     """Signal ``name`` to every workflow subscribed with ``filter_value``, when this step commits."""
     _check_payload_name(name, "broadcast")
     check_json(filter_value, f"broadcast({name!r}) filter value")
-    check_storable((payload,), f"broadcast({name!r}) payload")
+    (payload,) = stored_copy((payload,), f"broadcast({name!r}) payload")
     current("broadcast").effects.append(Broadcast(name, filter_value, payload))
 
 

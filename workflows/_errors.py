@@ -225,25 +225,31 @@ def check_id(value: str, what: str) -> str:
 _SCALARS = (str, int, float, bool, type(None), bytes)
 
 
-def check_storable(values: tuple[Any, ...], what: str) -> None:
-    """Raise ``TypeError`` naming ``what`` if ``values`` cannot be pickled: what a command gives
-    the step to store (a procedure's arguments, a payload, a published value) is refused at the
-    call, where the workflow can catch it and the traceback names its line, not when its step
-    commits."""
+def stored_copy(values: tuple[Any, ...], what: str | None) -> tuple[Any, ...]:
+    """``values`` as the step will store them: a copy made now, at the call, so that a change the
+    workflow makes to them afterwards (a dict filled again in a loop) does not reach what the call
+    sends, publishes, replies, passes or writes when the step commits.
+
+    With ``what``, values that cannot be pickled are a ``TypeError`` naming it, at the call, where
+    the workflow can catch it and the traceback names its line, not when its step commits;
+    without (a reducer's or a child's arguments), they are kept as they are."""
     if all(type(v) in _SCALARS for v in values):
-        return
+        return values
     import pickle
 
     try:
-        pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
-        return
+        copied: tuple[Any, ...] = pickle.loads(pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL))
+        return copied
     except Exception:
         pass  # the standard pickler misses what cloudpickle takes (lambdas, local classes)
     import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
     try:
-        cloudpickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+        copied = pickle.loads(cloudpickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL))
+        return copied
     except Exception as e:
+        if what is None:
+            return values
         raise TypeError(
             f"{what} cannot be stored: {type(e).__name__}: {e}; pass plain picklable data (an id, "
             f"a dataclass of values), and open files, locks or connections inside a procedure"

@@ -14,7 +14,7 @@ from typing import Any
 
 from ._commands import RequestCommand, _check_name
 from ._context import Publish, Reply, current
-from ._errors import WorkflowError, check_storable, check_text
+from ._errors import WorkflowError, check_text, stored_copy
 
 __all__ = ["Request", "RequestCommand", "publish", "reply", "request"]
 
@@ -64,7 +64,7 @@ def publish(key: str, value: Any = None) -> None:
     if not isinstance(key, str) or not key:
         raise TypeError(f"publish() key must be a non-empty string, got {key!r}")
     check_text(key, "publish() key")
-    check_storable((value,), f"publish({key!r}) value")
+    (value,) = stored_copy((value,), f"publish({key!r}) value")
     current("publish").effects.append(Publish(key, value))
 
 
@@ -90,6 +90,6 @@ def reply(req: Request, value: Any = None, *, error: BaseException | None = None
             f"answered once (its asker has the first reply)"
         )
     if error is None:
-        check_storable((value,), f"reply({req.name!r}) value")
+        (value,) = stored_copy((value,), f"reply({req.name!r}) value")
     req._replied = True
     ctx.effects.append(Reply(req.id, req.name, value, error))

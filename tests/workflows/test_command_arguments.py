@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from workflows import RetryPolicy, timer
+from workflows import RetryPolicy, gather, procedure, publish, reducer, send, spawn, timer, workflow
 
 
 class CardDeclined(Exception):
@@ -153,3 +153,50 @@ def test_a_workflow_or_the_other_kind_of_effect_is_refused_where_a_procedure_or_
     with pytest.raises(TypeError, match=r"procedure\(\) got .*note, which is a @reducer: .*reducer\("):
         procedure(note, None, 1)
     assert procedure(price, 1).function.endswith("price")
+
+
+@reducer
+def _note(db, row):
+    db["rows"].insert(dict(row))
+
+
+@procedure
+def _fetch(row):
+    return row
+
+
+@workflow
+async def _child(row: dict) -> dict:
+    return row
+
+
+@workflow
+async def _fills_one_dict_again() -> list:
+    row = {"i": 0}
+    cmds = []
+    for i in range(3):
+        row["i"] = i
+        reducer(_note, row)
+        send("other", "row", row)
+        publish("row", row)
+        cmds.append(procedure(_fetch, row=row))
+        cmds.append(spawn(_child, row))
+    row["i"] = 99
+    return await gather(*cmds)
+
+
+def test_what_a_command_takes_is_the_value_at_the_call_not_at_the_commit():
+    """A reducer's arguments, a send's or publish's payload, a procedure's and a child's
+    arguments are taken as they are at the call: a loop that fills one dict again before each
+    gave every one of them the last value (three rows `{"i": 2}` written, sent and passed), as
+    they were read only when the step committed."""
+    from workflows._context import Publish, ReducerCall, Send
+    from workflows.testing import WorkflowHarness
+
+    h = WorkflowHarness(_fills_one_dict_again)
+    rows = [e.args[0] for e in h.effects if isinstance(e, ReducerCall)]
+    sent = [e.payload for e in h.effects if isinstance(e, Send)]
+    published = [e.value for e in h.effects if isinstance(e, Publish)]
+    assert rows == sent == published == [{"i": 0}, {"i": 1}, {"i": 2}]
+    passed = [c.kwargs["row"] if hasattr(c, "kwargs") else c.args[0] for c in h.command.commands]
+    assert passed == [{"i": 0}, {"i": 0}, {"i": 1}, {"i": 1}, {"i": 2}, {"i": 2}]
