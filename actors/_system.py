@@ -29,7 +29,7 @@ from persistence._promise import handing_off
 from persistence._urls import display_url
 from persistence._writer import on_engine_thread
 from workflows import Status, WorkflowFunction
-from workflows._compiler import checkpoint
+from workflows._compiler import checkpoint, restore
 from workflows._errors import CheckpointError, WorkflowError, check_id, check_text
 
 from . import _history, _serve, _talk, _tombstones
@@ -96,6 +96,10 @@ def _seed(wf: Any, key: str, wid: str, args: tuple[Any, ...], test_mode: bool, n
             f"connections inside a procedure.",
             variable=e.variable, value_type=e.value_type, location=None,
         ) from e
+    # The workflow starts from its checkpoint, as it would after a restart: its arguments are a
+    # copy, not the caller's objects (a dict the caller changes after start() returned changed
+    # the running workflow's too, until it was loaded again).
+    cont = restore(blob)
     return new_workflow_record(wid, key, blob, cont.fingerprint, created_at=now, test_mode=test_mode), cont, blob
 
 

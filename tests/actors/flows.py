@@ -233,6 +233,12 @@ async def waits_once() -> object:
 
 
 @workflow
+async def keeps_its_argument(settings: dict) -> dict:
+    await signal("go")
+    return settings
+
+
+@workflow
 async def boom() -> None:
     await timer("t", 1)
     raise KeyError("lost item")

@@ -369,3 +369,26 @@ def test_the_errors_of_the_calls_pickle_and_copy_as_they_are(system):
             assert type(back) is type(error)
             assert str(back) == str(error) and back.args == error.args
             assert vars(back) == vars(error)
+
+
+def test_a_started_workflow_holds_a_copy_of_its_arguments(system):
+    """A workflow's arguments are what its start stored, as after a restart: a dict the caller
+    changed after start() (start_many(), start_async()) returned was the running workflow's own
+    too, until the workflow was loaded again."""
+    settings = {"level": 1}
+    ref = system.start(flows.keeps_its_argument, settings)
+    many = {"level": 1}
+    (ref_many,) = system.start_many(flows.keeps_its_argument, [(many,)])
+
+    async def start_async() -> tuple[WorkflowRef, dict]:
+        given = {"level": 1}
+        return await system.start_async(flows.keeps_its_argument, given), given
+
+    ref_async, given = asyncio.run(start_async())
+    system.idle(timeout=T)
+    for changed in (settings, many, given):
+        changed["level"] = 2
+    for r in (ref, ref_many, ref_async):
+        r.signal("go")
+        assert r.result(timeout=T) == {"level": 1}
+
