@@ -267,7 +267,8 @@ class WorkflowRef(Generic[R]):
             return cast(R, loads(rec.result) if rec.result is not None else None)
         err = json.loads(rec.error or "{}")
         if rec.status == "cancelled":
-            raise Cancelled(err.get("message") or None)
+            # The reason the cancel gave (None: none); a record written without it, by its message.
+            raise Cancelled(err["reason"] if "reason" in err else (err.get("message") or None))
         raise WorkflowFailed(
             f"workflow {self.id!r} failed: {err.get('type')}: {err.get('message')}",
             workflow_id=self.id,

@@ -84,6 +84,7 @@ def end(sw: StepWrite, *, workflow_id: str, parent_id: str | None, value: Any = 
         if isinstance(error, Cancelled):
             sw.status = CANCELLED
             info["cancelled"] = True
+            info["reason"] = error.reason  # as given (None: none), which its message does not say
             sw.history.append(("cancelled", json.dumps({"reason": error.reason})))
         else:
             sw.status = FAILED

@@ -28,10 +28,24 @@ def test_cancel_runs_finally_which_may_await(system, clock, db):
     assert app_events(db, "g1") == ["locked", "unlocked"]
     clock.advance(1)
     system.idle(timeout=T)
-    with pytest.raises(Cancelled):
+    with pytest.raises(Cancelled) as cancelled:
         ref.result(timeout=T)
+    assert cancelled.value.reason == "player left"
     assert ref.status() is Status.CANCELLED
     assert app_events(db, "g1") == ["locked", "unlocked", "cleaned"]
+
+
+@pytest.mark.parametrize("reason", [None, "", "cancelled"])
+def test_result_raises_cancelled_with_the_reason_given(system, reason):
+    """result() raises Cancelled whose reason is the one the cancel gave: a cancel with no
+    reason (or an empty one) gave the reason "cancelled", the default text of its message."""
+    ref = system.start(flows.waits_once)
+    system.idle(timeout=T)
+    ref.cancel(reason)
+    with pytest.raises(Cancelled) as cancelled:
+        ref.result(timeout=T)
+    assert cancelled.value.reason == reason
+    assert str(cancelled.value) == (reason or "cancelled")
 
 
 def test_a_second_cancel_leaves_the_cleanup_of_the_first_alone(system, clock, db):
