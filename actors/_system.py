@@ -26,6 +26,7 @@ from persistence import (
 )
 from persistence._log import SystemLog
 from persistence._promise import handing_off
+from persistence._serialization import check_loads
 from persistence._urls import display_url
 from persistence._writer import on_engine_thread
 from workflows import Status, WorkflowFunction
@@ -723,6 +724,10 @@ class ActorSystem:
             blob = dumps(payload)
         except Exception as e:  # as a signal's: a TypeError naming the call (not the store's error)
             raise TypeError(f"broadcast {name!r}: payload cannot be pickled ({e})") from e
+        try:
+            check_loads(blob, payload)
+        except Exception as e:
+            raise TypeError(f"broadcast {name!r}: payload cannot be loaded back ({e})") from e
         written = self._rt.store.submit_broadcast(name, key, blob, at=self.clock.now())
         self._rt.after_commit(written, wake)
         return len(self._rt.written(written, f"broadcast {name!r}")[0])
@@ -923,6 +928,10 @@ class ActorSystem:
             blob = dumps(payload)
         except Exception as e:
             raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
+        try:
+            check_loads(blob, payload)
+        except Exception as e:
+            raise TypeError(f"{what} {name!r} to {workflow_id!r}: payload cannot be loaded back ({e})") from e
         try:
             if kind == SIGNAL and self._rt.owns(workflow_id):
                 # Handed to the workflow's actor, which makes it durable (consumed by the step it

@@ -33,6 +33,7 @@ from persistence import (
     dumps,
     loads,
 )
+from persistence._serialization import check_loads
 from workflows._errors import check_text
 from workflows._talk import Request
 
@@ -141,6 +142,10 @@ def start_ask(
         blob = dumps(Request(name, payload, ask_id, workflow_id))
     except Exception as e:
         raise TypeError(f"ask {name!r} to {workflow_id!r}: payload cannot be pickled ({e})") from e
+    try:
+        check_loads(blob, payload)
+    except Exception as e:
+        raise TypeError(f"ask {name!r} to {workflow_id!r}: payload cannot be loaded back ({e})") from e
     rt = sysm._rt
     try:
         written = rt.store.submit_ask(workflow_id, ask_id, name, blob, at=sysm.clock.now())

@@ -83,6 +83,15 @@ def dumps(obj: Any) -> bytes:
         ) from exc
 
 
+def check_loads(blob: bytes, value: Any) -> None:
+    """Raise ``MalformedPayload`` if ``blob`` (what ``dumps(value)`` wrote) cannot be loaded back:
+    a value that pickles and whose restore fails (a ``__setstate__`` that raises) is refused at the
+    call that stores it, not at every restore of the workflow that takes it, which it would fail.
+    A scalar is not loaded again."""
+    if type(value) not in _SCALARS:
+        loads(blob)
+
+
 def loads(data: bytes) -> Any:
     """Deserialize a payload written by ``dumps``.
 

@@ -62,6 +62,25 @@ def test_a_payload_that_cannot_be_pickled_is_a_type_error_naming_the_call(system
     assert wolves.result(timeout=T) == [1, 2]
 
 
+def test_a_payload_that_cannot_be_loaded_back_is_refused_at_the_call_and_the_workflow_goes_on(system):
+    """A payload that pickles and whose restore raises (a ``__setstate__`` that fails) is refused
+    at the signal, broadcast or ask that sends it, naming the call and the code that raised: it
+    was accepted, and the workflow it reached failed after its restarts, each restore raising."""
+    wolves = system.start(flows.quester, "wolf")
+    system.idle(timeout=T)
+    bad = flows._Unloadable()
+    with pytest.raises(TypeError, match=r"signal 'killed' to .*: payload cannot be loaded back .*__setstate__"):
+        wolves.signal("killed", bad)
+    with pytest.raises(TypeError, match=r"broadcast 'killed': payload cannot be loaded back .*__setstate__"):
+        system.broadcast("killed", "wolf", bad)
+    with pytest.raises(TypeError, match=r"ask 'killed' to .*: payload cannot be loaded back .*__setstate__"):
+        wolves.ask("killed", bad, timeout=T)
+    system.idle(timeout=T)
+    assert system.broadcast("killed", "wolf", 1) == 1
+    assert system.broadcast("killed", "wolf", 2) == 1
+    assert wolves.result(timeout=T) == [1, 2]
+
+
 def test_a_broadcast_reaches_subscribers_of_an_equal_number(system):
     """A filter is a JSON value, and JSON has one kind of number: 3.0 reaches those subscribed
     with 3 (inside a list too); True is not 1."""
