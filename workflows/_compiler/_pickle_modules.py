@@ -388,8 +388,30 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
             v = _slot_value(o, n)
             if v is not _MISSING_SLOT:
                 out.append((("s", n), v))
+        if not _named(t):
+            # A class made by a function (``BOSS = make_monster()``) that no global names: the
+            # instance's class is the way to it, so that another instance of it held in a local
+            # (``type(BOSS)(5)``) is of the module's class after a restore, not of a copy.
+            out.append((("T", 0), t))
         return out
     return None
+
+
+def _named(t: type) -> bool:
+    """Whether class ``t`` is the object its module and qualified name lead to (pickle writes it
+    by that name)."""
+    known = _NAMED.get(t)
+    if known is None:
+        o: Any = sys.modules.get(t.__module__)
+        for part in t.__qualname__.split("."):
+            o = getattr(o, part, None)
+        known = o is t
+        if len(_NAMED) < 4096:
+            _NAMED[t] = known
+    return known
+
+
+_NAMED: dict[type, bool] = {}
 
 
 def slot_values(o: Any) -> dict[str, Any]:
@@ -447,6 +469,8 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
         return o.__self__
     if kind == "F":
         return o.__func__
+    if kind == "T":
+        return type(o)
     if kind == "A":
         if k not in _held_fields(o):
             raise AttributeError(k)
@@ -1190,6 +1214,7 @@ _STEP_TEXT = {
     "c": ".__closure__[{k}].cell_contents",
     "S": ".__self__",
     "F": ".__func__",
+    "T": ".__class__",
     "A": ".{k}",
 }
 
