@@ -81,7 +81,7 @@ def _function_setstate(obj: Any, state: Any) -> None:
 _PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, tuple, frozenset})
 # Mutable builtin containers the C pickler writes without asking reducer_override: a module-level
 # one held in a local is found by persistent_id instead.
-_MUTABLE_CONTAINERS = frozenset({list, dict, set})
+_MUTABLE_CONTAINERS = frozenset({list, dict, set, bytearray})
 
 
 # --------------------------------------------------------------------------------------------

@@ -422,16 +422,18 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         t = type(obj)
         if t in _UNSHARED or t is types.FunctionType and obj in _BY_NAME:
             return NotImplemented
-        own = _OWN_OVERRIDES.get(t)
-        if own is not None:
-            return own(self, obj)
         refs = self._globals
         if refs is None:
             refs = self._globals = self._data.globals()
         if id(obj) in refs:
+            # A global of the module, of any type (a decimal.Context, a StringIO, an iterator
+            # bound to a module-level name too): the module's object after a restore.
             ref = self._data.global_ref(obj)
             if ref is not None:
                 return (workflow_global, ref)
+        own = _OWN_OVERRIDES.get(t)
+        if own is not None:
+            return own(self, obj)
         if t is types.FunctionType or isinstance(obj, type):
             if self._data.active and id(obj) in self._data.paths():
                 self.reached = True  # kept by its path (an observer the workflow registered)
@@ -786,6 +788,8 @@ _OWN_OVERRIDES: dict[type, Any] = {
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
     **{t: _procstate.refuse_entered for t in _procstate.ENTERED_TYPES},
 }
+# The runtime's own iterators (a ``for`` loop's), never module data.
+_RUNTIME_ITERS = frozenset({LiveIter, _SetIter})
 _NO_ORDER: Any = object()  # an order not recorded yet (``_order_checks``)
 # Types never looked up in module data: written by reference whatever they are bound to, or the
 # runtime's own (``never_shared``).
@@ -892,7 +896,8 @@ class CheckpointPickler(_Pickler):
             held = self.owned.get(id(obj))
             if held is not None and held[0] is obj:
                 return self._dict_of(obj, held[1])
-        if t is set or t is list or t is dict or t is frozenset:
+        if t is set or t is list or t is dict or t is frozenset or t is bytearray:
+            # (the C pickler writes these without asking reducer_override)
             ref = data.global_ref(obj)
             if ref is not None:
                 return ("g", *ref)
@@ -916,9 +921,7 @@ class CheckpointPickler(_Pickler):
                 problem = _frozenset_problem(obj)
                 if problem is not None:
                     raise TypeError(problem)
-        elif (
-            data.active and t not in _PLAIN_TYPES and t not in _UNSHARED and t not in _OWN_OVERRIDES
-        ):
+        elif data.active and t not in _PLAIN_TYPES and t not in _UNSHARED and t not in _RUNTIME_ITERS:
             return self._by_path(obj)
         return None
 
