@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import decimal
 import io
+import types
 
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
@@ -24,6 +25,9 @@ CTX = decimal.Context(prec=4)
 LOG = io.StringIO()
 TICKETS = iter([1, 2, 3, 4])
 SETTINGS = {"money": decimal.Context(prec=6), "log": io.StringIO(), "ids": iter([7, 8])}
+
+# A read-only view of a dict no global names: what it holds is module data too.
+LIMITS = types.MappingProxyType({"hp": [100], "zones": {"north": [1, 2]}, (1, 2): [3]})
 
 
 class Tools:
@@ -58,6 +62,16 @@ async def changes_the_modules_context_and_buffer():
     return got
 
 
+@workflow
+async def holds_items_of_a_mapping_proxy():
+    hp, north, by_tuple = LIMITS["hp"], LIMITS["zones"]["north"], LIMITS[(1, 2)]
+    await timer("t", 1)
+    hp.append(50)
+    got = (hp is LIMITS["hp"], north is LIMITS["zones"]["north"], by_tuple is LIMITS[(1, 2)], list(LIMITS["hp"]))
+    hp.pop()
+    return got
+
+
 def test_module_globals_of_library_types_are_the_modules_in_a_new_process():
     assert native(holds_module_globals) == (True,) * 4
     assert restarted(holds_module_globals) == (True,) * 4
@@ -75,3 +89,10 @@ def test_a_change_through_the_local_is_the_modules_after_a_restore():
     h = WorkflowHarness(changes_the_modules_context_and_buffer, roundtrip=True)
     h.fire_timer("t")
     assert h.result() == want
+
+
+def test_the_items_of_a_module_level_mapping_proxy_are_the_modules_in_a_new_process():
+    """A ``MappingProxyType`` was not looked into: what it held came back as a copy."""
+    want = (True, True, True, [100, 50])
+    assert native(holds_items_of_a_mapping_proxy) == want
+    assert restarted(holds_items_of_a_mapping_proxy) == want

@@ -251,7 +251,12 @@ def _root(v: Any, t: type, module: Any) -> bool:
         return bool(v.__module__ == module and _function_holds_state(v))
     if isinstance(v, type):
         return bool(v.__module__ == module)
-    if isinstance(v, _CONTAINER_BASES) or t is types.SimpleNamespace or isinstance(v, _HOLDERS):
+    if (
+        isinstance(v, _CONTAINER_BASES)
+        or t is types.SimpleNamespace
+        or t is types.MappingProxyType
+        or isinstance(v, _HOLDERS)
+    ):
         return True
     if t is types.MethodType or t is types.BuiltinFunctionType and _bound_to_data(v):
         return True
@@ -330,9 +335,10 @@ _MISSING_SLOT: Any = object()
 def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
     """What the walk follows from ``o``: (step, value) pairs, or None for nothing."""
     t = type(o)
-    if t is dict or isinstance(o, dict):
+    if t is dict or isinstance(o, dict) or t is types.MappingProxyType:
+        # (a read-only view of a dict, ``LIMITS = MappingProxyType({...})``, by its items too)
         out = []
-        for j, (k, v) in enumerate(dict.items(o)):
+        for j, (k, v) in enumerate(dict.items(o) if t is not types.MappingProxyType else o.items()):
             tk = type(k)
             if tk in _KEY_TYPES:
                 out.append((("k", k), v))
@@ -449,9 +455,9 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
     if kind == "a":
         return vars(o)[k]
     if kind == "v":
-        return list(dict.values(o))[k]
+        return list(dict.values(o) if isinstance(o, dict) else o.values())[k]
     if kind == "K":
-        return list(dict.keys(o))[k]
+        return list(dict.keys(o) if isinstance(o, dict) else o.keys())[k]
     if kind == "e" or kind == "E":
         return list(o)[k]
     if kind == "d":
@@ -1063,10 +1069,11 @@ def match_element(fp: str, now: list[str]) -> int | None:
 
 def _in_order(container: Any, kind: str) -> list[Any]:
     """The objects an ordered step of ``kind`` picks among in ``container``, in order."""
+    proxy = type(container) is types.MappingProxyType
     if kind == "v":
-        return list(dict.values(container))
+        return list(container.values() if proxy else dict.values(container))
     if kind == "K":
-        return list(dict.keys(container))
+        return list(container.keys() if proxy else dict.keys(container))
     return list(container)
 
 
