@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import builtins
 import collections
+import copyreg
 import datetime
 import decimal
 import io
 import itertools
 import operator
 import pickle
+import random
 import struct
 import sys
 import types
@@ -300,6 +302,12 @@ def _empty_cell() -> types.CellType:
 
 def _fill_cell(cell: types.CellType, state: tuple[Any]) -> None:
     cell.cell_contents = state[0]
+
+
+def _reduce_system_random(_p: Any, r: random.SystemRandom) -> Any:
+    """A ``random.SystemRandom`` draws from the operating system: it has no state to keep (its
+    reduce, ``Random``'s, asks for one and raises), only its attributes (``__dict__``, itself)."""
+    return (copyreg.__newobj__, (type(r),), r.__dict__, None, None, adopt_state)  # type: ignore[attr-defined]
 
 
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
@@ -777,6 +785,7 @@ def _refuse_current_context(_p: Any, c: decimal.Context) -> Any:
 
 _OWN_OVERRIDES: dict[type, Any] = {
     decimal.Context: _refuse_current_context,
+    random.SystemRandom: _reduce_system_random,
     staticmethod: _reduce_method_wrapper,
     classmethod: _reduce_method_wrapper,
     **{t: _reduce_sys_singleton for t in _SYS_SINGLETONS},
