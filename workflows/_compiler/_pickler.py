@@ -27,6 +27,7 @@ import collections
 import copyreg
 import datetime
 import decimal
+import functools
 import io
 import itertools
 import operator
@@ -310,7 +311,16 @@ def _reduce_system_random(_p: Any, r: random.SystemRandom) -> Any:
     return (copyreg.__newobj__, (type(r),), r.__dict__, None, None, adopt_state)  # type: ignore[attr-defined]
 
 
+def _reduce_cached_property(cp: Any) -> Any:
+    """A ``functools.cached_property`` (of a class made in the workflow), without the lock it
+    holds on 3.11, which cannot be pickled: the restore makes it with a new one."""
+    state = {k: v for k, v in vars(cp).items() if k != "lock"}
+    return (type(cp), (cp.func,), state)
+
+
 _OWN_REDUCERS: dict[type, Any] = {t: _refuse_file for t in _FILE_TYPES}
+if sys.version_info < (3, 12):
+    _OWN_REDUCERS[functools.cached_property] = _reduce_cached_property
 _OWN_REDUCERS[types.CellType] = _reduce_cell
 _OWN_REDUCERS[types.CodeType] = _reduce_code
 _OWN_REDUCERS.update(dict.fromkeys(_TYPE_PARAMS, _reduce_type_param))
