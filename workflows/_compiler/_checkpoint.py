@@ -117,7 +117,7 @@ def checkpoint(cont: Continuation) -> bytes:
     if _plain_frames(frames, data):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster
         # (asked only about the functions, where the locals hold some).
-        obj = aliased(frames, data.aliases)
+        obj = aliased(frames, data.aliases, data.find_constants())
         if not data.by_name:
             return prefix + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         buf = io.BytesIO()
@@ -181,6 +181,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         data.find_aliases()
         return True
     budget = _PLAIN_BUDGET
+    tops = len(values)  # the locals; then the items of the containers they hold
     # The items of each container met are appended to ``values``, which the loop reaches in
     # turn: once walked, it holds every value at each of its occurrences in what the C pickler
     # writes. A container met again (`xs` and the `xs.append` held across an await) is written
@@ -249,6 +250,8 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if t is not tuple and _shared(o, data):
             return False
         values.extend(o)
+    if data.find_constants():
+        data.held_elsewhere(values[tops:], locals_too=False)
     if (data.by_name or records) and data.active:
         # Where module data is walked, the checkpoint pickler refuses a function or an Event if
         # the walk stopped before it could tell whether it is module data, and writes an Event
@@ -305,6 +308,8 @@ def _spaces(frames: list[Frame]) -> dict[int, tuple[str, dict[str, Any]]]:
 def _dumps(obj: Any, spaces: dict[int, tuple[str, dict[str, Any]]] | None = None) -> bytes:
     if spaces is None:
         spaces = _spaces(obj) if isinstance(obj, list) else {}
+    if isinstance(obj, list) and obj and all(type(f) is Frame for f in obj):
+        return dumps(obj, spaces, ModuleData(spaces, obj))  # as checkpoint() writes frames
     return dumps(obj, spaces)
 
 

@@ -35,6 +35,8 @@ class CompiledCode:
         self.points = points
         self.slots = slots
         self.globals: dict[str, Any] = {}  # the workflow module's namespace
+        self.native: Any = None  # the async def's code: its constants are the module's
+        self.constants: tuple[int, dict[int, tuple[str, Any]]] | None = None  # (module_constants)
         self.block_asts: list[Any] = []
         self.stubs: dict[int, Any] = {}
         # 3.11: per lowered comprehension that awaits (by its result slot), a function that

@@ -86,6 +86,7 @@ def compile_function(
     code = CompiledCode(key, fingerprint, filename, blocks, handlers, hctx, low.points, low.slots)
     code.block_asts = asts
     code.globals = fn.__globals__
+    code.native = fn.__code__
     code.closures = bool(probe.captured)
     code.stubs = {pc: _raiser(fn, filename, n) for pc, n in em.point_nodes.items()}
     code.comp_stops = {slot: _raiser(fn, filename, n) for slot, n in em.comp_nodes.items()}

@@ -15,6 +15,7 @@ import site
 import sys
 import sysconfig
 import types
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -82,6 +83,131 @@ _PLAIN_TYPES = frozenset({type(None), bool, int, float, complex, str, bytes, tup
 # Mutable builtin containers the C pickler writes without asking reducer_override: a module-level
 # one held in a local is found by persistent_id instead.
 _MUTABLE_CONTAINERS = frozenset({list, dict, set, bytearray})
+
+
+# --------------------------------------------------------------------------------------------
+# The module's constants
+#
+# Natively a local holding one of the module's immutable constants (a literal of the workflow,
+# the module's equal constant, ``state = IDLE`` with ``IDLE = "idle"``) is that object:
+# ``state is IDLE`` holds. Written by value, it came back an equal copy. Such a local is written
+# by value with a reference, "<workflow key>\0<global name or nothing>" (``find_constants``):
+# the restore makes it the module's constant equal to the value (the global, else the literal of
+# the workflow's code), or leaves the value where the module has none (its code changed). A
+# constant held in a container or an object comes back an equal copy, as before: looking for
+# those would take every checkpoint off the C pickler's path.
+
+_CONSTANT_TYPES = frozenset({str, bytes, int, float, complex, tuple})
+
+
+def _kept_constant(c: Any) -> bool:
+    """Whether the identity of constant ``c`` needs keeping: not a small int, nor an empty or
+    one-character string, bytes or tuple (CPython keeps one object per value of those)."""
+    t = type(c)
+    if t is int:
+        return not -5 <= c <= 256
+    if t is float or t is complex:
+        return True
+    return len(c) > (0 if t is tuple else 1)
+
+
+def module_constants(code: Any) -> dict[int, tuple[str, Any]]:
+    """id -> (reference, the object) of the constants a local of workflow code ``code`` may hold
+    that a restore gives back as the module's: the literals of its code and the globals of its
+    module bound to immutable values (computed again where globals were added or removed)."""
+    known = code.constants
+    g = code.globals
+    if known is not None and known[0] == len(g):
+        return known[1]  # type: ignore[no-any-return]
+    out: dict[int, tuple[str, Any]] = {}
+    key = code.key
+    literal = f"{key}\0"
+
+    def collect(co: types.CodeType) -> None:
+        for c in co.co_consts:
+            if type(c) is types.CodeType:
+                collect(c)
+            elif type(c) in _CONSTANT_TYPES and _kept_constant(c):
+                out.setdefault(id(c), (literal, c))
+
+    if code.native is not None:
+        collect(code.native)
+    for name, v in list(g.items()):
+        t = type(v)
+        if t in _CONSTANT_TYPES and not name.startswith("__") and _kept_constant(v):
+            if t is not float and _const_key(v) is None:
+                continue  # a tuple holding more than constants
+            out[id(v)] = (f"{key}\0{name}", v)
+    code.constants = (len(g), out)  # with the size of the namespace it was made from
+    return out
+
+
+def frame_constants(f: Any) -> dict[int, tuple[str, Any]]:
+    """``module_constants`` of the code frame ``f`` runs."""
+    code = getattr(f, "_af_code", None)
+    if code is None:
+        return _NO_CONSTANTS
+    known = code.constants
+    if known is not None and known[0] == len(code.globals):
+        return known[1]  # type: ignore[no-any-return]
+    return module_constants(code)
+
+
+_NO_CONSTANTS: dict[int, tuple[str, Any]] = {}
+
+
+def _const_key(c: Any) -> Any:
+    global _CONST_KEY
+    if _CONST_KEY is None:
+        from ._codegen import _const_key as k
+
+        _CONST_KEY = k
+    return _CONST_KEY(c)
+
+
+_CONST_KEY: Any = None
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    ka = _const_key(a)
+    if ka is not None:
+        return bool(ka == _const_key(b))
+    return type(a) is float and type(b) is float and a != a and b != b  # two NaNs
+
+
+def module_constant(ref: str, value: Any) -> Any:
+    """The module's constant that ``ref`` (a local's, ``find_constants``) names, if one equal to
+    ``value`` is there in this process (the global, else a literal of the workflow), else
+    ``value``."""
+    key, _, name = ref.partition("\0")
+    try:
+        fn = resolve("workflow", key)
+    except Exception:
+        return value
+    code = getattr(fn, "_code", None)
+    if code is None:
+        return value
+    if name:
+        v = code.globals.get(name, _NONE)
+        if v is not _NONE and _same_constant(v, value):
+            return v
+    consts = module_constants(code)
+    pool = _POOLS.get(key)
+    if pool is None or pool[0] is not consts:
+        by_key: dict[Any, Any] = {}
+        for _ref, c in consts.values():
+            k = _const_key(c)
+            if k is not None:
+                by_key.setdefault(k, c)
+        if len(_POOLS) >= 1024:
+            _POOLS.clear()
+        pool = _POOLS[key] = (consts, by_key)
+    k = _const_key(value)
+    return value if k is None else pool[1].get(k, value)
+
+
+# Per workflow key: its constants (``module_constants``) by what CPython merges them by.
+_POOLS: dict[str, tuple[dict[int, tuple[str, Any]], dict[Any, Any]]] = {}
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,12 +538,12 @@ def _named(t: type) -> bool:
         for part in t.__qualname__.split("."):
             o = getattr(o, part, None)
         known = o is t
-        if len(_NAMED) < 4096:
-            _NAMED[t] = known
+        _NAMED[t] = known
     return known
 
 
-_NAMED: dict[type, bool] = {}
+# (weakly: a class made in a workflow is let go with it)
+_NAMED: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
 def slot_values(o: Any) -> dict[str, Any]:
@@ -535,6 +661,51 @@ class ModuleData:
     def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]], own: Any = None) -> None:
         self._spaces = spaces
         self._own = own  # the list being checkpointed: it and its items' __dict__ are its own
+        # (frame index, local, reference) of each local holding one of the module's constants
+        # (``find_constants``; None until looked for): written by value, made the module's
+        # constant again at the restore (``alias_frames``).
+        self.top_constants: list[tuple[int, str, str]] | None = None
+
+    def find_constants(self) -> list[tuple[int, str, str]]:
+        """``top_constants``, looked for once: the locals holding one of the module's constants
+        (a literal of the workflow, a global bound to an immutable value)."""
+        out = self.top_constants
+        if out is not None:
+            return out
+        out = self.top_constants = []
+        for fi, f in enumerate(self._own or ()):
+            consts = frame_constants(f)
+            d = f.__dict__
+            if not consts or consts.keys().isdisjoint(map(id, d.values())):
+                continue
+            for name, v in d.items():
+                c = consts.get(id(v))
+                if c is not None:
+                    out.append((fi, name, c[0]))
+        return out
+
+    def held_elsewhere(self, items: Any, locals_too: bool = True) -> bool:
+        """Drop from ``top_constants`` the locals' constants that ``items`` (what a checkpoint
+        writes: with the locals themselves if ``locals_too``) hold other than as those locals:
+        a container or an object sharing it with a local must still share it after a restore.
+        True if some were dropped."""
+        tops = self.top_constants
+        if not tops:
+            return False
+        own = self._own or ()
+        mine = [id(own[fi].__dict__[name]) for fi, name, _ref in tops]
+        if not locals_too and set(mine).isdisjoint(map(id, items)):
+            return False  # (most often: held by the locals alone)
+        ids = list(map(id, items))
+        kept = [
+            t
+            for t, i in zip(tops, mine, strict=True)
+            if ids.count(i) <= (mine.count(i) if locals_too else 0)
+        ]
+        if len(kept) == len(tops):
+            return False
+        self.top_constants = kept
+        return True
 
     def find_aliases(self) -> list[tuple[int, str, int, str]]:
         """``aliases``, looked for once (with ``direct_counts`` for them): the locals that hold
@@ -546,12 +717,13 @@ class ModuleData:
         first: dict[int, tuple[int, str]] = {}  # per number: its first local
         counts: dict[int, int] = {}
         for fi, f in enumerate(self._own or ()):
+            consts = frame_constants(f)  # (made the module's constant again: one object)
             for name, v in f.__dict__.items():
                 t = type(v)
                 if t is not float and t is not int:
                     continue
                 i = id(v)
-                if i in _SMALL_INT_IDS:
+                if i in _SMALL_INT_IDS or i in consts:
                     continue
                 held = first.get(i)
                 if held is None:

@@ -85,6 +85,7 @@ from ._pickle_modules import (
     _GlobalsRef,
     _resolve_ref,
     _Unresolved,
+    module_constant,
     namespace,
     number_ids,
     order_of,
@@ -677,15 +678,24 @@ def _keep_qualname(cls: type, r: Any) -> None:
 
 class _AliasedFrames:
     """Frames, and the locals that hold the same float or int as an earlier local (the C
-    pickler writes such a number twice): made one object again by ``alias_frames``."""
+    pickler writes such a number twice): made one object again by ``alias_frames``; and the
+    locals that hold one of the module's constants, made that constant again."""
 
-    __slots__ = ("frames", "aliases")
+    __slots__ = ("frames", "aliases", "constants")
 
-    def __init__(self, frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> None:
+    def __init__(
+        self,
+        frames: list[Any],
+        aliases: list[tuple[int, str, int, str]],
+        constants: list[tuple[int, str, str]] | None = None,
+    ) -> None:
         self.frames = frames
         self.aliases = aliases
+        self.constants = constants
 
     def __reduce__(self) -> Any:
+        if self.constants:
+            return (alias_frames, (self.frames, self.aliases, self.constants))
         return (alias_frames, (self.frames, self.aliases))
 
 
@@ -1178,18 +1188,33 @@ def _kind(t: type) -> str:
     return kind
 
 
-def alias_frames(frames: list[Any], aliases: list[tuple[int, str, int, str]]) -> list[Any]:
-    """The restored frames, each aliased local holding its earlier local's object again."""
+def alias_frames(
+    frames: list[Any],
+    aliases: list[tuple[int, str, int, str]],
+    constants: list[tuple[int, str, str]] = (),  # type: ignore[assignment]
+) -> list[Any]:
+    """The restored frames, each aliased local holding its earlier local's object again, and
+    each local that held one of the module's constants holding it again (``module_constant``)."""
     for fi, name, fj, other in aliases:
         frames[fi].__dict__[name] = frames[fj].__dict__[other]
+    for fi, name, ref in constants:
+        d = frames[fi].__dict__
+        d[name] = module_constant(ref, d[name])
     return frames
 
 
 _BY_NAME.add(alias_frames)
 
 
-def aliased(frames: list[Any], aliases: list[tuple[int, str, int, str]] | None) -> Any:
-    """What a checkpoint pickles for ``frames``: the frames, with their aliases if any."""
+def aliased(
+    frames: list[Any],
+    aliases: list[tuple[int, str, int, str]] | None,
+    constants: list[tuple[int, str, str]] | None = None,
+) -> Any:
+    """What a checkpoint pickles for ``frames``: the frames, with their aliases and the locals
+    holding the module's constants, if any."""
+    if constants:
+        return _AliasedFrames(frames, aliases or [], constants)
     return _AliasedFrames(frames, aliases) if aliases else frames
 
 
@@ -1401,16 +1426,26 @@ def dumps(
         # write those once.
         buf = io.BytesIO()
         buf.write(_REFS)
-        NumbersPickler(buf, data.shared_numbers).dump(obj)
+        NumbersPickler(buf, data.shared_numbers).dump(aliased(obj, None, data.find_constants()))
         return buf.getvalue()
     buf = io.BytesIO()
     p = _FirstPass(buf, spaces, data)
-    p.dump(aliased(obj, data.find_aliases()))
+    p.dump(aliased(obj, data.find_aliases(), data.find_constants()))
     payload = buf.getvalue()
     memo = p.memo.copy()
+    items = _items(memo, p)
+    if data.top_constants and data.held_elsewhere(items):
+        # A local's constant held by a container or an object too: written as it is, so that
+        # they still share it (``held_elsewhere`` left it out of the constants made again).
+        p.clear_memo()
+        buf = io.BytesIO()
+        p = _FirstPass(buf, spaces, data)
+        p.dump(aliased(obj, data.find_aliases(), data.find_constants()))
+        payload = buf.getvalue()
+        memo = p.memo.copy()
+        items = _items(memo, p)
     if p.objects:
         stale_keys(memo, data)
-    items = _items(memo, p)
     data.addresses = address_ints(items, memo, data)
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
     # object reached through module data, a module-level container or one reached through module
@@ -1468,7 +1503,7 @@ def _checkpoint_pickle(
 ) -> bytes:
     """``obj`` written by CheckpointPickler: once, or twice if it met floats or ints held more
     than once (other than by the locals the aliases make one again)."""
-    obj = aliased(obj, data.find_aliases())
+    obj = aliased(obj, data.find_aliases(), data.find_constants())
     buf = io.BytesIO()
     buf.write(_REFS)
     cp = CheckpointPickler(buf, spaces, data, owned=owned)
