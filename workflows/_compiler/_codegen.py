@@ -7,13 +7,13 @@ import ast
 import copy
 import dis
 import hashlib
-import math
 import sys
 import types
 from collections.abc import Callable
 from typing import Any, cast
 
 from ._code import CompiledCode
+from ._consts import const_key as _const_key
 from ._function import WorkflowFunction
 from ._lower import ROOT, Emitter, Lowered
 from ._scope import (
@@ -299,30 +299,6 @@ class Constants:
             out.append(m)
         return co.replace(co_consts=tuple(out)) if changed else co
 
-
-_BY_VALUE_CONSTS = frozenset({str, bytes, int, bool})
-
-
-def _const_key(c: Any) -> Any:
-    """What CPython's compiler merges equal constants by (``_PyCode_ConstantKey``); None for a
-    constant it keeps as it is (a NaN, a type it does not merge)."""
-    t = type(c)
-    if t in _BY_VALUE_CONSTS:
-        return (t, c)
-    if t is float:
-        if c != c:
-            return None
-        return (t, c, math.copysign(1.0, c))
-    if t is complex:
-        if c != c:
-            return None
-        return (t, c, math.copysign(1.0, c.real), math.copysign(1.0, c.imag))
-    if t is tuple or t is frozenset:
-        keys = [_const_key(x) for x in c]
-        if any(k is None for k in keys):
-            return None
-        return (t, tuple(keys) if t is tuple else frozenset(keys))
-    return None
 
 
 def _span(n: Any) -> tuple[int, int, int, int]:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .._registry import resolve
+from ._consts import const_key as _const_key
 
 _NONE: Any = object()  # a missing value
 
@@ -154,18 +155,6 @@ def frame_constants(f: Any) -> dict[int, tuple[str, Any]]:
 
 
 _NO_CONSTANTS: dict[int, tuple[str, Any]] = {}
-
-
-def _const_key(c: Any) -> Any:
-    global _CONST_KEY
-    if _CONST_KEY is None:
-        from ._codegen import _const_key as k
-
-        _CONST_KEY = k
-    return _CONST_KEY(c)
-
-
-_CONST_KEY: Any = None
 
 
 def _same_constant(a: Any, b: Any) -> bool:
