@@ -1428,22 +1428,19 @@ def dumps(
         buf.write(_REFS)
         NumbersPickler(buf, data.shared_numbers).dump(aliased(obj, None, data.find_constants()))
         return buf.getvalue()
-    buf = io.BytesIO()
-    p = _FirstPass(buf, spaces, data)
-    p.dump(aliased(obj, data.find_aliases(), data.find_constants()))
-    payload = buf.getvalue()
-    memo = p.memo.copy()
-    items = _items(memo, p)
+    def first_pass() -> tuple[_FirstPass, bytes, dict[int, Any], list[Any]]:
+        buf = io.BytesIO()
+        p = _FirstPass(buf, spaces, data)
+        p.dump(aliased(obj, data.find_aliases(), data.find_constants()))
+        memo = p.memo.copy()
+        return p, buf.getvalue(), memo, _items(memo, p)
+
+    p, payload, memo, items = first_pass()
     if data.top_constants and data.held_elsewhere(items):
         # A local's constant held by a container or an object too: written as it is, so that
         # they still share it (``held_elsewhere`` left it out of the constants made again).
         p.clear_memo()
-        buf = io.BytesIO()
-        p = _FirstPass(buf, spaces, data)
-        p.dump(aliased(obj, data.find_aliases(), data.find_constants()))
-        payload = buf.getvalue()
-        memo = p.memo.copy()
-        items = _items(memo, p)
+        p, payload, memo, items = first_pass()
     if p.objects:
         stale_keys(memo, data)
     data.addresses = address_ints(items, memo, data)
@@ -1463,7 +1460,7 @@ def dumps(
         # The first pass's memo lets go of what it wrote: an instance's __dict__ it holds
         # would look held apart from its instance (shared_dict) to the next pass.
         p.clear_memo()
-        memo = None
+        memo.clear()
         return _checkpoint_pickle(obj, spaces, data, p.owned)
     return payload
 
