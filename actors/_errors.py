@@ -112,6 +112,12 @@ class SystemClosed(ActorSystemError):
     ask_id: str | None = None
 
 
+class NothingPublished(TimeoutError, KeyError):
+    """``published(key, timeout=...)`` waited its timeout and the workflow published nothing
+    under ``key``: a ``TimeoutError`` (the wait ran out) that is also the ``KeyError`` a read
+    without a wait raises, so ``except KeyError`` catches "nothing published" either way."""
+
+
 class AskFailed(ActorSystemError):
     """The workflow answered an ask with ``reply(req, error=exc)``.
 

@@ -38,7 +38,7 @@ from workflows._errors import check_text
 from workflows._talk import Request
 
 from ._aio import read_late, read_wait, read_within
-from ._errors import AskFailed, SystemClosed, WorkflowNotRunning, check_timeout
+from ._errors import AskFailed, NothingPublished, SystemClosed, WorkflowNotRunning, check_timeout
 from ._info import waiting_text
 
 if TYPE_CHECKING:
@@ -384,7 +384,7 @@ def _not_published(
             f"workflow {workflow_id!r} has published nothing under {key!r} yet; pass timeout= "
             f"to wait for a first value"
         )
-    return TimeoutError(
+    return NothingPublished(
         f"workflow {workflow_id!r} published nothing under {key!r} within {timeout}s{note}"
     )
 

@@ -73,6 +73,23 @@ def test_published_with_a_timeout_waits_for_the_first_value_woken_by_the_commit(
         running.published("other", timeout=0.05)
 
 
+def test_nothing_published_within_the_timeout_is_a_key_error_too(system):
+    """``published(key, timeout=...)`` that waited in vain raises a TimeoutError that is also the
+    KeyError of "nothing was published" (SPEC §12), so one ``except KeyError`` handles both."""
+    ref = system.start(tf.progress, 1, id="p")
+    system.idle(T)
+    with pytest.raises(KeyError, match="published nothing under 'done' within 0.01s") as caught:
+        ref.published("done", timeout=0.01)
+    assert isinstance(caught.value, TimeoutError)
+    assert str(caught.value).startswith("workflow 'p' published nothing")  # not KeyError's quotes
+
+    async def main() -> None:
+        with pytest.raises(KeyError):
+            await ref.published_async("done", timeout=0.01)
+
+    asyncio.run(main())
+
+
 def test_published_values_outlive_passivation_and_the_end_and_a_restart(db, clock):
     """Published values are read from the store: while the workflow is passivated (no actor is loaded
     for it), after a restart, and after it finished."""
