@@ -94,6 +94,17 @@ class WorkflowInfoView:
     test_mode: bool = False
     scheduled_at: float | None = None  # the tick (epoch seconds) of a run a schedule started
 
+    # The names ``WorkflowInfo`` gives them too (``ref.info().id``, ``.type``).
+    @property
+    def id(self) -> str:
+        """The workflow's id (``workflow_id``)."""
+        return self.workflow_id
+
+    @property
+    def type(self) -> str:
+        """The workflow's type, ``module:qualname`` (``workflow_type``)."""
+        return self.workflow_type
+
 
 @dataclass
 class StepContext:

@@ -15,6 +15,7 @@ from workflows import (
     ProcedureFailed,
     WorkflowError,
     gather,
+    info,
     procedure,
     reducer,
     select,
@@ -270,3 +271,15 @@ def test_the_harness_cancel_runs_the_workflows_except_and_reports_cancelled() ->
     h = WorkflowHarness(auction)
     h.cancel("stop")
     assert isinstance(h.exception, Cancelled) and len(h.effects) == 1
+
+
+@workflow
+async def who_am_i() -> tuple[str, str, str, str, str | None]:
+    me = info()
+    return me.id, me.type, me.workflow_id, me.workflow_type, me.parent_id
+
+
+def test_info_in_a_workflow_names_its_id_and_type_as_workflow_info_does() -> None:
+    """``info()`` gives the id and type under ``WorkflowInfo``'s names too (``id``, ``type``)."""
+    h = WorkflowHarness(who_am_i, workflow_id="w-1", workflow_type="shop:order")
+    assert h.result() == ("w-1", "shop:order", "w-1", "shop:order", None)
