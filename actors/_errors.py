@@ -40,7 +40,7 @@ class ActorSystemError(Exception):
 class UnknownWorkflow(ActorSystemError, KeyError):
     """No workflow has this id in the database: it never existed, or it finished and was pruned.
 
-    ``pruned`` is how many finished workflows were ever pruned from the file (None: unknown), and
+    ``pruned`` is how many finished workflows were ever pruned from the database (None: unknown), and
     ``retention`` the system's retention in seconds (None: kept until pruned by hand).
     """
 
@@ -63,14 +63,14 @@ class UnknownWorkflow(ActorSystemError, KeyError):
                 f"{_utc(pruned_at)}, with its result and history"
             )
         elif pruned == 0:
-            msg += ": it never existed (no finished workflow was ever pruned from this file); check the id"
+            msg += ": it never existed (no finished workflow was ever pruned from this database); check the id"
         else:
             kept = (
                 f"this system keeps finished workflows for {span(retention)}"
                 if retention is not None
                 else "this system keeps finished workflows until pruned: retention=None"
             )
-            count = f"; {pruned:,} finished workflows pruned from this file so far" if pruned else ""
+            count = f"; {pruned:,} finished workflows pruned from this database so far" if pruned else ""
             msg += f": it never existed, or it finished and was pruned after its retention ({kept}{count})"
         msg += ". List them with `wf list` or system.workflows()"
         super().__init__(msg)

@@ -155,7 +155,7 @@ def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clo
         with pytest.raises(UnknownWorkflow) as never:
             system.get("nope")
         assert "'nope'" in str(never.value)
-        assert "it never existed (no finished workflow was ever pruned from this file)" in str(never.value)
+        assert "it never existed (no finished workflow was ever pruned from this database)" in str(never.value)
         ref = system.start(quick, 1, id="q")
         assert ref.result(timeout=T) == 1
         clock.advance(7 * 86400 + 1)  # the default retention: a week
