@@ -114,6 +114,23 @@ def run_id(schedule_id: str, tick: float) -> str:
     return f"{schedule_id}@{tick_text(tick)}"
 
 
+# The nicknames of cron (Vixie cron's, as crontab(5) lists them), which cronsim does not read.
+CRON_NICKNAMES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+def cron_fields(cron: str) -> str:
+    """``cron`` as the fields cronsim reads: a nickname (``@daily``) as the fields it stands for."""
+    return CRON_NICKNAMES.get(cron.strip().lower(), cron)
+
+
 class Timing:
     """When a schedule's ticks are: a cron expression in a time zone, or a period."""
 
@@ -126,7 +143,7 @@ class Timing:
 
         assert self.cron is not None
         start = dt.datetime.fromtimestamp(after, self.zone)
-        for when in CronSim(self.cron, start, reverse=reverse):
+        for when in CronSim(cron_fields(self.cron), start, reverse=reverse):
             yield when.timestamp()
 
     def after(self, t: float) -> float | None:
@@ -206,9 +223,14 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
         if not isinstance(cron, str):
             raise ValueError(f"{where}: cron= must be a string such as '0 2 * * *', got {cron!r}")
         try:
-            next(iter(CronSim(cron, dt.datetime.now(zone))))
+            next(iter(CronSim(cron_fields(cron), dt.datetime.now(zone))))
         except (CronSimError, StopIteration) as e:
             why = str(e) or "it matches no time"
+            if cron.strip().startswith("@"):
+                why = (
+                    f"the nicknames are {', '.join(CRON_NICKNAMES)} (a schedule has no @reboot: "
+                    f"start the workflow as the process starts; for a period, give every= seconds)"
+                )
             raise ValueError(
                 f"{where}: invalid cron expression {cron!r}: {why}. A cron expression has five "
                 f"fields, minute hour day-of-month month day-of-week (or six, with seconds first): "

@@ -501,3 +501,28 @@ def test_a_tick_whose_id_a_workflow_of_another_type_holds_is_skipped_saying_so(d
         assert run_id("job", START + 2 * HOUR) in runs(system, "job")
         assert system.schedules()[0].last_started == run_id("job", START + 2 * HOUR)
         assert foreign.status() == Status.RUNNING
+
+
+def test_cron_nicknames_tick_as_the_fields_they_stand_for(db: str) -> None:
+    """``cron="@daily"`` (and ``@hourly``, ``@weekly``, ``@monthly``, ``@yearly``, ``@annually``,
+    ``@midnight``, as crontab(5) has them) ticks as its five fields, in the schedule's zone;
+    ``@reboot`` is refused saying what to do instead."""
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        info = system.schedule("d", report, "d", cron="@daily", timezone="Europe/Paris")
+        assert info.cron == "@daily"  # listed as given
+        system.schedule("h", report, "h", cron="@HOURLY")
+        for name, fields in (("@weekly", "0 0 * * 0"), ("@monthly", "0 0 1 * *"),
+                             ("@yearly", "0 0 1 1 *"), ("@annually", "0 0 1 1 *"),
+                             ("@midnight", "0 0 * * *")):
+            nick = system.schedule("n", report, "n", cron=name).next_tick
+            assert nick == system.schedule("n", report, "n", cron=fields).next_tick, name
+        assert system.unschedule("n")
+        with pytest.raises(ValueError, match="'@reboot': the nicknames are @yearly.*every="):
+            system.schedule("r", report, "r", cron="@reboot")
+        for _ in range(48):
+            clock.advance(HOUR)
+            system.idle(T)
+        # Midnight in Paris is 23:00 UTC in January.
+        assert runs(system, "d") == expected("d", [START + 23 * HOUR, START + 47 * HOUR])
+        assert len(runs(system, "h")) == 48
