@@ -194,7 +194,9 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
             or not math.isfinite(every)
             or every <= 0
         ):
-            raise ValueError(f"{where}: every= must be a positive number of seconds, got {every!r}")
+            raise ValueError(
+                f"{where}: every= must be a positive number of seconds (or a timedelta), got {every!r}"
+            )
     if not isinstance(timezone, str):
         raise ValueError(
             f"{where}: timezone= must be a zone name such as 'Europe/Paris', got {timezone!r}"
@@ -292,7 +294,7 @@ class Schedules:
         wf: Any,
         args: tuple[Any, ...],
         cron: str | None,
-        every: float | None,
+        every: float | dt.timedelta | None,
         timezone: str,
         overlap: str,
         catchup: str,
@@ -313,6 +315,8 @@ class Schedules:
             raise ValueError(
                 f"schedule {schedule_id!r}: catchup= must be one of {', '.join(map(repr, CATCHUP))}, got {catchup!r}"
             )
+        if isinstance(every, dt.timedelta):  # as timer(after=) and procedure(timeout=) take it
+            every = every.total_seconds()
         when = timing(schedule_id, cron, every, timezone)
         try:
             wf.start(*args)  # bound as start() binds them: a wrong call fails here, not each tick

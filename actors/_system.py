@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
 from persistence import (
@@ -785,55 +786,55 @@ class ActorSystem:
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[], Any], /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[A1], Any], a1: A1, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[A1, A2], Any], a1: A1, a2: A2, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3], Any], a1: A1, a2: A2, a3: A3, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4], Any], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[..., Any], a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, /, *args: Any,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
 
     async def schedule_async(
         self, id: str, wf: WorkflowFunction[..., Any], /, *args: Any,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo:
         """``schedule`` for asyncio code, without blocking the loop (the same options)."""
@@ -960,55 +961,55 @@ class ActorSystem:
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[], Any], /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[A1], Any], a1: A1, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[A1, A2], Any], a1: A1, a2: A2, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3], Any], a1: A1, a2: A2, a3: A3, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4], Any], a1: A1, a2: A2, a3: A3, a4: A4, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[[A1, A2, A3, A4, A5, A6], Any], a1: A1, a2: A2, a3: A3, a4: A4, a5: A5, a6: A6, /, *,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
     @overload
     def schedule(
         self, id: str, wf: WorkflowFunction[..., Any], a1: Any, a2: Any, a3: Any, a4: Any, a5: Any, a6: Any, a7: Any, /, *args: Any,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo: ...
 
     def schedule(
         self, id: str, wf: WorkflowFunction[..., Any], /, *args: Any,
-        cron: str | None = None, every: float | None = None, timezone: str = "UTC",
+        cron: str | None = None, every: float | timedelta | None = None, timezone: str = "UTC",
         overlap: Overlap = "skip", catchup: Catchup = "latest",
     ) -> ScheduleInfo:
         """Start ``wf(*args)`` at each tick of ``cron`` (in ``timezone``) or every ``every``
@@ -1021,7 +1022,7 @@ class ActorSystem:
 
     def _schedule(
         self, id: str, wf: WorkflowFunction[..., Any], args: tuple[Any, ...], cron: str | None,
-        every: float | None, timezone: str, overlap: str, catchup: str,
+        every: float | timedelta | None, timezone: str, overlap: str, catchup: str,
     ) -> ScheduleInfo:
         self._check_open()
         return self._schedules.schedule(id, wf, args, cron, every, timezone, overlap, catchup)

@@ -526,3 +526,18 @@ def test_cron_nicknames_tick_as_the_fields_they_stand_for(db: str) -> None:
         # Midnight in Paris is 23:00 UTC in January.
         assert runs(system, "d") == expected("d", [START + 23 * HOUR, START + 47 * HOUR])
         assert len(runs(system, "h")) == 48
+
+
+def test_every_takes_a_timedelta_as_its_seconds(db: str) -> None:
+    """``every=timedelta(minutes=30)`` is ``every=1800``, as ``timer(after=)`` takes a timedelta:
+    the same timing (scheduled again with the seconds, it goes on where it was)."""
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        info = system.schedule("half", report, "h", every=dt.timedelta(minutes=30))
+        assert info.every == 1800.0 and info.next_tick == START + 1800
+        clock.advance(HOUR)
+        system.idle(T)
+        assert system.schedule("half", report, "h", every=1800).last_started == run_id("half", START + HOUR)
+        assert runs(system, "half") == expected("half", [START + 1800, START + HOUR])
+        with pytest.raises(ValueError, match=r"every= must be a positive number of seconds \(or a timedelta\)"):
+            system.schedule("neg", report, "n", every=dt.timedelta(seconds=-5))

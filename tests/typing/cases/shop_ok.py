@@ -113,6 +113,7 @@ def main() -> None:
         assert_type(system.get("p1"), WorkflowRef[Any])
         assert_type(system.start_many(pack, [(1,), (2, "bag")]), list[WorkflowRef[list[int]]])
         assert_type(system.schedule("tins", pack, 1, every=3600, catchup="none"), ScheduleInfo)
+        assert_type(system.schedule("half", pack, 1, every=datetime.timedelta(minutes=30)), ScheduleInfo)
         try:
             ref.result(timeout=5)
         except WorkflowFailed as e:
