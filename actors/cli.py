@@ -79,6 +79,15 @@ def _jsonable(v: Any) -> Any:
         return repr(v)
 
 
+def _detail_text(detail: str) -> str:
+    """A history event's fields, written one way whichever table kept them (a step's line moved
+    to the history table was written without spaces)."""
+    try:
+        return json.dumps(json.loads(detail))
+    except ValueError:
+        return detail
+
+
 def _record_or_fail(store: Store, wid: str, db: str) -> Any:
     rec = store.load_workflow(wid)
     if rec is None:
@@ -267,7 +276,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if history:
             print("history" + (f" (the newest {len(history)} events; --history N shows more)" if cut else ""))
             for h in history:
-                print(f"  {_ts(h.at)}  {h.event:<14} {h.detail}")
+                print(f"  {_ts(h.at)}  {h.event:<14} {_detail_text(h.detail)}")
         if steps_not_kept and not cut and args.history:
             print(
                 f"  (steps 1 to {steps_not_kept} are not kept: the system that ran it keeps the newest "

@@ -189,3 +189,23 @@ def test_history_is_paged_and_a_limit_keeps_the_newest_steps(db, clock, capsys):
     for bad in ("30", 2.5, True):
         with pytest.raises(TypeError, match="history_limit must be a positive int"):
             ActorSystem(db, history_limit=bad)
+
+
+def test_wf_show_writes_every_history_event_one_way(db, clock, capsys):
+    """``wf show`` prints each event's fields as the same JSON, whether its step is still described
+    by the workflow's row or was moved to the history table (written there without spaces)."""
+    from persistence import RECENT_STEPS
+
+    n = 3 * RECENT_STEPS
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.collect, n, id="c")
+        for i in range(n):
+            ref.signal("item", i)
+        ref.result(timeout=T)
+    assert main(["show", "c", "--db", db, "--history", str(n + 2)]) == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("\nhistory") + 1:].splitlines()[1:]
+    details = [line.split(None, 3)[3] for line in lines]
+    assert len(details) == n + 2
+    assert details[1] == '{"step": 2, "name": "item"}'
+    assert all(d == json.dumps(json.loads(d)) for d in details), details
