@@ -37,10 +37,11 @@ from ._commands import (
     Timer,
 )
 from ._compiler import checkpoint, step
-from ._context import Effect, StepContext
+from ._context import Effect, Reply, StepContext
 from ._errors import Cancelled, CheckpointError, ChildFailed, ProcedureFailed, WorkflowError
 from ._registry import check_findable, resolve
 from ._step import Raised, StepResult, Suspended
+from ._talk import Request
 
 __all__ = [
     "Arm",
@@ -235,6 +236,8 @@ class Decision:
     dropped: list[Arrival] = field(default_factory=list)
     losers: list[Arm] = field(default_factory=list)
     wait: Wait | None = None  # the wait after a decision that does not resume
+    # Requests a gather took, then failed before the workflow saw them: the step refuses them.
+    abandoned: list[Request] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -399,7 +402,15 @@ class WorkflowInstance:
                 send = value if wait.mode == "one" else Event(arm.name, value, arm.kind)
                 return self._resumed(wait, done, arrival, arm, taken, dropped, send=send, throw=error)
             if error is not None:  # a select's or a gather's arm failed: the others lose
-                return self._resumed(wait, done, arrival, arm, taken, dropped, throw=error)
+                decision = self._resumed(wait, done, arrival, arm, taken, dropped, throw=error)
+                # What the gather's arms took is dropped with it: an ask it took would never be
+                # answered (its asker waiting until the workflow ends), so the step refuses it.
+                got = {**wait.results, **results}
+                decision.abandoned = [
+                    got[a.index] for a in wait.arms
+                    if a.kind == REQUEST and isinstance(got.get(a.index), Request)
+                ]
+                return decision
             results[arm.index] = value
             if len(wait.results) + len(results) == len(wait.arms):
                 every = {**wait.results, **results}
@@ -438,6 +449,14 @@ class WorkflowInstance:
             return StepOutcome(decision, seq, Raised(decision.throw), losers=list(decision.losers), loser_reason=reason)
         ctx = StepContext(self.workflow_id, self.workflow_type, self.parent_id, now, self.test_mode,
                           scheduled_at=self.scheduled_at)
+        for req in decision.abandoned:
+            where = f"the gather at {self.wait.location}" if self.wait and self.wait.location else "a gather"
+            ctx.effects.append(Reply(req.id, req.name, None, WorkflowError(
+                f"request {req.name!r} (ask {req.id!r}) was taken by {where} in workflow "
+                f"{self.workflow_id!r}, which failed ({type(decision.throw).__name__}: "
+                f"{decision.throw}) before the workflow saw the request: nothing will answer it; "
+                f"ask again"
+            )))
         cont = self.continuation
         with ctx.active():
             result = self._stepper(cont, None if decision.first else decision.send, decision.throw)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 
 from workflows import (
+    ChildFailed,
     Event,
     Request,
+    gather,
     publish,
     reducer,
     reply,
@@ -15,6 +17,7 @@ from workflows import (
     select,
     send,
     signal,
+    spawn,
     workflow,
 )
 
@@ -177,5 +180,23 @@ async def opens_then_answers() -> str:
     await signal("open")
     req = await request("q")
     seen("opens_then_answers", req)
+    reply(req, f"answered {req.payload}")
+    return "done"
+
+
+@workflow
+async def fails_when_told() -> None:
+    await signal("fail")
+    raise ValueError("told to fail")
+
+
+@workflow
+async def gathers_an_ask_with_a_child() -> str:
+    """Gathers an ask ``q`` with a child that fails; then answers the next ask ``q``."""
+    try:
+        await gather(request("q"), spawn(fails_when_told, id="gathered-child"))
+    except ChildFailed:
+        pass
+    req = await request("q")
     reply(req, f"answered {req.payload}")
     return "done"

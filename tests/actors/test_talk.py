@@ -453,3 +453,29 @@ def test_an_ask_into_a_full_inbox_raises_inbox_full_as_a_signal_does(db, clock):
         assert ref.ask("q", 0, ask_id="a0", timeout=T) == "answered 0"
         assert ref.result(T) == "done"
         assert tf.SEEN["opens_then_answers"] == ["a0"]
+
+
+def test_an_ask_a_failed_gather_took_is_refused_not_left_unanswered(system):
+    """An ask taken by an arm of a ``gather`` that then fails (another arm raised) was never seen
+    by the workflow's code: it is refused with ``AskFailed`` saying so, at once, instead of
+    waiting unanswered until the workflow ends; the next ask is answered as usual."""
+    ref = system.start(tf.gathers_an_ask_with_a_child, id="g")
+    got: list[object] = []
+
+    def ask() -> None:
+        try:
+            got.append(ref.ask("q", 1, timeout=T, ask_id="first"))
+        except AskFailed as e:
+            got.append(e)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    _wait_until(lambda: "gather" in str(ref.history()[-1:]), "the gather took the ask")
+    system.get("gathered-child").signal("fail")
+    asker.join(T)
+    assert len(got) == 1 and isinstance(got[0], AskFailed), got
+    assert isinstance(got[0].error, WorkflowError)
+    assert "taken by the gather at" in str(got[0]) and "ChildFailed" in str(got[0])
+    assert "ask again" in str(got[0])
+    assert ref.ask("q", 2, timeout=T) == "answered 2"
+    assert ref.result(T) == "done"
