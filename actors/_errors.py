@@ -16,13 +16,20 @@ def span(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+class BadTimeoutType(TypeError, ValueError):
+    """A timeout that is not a number at all: a ``TypeError``, as Python raises for a wrong type,
+    and the ``ValueError`` of a bad timeout, which it has always been."""
+
+
 def check_timeout(timeout: float | None, what: str, *, nothing_sent: bool = False) -> None:
     """A timeout is seconds to wait, 0 or more, or None (no bound); else a ValueError naming
-    ``what`` (and saying that nothing was sent, for a call checked before it sends)."""
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
-    ):
-        raise ValueError(
+    ``what`` (and saying that nothing was sent, for a call checked before it sends), that is a
+    TypeError too when the timeout is no number."""
+    if timeout is None:
+        return
+    wrong_type = isinstance(timeout, bool) or not isinstance(timeout, int | float)
+    if wrong_type or not timeout >= 0:
+        raise (BadTimeoutType if wrong_type else ValueError)(
             f"{what}() timeout must be a number of seconds, 0 or more (or None: no bound), got "
             f"{timeout!r}" + ("; nothing was sent" if nothing_sent else "")
         )

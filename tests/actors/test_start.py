@@ -166,6 +166,21 @@ def test_a_bad_argument_to_a_call_is_refused_naming_it(system, call, error, matc
     assert [w.id for w in system.workflows()] == ["here"]
 
 
+@pytest.mark.parametrize("bad", ["1", True, [5], object()])
+def test_a_timeout_that_is_no_number_is_a_type_error_and_a_value_error(system, bad):
+    """A timeout of the wrong type is a ``TypeError``, as Python raises for a wrong type (and the
+    ``ValueError`` of a bad timeout it always was); a negative one is a ``ValueError`` only."""
+    ref = system.start(flows.waits_once, id="here")
+    for call in (lambda: ref.result(timeout=bad), lambda: system.idle(timeout=bad),
+                 lambda: ref.published("k", timeout=bad), lambda: ref.ask("q", timeout=bad)):
+        with pytest.raises(TypeError, match="timeout must be a number of seconds") as caught:
+            call()
+        assert isinstance(caught.value, ValueError)
+    with pytest.raises(ValueError) as negative:
+        ref.result(timeout=-1)
+    assert not isinstance(negative.value, TypeError)
+
+
 def test_a_generated_id_already_taken_is_drawn_again(system, monkeypatch):
     """A generated id that happens to exist is someone else's workflow: start() and start_many()
     draw another instead of returning a ref to it."""
