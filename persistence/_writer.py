@@ -186,6 +186,12 @@ class Writer:
         for template, params in self.dialect.together(statements):
             self.execute(template, params)
 
+    def write_with(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        """As ``write_after``, except that the statements may also go in the statement of the
+        checked writes ``expect`` holds (only under ``server_checks``), seeing the rows as they
+        were before it: they touch no row those writes touch nor any they insert."""
+        self.write_after(statements)
+
     def reducer_returned(self) -> None:
         """After a reducer returned: raise if it left the transaction unable to commit (on
         PostgreSQL, a statement's error that the reducer caught aborts the transaction)."""

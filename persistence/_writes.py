@@ -264,6 +264,23 @@ def _consume(
     return checks
 
 
+def _sparing(w: Writer, step: StepWrite, table: str, template: str) -> tuple[str, tuple[Any, ...]]:
+    """The delete ``template`` of the rows of ``step``'s workflow in ``table``, sparing those the
+    step consumes from it."""
+    column, kind, ids = _CONSUMED[table](step) if table in _CONSUMED else ("", "", ())
+    if not ids:
+        return template, (step.workflow_id,)
+    cond, params = w.dialect.any_of(column, list(ids), kind)
+    return f"{template} AND NOT ({cond})", (step.workflow_id, *params)
+
+
+_CONSUMED: dict[str, Callable[[StepWrite], tuple[str, str, Any]]] = {
+    "inbox": lambda step: ("seq", "bigint", step.consume_inbox),
+    "timers": lambda step: ("id", "bigint", step.consume_timers),
+    "procedures": lambda step: ("key", "text", step.consume_procedures),
+}
+
+
 def _delete_of(w: Writer, table: str, column: str, kind: str, ids: list[Any], wid: str | None) -> None:
     """Delete the rows of ``table`` whose ``column`` is one of ``ids`` (of workflow ``wid``)."""
     for start in range(0, len(ids), CONSUME_CHUNK):
@@ -449,8 +466,19 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         tables = ("timers", "procedures", "subscriptions", "inbox") if step.step_seq > 1 else (
             "subscriptions", "inbox"
         )
-        deletes = w.dialect.delete_of_workflow(("waits", *tables) if drop_waits else tables)
-        w.write_after([_talk.asks_ended(step), *((d, (wid,)) for d in deletes)])
+        tables = ("waits", *tables) if drop_waits else tables
+        deletes = w.dialect.delete_of_workflow(tables)
+        if w.server_checks and not step.new_timers and not step.new_procedures:
+            # In the statement of the step's checked writes (its guard, the rows it consumes):
+            # one statement fewer. All its parts see the rows as they were before it, so these
+            # deletes spare the rows the step consumes (else which of the two deletes takes a
+            # row, and so whether the consume's count holds, is the server's choice); the step
+            # inserts none of the rows they delete.
+            w.write_with([_talk.asks_ended(step), *(
+                _sparing(w, step, table, d) for table, d in zip(tables, deletes, strict=True)
+            )])
+        else:
+            w.write_after([_talk.asks_ended(step), *((d, (wid,)) for d in deletes)])
 
     sends = [
         (sig.workflow_id, sig.name, sig.kind,

@@ -334,6 +334,14 @@ class PgWriter(Writer):
             self._send_expects()
         self._held.extend(statements)
 
+    def write_with(self, statements: list[tuple[str, tuple[Any, ...]]]) -> None:
+        # Held as ``write_after``'s are, but without sending the checked writes held first: they
+        # go in the statement of those, if any.
+        if not self.server_checks:
+            super().write_with(statements)
+            return
+        self._held.extend(statements)
+
     def send_held(self) -> None:
         """Send the writes held (``expect``, ``add_rows``, ``write_after``): a write's own, before
         the next write's."""

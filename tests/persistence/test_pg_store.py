@@ -490,6 +490,39 @@ def test_a_step_sends_its_fence_and_checked_writes_as_one_statement(pg_store_url
         s.close()
 
 
+def test_a_step_that_ends_its_workflow_in_its_one_statement_takes_what_it_consumes_and_drops_the_rest(
+    pg_store_url: str,
+) -> None:
+    """The end of a workflow, sent with the step's checked writes, deletes every row the workflow
+    still held (timers, procedures, messages, subscriptions) and ends its pending asks, while the
+    rows the step consumes count as consumed (the step is not taken as stale)."""
+    from persistence import COMPLETED, NewProcedure, NewTimer
+
+    s = open_store(pg_store_url)
+    try:
+        s.create_workflow(new_wf("a"))
+        s.commit_step(step(s, "a", continuation=b"a1", subscribe=[("news", '"x"')],
+                           new_timers=[NewTimer("t0", 40.0), NewTimer("t1", 41.0)],
+                           new_procedures=[NewProcedure("a#1.0", "mod:f", b"x", 0.0),
+                                           NewProcedure("a#1.1", "mod:f", b"y", 0.0)]), timeout=30)
+        kept = s.append_inbox("a", SIGNAL, "in", b"1", at=1.0).seq
+        taken = s.append_inbox("a", SIGNAL, "in", b"2", at=1.0).seq
+        s.submit_ask("a", "q1", "question", b"?", at=1.0).result(timeout=30)
+        timer = next(t.id for t in s.timers("a") if t.name == "t1")
+        ended = step(s, "a", status=COMPLETED, result=b"r", consume_timers=[timer],
+                     consume_procedures=["a#1.1"], consume_inbox=[taken])
+        writes = [q for q in _statements_of(s, ended) if q not in ("BEGIN", "COMMIT")]
+        assert len(writes) == 1, writes
+        rec = s.load_workflow("a")
+        assert rec is not None and rec.status == COMPLETED and rec.step_seq == ended.step_seq
+        assert (s.timers("a"), s.procedures("a"), s.inbox("a"), s.subscriptions("a")) == ([], [], [], [])
+        ask = s.ask("a", "q1")
+        assert ask is not None and ask.status == "ended"
+        assert kept != taken
+    finally:
+        s.close()
+
+
 def test_the_lines_a_step_moves_out_of_its_row_go_as_one_insert_in_their_order(pg_store_url: str) -> None:
     """The steps a workflow's row no longer describes are inserted into the history table by one
     statement of several rows, in their order (their ``seq`` ascending as their times)."""
@@ -520,12 +553,12 @@ def test_only_a_plain_insert_of_values_takes_several_rows_at_once() -> None:
     assert _values_group("UPDATE s.t SET a = %s WHERE b = %s") is None
 
 
-def test_a_step_sends_its_new_rows_and_history_with_its_checked_writes_and_its_end_with_the_token(
+def test_a_step_sends_its_new_rows_history_and_end_with_its_checked_writes_and_the_token(
     pg_store_url: str,
 ) -> None:
-    """A step's new timers and history lines go in the statement of its checked writes; the
-    writes that end a workflow (its asks, the rows it held) go in one more, the commit token with
-    them: a step that arms a timer is one statement, one that ends the workflow two."""
+    """A step's new timers and history lines go in the statement of its checked writes, and so do
+    the writes that end a workflow (its asks, the rows it held), the commit token with them: a
+    step that arms a timer is one statement, one that ends the workflow too."""
     from persistence import COMPLETED, NewTimer
 
     s = open_store(pg_store_url)
@@ -545,9 +578,8 @@ def test_a_step_sends_its_new_rows_and_history_with_its_checked_writes_and_its_e
         assert (timer.name, timer.due_at) == ("t", 50.0)
         ended = writes_of(step(s, "a", status=COMPLETED, result=b"r", consume_timers=[timer.id],
                                history=[("completed", '{"result":"r"}')]))
-        assert len(ended) == 2, ended
-        assert ".history" in ended[0] and "af_commits" not in ended[0]
-        assert "DELETE FROM" in ended[1] and "af_commits" in ended[1]
+        assert len(ended) == 1, ended
+        assert ".history" in ended[0] and "af_commits" in ended[0] and ".asks" in ended[0]
         assert s.timers("a") == []
         assert [r.event for r in s.history("a") if r.seq is not None] == ["note", "completed"]
         rec = s.load_workflow("a")
