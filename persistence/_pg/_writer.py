@@ -259,6 +259,8 @@ class PgWriter(Writer):
         self._xid: int | None = None
         # COMMIT of the open transaction was sent: from then on its outcome is the server's.
         self._commit_sent = False
+        # BEGIN was sent in the open transaction (``_open_block``).
+        self._block = False
         # How batches whose COMMIT's outcome was unknown were settled: "committed" and
         # "aborted" (by the server's word), "unknown" (the server could not tell).
         self.outcomes: dict[str, int] = {"committed": 0, "aborted": 0, "unknown": 0}
@@ -411,6 +413,7 @@ class PgWriter(Writer):
         if self._expects or self._held:
             self._send_expects()
         if self._pipeline is not None:
+            self._open_block()  # else the server would commit what was sent at this sync
             self._flush_output()
             self._pipeline.sync()
             if self._xid is None and self._xid_cur is not None:
@@ -458,12 +461,25 @@ class PgWriter(Writer):
             self._pipeline = None
 
     def _begin(self) -> None:
+        # BEGIN is sent only before the transaction's first sync (``_open_block``): statements
+        # sent in a pipeline with none are one transaction already, which the pipeline's sync
+        # commits, so a batch of sealed writes needs neither BEGIN nor COMMIT.
         self._expects, self._expects_fence, self._held = [], None, []
         self._commit_sent = False
+        self._block = False
         self._token = None
         self._xid = None
         self._xid_cur = None
-        self.conn.execute("BEGIN", prepare=False)
+
+    def _open_block(self) -> None:
+        """Send BEGIN, once per transaction, before anything that would end it or needs a
+        transaction block: a sync (the server commits at a sync the statements sent before it
+        when no BEGIN came; reducers run after one), a savepoint. Sent after statements of the
+        transaction, BEGIN makes them part of its block: the server started the transaction
+        with the first of them."""
+        if not self._block:
+            self._block = True
+            self.conn.execute("BEGIN", prepare=False)
 
     def _commit(self) -> None:
         if self._expects or self._held:
@@ -473,6 +489,7 @@ class PgWriter(Writer):
             # that did failed): asked now, answered before COMMIT goes.
             self._xid_cur = self.conn.execute("SELECT txid_current()")
             self.sync()
+        self._open_block()
         self._commit_sent = True
         self.conn.execute("COMMIT", prepare=False)
 
@@ -489,7 +506,10 @@ class PgWriter(Writer):
         if self._tokens % TOKENS_KEPT == 0:  # this writer's older tokens: no longer asked for
             self.conn.execute(self._trim_tokens, (self.token_writer, self._tokens - TOKENS_KEPT))
         self._commit_sent = True
-        self.conn.execute("COMMIT", prepare=False)  # answered as the pipeline ends, with the rest
+        if self._block:
+            self.conn.execute("COMMIT", prepare=False)  # answered as the pipeline ends, with the rest
+        # Else nothing synced the statements yet: they are one transaction, which the pipeline's
+        # sync, as it ends, commits (or rolls back, if one of them failed).
 
     def _in_transaction(self) -> bool:
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
@@ -511,6 +531,7 @@ class PgWriter(Writer):
                 self.conn.execute("ROLLBACK", prepare=False)
 
     def _savepoint(self) -> None:
+        self._open_block()
         self.conn.execute("SAVEPOINT op", prepare=False)
 
     def _release_savepoint(self) -> None:

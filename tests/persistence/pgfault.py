@@ -5,9 +5,10 @@ It reads the frontend/backend protocol (v3) in both directions, message by messa
 connection it keeps the text of every statement sent since the last BEGIN (simple ``Q`` and
 extended ``P`` messages alike, so pipelined and plain transactions both; a prepared statement's
 text is remembered from its ``P`` and counted at each ``B`` that runs it). ``arm(mode, match)``
-makes the next COMMIT of a transaction that sent a statement containing ``match`` the fault; a
-write sent outside a transaction block (autocommit: it commits by itself at its Sync) that
-contains ``match`` is its own COMMIT:
+makes the next COMMIT of a transaction that sent a statement containing ``match`` the fault.
+Writes sent outside a transaction block are one transaction, which commits at the next Sync
+unless a BEGIN comes before it (it then joins them to its block): that Sync is their COMMIT (a
+simple ``Q`` query is its own):
 
 - ``before``: the COMMIT is never sent to the server (nor anything after it): the server rolls
   the transaction back. The client sees its connection closed.
@@ -197,6 +198,9 @@ class _Link:
         self.prepared: dict[bytes, str] = {}  # prepared statements by name
         # The statements of the open transaction block (None: none is open).
         self.txn: list[str] | None = None
+        # The writes sent outside a block since the last Sync: one transaction, which that Sync
+        # commits unless a BEGIN comes first.
+        self.implicit: list[str] = []
         # "after", "terminated": drop the server's answer to COMMIT and cut.
         self.waiting_commit: Mode | None = None
 
@@ -265,16 +269,19 @@ class _Link:
             elif kind == b"B":
                 name = message[5:].split(b"\0", 2)[1]
                 sql = self.prepared.get(name) if name else None
+            arm = None
+            if kind == b"S" and self.implicit:
+                writes, self.implicit = self.implicit, []
+                arm = self.proxy._take(writes)
             if sql is not None:
                 word = sql.strip().split(None, 1)[0].upper() if sql.strip() else ""
-                arm = None
                 if word in ("BEGIN", "START"):
-                    self.txn = [sql]
+                    self.txn, self.implicit = [*self.implicit, sql], []
                 elif word in ("COMMIT", "END"):
                     arm = self.proxy._take(self.txn) if self.txn is not None else None
                     self.txn = None
                 elif word == "ROLLBACK" and not sql.upper().strip().startswith("ROLLBACK TO"):
-                    self.txn = None
+                    self.txn, self.implicit = None, []
                 elif self.txn is not None:
                     self.txn.append(sql)
                 elif word not in (
@@ -288,10 +295,14 @@ class _Link:
                     "DISCARD",
                     "DEALLOCATE",
                 ):
-                    # Outside a transaction block a write commits by itself, at its Sync.
-                    arm = self.proxy._take([sql])
-                if arm is not None:
-                    return self._fault(arm.mode, out, message)
+                    # Outside a transaction block: committed at the next Sync (a simple query: by
+                    # itself).
+                    if kind == b"Q":
+                        arm = self.proxy._take([sql])
+                    else:
+                        self.implicit.append(sql)
+            if arm is not None:
+                return self._fault(arm.mode, out, message)
             out += message
             self.up = self.up[1 + length :]
         if out:
@@ -299,7 +310,8 @@ class _Link:
         return True
 
     def _fault(self, mode: Mode, out: bytes, commit: bytes) -> bool:
-        """Cut this connection at ``commit`` (the COMMIT message; ``out`` was before it)."""
+        """Cut this connection at ``commit`` (the COMMIT message, or the Sync that commits;
+        ``out`` was before it)."""
         if mode == "before":
             self.server.sendall(out)
             return False
@@ -309,7 +321,7 @@ class _Link:
         # The COMMIT and what follows it up to the pipeline's Sync (or all there is).
         rest = self.up[len(commit) :]
         tail = b""
-        while len(rest) >= 5:
+        while len(rest) >= 5 and commit[:1] != b"S":
             kind = rest[:1]
             (length,) = struct.unpack("!i", rest[1:5])
             if len(rest) < 1 + length:
@@ -363,12 +375,13 @@ class _Link:
 
 # -- a psycopg shim ---------------------------------------------------------------------------------
 class PipelineExitFault:
-    """Wraps a ``PgWriter``'s connections: once armed, the next pipeline that sent COMMIT is left
+    """Wraps a ``PgWriter``'s connections: once armed, the next pipeline that committed is left
     (on the server: committed) and then ``OperationalError: cannot exit pipeline mode while
     busy`` is raised, the connection left open (``close=False``) or closed."""
 
     def __init__(self, writer: PgWriter, *, close: bool) -> None:
         self.close = close
+        self.writer = writer
         self.left = 0
         self.fired = 0
         connect = writer._connect
@@ -406,7 +419,8 @@ class _ShimConn:
         self._commit = False
         with self._real.pipeline() as p:
             yield p
-        if self._commit and self._shim.take():
+        # Its COMMIT, or the sync that commits the statements of a transaction with no BEGIN.
+        if (self._commit or self._shim.writer._commit_sent) and self._shim.take():
             if self._shim.close:
                 self._real.close()
             raise psycopg.OperationalError("cannot exit pipeline mode while busy")

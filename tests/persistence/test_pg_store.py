@@ -523,6 +523,36 @@ def test_a_step_that_ends_its_workflow_in_its_one_statement_takes_what_it_consum
         s.close()
 
 
+def test_a_sealed_batch_sends_no_begin_nor_commit_and_one_that_syncs_begins_before_its_sync(
+    pg_store_url: str,
+) -> None:
+    """Statements sent in a pipeline with no sync between them are one transaction, which the
+    pipeline's sync commits: a batch of sealed steps sends neither BEGIN nor COMMIT. A batch
+    that syncs before its end (a signal to another workflow, whose delivery it reads) sends
+    BEGIN before that sync, making what it sent before part of its block, and COMMIT."""
+    from persistence import OutSignal
+
+    s = open_store(pg_store_url)
+    try:
+        s.create_workflow(new_wf("a"))
+        s.create_workflow(new_wf("b"))
+        sealed = _statements_of(s, step(s, "a", continuation=b"a1"))
+        assert "BEGIN" not in sent_words(sealed) and "COMMIT" not in sent_words(sealed), sealed
+        assert s.load_workflow("a").continuation == b"a1"
+        synced = _statements_of(s, step(s, "a", continuation=b"a2", signals=[OutSignal("b", "go", b"x")]))
+        words = sent_words(synced)
+        assert words.count("BEGIN") == 1 and words[-1] == "COMMIT", synced
+        assert words.index("BEGIN") > 0  # after the step's own statement, before the sync
+        assert s.load_workflow("a").continuation == b"a2"
+        assert [m.name for m in s.inbox("b")] == ["go"]
+    finally:
+        s.close()
+
+
+def sent_words(sent: list[str]) -> list[str]:
+    return [q.split(None, 1)[0].upper() for q in sent]
+
+
 def test_the_lines_a_step_moves_out_of_its_row_go_as_one_insert_in_their_order(pg_store_url: str) -> None:
     """The steps a workflow's row no longer describes are inserted into the history table by one
     statement of several rows, in their order (their ``seq`` ascending as their times)."""
