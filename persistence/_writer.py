@@ -72,7 +72,7 @@ class Deferred(Generic[T]):
     ``sealed``: ``finish()`` needs none of the answers, sends nothing and raises nothing (the
     server enforces the write's checks, ``server_checks``): its value is known before the
     statements are answered, and stays known if the answer to COMMIT is lost. A pipelined batch
-    of sealed writes sends its COMMIT with its statements: one round trip.
+    of sealed writes is committed by the sync that sends its statements: one round trip.
     """
 
     __slots__ = ("finish", "sealed")

@@ -12,8 +12,10 @@ What a server changes, all of it in the transaction protocol this class implemen
   made by the server (``expect``: the guarded UPDATE, the rows it consumes, its inserts, each
   touched as many rows as it must, or ``af_expect`` fails the transaction), so a batch of sealed
   writes (``Deferred.sealed``: steps that send nothing elsewhere; their timers' ids are drawn
-  ahead, ``timer_ids``) sends COMMIT
-  with its statements and waits once. A failed check fails the pass, and the careful pass, which
+  ahead, ``timer_ids``) sends its statements and one sync, and waits once; it sends neither
+  BEGIN nor COMMIT: statements sent in a pipeline with no sync between them are one transaction,
+  which the sync commits (BEGIN goes only before a sync that comes earlier, ``_open_block``, and
+  then COMMIT ends the block). A failed check fails the pass, and the careful pass, which
   checks on the client, tells whose write it was and why. Such a transaction inserts a commit
   token of the writer's choosing (``af_commits``): what says afterwards whether it committed, as
   its id, never answered, cannot.

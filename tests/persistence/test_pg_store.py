@@ -122,8 +122,8 @@ def test_the_writer_reconnects_after_losing_its_session(pg_store_url: str, pg_se
         with capture_logs() as logs:
             s.commit_step(step(s, "a", continuation=b"after"))
         assert _backend(s) != old
-        # A sealed step sends its COMMIT with its statements: the lost session shows once COMMIT
-        # went, so the writer also asks the server (its token is not there: aborted, run again).
+        # A sealed step is committed by the sync that sends its statements: the lost session
+        # shows once that went, so the writer also asks the server (its token is not there: aborted, run again).
         events = [e["event"] for e in logs]
         assert events[0] == "store_reconnected" and "lost" in logs[0]["cause"]
         assert events[1:] in ([], ["store_commit_answer_lost"]), events
