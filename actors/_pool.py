@@ -96,7 +96,11 @@ _AGAIN = 0  # still scheduled with messages left: it goes back on the run queue
 _DONE = 1  # no longer scheduled (its mailbox is empty, or it stopped)
 _PAUSED = 2  # still scheduled, waiting for a promise whose callback puts it back on the queue
 
-_current = threading.local()  # an engine thread's ``_Engine`` (``me``)
+class _Current(threading.local):
+    me: _Engine | None = None  # an engine thread's ``_Engine`` (a default: no failed lookup)
+
+
+_current = _Current()
 
 
 class Dispatcher:
@@ -205,7 +209,7 @@ class Dispatcher:
         """Around a wait inside a slice (a read from a server, a write committed by the writer's
         thread): the stepping role goes to another thread meanwhile, and comes back after. On any
         other thread, or one not stepping, nothing."""
-        me: _Engine | None = getattr(_current, "me", None)
+        me = _current.me
         if me is None or not me.stepping:
             return contextlib.nullcontext()
         return _Blocking(self, me)
@@ -216,7 +220,7 @@ class Dispatcher:
         staged now, on this thread (the stepping role given up meanwhile, as in ``blocking``),
         and the message goes on in the same slice, with no pause and no second slice. False
         (nothing done): the message pauses until the commit at the drain's end."""
-        me: _Engine | None = getattr(_current, "me", None)
+        me = _current.me
         if me is None or not me.stepping:
             return False
         with self._lock:
