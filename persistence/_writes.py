@@ -386,10 +386,12 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         w.add_rows(_sql.INSERT_TIMER_WITH_ID,
                    [(tid, wid, t.name, t.due_at) for tid, t in zip(drawn, step.new_timers, strict=True)])
         timer_curs = []
-    else:
+    elif step.new_timers:
         timer_curs = [
             w.insert_id(_sql.INSERT_TIMER, "id", (wid, t.name, t.due_at)) for t in step.new_timers
         ]
+    else:
+        timer_curs = []
     for proc in step.new_procedures:
         values = (proc.key, wid, proc.function, proc.args, proc.next_attempt_at, at)
         if w.server_checks:
@@ -415,7 +417,7 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         rows = [(wid, at, event, detail) for event, detail in (*(
             ("signal_dropped", json.dumps({"to": t, "name": n, "reason": str(why)}))
             for t, n, why in lost_here
-        ), *step.history)]
+        ), *step.history)] if lost_here or step.history else []
         if step.evicted is not None:  # the steps the row no longer describes: kept here
             rows[:0] = [(wid, *_history.split_line(line)) for line in step.evicted.split("\n")]
         if rows:
@@ -457,7 +459,8 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         if check_child is not None:
             checks.append(check_child)
 
-    _talk.step_writes(w, step)  # published values, replies
+    if step.published or step.replies:
+        _talk.step_writes(w, step)
     if ended:
         # A finished workflow takes nothing more: its asks left unanswered end, and what it still
         # held goes (its waits too, unless it had none), before its own outgoing messages (a
@@ -484,9 +487,9 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         (sig.workflow_id, sig.name, sig.kind,
          _deliver(w, sig.workflow_id, sig.kind, sig.name, sig.payload, at, limit))
         for sig in step.signals
-    ]
+    ] if step.signals else []
     casts = [(b.name, _send_broadcast(w, b.name, b.filter_key, b.payload, at, limit))
-             for b in step.broadcasts]
+             for b in step.broadcasts] if step.broadcasts else []
     if step.reducers:
         # Reducers read what the step wrote: check the step first (its guard above all), so a
         # stale step is reported as stale, not as whatever its reducer then made of it.
@@ -537,9 +540,10 @@ def apply_step(w: Writer, step: StepWrite, limit: int) -> Deferred[StepAck]:
         if not sealed:
             write_history(lost_here)
         return StepAck(
-            timer_ids=drawn if drawn is not None else [_first(c) for c in timer_curs],
-            delivered=delivered, created=[child.id for child in step.new_workflows], dropped=dropped,
-            broadcast_to=broadcast_to,
+            timer_ids=drawn if drawn is not None else [_first(c) for c in timer_curs] if timer_curs else [],
+            delivered=delivered,
+            created=[child.id for child in step.new_workflows] if step.new_workflows else [],
+            dropped=dropped, broadcast_to=broadcast_to,
         )
 
     return Deferred(finish, sealed=sealed)
