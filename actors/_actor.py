@@ -208,8 +208,10 @@ class Life(enum.Enum):
     ABSENT = "absent"  # loaded: the store has no workflow of this id
 
 
-_UNREAD = frozenset({Life.NEW, Life.STALE})
-_ENDED = frozenset({Life.FINISHED, Life.ABSENT})
+# (tuples: ``in`` finds a member by identity, where a set would call the Enum's __hash__, a
+# Python function, at every message)
+_UNREAD = (Life.NEW, Life.STALE)
+_ENDED = (Life.FINISHED, Life.ABSENT)
 
 
 class WorkflowActor(PooledActor):
@@ -666,7 +668,7 @@ class WorkflowActor(PooledActor):
             return
         direct = Arrival(SIGNAL, message.name, message.created_at, _DIRECT_ORDER, True, _Encoded(message.payload), None, 0, message)
         decision = self._decide(direct)
-        if decision is None or not any(a.token is message for a in decision.taken):
+        if decision is None or not _takes(decision, message):
             self._append_signal(message)
             if message.reply.exception() is None:
                 yield from self._pump()
@@ -808,12 +810,14 @@ class WorkflowActor(PooledActor):
             inst.progressed(decision)
             return
         outcome = inst.run(decision, now=sw.updated_at, child_id_taken=self._child_exists)
-        _writes.disarm(sw, outcome.losers, outcome.loser_reason)
-        try:
-            self._effects(sw, outcome)
-        except Exception as e:
-            outcome = StepOutcome(decision, outcome.step_seq, Raised(e), losers=outcome.losers,
-                                  loser_reason=outcome.loser_reason)
+        if outcome.losers:
+            _writes.disarm(sw, outcome.losers, outcome.loser_reason)
+        if outcome.effects:
+            try:
+                self._effects(sw, outcome)
+            except Exception as e:
+                outcome = StepOutcome(decision, outcome.step_seq, Raised(e), losers=outcome.losers,
+                                      loser_reason=outcome.loser_reason)
         if outcome.suspended:
             self._new_wait(sw, outcome)
             yield from self._suspend(sw, outcome)
@@ -893,7 +897,8 @@ class WorkflowActor(PooledActor):
             for arm, tid in zip(timer_arms, ack.timer_ids, strict=False):
                 arm.timer_id = tid
                 rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
-        seeds = {w.id: (w, c.continuation, c.checkpoint) for c, w in zip(outcome.children, sw.new_workflows, strict=True)}
+        seeds = {w.id: (w, c.continuation, c.checkpoint)
+                 for c, w in zip(outcome.children, sw.new_workflows, strict=True)} if outcome.children else None
         self.host.carry_out(self.id, sw, ack, rows, self.test_mode, seeds)
 
     def _end(self, sw: StepWrite, outcome: StepOutcome) -> Steps:
@@ -1064,8 +1069,16 @@ def _answer(reply: Promise[Any], value: Any) -> None:
 
 
 def _answer_on_commit(reply: Promise[Any], value: Any, committed: Promise[Any]) -> None:
-    if committed.exception() is None:
+    if committed.outcome()[1] is None:  # (a callback: its outcome is set)
         reply.answer(value)
+
+
+def _takes(decision: Decision, message: DirectSignal) -> bool:
+    """Whether the step ``decision`` resumes takes the signal ``message``."""
+    for a in decision.taken:
+        if a.token is message:
+            return True
+    return False
 
 
 def _signal_value(value: Any) -> Any:

@@ -223,7 +223,8 @@ class Runtime:
                     remote = True  # spread to another node's shard: its owner starts it
             if remote:
                 self.cluster.publish_wake()
-        self.wake(ack.delivered)
+        if ack.delivered:
+            self.wake(ack.delivered)
         for wid, why in ack.dropped:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
             # expected; an unknown target or a full inbox is a mistake worth a warning.
