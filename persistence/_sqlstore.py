@@ -192,7 +192,11 @@ class SqlStore(Store):
 
         ``here``: from an engine thread, staged until it flushes (``flush_staged``).
         """
-        return self._write(functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit), here=here)
+        write = functools.partial(_writes.apply_step, step=step, limit=self.inbox_limit)
+        writer = self._writer
+        if writer is None or self._closed:
+            return self._write(write, here=here)  # (raises why not)
+        return writer.submit(write, here=here)
 
     def flush_staged(self) -> None:
         if self._writer is not None:

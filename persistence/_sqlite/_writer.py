@@ -35,6 +35,10 @@ class _Answer:
         return rows
 
 
+# The context of a transaction on a connection no reader shares a lock with (one, reused).
+_NO_GATE = contextlib.nullcontext()
+
+
 class SqliteWriter(Writer):
     """The writer on a SQLite connection: ``BEGIN IMMEDIATE``, statements answered at once.
 
@@ -81,12 +85,18 @@ class SqliteWriter(Writer):
         return rows
 
     def _transaction(self) -> contextlib.AbstractContextManager[Any]:
-        return self._gate if self._gate is not None else contextlib.nullcontext()
+        return self._gate if self._gate is not None else _NO_GATE
 
     def gone(self) -> StorageIOError | None:
         """The error to raise if a file this writer watches was removed or replaced; else None."""
         for f, known in self._files.items():
-            if known is not None and _identity(f) != known:
+            if known is None:
+                continue
+            try:
+                st = os.stat(f)
+            except OSError:
+                st = None
+            if st is None or (st.st_dev, st.st_ino) != known:
                 return StorageIOError(
                     f"the database file {f} was removed or replaced (or its directory was) while "
                     f"this system ran; nothing more is written, since a write would go to a file "
