@@ -445,14 +445,12 @@ class PooledActor(pykka.Actor):
                 self._resume = resume
                 promise.add_done_callback(self._wake)
                 return _PAUSED
-            if handled == SLICE or stopped.is_set():
+            # Only this thread takes messages (put() appends under the lock), so it may look at
+            # the mailbox and pop with no lock; whether it is empty as the actor unschedules
+            # itself is looked at under the lock, below.
+            if not items or handled == SLICE or stopped.is_set():
                 break
-            # Only this thread takes messages (put() appends under the lock), so the pop needs
-            # no lock; whether the mailbox is empty as the actor unschedules itself does.
-            try:
-                envelope = items.popleft()
-            except IndexError:
-                break
+            envelope = items.popleft()
             handled += 1
             let_go()  # callers the last message answered: the next may take long
             self._handle_envelope(envelope)

@@ -50,8 +50,12 @@ def stored_forms(wait: Wait, *, fresh: bool = False) -> tuple[tuple[Any, ...], s
     ``fresh``: ``wait`` is as ``build_wait`` made it (and its location set). Such a wait on
     signals only is the same every time it is built at one await: its forms are built once.
     """
-    if fresh and not wait.results and not wait.cancelled and all(a.kind == "signal" for a in wait.arms):
-        key = (wait.mode, wait.location, *[(a.name, a.target) for a in wait.arms])
+    if fresh and not wait.results and not wait.cancelled:
+        key: tuple[Any, ...] = (wait.mode, wait.location)
+        for a in wait.arms:
+            if a.kind != "signal":
+                return _fields(wait), wait.describe(), wait.signal_names()
+            key += (a.name, a.target)
         forms = _STORED.get(key)
         if forms is None:
             if len(_STORED) >= _STORED_MAX:
