@@ -268,7 +268,11 @@ class WorkflowActor(PooledActor):
 
     # -- pykka hooks --------------------------------------------------------------------------
     def on_receive(self, message: Any) -> Any:
-        self._drive(self._handle(message), message, None, None)
+        if type(message) is DirectSignal and self.life is Life.RUNNING:
+            steps = self._signal(message)  # (what ``_handle`` comes to for it, one layer less)
+        else:
+            steps = self._handle(message)
+        self._drive(steps, message, None, None)
         return None
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
@@ -820,7 +824,8 @@ class WorkflowActor(PooledActor):
                                       loser_reason=outcome.loser_reason)
         if outcome.suspended:
             self._new_wait(sw, outcome)
-            yield from self._suspend(sw, outcome)
+            ack = yield from self._commit(sw)
+            self._suspended(sw, outcome, ack)
         else:
             yield from self._end(sw, outcome)
 
@@ -885,8 +890,9 @@ class WorkflowActor(PooledActor):
         sw.continuation = pack_step(outcome.checkpoint, packed)
         sw.fingerprint = self.instance.continuation.fingerprint if self.instance is not None else None
 
-    def _suspend(self, sw: StepWrite, outcome: StepOutcome) -> Steps:
-        ack = yield from self._commit(sw)
+    def _suspended(self, sw: StepWrite, outcome: StepOutcome, ack: StepAck) -> None:
+        """A suspending step has committed: the instance takes its new wait, and what the step
+        asked for is carried out."""
         inst = self.instance
         assert inst is not None and outcome.wait is not None and outcome.checkpoint is not None
         inst.committed(outcome)
