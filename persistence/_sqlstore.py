@@ -338,6 +338,22 @@ class SqlStore(Store):
         n: int = self._write_wait(lambda w: _tombstones.expire(w, float(before)))
         return n
 
+    def oldest_reply(self) -> float | None:
+        """When the earliest answered ask still kept was answered, or None (by index)."""
+        at: float | None = self._rows(_talk.oldest_reply_sql(self.dialect))[0][0]
+        return at
+
+    def expire_replies(self, before: float, limit: int = 1000) -> int:
+        """Delete up to ``limit`` answered asks answered at or before ``before`` (oldest first),
+        their replies with them, in one transaction; how many. A pending ask is never deleted.
+
+        Call it again until it returns fewer than ``limit``, as ``prune_finished``.
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"expire_replies() limit must be a positive int, got {limit!r}")
+        n: int = self._write_wait(lambda w: _talk.expire_replies(w, float(before), limit))
+        return n
+
     def tombstone_count(self) -> int:
         """How many pruned workflows' ids are kept taken (their tombstones)."""
         return int(self._rows(_tombstones.COUNT)[0][0])

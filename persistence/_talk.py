@@ -8,8 +8,11 @@
   answered once; the step that ends the workflow sets every ask still pending to ``ended``. An
   ask asked again with the same id finds the row and waits for (or returns) its reply.
 
-Both tables belong to their workflow (pruned with it). The writes here run inside the step's
-transaction (``step_writes``) or as a write of their own (``ask``).
+Both tables belong to their workflow (pruned with it). An answered ask's row is deleted sooner,
+while its workflow runs on, once the retention sweep finds it past its window (``expire_replies``,
+by the ``asks_answered`` index): a workflow that answers asks forever keeps the replies of a
+window, not every one it gave. A pending ask is never deleted but with its workflow. The writes
+here run inside the step's transaction (``step_writes``) or as a write of their own (``ask``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from persistence._types import RUNNING, Delivered, DropCause, Dropped, StepWrite
 from persistence._writer import Deferred
 
 if TYPE_CHECKING:
+    from persistence._sql import Dialect
     from persistence._writer import Writer
 
 REQUEST = "request"  # inbox kind of an ask; name = request name; payload = the pickled Request
@@ -49,6 +53,13 @@ ASK = f"SELECT {ASK_COLUMNS} FROM {{s}}.asks WHERE workflow_id = ? AND ask_id = 
 INSERT_ASK = (
     "INSERT INTO {s}.asks (workflow_id, ask_id, name, status, created_at) "
     "VALUES (?, ?, ?, 'pending', ?) ON CONFLICT (workflow_id, ask_id) DO NOTHING"
+)
+OLDEST_REPLY = "SELECT min(replied_at) FROM {s}.asks{hint} WHERE replied_at IS NOT NULL"
+# Answered asks (a pending one has no replied_at), oldest reply first, a batch at a time.
+EXPIRE_REPLIES = (
+    "DELETE FROM {s}.asks WHERE (workflow_id, ask_id) IN (SELECT workflow_id, ask_id "
+    "FROM {s}.asks{hint} WHERE replied_at IS NOT NULL AND replied_at <= ? AND status != 'pending' "
+    "ORDER BY replied_at LIMIT ?{lock})"
 )
 STATUS = "SELECT status FROM {s}.workflows WHERE id = ?"
 PUBLISHED_ONE = "SELECT value FROM {s}.published WHERE workflow_id = ? AND key = ?"
@@ -124,6 +135,23 @@ def asks_ended(step: StepWrite) -> tuple[str, tuple[Any, ...]]:
         }
     )
     return END_ASKS, (why, step.updated_at, wid)
+
+
+def oldest_reply_sql(dialect: Dialect) -> str:
+    """The query (a template) of when the earliest answered ask still kept was answered: the
+    first entry of the ``asks_answered`` index."""
+    return OLDEST_REPLY.replace("{hint}", dialect.indexed("asks_answered"))
+
+
+def expire_replies(w: Writer, before: float, limit: int) -> int:
+    """Delete up to ``limit`` answered asks answered at or before ``before``, oldest first; how
+    many. On PostgreSQL the rows are locked, skipping any another transaction holds."""
+    d = w.dialect
+    sql = EXPIRE_REPLIES.replace("{hint}", d.indexed("asks_answered")).replace(
+        "{lock}", " FOR UPDATE SKIP LOCKED" if d.skip_locked else ""
+    )
+    cur = w.execute(sql, (before, limit), wait=True)
+    return max(int(cur.rowcount), 0)
 
 
 # The requests a workflow's inbox holds, counted up to a bound (``InboxFull`` at ``inbox_limit``).

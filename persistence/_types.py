@@ -621,6 +621,15 @@ class RetentionStore(Protocol):
         """How many pruned workflows' ids are kept taken (their tombstones)."""
         raise NotImplementedError
 
+    def oldest_reply(self) -> float | None:
+        """When the earliest answered ask still kept was answered, or None."""
+        raise NotImplementedError
+
+    def expire_replies(self, before: float, limit: int = 1000) -> int:
+        """Delete up to ``limit`` answered asks answered at or before ``before``, oldest first,
+        in one transaction; how many. A pending ask is never deleted."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def oldest_finished(self) -> float | None:
         """When the earliest finished workflow still kept ended, or None."""

@@ -32,7 +32,7 @@ from persistence._pg._ddl import QUEUE, cluster_ddl
 from persistence._pg._errors import _message, connect_error, is_lost, translate_error
 from persistence._urls import display_url, unsplit
 
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)
@@ -250,10 +250,17 @@ def _v1(cur: psycopg.Cursor[Any], s: str) -> None:
         cur.execute(sql)
 
 
+def _v2(cur: psycopg.Cursor[Any], s: str) -> None:
+    """Version 2: the index of answered asks, oldest reply first, which the retention sweep
+    deletes past their window (``persistence/_talk.py``). An ask's row enters it once, with its
+    reply."""
+    cur.execute(f"CREATE INDEX asks_answered ON {s}.asks (replied_at) WHERE replied_at IS NOT NULL")
+
+
 # Version N is reached by running MIGRATIONS[N - 1]. To change the schema after a release, append
-# a function (``_v2``: the ALTER/CREATE statements from version 1 to 2) and raise
+# a function (``_v3``: the ALTER/CREATE statements from version 2 to 3) and raise
 # PG_SCHEMA_VERSION; never edit a released one (schemas made by it exist).
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1]
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 

@@ -31,7 +31,7 @@ from persistence._format import (
     dev_build_message,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 # What workflows say to the outside (``persistence/_talk.py``), and the ids pruned workflows
@@ -164,10 +164,20 @@ def _v1(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+# Answered asks only, oldest reply first: the retention sweep deletes those past their window
+# (``persistence/_talk.py``). An ask's row enters it once, with its reply.
+ASKS_ANSWERED = "CREATE INDEX asks_answered ON asks(replied_at) WHERE replied_at IS NOT NULL"
+
+
+def _v2(db: sqlite_utils.Database) -> None:
+    """Version 2: the index of answered asks, by when they were answered."""
+    db.execute(ASKS_ANSWERED)
+
+
 # Version N is reached by running MIGRATIONS[N - 1]. To change the schema after a release, append
-# a function (``_v2``: the ALTER/CREATE statements from version 1 to 2) and raise SCHEMA_VERSION;
+# a function (``_v3``: the ALTER/CREATE statements from version 2 to 3) and raise SCHEMA_VERSION;
 # never edit a released one (files made by it exist).
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

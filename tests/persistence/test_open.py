@@ -294,17 +294,56 @@ def test_development_build_file_is_refused_and_left_alone(db_path: str, version:
         assert s.create_workflow(new_wf("a"))
 
 
-def test_schema_has_one_version_and_marks_its_line(db_path: str) -> None:
-    """Version 1 is the whole schema; a new file carries the released line's mark, which is what
-    tells it from a development build's file of the same number."""
-    assert (SCHEMA_VERSION, len(MIGRATIONS)) == (1, 1)
+def test_schema_has_two_versions_and_marks_its_line(db_path: str) -> None:
+    """Version 1 is the first released schema and version 2 adds the index of answered asks; a
+    new file runs both and carries the released line's mark, which is what tells it from a
+    development build's file of the same number."""
+    assert (SCHEMA_VERSION, len(MIGRATIONS)) == (2, 2)
     open_store(db_path).close()
     conn = sqlite3.connect(db_path)
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert (meta["schema_line"], meta["schema_version"]) == ("release", "1")
+    assert (meta["schema_line"], meta["schema_version"]) == ("release", "2")
     columns = [r[1] for r in conn.execute("PRAGMA table_info(workflows)")]
     assert "restarts" not in columns and {"recent_steps", "finished_at"} <= set(columns)
     conn.close()
+
+
+def _indexes(path: str) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    finally:
+        conn.close()
+
+
+def test_a_file_of_version_1_is_migrated_to_version_2_by_its_owner(
+    db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file of version 1 (the first released schema) keeps its data and gets the index of
+    answered asks when an owner opens it; its answered asks can then be swept."""
+    from persistence._sqlite import _schema
+
+    with monkeypatch.context() as m:
+        m.setattr(_schema, "SCHEMA_VERSION", 1)
+        with open_store(db_path) as s:
+            s.create_workflow(new_wf("a"))
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    conn.close()
+    assert "asks_answered" not in _indexes(db_path)
+    with pytest.raises(PersistenceError, match="has schema version 1, older than this actorflow's 2"):
+        open_store(db_path, owner=False)
+    with open_store(db_path) as s:
+        assert s.load_workflow("a") is not None
+        assert (s.oldest_reply(), s.expire_replies(1e12)) == (None, 0)
+    assert "asks_answered" in _indexes(db_path)
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    conn.close()
+    assert meta["schema_version"] == "2" and "migrated_to_2_at" in meta
+    with open_store(db_path, owner=False) as r:
+        assert r.load_workflow("a") is not None
 
 
 def test_garbage_file(db_path: str) -> None:

@@ -57,9 +57,9 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op
         meta = dict(conn.execute(f"SELECT key, value FROM {schema}.meta").fetchall())
         assert meta["application_id"] == str(0x41465731)
-        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION) == "1"
+        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION) == "2"
         assert meta["schema_line"] == "release"
-        assert len(_schema.MIGRATIONS) == 1
+        assert len(_schema.MIGRATIONS) == 2
     finally:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
@@ -147,6 +147,41 @@ def test_a_meta_table_of_another_shape_is_another_applications(conn: psycopg.Con
     conn.execute("INSERT INTO meta VALUES ('application_id', 'someone-else')")
     with pytest.raises(ForeignDatabase):
         _schema.classify(conn, schema, "here")
+
+
+def _indexes(conn: psycopg.Connection[Any], schema: str) -> set[str]:
+    return {r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema,)
+    )}
+
+
+def test_a_schema_of_version_1_is_migrated_to_version_2_by_an_owner(
+    conn: psycopg.Connection[Any], pg_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema of version 1 (the first released one) keeps its data and gets the index of
+    answered asks when an owner opens it; its answered asks can then be swept."""
+    from persistence import open_store
+
+    from .conftest import new_wf
+
+    schema = schema_of(pg_store_url)
+    with monkeypatch.context() as m:
+        m.setattr(_schema, "PG_SCHEMA_VERSION", 1)
+        assert _schema.migrate(conn, schema, "here") == 0
+    assert _schema.classify(conn, schema, "here") == 1
+    assert "asks_answered" not in _indexes(conn, schema)
+    s = _schema.quote(schema)
+    conn.execute(f"INSERT INTO {s}.workflows (id, type, status, created_at, updated_at) "
+                 f"VALUES ('old', 'mod:wf', 'running', 1, 1)")
+    with pytest.raises(PersistenceError, match="schema version 1 in schema .*older than"):
+        open_store(pg_store_url, owner=False)
+    with open_store(pg_store_url) as store:
+        assert store.load_workflow("old") is not None
+        assert (store.oldest_reply(), store.expire_replies(1e12)) == (None, 0)
+        assert store.create_workflow(new_wf("new"))
+    assert "asks_answered" in _indexes(conn, schema)
+    meta = dict(conn.execute(f"SELECT key, value FROM {s}.meta").fetchall())
+    assert meta["schema_version"] == "2" and "migrated_to_2_at" in meta
 
 
 def test_a_newer_schema_version_is_refused(conn: psycopg.Connection[Any], pg_url: str) -> None:

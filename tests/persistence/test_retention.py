@@ -9,8 +9,12 @@ import pytest
 import sqlite_utils
 
 from persistence import (
+    ASK_ERROR,
+    ASK_OK,
+    ASK_PENDING,
     CHILD,
     SIGNAL,
+    AskReply,
     NewProcedure,
     NewTimer,
     OutSignal,
@@ -193,3 +197,30 @@ def test_prune_request_result_round_trip(db_path: str) -> None:
         assert reader.take_external_result(seq) is None
 
 
+
+
+def test_expire_replies_deletes_answered_asks_oldest_first_and_never_a_pending_one(store: SqliteStore) -> None:
+    """``expire_replies`` deletes answered asks (replied, refused, or ended with their workflow)
+    answered at or before the cutoff, the earliest first within its limit; a pending ask stays
+    whatever its age. ``oldest_reply`` is the earliest reply still kept."""
+    store.create_workflow(new_wf("run"))
+    store.create_workflow(new_wf("end"))
+    for wid, ask_id in [("run", f"a{i}") for i in range(5)] + [("run", "pending"), ("end", "e")]:
+        store.submit_ask(wid, ask_id, "q", dumps(None), at=1.0).result(30)
+    assert store.oldest_reply() is None
+    for i in range(5):  # a4 is answered first, a0 last
+        status = ASK_OK if i % 2 else ASK_ERROR
+        store.commit_step(step(store, "run", updated_at=20.0 - i, replies=[AskReply(f"a{i}", status, dumps(i))]))
+    _finish(store, "end", 12.0)  # its pending ask ends with it
+    assert store.oldest_reply() == 12.0
+    assert store.expire_replies(17.0, limit=2) == 2  # end's e (12) and a4 (16)
+    assert store.ask("end", "e") is None and store.ask("run", "a4") is None
+    assert store.expire_replies(17.0, limit=2) == 1  # a3 (17)
+    assert store.expire_replies(17.0, limit=2) == 0
+    assert store.oldest_reply() == 18.0
+    assert store.expire_replies(1e12) == 3
+    kept = store.ask("run", "pending")
+    assert kept is not None and kept.status == ASK_PENDING
+    assert store.oldest_reply() is None
+    with pytest.raises(ValueError, match="positive int"):
+        store.expire_replies(1.0, limit=0)
