@@ -6,6 +6,13 @@ running system, a short batch at a time, each batch one write among the steps of
 workflows (so none of them waits long). ``prune`` and the ``wf prune`` requests use the same
 batches.
 
+Answered asks: the row of an ask, with its reply, is what answers the same ``ask_id`` asked
+again (a caller that crashed and retries) without asking twice. It is kept ``id_retention``
+seconds after the reply (at least an hour, ``REPLY_MIN_KEEP``; None: for good), then deleted by
+the sweep in batches as finished workflows are, while its workflow runs on: a workflow answering
+asks forever keeps the replies of that window, not all it ever gave. An ask not answered yet is
+never deleted (but with its workflow); one asked again after its row went is a new ask.
+
 Children: a finished child is deleted by the same rule whether or not its parent still runs. Its
 outcome was written into its parent's inbox by the step that ended it, a row of the parent's that
 stays until the parent consumes it; nothing else of a running parent refers to a child's row. Once
@@ -38,6 +45,9 @@ MIN_BATCH, MAX_BATCH, FIRST_BATCH = 20, 2_000, 200
 PACE_MAX = 0.05
 # Tombstones past the id retention are deleted at most this often (seconds).
 EXPIRE_EVERY = 60.0
+# An answered ask's reply is kept at least this long (seconds), however short the id retention:
+# an asker waiting for it, or ``wf ask`` reading it back, finds it.
+REPLY_MIN_KEEP = 3600.0
 # After a failed batch (a storage fault), the next try waits this long (doubling up to the max).
 RETRY_FIRST, RETRY_MAX = 0.5, 30.0
 
@@ -84,6 +94,12 @@ class Retention:
         # sweep deletes older ones, at most once a minute.
         self.id_retention = id_retention
         self._next_expiry = 0.0
+        # Seconds an answered ask's reply is kept (None: for good), and when (on the clock) the
+        # index of answered asks is read again while none is due.
+        self.reply_retention = None if id_retention is None else max(id_retention, REPLY_MIN_KEEP)
+        self._next_replies = 0.0
+        self.reply_batch = FIRST_BATCH
+        self.expired_replies = 0  # by this system, since it started
         self.clock = clock
         self.retention = retention
         self._on_pruned = on_pruned
@@ -100,8 +116,24 @@ class Retention:
 
     # -- the sweep ----------------------------------------------------------------------------
     def due(self) -> bool:
-        """True if a finished workflow is past the retention, or a `wf prune` request is open."""
-        return bool(self._requests) or self._sweep_due()
+        """True if a finished workflow is past the retention, an answered ask past its window,
+        or a `wf prune` request is open."""
+        return bool(self._requests) or self._sweep_due() or self._replies_due()
+
+    def _replies_due(self) -> bool:
+        """Whether an answered ask is past its window: a read of the index's first entry, made
+        again no sooner than a minute later (or than the oldest comes due) while none is."""
+        if self.reply_retention is None:
+            return False
+        now = self.clock.now()
+        if now < self._next_replies:
+            return False
+        oldest = self.store.oldest_reply()
+        if oldest is not None and oldest <= now - self.reply_retention:
+            return True
+        later = now + EXPIRE_EVERY
+        self._next_replies = later if oldest is None else min(later, oldest + self.reply_retention)
+        return False
 
     def _sweep_due(self) -> bool:
         # A read of the index's first entry: no write transaction while nothing is due.
@@ -134,12 +166,14 @@ class Retention:
                     del self._requests[seq]  # after its answer is written: a fault retries it
                     self._log.info("prune_request_done", request=seq, pruned=total)
                 more = bool(self._requests)
-            elif not self._sweep_due():
-                self._expire_tombstones()
-                return False
-            else:
+            elif self._sweep_due():
                 assert self.retention is not None
                 n, more = self._batch(self.clock.now() - self.retention)
+            elif self._replies_due():
+                more = self._expire_replies()
+            else:
+                self._expire_tombstones()
+                return False
             if self._failures:
                 self._log.info("retention_resumed", failures=self._failures)
             self._retry_delay = RETRY_FIRST
@@ -166,6 +200,23 @@ class Retention:
         n = self.store.expire_tombstones(now - self.id_retention)
         if n:
             self._log.info("tombstones_expired", count=n, id_retention=self.id_retention)
+
+    def _expire_replies(self) -> bool:
+        """One transaction deleting answered asks past their window, oldest first (sized as the
+        prune's batches, on its own); True if it was full, so more may be due."""
+        assert self.reply_retention is not None
+        with self._lock:
+            size = self.reply_batch
+            t0 = time.perf_counter()
+            n = self.store.expire_replies(self.clock.now() - self.reply_retention, size)
+            took = self.last_took = time.perf_counter() - t0
+            if n == size:
+                if took < TARGET_BATCH_SECONDS / 2:
+                    self.reply_batch = min(MAX_BATCH, size * 2)
+                elif took > TARGET_BATCH_SECONDS * 2:
+                    self.reply_batch = max(MIN_BATCH, size // 2)
+            self.expired_replies += n
+        return n == size
 
     def request(self, seq: int, payload: str | None) -> None:
         """Take on the `wf prune` request ``seq`` (payload ``{"older_than": seconds}``), once.

@@ -16,7 +16,7 @@ from actors import ActorSystem, AskFailed, Status, WorkflowNotRunning
 from workflows import WorkflowError, WorkflowFailed
 
 from . import talk_flows as tf
-from .runtime_support import Inside, T, _wait_until
+from .runtime_support import Inside, T, _wait_until, reader
 
 
 @pytest.fixture(autouse=True)
@@ -479,3 +479,105 @@ def test_an_ask_a_failed_gather_took_is_refused_not_left_unanswered(system):
     assert "ask again" in str(got[0])
     assert ref.ask("q", 2, timeout=T) == "answered 2"
     assert ref.result(T) == "done"
+
+
+# -- how long an answered ask is kept -----------------------------------------------------------
+DAY = 86400.0
+
+
+def asks_of(db: str, workflow_id: str) -> dict[str, str]:
+    """The asks of ``workflow_id`` as stored (ask id -> status), read by a reader store."""
+    with reader(db) as store:
+        rows = store.read_table(
+            "SELECT ask_id, status FROM asks WHERE workflow_id = ? ORDER BY ask_id", (workflow_id,)
+        )
+    return {r["ask_id"]: r["status"] for r in rows}
+
+
+def test_an_answered_ask_is_kept_for_the_id_retention_then_swept_and_the_workflow_answers_on(db, clock):
+    """A workflow answering asks forever keeps the replies of a window, not every one: an answered
+    ask is kept ``id_retention`` seconds after its reply (asked again with its ask_id meanwhile, it
+    returns the stored reply and the workflow sees it once), then the sweep deletes it while the
+    workflow runs on and answers. An ask not answered yet is never deleted; an ask_id asked
+    again after its row went is a new ask. Before, every answered ask stayed as long as its
+    workflow ran."""
+    with ActorSystem(db, clock=clock, id_retention=DAY) as system:
+        ref = system.start(tf.account, 100, id="acct")
+        mute = system.start(tf.never_answers, id="mute")
+        system.idle(T)
+        with pytest.raises(TimeoutError):
+            mute.ask("q", ask_id="pending", timeout=0)
+        assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 90
+        clock.advance(DAY - 1)
+        system.idle(T)
+        assert asks_of(db, "acct") == {"w-1": "ok"}
+        assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 90  # its reply, not asked again
+        assert ref.ask("withdraw", 5, ask_id="w-2", timeout=T) == 85
+        assert tf.SEEN["account"] == ["w-1", "w-2"]
+
+        clock.advance(2)  # w-1 was answered a day and a second ago, w-2 a second ago
+        system.idle(T)
+        assert asks_of(db, "acct") == {"w-2": "ok"}
+        assert asks_of(db, "mute") == {"pending": "pending"}
+        assert ref.ask("balance", timeout=T) == 85  # it runs on and answers
+        assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 75  # a new ask now
+        assert tf.SEEN["account"] == ["w-1", "w-2", "w-1"]
+
+        clock.advance(30 * DAY)
+        system.idle(T)
+        assert asks_of(db, "acct") == {}
+        assert asks_of(db, "mute") == {"pending": "pending"}
+        assert ref.status() is Status.RUNNING and mute.status() is Status.RUNNING
+        mute.signal("stop")
+        assert mute.result(T) == "stopped"
+        with pytest.raises(WorkflowNotRunning):  # answered by its end, as before
+            mute.ask("q", ask_id="pending", timeout=T)
+
+
+def test_answered_asks_are_swept_in_batches_between_the_steps(db, clock):
+    """Many answered asks past their window go a bounded batch at a time, each its own short
+    transaction, and every one of them goes."""
+    with ActorSystem(db, clock=clock, id_retention=DAY) as system:
+        ref = system.start(tf.account, 1000, id="acct")
+        for i in range(25):
+            assert ref.ask("withdraw", 1, ask_id=f"w-{i:02}", timeout=T) == 999 - i
+        inside = Inside(system)
+        inside.retention.reply_batch = 4
+        batches: list[tuple[int, int]] = []
+        real = inside.store_method("expire_replies")
+
+        def counted(before: float, limit: int) -> int:
+            n = real(before, limit)
+            batches.append((n, limit))
+            return int(n)
+
+        inside.patch_store("expire_replies", counted)
+        clock.advance(DAY + 1)
+        system.idle(T)
+        assert asks_of(db, "acct") == {}
+        assert sum(n for n, _ in batches) == 25 and len(batches) > 2, batches
+        assert batches[0] == (4, 4) and all(n <= limit for n, limit in batches), batches
+        assert ref.ask("balance", timeout=T) == 975
+
+
+def test_a_reply_is_kept_an_hour_at_least_and_for_good_without_an_id_retention(db, clock):
+    """``id_retention=0`` (ids freed as they are pruned) still keeps a reply an hour, so that its
+    asker (or ``wf ask``) reads it; ``id_retention=None`` keeps every reply as long as its
+    workflow."""
+    with ActorSystem(db, clock=clock, id_retention=0) as system:
+        ref = system.start(tf.account, 100, id="acct")
+        assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 90
+        clock.advance(3599)
+        system.idle(T)
+        assert ref.ask("withdraw", 10, ask_id="w-1", timeout=T) == 90
+        clock.advance(2)
+        system.idle(T)
+        assert asks_of(db, "acct") == {}
+    with ActorSystem(db, clock=clock, id_retention=None) as system:
+        ref = system.get("acct")
+        assert ref.ask("withdraw", 10, ask_id="w-2", timeout=T) == 80
+        clock.advance(3650 * DAY)
+        system.idle(T)
+        assert asks_of(db, "acct") == {"w-2": "ok"}
+        assert ref.ask("withdraw", 10, ask_id="w-2", timeout=T) == 80
+    assert tf.SEEN["account"] == ["w-1", "w-2"]
