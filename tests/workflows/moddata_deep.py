@@ -8,3 +8,14 @@ DEEP: list = [{"n": 0}]
 
 def reset() -> None:
     DEEP[:] = [{"n": 0}]
+
+
+class Bag:
+    """A class of this module whose instances another module makes through ``make_bag``."""
+
+    def __init__(self) -> None:
+        self.items: list = []
+
+
+def make_bag() -> Bag:
+    return Bag()

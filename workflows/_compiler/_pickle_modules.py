@@ -386,8 +386,19 @@ def _function_holds_state(f: Any) -> bool:
 
 
 def _walked_type(t: type, modules: Any) -> bool:
-    """Instances of ``t`` have their attributes walked: a class of one of ``modules``."""
-    return t.__module__ in modules and not issubclass(t, _NOT_WALKED)
+    """Instances of ``t`` have their attributes walked: a class of one of ``modules`` or of
+    any other of the application's modules (``HOLD = Holder()`` with ``Holder`` imported, the
+    items of ``from game.data import MONSTERS``)."""
+    return (
+        (t.__module__ in modules or bool(t.__flags__ & HEAPTYPE) and _app_module(t.__module__))
+        and not issubclass(t, _NOT_WALKED)
+    )
+
+
+def _app_module(name: Any) -> bool:
+    """Whether ``name`` names a loaded module of the application (``user_module``)."""
+    m = sys.modules.get(name) if isinstance(name, str) else None
+    return m is not None and user_module(m)
 
 
 _CONTAINER_BASES = (dict, list, tuple, set, frozenset, collections.deque)
@@ -483,7 +494,7 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
             out.extend((("a", k), v) for k, v in d.items() if type(k) is str)
         return out
     if t is types.FunctionType:
-        if o.__module__ not in modules:
+        if o.__module__ not in modules and not _app_module(o.__module__):
             return None
         out = [(("d", j), v) for j, v in enumerate(o.__defaults__ or ())]
         out.extend((("w", k), v) for k, v in (o.__kwdefaults__ or {}).items())
@@ -495,7 +506,7 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
                 pass
         return out
     if isinstance(o, type):
-        if o.__module__ not in modules:
+        if o.__module__ not in modules and not _app_module(o.__module__):
             return None
         return [
             (("a", k), v)
