@@ -81,14 +81,17 @@ def test_for_loop_over_generator_names_the_loop():
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="itertools pickling is deprecated from 3.12")
 def test_itertools_iterator_is_refused_with_a_clear_message():
-    """An itertools object live at an await is refused (its pickling is deprecated) with a hint."""
+    """An itertools object live at an await is refused (its pickling is deprecated) with a hint,
+    given once."""
     wf = wf_of("""
     async def wf():
         c = itertools.count()
         await timer("t", 1)
     """)
-    with pytest.raises(CheckpointError, match=r"list\(\.\.\.\)"):
+    with pytest.raises(CheckpointError, match=r"list\(\.\.\.\)") as info:
         checkpoint(suspended(wf))
+    assert str(info.value).count("list(...)") == 1, str(info.value)
+    assert str(info.value).count("deprecated") == 1, str(info.value)
 
 
 def test_version_mismatch_names_both_fingerprints_and_comment_edits_keep_it():

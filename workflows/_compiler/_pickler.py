@@ -334,10 +334,8 @@ if _TypeAliasType is not None:
 if sys.version_info >= (3, 12):
     # Their pickling is deprecated (a DeprecationWarning at each) and removed in Python 3.14.
     def _refuse_itertools(it: Any) -> Any:
-        raise TypeError(
-            f"an itertools.{type(it).__name__} object cannot be checkpointed reliably: itertools "
-            "objects' pickling is deprecated and removed in Python 3.14; wrap it in list(...)"
-        )
+        # (the checkpoint's error adds why and what to write instead)
+        raise TypeError(f"cannot pickle 'itertools.{type(it).__name__}' object")
 
     for _t in vars(itertools).values():
         if isinstance(_t, type) and _t.__module__ == "itertools":
