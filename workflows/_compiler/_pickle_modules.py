@@ -641,6 +641,7 @@ class ModuleData:
     _containers: dict[int, str]
     _paths: dict[int, Ref] | None = None
     _functions: list[types.FunctionType] = []  # noqa: RUF012  (read only: the walk's, once walked)
+    _more: dict[int, list[Ref]] = {}  # noqa: RUF012  (read only: the walk's, once walked)
     active = False  # some namespace has data to walk
     truncated: list[str] | None = None  # the modules walked, if the walk stopped early
     # Set by the plain-locals check where the locals are plain but for floats or ints held more
@@ -799,7 +800,13 @@ class ModuleData:
             self._paths = w.index
             self.truncated = w.truncated
             self._functions = w.functions
+            self._more = w.more
         return self._paths
+
+    def more_paths(self, obj: Any) -> list[Ref]:
+        """The references of a function module data holds beyond the one ``path`` gives."""
+        self.paths()
+        return self._more.get(id(obj), [])
 
     def observers(self) -> list[Any]:
         """The functions module data holds that close over the frames being checkpointed (an
@@ -852,6 +859,7 @@ class ModuleData:
         dicts: list[dict[Any, Any]] = []
         functions: list[types.FunctionType] = []
         classes: list[type] = []
+        more: dict[int, list[Ref]] = {}
         seen: set[int] = set()
         queue: collections.deque[tuple[Any, tuple[str, str, str], tuple[tuple[str, Any], ...]]] = (
             collections.deque()
@@ -947,6 +955,8 @@ class ModuleData:
                     continue
                 i = id(v)
                 if i in seen:
+                    if tv is types.FunctionType and not behind and step[0] != "E":
+                        more.setdefault(i, []).append((*root, (*steps, step), _type_name(tv)))
                     continue
                 path = (*steps, step)
                 if behind or step[0] == "E":
@@ -960,7 +970,9 @@ class ModuleData:
                     queue.append((v, root, path))
         spaces = [n for _key, n in self._ns]
         others_ns = [namespace(vars(m)) for m in others.values()]
-        return _Walk(spaces, others_ns, index, truncated, checks, lists, dicts, functions, classes, instances)
+        return _Walk(
+            spaces, others_ns, index, truncated, checks, lists, dicts, functions, classes, instances, more
+        )
 
 
 class _Walk:
@@ -984,6 +996,7 @@ class _Walk:
         "sizes",
         "items",
         "instances",
+        "more",
     )
 
     def __init__(
@@ -998,8 +1011,12 @@ class _Walk:
         functions: list[types.FunctionType],
         classes: list[type],
         instances: list[Any],
+        more: dict[int, list[Ref]],
     ) -> None:
         self.spaces = spaces
+        # Per function module data holds at more than one place (an observer the workflow
+        # registered in two lists): its references beyond the one in ``index``.
+        self.more = more
         self.others = others
         self.index = index
         self.truncated = truncated

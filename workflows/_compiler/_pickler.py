@@ -975,7 +975,11 @@ class CheckpointPickler(_Pickler):
         if type(obj) is types.FunctionType and self._data.closes_over_own(obj):
             # A function the workflow made (its closure holds the workflow's frame) and put into
             # module data (an observer it registered): written by value, and put back there at
-            # the restore, so that the module calls the restored workflow's function.
+            # the restore, so that the module calls the restored workflow's function: at each
+            # place module data held it (registered in two lists, put back in both).
+            more = self._data.more_paths(obj)
+            if more:
+                return ("RR", (path, *more), obj)
             return ("R", *path, obj)
         if ordered(path[3]):
             # Found by its place in a list or a dict: in another process the module may have
@@ -1348,6 +1352,10 @@ class CheckpointUnpickler(pickle.Unpickler):
         if tag == "R":  # the workflow's own function, put back where module data held it
             rebind_ref(pid[1:-1], pid[-1])
             return pid[-1]
+        if tag == "RR":  # the same, held at several places of module data
+            for ref in pid[1]:
+                rebind_ref(ref, pid[2])
+            return pid[2]
         if tag == "p" or tag == "m":
             try:
                 return _resolve_ref(pid)
