@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import structlog
 
+from persistence import _promise, _writer
 from tests.pgserver import DURABLE, FAST, PgServer, PgUnavailable
 
 
@@ -25,6 +26,28 @@ def pytest_configure(config: Any) -> None:
         ],
         cache_logger_on_first_use=False,
     )
+
+
+@pytest.fixture(autouse=True)
+def _thread_left_as_found() -> Iterator[None]:
+    """No test leaves the thread the tests run on holding its wake-ups (``hold_wakeups``) or
+    staging its writes (``stage_on_this_thread``), as only an engine thread does: every later
+    test on that thread would then hand work to the engine without waking it (a ``deliver``
+    followed by ``idle()``, which lets nothing go, timed out). Put back, and the test fails."""
+    yield
+    held, staging = _promise._held.gates is not None, _writer._stager.on
+    if held:
+        _promise.let_go()
+        del _promise._held.gates
+    if staging:
+        del _writer._stager.on
+    if held or staging:
+        pytest.fail(
+            "this test left the thread the tests run on "
+            + ("holding its wake-ups (hold_wakeups)" if held else "staging its writes (stage_on_this_thread)")
+            + ", as only an engine thread does: do that on a thread of the test's own",
+            pytrace=False,
+        )
 
 
 def pg_unavailable(why: str) -> None:
