@@ -33,6 +33,10 @@ from persistence._pg._errors import _message, connect_error, is_lost, translate_
 from persistence._urls import display_url, unsplit
 
 PG_SCHEMA_VERSION = 2
+# The oldest version a reader (``owner=False``: ``wf list``, ``wf show``, the web view) reads as
+# it is: the migrations after it only add indexes, which no reader's query needs. A migration
+# that changes what a reader reads raises it to its own version.
+READABLE_FROM = 1
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
 MARK = str(APPLICATION_ID)

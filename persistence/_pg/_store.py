@@ -31,7 +31,7 @@ import psycopg_pool
 from persistence import _sql, _writes
 from persistence._errors import Fenced, PersistenceError
 from persistence._log import Log, SystemLog
-from persistence._pg import _appends
+from persistence._pg import _appends, _schema
 from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
 from persistence._pg._reducer_db import PgDatabase
@@ -146,7 +146,7 @@ class PgStore(SqlStore):
                     version = self._translated(lambda: classify(conn, self.schema, self.path), conn)
                 if version == 0:
                     raise not_initialised(self.schema, self.path)
-                if version < PG_SCHEMA_VERSION:
+                if version < _schema.READABLE_FROM:
                     raise PersistenceError(
                         f"{self.path} has actorflow schema version {version} in schema "
                         f"{self.schema!r}, older than this actorflow's {PG_SCHEMA_VERSION}; start "

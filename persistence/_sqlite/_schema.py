@@ -32,6 +32,10 @@ from persistence._format import (
 )
 
 SCHEMA_VERSION = 2
+# The oldest version a reader (``owner=False``: ``wf list``, ``wf show``, the web view) reads as
+# it is: the migrations after it only add indexes, which no reader's query needs. A migration
+# that changes what a reader reads raises it to its own version.
+READABLE_FROM = 1
 
 
 # What workflows say to the outside (``persistence/_talk.py``), and the ids pruned workflows

@@ -21,6 +21,7 @@ from persistence._errors import (
 from persistence._log import SystemLog
 from persistence._solo import SoloCluster
 from persistence._sql import SQLITE
+from persistence._sqlite import _schema
 from persistence._sqlite._ownership import OwnerLock, current_owner
 from persistence._sqlite._schema import (
     SCHEMA_VERSION,
@@ -258,7 +259,7 @@ class SqliteStore(SqlStore):
             version = classify(conn, self.path)
             if version == 0:
                 raise not_initialised(self.path)
-            if version < SCHEMA_VERSION:
+            if version < _schema.READABLE_FROM:
                 raise PersistenceError(
                     f"{self.path} has schema version {version}, older than this actorflow's "
                     f"{SCHEMA_VERSION}; start the system on it once (owner=True) to migrate it, "

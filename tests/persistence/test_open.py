@@ -320,7 +320,7 @@ def test_a_file_of_version_1_is_migrated_to_version_2_by_its_owner(
     db_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file of version 1 (the first released schema) keeps its data and gets the index of
-    answered asks when an owner opens it; its answered asks can then be swept."""
+    answered asks when an owner opens it (a reader reads it as it is); its answered asks can then be swept."""
     from persistence._sqlite import _schema
 
     with monkeypatch.context() as m:
@@ -331,8 +331,13 @@ def test_a_file_of_version_1_is_migrated_to_version_2_by_its_owner(
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     conn.close()
     assert "asks_answered" not in _indexes(db_path)
-    with pytest.raises(PersistenceError, match="has schema version 1, older than this actorflow's 2"):
-        open_store(db_path, owner=False)
+    with open_store(db_path, owner=False) as r:  # read as it is: version 2 only adds an index
+        assert r.load_workflow("a") is not None
+    assert "asks_answered" not in _indexes(db_path)
+    with monkeypatch.context() as m:  # a version a reader cannot read as it is: refused
+        m.setattr(_schema, "READABLE_FROM", 2)
+        with pytest.raises(PersistenceError, match="has schema version 1, older than this actorflow's 2"):
+            open_store(db_path, owner=False)
     with open_store(db_path) as s:
         assert s.load_workflow("a") is not None
         assert (s.oldest_reply(), s.expire_replies(1e12)) == (None, 0)

@@ -159,7 +159,7 @@ def test_a_schema_of_version_1_is_migrated_to_version_2_by_an_owner(
     conn: psycopg.Connection[Any], pg_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A schema of version 1 (the first released one) keeps its data and gets the index of
-    answered asks when an owner opens it; its answered asks can then be swept."""
+    answered asks when an owner opens it (a reader reads it as it is); its answered asks can then be swept."""
     from persistence import open_store
 
     from .conftest import new_wf
@@ -173,8 +173,13 @@ def test_a_schema_of_version_1_is_migrated_to_version_2_by_an_owner(
     s = _schema.quote(schema)
     conn.execute(f"INSERT INTO {s}.workflows (id, type, status, created_at, updated_at) "
                  f"VALUES ('old', 'mod:wf', 'running', 1, 1)")
-    with pytest.raises(PersistenceError, match="schema version 1 in schema .*older than"):
-        open_store(pg_store_url, owner=False)
+    with open_store(pg_store_url, owner=False) as reader:  # read as it is: v2 only adds an index
+        assert reader.load_workflow("old") is not None
+    assert _schema.classify(conn, schema, "here") == 1
+    with monkeypatch.context() as m:  # a version a reader cannot read as it is: refused
+        m.setattr(_schema, "READABLE_FROM", 2)
+        with pytest.raises(PersistenceError, match="schema version 1 in schema .*older than"):
+            open_store(pg_store_url, owner=False)
     with open_store(pg_store_url) as store:
         assert store.load_workflow("old") is not None
         assert (store.oldest_reply(), store.expire_replies(1e12)) == (None, 0)
