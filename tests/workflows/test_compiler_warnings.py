@@ -122,7 +122,7 @@ def test_global_write_warns_at_the_first_write():
     w = ws[0]
     assert (w.filename, w.lineno) == (filename, 5)
     msg = str(w.message)
-    assert "'COUNT'" in msg and "line 2" in msg and "not checkpointed" in msg
+    assert "'COUNT'" in msg and "line 2" in msg and "does not keep the global" in msg and "a workflow variable" in msg
 
 
 def test_every_kind_of_global_write_warns():

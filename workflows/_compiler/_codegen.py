@@ -16,6 +16,7 @@ from ._code import CompiledCode
 from ._consts import const_key as _const_key
 from ._function import WorkflowFunction
 from ._lower import ROOT, Emitter, Lowered
+from ._pickle_modules import workflow_writes
 from ._scope import (
     FRAME,
     RT,
@@ -101,6 +102,7 @@ def compile_function(
         code.describe_slot,
     )
     warn(fn, node, b, filename, key)
+    workflow_writes(fn.__globals__, b.globals & b.first.keys())
     wf = WorkflowFunction(fn, code, _binder(fn, node))
     wf._signal_scan = scan_signals(node)
     return wf

@@ -277,13 +277,38 @@ def _type_name(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+# Per module namespace (by id, with the namespace: its id is not reused while held here): the
+# globals a workflow of the module declares ``global`` and assigns (``workflow_writes``).
+_WRITTEN: dict[int, tuple[dict[str, Any], frozenset[str]]] = {}
+
+
+def workflow_writes(g: dict[str, Any], names: Any) -> None:
+    """Note that a workflow of module namespace ``g`` assigns its globals ``names``. What such a
+    global holds is the workflow's, not the module's: a checkpoint keeps it by value where a
+    local holds it (the global itself is not kept: a new process has its own), never as the
+    module's global, which in a new process is the value its import gave it."""
+    if not names:
+        return
+    held = _WRITTEN.get(id(g))
+    before = held[1] if held is not None and held[0] is g else frozenset()
+    now = before | frozenset(names)
+    if now != before:
+        _WRITTEN[id(g)] = (g, now)
+        _NAMESPACES.pop(id(g), None)  # indexed again without them
+        _WALKS.clear()
+
+
 class Namespace:
     """What a checkpoint looks up in one module namespace: per non-plain value, by id, its name;
     which of them are builtin containers (the C pickler writes those without asking
     reducer_override); the names of the values the path walk starts from (lists, dicts, tuples,
-    instances of the module's own classes); the other user modules it reaches."""
+    instances of the module's own classes); the other user modules it reaches. The globals a
+    workflow of the module assigns (``written``) are none of these: what they hold is the
+    workflow's."""
 
-    __slots__ = ("g", "module", "values", "names", "containers", "roots", "imports", "_refs")
+    __slots__ = (
+        "g", "module", "values", "names", "containers", "roots", "imports", "written", "_refs"
+    )
 
     def __init__(self, g: dict[str, Any]) -> None:
         self.g = g
@@ -295,8 +320,10 @@ class Namespace:
         self.roots: list[str] = []
         imports: dict[str, types.ModuleType] = {}
         module = self.module
+        held = _WRITTEN.get(id(g))
+        written = self.written = held[1] if held is not None and held[0] is g else frozenset()
         for name, v in items:
-            if name.startswith("__"):
+            if name.startswith("__") or name in written:
                 continue
             t = type(v)
             # A frozenset of several elements is never shared by accident, as an empty one is.
@@ -885,7 +912,7 @@ class ModuleData:
             mns = namespace(vars(m))
             walked.append(repr(mname))
             for name, v in mns.g.items():
-                if name.startswith("__"):
+                if name.startswith("__") or name in mns.written:
                     continue
                 tv = type(v)
                 if (tv in _PLAIN_TYPES and tv is not tuple) or isinstance(v, _BY_REFERENCE):

@@ -519,9 +519,11 @@ def compile_warnings(fn_node: ast.AsyncFunctionDef, b: Bindings) -> list[Problem
     for name in sorted(b.globals & b.first.keys(), key=lambda x: _pos(b.first[x])):
         out.append((b.first[name], (
             f"writing the module global {name!r} (declared global on line "
-            f"{declared[name].lineno}): module globals are not checkpointed, so after a restart "
-            "the workflow sees whatever value the new process has; keep the value in a "
-            "workflow variable, or record it with a reducer"
+            f"{declared[name].lineno}): a checkpoint does not keep the global, so after a "
+            f"restore in a new process {name!r} is whatever that process gave it (its import's "
+            "value), not what the workflow wrote; a workflow variable holding what was written "
+            "keeps it (by value: it stays the workflow's, not the module's), so keep the value "
+            "in a workflow variable and read it from there, or record it with a reducer"
         )))
     out.sort(key=lambda p: _pos(p[0]))
     return out
