@@ -57,3 +57,39 @@ def test_what_a_workflow_put_into_a_global_is_its_own_after_a_restore():
 
 def test_what_a_workflow_put_into_a_global_is_its_own_in_a_new_process():
     assert restarted(holds_what_it_put_into_globals) == WANT
+
+
+SCORES: dict[str, int] = {}
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", CompileWarning)
+
+    @workflow
+    async def holds_the_modules_object_of_a_global_it_assigns_later():
+        global SCORES
+        mine = SCORES  # the module's own, until the workflow assigns another
+        await timer("t", 1)
+        mine["ann"] = 1
+        seen = dict(SCORES)
+        SCORES = {"bob": 2}
+        return mine is not SCORES, seen
+
+
+def test_a_local_holding_the_modules_object_of_a_global_the_workflow_assigns_is_the_modules():
+    """Until the workflow assigns SCORES another object, the object it holds is the module's:
+    kept as the module's global, so a change through the local after a restore is the module's."""
+    want = (True, {"ann": 1})
+    imported = SCORES
+
+    def reset():
+        globals()["SCORES"] = imported
+        imported.clear()
+
+    try:
+        assert native(holds_the_modules_object_of_a_global_it_assigns_later) == want
+        reset()
+        h = WorkflowHarness(holds_the_modules_object_of_a_global_it_assigns_later, roundtrip=True)
+        h.fire_timer("t")
+        assert h.result() == want
+    finally:
+        reset()

@@ -278,24 +278,36 @@ def _type_name(t: type) -> str:
 
 
 # Per module namespace (by id, with the namespace: its id is not reused while held here): the
-# globals a workflow of the module declares ``global`` and assigns (``workflow_writes``).
-_WRITTEN: dict[int, tuple[dict[str, Any], frozenset[str]]] = {}
+# globals a workflow of the module declares ``global`` and assigns, each with the object it was
+# bound to when the workflow was compiled (``workflow_writes``).
+_WRITTEN: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
 def workflow_writes(g: dict[str, Any], names: Any) -> None:
-    """Note that a workflow of module namespace ``g`` assigns its globals ``names``. What such a
-    global holds is the workflow's, not the module's: a checkpoint keeps it by value where a
-    local holds it (the global itself is not kept: a new process has its own), never as the
-    module's global, which in a new process is the value its import gave it."""
+    """Note that a workflow of module namespace ``g`` assigns its globals ``names``. Once such a
+    global is bound to another object than the module's (the one it had when the workflow was
+    compiled, as an import makes it), what it holds is the workflow's, not the module's: a
+    checkpoint keeps it by value where a local holds it (the global itself is not kept: a new
+    process has its own), never as the module's global, which in a new process is the value its
+    import gave it."""
     if not names:
         return
     held = _WRITTEN.get(id(g))
-    before = held[1] if held is not None and held[0] is g else frozenset()
-    now = before | frozenset(names)
-    if now != before:
-        _WRITTEN[id(g)] = (g, now)
-        _NAMESPACES.pop(id(g), None)  # indexed again without them
-        _WALKS.clear()
+    if held is None or held[0] is not g:
+        held = _WRITTEN[id(g)] = (g, {})
+    for name in names:
+        held[1].setdefault(name, g.get(name, _NONE))
+    _NAMESPACES.pop(id(g), None)  # indexed again with them
+    _WALKS.clear()
+
+
+def _rebound(g: dict[str, Any]) -> frozenset[str]:
+    """The globals of ``g`` a workflow assigns that are bound to another object than the
+    module's (``workflow_writes``)."""
+    held = _WRITTEN.get(id(g))
+    if held is None or held[0] is not g:
+        return frozenset()
+    return frozenset(name for name, v in held[1].items() if g.get(name, _NONE) is not v)
 
 
 class Namespace:
@@ -303,8 +315,8 @@ class Namespace:
     which of them are builtin containers (the C pickler writes those without asking
     reducer_override); the names of the values the path walk starts from (lists, dicts, tuples,
     instances of the module's own classes); the other user modules it reaches. The globals a
-    workflow of the module assigns (``written``) are none of these: what they hold is the
-    workflow's."""
+    workflow of the module assigned another object (``written``) are none of these: what they
+    hold is the workflow's."""
 
     __slots__ = (
         "g", "module", "values", "names", "containers", "roots", "imports", "written", "_refs"
@@ -320,8 +332,7 @@ class Namespace:
         self.roots: list[str] = []
         imports: dict[str, types.ModuleType] = {}
         module = self.module
-        held = _WRITTEN.get(id(g))
-        written = self.written = held[1] if held is not None and held[0] is g else frozenset()
+        written = self.written = _rebound(g) if _WRITTEN else frozenset()
         for name, v in items:
             if name.startswith("__") or name in written:
                 continue
