@@ -667,6 +667,17 @@ class PgDatabase:
         )
         return [r[0] for r in cur.fetchall()]
 
+    def _creating(self, name: str) -> _Shape | None:
+        """Hold this transaction's lock on making table ``name``, then read its shape afresh.
+
+        Two transactions that both find no table and both create it (the first inserts of two
+        nodes, or of two batches) would have the second fail on PostgreSQL's catalog once the first
+        commits; with the lock, the second waits for the first and then finds its table."""
+        self.execute("SELECT pg_advisory_xact_lock(?, hashtext(current_schema() || '.' || ?))",
+                     [_CREATE_LOCK_CLASS, name])
+        self._shapes.pop(name, None)
+        return self._shape(name)
+
     def _shape(self, name: str) -> _Shape | None:
         if name in self._shapes:
             return self._shapes[name]
@@ -684,6 +695,9 @@ class PgDatabase:
 
 
 _INTEGER_TYPES = frozenset({"bigint", "integer", "smallint"})
+
+# The first key of the transaction locks that serialize the making of reducers' tables.
+_CREATE_LOCK_CLASS = 0x61660001
 
 
 _INT_TEXT = re.compile(r"\s*[+-]?\d+\s*\Z")
@@ -942,7 +956,7 @@ class PgTable:
         if missing_pk:
             raise ValueError(f"primary key columns {missing_pk!r} are not in columns {names!r}")
         quoted = quote_identifier(self.name)
-        if self.exists():
+        if self.db._creating(self.name) is not None:
             if if_not_exists or ignore:
                 return self
             if replace:
@@ -1051,7 +1065,7 @@ class PgTable:
             if not isinstance(r, dict):
                 raise TypeError(f"rows must be dicts of column -> value, got {type(r).__name__}")
         pks = _pk_tuple(pk)
-        shape = self.db._shape(self.name)
+        shape = self.db._shape(self.name) or self.db._creating(self.name)
         if upsert and not pks:
             pks = shape.pks if shape is not None else ()
             if not pks:

@@ -312,6 +312,57 @@ def test_a_rolled_back_table_is_forgotten(pg_url: str) -> None:
         close()
 
 
+@pytest.mark.parametrize("make", ["insert", "create"])
+def test_two_transactions_making_one_table_at_once_both_commit(pg_url: str, make: str) -> None:
+    """The first inserts of two nodes (or two batches) into a table nobody has made yet: the
+    second waits for the first's table and writes into it, instead of failing on PostgreSQL's
+    catalog (a unique violation of pg_type) once the first commits."""
+    import threading
+    import time
+
+    import psycopg
+
+    def write(database: Any) -> None:
+        if make == "create":
+            database["t"].create({"id": int, "who": str}, pk="id", if_not_exists=True)
+            database["t"].insert({"who": "x"})
+        else:
+            database["t"].insert({"who": "x"})
+
+    first, close_first = _postgres(pg_url)
+    second, close_second = _postgres(pg_url)
+    errors: list[BaseException] = []
+
+    def second_writes() -> None:
+        try:
+            write(second)
+            second.conn.commit()
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread
+            errors.append(e)
+
+    try:
+        write(first)
+        thread = threading.Thread(target=second_writes)
+        thread.start()
+        with psycopg.connect(pg_url, autocommit=True) as watch:
+            deadline = time.monotonic() + 10
+            while not watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            ).fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the second transaction never waited"
+                time.sleep(0.01)
+        first.conn.commit()
+        thread.join(10)
+        assert not thread.is_alive()
+        assert errors == []
+        with psycopg.connect(pg_url) as check:
+            assert check.execute("SELECT who FROM t").fetchall() == [("x",), ("x",)]
+    finally:
+        close_first()
+        close_second()
+
+
 def test_a_fraction_for_a_column_made_from_an_int_is_kept_or_refused_never_rounded(db: Any) -> None:
     """A column made from an int is an INTEGER column: SQLite keeps 12.75 in it as it is,
     PostgreSQL (bigint) would round it to 13, so there it is refused, naming the column; a
