@@ -985,6 +985,10 @@ class PgTable:
         shape = self.db._shape(self.name)
         assert shape is not None
         wanted = suggest_column_types([dict(r) for r in records])
+        if any(column not in shape.columns for column in wanted):
+            # Under the making lock, read afresh: another transaction may be adding them now.
+            shape = self.db._creating(self.name)
+            assert shape is not None
         for column, kind in wanted.items():
             if column not in shape.columns:
                 self.db.execute(

@@ -312,11 +312,12 @@ def test_a_rolled_back_table_is_forgotten(pg_url: str) -> None:
         close()
 
 
-@pytest.mark.parametrize("make", ["insert", "create"])
+@pytest.mark.parametrize("make", ["insert", "create", "alter"])
 def test_two_transactions_making_one_table_at_once_both_commit(pg_url: str, make: str) -> None:
     """The first inserts of two nodes (or two batches) into a table nobody has made yet: the
     second waits for the first's table and writes into it, instead of failing on PostgreSQL's
-    catalog (a unique violation of pg_type) once the first commits."""
+    catalog (a unique violation of pg_type) once the first commits. The same for a column that
+    two ``insert(..., alter=True)`` add at once."""
     import threading
     import time
 
@@ -326,6 +327,8 @@ def test_two_transactions_making_one_table_at_once_both_commit(pg_url: str, make
         if make == "create":
             database["t"].create({"id": int, "who": str}, pk="id", if_not_exists=True)
             database["t"].insert({"who": "x"})
+        elif make == "alter":
+            database["t"].insert({"who": "x", "new": 1}, alter=True)
         else:
             database["t"].insert({"who": "x"})
 
@@ -340,6 +343,9 @@ def test_two_transactions_making_one_table_at_once_both_commit(pg_url: str, make
         except BaseException as e:  # noqa: BLE001 - handed to the test's thread
             errors.append(e)
 
+    if make == "alter":
+        with psycopg.connect(pg_url) as setup:
+            setup.execute('CREATE TABLE t (who text)')
     try:
         write(first)
         thread = threading.Thread(target=second_writes)
