@@ -4,7 +4,9 @@ reading a workflow's signal names from its source. Both import it; it imports ne
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -117,13 +119,42 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-def _signal_names_of(key: str) -> frozenset[str] | None:
+_AT_FILE = re.compile(r"(.+?\.py):\d+(?:\s|$)")
+
+
+def wait_location(waiting_on: str | None) -> str | None:
+    """Where a workflow's stored wait is (``auction.py:15 await ...``), or None."""
+    try:
+        at = json.loads(waiting_on).get("at") if waiting_on else None
+    except (ValueError, AttributeError):
+        return None
+    return at if isinstance(at, str) else None
+
+
+def _script_file(at: str | None) -> Path | None:
+    """The script a workflow stored under ``__main__`` comes from: the file its wait is ``at``
+    (``auction.py:15 await ...``), found as a module's file is."""
+    match = _AT_FILE.match(at) if at else None
+    if match is None:
+        return None
+    name = Path(match.group(1))
+    if name.is_absolute():
+        return name if name.is_file() else None
+    for base in (os.getcwd(), *sys.path):
+        candidate = Path(base or ".") / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _signal_names_of(key: str, at: str | None = None) -> frozenset[str] | None:
     """The signal names the workflow stored as ``key`` awaits, read from its module's source file:
-    wf runs none of the application's code. None when the file cannot be found or does not tell."""
+    wf runs none of the application's code. None when the file cannot be found or does not tell.
+    A workflow of a script (``__main__:name``) is read from the file its wait is ``at``."""
     module, _, qualname = key.partition(":")
     if not module or not qualname or "." in qualname:
         return None
-    path = _module_file(module)
+    path = _script_file(at) if module == "__main__" else _module_file(module)
     if path is None:
         return None
     try:

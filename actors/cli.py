@@ -47,6 +47,7 @@ from ._cli_shared import (
     check_request,
     owner_of,
     type_names,
+    wait_location,
     why_missing,
 )
 from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
@@ -311,7 +312,7 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
 def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
     """Warn on stderr when the workflow's code never awaits a signal (or request) ``name``
     (SPEC: the compiler knows every literal signal and request name). It is queued all the same."""
-    names = _signal_names_of(rec.type)
+    names = _signal_names_of(rec.type, wait_location(rec.waiting_on))
     if names is None or name in names:
         return
     awaited = ", ".join(repr(n) for n in sorted(names)) or "none"

@@ -249,7 +249,7 @@ class UI:
                         "text": f"refused: the payload is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
                                 f'e.g. {{"amount": 100}}, [1, 2], "text" or empty for null'}
             payload: str | None = json.dumps(value)
-            names = cli._signal_names_of(rec.type)
+            names = cli._signal_names_of(rec.type, cli.wait_location(rec.waiting_on))
             if names is not None and name not in names:
                 awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
                 note = (f" Note: the code of {rec.type} never awaits a signal named {name!r} (it awaits "
@@ -344,7 +344,7 @@ def create_app(store: Store, db: str, *, read_only: bool = False,
         if page is None:
             why = await in_thread(cli.why_missing, ui.store, wid)
             return ui.error(404, "No such workflow", f"no workflow with id {wid!r} in {ui.shown_db}: {why}.")
-        names = await in_thread(cli._signal_names_of, page["type"])
+        names = await in_thread(cli._signal_names_of, page["type"], page["location"])
         return ui.page("workflow.html", w=page, now=page["now"],
                        outcome=ui.outcome(request.query_params.get("outcome")),
                        signal_names=sorted(names or ()))

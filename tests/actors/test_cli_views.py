@@ -182,6 +182,38 @@ def test_signal_of_a_name_the_code_never_awaits_warns_naming_those_it_does(db, c
     assert code == 0 and err == ""
 
 
+def test_signal_to_a_workflow_of_a_script_warns_of_a_name_it_never_awaits(tmp_path, monkeypatch, capsys):
+    """A workflow defined in the script that runs it is stored as ``__main__:name``, which no
+    import finds: wf reads the names it awaits from the file its wait is at, as for a module."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "game.py"
+    script.write_text(textwrap.dedent("""
+        import warnings
+        from actors import ActorSystem
+        from workflows import workflow, signal, select
+        warnings.simplefilter("ignore")
+
+        @workflow
+        async def duel(n):
+            return await select(signal("hit"), signal("yield"))
+
+        with ActorSystem("game.db") as system:
+            system.start(duel, 1, id="duel-1")
+            system.idle(timeout=30)
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, check=True, timeout=120)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = wf(capsys, "signal", "duel-1", "hti", "{}", "--db", "game.db")
+    assert code == 0 and out.startswith("queued signal")
+    assert "never awaits a signal named 'hti'; the signals it awaits: 'hit', 'yield'" in err
+    code, out, err = wf(capsys, "signal", "duel-1", "hit", "{}", "--db", "game.db")
+    assert code == 0 and err == ""
+
+
 def test_a_signal_from_wf_of_a_name_the_code_never_awaits_is_logged_by_the_owner(db, capsys):
     """wf may run where the application's code does not import (it cannot tell a misspelled
     name then): the system that carries the signal out, which has the code, logs it."""
