@@ -125,6 +125,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             + ("" if args.type or args.status else ", --type/--status filter them")
         )
         if args.json:
+            # The fields of ``WorkflowInfo`` (``published`` is in ``wf show``), as ``wf show`` writes them.
             out = [
                 {
                     "id": r.id,
@@ -134,8 +135,11 @@ def cmd_list(args: argparse.Namespace) -> int:
                     "waiting_on": json.loads(r.waiting_on) if r.waiting_on and r.status == "running" else None,
                     "created_at": r.created_at,
                     "updated_at": r.updated_at,
+                    "result": _jsonable(info.result),
+                    "error": info.error,
+                    "test_mode": r.test_mode,
                 }
-                for r in recs
+                for r, info in ((r, info_from_record(r)) for r in recs)
             ]
             print(json.dumps(out, indent=2))
             if more > 0:

@@ -13,6 +13,7 @@ import pytest
 from actors import ActorSystem, Status
 from actors.cli import main
 from actors.testing import VirtualClock
+from workflows import WorkflowFailed
 
 from . import flows
 from .runtime_support import Inside, reader
@@ -53,6 +54,7 @@ def test_list_and_show_while_the_owner_runs(db, capsys):
         code, out, _ = wf(capsys, "list", "--db", db, "--json")
         rows = {r["id"]: r for r in json.loads(out)}
         assert rows["auction-1"]["status"] == "running"
+        assert (rows["auction-1"]["test_mode"], rows["parent-1"]["test_mode"]) == (True, False)
         assert {a["name"] for a in rows["auction-1"]["waiting_on"]["arms"]} == {"end", "bid", "cancel"}
         code, out, _ = wf(capsys, "show", "auction-1", "--db", db)
         assert code == 0
@@ -370,3 +372,23 @@ def test_an_empty_database_path_says_so(capsys):
 def test_demo_in_a_missing_directory_is_a_one_line_error(tmp_path, capsys):
     code, _, err = wf(capsys, "demo", "--db", str(tmp_path / "nowhere" / "x.db"), "--no-view")
     assert code == 1 and "does not exist" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_list_json_gives_each_workflow_its_result_or_error(db, capsys):
+    """``wf list --json`` gives each workflow the fields ``WorkflowInfo`` has (but what it
+    published, which ``wf show`` gives): a finished one's result or error, as ``wf show --json``."""
+    clock = VirtualClock()
+    with ActorSystem(db, clock=clock) as s:
+        s.start(flows.waits_once, id="done").signal("go", {"gold": 3})
+        failed = s.start(flows.boom, id="failed")
+        clock.advance(2)  # its timer of 1 s fires
+        s.idle(timeout=T)
+        with pytest.raises(WorkflowFailed):
+            failed.result(timeout=T)
+    code, out, _ = wf(capsys, "list", "--db", db, "--json")
+    rows = {r["id"]: r for r in json.loads(out)}
+    assert (rows["done"]["status"], rows["done"]["result"], rows["done"]["error"]) == ("completed", {"gold": 3}, None)
+    assert rows["failed"]["status"] == "failed" and rows["failed"]["result"] is None
+    assert rows["failed"]["error"]["type"] == "KeyError" and "lost item" in rows["failed"]["error"]["message"]
+    shown = json.loads(wf(capsys, "show", "failed", "--db", db, "--json")[1])
+    assert rows["failed"]["error"] == shown["error"]
