@@ -458,7 +458,16 @@ class PgWriter(Writer):
         try:
             with self.conn.pipeline() as pipeline:
                 self._pipeline = pipeline
-                yield
+                try:
+                    yield
+                except BaseException:
+                    if not self._commit_sent:
+                        # psycopg ends a pipeline with a sync, also after an error: with no
+                        # transaction block, that sync would commit what the batch sent so far.
+                        # BEGIN makes it a block that the sync leaves open, for ROLLBACK.
+                        with contextlib.suppress(psycopg.Error):
+                            self._open_block()
+                    raise
         finally:
             self._pipeline = None
 

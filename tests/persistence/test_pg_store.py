@@ -616,3 +616,35 @@ def test_a_step_sends_its_new_rows_history_and_end_with_its_checked_writes_and_t
         assert rec is not None and rec.status == COMPLETED
     finally:
         s.close()
+
+
+def test_a_batch_that_fails_on_the_client_after_sending_sealed_statements_commits_none_of_them(
+    pg_store_url: str,
+) -> None:
+    """A sealed batch sends no BEGIN, and psycopg ends a pipeline with a sync even when the
+    batch raised: without a transaction block, that sync would commit the statements sent before
+    the error (a step the writer reports as failed, durable nonetheless). A batch failing on the
+    client before its end opens its block first, so the sync commits nothing and the step runs
+    again, once."""
+    from persistence import _writes
+
+    s = open_store(pg_store_url)
+    try:
+        s.create_workflow(new_wf("a"))
+        sw = step(s, "a", continuation=b"a1")
+        raised: list[int] = []
+
+        def sends_then_fails(w: Any) -> Any:
+            _writes.apply_step(w, sw, s.inbox_limit)  # the step's statement, sent
+            if not raised:
+                raised.append(1)
+                raise RuntimeError("failed on the client before the batch's end")
+            return None
+
+        with pytest.raises(Exception, match="failed on the client"):
+            s._writer.submit(sends_then_fails).result(30)
+        assert s.load_workflow("a").step_seq == 0  # nothing of it committed
+        s.commit_step(sw, timeout=30)  # the same step, run again: not stale
+        assert (s.load_workflow("a").step_seq, s.load_workflow("a").continuation) == (1, b"a1")
+    finally:
+        s.close()
