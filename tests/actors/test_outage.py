@@ -185,12 +185,30 @@ def test_a_shutdown_while_housekeeping_waits_on_the_storage_logs_no_error(tmp_pa
     assert _errors(logs) == []
 
 
-def _server_processes(server: Any) -> list[int]:
-    """The postmaster of ``server`` and its children (no other server's processes)."""
+def _freeze_server(server: Any) -> list[int]:
+    """Stop (SIGSTOP) the postmaster of ``server`` and every child it has (no other server's
+    processes); the pids stopped. The postmaster goes first, so it forks no child after the list
+    of its children is read (a backend for a connection a pool opens in the background, say, that
+    would go on answering)."""
     import os
+    import signal as sig
 
     with open(os.path.join(server.directory, "data", "postmaster.pid")) as f:
         master = int(f.readline())
+    os.kill(master, sig.SIGSTOP)
+    frozen = [master]
+    while True:  # until a pass finds no child left to stop (one forking as the master stopped)
+        new = [pid for pid in _children(master) if pid not in frozen]
+        if not new:
+            return frozen
+        for pid in new:
+            os.kill(pid, sig.SIGSTOP)
+        frozen += new
+
+
+def _children(parent: int) -> list[int]:
+    import os
+
     children = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -199,9 +217,9 @@ def _server_processes(server: Any) -> list[int]:
                     ppid = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == master:
+            if ppid == parent:
                 children.append(int(entry))
-    return [master, *children]
+    return children
 
 
 def test_result_and_published_keep_their_timeout_while_the_server_is_frozen() -> None:
@@ -224,9 +242,7 @@ def test_result_and_published_keep_their_timeout_while_the_server_is_frozen() ->
         with server.schema() as url, ActorSystem(f"{url}&schema={schema_of(url)}") as s:
             ref = s.start(flows.waits_once, id="w")
             s.idle(timeout=T)
-            frozen = _server_processes(server)
-            for pid in frozen:
-                os.kill(pid, sig.SIGSTOP)
+            frozen = _freeze_server(server)
             try:
                 calls = [
                     ("result", lambda: ref.result(timeout=1)),
