@@ -1,10 +1,11 @@
 """Round trips and statements per workflow on PostgreSQL, counted on the client.
 
-    python benchmarks/pgmeter.py [--workload steps|signals_one] [--n 300] [--pg-url URL]
+    python benchmarks/pgmeter.py [--workload steps|signals_one|timers] [--n 300] [--pg-url URL]
 
 Runs one workload of ``benchmarks/run.py`` in this process (workload 1, ``steps``: N workflows of
-three procedures, started one after another, then every result read; or 2a, ``signals_one``: one
-workflow, N signals) on a throwaway durable server (``tests/pgserver.py``, as ``run.py
+three procedures, started one after another, then every result read; 2a, ``signals_one``: one
+workflow, N signals; or 4, ``timers``: N workflows sleeping 0.1 s, started one after another,
+then every result read) on a throwaway durable server (``tests/pgserver.py``, as ``run.py
 --postgres``) or on ``--pg-url``'s, and counts what every psycopg connection of the system did
 while it ran, by the connection's ``application_name`` (writer, reader, ...):
 
@@ -15,7 +16,7 @@ while it ran, by the connection's ``application_name`` (writer, reader, ...):
 - statements: every statement sent (``execute``, each row of an ``executemany``, and the
   ``COMMIT`` or ``ROLLBACK`` of a non-autocommit connection).
 
-Figures are per workflow (1) or per signal (2a); the system's start and close are not counted.
+Figures are per workflow (1, 4) or per signal (2a); the system's start and close are not counted.
 """
 
 from __future__ import annotations
@@ -122,20 +123,25 @@ def install() -> None:
 def run(workload: str, n: int, url: str) -> float:
     """Run ``workload`` with the counters on; its wall time in seconds."""
     global _on
-    from workloads_actorflow import collect, three_steps
+    from workloads_actorflow import collect, nap, three_steps
 
     from actors import ActorSystem
 
     with ActorSystem(url, durability="full") as system:
-        if workload == "steps":
+        if workload in ("steps", "timers"):
             system.idle(timeout=60)
             with _lock:
                 _on = True
             t0 = time.perf_counter()
-            refs = [system.start(three_steps, i) for i in range(n)]
-            results = [r.result(timeout=600) for r in refs]
+            if workload == "steps":
+                refs = [system.start(three_steps, i) for i in range(n)]
+                results = [r.result(timeout=600) for r in refs]
+                assert results == [i + 3 for i in range(n)], "wrong results"
+            else:
+                refs = [system.start(nap, 0.1) for _ in range(n)]
+                for r in refs:
+                    r.result(timeout=600)
             elapsed = time.perf_counter() - t0
-            assert results == [i + 3 for i in range(n)], "wrong results"
         else:
             ref = system.start(collect, n)
             system.idle(timeout=60)
@@ -153,7 +159,7 @@ def run(workload: str, n: int, url: str) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--workload", choices=("steps", "signals_one"), default="steps")
+    p.add_argument("--workload", choices=("steps", "signals_one", "timers"), default="steps")
     p.add_argument("--n", type=int, default=300)
     p.add_argument("--pg-url", help="a superuser's URL of a durable server (default: a throwaway one)")
     args = p.parse_args()
@@ -173,7 +179,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-    per = "workflow" if args.workload == "steps" else "signal"
+    per = "signal" if args.workload == "signals_one" else "workflow"
     print(f"{args.workload}, N = {args.n}: {elapsed / args.n * 1e6:,.0f} us per {per} (wall)")
     print(f"{'connection':<24}{'round trips/' + per:>22}{'statements/' + per:>22}{'LISTEN waits':>14}")
     for role in sorted(set(round_trips) | set(statements) | set(notify_waits)):
