@@ -15,6 +15,7 @@ writer together.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import dataclasses
@@ -639,11 +640,7 @@ class WorkflowActor(PooledActor):
             return
         if fresh or row.seq in self.consumed:
             return  # read by the load, or queued behind the step that consumed it
-        if not self.inbox or row.seq > self.inbox[-1].seq:
-            self.inbox.append(row)
-        elif all(r.seq != row.seq for r in self.inbox):
-            self.inbox.append(row)
-            self.inbox.sort(key=lambda r: r.seq)
+        _insert_row(self.inbox, row)
 
     def _catch_up(self) -> None:
         """On a cluster's node that has peers: read the inbox rows other nodes appended that no
@@ -719,8 +716,7 @@ class WorkflowActor(PooledActor):
             message.reply.set_exception(e)
             return
         if self.life is Life.RUNNING or self.life is Life.BLOCKED:
-            self.inbox.append(InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
-            self.inbox.sort(key=lambda r: r.seq)
+            _insert_row(self.inbox, InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
             self._warn_if_never_awaited(message.name)
         message.reply.set_result(None)
 
@@ -1065,6 +1061,22 @@ class _Encoded:
 
     def __init__(self, blob: bytes) -> None:
         self.blob = blob
+
+
+def _insert_row(inbox: list[InboxRow], row: InboxRow) -> None:
+    """Put ``row`` in its place in ``inbox`` (kept in the order of the rows' seqs), unless a row
+    of that seq is there already. Rows mostly come in order; those that do not (a hundred
+    children's outcomes, committed by other workflows' steps) cost a search, not a scan."""
+    if not inbox or row.seq > inbox[-1].seq:
+        inbox.append(row)
+        return
+    i = bisect.bisect_left(inbox, row.seq, key=_seq)
+    if i == len(inbox) or inbox[i].seq != row.seq:
+        inbox.insert(i, row)
+
+
+def _seq(row: InboxRow) -> int:
+    return row.seq
 
 
 def _answer(reply: Promise[Any], value: Any) -> None:
