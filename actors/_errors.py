@@ -48,7 +48,11 @@ class UnknownWorkflow(ActorSystemError, KeyError):
     """No workflow has this id in the database: it never existed, or it finished and was pruned.
 
     ``pruned`` is how many finished workflows were ever pruned from the database (None: unknown), and
-    ``retention`` the system's retention in seconds (None: kept until pruned by hand).
+    ``retention`` the system's retention in seconds (None: kept until pruned by hand). Where the
+    workflow's tombstone says it was pruned, ``workflow_type``, ``status`` (how it ended) and
+    ``ended_at`` say what it was (else None): a caller whose workflow was pruned while it waited
+    for it (``result()`` after ``start()`` of an id that finished long ago) can tell that it
+    completed.
     """
 
     def __init__(
@@ -62,9 +66,13 @@ class UnknownWorkflow(ActorSystemError, KeyError):
     ) -> None:
         self.workflow_id = workflow_id
         self.pruned = pruned
+        self.workflow_type: str | None = None
+        self.status: str | None = None
+        self.ended_at: float | None = None
         msg = f"no workflow with id {workflow_id!r}" + (f" in {where}" if where else "")
         if ended is not None:  # its tombstone: (type, status, ended_at, pruned_at)
             wtype, status, ended_at, pruned_at = ended
+            self.workflow_type, self.status, self.ended_at = wtype, status, ended_at
             msg += (
                 f": it ({wtype}) ended {status} at {_utc(ended_at)} and was pruned at "
                 f"{_utc(pruned_at)}, with its result and history"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from actors import WorkflowPruned
+from actors import UnknownWorkflow, WorkflowPruned
 from persistence import Store, open_store
 from workflows import procedure, reducer, workflow
 
@@ -312,7 +312,13 @@ def init_world(system: Any, characters: Sequence[dict] = (), items: Sequence[dic
             return  # created on an earlier run, and its record since pruned by retention
         ref = system.start(setup_world, list(characters), list(items), list(resources),
                            id="world-setup", reuse_id=True)
-    ref.result(timeout=timeout)
+    try:
+        ref.result(timeout=timeout)
+    except UnknownWorkflow as gone:
+        if gone.status != "completed":
+            raise
+        # Created on an earlier run, and pruned by retention as this run opened (after start()
+        # found it): the world it made is there.
 
 
 # --- logs and UI ----------------------------------------------------------------------------------

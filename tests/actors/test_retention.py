@@ -169,10 +169,15 @@ def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clo
             # Its tombstone says what it was and when it went.
             assert "quick) ended completed at 2023-11-14 22:13:20Z and was pruned at 2023-11-21" in msg
             assert info.value.workflow_id == "q"
+            # ... and so do its fields: a caller holding a ref to a workflow pruned since can
+            # tell that it completed.
+            assert (info.value.workflow_type, info.value.status) == (f"{__name__}:quick", "completed")
+            assert info.value.ended_at == 1_700_000_000.0
         with pytest.raises(UnknownWorkflow) as other:
             system.get("other")  # no tombstone: it never existed, or its tombstone expired too
         assert "it never existed, or it finished and was pruned after its retention" in str(other.value)
         assert "keeps finished workflows for 7d; 1 finished workflows pruned" in str(other.value)
+        assert (other.value.workflow_type, other.value.status, other.value.ended_at) == (None, None, None)
     with ActorSystem(db, clock=clock, retention=None) as system:
         with pytest.raises(UnknownWorkflow, match=r"until pruned: retention=None; 1 finished"):
             system.get("other")

@@ -168,3 +168,22 @@ def test_parent_adds_up_its_children_one_after_another(system, view):
         system.idle(timeout=T)
         assert view.log(f"task_{i}") == [f"returns {10 * (i + 1)}"]
     assert ref.result(timeout=T) == 60
+
+
+def test_init_world_of_a_world_pruned_as_it_runs_again_returns(system, monkeypatch):
+    """``init_world`` on a database whose ``world-setup`` completed on an earlier run, pruned by
+    retention between ``start()`` (which found it) and its ``result()``: the world it made is
+    there, so it returns (it raised ``UnknownWorkflow``)."""
+    from examples import world
+
+    from .conftest import CHARACTERS, ITEMS, RESOURCES
+
+    start = system.start
+
+    def start_then_prune(*args, **kwargs):
+        ref = start(*args, **kwargs)
+        assert system.prune(older_than=0) == 1  # the completed world-setup, pruned
+        return ref
+
+    monkeypatch.setattr(system, "start", start_then_prune)
+    world.init_world(system, CHARACTERS, ITEMS, RESOURCES, timeout=T)
