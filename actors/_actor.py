@@ -751,7 +751,39 @@ class WorkflowActor(PooledActor):
         inst = self.instance
         assert inst is not None
         inbox = self.inbox
-        cancel = next((r for r in inbox if r.kind == CANCEL), None) if inbox else None
+        wait = inst.wait
+        live = inst.started and wait is not None
+        # Inbox rows arrived in the order of their seqs (a row durable before another was sent
+        # has the smaller seq); their times come from their senders' clocks, which on a cluster
+        # are several: a row is never placed before one with a smaller seq. One pass finds the
+        # rows the wait takes and a cancel (which goes first); a workflow may hold thousands of
+        # rows it does not await now, and each costs a comparison and a lookup here, no call.
+        arrived = float("-inf")
+        cancel = None
+        taken: list[tuple[InboxRow, float]] = []
+        if inbox:
+            if live:
+                assert wait is not None
+                names = wait.signal_names()
+                asks = wait.request_names()
+                for r in inbox:
+                    at = r.created_at
+                    if at > arrived:
+                        arrived = at
+                    kind = r.kind
+                    if kind == SIGNAL:
+                        if r.name in names:
+                            taken.append((r, arrived))
+                    elif kind == CHILD or (kind == REQUEST and r.name in asks):
+                        taken.append((r, arrived))
+                    elif kind == CANCEL:
+                        cancel = r
+                        break
+            else:
+                for r in inbox:
+                    if r.kind == CANCEL:
+                        cancel = r
+                        break
         if cancel is not None:
             reason = loads(cancel.payload)
             self.log.info("workflow_cancel_requested", reason=reason, **({"again": True} if inst.cancelled else {}))
@@ -759,31 +791,18 @@ class WorkflowActor(PooledActor):
             assert d is not None
             d.taken.append(Arrival(CANCEL, "cancel", cancel.created_at, cancel.seq, token=cancel))
             return d
-        wait = inst.wait
-        if not inst.started or wait is None:
+        if not live:
             return inst.decide()
         if not (inbox or self.fired or self.done_procs or direct is not None):
             return None
         arrivals: list[Arrival] = []
-        # Inbox rows arrived in the order of their seqs (a row durable before another was sent
-        # has the smaller seq); their times come from their senders' clocks, which on a cluster
-        # are several: a row is never placed before one with a smaller seq.
-        arrived = float("-inf")
-        if inbox:
-            names = wait.signal_names()
-            asks = wait.request_names()
-            for r in inbox:
-                arrived = max(arrived, r.created_at)
-                if r.kind == SIGNAL:
-                    if r.name in names:  # its payload is unpickled only if a step takes it
-                        arrivals.append(Arrival(SIGNAL, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
-                elif r.kind == REQUEST:
-                    if r.name in asks:  # an ask: its Request, unpickled if taken
-                        arrivals.append(Arrival(REQUEST, r.name, arrived, r.seq, True, _Encoded(r.payload), None, 0, r))
-                elif r.kind == CHILD:
-                    ok, value = loads(r.payload)
-                    arrivals.append(Arrival(CHILD, r.name, arrived, r.seq, ok == "ok", value if ok == "ok" else None,
-                                            None if ok == "ok" else value, 0, r))
+        for r, at in taken:
+            if r.kind == CHILD:
+                ok, value = loads(r.payload)
+                arrivals.append(Arrival(CHILD, r.name, at, r.seq, ok == "ok", value if ok == "ok" else None,
+                                        None if ok == "ok" else value, 0, r))
+            else:  # a signal's payload (an ask's Request) is unpickled only if a step takes it
+                arrivals.append(Arrival(r.kind, r.name, at, r.seq, True, _Encoded(r.payload), None, 0, r))
         for row in self.fired.values():
             arrivals.append(Arrival("timer", row.id, row.due_at, row.id, token=row))
         for done in self.done_procs.values():
