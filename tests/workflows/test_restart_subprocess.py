@@ -14,6 +14,8 @@ import pickle
 import subprocess
 import sys
 
+import pytest
+
 from workflows.testing import WorkflowHarness
 
 from . import probes
@@ -93,6 +95,7 @@ def _collect():
     return items, expected, labels
 
 
+@pytest.mark.timeout(900)  # the whole corpus, run natively and again in a new interpreter
 def test_restore_in_a_fresh_process_resumes_identically():
     """Every corpus checkpoint, restored in a new interpreter, takes the same next step."""
     items, expected, labels = _collect()
