@@ -239,6 +239,9 @@ class WorkflowActor(PooledActor):
         self.held: dict[str, ProcedureDone] = {}
         # The sender of the signal the running step consumes: answered by that step's commit.
         self.answer: DirectSignal | None = None
+        # (kind, name) of the signals and asks never awaited that were logged: once each while
+        # the workflow is in memory, not once per signal (a typo in a loop sends thousands).
+        self.warned: set[tuple[str, str]] = set()
         self._reset()
 
     def _reset(self) -> None:
@@ -727,8 +730,10 @@ class WorkflowActor(PooledActor):
             names = resolve("workflow", self.type).signal_names
         except Exception:  # the code is not here (a blocked workflow): nothing to compare with
             return
-        if names is not None and name not in names:
-            self.log.warning(f"{what}_not_awaited", **{what: name}, awaited=sorted(names))
+        if names is not None and name not in names and (what, name) not in self.warned:
+            self.warned.add((what, name))
+            self.log.warning(f"{what}_not_awaited", **{what: name}, awaited=sorted(names),
+                             said="once while the workflow is in memory")
 
     def _record_outcome(self, message: ProcedureDone) -> None:
         try:
