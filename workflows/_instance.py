@@ -112,6 +112,13 @@ class Wait:
         return None
 
     def arm_for_procedure(self, key: str) -> Arm | None:
+        # A key made by this wait ends with its arm's index (``build_wait``): looked up there
+        # first, so a gather of thousands of calls is not a scan per outcome.
+        i = key.rpartition(".")[2]
+        if i.isdigit() and int(i) < len(self.arms):
+            a = self.arms[int(i)]
+            if not a.done and a.kind == PROCEDURE and a.proc_key == key:
+                return a
         for a in self.arms:
             if not a.done and a.kind == PROCEDURE and a.proc_key == key:
                 return a
