@@ -6,6 +6,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import sqlite_utils
@@ -85,7 +86,20 @@ class SqliteWriter(Writer):
         return rows
 
     def _transaction(self) -> contextlib.AbstractContextManager[Any]:
-        return self._gate if self._gate is not None else _NO_GATE
+        return self._gated() if self._gate is not None else _NO_GATE
+
+    @contextlib.contextmanager
+    def _gated(self) -> Iterator[None]:
+        """The gate, held until a transaction that failed is rolled back: a reader let in before
+        the rollback found the tables it wrote locked (``DatabaseBusy``: a reducer that raised,
+        read meanwhile by ``idle()`` or ``status()``)."""
+        assert self._gate is not None
+        with self._gate:
+            try:
+                yield
+            except BaseException:
+                self._rollback()
+                raise
 
     def gone(self) -> StorageIOError | None:
         """The error to raise if a file this writer watches was removed or replaced; else None."""

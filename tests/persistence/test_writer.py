@@ -79,6 +79,41 @@ def test_batch_commits_together_and_isolates_failures(store) -> None:
     assert [store.load_workflow(w).step_seq for w in "abc"] == [1, 1, 0]
 
 
+def test_memory_readers_never_find_a_failed_transaction_open() -> None:
+    """On ``:memory:`` (shared cache: table locks, no snapshots) a transaction that failed is rolled
+    back before readers are let in again; a read in between raised ``DatabaseBusy`` (``database
+    table is locked``), from ``idle()`` or ``status()`` while a reducer that raised was retried."""
+    s = open_store(":memory:")
+    try:
+        writer = s._writer
+        open_at_release: list[bool] = []
+
+        class Watched:
+            def __init__(self, lock: threading.RLock) -> None:
+                self.lock = lock
+
+            def __enter__(self) -> None:
+                self.lock.acquire()
+
+            def __exit__(self, *exc: object) -> None:
+                open_at_release.append(writer.conn.in_transaction)
+                self.lock.release()
+
+        writer._gate = Watched(writer._gate)
+        s.create_workflow(new_wf("a"))
+
+        def boom(db) -> None:
+            db["app"].insert({"x": 1})
+            raise RuntimeError("reducer bug")
+
+        with pytest.raises(ReducerFailed):
+            s.submit_step(step(s, "a", reducers=[boom])).result(10)
+        assert open_at_release and not any(open_at_release), open_at_release
+        assert s.load_workflow("a").step_seq == 0
+    finally:
+        s.close()
+
+
 def test_failed_commit_fails_whole_batch_and_writer_survives(file_store) -> None:
     """If COMMIT fails, every step of the batch fails and nothing is visible; the writer goes on."""
     s = file_store
