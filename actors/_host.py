@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from actors._log import Log
 from persistence import StepAck, StepWrite, TimerRow
-from persistence._log import Log
 from persistence._types import StepStore
 
 from ._clock import Clock

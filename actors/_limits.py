@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from actors._log import Log
 from persistence import _limits as stored
-from persistence._log import Log
 
 # What an attempt that got its turn is given: run it, and call ``done`` once it has ended.
 Start = Callable[[Callable[[], None]], None]

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from actors._log import Log
 from persistence import ProcedureRow, StorageUnavailable, Store, dumps, loads
-from persistence._log import Log
 from persistence._types import StepStore
 from workflows import RetryPolicy
 from workflows._errors import UnknownWorkflowType

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from actors._log import Log
 from persistence import RUNNING
-from persistence._log import Log
 from persistence._types import RecoveryWork
 
 from ._actor import Kick

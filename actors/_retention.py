@@ -30,8 +30,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from actors._log import Log
 from persistence import StorageUnavailable, Store
-from persistence._log import Log
 
 from ._clock import Clock
 

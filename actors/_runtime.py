@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from actors._log import SystemLog
 from persistence import (
     Delivered,
     ProcedureRow,
@@ -21,7 +22,6 @@ from persistence import (
     Store,
     TimerRow,
 )
-from persistence._log import SystemLog
 
 from ._activator import Activator
 from ._actor import (

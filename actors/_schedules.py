@@ -37,9 +37,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from actors._log import Log
 from persistence import PersistenceError, StorageUnavailable, dumps, loads
 from persistence import _schedules as stored
-from persistence._log import Log
 from persistence._promise import Promise
 from persistence._schedules import ScheduleRow
 from workflows._errors import check_id

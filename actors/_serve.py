@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any
 
-from persistence._log import Log
+from actors._log import Log
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # How often the wait looks whether the system was shut down by other means meanwhile.

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, Literal, ParamSpec, TypeVar, overload
 
+from actors._log import SystemLog
 from persistence import (
     CANCEL,
     RUNNING,
@@ -25,7 +26,6 @@ from persistence import (
     dumps,
     open_store,
 )
-from persistence._log import SystemLog
 from persistence._promise import handing_off
 from persistence._serialization import check_loads
 from persistence._urls import display_url

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from actors._log import Log
 from persistence import StorageUnavailable, TimerRow
-from persistence._log import Log
 
 from ._clock import Clock
 from ._work import WorkCounter

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError, InvalidStateError
 from typing import Any, Generic, TypeVar
 
-from persistence._log import Log
+from persistence._log import part_log
 
 T = TypeVar("T")
 
-log = Log("store")
+log = part_log("store")
 
 _SET = threading.Lock()  # makes check-and-set atomic; held for a few bytecodes, never contended long
 

@@ -32,11 +32,11 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from persistence._errors import StoreClosed
-from persistence._log import Log
+from persistence._log import Log, part_log
 from persistence._promise import Promise, let_go
 from persistence._sql import Dialect
 
-_NO_SYSTEM = Log("store")  # a writer made for no system in particular
+_NO_SYSTEM = part_log("store")  # a writer made for no system in particular
 
 T = TypeVar("T")
 

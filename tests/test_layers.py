@@ -1,8 +1,11 @@
 """The layer rules of SPEC §2, checked from the source's imports."""
 
 import ast
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -10,7 +13,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STDLIB = set(__import__("sys").stdlib_module_names)
 ALLOWED = {
     "workflows": {"workflows", "cloudpickle"},
-    "persistence": {"persistence", "sqlite_utils", "cloudpickle", "psycopg", "psycopg_pool", "structlog"},
+    "persistence": {"persistence", "sqlite_utils", "cloudpickle", "psycopg", "psycopg_pool"},
     "actors": {"actors", "workflows", "persistence", "pykka", "structlog", "rich", "sqlite_utils", "cloudpickle", "pytest",
                "starlette", "uvicorn", "jinja2", "cronsim", "prometheus_client"},
 }
@@ -35,6 +38,33 @@ def test_package_imports_only_its_layer(package: str) -> None:
         for mod in _imports(path) - STDLIB - ALLOWED[package]:
             bad.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert not bad, "layer rule broken:\n" + "\n".join(bad)
+
+
+def test_a_store_runs_and_logs_with_no_library_of_the_runtime_loaded() -> None:
+    """persistence on its own (no actors) opens a store and logs its events through ``logging``,
+    loading neither structlog nor pykka; once actors is loaded the same loggers give structlog
+    events."""
+    code = """
+import logging, sys
+logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s", stream=sys.stdout)
+import persistence
+from persistence._log import part_log
+persistence.open_store(":memory:").close()
+part_log("store").warning("store_event", n=1)
+print(sorted({m.split(".")[0] for m in sys.modules} & {"structlog", "pykka", "actors"}))
+import structlog.testing
+import actors
+with structlog.testing.capture_logs() as logs:
+    part_log("store").warning("store_event", n=2)
+print(logs)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "actorflow.store store_event n=1"
+    assert lines[1] == "[]"
+    assert "'event': 'store_event'" in lines[2] and "'n': 2" in lines[2]
 
 
 OPTIONAL = {"psycopg", "psycopg_pool"}  # the extra actorflow[postgres]

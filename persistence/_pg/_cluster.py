@@ -48,13 +48,13 @@ from typing import Any
 import psycopg
 
 from persistence._errors import Fenced, NodeIdInUse, PersistenceError, StorageUnavailable
-from persistence._log import Log
+from persistence._log import Log, part_log
 from persistence._pg._errors import Retryable, translate_error
 from persistence._pg._schema import connect, quote
 from persistence._shards import assignment, shard_of
 from persistence._types import Cluster, ClusterEvents, NodeRow, ProcedureRow, RecoveryWork, TimerRow
 
-_NO_SYSTEM = Log("cluster")  # a node made for no system in particular
+_NO_SYSTEM = part_log("cluster")  # a node made for no system in particular
 
 # Seconds between heartbeats, and how old a heartbeat may get before its node is declared dead.
 HEARTBEAT = 1.0

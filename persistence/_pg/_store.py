@@ -30,7 +30,7 @@ import psycopg_pool
 
 from persistence import _sql, _writes
 from persistence._errors import Fenced, PersistenceError
-from persistence._log import Log, SystemLog
+from persistence._log import SystemLog, part_log
 from persistence._pg import _appends, _schema
 from persistence._pg._cluster import NODE_SETTINGS, TTL, ClusterNode, read_nodes
 from persistence._pg._errors import ConnectionLost, translate_error
@@ -103,7 +103,7 @@ class PgStore(SqlStore):
     ) -> None:
         # The system that opens it, for its writer's and its cluster node's events.
         self._system_log = _log
-        self._log = _log.part("store") if _log is not None else Log("store")
+        self._log = _log.part("store") if _log is not None else part_log("store")
         if durability not in SYNCHRONOUS_COMMIT:
             raise ValueError(
                 f"durability must be one of {', '.join(map(repr, SYNCHRONOUS_COMMIT))}, got "
