@@ -39,8 +39,7 @@ from typing import Any, NoReturn
 
 from actors import ActorSystem, Status, UnknownWorkflow
 from actors.testing import VirtualClock
-from persistence import PersistenceError, loads, open_store
-from persistence._urls import display_url, is_url
+from persistence import PersistenceError, display_url, is_url, loads, open_store
 
 from . import simulation, world
 

@@ -65,6 +65,7 @@ from persistence._types import (
     TimerRow,
     WorkflowRecord,
 )
+from persistence._urls import display_url, is_url
 
 __all__ = [
     "ASK_ENDED",
@@ -127,7 +128,9 @@ __all__ = [
     "WorkflowExists",
     "WorkflowFinished",
     "WorkflowRecord",
+    "display_url",
     "dumps",
+    "is_url",
     "loads",
     "open_store",
 ]

@@ -182,6 +182,18 @@ def test_actors_import_no_private_part_of_pykka() -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_examples_use_the_public_api_only() -> None:
+    """examples/ (SPEC §2: "the public API only") imports no private module or name of the three
+    packages."""
+    bad = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in (ROOT / "examples").rglob("*.py")
+        for name in _names_imported(path)
+        if name.split(".")[0] in ALLOWED and any(part.startswith("_") for part in name.split(".")[1:])
+    )
+    assert not bad, "\n".join(bad)
+
+
 def _modules(root: pathlib.Path) -> dict[str, pathlib.Path]:
     """Every module of the three packages under ``root``, by dotted name (packages by their
     ``__init__.py``), subpackages included."""
