@@ -925,7 +925,7 @@ class WorkflowActor(PooledActor):
                 rows.append(TimerRow(tid, self.id, arm.target, arm.due_at or 0.0))
         seeds = {w.id: (w, c.continuation, c.checkpoint)
                  for c, w in zip(outcome.children, sw.new_workflows, strict=True)} if outcome.children else None
-        self.host.carry_out(self.id, sw, ack, rows, self.test_mode, seeds)
+        self.host.carry_out(self.id, sw, ack, rows, self.test_mode, seeds, self.type or None)
 
     def _end(self, sw: StepWrite, outcome: StepOutcome) -> Steps:
         result = outcome.result
@@ -952,7 +952,7 @@ class WorkflowActor(PooledActor):
             "workflow_" + sw.status, workflow_id=self.id, workflow_type=self.type,
             **({"error": sent[1]["message"]} if sent[0] == "err" else {}),
         )
-        self.host.carry_out(self.id, sw, ack, [], self.test_mode)
+        self.host.carry_out(self.id, sw, ack, [], self.test_mode, workflow_type=self.type or None)
         self.host.finished(self.id, Outcome(sw.status, sw.result, sw.error))
 
     def _cancel_blocked(self, cancel: InboxRow) -> Steps:

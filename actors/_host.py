@@ -27,7 +27,7 @@ class Host(Protocol):
 
     def carry_out(
         self, workflow_id: str, sw: StepWrite, ack: StepAck, timers: list[TimerRow], test_mode: bool,
-        seeds: dict[str, Any] | None = None,
+        seeds: dict[str, Any] | None = None, workflow_type: str | None = None,
     ) -> None:
         """Do what a committed step asked for: arm and cancel timers, dispatch procedure calls,
         start the children it created, wake the recipients of its messages."""

@@ -320,6 +320,9 @@ class ProcedureExecutor:
         # The attempts on a worker now: key -> (function, workflow id, started, monotonic), for
         # ``system.idle()`` to name what it waits for when it times out.
         self._busy: dict[str, tuple[str, str, float]] = {}
+        # The type of the workflow of each call not yet settled, for the events of its attempts
+        # (given at dispatch; a call found pending at recovery has its workflow read once).
+        self._types: dict[str, str | None] = {}
         self.metrics: Any = None  # an ``actors._metrics.Metrics``, when the system counts
         self.limits = Limits(store, clock, call_at, self._log)  # ``@procedure(concurrency=, rate=)``
 
@@ -371,7 +374,7 @@ class ProcedureExecutor:
             self._log.warning("procedure_attempts_cut_off", running=left, grace=SHUTDOWN_GRACE,
                               then="they run again at the next start")
 
-    def dispatch(self, row: ProcedureRow, *, recovered: bool = False) -> None:
+    def dispatch(self, row: ProcedureRow, *, recovered: bool = False, workflow_type: str | None = None) -> None:
         """Run ``row``'s next attempt now, or at its next attempt time if that is later.
 
         A row counts the attempts started on it (``row.attempts``), each before it runs: the step
@@ -390,8 +393,10 @@ class ProcedureExecutor:
         if self._closed:
             return
         attempt = row.attempts + 1 if recovered else max(row.attempts, 1)
-        if not recovered:
-            with self._lock:
+        with self._lock:
+            if workflow_type is not None:
+                self._types[row.key] = workflow_type
+            if not recovered:
                 self._counted[row.key] = (attempt, row.next_attempt_at)
         if row.next_attempt_at > self._clock.now():
             self._call_at(row.next_attempt_at, lambda: self._submit(row.key, row.workflow_id, row.function, row.args, attempt, recovered))
@@ -407,6 +412,7 @@ class ProcedureExecutor:
                 if key in self._waiting:
                     self._taken_back.add(key)
                 self._counted.pop(key, None)
+                self._types.pop(key, None)
 
     def _submit(self, key: str, workflow_id: str, function: str, args: bytes, attempt: int, recovered: bool = False,
                 count: bool = False) -> None:
@@ -453,7 +459,8 @@ class ProcedureExecutor:
         try:
             self._attempt(key, workflow_id, function, args_blob, attempt, recovered, count, slot)
         except Exception as e:  # the store failed: the row stays pending and runs at recovery
-            self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id, error=repr(e))
+            self._log.error("procedure_bookkeeping_failed", key=key, workflow_id=workflow_id,
+                            workflow_type=self._type_of(key, workflow_id), error=repr(e))
         finally:
             self._busy.pop(key, None)
             if slot is not None:
@@ -469,7 +476,8 @@ class ProcedureExecutor:
             # This process lacks the code (not the call's fault): no attempt is spent and no
             # failure recorded. The call stays pending in the file, and runs with the same key
             # when a process that has the code opens it.
-            self._log.error("procedure_code_missing", key=key, workflow_id=workflow_id, function=function, error=str(e))
+            self._log.error("procedure_code_missing", key=key, workflow_id=workflow_id,
+                            workflow_type=self._type_of(key, workflow_id), function=function, error=str(e))
             return
         if not self._starts(key):
             return
@@ -520,7 +528,8 @@ class ProcedureExecutor:
                 delay = retry.delay(attempt)
                 next_at = self._clock.now() + delay
                 self._log.warning(
-                    "procedure_attempt_failed", key=key, workflow_id=workflow_id, function=function,
+                    "procedure_attempt_failed", key=key, workflow_id=workflow_id,
+                    workflow_type=self._type_of(key, workflow_id), function=function,
                     attempt=attempt, retry_in=delay, error=info["message"], error_type=info["type"],
                 )
                 # This attempt's failure and when the next may start. The next attempt is counted
@@ -532,7 +541,8 @@ class ProcedureExecutor:
                                                                 count=True))
                 return
             self._log.error(
-                "procedure_failed", key=key, workflow_id=workflow_id, function=function,
+                "procedure_failed", key=key, workflow_id=workflow_id,
+                workflow_type=self._type_of(key, workflow_id), function=function,
                 attempts=attempt, error=info["message"], error_type=info["type"],
             )
             self._hand_over(workflow_id, ProcedureDone(key, False, None, info, attempt, durable=False))
@@ -561,8 +571,12 @@ class ProcedureExecutor:
         try:
             row = next((p for p in self._store.procedures(workflow_id) if p.key == key), None)
         except Exception as e:  # the workflow takes the row at its next load
-            self._log.warning("procedure_outcome_not_read", key=key, workflow_id=workflow_id, error=repr(e))
+            self._log.warning("procedure_outcome_not_read", key=key, workflow_id=workflow_id,
+                              workflow_type=self._type_of(key, workflow_id), error=repr(e))
             return
+        if row is None or row.status != "pending":
+            with self._lock:
+                self._types.pop(key, None)  # settled: no attempt of it logs again
         if row is None or row.status == "pending" or self._closed:
             return
         if row.status == "done":
@@ -589,8 +603,9 @@ class ProcedureExecutor:
                 f"killer, a kill) before it returned or raised; a call that takes its process "
                 f"down would otherwise run again at every start"
             )
-            self._log.error("procedure_failed", key=key, workflow_id=workflow_id, function=function,
-                      attempts=counted, error=str(error), error_type=type_name(AttemptsDied))
+            self._log.error("procedure_failed", key=key, workflow_id=workflow_id,
+                            workflow_type=self._type_of(key, workflow_id), function=function,
+                            attempts=counted, error=str(error), error_type=type_name(AttemptsDied))
             self._hand_over(workflow_id, ProcedureDone(key, False, None, error_info(error), counted, durable=False))
             return False
         # Counted before it runs: if it takes the process down, the next start sees it.
@@ -623,7 +638,24 @@ class ProcedureExecutor:
                 self._log.info("procedure_storage_recovered", key=key, write=what)
             return done
 
+    def _type_of(self, key: str, workflow_id: str) -> str | None:
+        """The type of the workflow of call ``key``, for its events (SPEC §5: bound to the
+        workflow's id and type): as dispatched, else read once (a call recovered from the file)."""
+        with self._lock:
+            if key in self._types:
+                return self._types[key]
+        try:
+            rec = self._store.load_workflow(workflow_id)
+        except Exception:  # the storage is away: the event names the id only
+            return None
+        found = rec.type if rec is not None else None
+        with self._lock:
+            self._types[key] = found
+        return found
+
     def _hand_over(self, workflow_id: str, done: ProcedureDone) -> None:
+        with self._lock:
+            self._types.pop(done.key, None)  # settled: no attempt of it logs again
         if self._closed:
             # The system is closing and its actors take no more messages: record the outcome so
             # that the next start does not run the call again.

@@ -194,6 +194,7 @@ class Runtime:
         timers: list[TimerRow],
         test_mode: bool,
         seeds: dict[str, Any] | None = None,
+        workflow_type: str | None = None,
     ) -> None:
         """Carry out what a committed step asked for: only now may anything leave the actor."""
         if sw.published or sw.replies:
@@ -205,7 +206,8 @@ class Runtime:
         if timers and not test_mode:
             self.timers.arm(timers)
         for p in sw.new_procedures:
-            self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 1, None, None, 0.0))
+            self.procedures.dispatch(ProcedureRow(p.key, workflow_id, p.function, p.args, "pending", 1, None, None, 0.0),
+                                     workflow_type=workflow_type)
         if ack.created:
             types = {w.id: w.type for w in sw.new_workflows}
             spread = {w.id for w in sw.new_workflows if w.spread}
@@ -229,7 +231,7 @@ class Runtime:
             # A message to a workflow that has just ended (a child's parent, a cancelled child) is
             # expected; an unknown target or a full inbox is a mistake worth a warning.
             level = self.log.debug if why.expected else self.log.warning
-            level("signal_dropped", workflow_id=workflow_id, target=wid, reason=str(why))
+            level("signal_dropped", workflow_id=workflow_id, workflow_type=workflow_type, target=wid, reason=str(why))
 
     def after_commit(self, written: Promise[R], then: Callable[[Promise[R]], None]) -> None:
         """Run ``then(written)`` once ``written`` settles (on the writer's thread, as a rule),
@@ -358,7 +360,8 @@ class Runtime:
             n = len(hist)
         if n > RESTART_INTENSITY:
             if isinstance(error, EscalationFailed):
-                self.log.error("workflow_escalation_failed", workflow_id=workflow_id, error=repr(error.__cause__))
+                self.log.error("workflow_escalation_failed", workflow_id=workflow_id, workflow_type=workflow_type,
+                               error=repr(error.__cause__))
                 return
             self.log.error("workflow_restart_intensity_exceeded", workflow_id=workflow_id, workflow_type=workflow_type,
                       restarts=n - 1, error=repr(error))

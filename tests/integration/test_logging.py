@@ -112,3 +112,26 @@ def test_each_event_names_the_system_that_logged_it(tmp_path):
     started = {e["system"] for e in logs if e["event"] == "workflow_started"}
     shutdown = {e["system"] for e in logs if e["event"] == "system_shutdown"}
     assert started == shutdown == {a, b}
+
+
+def test_a_workflows_procedure_and_message_events_name_its_type_too(tmp_path):
+    """Every event naming a workflow (SPEC §5: bound to workflow_id and workflow_type) names its
+    type: a procedure attempt that failed, a procedure failed for good, a signal it sent that was
+    dropped; they named the id only."""
+    from tests.actors import flows
+
+    flows.FLAKY_FAILS.clear()
+    clock = VirtualClock()
+    with capture_logs() as logs, ActorSystem(str(tmp_path / "app.db"), clock=clock) as system:
+        pays = system.start(flows.pays, "t", "flaky", id="pays")
+        pinger = system.start(flows.pinger, "nobody", id="pinger")
+        for _ in range(3):
+            system.idle(timeout=30)
+            clock.advance(60)
+        assert pays.result(timeout=30) == "gave up: ConnectionError after 3"
+        assert pinger.result(timeout=30) == "sent"
+    events = {e["event"] for e in logs}
+    assert {"procedure_attempt_failed", "procedure_failed", "signal_dropped"} <= events
+    types = {"pays": "tests.actors.flows:pays", "pinger": "tests.actors.flows:pinger"}
+    untyped = [e for e in logs if "workflow_id" in e and e.get("workflow_type") != types[e["workflow_id"]]]
+    assert not untyped, untyped
