@@ -1229,9 +1229,21 @@ def _missing_code(e: BaseException) -> str | None:
     return None
 
 
+class ReducerExited(Exception):
+    """A reducer ended by an exception that is no ``Exception`` (``SystemExit`` from library code
+    calling ``sys.exit()``, a stray ``KeyboardInterrupt``): a fault of the reducer like any other
+    error (its step rolled back, its actor restarted), carried as an ``Exception`` so the writer
+    that runs it fails that step alone and goes on."""
+
+
 def _bind_reducer(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     def run(db: Any) -> None:
-        fn(db, *args, **kwargs)
+        try:
+            fn(db, *args, **kwargs)
+        except Exception:
+            raise
+        except BaseException as e:
+            raise ReducerExited(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__) from e
 
     # Errors name the reducer by its own module:qualname, not this wrapper's.
     functools.update_wrapper(run, fn)

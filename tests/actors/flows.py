@@ -203,6 +203,18 @@ async def faulty() -> None:
     reducer(bad_reducer)
 
 
+@reducer
+def exiting_reducer(db, how: str) -> None:
+    """Library code the reducer calls ends it with ``sys.exit()`` (or a stray KeyboardInterrupt)."""
+    raise {"exit": SystemExit("leaving"), "interrupt": KeyboardInterrupt()}[how]
+
+
+@workflow
+async def exits_in_a_reducer(how: str) -> None:
+    await timer("t", 1)
+    reducer(exiting_reducer, how)
+
+
 @workflow
 async def parent_of_faulty() -> str:
     try:

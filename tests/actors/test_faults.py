@@ -53,6 +53,23 @@ def test_runtime_fault_restarts_then_fails_and_escalates(system, clock):
     }
 
 
+@pytest.mark.parametrize("how", ["exit", "interrupt"])
+def test_a_reducer_ended_by_system_exit_is_a_fault_like_any_error(system, clock, how):
+    """A reducer whose code raises SystemExit or KeyboardInterrupt (library code calling
+    sys.exit()) is a runtime fault like any error: restarted, then failed past the intensity,
+    naming it; the system goes on. It failed the writer's whole batch and stopped the actor, and
+    the start or signal waiting for that commit never got an answer."""
+    ref = system.start(flows.exits_in_a_reducer, how)
+    system.idle(timeout=T)
+    clock.advance(1)
+    system.idle(timeout=T)
+    with pytest.raises(WorkflowFailed) as ei:
+        ref.result(timeout=T)
+    assert "runtime fault after 5 restarts" in ei.value.error_message
+    assert ("SystemExit: leaving" if how == "exit" else "KeyboardInterrupt") in ei.value.error_message
+    assert system.start(flows.adder, 2).result(timeout=T) == 8
+
+
 @pytest.mark.parametrize("how", ["workflow", "reducer"])
 def test_workflow_code_or_a_reducer_calling_the_system_fails_at_once(system, clock, how):
     """The system (or a ref) called from workflow code or a reducer, which run on the engine's
