@@ -29,6 +29,7 @@ from ._errors import (
 )
 from ._history import HistoryEntry
 from ._info import NodeInfo, WorkflowInfo
+from ._procedures import ProcedureTimeout
 from ._refs import WorkflowRef
 from ._schedules import ScheduleInfo
 from ._system import ActorSystem
@@ -45,6 +46,7 @@ __all__ = [
     "NodeIdInUse",
     "NodeInfo",
     "PersistenceError",
+    "ProcedureTimeout",
     "ScheduleInfo",
     "Status",
     "StorageUnavailable",

@@ -119,7 +119,12 @@ def pack_call(args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | No
 
 
 class ProcedureTimeout(TimeoutError):
-    """One attempt of a procedure took longer than its timeout."""
+    """One attempt of a procedure took longer than its timeout (``ProcedureFailed.error_type``
+    ``"actors.ProcedureTimeout"`` once every attempt did; ``"ProcedureTimeout"`` in a
+    ``RetryPolicy``'s ``non_retryable`` retries none that overran)."""
+
+
+ProcedureTimeout.__module__ = "actors"  # its public name, in error_type and in pickles
 
 
 class AttemptsDied(Exception):

@@ -567,3 +567,19 @@ async def calls_ends_badly(tag: str, how: str) -> str:
     except ProcedureFailed as e:
         return f"gave up: {e.error_type} after {e.attempts}"
     return "impossible"
+
+
+@procedure(timeout=0.1, retry=RetryPolicy(maximum_attempts=3, non_retryable=("ProcedureTimeout",)))
+def overruns() -> str:
+    """Overruns its timeout until the gate opens (its abandoned attempt then ends)."""
+    GATE.wait(30)
+    return "late"
+
+
+@workflow
+async def calls_overrunning() -> tuple[int, str]:
+    try:
+        await procedure(overruns)
+    except ProcedureFailed as e:
+        return e.attempts, e.error_type
+    return 0, "returned"

@@ -177,3 +177,17 @@ def test_module_imported_in_a_step_registers_its_procedures_and_reducers(system,
     con = connect(db)
     assert con.execute("SELECT x FROM lazy_notes").fetchall() == [(7,)]
     con.close()
+
+
+def test_an_attempt_that_overruns_its_timeout_fails_as_the_public_procedure_timeout(system):
+    """An attempt cut off by its ``timeout=`` fails with ``actors.ProcedureTimeout``: the
+    ``error_type`` a workflow reads is the public name (it was the private module's), and
+    ``"ProcedureTimeout"`` in ``non_retryable`` tries none again."""
+    from actors import ProcedureTimeout
+
+    try:
+        ref = system.start(flows.calls_overrunning)
+        assert ref.result(timeout=T) == (1, "actors.ProcedureTimeout")
+    finally:
+        flows.GATE.set()  # the abandoned attempt's thread ends
+    assert issubclass(ProcedureTimeout, TimeoutError) and ProcedureTimeout.__module__ == "actors"
