@@ -159,6 +159,20 @@ def test_handoff_reports_cpu_and_switches_per_signal():
         assert wall > 0 and cpu > 0 and switches > 0
 
 
+def test_scaling_reports_cpu_per_item_for_every_case_and_size():
+    """scaling.py (tiny sizes) runs every case at each N to its end (each asserts its outcome)
+    and prints a positive CPU figure per item for each."""
+    proc = subprocess.run(
+        [sys.executable, str(RUN.parent / "scaling.py"), "--sizes", "5,10"],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = {line.split()[0]: line.split()[-2:] for line in proc.stdout.splitlines()
+            if line.split() and line.split()[0] in ("children", "procedures", "held", "broadcast", "timers")}
+    assert sorted(rows) == ["broadcast", "children", "held", "procedures", "timers"]
+    assert all(float(v.replace(",", "")) > 0 for figures in rows.values() for v in figures)
+
+
 @pytest.mark.parametrize("workload", ["steps", "signals_one", "timers"])
 def test_the_postgresql_floor_writes_each_workload_to_the_end(pg_store_url, workload):
     """``workloads_raw.py floor --db URL`` writes a workload's rows with plain psycopg into the
