@@ -138,6 +138,7 @@ from ._pickle_values import (
     released_view,
     set_state,
 )
+from ._relink import custom_pickled, forget, links, relink
 
 _PY311 = sys.version_info >= (3, 11)
 _BY_REFERENCE = cloudpickle.cloudpickle._should_pickle_by_reference
@@ -356,6 +357,7 @@ def _refresh_dispatch(sizes: list[int]) -> None:
     _DISPATCH.update(merged)
     _DISPATCH_SIZES[:] = sizes
     _KINDS.clear()
+    forget()
 
 
 
@@ -389,6 +391,9 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         # id(d) -> (d, its instance): __dict__s held apart from an instance that its state
         # cannot give back (CheckpointPickler writes each as a reference to the instance)
         self.owned: dict[int, tuple[dict[str, Any], Any]] = {}
+        # Instances pickled by a rule of the application's own (``_relink``): their attributes
+        # the workflow holds elsewhere too are set again at the restore.
+        self.custom: list[Any] = []
 
     def module_order(self, c: Any, kind: str) -> tuple[list[str], str] | None:
         """For a container an iterator goes over: if it is module data, the order of its items
@@ -498,6 +503,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             problem = _frozenset_problem(obj)
             if problem is not None:
                 raise ValueRefused(problem, obj)
+        if t.__flags__ & HEAPTYPE and custom_pickled(t):
+            self.custom.append(obj)
         plan = _PLAN.get(t)
         if plan is None:
             plan = _plan(t)
@@ -895,6 +902,7 @@ class CheckpointPickler(_Pickler):
             self.owned.update(owned)
         self._dicts_written: set[int] = set()  # of self.owned: those whose items are written
         self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
+        self._sets_done = 0  # those whose elements are written
         self._records: list[Any] = []  # their tables, read when met
         self._set_pids: dict[int, tuple[str, int]] = {}
         # Floats and ints (other than the cached small ones): pickle writes each occurrence anew,
@@ -1048,7 +1056,7 @@ class CheckpointPickler(_Pickler):
         """Pickle ``obj``, then the elements of the sets it holds, in their order, as further
         pickles in the same stream (memo shared), until no new set is met."""
         super().dump(obj)
-        done = 0
+        done = self._sets_done
         while done < len(self._sets):
             batch = self._sets[done:]
             done = len(self._sets)
@@ -1058,6 +1066,7 @@ class CheckpointPickler(_Pickler):
                     for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
                 ]
             )
+        self._sets_done = done
 
 
 class _FirstPass(_Pickler):
@@ -1310,6 +1319,7 @@ class CheckpointUnpickler(pickle.Unpickler):
 
     def __init__(self, file: Any) -> None:
         super().__init__(file)
+        self._file = file
         self._sets: list[set[Any]] = []
         self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
         self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
@@ -1389,15 +1399,27 @@ class CheckpointUnpickler(pickle.Unpickler):
         obj = self.load()
         done = 0
         failed: tuple[str, set[Any]] | None = None
-        while done < len(self._sets):
-            records = self.load()
-            for s, (rec, order) in zip(self._sets[done:], records, strict=False):
-                why = _settable.rebuild(s, order, _settable.Table.from_record(rec))
-                if why is not None and failed is None:
-                    failed = (why, s)
-            done += len(records)
+        found: Any = None
+        f = self._file
+        while True:
+            while done < len(self._sets):
+                records = self.load()
+                for s, (rec, order) in zip(self._sets[done:], records, strict=False):
+                    why = _settable.rebuild(s, order, _settable.Table.from_record(rec))
+                    if why is not None and failed is None:
+                        failed = (why, s)
+                done += len(records)
+            at = f.tell()
+            if found is not None or f.seek(0, io.SEEK_END) == at:
+                break
+            # The attributes an instance's own rule leaves out (``_relink``), then the elements
+            # of the sets they hold.
+            f.seek(at)
+            found = self.load()
         for li, slot, rest in self._set_iters:
             _settle_set_iter(li, slot, rest)
+        if found is not None:
+            relink(found)
         if self._broken is not None:
             raise ModulePathBroken(self._broken[0], self._broken[1], obj)
         if failed is not None:
@@ -1434,8 +1456,11 @@ def dumps(
         buf.write(_REFS)
         NumbersPickler(buf, data.shared_numbers).dump(aliased(obj, None, data.find_constants()))
         return buf.getvalue()
+    buf = io.BytesIO()
+
     def first_pass() -> tuple[_FirstPass, bytes, dict[int, Any], list[Any]]:
-        buf = io.BytesIO()
+        buf.seek(0)
+        buf.truncate()
         p = _FirstPass(buf, spaces, data)
         p.dump(aliased(obj, data.find_aliases(), data.find_constants()))
         memo = p.memo.copy()
@@ -1468,6 +1493,17 @@ def dumps(
         p.clear_memo()
         memo.clear()
         return _checkpoint_pickle(obj, spaces, data, p.owned)
+    if p.custom:
+        found = links(p.custom, memo)
+        if found:
+            if any(id(v) not in memo for *_, v in found):
+                # An object only the instances' attributes hold, written with the links: with
+                # the rules the first pass did not look for in it.
+                p.clear_memo()
+                memo.clear()
+                return _checkpoint_pickle(obj, spaces, data, p.owned)
+            _Pickler.dump(p, found)  # a further pickle in the stream, as _checkpoint_pickle's
+            return _REFS + buf.getvalue()
     return payload
 
 
@@ -1515,7 +1551,13 @@ def _checkpoint_pickle(
         cp.clear_memo()  # as the first pass's, for the instances' __dict__s
         buf = io.BytesIO()
         buf.write(_REFS)
-        CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers, owned=cp.owned).dump(obj)
+        cp = CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers, owned=cp.owned)
+        cp.dump(obj)
+    if cp.custom:
+        found = links(cp.custom, cp.memo.copy())
+        if found:
+            # A further pickle in the stream (memo shared): the restored instances and objects.
+            cp.dump(found)
     return buf.getvalue()
 
 
