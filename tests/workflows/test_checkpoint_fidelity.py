@@ -346,8 +346,9 @@ def test_restored_sets_iterate_in_their_order_or_are_refused(seed):
 def test_object_reached_through_module_data_whose_path_broke_comes_back_as_its_value():
     """A local holding an object reached through module data is that object after a restore
     while its path leads to it; where the path leads nowhere, or to an object of another type
-    (the module's data changed, or a fresh process never had it), the restore gives back the
-    value the local held at the checkpoint instead of failing."""
+    (the module's data changed, or a fresh process never had it), or, in the process that wrote
+    the checkpoint, to another object put there since, the restore gives back the value the
+    local held at the checkpoint instead of failing."""
     config = {"items": [1, 2], "other": {"rules": [[], []]}}
     wf = _compile(
         """
@@ -375,7 +376,8 @@ def test_object_reached_through_module_data_whose_path_broke_comes_back_as_its_v
     config["items"] = []
     del config["other"]["rules"][1]
     back = restore(blob)
-    assert back._frames[0].__dict__["v_items"] is config["items"]
+    assert back._frames[0].__dict__["v_items"] == [1, 2]
+    assert back._frames[0].__dict__["v_items"] is not config["items"]
     assert back._frames[0].__dict__["v_rule"] == [] and back._frames[0].__dict__["v_rule"] is not config["other"]["rules"][0]
 
 

@@ -81,9 +81,11 @@ from ._pickle_modules import (
     ModulePathBroken,
     ModuleTooLarge,
     Namespace,
+    Ref,
     _function_setstate,
     _GlobalsRef,
     _resolve_ref,
+    _type_name,
     _Unresolved,
     module_constant,
     namespace,
@@ -992,8 +994,9 @@ class CheckpointPickler(_Pickler):
         if ordered(path[3]):
             # Found by its place in a list or a dict: in another process the module may have
             # built that container in another order, where the place holds another object.
-            return ("Q", *path, (PROCESS, self._order_checks(path)), obj)
-        return ("P", *path, obj)
+            return ("Q", *path, (PROCESS, self._order_checks(path), id(obj)), obj)
+        # (in this process, a restore checks that the path still leads to this very object)
+        return ("P", *path, (PROCESS, id(obj)), obj)
 
     def _order_checks(self, path: Any) -> tuple[Any, ...]:
         """For each ordered step of ``path``: the step's index, the fingerprint of the element
@@ -1347,15 +1350,17 @@ class CheckpointUnpickler(pickle.Unpickler):
         if tag == "g":
             return workflow_global(pid[1], pid[2])
         if tag == "P":  # a path, and the value to use where it leads nowhere in this process
+            ref, mark = (pid[1:6], pid[6]) if len(pid) == 8 else (pid[1:-1], None)
             try:
-                return _resolve_ref(pid[1:-1])
+                o = _resolve_ref(ref)
             except ValueError:
                 return pid[-1]
+            return _same_object(o, mark, pid[-1], ref)
         if tag == "Q":  # a path through a place in a list or a dict, checked in another process
-            ref, (process, checks) = pid[1:-2], pid[-2]
+            ref, (process, checks, *ident) = pid[1:-2], pid[-2]
             try:
                 if process == PROCESS:
-                    return _resolve_ref(ref)
+                    return _same_object(_resolve_ref(ref), (process, *ident), pid[-1], ref)
                 return resolve_ordered(ref, checks, self._orders)
             except ValueError:
                 return pid[-1]
@@ -1425,6 +1430,34 @@ class CheckpointUnpickler(pickle.Unpickler):
         if failed is not None:
             raise SetNotRestorable(failed[0], failed[1], obj)
         return obj
+
+
+def _same_object(o: Any, mark: Any, value: Any, ref: Ref) -> Any:
+    """``o``, the object path ``ref`` leads to now, where the checkpoint was written in another
+    process or ``o`` is the object it was written for (``mark``: the process and the object's
+    id). In the process that wrote it, module data changed since (another workflow, or the
+    module's code, put another object at that place, or moved the object elsewhere): the object
+    where module data holds it now, else ``value``, what it held (module data let go of it)."""
+    if mark is None or len(mark) < 2 or mark[0] != PROCESS or id(o) == mark[1]:
+        return o
+    moved = _found_again(ref, mark[1])
+    return value if moved is None else moved
+
+
+def _found_again(ref: Ref, ident: int) -> Any:
+    """The object of id ``ident`` (of the type ``ref`` records) where the module data of the
+    namespace ``ref`` starts from holds it now, or None."""
+    if ref[0] != "p":
+        return None
+    try:
+        g = workflow_globals(ref[1])
+        path = ModuleData({id(g): (ref[1], g)}).paths().get(ident)
+        if path is None:
+            return None
+        o = _resolve_ref(path)
+    except Exception:  # the walk or the path failed: the value
+        return None
+    return o if id(o) == ident and _type_name(type(o)) == ref[4] else None
 
 
 def loads(payload: bytes) -> Any:
