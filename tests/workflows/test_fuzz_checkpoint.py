@@ -212,6 +212,26 @@ FRAGMENTS = [
             "log([getattr(v, '__name__', None) or MO{i}.index(v) if v is not None else v for v in ms{i}])"
         ),
     ),
+    Fragment(
+        "attribute its class's __getstate__ drops, held by a local",
+        module=(
+            "class Pl{i}:\n    def __init__(self):\n        self.cache = {{}}\n        self.bag = []\n"
+            "    def __getstate__(self):\n        s = dict(self.__dict__)\n        del s['cache']\n"
+            "        return s\n"
+            "    def __setstate__(self, s):\n        self.__dict__.update(s)\n        self.cache = {{}}"
+        ),
+        before="pl{i} = Pl{i}()\npc{i} = pl{i}.cache\npb{i} = pl{i}.bag\npc{i}['k'] = x",
+        after="pc{i}[x] = 1\npb{i}.append(x)\nlog((pl{i}.cache, pc{i} is pl{i}.cache, pl{i}.bag))",
+    ),
+    Fragment(
+        "list a __reduce__ copies, shared by two instances",
+        module=(
+            "class Sq{i}:\n    def __init__(self, m):\n        self.m = list(m)\n"
+            "    def __reduce__(self):\n        return (Sq{i}, (self.m,))"
+        ),
+        before="sa{i} = Sq{i}([x])\nsb{i} = Sq{i}([])\nsb{i}.m = sa{i}.m",
+        after="sa{i}.m.append(1)\nlog((sb{i}.m, sa{i}.m is sb{i}.m))",
+    ),
 ]
 
 REFUSED = [

@@ -17,6 +17,7 @@ as if it had never stopped.
 from __future__ import annotations
 
 import copyreg
+import sys
 import types
 from typing import Any
 
@@ -39,13 +40,12 @@ def custom_pickled(t: type) -> bool:
     if known is None:
         known = False
         if t.__flags__ & HEAPTYPE and t in copyreg.dispatch_table:
-            known = _app_module(t.__module__)
+            known = _application(t)
         elif t.__flags__ & HEAPTYPE:
             for name in _HOOKS:
                 for k in t.__mro__:
                     if name in k.__dict__:
-                        if k.__flags__ & HEAPTYPE and _app_module(k.__module__):
-                            known = True
+                        known = bool(k.__flags__ & HEAPTYPE) and _application(k)
                         break
                 if known:
                     break
@@ -53,6 +53,13 @@ def custom_pickled(t: type) -> bool:
             _CUSTOM.clear()
         _CUSTOM[t] = known
     return known
+
+
+def _application(k: type) -> bool:
+    """Whether class ``k`` is the application's: of one of its modules, or made by code run
+    with no module (``exec`` of the application's source, a script's class statement)."""
+    name = k.__module__
+    return name == "builtins" or name not in sys.modules or _app_module(name)
 
 
 def forget() -> None:
