@@ -11,6 +11,7 @@ back as, so what the workflow put into ``c`` after the await was not in ``p._cac
 from __future__ import annotations
 
 import copyreg
+import dataclasses
 import threading
 
 import pytest
@@ -149,6 +150,33 @@ async def two_instances_share_a_list_their_getstate_copies():
     return b.items, a.items is b.items
 
 
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    x: int
+    y: int
+
+
+class Board:
+    """A set of cells, written with its table (a set of objects, changed since it was made)."""
+
+    def __init__(self):
+        self.cells = {Cell(i, i * 7 % 5) for i in range(20)}
+
+    def __getstate__(self):
+        return {"cells": set(self.cells)}
+
+
+@workflow
+async def holds_a_set_its_getstate_copies():
+    board = Board()
+    cells = board.cells
+    for i in range(10):
+        cells.discard(Cell(i, i * 7 % 5))
+    await timer("t", 1)
+    cells.add(Cell(99, 1))
+    return len(board.cells), cells is board.cells
+
+
 CASES = [
     (holds_a_cache_its_getstate_drops, ({"seen": 1, "hit": 2}, True, ["potion", "elixir"], True)),
     (holds_a_list_its_getstate_copies, ([1, 2], True)),
@@ -157,6 +185,7 @@ CASES = [
     (holds_the_dropped_cache_in_a_container_at_two_awaits, ([{"y": 2}, {"x": 1}], [True, True])),
     (holds_what_a_copyreg_reducer_copies, (["hello"], True)),
     (two_instances_share_a_list_their_getstate_copies, ([1, 2], True)),
+    (holds_a_set_its_getstate_copies, (11, True)),
 ]
 
 
@@ -169,7 +198,7 @@ def test_an_attribute_its_own_pickling_leaves_out_is_the_instances_after_a_resto
     assert h.result() == want
 
 
-NEW_PROCESS = [CASES[0], CASES[1], CASES[-1]]
+NEW_PROCESS = [CASES[0], CASES[1], CASES[-2], CASES[-1]]
 
 
 @pytest.mark.parametrize(("wf", "want"), NEW_PROCESS, ids=[wf.__name__ for wf, _ in NEW_PROCESS])

@@ -1587,7 +1587,8 @@ def _checkpoint_pickle(
         cp = CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers, owned=cp.owned)
         cp.dump(obj)
     if cp.custom:
-        found = links(cp.custom, cp.memo.copy())
+        # (a set written as a reference to its table is not in the memo)
+        found = links(cp.custom, cp.memo.copy(), {id(x): x for x in cp._sets})
         if found:
             # A further pickle in the stream (memo shared): the restored instances and objects.
             cp.dump(found)

@@ -92,11 +92,12 @@ def _slots(t: type) -> tuple[tuple[str, Any], ...]:
 Link = tuple[Any, str, str, Any]  # (instance, "d" or "s", attribute name, object)
 
 
-def links(instances: list[Any], memo: Any) -> list[Link]:
-    """For ``instances`` (custom pickled, written by a pickler whose ``memo`` is given): each
-    attribute (of the ``__dict__``: "d", of the ``__slots__``: "s") whose object the pickler
-    wrote too, or that another of them holds too, to be set again at the restore (the object
-    written with the links where the pickler did not)."""
+def links(instances: list[Any], memo: Any, sets: dict[int, Any] | None = None) -> list[Link]:
+    """For ``instances`` (custom pickled, written by a pickler whose ``memo`` is given, and
+    ``sets`` the sets it wrote as references, by id): each attribute (of the ``__dict__``: "d",
+    of the ``__slots__``: "s") whose object the pickler wrote too, or that another of them holds
+    too, to be set again at the restore (the object written with the links where the pickler
+    did not)."""
     out: list[Link] = []
     seen: set[int] = set()
     apart: dict[int, list[Link]] = {}  # objects not written, by the attributes holding them
@@ -116,7 +117,7 @@ def links(instances: list[Any], memo: Any) -> list[Link]:
                 if type(v) in plain or type(k) is not str:
                     continue
                 entry = get(id(v))
-                if entry is not None and entry[1] is v:
+                if entry is not None and entry[1] is v or sets and sets.get(id(v)) is v:
                     out.append((obj, "d", k, v))
                 else:
                     apart.setdefault(id(v), []).append((obj, "d", k, v))
@@ -128,7 +129,7 @@ def links(instances: list[Any], memo: Any) -> list[Link]:
             if type(v) in plain:
                 continue
             entry = get(id(v))
-            if entry is not None and entry[1] is v:
+            if entry is not None and entry[1] is v or sets and sets.get(id(v)) is v:
                 out.append((obj, "s", k, v))
             else:
                 apart.setdefault(id(v), []).append((obj, "s", k, v))
