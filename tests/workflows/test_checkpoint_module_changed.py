@@ -19,6 +19,8 @@ from workflows._compiler import restore, step
 from workflows._context import StepContext
 from workflows.testing import WorkflowHarness
 
+from . import moddata_items
+
 
 class Hero:
     def __init__(self, name):
@@ -97,3 +99,25 @@ def test_a_local_of_module_data_is_its_object_after_module_data_changed(change, 
     BOSSES.update(_IMPORTED[1])
     HEROES[0].hp = 10
     assert restored(change) == want
+
+
+@workflow
+async def holds_a_monster_of_another_module():
+    m = moddata_items.MONSTERS[1]
+    await timer("t", 1)
+    return m.name, m is moddata_items.MONSTERS[2]
+
+
+def test_an_object_of_another_modules_data_moved_since_is_that_object():
+    """The same for another module's data: the monster moved to another place of its list."""
+    before = list(moddata_items.MONSTERS)
+    h = WorkflowHarness(holds_a_monster_of_another_module, roundtrip=False)
+    blob = h.checkpoint()
+    try:
+        moddata_items.MONSTERS.insert(0, moddata_items.Monster("intruder"))
+        cont = restore(blob)
+        key = holds_a_monster_of_another_module.__workflow_key__
+        with StepContext(workflow_id="w", workflow_type=key, now=1.0).active():
+            assert step(cont, send=None).value == ("troll", True)
+    finally:
+        moddata_items.MONSTERS[:] = before

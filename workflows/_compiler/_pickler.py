@@ -1446,15 +1446,20 @@ def _same_object(o: Any, mark: Any, value: Any, ref: Ref) -> Any:
 
 def _found_again(ref: Ref, ident: int) -> Any:
     """The object of id ``ident`` (of the type ``ref`` records) where the module data of the
-    namespace ``ref`` starts from holds it now, or None."""
-    if ref[0] != "p":
-        return None
+    namespace ``ref`` starts from (a workflow's module, or another module) holds it now, or
+    None."""
     try:
-        g = workflow_globals(ref[1])
-        path = ModuleData({id(g): (ref[1], g)}).paths().get(ident)
+        tag, root = ref[0], ref[1]
+        g = workflow_globals(root) if tag == "p" else vars(sys.modules[root])
+        path = ModuleData({id(g): (root if tag == "p" else "", g)}).paths().get(ident)
         if path is None:
             return None
-        o = _resolve_ref(path)
+        if path[0] == "m":  # through another module the namespace imports
+            o = _resolve_ref(path)
+        else:
+            o = g[path[2]]
+            for st in path[3]:
+                o = step_into(o, st)
     except Exception:  # the walk or the path failed: the value
         return None
     return o if id(o) == ident and _type_name(type(o)) == ref[4] else None
