@@ -97,3 +97,80 @@ def test_the_variable_named_is_the_one_holding_the_refused_value_not_a_closure_r
         WorkflowHarness(_closure_beside_the_refused_value, roundtrip=True)
     assert info.value.variable == "bag", str(info.value)
     assert "list_iterator" in str(info.value)
+
+
+class ExitsWhenPickled:
+    """A value whose pickling calls sys.exit() (library code that exits on an error)."""
+
+    def __reduce__(self):
+        raise SystemExit("no pickling here")
+
+
+class ExitsWhenRestored:
+    """Pickles, and calls sys.exit() as it is unpickled."""
+
+    def __reduce__(self):
+        return (_exit_on_load, ())
+
+
+def _exit_on_load():
+    raise SystemExit("no restoring here")
+
+
+@workflow
+async def holds_a_value_that_exits_when_pickled():
+    v = ExitsWhenPickled()
+    await get(1)
+    return type(v).__name__
+
+
+@workflow
+async def holds_a_value_that_exits_when_restored():
+    v = ExitsWhenRestored()
+    await get(1)
+    return type(v).__name__
+
+
+def test_a_value_whose_pickling_or_unpickling_exits_is_refused_naming_it():
+    """A ``SystemExit`` raised by a value's pickling (or its unpickling) is that value's failure,
+    a ``CheckpointError`` naming the variable: it went through as ``SystemExit``, which ended the
+    engine's thread and left ``start()`` waiting for a commit that never came."""
+    with pytest.raises(CheckpointError) as info:
+        WorkflowHarness(holds_a_value_that_exits_when_pickled, roundtrip=True)
+    msg = str(info.value)
+    assert "local 'v'" in msg and "ExitsWhenPickled" in msg and "SystemExit: no pickling here" in msg, msg
+    with pytest.raises(CheckpointError) as restored:
+        WorkflowHarness(holds_a_value_that_exits_when_restored, roundtrip=True)
+    assert "SystemExit: no restoring here" in str(restored.value), str(restored.value)
+
+
+class Interrupted:
+    def __reduce__(self):
+        raise KeyboardInterrupt
+
+
+@workflow
+async def holds_an_interrupted_value():
+    v = Interrupted()
+    await get(1)
+    return v
+
+
+def test_ctrl_c_on_the_main_thread_while_pickling_is_ctrl_c():
+    """An interrupt of the program (Ctrl-C arrives on the main thread) stays one: only code of
+    another thread raising KeyboardInterrupt itself is the value's failure."""
+    assert threading.current_thread() is threading.main_thread()
+    with pytest.raises(KeyboardInterrupt):
+        WorkflowHarness(holds_an_interrupted_value, roundtrip=True)
+    failures: list[BaseException] = []
+
+    def elsewhere() -> None:
+        try:
+            WorkflowHarness(holds_an_interrupted_value, roundtrip=True)
+        except BaseException as e:  # noqa: BLE001 - the test looks at what came out
+            failures.append(e)
+
+    t = threading.Thread(target=elsewhere)
+    t.start()
+    t.join(30)
+    assert len(failures) == 1 and isinstance(failures[0], CheckpointError), failures

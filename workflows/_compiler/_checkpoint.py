@@ -13,6 +13,7 @@ import os
 import pickle
 import struct
 import sys
+import threading
 import traceback
 import types
 from collections import Counter
@@ -112,7 +113,9 @@ def checkpoint(cont: Continuation) -> bytes:
     if observers:
         try:
             return prefix + dumps(Observed(frames, observers), spaces, data)
-        except Exception as e:
+        except BaseException as e:
+            if _passes_through(e):
+                raise
             raise _explain_pickle_failure(cont, e) from e
     if _plain_frames(frames, data):
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster
@@ -125,9 +128,24 @@ def checkpoint(cont: Continuation) -> bytes:
         return prefix + buf.getvalue()
     try:
         payload = dumps(frames, spaces, data)
-    except Exception as e:
+    except BaseException as e:
+        if _passes_through(e):
+            raise
         raise _explain_pickle_failure(cont, e) from e
     return prefix + payload
+
+
+def _passes_through(e: BaseException) -> bool:
+    """Whether ``e``, raised while the state was pickled or unpickled, goes on as it is rather
+    than as the state's ``CheckpointError``: Ctrl-C on the main thread (the program is
+    interrupted, not its pickling) and what is no error. A ``SystemExit`` (a ``__reduce__`` or
+    ``__setstate__`` that calls ``sys.exit()``), or a ``KeyboardInterrupt`` raised by code on
+    another thread, is the value's failure: it would otherwise end the engine's thread."""
+    if isinstance(e, Exception):
+        return False
+    if isinstance(e, KeyboardInterrupt):
+        return threading.current_thread() is threading.main_thread()
+    return not isinstance(e, SystemExit)
 
 
 # Checkpoint header bytes and the frames' namespaces by (workflow, state, code and point of each
@@ -367,7 +385,9 @@ def _first_refused(
                     if isolated:
                         continue  # (with the others gone, it may not be this one's to name)
                     raise err
-            except Exception as e:
+            except BaseException as e:
+                if _passes_through(e):
+                    raise
                 where = code.describe_point(f.__dict__.get("_af_pc")) or "its start"
                 what = code.describe_slot(name)
                 if type(value) is WithExit:
@@ -555,7 +575,9 @@ def _unpickle_frames(key: str, payload: bytes) -> list[Frame]:
         raise _not_restorable(key, e.frames, e.the_set, "a set", e.reason) from None
     except ModulePathBroken as e:
         raise _not_restorable(key, e.frames, e.stand_in, "an object", e.reason) from None
-    except Exception as e:
+    except BaseException as e:
+        if _passes_through(e):
+            raise
         raise CheckpointError(
             f"cannot restore workflow {key}: unpickling its state failed: {type(e).__name__}: {e}",
             variable=None,
