@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import functools
 import json
+import threading
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -299,6 +300,15 @@ class WorkflowActor(PooledActor):
                 value, error = promise.outcome()
         except Exception as e:
             self._fault(message, e)
+        except (SystemExit, KeyboardInterrupt) as e:
+            if isinstance(e, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+                raise  # Ctrl-C: the program is interrupted
+            # Code the engine ran for this workflow ended itself (a value unpickled as it is
+            # taken, whose __setstate__ calls sys.exit()): a runtime fault of this workflow,
+            # restarted and failed as any, not the end of its actor with its callers waiting.
+            fault = RuntimeError(f"{type(e).__name__} raised by code run for this workflow: {e}")
+            fault.__cause__ = e
+            self._fault(message, fault)
         finally:
             if not paused:
                 # An ended workflow's actor stops at the end of its last message, on its own

@@ -583,3 +583,28 @@ async def calls_overrunning() -> tuple[int, str]:
     except ProcedureFailed as e:
         return e.attempts, e.error_type
     return 0, "returned"
+
+
+def _exit_as_loaded() -> None:
+    raise SystemExit("no loading this")
+
+
+class ExitsWhenLoaded:
+    """Pickles; calls sys.exit() as it is unpickled (where its reader takes it)."""
+
+    def __reduce__(self):
+        return (_exit_as_loaded, ())
+
+
+@workflow
+async def returns_what_exits_when_loaded() -> object:
+    return ExitsWhenLoaded()
+
+
+@workflow
+async def takes_what_exits_when_loaded() -> str:
+    try:
+        await spawn(returns_what_exits_when_loaded)
+    except Exception as e:  # (not what happens: the parent cannot even take the outcome)
+        return type(e).__name__
+    return "taken"

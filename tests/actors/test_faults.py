@@ -70,6 +70,21 @@ def test_a_reducer_ended_by_system_exit_is_a_fault_like_any_error(system, clock,
     assert system.start(flows.adder, 2).result(timeout=T) == 8
 
 
+def test_a_value_that_exits_as_the_engine_takes_it_is_a_fault_not_a_stopped_actor(system, clock):
+    """A child's outcome whose unpickling calls sys.exit() as its parent takes it is a runtime
+    fault of the parent (restarted, then failed past the intensity, naming it); the parent's
+    actor was stopped instead, and the parent stayed running, waiting on the child, for good."""
+    ref = system.start(flows.takes_what_exits_when_loaded)
+    system.idle(timeout=T)
+    clock.advance(60)
+    system.idle(timeout=T)
+    with pytest.raises(WorkflowFailed) as ei:
+        ref.result(timeout=T)
+    assert "runtime fault after 5 restarts" in ei.value.error_message
+    assert "SystemExit raised by code run for this workflow: no loading this" in ei.value.error_message
+    assert system.start(flows.adder, 2).result(timeout=T) == 8
+
+
 @pytest.mark.parametrize("how", ["workflow", "reducer"])
 def test_workflow_code_or_a_reducer_calling_the_system_fails_at_once(system, clock, how):
     """The system (or a ref) called from workflow code or a reducer, which run on the engine's
