@@ -5,7 +5,8 @@
 A game's workflow can hold thousands of things at once: a boss spawning a wave of minions, a
 settlement calling a procedure per building, a player workflow with chat signals it reads only
 later, a zone broadcasting to every subscriber. Each case runs one such operation at each N, in a
-fresh interpreter on a SQLite file, and reports the process's CPU time per item (every thread's;
+fresh interpreter on a SQLite file with the system's defaults (``max_live=1000``: past that,
+idle workflows are passivated and loaded again), and reports the process's CPU time per item (every thread's;
 far steadier than wall time on a shared machine). A cost per item that grows with N is a scan
 somewhere; flat is the goal. ``--against REV`` runs REV the same way (a temporary worktree and
 venv, as ``run.py --against``), each repetition of the two next to each other.
@@ -85,7 +86,7 @@ def child_run(case: str, n: int) -> None:
     """One case at one N, in this process: its CPU per item, as JSON on the last line."""
     with tempfile.TemporaryDirectory() as d:
         clock = VirtualClock() if case == "timers" else None
-        with ActorSystem(os.path.join(d, "af.db"), clock=clock, max_live=max(1000, 2 * n)) as system:
+        with ActorSystem(os.path.join(d, "af.db"), clock=clock) as system:
             if case == "held":
                 ref = system.start(holder, n)
                 for i in range(n):
