@@ -810,7 +810,16 @@ def _refuse_current_context(_p: Any, c: decimal.Context) -> Any:
     return NotImplemented
 
 
+def _reduce_super(_p: Any, obj: Any) -> Any:
+    """A ``super(C, obj)`` held across an await: made again from its class and object (the
+    object is the workflow's, restored with it), as the call made it."""
+    if obj.__self__ is None:
+        return (super, (obj.__thisclass__,))
+    return (super, (obj.__thisclass__, obj.__self__))
+
+
 _OWN_OVERRIDES: dict[type, Any] = {
+    super: _reduce_super,
     decimal.Context: _refuse_current_context,
     random.SystemRandom: _reduce_system_random,
     staticmethod: _reduce_method_wrapper,
