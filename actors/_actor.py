@@ -15,7 +15,6 @@ writer together.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import contextlib
 import dataclasses
@@ -66,6 +65,7 @@ from workflows._step import Finished, Raised
 from . import _history, _replies, _writes
 from ._errors import TimerNotArmed
 from ._host import Host
+from ._inbox import Inbox
 from ._outcomes import Outcome
 from ._pool import PooledActor
 from ._procedures import ProcedureDone, pack_call, record_outcome
@@ -246,7 +246,7 @@ class WorkflowActor(PooledActor):
         self._reset()
 
     def _reset(self) -> None:
-        self.inbox: list[InboxRow] = []
+        self.inbox = Inbox()
         self.consumed: set[int] = set()
         self.fired: dict[int, TimerRow] = {}
         self.fire_requests: dict[int, int] = {}  # fired timer id -> its `wf fire-timer` request
@@ -446,7 +446,7 @@ class WorkflowActor(PooledActor):
         self.recent, self.recent_count = recent, count
         assert rec.continuation is not None
         self.cont_blob, wait = unpack_step(rec.continuation)
-        self.inbox = inbox
+        self.inbox = Inbox(inbox)
         try:
             # A continuation made by older code moves onto the loaded code when that is safe
             # (the same await, the same constructs around it, no local live there that was not
@@ -600,7 +600,7 @@ class WorkflowActor(PooledActor):
             if self.life is Life.BLOCKED:
                 if isinstance(message, Wake):
                     self._take_row(message, fresh)
-                cancel = next((r for r in self.inbox if r.kind == CANCEL), None)
+                cancel = self.inbox.first_cancel()
                 if cancel is not None:
                     yield from self._cancel_blocked(cancel)
             return
@@ -645,15 +645,13 @@ class WorkflowActor(PooledActor):
         row = message.row
         if row is None:
             if not fresh:
-                known = {r.seq for r in self.inbox}
                 with self._reading():
                     rows = self.host.store.inbox(self.id)
-                self.inbox.extend(r for r in rows if r.seq not in known and r.seq not in self.consumed)
-                self.inbox.sort(key=lambda r: r.seq)
+                self.inbox.merge(rows, self.consumed)
             return
         if fresh or row.seq in self.consumed:
             return  # read by the load, or queued behind the step that consumed it
-        _insert_row(self.inbox, row)
+        self.inbox.add(row)
 
     def _catch_up(self) -> None:
         """On a cluster's node that has peers: read the inbox rows other nodes appended that no
@@ -662,13 +660,9 @@ class WorkflowActor(PooledActor):
         cluster = self.host.store.cluster()
         if cluster.alone() or self.life in _UNREAD:
             return
-        known = {r.seq for r in self.inbox}
         with self._reading():
             rows = self.host.store.inbox(self.id)
-        new = [r for r in rows if r.seq not in known and r.seq not in self.consumed]
-        if new:
-            self.inbox.extend(new)
-            self.inbox.sort(key=lambda r: r.seq)
+        self.inbox.merge(rows, self.consumed)
 
     def _signal(self, message: DirectSignal) -> Steps:
         """A signal from ``ref.signal()``: consumed by the step it resumes, or kept in the inbox."""
@@ -729,7 +723,7 @@ class WorkflowActor(PooledActor):
             message.reply.set_exception(e)
             return
         if self.life is Life.RUNNING or self.life is Life.BLOCKED:
-            _insert_row(self.inbox, InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
+            self.inbox.add(InboxRow(d.seq, self.id, SIGNAL, message.name, message.payload, message.created_at))
             self._warn_if_never_awaited(message.name)
         message.reply.set_result(None)
 
@@ -770,35 +764,18 @@ class WorkflowActor(PooledActor):
         live = inst.started and wait is not None
         # Inbox rows arrived in the order of their seqs (a row durable before another was sent
         # has the smaller seq); their times come from their senders' clocks, which on a cluster
-        # are several: a row is never placed before one with a smaller seq. One pass finds the
-        # rows the wait takes and a cancel (which goes first); a workflow may hold thousands of
-        # rows it does not await now, and each costs a comparison and a lookup here, no call.
+        # are several: a row is never placed before one with a smaller seq. The inbox says which
+        # rows the wait takes and a cancel (which goes first) from its index: a workflow may hold
+        # thousands of rows it does not await now, and they cost nothing here.
         arrived = float("-inf")
         cancel = None
         taken: list[tuple[InboxRow, float]] = []
         if inbox:
             if live:
                 assert wait is not None
-                names = wait.signal_names()
-                asks = wait.request_names()
-                for r in inbox:
-                    at = r.created_at
-                    if at > arrived:
-                        arrived = at
-                    kind = r.kind
-                    if kind == SIGNAL:
-                        if r.name in names:
-                            taken.append((r, arrived))
-                    elif kind == CHILD or (kind == REQUEST and r.name in asks):
-                        taken.append((r, arrived))
-                    elif kind == CANCEL:
-                        cancel = r
-                        break
+                taken, arrived, cancel = inbox.offer(wait.signal_names(), wait.request_names())
             else:
-                for r in inbox:
-                    if r.kind == CANCEL:
-                        cancel = r
-                        break
+                cancel = inbox.first_cancel()
         if cancel is not None:
             reason = loads(cancel.payload)
             self.log.info("workflow_cancel_requested", reason=reason, **({"again": True} if inst.cancelled else {}))
@@ -1073,7 +1050,7 @@ class WorkflowActor(PooledActor):
             self.recent = sw.recent
         if sw.consume_inbox:
             consumed = set(sw.consume_inbox)
-            self.inbox = [r for r in self.inbox if r.seq not in consumed]
+            self.inbox.remove(consumed)
             self.consumed |= consumed
             if len(self.consumed) > CONSUMED_MEMORY:
                 # No more Wakes can be queued than rows were appended since the last step.
@@ -1095,22 +1072,6 @@ class _Encoded:
 
     def __init__(self, blob: bytes) -> None:
         self.blob = blob
-
-
-def _insert_row(inbox: list[InboxRow], row: InboxRow) -> None:
-    """Put ``row`` in its place in ``inbox`` (kept in the order of the rows' seqs), unless a row
-    of that seq is there already. Rows mostly come in order; those that do not (a hundred
-    children's outcomes, committed by other workflows' steps) cost a search, not a scan."""
-    if not inbox or row.seq > inbox[-1].seq:
-        inbox.append(row)
-        return
-    i = bisect.bisect_left(inbox, row.seq, key=_seq)
-    if i == len(inbox) or inbox[i].seq != row.seq:
-        inbox.insert(i, row)
-
-
-def _seq(row: InboxRow) -> int:
-    return row.seq
 
 
 def _answer(reply: Promise[Any], value: Any) -> None:
