@@ -123,12 +123,8 @@ def entries(rows: list[HistoryRow], first: int = 0) -> list[HistoryEntry]:
     return out
 
 
-def page(
-    rows: list[HistoryRow], limit: int | None, before: int | None, first: int = 0
-) -> list[HistoryEntry]:
-    """The entries of ``rows`` (the whole kept history, oldest first, the first at position
-    ``first``: the entries a history limit dropped before it) before position ``before``, the
-    newest ``limit`` of them."""
+def check_page(limit: Any, before: Any) -> None:
+    """Refuse a ``history()`` page that is not one (``TypeError``, ``ValueError``)."""
     for what, value in (("limit", limit), ("before", before)):
         if value is None:
             continue
@@ -137,9 +133,6 @@ def page(
             raise TypeError(f"history() {what} must be {must} or None, got {value!r}")
         if value < 0:
             raise ValueError(f"history() {what} must be {must} or None, got {value!r}")
-    end = len(rows) if before is None else max(0, min(before - first, len(rows)))
-    start = 0 if limit is None else max(0, end - limit)
-    return entries(rows[start:end], first + start)
 
 
 def first_step(rows: list[HistoryRow]) -> int | None:

@@ -33,8 +33,6 @@ R = TypeVar("R")
 
 
 _REF_TOKEN = object()
-_ALL = 2**62  # a history read with no limit
-
 
 
 class WorkflowRef(Generic[R]):
@@ -120,8 +118,9 @@ class WorkflowRef(Generic[R]):
         ``history(limit=50, before=page[0].position)`` the one before it.
         """
         self._record()  # UnknownWorkflow, as the other calls
-        rows, first = self._system._rt.store.history_from(self.id, limit=_ALL)
-        return _history.page(rows, limit, before, first)
+        _history.check_page(limit, before)
+        rows, first = self._system._rt.store.history_page(self.id, limit, before)
+        return _history.entries(rows, first)
 
     def published(self, key: str, timeout: float | None = None) -> Any:
         """The value the workflow last published under ``key`` (``publish(key, value)``), read

@@ -54,6 +54,11 @@ HISTORY = (
     "WHERE workflow_id = ? ORDER BY seq DESC LIMIT ?) AS h ORDER BY seq"
 )
 RECENT_STEPS = "SELECT recent_steps FROM {s}.workflows WHERE id = ?"
+HISTORY_COUNT = "SELECT count(*) FROM {s}.history WHERE workflow_id = ?"
+# The latest time of a workflow's history rows older than a seq (its "trimmed" row is a count).
+HISTORY_LATEST_BEFORE = (
+    "SELECT max(at) FROM {s}.history WHERE workflow_id = ? AND seq < ? AND event <> 'trimmed'"
+)
 EXTERNAL_AFTER = (
     "SELECT seq, kind, workflow_id, name, payload, created_at FROM {s}.external "
     "WHERE seq > ? ORDER BY seq"

@@ -91,6 +91,23 @@ def recent_steps(workflow_id: str, text: str | None) -> list[HistoryRow]:
     return events
 
 
+def _history_events(steps: list[HistoryRow], rows: list[Any]) -> list[tuple[int, int, int, HistoryRow]]:
+    """The steps a workflow's row describes and its history table's ``rows`` (by seq, as read),
+    in history order, each with what it is ordered by."""
+    # By millisecond, the precision the steps are kept at; in one millisecond, steps in
+    # their order (those the row no longer describes are in the table), then other events.
+    events: list[tuple[int, int, int, HistoryRow]] = []
+    for i, h in enumerate(steps):
+        n = step_of(h.detail)
+        events.append((round(h.at * 1000), 0, n if n is not None else i, h))
+    for i, r in enumerate(rows):
+        h = HistoryRow(int(r[0]), *r[1:])
+        n = step_of(h.detail) if h.event not in FINISHED else None
+        events.append((int(r[2] * 1000), 0 if n is not None else 1, n if n is not None else i, h))
+    events.sort(key=lambda e: e[:3])
+    return events
+
+
 class SqlStore(Store):
     """The shared part of the SQL stores (see the module's docstring for what a backend adds)."""
 
@@ -593,18 +610,7 @@ class SqlStore(Store):
         gone = int(counted[0][0]) if counted else 0
         rows = [r for r in self._rows(_sql.HISTORY, (workflow_id, limit + 1)) if r[3] != _sql.TRIMMED]
         recent = self._rows(_sql.RECENT_STEPS, (workflow_id,))
-        steps = recent_steps(workflow_id, recent[0][0] if recent else None)
-        # By millisecond, the precision the steps are kept at; in one millisecond, steps in
-        # their order (those the row no longer describes are in the table), then other events.
-        events: list[tuple[int, int, int, HistoryRow]] = []
-        for i, h in enumerate(steps):
-            n = step_of(h.detail)
-            events.append((round(h.at * 1000), 0, n if n is not None else i, h))
-        for i, r in enumerate(rows):
-            h = HistoryRow(int(r[0]), *r[1:])
-            n = step_of(h.detail) if h.event not in FINISHED else None
-            events.append((int(r[2] * 1000), 0 if n is not None else 1, n if n is not None else i, h))
-        events.sort(key=lambda e: e[:3])
+        events = _history_events(recent_steps(workflow_id, recent[0][0] if recent else None), rows)
         keep = self._kept_steps()
         if keep is not None:
             # The row and the table hold a few more steps than the limit between two trims: the
@@ -615,6 +621,41 @@ class SqlStore(Store):
                 events = events[at_step[-keep]:]
         shown = [e[3] for e in events[-limit:]] if limit > 0 else []
         return shown, gone + len(events) - len(shown)
+
+    def history_page(self, workflow_id: str, limit: int | None, before: int | None) -> tuple[list[HistoryRow], int]:
+        """``Store.history_page``, reading only the newest rows it needs where that gives the same
+        page: a workflow of 100,000 steps shows its last page without reading them all."""
+        if limit is None or self._kept_steps() is not None:
+            return super().history_page(workflow_id, limit, before)
+        counted = self._rows(_sql.HISTORY_TRIMMED, (workflow_id,))
+        gone = int(counted[0][0]) if counted else 0
+        stored = int(self._rows(_sql.HISTORY_COUNT, (workflow_id,))[0][0]) - len(counted)
+        recent = self._rows(_sql.RECENT_STEPS, (workflow_id,))
+        steps = recent_steps(workflow_id, recent[0][0] if recent else None)
+        total = stored + len(steps)
+        end = total if before is None else max(0, min(before - gone, total))
+        start = max(0, end - limit)
+        if start == end:
+            return [], gone + start
+        # The page is among the newest ``total - start`` events. Read the steps the row
+        # describes and the table's newest rows (by seq) to make that many: the whole history is
+        # those, in the order ``history_from`` puts them, after the older rows, if every older
+        # row is of an earlier millisecond than each of them (one aggregate over their times,
+        # none sent here). Else (events in one millisecond, a clock that went back) the whole
+        # history is read.
+        want = min(stored, max(0, total - start - len(steps)))
+        rows = [r for r in self._rows(_sql.HISTORY, (workflow_id, want + len(counted))) if r[3] != _sql.TRIMMED]
+        rows = rows[-want:] if want else []
+        if len(rows) < want:  # pruned meanwhile: as the whole read says
+            return super().history_page(workflow_id, limit, before)
+        events = _history_events(steps, rows)
+        if want < stored:
+            below = int(rows[0][0]) if rows else 2**62  # (none read: every row is older)
+            older = self._rows(_sql.HISTORY_LATEST_BEFORE, (workflow_id, below))[0][0]
+            if older is None or int(older * 1000) >= min(e[0] for e in events):
+                return super().history_page(workflow_id, limit, before)
+        skipped = total - len(events)
+        return [e[3] for e in events[start - skipped:end - skipped]], gone + start
 
     _history_limit: int | None = None
     _history_limit_set = False  # told by the system that owns this store (else: as stored)

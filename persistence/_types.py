@@ -695,6 +695,13 @@ class BrowseStore(Protocol):
         """``history``, and the position of its first row in the whole history (the entries
         before it that a history limit dropped, and those ``limit`` left out of what it read)."""
 
+    def history_page(self, workflow_id: str, limit: int | None, before: int | None) -> tuple[list[HistoryRow], int]:
+        """The newest ``limit`` rows (all: None) of the whole history before position
+        ``before`` (None: up to the newest), and the position of the first: the page of
+        ``history_from`` with no limit that ``ref.history()`` shows."""
+        rows, first = self.history_from(workflow_id, limit=2**62)
+        return page_of(rows, first, limit, before)
+
     def ask(self, workflow_id: str, ask_id: str) -> AskRow | None:
         """The ask ``ask_id`` of ``workflow_id`` as stored, or None."""
         raise NotImplementedError
@@ -823,3 +830,12 @@ def merge_pages(
     rows = [r for page in pages for r in page]
     rows.sort(key=lambda r: (r.created_at, r.id), reverse=newest_first)
     return rows[:limit]
+
+
+def page_of(rows: list[HistoryRow], first: int, limit: int | None, before: int | None) -> tuple[list[HistoryRow], int]:
+    """Of ``rows`` (the whole history kept, its first at position ``first``), the newest
+    ``limit`` (all: None) before position ``before`` (None: up to the newest), and the position
+    of the first of them."""
+    end = len(rows) if before is None else max(0, min(before - first, len(rows)))
+    start = 0 if limit is None else max(0, end - limit)
+    return rows[start:end], first + start

@@ -209,3 +209,51 @@ def test_wf_show_writes_every_history_event_one_way(db, clock, capsys):
     assert len(details) == n + 2
     assert details[1] == '{"step": 2, "name": "item"}'
     assert all(d == json.dumps(json.loads(d)) for d in details), details
+
+
+def _page(whole, limit, before):
+    end = len(whole) if before is None else max(0, min(before, len(whole)))
+    return whole[max(0, end - limit):end]
+
+
+def test_a_page_of_a_long_history_is_that_page_of_the_whole_history(db, clock, monkeypatch):
+    """``history(limit, before)`` reads only the newest rows it needs where that gives the
+    same page, and the whole history where it may not (rows of one millisecond, a clock that
+    went back): every page is the one the whole history holds there."""
+    from actors.testing import VirtualClock
+
+    def pages(ref):
+        whole = ref.history()
+        assert [e.position for e in whole] == list(range(len(whole)))
+        for limit in (0, 1, 5, 17, 40, 500):
+            for before in (None, 0, 1, 10, 33, 70, len(whole) - 1, len(whole), len(whole) + 5):
+                assert ref.history(limit=limit, before=before) == _page(whole, limit, before), (limit, before)
+        return whole
+
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.collect, 10**6, id="long")
+        for i in range(110):
+            ref.signal("item", i)
+            system.idle(T)
+            if i < 30 or i > 50:  # steps 32 to 52 in one millisecond
+                clock.advance(1)
+        whole = pages(ref)
+        # The last page, of steps each in its own millisecond, is read without the whole history.
+        whole_reads = []
+        store = system._rt.store
+        read_whole = store.history_from
+        monkeypatch.setattr(store, "history_from", lambda *a, **k: whole_reads.append(a) or read_whole(*a, **k))
+        assert ref.history(limit=20) == whole[-20:] and not whole_reads
+        assert ref.history(limit=20, before=whole[-30].position) == whole[-50:-30] and not whole_reads
+        assert ref.history(limit=5, before=whole[45].position) == whole[40:45] and whole_reads  # one millisecond
+    # A system whose clock is behind the steps stored: its steps come first in time order.
+    with ActorSystem(db, clock=VirtualClock(clock.now() - 500)) as system:
+        ref = system.get("long")
+        for i in range(40):
+            ref.signal("item", i)
+            system.idle(T)
+        ref.cancel("enough")
+        system.idle(T)
+        whole = pages(ref)
+        steps = [e.step for e in whole if e.step is not None]
+        assert "cancelled" in [e.event for e in whole] and steps != sorted(steps)  # in time order
