@@ -28,6 +28,7 @@ from persistence._types import (
     CANCEL,
     FINISHED,
     RUNNING,
+    STATUSES,
     Delivered,
     Dropped,
     ExternalRow,
@@ -488,6 +489,20 @@ class SqlStore(Store):
         limit: int | None = None,
     ) -> list[WorkflowRecord]:
         """Workflows matching every given filter, oldest first."""
+        if limit is not None and status is None and parent_id is None:
+            # The first ``limit`` of each status, from its range of the index (workflows_listed,
+            # or workflows_type), put in order by the same ORDER BY: the first ``limit`` of all
+            # are among them. Ordering every workflow to show the first 50 cost 42 ms with
+            # 50,000 (as ``browse_workflows``, a status is one of STATUSES).
+            by_type = " AND type = ?" if type is not None else ""
+            ranges = " UNION ALL ".join(
+                f"SELECT * FROM (SELECT {_sql.WORKFLOW_COLUMNS} FROM {{s}}.workflows "
+                f"WHERE status = ?{by_type} ORDER BY created_at, id LIMIT ?) AS r{i}"
+                for i in range(len(STATUSES))
+            )
+            args = [p for st in STATUSES for p in (st, *((type,) if type is not None else ()), limit)]
+            sql = f"SELECT * FROM ({ranges}) AS u ORDER BY created_at, id LIMIT ?"
+            return [_record(r) for r in self._rows(sql, (*args, limit))]
         where: list[str] = []
         params: list[Any] = []
         for column, value in (("status", status), ("type", type), ("parent_id", parent_id)):

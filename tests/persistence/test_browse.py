@@ -140,3 +140,16 @@ def test_children_of_many_parents_in_one_call(store: Store) -> None:
     assert store.children_of([], 5) == {}
     with pytest.raises(ValueError, match="limit must be a positive int"):
         store.children_of(["p1"], 0)
+
+
+def test_a_limited_list_is_the_head_of_the_whole_list(store: Store) -> None:
+    """``list_workflows(limit=n)`` without a status reads n of each status from the index and
+    orders them as the whole list is ordered: the same workflows, in the same order (creation
+    time, ties by id), of every status, of a type or of all."""
+    _fill(store)
+    for type in (None, "game:auction", "game:quest"):
+        whole = [r.id for r in store.list_workflows(type=type)]
+        assert len(set(whole)) == len(whole) > 7
+        for n in (0, 1, 3, 4, 5, 7, 13, len(whole), len(whole) + 3):
+            assert [r.id for r in store.list_workflows(type=type, limit=n)] == whole[:n], (type, n)
+    assert store.list_workflows(type="game:none", limit=5) == []
