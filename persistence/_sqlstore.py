@@ -620,7 +620,7 @@ class SqlStore(Store):
         """``history``, and the position of its first event in the whole history: the events
         before it that a history limit dropped (counted by the table's "trimmed" row) or hides,
         and those ``limit`` left out of the rows it read (exact where it reads every row, as
-        ``ref.history()`` does)."""
+        ``history_page`` has it do where reading less could give another page)."""
         counted = self._rows(_sql.HISTORY_TRIMMED, (workflow_id,))
         gone = int(counted[0][0]) if counted else 0
         rows = [r for r in self._rows(_sql.HISTORY, (workflow_id, limit + 1)) if r[3] != _sql.TRIMMED]
