@@ -164,6 +164,11 @@ class WorkflowPruned(UnknownWorkflow):
     system's ``id_retention`` (its tombstone), so that "start it by id on every run" never runs a
     finished workflow twice. ``start(..., reuse_id=True)`` starts a new one under the id."""
 
+    # Always known here (its tombstone said them), where the base's may be None.
+    workflow_type: str
+    status: str
+    ended_at: float
+
     def __init__(self, workflow_id: str, workflow_type: str, status: str, ended_at: float) -> None:
         self.workflow_type = workflow_type
         self.status = status
