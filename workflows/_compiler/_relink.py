@@ -103,6 +103,15 @@ def links(instances: list[Any], memo: Any, sets: dict[int, Any] | None = None) -
     apart: dict[int, list[Link]] = {}  # objects not written, by the attributes holding them
     get = memo.get
     plain = _PLAIN
+
+    def place(link: Link) -> None:
+        v = link[3]
+        entry = get(id(v))
+        if entry is not None and entry[1] is v or sets and sets.get(id(v)) is v:
+            out.append(link)  # written by the pickler: linked again at the restore
+        else:
+            apart.setdefault(id(v), []).append(link)
+
     for obj in instances:
         i = id(obj)
         if i in seen or i not in memo:
@@ -114,25 +123,15 @@ def links(instances: list[Any], memo: Any, sets: dict[int, Any] | None = None) -
             d = None
         if type(d) is dict:
             for k, v in d.items():
-                if type(v) in plain or type(k) is not str:
-                    continue
-                entry = get(id(v))
-                if entry is not None and entry[1] is v or sets and sets.get(id(v)) is v:
-                    out.append((obj, "d", k, v))
-                else:
-                    apart.setdefault(id(v), []).append((obj, "d", k, v))
+                if type(v) not in plain and type(k) is str:
+                    place((obj, "d", k, v))
         for k, desc in _slots(type(obj)):
             try:
                 v = desc.__get__(obj, None)
             except AttributeError:
                 continue
-            if type(v) in plain:
-                continue
-            entry = get(id(v))
-            if entry is not None and entry[1] is v or sets and sets.get(id(v)) is v:
-                out.append((obj, "s", k, v))
-            else:
-                apart.setdefault(id(v), []).append((obj, "s", k, v))
+            if type(v) not in plain:
+                place((obj, "s", k, v))
     for held in apart.values():
         if len(held) > 1:
             out.extend(held)
