@@ -761,8 +761,8 @@ class SqlStore(Store):
         return None
 
     def running_count(self) -> int:
-        """Return how many workflows are running (by the partial index)."""
+        """Return how many workflows are running (by the range of the status index)."""
         return int(self._rows(
-            f"SELECT count(*) FROM {{s}}.workflows{self.dialect.indexed('workflows_running')} "
+            f"SELECT count(*) FROM {{s}}.workflows{self.dialect.indexed('workflows_listed')} "
             f"WHERE status = '{RUNNING}'"
         )[0][0])

@@ -32,10 +32,10 @@ from persistence._pg._ddl import QUEUE, cluster_ddl
 from persistence._pg._errors import _message, connect_error, is_lost, translate_error
 from persistence._urls import display_url, unsplit
 
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 # The oldest version a reader (``owner=False``: ``wf list``, ``wf show``, the web view) reads as
-# it is: the migrations after it only add indexes, which no reader's query needs. A migration
-# that changes what a reader reads raises it to its own version.
+# it is: the migrations after it only add, narrow or drop indexes no reader's query names. A
+# migration that changes what a reader reads raises it to its own version.
 READABLE_FROM = 1
 DEFAULT_SCHEMA = "actorflow"
 # What marks a schema as actorflow's (the same number SQLite files carry as application_id).
@@ -261,10 +261,22 @@ def _v2(cur: psycopg.Cursor[Any], s: str) -> None:
     cur.execute(f"CREATE INDEX asks_answered ON {s}.asks (replied_at) WHERE replied_at IS NOT NULL")
 
 
+def _v3(cur: psycopg.Cursor[Any], s: str) -> None:
+    """Version 3: fewer index entries written by a workflow's first and last steps (its end
+    changes ``status``, so that UPDATE is not HOT and enters the new row in every index whose
+    predicate it meets). ``workflows_running`` goes: ``workflows_listed`` (status, created_at, id)
+    holds the same entries in the same order for ``status = 'running'``. ``workflows_parent``
+    holds children only: a top-level workflow has no entry in it, at its start or its end;
+    ``parent_id = ANY(...)`` uses it as before."""
+    cur.execute(f"DROP INDEX {s}.workflows_running")
+    cur.execute(f"DROP INDEX {s}.workflows_parent")
+    cur.execute(f"CREATE INDEX workflows_parent ON {s}.workflows (parent_id) WHERE parent_id IS NOT NULL")
+
+
 # Version N is reached by running MIGRATIONS[N - 1]. To change the schema after a release, append
-# a function (``_v3``: the ALTER/CREATE statements from version 2 to 3) and raise
+# a function (``_v4``: the ALTER/CREATE statements from version 3 to 4) and raise
 # PG_SCHEMA_VERSION; never edit a released one (schemas made by it exist).
-MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[psycopg.Cursor[Any], str], None]] = [_v1, _v2, _v3]
 assert len(MIGRATIONS) == PG_SCHEMA_VERSION
 
 

@@ -31,10 +31,11 @@ from persistence._format import (
     dev_build_message,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # The oldest version a reader (``owner=False``: ``wf list``, ``wf show``, the web view) reads as
-# it is: the migrations after it only add indexes, which no reader's query needs. A migration
-# that changes what a reader reads raises it to its own version.
+# it is: the migrations after it only add, narrow or drop indexes no reader's query names, and
+# store a table's rows in another layout with the same columns. A migration that changes what a
+# reader reads raises it to its own version.
 READABLE_FROM = 1
 
 
@@ -178,10 +179,36 @@ def _v2(db: sqlite_utils.Database) -> None:
     db.execute(ASKS_ANSWERED)
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """Version 3: fewer pages written by a workflow's first and last steps.
+
+    Each index a step changes is a page of its own in that step's commit (written to the WAL,
+    checksummed and synced): a workflow's end wrote 9.4 pages where its other steps write about 1.
+
+    - ``workflows_running`` goes: ``workflows_listed`` (status, created_at, id) holds the same
+      entries in the same order for ``status = 'running'``, and was updated by the same steps.
+    - ``workflows_parent`` holds children only: a top-level workflow (most of them) has no entry
+      to write at its start. ``parent_id = ?`` and ``parent_id IN (...)`` use it as before.
+    - ``waits`` is stored in its primary key (``WITHOUT ROWID``): one B-tree, not a table and
+      its key's index, for the rows every waiting step writes and its end deletes.
+    """
+    for sql in (
+        "DROP INDEX workflows_running",
+        "DROP INDEX workflows_parent",
+        "CREATE INDEX workflows_parent ON workflows(parent_id) WHERE parent_id IS NOT NULL",
+        "CREATE TABLE waits_v3 (workflow_id TEXT NOT NULL, name TEXT NOT NULL, "
+        "PRIMARY KEY (workflow_id, name)) WITHOUT ROWID",
+        "INSERT INTO waits_v3 (workflow_id, name) SELECT workflow_id, name FROM waits",
+        "DROP TABLE waits",
+        "ALTER TABLE waits_v3 RENAME TO waits",
+    ):
+        db.execute(sql)
+
+
 # Version N is reached by running MIGRATIONS[N - 1]. To change the schema after a release, append
-# a function (``_v3``: the ALTER/CREATE statements from version 2 to 3) and raise SCHEMA_VERSION;
+# a function (``_v4``: the ALTER/CREATE statements from version 3 to 4) and raise SCHEMA_VERSION;
 # never edit a released one (files made by it exist).
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2]
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_v1, _v2, _v3]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -294,18 +295,20 @@ def test_development_build_file_is_refused_and_left_alone(db_path: str, version:
         assert s.create_workflow(new_wf("a"))
 
 
-def test_schema_has_two_versions_and_marks_its_line(db_path: str) -> None:
-    """Version 1 is the first released schema and version 2 adds the index of answered asks; a
-    new file runs both and carries the released line's mark, which is what tells it from a
-    development build's file of the same number."""
-    assert (SCHEMA_VERSION, len(MIGRATIONS)) == (2, 2)
+def test_schema_has_three_versions_and_marks_its_line(db_path: str) -> None:
+    """Version 1 is the first released schema, version 2 adds the index of answered asks and
+    version 3 narrows the indexes a workflow's first and last steps write; a new file runs all
+    three and carries the released line's mark, which is what tells it from a development
+    build's file of the same number."""
+    assert (SCHEMA_VERSION, len(MIGRATIONS)) == (3, 3)
     open_store(db_path).close()
     conn = sqlite3.connect(db_path)
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert (meta["schema_line"], meta["schema_version"]) == ("release", "2")
+    assert (meta["schema_line"], meta["schema_version"]) == ("release", "3")
     columns = [r[1] for r in conn.execute("PRAGMA table_info(workflows)")]
     assert "restarts" not in columns and {"recent_steps", "finished_at"} <= set(columns)
     conn.close()
+    _assert_version_3_layout(db_path)
 
 
 def _indexes(path: str) -> set[str]:
@@ -316,11 +319,33 @@ def _indexes(path: str) -> set[str]:
         conn.close()
 
 
-def test_a_file_of_version_1_is_migrated_to_version_2_by_its_owner(
+def _assert_version_3_layout(path: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        sql = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+    finally:
+        conn.close()
+    assert "workflows_running" not in sql
+    assert sql["workflows_parent"].endswith("WHERE parent_id IS NOT NULL")
+    assert sql["waits"].endswith("WITHOUT ROWID")
+    assert {"asks_answered", "workflows_listed", "workflows_type"} <= set(sql)
+
+
+def _stepped(wid: str, parent_id: str | None = None, waits: tuple[str, ...] = ()) -> tuple[Any, Any]:
+    """A workflow record and its first step, awaiting the signals ``waits``."""
+    from persistence import StepWrite
+
+    wf = new_wf(wid, parent_id=parent_id)
+    return wf, StepWrite(workflow_id=wid, step_seq=1, updated_at=1.0, continuation=b"c", create=wf,
+                         waiting_on="{}", wait_signals=waits)
+
+
+def test_a_file_of_version_1_is_migrated_to_version_3_by_its_owner(
     db_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file of version 1 (the first released schema) keeps its data and gets the index of
-    answered asks when an owner opens it (a reader reads it as it is); its answered asks can then be swept."""
+    """A file of version 1 (the first released schema) keeps its data and gets the later
+    versions' indexes and layout when an owner opens it (a reader reads it as it is); its
+    answered asks can then be swept."""
     from persistence._sqlite import _schema
 
     with monkeypatch.context() as m:
@@ -331,24 +356,55 @@ def test_a_file_of_version_1_is_migrated_to_version_2_by_its_owner(
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
     conn.close()
     assert "asks_answered" not in _indexes(db_path)
-    with open_store(db_path, owner=False) as r:  # read as it is: version 2 only adds an index
+    with open_store(db_path, owner=False) as r:  # read as it is: the later versions change indexes
         assert r.load_workflow("a") is not None
+        assert r.running_count() == 1
     assert "asks_answered" not in _indexes(db_path)
     with monkeypatch.context() as m:  # a version a reader cannot read as it is: refused
         m.setattr(_schema, "READABLE_FROM", 2)
-        with pytest.raises(PersistenceError, match="has schema version 1, older than this actorflow's 2"):
+        with pytest.raises(PersistenceError, match="has schema version 1, older than this actorflow's 3"):
             open_store(db_path, owner=False)
     with open_store(db_path) as s:
         assert s.load_workflow("a") is not None
         assert (s.oldest_reply(), s.expire_replies(1e12)) == (None, 0)
-    assert "asks_answered" in _indexes(db_path)
+    _assert_version_3_layout(db_path)
     conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     meta = dict(conn.execute("SELECT key, value FROM meta"))
     conn.close()
-    assert meta["schema_version"] == "2" and "migrated_to_2_at" in meta
+    assert meta["schema_version"] == "3" and {"migrated_to_2_at", "migrated_to_3_at"} <= set(meta)
     with open_store(db_path, owner=False) as r:
         assert r.load_workflow("a") is not None
+
+
+def test_a_file_of_version_2_keeps_its_waits_children_and_running_workflows_in_version_3(
+    db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What version 3 moves or re-indexes is all there after the migration: the signals each
+    waiting workflow awaits (what a signal sent to it is checked against), the children of a
+    parent, the running workflows counted."""
+    from persistence._sqlite import _schema
+
+    with monkeypatch.context() as m:
+        m.setattr(_schema, "SCHEMA_VERSION", 2)
+        with open_store(db_path) as s:
+            for wid, parent, waits in (("p", None, ("go",)), ("c1", "p", ("x", "y")), ("c2", "p", ())):
+                wf, step = _stepped(wid, parent, waits)
+                s.commit_step(step)
+        assert "workflows_running" in _indexes(db_path)
+    with open_store(db_path, owner=False) as r:  # read as it is
+        assert r.running_count() == 3
+        assert [w.id for w in r.children_of(["p"], 10)["p"]] == ["c1", "c2"]
+    with open_store(db_path) as s:
+        assert s.running_count() == 3
+        assert sorted(w.id for w in s.children_of(["p", "c1"], 10)["p"]) == ["c1", "c2"]
+        assert s.children_of(["c1"], 10) == {"c1": []}
+        waits = s.read_table("SELECT workflow_id, name FROM waits ORDER BY workflow_id, name")
+        assert [(w["workflow_id"], w["name"]) for w in waits] == [("c1", "x"), ("c1", "y"), ("p", "go")]
+        wf, step = _stepped("new", None, ("z",))
+        s.commit_step(step)
+        assert s.running_count() == 4
+    _assert_version_3_layout(db_path)
 
 
 def test_garbage_file(db_path: str) -> None:

@@ -57,9 +57,10 @@ def test_a_fresh_schema_is_created_and_marked(conn: psycopg.Connection[Any], pg_
         assert _schema.migrate(conn, schema, "here") == _schema.PG_SCHEMA_VERSION  # a no-op
         meta = dict(conn.execute(f"SELECT key, value FROM {schema}.meta").fetchall())
         assert meta["application_id"] == str(0x41465731)
-        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION) == "2"
+        assert meta["schema_version"] == str(_schema.PG_SCHEMA_VERSION) == "3"
         assert meta["schema_line"] == "release"
-        assert len(_schema.MIGRATIONS) == 2
+        assert len(_schema.MIGRATIONS) == 3
+        _assert_version_3_indexes(conn, schema)
     finally:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
@@ -155,11 +156,20 @@ def _indexes(conn: psycopg.Connection[Any], schema: str) -> set[str]:
     )}
 
 
-def test_a_schema_of_version_1_is_migrated_to_version_2_by_an_owner(
+def _assert_version_3_indexes(conn: psycopg.Connection[Any], schema: str) -> None:
+    defs = dict(conn.execute(
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (schema,)).fetchall())
+    assert "workflows_running" not in defs
+    assert defs["workflows_parent"].endswith("WHERE (parent_id IS NOT NULL)")
+    assert {"asks_answered", "workflows_listed", "workflows_type"} <= set(defs)
+
+
+def test_a_schema_of_version_1_is_migrated_to_version_3_by_an_owner(
     conn: psycopg.Connection[Any], pg_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A schema of version 1 (the first released one) keeps its data and gets the index of
-    answered asks when an owner opens it (a reader reads it as it is); its answered asks can then be swept."""
+    """A schema of version 1 (the first released one) keeps its data and gets the later
+    versions' indexes when an owner opens it (a reader reads it as it is); its answered asks can
+    then be swept, its running workflows counted and its children listed."""
     from persistence import open_store
 
     from .conftest import new_wf
@@ -173,8 +183,11 @@ def test_a_schema_of_version_1_is_migrated_to_version_2_by_an_owner(
     s = _schema.quote(schema)
     conn.execute(f"INSERT INTO {s}.workflows (id, type, status, created_at, updated_at) "
                  f"VALUES ('old', 'mod:wf', 'running', 1, 1)")
-    with open_store(pg_store_url, owner=False) as reader:  # read as it is: v2 only adds an index
+    conn.execute(f"INSERT INTO {s}.workflows (id, type, status, parent_id, created_at, updated_at, shard) "
+                 f"SELECT 'kid', 'mod:wf', 'running', 'old', 2, 2, shard FROM {s}.workflows WHERE id = 'old'")
+    with open_store(pg_store_url, owner=False) as reader:  # read as it is: later versions change indexes
         assert reader.load_workflow("old") is not None
+        assert reader.running_count() == 2
     assert _schema.classify(conn, schema, "here") == 1
     with monkeypatch.context() as m:  # a version a reader cannot read as it is: refused
         m.setattr(_schema, "READABLE_FROM", 2)
@@ -184,9 +197,11 @@ def test_a_schema_of_version_1_is_migrated_to_version_2_by_an_owner(
         assert store.load_workflow("old") is not None
         assert (store.oldest_reply(), store.expire_replies(1e12)) == (None, 0)
         assert store.create_workflow(new_wf("new"))
-    assert "asks_answered" in _indexes(conn, schema)
+        assert store.running_count() == 3
+        assert [w.id for w in store.children_of(["old"], 10)["old"]] == ["kid"]
+    _assert_version_3_indexes(conn, schema)
     meta = dict(conn.execute(f"SELECT key, value FROM {s}.meta").fetchall())
-    assert meta["schema_version"] == "2" and "migrated_to_2_at" in meta
+    assert meta["schema_version"] == "3" and {"migrated_to_2_at", "migrated_to_3_at"} <= set(meta)
 
 
 def test_a_newer_schema_version_is_refused(conn: psycopg.Connection[Any], pg_url: str) -> None:
