@@ -29,7 +29,7 @@ from ._errors import (
 )
 from ._history import HistoryEntry
 from ._info import NodeInfo, WorkflowInfo
-from ._procedures import ProcedureTimeout
+from ._procedures import AttemptsDied, ProcedureTimeout
 from ._refs import WorkflowRef
 from ._schedules import ScheduleInfo
 from ._system import ActorSystem
@@ -38,6 +38,7 @@ __all__ = [
     "ActorSystem",
     "ActorSystemError",
     "AskFailed",
+    "AttemptsDied",
     "Cancelled",
     "CheckpointError",
     "DatabaseLocked",

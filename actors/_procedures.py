@@ -132,8 +132,12 @@ class AttemptsDied(Exception):
 
     An attempt that kills its process (``os._exit``, a crash in native code, the OOM killer)
     records nothing; only the count of attempts made after a restart, written before each runs,
-    shows it. Without that count the call ran again at every start, forever.
+    shows it. Without that count the call ran again at every start, forever. The workflow's
+    ``ProcedureFailed.error_type`` is then ``"actors.AttemptsDied"``.
     """
+
+
+AttemptsDied.__module__ = "actors"  # its public name, in error_type and in pickles
 
 
 class _Idle:

@@ -41,7 +41,7 @@ async def calls_dying(log: str, attempts: int = 2, raises_first: int = 0) -> str
         await procedure(dies, log, raises_first,
                         retry=RetryPolicy(maximum_attempts=attempts, initial_interval=0.01))
     except ProcedureFailed as e:
-        return f"failed: {e}"
+        return f"failed: {e} [{e.error_type}]"
     return "returned"
 
 

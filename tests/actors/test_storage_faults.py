@@ -231,6 +231,7 @@ def test_procedure_that_kills_its_process_runs_exactly_its_attempts(db: str, tmp
         result = s.get("doomed").result(timeout=T)
     assert result.startswith("failed: procedure tests.actors.fault_flows:dies failed after 3 attempt(s)")
     assert "ended with the process running it" in result
+    assert result.endswith("[actors.AttemptsDied]")  # its public name, as ProcedureTimeout's
     assert log.read_text().count("ran") == 3
 
 
