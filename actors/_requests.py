@@ -95,9 +95,13 @@ class Requests:
         done: list[int] = []
         waiting: set[int] = set()
         held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
+        full: set[str] = set()  # of those, the ones whose request waits for room in the inbox
         stored_fault: BaseException | None = None
         for r in rows:
-            if r.workflow_id in held:
+            # A cancel needs no room (it is taken whatever the inbox holds): one behind a request
+            # waiting for room goes on, or a workflow that never takes what fills its inbox could
+            # not be cancelled with `wf cancel`; what waited is then dropped with the workflow.
+            if r.workflow_id in held and not (r.kind == "cancel" and r.workflow_id in full):
                 waiting.add(r.seq)
                 continue
             if r.kind == "prune":
@@ -128,6 +132,7 @@ class Requests:
                     continue
             except InboxFull as e:
                 held.add(r.workflow_id)
+                full.add(r.workflow_id)
                 waiting.add(r.seq)
                 if r.seq not in self.waiting:  # said once, not at every retry
                     self._log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))

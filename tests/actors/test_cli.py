@@ -13,7 +13,7 @@ import pytest
 from actors import ActorSystem, Status
 from actors.cli import main
 from actors.testing import VirtualClock
-from workflows import WorkflowFailed
+from workflows import Cancelled, WorkflowFailed
 
 from . import flows
 from .runtime_support import Inside, reader
@@ -181,6 +181,24 @@ def test_signal_to_a_full_inbox_waits_for_room_in_order(db, capsys):
     waiting = [e for e in logs if e["event"] == "external_request_waiting"]
     assert len(waiting) == 1 and "full" in waiting[0]["error"]  # said once, not at every retry
     assert not any(e["event"] == "external_request_failed" for e in logs)
+
+
+def test_cancel_is_not_held_behind_a_signal_waiting_for_room(db, capsys):
+    """`wf cancel` of a workflow whose inbox is full, after a `wf signal` to it that waits for
+    room, cancels it: a cancel needs no room. It waited behind that signal, for good when the
+    workflow never takes what fills its inbox; the signal is then dropped with the workflow."""
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:
+        ref = s.start(flows.collect_after_go, 4, id="gated")
+        for i in range(3):
+            assert wf(capsys, "signal", "--db", db, "gated", "item", str(i))[0] == 0
+        s.idle(timeout=T)  # two buffered, one waiting for room
+        assert wf(capsys, "cancel", "--db", db, "gated")[0] == 0
+        with pytest.raises(Cancelled):
+            ref.result(timeout=T)
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:
+        s.idle(timeout=T)
+        with reader(db) as r:
+            assert r.take_external(0) == []
 
 
 def test_a_signal_request_is_deleted_with_its_append(db, capsys):
