@@ -98,10 +98,11 @@ class Requests:
         full: set[str] = set()  # of those, the ones whose request waits for room in the inbox
         stored_fault: BaseException | None = None
         for r in rows:
-            # A cancel needs no room (it is taken whatever the inbox holds): one behind a request
-            # waiting for room goes on, or a workflow that never takes what fills its inbox could
-            # not be cancelled with `wf cancel`; what waited is then dropped with the workflow.
-            if r.workflow_id in held and not (r.kind == "cancel" and r.workflow_id in full):
+            # A cancel or a timer's firing needs no room (taken whatever the inbox holds): one
+            # behind a request waiting for room goes on, or a workflow that never takes what
+            # fills its inbox could not be cancelled with `wf cancel`, nor moved on with `wf
+            # fire-timer`; what waited stays for room, or is dropped with the workflow.
+            if r.workflow_id in held and not (r.kind in ("cancel", "fire_timer") and r.workflow_id in full):
                 waiting.add(r.seq)
                 continue
             if r.kind == "prune":

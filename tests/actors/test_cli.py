@@ -201,6 +201,19 @@ def test_cancel_is_not_held_behind_a_signal_waiting_for_room(db, capsys):
             assert r.take_external(0) == []
 
 
+def test_fire_timer_is_not_held_behind_a_signal_waiting_for_room(db, capsys):
+    """`wf fire-timer` of a test-mode workflow whose inbox is full, after a `wf signal` to it
+    that waits for room, fires the timer, as `debug_fire_timer` does: it waited behind that
+    signal, and the workflow, which only that timer moves on, waited for good."""
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:
+        ref = s.start(flows.sleeper, 100, id="nap", test_mode=True)
+        for i in range(3):
+            assert wf(capsys, "signal", "--db", db, "nap", "item", str(i))[0] == 0
+        s.idle(timeout=T)  # two buffered, one waiting for room
+        assert wf(capsys, "fire-timer", "--db", db, "nap", "wake")[0] == 0
+        assert ref.result(timeout=T) == 0
+
+
 def test_a_signal_request_is_deleted_with_its_append(db, capsys):
     """A `wf signal` request leaves the file in the transaction that appends it to the inbox: a
     crash after the append cannot carry it out a second time at the next opening. (The separate
