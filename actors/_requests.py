@@ -95,14 +95,15 @@ class Requests:
         done: list[int] = []
         waiting: set[int] = set()
         held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
-        full: set[str] = set()  # of those, the ones whose request waits for room in the inbox
+        full: dict[str, set[str]] = {}  # of those, waiting for room only: the kinds that wait
         stored_fault: BaseException | None = None
         for r in rows:
-            # A cancel or a timer's firing needs no room (taken whatever the inbox holds): one
-            # behind a request waiting for room goes on, or a workflow that never takes what
-            # fills its inbox could not be cancelled with `wf cancel`, nor moved on with `wf
-            # fire-timer`; what waited stays for room, or is dropped with the workflow.
-            if r.workflow_id in held and not (r.kind in ("cancel", "fire_timer") and r.workflow_id in full):
+            # Only a request of the kind waiting for room waits behind it (signals keep their
+            # order, asks theirs): a cancel or a timer's firing needs no room, and an ask has
+            # room of its own, as for `cancel()`, `debug_fire_timer()` and `ask()`. Else a
+            # workflow that never takes what fills its inbox could not be cancelled with `wf
+            # cancel`, moved on with `wf fire-timer`, nor asked with `wf ask`.
+            if r.workflow_id in held and r.kind in full.get(r.workflow_id, {r.kind}):
                 waiting.add(r.seq)
                 continue
             if r.kind == "prune":
@@ -133,7 +134,7 @@ class Requests:
                     continue
             except InboxFull as e:
                 held.add(r.workflow_id)
-                full.add(r.workflow_id)
+                full.setdefault(r.workflow_id, set()).add(r.kind)
                 waiting.add(r.seq)
                 if r.seq not in self.waiting:  # said once, not at every retry
                     self._log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
@@ -145,8 +146,9 @@ class Requests:
                     self._log.warning("external_request_failed", kind=r.kind, workflow_id=r.workflow_id, error=str(e))
             except (PersistenceError, TimeoutError) as e:
                 # A storage fault, not the request's: keep it (it was acknowledged), and the
-                # requests behind it for the same workflow, for a retry.
+                # requests behind it for the same workflow (of every kind), for a retry.
                 held.add(r.workflow_id)
+                full.pop(r.workflow_id, None)
                 if stored_fault is None or stored_fault is _PENDING_STEP:
                     stored_fault = e
                 continue

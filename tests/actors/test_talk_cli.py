@@ -123,6 +123,21 @@ def test_a_wf_request_the_system_cannot_carry_out_is_dropped_not_retried_forever
         assert not [e for e in logs if e["event"] == "housekeeping_failed"]
 
 
+def test_wf_ask_is_not_held_behind_a_signal_waiting_for_room(db, capsys):  # noqa: F811
+    """`wf ask` of a workflow whose inbox is full of signals, after a `wf signal` to it that
+    waits for room, is answered, as `ask()` is (asks have room of their own): it waited behind
+    that signal, for good when the workflow never takes what fills its inbox."""
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:
+        ref = s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        ref.signal("unheard", 1)
+        ref.signal("unheard", 2)
+        assert wf(capsys, "signal", "acct", "unheard", "3", "--db", db)[0] == 0  # waits for room
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--timeout", "10")
+        assert (code, out.strip()) == (0, "70"), err
+
+
 def test_wf_signal_the_workflow_awaits_gets_through_a_full_inbox(db, capsys):  # noqa: F811
     """The bound is for signals not awaited yet: a wf signal the workflow awaits now is taken
     even when its inbox is full of messages it does not await, as ref.signal() takes it; before,
