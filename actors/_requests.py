@@ -44,6 +44,12 @@ _REQUEST_ERRORS = (UnknownWorkflowId, WorkflowFinished, UnknownWorkflow, Workflo
 _PENDING_STEP = Exception("a fire-timer request waits for its step")
 
 
+def _queue(r: ExternalRow) -> str:
+    """What a request waiting for room in its workflow's inbox holds back: the requests of the
+    same queue behind it (a signal: those of its name; an ask: the asks; else its kind)."""
+    return f"signal {r.name}" if r.kind == "signal" else r.kind
+
+
 class Requests:
     """The `wf` requests a system carries out: those of its workflows (a prune: the leader's)."""
 
@@ -95,15 +101,16 @@ class Requests:
         done: list[int] = []
         waiting: set[int] = set()
         held: set[str] = set()  # workflows with a request waiting: the later ones wait behind it
-        full: dict[str, set[str]] = {}  # of those, waiting for room only: the kinds that wait
+        full: dict[str, set[str]] = {}  # of those, waiting for room only: what waits (_queue)
         stored_fault: BaseException | None = None
         for r in rows:
-            # Only a request of the kind waiting for room waits behind it (signals keep their
-            # order, asks theirs): a cancel or a timer's firing needs no room, and an ask has
-            # room of its own, as for `cancel()`, `debug_fire_timer()` and `ask()`. Else a
-            # workflow that never takes what fills its inbox could not be cancelled with `wf
-            # cancel`, moved on with `wf fire-timer`, nor asked with `wf ask`.
-            if r.workflow_id in held and r.kind in full.get(r.workflow_id, {r.kind}):
+            # Behind a request waiting for room wait only those of its queue (a signal's name
+            # keeps its order, asks theirs): a cancel or a timer's firing needs no room, an ask
+            # has room of its own, and a signal the workflow awaits now is taken in a full inbox,
+            # as for `cancel()`, `debug_fire_timer()`, `ask()` and `signal()`. Else a workflow
+            # that never takes what fills its inbox could not be cancelled with `wf cancel`,
+            # moved on with `wf fire-timer`, asked with `wf ask`, nor given what it awaits.
+            if r.workflow_id in held and _queue(r) in full.get(r.workflow_id, {_queue(r)}):
                 waiting.add(r.seq)
                 continue
             if r.kind == "prune":
@@ -134,7 +141,7 @@ class Requests:
                     continue
             except InboxFull as e:
                 held.add(r.workflow_id)
-                full.setdefault(r.workflow_id, set()).add(r.kind)
+                full.setdefault(r.workflow_id, set()).add(_queue(r))
                 waiting.add(r.seq)
                 if r.seq not in self.waiting:  # said once, not at every retry
                     self._log.warning("external_request_waiting", kind=r.kind, workflow_id=r.workflow_id, error=str(e))

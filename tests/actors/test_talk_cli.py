@@ -138,6 +138,23 @@ def test_wf_ask_is_not_held_behind_a_signal_waiting_for_room(db, capsys):  # noq
         assert (code, out.strip()) == (0, "70"), err
 
 
+def test_wf_signal_the_workflow_awaits_is_not_held_behind_one_waiting_for_room(db, capsys):  # noqa: F811
+    """A wf signal the workflow awaits now, sent after a wf signal of another name that waits
+    for room in its full inbox, is taken, as ref.signal() takes it: it waited behind the other,
+    for good, since the workflow makes room only once it has what it awaits. Signals of one
+    name keep their order."""
+    with ActorSystem(db, clock=VirtualClock(), inbox_limit=2) as s:
+        ref = s.start(tf.never_answers, id="stuck")
+        s.idle(timeout=T)
+        ref.signal("later", 1)
+        ref.signal("later", 2)
+        assert wf(capsys, "signal", "stuck", "later", "3", "--db", db)[0] == 0  # waits for room
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "signal", "stuck", "stop", "--db", db)
+        assert code == 0, err
+        assert ref.result(timeout=T) == "stopped"
+
+
 def test_wf_signal_the_workflow_awaits_gets_through_a_full_inbox(db, capsys):  # noqa: F811
     """The bound is for signals not awaited yet: a wf signal the workflow awaits now is taken
     even when its inbox is full of messages it does not await, as ref.signal() takes it; before,
