@@ -180,8 +180,15 @@ class Timing:
             t = self.after(t)
 
 
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of ``schedule()`` or ``unschedule()`` of the wrong type: a ``TypeError``, as
+    Python raises for one, and a ``ValueError``, as for the argument's other mistakes, so that
+    code catching either sees it."""
+
+
 def timing(schedule_id: str, cron: str | None, every: float | None, timezone: str) -> Timing:
-    """Check what ``schedule()`` was given for when, raising ``ValueError`` saying what is wrong."""
+    """Check what ``schedule()`` was given for when, raising ``ValueError`` saying what is wrong
+    (``ArgumentTypeError``, a ``ValueError`` and a ``TypeError``, for a value of the wrong type)."""
     where = f"schedule {schedule_id!r}"
     if (cron is None) == (every is None):
         raise ValueError(
@@ -194,11 +201,12 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
             or not math.isfinite(every)
             or every <= 0
         ):
-            raise ValueError(
+            wrong = isinstance(every, bool) or not isinstance(every, int | float)
+            raise (ArgumentTypeError if wrong else ValueError)(
                 f"{where}: every= must be a positive number of seconds (or a timedelta), got {every!r}"
             )
     if not isinstance(timezone, str):
-        raise ValueError(
+        raise ArgumentTypeError(
             f"{where}: timezone= must be a zone name such as 'Europe/Paris', got {timezone!r}"
         )
     if every is not None and timezone != "UTC":
@@ -223,7 +231,7 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
                 "from a checkout with pip install -e '.[cron]' (every= schedules need nothing more)"
             ) from None
         if not isinstance(cron, str):
-            raise ValueError(f"{where}: cron= must be a string such as '0 2 * * *', got {cron!r}")
+            raise ArgumentTypeError(f"{where}: cron= must be a string such as '0 2 * * *', got {cron!r}")
         try:
             next(iter(CronSim(cron_fields(cron), dt.datetime.now(zone))))
         except (CronSimError, StopIteration) as e:
@@ -308,11 +316,11 @@ class Schedules:
                 f"system.schedule({schedule_id!r}, ...) needs a @workflow function, got {wf!r}"
             )
         if overlap not in OVERLAP:
-            raise ValueError(
+            raise (ValueError if isinstance(overlap, str) else ArgumentTypeError)(
                 f"schedule {schedule_id!r}: overlap= must be one of {', '.join(map(repr, OVERLAP))}, got {overlap!r}"
             )
         if catchup not in CATCHUP:
-            raise ValueError(
+            raise (ValueError if isinstance(catchup, str) else ArgumentTypeError)(
                 f"schedule {schedule_id!r}: catchup= must be one of {', '.join(map(repr, CATCHUP))}, got {catchup!r}"
             )
         if isinstance(every, dt.timedelta):  # as timer(after=) and procedure(timeout=) take it
@@ -370,6 +378,8 @@ class Schedules:
         return [info_of(r) for r in stored.schedules(self.store)]
 
     def unschedule(self, schedule_id: str) -> bool:
+        if not isinstance(schedule_id, str) or not schedule_id:
+            raise TypeError(f"unschedule() takes a schedule id, a non-empty string, got {schedule_id!r}")
         gone = stored.delete(self.store, schedule_id)
         self.log.info("schedule_removed", schedule_id=schedule_id, found=gone)
         return gone

@@ -289,6 +289,32 @@ def test_rescheduled_with_another_timing_it_owes_no_tick_of_the_past(db: str) ->
         assert runs(system, "p") == expected("p", [START + HOUR, START + HOUR + 31 * 60])
 
 
+def test_arguments_of_the_wrong_type_are_type_errors_that_are_value_errors_too(db: str) -> None:
+    """``every="60"``, ``cron=5``, ``timezone=0``, ``overlap=1`` and ``unschedule(5)`` are of the
+    wrong type: a ``TypeError`` as Python raises for one (they were ``ValueError``s, and
+    ``unschedule(5)`` returned False), which is also a ``ValueError`` as the arguments' other
+    mistakes are, so that code catching either sees it."""
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        for kwargs, says in (
+            ({"every": "60"}, "every= must be a positive number"),
+            ({"every": True}, "every= must be a positive number"),
+            ({"cron": 5}, "cron= must be a string"),
+            ({"cron": "0 2 * * *", "timezone": 0}, "timezone= must be a zone name"),
+            ({"every": 60, "overlap": 1}, "overlap= must be one of"),
+            ({"every": 60, "catchup": None}, "catchup= must be one of"),
+        ):
+            with pytest.raises(TypeError, match=says) as caught:
+                system.schedule("bad", report, "x", **kwargs)  # type: ignore[call-overload]
+            assert isinstance(caught.value, ValueError)
+        with pytest.raises(ValueError, match="every= must be a positive number") as bad:
+            system.schedule("bad", report, "x", every=-1)
+        assert not isinstance(bad.value, TypeError)  # a wrong value of the right type
+        with pytest.raises(TypeError, match="unschedule.. takes a schedule id, a non-empty string, got 5"):
+            system.unschedule(5)  # type: ignore[arg-type]
+        assert system.schedules() == []
+
+
 def test_schedule_checks_its_arguments_and_updates_unschedules_and_lists(db: str, capsys) -> None:  # type: ignore[no-untyped-def]
     clock = VirtualClock(START)
     with ActorSystem(db, clock=clock) as system:
