@@ -300,17 +300,35 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         if kind == "signal" and name is not None:
             _warn_if_never_awaited(rec, name, "a signal")
         seq = store.post_external(kind, rec.id, name, payload, at=time.time())
-        owner = store.owner_info() if isinstance(store, SqliteStore) else None
-        if owner is not None:
-            when = f"the system running on it (pid {owner.get('pid')}) carries it out within a second"
-        elif isinstance(store, SqliteStore):
-            when = f"no system has {_shown(args.db)} open: the request waits in the file for the next one to start"
+        try:
+            owner = owner_of(store)
+        except PersistenceError:  # queued all the same; who carries it out cannot be told now
+            owner, unknown = None, True
         else:
+            unknown = False
+        if owner is not None:
+            node = f"node {owner['node_id']}, " if owner.get("node_id") else ""
+            when = f"the system running on it ({node}pid {owner.get('pid')}) carries it out within a second"
+        elif unknown:
             when = "a system running on it carries it out within a second, or the next one to start"
+        else:
+            when = f"{_nobody_runs(store, args.db)}: the request waits in the {_kept_in(store)} for the next one to start"
         print(f"queued {kind.replace('_', ' ')} #{seq} for {rec.id}: {when}")
         return 0
     finally:
         store.close()
+
+
+def _nobody_runs(store: Store, db: str) -> str:
+    """What an operator is told when no system carries a request out now: no process has the
+    file open, or no node of a cluster runs on the URL."""
+    if isinstance(store, SqliteStore):
+        return f"no system has {_shown(db)} open"
+    return f"no node runs on {_shown(db)} (wf nodes lists them)"
+
+
+def _kept_in(store: Store) -> str:
+    return "file" if isinstance(store, SqliteStore) else "database"
 
 
 def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
@@ -374,8 +392,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
                     f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
                     f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id} --db {shlex.quote(_shown(args.db))}` "
                     "waits for its reply"
-                    + ("" if owner_of(store) or not isinstance(store, SqliteStore) else
-                       f" (no system has {_shown(args.db)} open: the next one to start carries it out)")
+                    + ("" if owner_of(store) else
+                       f" ({_nobody_runs(store, args.db)}: the next one to start carries it out)")
                     + (f"; the workflow is held as {held}" if held and held.startswith("BLOCKED (") else "")
                 )
             time.sleep(pause)  # the CLI shares no notification with the system: a short reread

@@ -104,6 +104,27 @@ def test_requests_made_while_stopped_run_at_the_next_start(db, capsys):
         assert s.get("w").result(timeout=T) == "hello"
 
 
+def test_a_queued_request_says_whether_anything_runs_to_carry_it_out(db, capsys):
+    """On a file and on a URL alike: with a system (a node) running, wf says it carries the
+    request out within a second; with none, that the request waits for the next one to start,
+    and an ask that timed out says why no reply came."""
+    from .talk_flows import account
+
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.collect, 3, id="c")
+        s.start(account, 100, id="acct")
+        s.idle(timeout=T)
+        code, out, _ = wf(capsys, "signal", "c", "item", "1", "--db", db)
+        assert code == 0 and "the system running on it (" in out and "within a second" in out
+    nobody = "no system has" if "://" not in db else "no node runs on"
+    for argv in (("signal", "c", "item", "2"), ("cancel", "c")):
+        code, out, _ = wf(capsys, *argv, "--db", db)
+        assert code == 0 and f": {nobody} " in out and "for the next one to start" in out, out
+        assert "within a second" not in out, out
+    code, _, err = wf(capsys, "ask", "acct", "withdraw", "1", "--db", db, "--timeout", "0.2")
+    assert code == 1 and f"({nobody} " in err and "the next one to start carries it out" in err, err
+
+
 def test_bad_input_is_a_clear_error(db, capsys):
     """Bad JSON, an unknown id, an unknown timer and a missing file exit 1 with a message."""
     with ActorSystem(db, clock=VirtualClock()) as s:
