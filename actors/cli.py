@@ -196,6 +196,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         # Every step is kept, unless the system keeps the newest few (``history_limit``).
         oldest = store.oldest_step_kept(rec.id) if rec.step_seq else None
         steps_not_kept = max(0, (oldest or 1) - 1)
+        # Requests wf or the web view queued that the system has not carried out yet.
+        queued = [x for x in store.take_external(0) if x.workflow_id == rec.id]
+        nobody = _nobody_runs(store, args.db) if queued and owner_of(store) is None else None
         data = {
             "id": rec.id,
             "type": rec.type,
@@ -223,6 +226,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             "history": [{"seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")} for h in history],
             "history_cut": cut,
             "steps_not_kept": steps_not_kept,
+            "queued": [{"seq": x.seq, "kind": x.kind, "name": x.name, "at": x.created_at} for x in queued],
         }
         if args.json:
             print(json.dumps(data, indent=2))
@@ -238,6 +242,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             for p in procs:
                 if p.key in limited:
                     print(f"          (procedure {p.function} is waiting for its {limited[p.key]} limit)")
+        if queued:
+            print("queued" + (f" ({nobody}: the next one to start carries them out)" if nobody else
+                              " (not carried out yet)"))
+            for x in queued:
+                name = f" {x.name}" if x.name else ""
+                print(f"  #{x.seq} {x.kind.replace('_', ' ')}{name}, queued {_ts(x.created_at)}")
         if timers:
             print("timers")
             for t in timers:
@@ -324,7 +334,7 @@ def _nobody_runs(store: Store, db: str) -> str:
     file open, or no node of a cluster runs on the URL."""
     if isinstance(store, SqliteStore):
         return f"no system has {_shown(db)} open"
-    return f"no node runs on {_shown(db)} (wf nodes lists them)"
+    return f"no node runs on {_shown(db)}"
 
 
 def _kept_in(store: Store) -> str:

@@ -125,6 +125,29 @@ def test_a_queued_request_says_whether_anything_runs_to_carry_it_out(db, capsys)
     assert code == 1 and f"({nobody} " in err and "the next one to start carries it out" in err, err
 
 
+def test_show_lists_the_requests_queued_for_the_workflow(db, capsys):
+    """A signal or cancel queued while no system runs is part of what `wf show` says of the
+    workflow (as the web view lists it), as text and as JSON, until a system carries it out."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.collect, 3, id="c")
+        s.start(flows.collect, 3, id="other")
+        s.idle(timeout=T)
+    assert wf(capsys, "signal", "c", "item", '"x"', "--db", db)[0] == 0
+    assert wf(capsys, "cancel", "c", "--db", db)[0] == 0
+    assert wf(capsys, "signal", "other", "item", "1", "--db", db)[0] == 0
+    code, out, _ = wf(capsys, "show", "c", "--db", db)
+    nobody = "no system has" if "://" not in db else "no node runs on"
+    assert code == 0 and f"queued ({nobody} " in out, out
+    assert "#1 signal item, queued" in out and "#2 cancel, queued" in out and "#3" not in out, out
+    code, out, _ = wf(capsys, "show", "c", "--db", db, "--json")
+    assert [(q["seq"], q["kind"], q["name"]) for q in json.loads(out)["queued"]] == [(1, "signal", "item"), (2, "cancel", None)]
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.idle(timeout=T)
+        assert s.get("c").status() is Status.CANCELLED
+    code, out, _ = wf(capsys, "show", "c", "--db", db, "--json")
+    assert json.loads(out)["queued"] == []
+
+
 def test_bad_input_is_a_clear_error(db, capsys):
     """Bad JSON, an unknown id, an unknown timer and a missing file exit 1 with a message."""
     with ActorSystem(db, clock=VirtualClock()) as s:
