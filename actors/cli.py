@@ -727,7 +727,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, **kw)
         default = os.environ.get("WF_DB", default_db) if env else default_db
         shown = f"$WF_DB, else {default_db}" if env else default_db
-        sp.add_argument("--db", default=default, help=f"database file (default {shown})")
+        sp.add_argument("--db", default=default, metavar="PATH_OR_URL",
+                        help=f"a SQLite file or a postgresql:// URL (default {shown})")
         return sp
 
     sp = add("list", "list workflows")

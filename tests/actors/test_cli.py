@@ -148,6 +148,17 @@ def test_show_lists_the_requests_queued_for_the_workflow(db, capsys):
     assert json.loads(out)["queued"] == []
 
 
+@pytest.mark.parametrize("command", ["list", "show", "signal", "ask", "cancel", "fire-timer", "prune",
+                                     "upgrade", "nodes", "schedules", "ui"])
+def test_every_command_s_help_says_db_takes_a_url(command, capsys):
+    """--db takes a SQLite file or a postgresql:// URL on every command (wf nodes needs the URL):
+    each command's --help says so, not "database file" alone."""
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert exc.value.code == 0 and "--db PATH_OR_URL a SQLite file or a postgresql:// URL" in out, out
+
+
 def test_bad_input_is_a_clear_error(db, capsys):
     """Bad JSON, an unknown id, an unknown timer and a missing file exit 1 with a message."""
     with ActorSystem(db, clock=VirtualClock()) as s:
