@@ -416,7 +416,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str, where: str) -> int:
 def not_initialised(schema: str, where: str) -> PersistenceError:
     """The error for a reader that finds no actorflow schema yet."""
     return PersistenceError(
-        f"{where} holds no actorflow data yet (no schema {schema!r}); start the system on it "
-        f"once (open_store(url) with owner=True), then read it.",
+        f"{where} holds no actorflow data yet (no schema {schema!r}): nothing has run on it. Start "
+        f"an ActorSystem on it once (that creates the schema), then read it.",
         path=where,
     )

@@ -172,7 +172,7 @@ def test_bad_input_is_a_clear_error(db, capsys):
         assert code == 1 and "no armed timer named 'nope'; armed timers: 'wake'" in err
     if db.startswith("postgresql://"):
         code, _, err = wf(capsys, "list", "--db", db.replace("&schema=", "&schema=missing_"))
-        assert code == 1 and "holds no actorflow data yet" in err
+        assert code == 1 and "holds no actorflow data yet" in err and "Start an ActorSystem on it once" in err
         code, _, err = wf(capsys, "list", "--db", db + ".bad")
         assert code == 1 and "not a plain identifier" in err
     else:

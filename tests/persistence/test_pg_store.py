@@ -79,7 +79,7 @@ def test_durability_is_synchronous_commit(pg_store_url: str, durability: str, se
 
 
 def test_a_reader_before_any_owner_is_told_what_to_do(pg_store_url: str) -> None:
-    with pytest.raises(PersistenceError, match="holds no actorflow data yet.*owner=True"):
+    with pytest.raises(PersistenceError, match="holds no actorflow data yet.*Start an ActorSystem on it once"):
         open_store(pg_store_url, owner=False)
 
 
