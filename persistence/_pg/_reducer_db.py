@@ -594,15 +594,7 @@ class PgDatabase:
             if self._sync is not None:
                 self._sync()
         except psycopg.errors.InFailedSqlTransaction as exc:
-            if self._failed is None:
-                raise
-            raise psycopg.errors.InFailedSqlTransaction(
-                f"an earlier statement of this transaction failed ({type(self._failed).__name__}: "
-                f"{str(self._failed).splitlines()[0]}) and the reducer went on after catching it: "
-                f"on PostgreSQL that error aborted the whole transaction, so no statement can run "
-                f"after it (SQLite goes on). Let the error propagate, or avoid it (ignore=True, "
-                f"upsert, INSERT ... ON CONFLICT, or test first for what would fail)"
-            ) from exc
+            raise self._after_failure(exc) from exc
         except psycopg.errors.UndefinedTable as exc:
             self._failed = exc
             hint = _case_hint(sql, exc)
@@ -652,20 +644,48 @@ class PgDatabase:
         names = dedupe_keys(d[0] for d in cur.description or ())
         return (dict(zip(names, row, strict=True)) for row in rows)
 
-    def _plain(self, sql: str) -> None:
+    def _after_failure(self, exc: psycopg.errors.InFailedSqlTransaction) -> psycopg.Error:
+        """The error for a statement refused because an earlier one of this transaction failed
+        and the reducer went on: it names that earlier error and says what to do."""
+        if self._failed is None:
+            return exc
+        return psycopg.errors.InFailedSqlTransaction(
+            f"an earlier statement of this transaction failed ({type(self._failed).__name__}: "
+            f"{str(self._failed).splitlines()[0]}) and the reducer went on after catching it: "
+            f"on PostgreSQL that error aborted the whole transaction, so no statement can run "
+            f"after it (SQLite goes on). Let the error propagate, or avoid it (ignore=True, "
+            f"upsert, INSERT ... ON CONFLICT, or test first for what would fail)"
+        )
+
+    def _run(self, sql: str, params: Any = None, *, rows: bool = False) -> list[tuple[Any, ...]]:
+        """Run one statement of the reducer db's own (no placeholders translated), with the
+        errors ``execute`` gives; its rows with ``rows=True`` (else it is synced, as
+        ``execute`` does on a pipeline)."""
         cur = _cursor(self.conn)
-        cur.execute(sql)
-        if self._sync is not None:
-            self._sync()
+        try:
+            cur.execute(sql, params)
+            if rows:
+                return cur.fetchall()
+            if self._sync is not None:
+                self._sync()
+        except psycopg.errors.InFailedSqlTransaction as exc:
+            raise self._after_failure(exc) from exc
+        except psycopg.Error as exc:
+            self._failed = exc
+            raise
+        return []
+
+    def _plain(self, sql: str) -> None:
+        self._run(sql)
 
     def table_names(self) -> list[str]:
         """The tables of the connection's current schema, by name."""
-        cur = _cursor(self.conn)
-        cur.execute(
+        found = self._run(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema() ORDER BY c.oid"
+            "WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema() ORDER BY c.oid",
+            rows=True,
         )
-        return [r[0] for r in cur.fetchall()]
+        return [r[0] for r in found]
 
     def _creating(self, name: str) -> _Shape | None:
         """Hold this transaction's lock on making table ``name``, then read its shape afresh.
@@ -681,9 +701,7 @@ class PgDatabase:
     def _shape(self, name: str) -> _Shape | None:
         if name in self._shapes:
             return self._shapes[name]
-        cur = _cursor(self.conn)
-        cur.execute(_SHAPE_SQL, (quote_identifier(name),))
-        rows = cur.fetchall()
+        rows = self._run(_SHAPE_SQL, (quote_identifier(name),), rows=True)
         shape: _Shape | None = None
         if rows:
             pks = tuple(r[0] for r in sorted((r for r in rows if r[3] is not None), key=lambda r: r[3]))

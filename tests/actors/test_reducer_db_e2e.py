@@ -152,3 +152,46 @@ def test_a_reducer_going_on_after_a_caught_error(system: Any, db: str, clock: An
         assert con.execute("SELECT to_regclass('e2e_caught') IS NULL").fetchone()[0]
     finally:
         con.close()
+
+
+@reducer
+def catches_then_uses_another_table(db: Any, tag: str, then: str) -> None:
+    """Catches the error of a duplicate key, then goes on with a table this transaction has not
+    touched yet (its shape is read first), or lists the tables."""
+    db["e2e_caught2"].insert({"id": tag, "v": 1}, pk="id", replace=True)
+    try:
+        db["e2e_caught2"].insert({"id": tag, "v": 2})
+    except Exception as exc:  # noqa: BLE001
+        CAUGHT.append(type(exc).__name__)
+    if then == "table_names":
+        db.table_names()
+    else:
+        db["e2e_caught_log"].insert({"id": tag, "what": "after"}, pk="id")
+
+
+@workflow
+async def catcher_then(tag: str, then: str) -> str:
+    reducer(catches_then_uses_another_table, tag, then)
+    return "ok"
+
+
+@pytest.mark.parametrize("then", ["new_table", "table_names"])
+def test_a_reducer_going_on_after_a_caught_error_with_another_table(system: Any, db: str, clock: Any, then: str) -> None:
+    """What the reducer does after the caught error reads the database's catalog first (the
+    shape of a table it had not touched, the list of tables): on PostgreSQL the step's message
+    names the first error all the same."""
+    CAUGHT.clear()
+    ref = system.start(catcher_then, "c", then)
+    system.idle(timeout=T)
+    clock.advance(60)
+    system.idle(timeout=T)
+    if not db.startswith("postgresql://"):
+        assert ref.result(timeout=T) == "ok"
+        return
+    with pytest.raises(WorkflowFailed) as ei:
+        ref.result(timeout=T)
+    assert re.search(
+        r"InFailedSqlTransaction: an earlier statement of this transaction failed "
+        r"\(UniqueViolation: duplicate key .*\) and the reducer went on after catching it",
+        ei.value.error_message,
+    ), ei.value.error_message
