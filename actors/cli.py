@@ -329,6 +329,11 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
         store.close()
 
 
+class Interrupted(Exception):
+    """Ctrl-C while wf waited for a request it queued, which stays queued: what to run to
+    see it through (exit status 130, as a shell gives an interrupted command)."""
+
+
 def _nobody_runs(store: Store, db: str) -> str:
     """What an operator is told when no system carries a request out now: no process has the
     file open, or no node of a cluster runs on the URL."""
@@ -394,23 +399,30 @@ def cmd_ask(args: argparse.Namespace) -> int:
             store.post_external("ask", rec.id, args.name, json.dumps({"ask_id": ask_id, "payload": value}), at=time.time())
         deadline = time.monotonic() + args.timeout
         pause = 0.02
-        while row is None or not row.answered:
-            if time.monotonic() >= deadline:
-                now = store.load_workflow(rec.id)
-                held = waiting_text(now.waiting_on) if now is not None and now.status == "running" else None
-                raise CliError(
-                    f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
-                    f"the request stays: `wf ask {rec.id} {args.name} --ask-id {ask_id} --db {shlex.quote(_shown(args.db))}` "
-                    "waits for its reply"
-                    + ("" if owner_of(store) else
-                       f" ({_nobody_runs(store, args.db)}: the next one to start carries it out)")
-                    + (f"; the workflow is held as {held}" if held and held.startswith("BLOCKED (") else "")
-                )
-            time.sleep(pause)  # the CLI shares no notification with the system: a short reread
-            pause = min(pause * 2, 0.25)
-            row = store.ask(rec.id, ask_id)
-            if row is None and store.running(rec.id) is False and store.ask(rec.id, ask_id) is None:
-                raise CliError(f"workflow {rec.id!r} finished before it took ask {args.name!r}")
+        again = f"`wf ask {rec.id} {args.name} --ask-id {ask_id} --db {shlex.quote(_shown(args.db))}`"
+        try:
+            while row is None or not row.answered:
+                if time.monotonic() >= deadline:
+                    now = store.load_workflow(rec.id)
+                    held = waiting_text(now.waiting_on) if now is not None and now.status == "running" else None
+                    raise CliError(
+                        f"no reply to ask {args.name!r} from {rec.id} within {args.timeout:g}s (ask id {ask_id}); "
+                        f"the request stays: {again} waits for its reply"
+                        + ("" if owner_of(store) else
+                           f" ({_nobody_runs(store, args.db)}: the next one to start carries it out)")
+                        + (f"; the workflow is held as {held}" if held and held.startswith("BLOCKED (") else "")
+                    )
+                time.sleep(pause)  # the CLI shares no notification with the system: a short reread
+                pause = min(pause * 2, 0.25)
+                row = store.ask(rec.id, ask_id)
+                if row is None and store.running(rec.id) is False and store.ask(rec.id, ask_id) is None:
+                    raise CliError(f"workflow {rec.id!r} finished before it took ask {args.name!r}")
+        except KeyboardInterrupt:
+            # The ask is durable: it is answered all the same; its id fetches that reply.
+            raise Interrupted(
+                f"ask {args.name!r} of {rec.id} (ask id {ask_id}) stays queued and is answered all "
+                f"the same: {again} waits for its reply without asking again"
+            ) from None
         try:
             reply = _talk.ask_outcome(row)
         except (AskFailed, WorkflowNotRunning) as e:
@@ -531,16 +543,22 @@ def _prune_through_owner(args: argparse.Namespace, pid: object, node_id: object 
             who = f"the running system (pid {pid}, node {node_id}; the cluster's leader prunes)"
         seq = store.post_external("prune", "", None, json.dumps({"older_than": args.older_than}), at=time.time())
         deadline = time.monotonic() + args.timeout
-        while True:
-            answer = store.take_external_result(seq)
-            if answer is not None:
-                break
-            if time.monotonic() >= deadline:
-                raise CliError(
-                    f"{who} has not finished prune request #{seq} within {args.timeout:g}s; it goes "
-                    f"on by itself (or at the system's next start). Check with `wf list --db {_shown(args.db)}`."
-                )
-            time.sleep(0.1)
+        try:
+            while True:
+                answer = store.take_external_result(seq)
+                if answer is not None:
+                    break
+                if time.monotonic() >= deadline:
+                    raise CliError(
+                        f"{who} has not finished prune request #{seq} within {args.timeout:g}s; it goes "
+                        f"on by itself (or at the system's next start). Check with `wf list --db {_shown(args.db)}`."
+                    )
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                f"prune request #{seq} stays queued: {who} carries it out all the same. Check with "
+                f"`wf list --db {shlex.quote(_shown(args.db))}`."
+            ) from None
         kept = store.tombstone_count()
     finally:
         store.close()
@@ -867,10 +885,16 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return int(args.func(args))
+    except Interrupted as e:
+        print(f"wf: interrupted: {e}", file=sys.stderr)
+        return 130
     except (CliError, PersistenceError, ActorSystemError) as e:
         # What went wrong with the file or the system, in one line (the messages say what to do).
         print(f"wf: error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("wf: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
 

@@ -176,3 +176,31 @@ def test_wf_signal_the_workflow_awaits_gets_through_a_full_inbox(db, capsys):  #
         store.append_inbox("flooded", "signal", "stop", dumps(None), at=0.0)
         with pytest.raises(InboxFull):  # a second one of the name is bounded as any signal is
             store.append_inbox("flooded", "signal", "stop", dumps(None), at=0.0)
+
+
+def test_ctrl_c_while_wf_ask_waits_names_the_ask_id_that_fetches_its_reply(db, capsys, monkeypatch):  # noqa: F811
+    """Ctrl-C while `wf ask` waits leaves the durable ask queued: wf exits 130 with the command
+    (its --ask-id) that fetches the reply without asking again; no traceback."""
+    import re
+
+    from actors import cli
+
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(cli.time, "sleep", interrupted)
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db)
+    assert (code, out) == (130, ""), err
+    assert "Traceback" not in err and err.startswith("wf: interrupted: ask 'withdraw' of acct"), err
+    ask_id = re.search(r"--ask-id (\S+) --db", err)
+    assert ask_id, err
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", ask_id.group(1))
+        assert (code, out.strip()) == (0, "70"), err
+        assert s.get("acct").published("balance") == 70  # asked once
