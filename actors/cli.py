@@ -56,9 +56,10 @@ from ._wait import unpack_step
 
 
 def _ts(t: float | None) -> str:
+    """A time as wf prints it: UTC, marked Z as the due times of a wait and wf nodes are."""
     if t is None:
         return "-"
-    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _safe_loads(blob: bytes | None) -> Any:
@@ -153,11 +154,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         shown = type_names(t for t, _ in counts)
         w_id = max(len("ID"), *(len(r.id) for r in recs))
         w_ty = max(len("TYPE"), *(len(shown.get(r.type, r.type)) for r in recs))
-        print(f"{'ID':<{w_id}}  {'TYPE':<{w_ty}}  {'STATUS':<9}  {'UPDATED':<19}  WAITING ON")
+        print(f"{'ID':<{w_id}}  {'TYPE':<{w_ty}}  {'STATUS':<9}  {'UPDATED':<20}  WAITING ON")
         for r in recs:
             waiting = waiting_text(r.waiting_on) if r.status == "running" else ""
             ty = shown.get(r.type, r.type)
-            print(f"{r.id:<{w_id}}  {ty:<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<19}  {waiting or ''}")
+            print(f"{r.id:<{w_id}}  {ty:<{w_ty}}  {r.status:<9}  {_ts(r.updated_at):<20}  {waiting or ''}")
         if more > 0:
             print(note)
         return 0
@@ -527,8 +528,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         kept = store.tombstone_count()
     finally:
         store.close()
-    ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)} UTC)" if now > wall else ""
-    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} UTC from {_shown(args.db)}{ahead}{here}; "
+    ahead = f" (the file's clock is ahead of this machine's: ages measured from its newest finish, {_ts(now)})" if now > wall else ""
+    print(f"pruned {_count(total)} that finished before {_ts(cutoff)} from {_shown(args.db)}{ahead}{here}; "
           f"{_ids_kept(kept)}")
     return 0
 

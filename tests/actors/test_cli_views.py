@@ -357,3 +357,20 @@ def test_show_says_when_a_procedure_in_its_retry_backoff_runs_next(db, capsys):
     assert code == 0
     [line] = [x for x in out.splitlines() if "attempt(s)" in x]
     assert "[pending, 1 attempt(s), next attempt at " in line, line
+
+
+def test_every_time_wf_prints_is_marked_utc(db, capsys):
+    """wf prints times in UTC: each is marked Z (as the due times of a wait are, and wf nodes'),
+    in list, show (created, updated, timers, history) and prune; none is left bare for an
+    operator in another time zone to read as local time."""
+    import re
+
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(flows.sleeper, 100, id="s1", test_mode=True)
+        s.start(flows.waits_once, id="w1")
+        s.idle(timeout=T)
+    stamp = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?!Z)")
+    for argv in (("list",), ("show", "s1"), ("show", "w1"), ("prune", "--older-than", "1h")):
+        code, out, _ = wf(capsys, *argv, "--db", db)
+        assert code == 0 and re.search(r"\d\d:\d\d:\d\dZ", out), out
+        assert not stamp.search(out), out
