@@ -47,7 +47,9 @@ What a server changes, all of it in the transaction protocol this class implemen
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -139,6 +141,31 @@ def token_status(
             conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
             deadline = time.monotonic() + wait
         time.sleep(0.02)
+
+
+class _EndingBatch(threading.local):
+    """Whether this thread is ending one of the writer's batches (leaving its pipeline)."""
+
+    on = False
+
+
+_ENDING = _EndingBatch()
+_PIPELINE_END = "error ignored terminating %r: %s"
+
+
+class _QuietBatchEnd(logging.Filter):
+    """psycopg logs a WARNING when a pipeline is left on an error raised in it and its end
+    fails too ("error ignored terminating <Pipeline>: pipeline aborted"). For a batch of the
+    writer, that error is the batch's own, which the writer handles (runs the batch again,
+    write by write, and reports each write's outcome to its caller): the line says nothing an
+    operator can act on, and went to stderr of an application that configured no logging.
+    Other pipelines (the application's own) are logged as psycopg does."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_ENDING.on and record.msg == _PIPELINE_END)
+
+
+logging.getLogger("psycopg").addFilter(_QuietBatchEnd())
 
 
 class CaughtDatabaseError(Exception):
@@ -467,8 +494,10 @@ class PgWriter(Writer):
                         # BEGIN makes it a block that the sync leaves open, for ROLLBACK.
                         with contextlib.suppress(psycopg.Error):
                             self._open_block()
+                    _ENDING.on = True  # the pipeline's end may fail too: see _QuietBatchEnd
                     raise
         finally:
+            _ENDING.on = False
             self._pipeline = None
 
     def _begin(self) -> None:

@@ -648,3 +648,32 @@ def test_a_batch_that_fails_on_the_client_after_sending_sealed_statements_commit
         assert (s.load_workflow("a").step_seq, s.load_workflow("a").continuation) == (1, b"a1")
     finally:
         s.close()
+
+
+def test_a_failed_batch_leaves_no_psycopg_warning(pg_store_url: str, pg_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A write that fails after one of its statements failed in the batch's pipeline (a batch the
+    writer runs again write by write, as when two nodes race) is reported to its caller alone:
+    psycopg's "error ignored terminating <Pipeline>" WARNING, which an application that
+    configures no logging saw on stderr, is not logged. An application's own pipeline still is."""
+    import logging
+
+    caplog.set_level(logging.WARNING)
+
+    def fails(w: Any) -> None:
+        w.execute("SELECT 1/0", ())
+        w.execute("SELECT 1", ())
+        raise ValueError("the write's own error, after a statement that failed")
+
+    with open_store(pg_store_url) as store:
+        assert isinstance(store, PgStore) and store._writer is not None
+        for _ in range(3):
+            with pytest.raises((ValueError, PersistenceError)):
+                store._writer.submit(fails).result(10)
+        store.create_workflow(new_wf("after"))  # the writer goes on
+        assert store.load_workflow("after") is not None
+    noise = [r for r in caplog.records if r.name == "psycopg" and "error ignored terminating" in r.getMessage()]
+    assert noise == []
+    with psycopg.connect(pg_url) as conn, pytest.raises(ValueError), conn.pipeline():
+        conn.execute("SELECT 1/0")
+        raise ValueError("the application's own")
+    assert [r for r in caplog.records if r.name == "psycopg" and "error ignored terminating" in r.getMessage()]
