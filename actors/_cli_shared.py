@@ -147,10 +147,17 @@ def _script_file(at: str | None) -> Path | None:
     return None
 
 
-def _signal_names_of(key: str, at: str | None = None) -> frozenset[str] | None:
+SIGNAL_COMMANDS = frozenset({"signal", "subscribe"})
+REQUEST_COMMANDS = frozenset({"request"})
+
+
+def _signal_names_of(key: str, at: str | None = None,
+                     named: frozenset[str] | None = None) -> frozenset[str] | None:
     """The signal names the workflow stored as ``key`` awaits, read from its module's source file:
     wf runs none of the application's code. None when the file cannot be found or does not tell.
-    A workflow of a script (``__main__:name``) is read from the file its wait is ``at``."""
+    A workflow of a script (``__main__:name``) is read from the file its wait is ``at``.
+    ``named``: only the names of these commands (SIGNAL_COMMANDS, REQUEST_COMMANDS); all by
+    default."""
     module, _, qualname = key.partition(":")
     if not module or not qualname or "." in qualname:
         return None
@@ -161,7 +168,26 @@ def _signal_names_of(key: str, at: str | None = None) -> frozenset[str] | None:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    return names_in_source(source, qualname)
+    return names_in_source(source, qualname) if named is None else names_in_source(source, qualname, named)
+
+
+def other_kind_note(key: str, at: str | None, name: str, kind: str) -> str | None:
+    """When the workflow awaits ``name`` only as the other kind (a request for a signal sent,
+    a signal for an ask), what to say: a signal is never taken by ``request(name)``, nor an ask
+    by ``signal(name)``. None otherwise, or when its source does not tell."""
+    mine, other = ((SIGNAL_COMMANDS, REQUEST_COMMANDS) if kind == "signal"
+                   else (REQUEST_COMMANDS, SIGNAL_COMMANDS))
+    same = _signal_names_of(key, at, mine)
+    if same is None or name in same:
+        return None
+    others = _signal_names_of(key, at, other)
+    if others is None or name not in others:
+        return None
+    if kind == "signal":
+        return (f"the code of {key} awaits {name!r} as a request (an ask), not as a signal: a "
+                f"signal of that name stays in its inbox, never taken; ask it instead (wf ask)")
+    return (f"the code of {key} awaits {name!r} as a signal, not as a request: an ask of that "
+            f"name is never taken and gets no reply; send a signal instead (wf signal)")
 
 
 def why_missing(store: Store, wid: str) -> str:

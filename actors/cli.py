@@ -45,6 +45,7 @@ from ._cli_shared import (
     _shown,
     _signal_names_of,
     check_request,
+    other_kind_note,
     owner_of,
     type_names,
     wait_location,
@@ -350,8 +351,14 @@ def _kept_in(store: Store) -> str:
 def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
     """Warn on stderr when the workflow's code never awaits a signal (or request) ``name``
     (SPEC: the compiler knows every literal signal and request name). It is queued all the same."""
-    names = _signal_names_of(rec.type, wait_location(rec.waiting_on))
-    if names is None or name in names:
+    at = wait_location(rec.waiting_on)
+    names = _signal_names_of(rec.type, at)
+    if names is None:
+        return
+    if name in names:
+        note = other_kind_note(rec.type, at, name, "signal" if what == "a signal" else "request")
+        if note is not None:
+            print(f"wf: warning: {note}. Queued anyway.", file=sys.stderr)
         return
     awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
     print(

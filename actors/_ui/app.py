@@ -249,11 +249,15 @@ class UI:
                         "text": f"refused: the payload is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
                                 f'e.g. {{"amount": 100}}, [1, 2], "text" or empty for null'}
             payload: str | None = json.dumps(value)
-            names = cli._signal_names_of(rec.type, cli.wait_location(rec.waiting_on))
+            at = cli.wait_location(rec.waiting_on)
+            names = cli._signal_names_of(rec.type, at)
             if names is not None and name not in names:
                 awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
                 note = (f" Note: the code of {rec.type} never awaits a signal named {name!r} (it awaits "
                         f"{awaited}); it stays in the workflow's inbox.")
+            elif names is not None and name is not None:
+                other = cli.other_kind_note(rec.type, at, name, "signal")
+                note = f" Note: {other}." if other else ""
         elif kind == "cancel":
             payload = json.dumps(payload_text.strip() or None if payload_text else None)
         else:

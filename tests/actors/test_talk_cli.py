@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from actors import ActorSystem, InboxFull
+from actors import ActorSystem, InboxFull, Status
 from actors.testing import VirtualClock
 from persistence import dumps
 
@@ -204,3 +204,22 @@ def test_ctrl_c_while_wf_ask_waits_names_the_ask_id_that_fetches_its_reply(db, c
         code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", ask_id.group(1))
         assert (code, out.strip()) == (0, "70"), err
         assert s.get("acct").published("balance") == 70  # asked once
+
+
+def test_a_name_awaited_only_as_the_other_kind_is_warned(db, capsys):  # noqa: F811
+    """A signal of a name the code awaits only as a request (an ask) is never taken, nor an ask
+    of a name it awaits only as a signal: wf signal and wf ask warn, saying which to use."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        code, _, err = wf(capsys, "signal", "acct", "withdraw", "30", "--db", db)
+        assert code == 0 and "awaits 'withdraw' as a request (an ask), not as a signal" in err, err
+        assert "wf ask" in err
+        s.idle(timeout=T)
+        assert s.get("acct").published("balance") == 100  # never taken
+        code, _, err = wf(capsys, "ask", "acct", "close", "1", "--db", db, "--timeout", "0.3")
+        assert code == 1 and "awaits 'close' as a signal, not as a request" in err, err
+        assert "wf signal" in err
+        assert s.get("acct").status() is Status.RUNNING  # the ask did not close it
+        code, _, err = wf(capsys, "signal", "acct", "close", "--db", db)
+        assert code == 0 and "warning" not in err, err

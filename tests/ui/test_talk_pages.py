@@ -65,3 +65,19 @@ def test_the_workflow_page_pages_the_whole_history(db) -> None:  # noqa: F811
             # The rest: the start and the first signals (n + 2 events in all).
             assert f"{n + 2 - HISTORY_SHOWN} events before the newest {HISTORY_SHOWN}" in html
             assert "started" in html and "older events" not in html and "newer events" in html
+
+
+def test_a_signal_of_a_name_awaited_only_as_a_request_is_noted(db) -> None:  # noqa: F811
+    """The signal form says when the code awaits the name as a request (an ask) only: such a
+    signal is never taken."""
+    from .test_pages import token_of
+
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        with client_for(db) as c:
+            token = token_of(c.get("/w/acct").text)
+            r = c.post("/signal", data={"id": "acct", "name": "withdraw", "payload": "5", "csrf": token})
+            assert "awaits &#39;withdraw&#39; as a request (an ask), not as a signal" in r.text, r.text
+            r = c.post("/signal", data={"id": "acct", "name": "close", "payload": "", "csrf": token})
+            assert "as a request" not in r.text and "never awaits" not in r.text

@@ -28,14 +28,17 @@ def _callee(call: ast.Call) -> str | None:
     return None
 
 
-def scan(node: ast.AsyncFunctionDef) -> tuple[frozenset[str] | None, tuple[str, ...]]:
+def scan(
+    node: ast.AsyncFunctionDef, named: frozenset[str] | set[str] = _NAMED
+) -> tuple[frozenset[str] | None, tuple[str, ...]]:
     """The literal signal names in ``node`` (None if one is not a literal) and the names of the
-    functions it awaits directly (``await helper(x)``), which may be inline workflows."""
+    functions it awaits directly (``await helper(x)``), which may be inline workflows. ``named``:
+    the commands whose names count (all of them: signals, subscriptions and requests)."""
     names: set[str] = set()
     known = True
     inline: list[str] = []
     for n in ast.walk(node):
-        if isinstance(n, ast.Call) and _callee(n) in _NAMED:
+        if isinstance(n, ast.Call) and _callee(n) in named:
             first = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "name"), None)
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 names.add(first.value)
@@ -70,9 +73,12 @@ def awaited_signals(
     return frozenset(names)
 
 
-def names_in_source(source: str, name: str) -> frozenset[str] | None:
+def names_in_source(
+    source: str, name: str, named: frozenset[str] | set[str] = _NAMED
+) -> frozenset[str] | None:
     """The signal names the module-level workflow ``name`` awaits, read from the module's source
-    without running it (for tools such as ``wf signal``); None if the source does not tell."""
+    without running it (for tools such as ``wf signal``); None if the source does not tell.
+    ``named`` as for ``scan`` (``{"request"}``: the names of its asks alone)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -86,7 +92,7 @@ def names_in_source(source: str, name: str) -> frozenset[str] | None:
         node = defs.get(fname)
         if node is None:
             return None
-        own, inline = scan(node)
+        own, inline = scan(node, named)
         found[fname] = own  # a workflow that awaits itself inline ends the recursion
         names: set[str] | None = set(own) if own is not None else None
         for callee in inline:
