@@ -68,6 +68,9 @@ STATEMENT_TIMEOUT = "30s"
 # A new node waits this long for the lock of a session that is ending (the previous process of the
 # same node name, killed a moment ago).
 JOIN_GRACE = 2.0
+# How long wf nodes and system.nodes() list a node that left or died (seconds since its last
+# heartbeat): then a node that joins forgets it.
+GONE_NODES_KEPT = 7 * 86400.0
 # NOTIFY payloads stay below the server's 8000 bytes.
 NOTIFY_BYTES = 7_900
 
@@ -204,6 +207,14 @@ class Membership:
                 "started_at = now(), probed_at = NULL, pid = EXCLUDED.pid, host = EXCLUDED.host, "
                 "ttl = EXCLUDED.ttl",
                 (self.node_id, self.incarnation, self.lock_key, os.getpid(), socket.gethostname(), self.ttl),
+            )
+            # The nodes gone for good a while ago (left, or declared dead) are forgotten, as a
+            # node joins: each process start under a new name (the default, host and pid) adds
+            # a row, which wf nodes listed, and each round probed, for ever.
+            self._exec(
+                "DELETE FROM {s}.af_nodes WHERE state IN ('left', 'dead') AND node_id != %s "
+                "AND heartbeat_at < now() - make_interval(secs => %s)",
+                (self.node_id, GONE_NODES_KEPT),
             )
             self._measure_offset()
             self.last_heartbeat = time.monotonic()

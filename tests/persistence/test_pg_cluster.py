@@ -468,3 +468,31 @@ def test_rounds_failing_for_a_long_outage_are_said_once_and_their_end_once(pg_ur
     recovered = [e for e in logs if e["event"] == "cluster_round_recovered"]
     assert len(recovered) == 1 and recovered[0]["log_level"] == "info"
     assert recovered[0]["failed_rounds"] >= 12
+
+
+def test_nodes_gone_for_a_week_are_forgotten_when_a_node_joins(pg_url: str, schema: str) -> None:
+    """Each process start under a new node name (the default: host and pid) adds a node; those
+    that left or died more than a week ago are forgotten as a node joins, the others kept."""
+    a = member(pg_url, schema, "a")
+    b = member(pg_url, schema, "b")
+    b.leave()
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for node_id, state, age in (("old-left", "left", "8 days"), ("old-dead", "dead", "8 days"),
+                                        ("recent-dead", "dead", "6 days")):
+                conn.execute(
+                    f"INSERT INTO {schema}.af_nodes (node_id, incarnation, lock_key, state, heartbeat_at, "
+                    f"started_at, pid, host, ttl) VALUES (%s, gen_random_uuid(), 1, %s, now() - %s::interval, "
+                    f"now() - %s::interval, 1, 'gone', 1.0)", (node_id, state, age, age),
+                )
+        assert len(a.nodes()) == 5
+        c = member(pg_url, schema, "c")
+        try:
+            assert [(n.node_id, n.state) for n in c.nodes()] == [
+                ("a", "up"), ("b", "left"), ("c", "up"), ("recent-dead", "dead")
+            ]
+        finally:
+            c.close()
+    finally:
+        a.close()
+        b.close()
