@@ -101,3 +101,39 @@ def test_big_ints_that_are_no_ids_are_kept_as_they_are():
     h = WorkflowHarness(big_ints_that_are_no_ids, 3, roundtrip=True)
     h.fire_timer("t")
     assert h.result() == ([1_700_000_000_000_000_003, 2**62 + 3], 123456789012345)
+
+
+class Room:
+    def __init__(self, name):
+        self.name = name
+        self.visitors = []
+
+
+class Castle:
+    def __init__(self):
+        self.vault = Room("vault")
+
+
+ROOMS = [Room("hall"), Room("keep")]
+CASTLE = Castle()
+BY_ID = {id(r): r for r in (*ROOMS, CASTLE.vault)}
+
+
+@workflow
+async def id_of_an_object_of_module_data(n, at_vault):
+    room = CASTLE.vault if at_vault else ROOMS[1]
+    key = id(room)
+    await timer("t", 1)
+    room.visitors.append(n)
+    return BY_ID[key] is room, key == id(room), room.visitors is BY_ID[key].visitors
+
+
+@pytest.mark.parametrize("at_vault", [False, True], ids=["list-item", "attribute"])
+def test_the_id_of_an_object_of_module_data_is_kept(at_vault):
+    """A local holding the id() of an object it reaches through module data (a room of a module
+    list, or an attribute of a module instance, indexed by id in a module dict) comes back as
+    that object's id: the checkpoint was refused with an excessively deep recursion."""
+    h = WorkflowHarness(id_of_an_object_of_module_data, 4, at_vault, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == (True, True, True)
+

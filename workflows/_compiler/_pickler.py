@@ -1003,9 +1003,9 @@ class CheckpointPickler(_Pickler):
         if ordered(path[3]):
             # Found by its place in a list or a dict: in another process the module may have
             # built that container in another order, where the place holds another object.
-            return ("Q", *path, (PROCESS, self._order_checks(path), id(obj)), obj)
+            return ("Q", *path, (PROCESS, self._order_checks(path), own_id(obj)), obj)
         # (in this process, a restore checks that the path still leads to this very object)
-        return ("P", *path, (PROCESS, id(obj)), obj)
+        return ("P", *path, (PROCESS, own_id(obj)), obj)
 
     def _order_checks(self, path: Any) -> tuple[Any, ...]:
         """For each ordered step of ``path``: the step's index, the fingerprint of the element
@@ -1035,7 +1035,7 @@ class CheckpointPickler(_Pickler):
         if addresses is not None and t is int:
             target = addresses.get(n)
             if target is not None:  # the id (or hash) of an object written: the restored one's
-                return ("o", target[0], target[1], id(n))
+                return ("o", target[0], target[1], own_id(n))
         i = id(n)
         shared = self._shared
         if shared is None:
@@ -1239,6 +1239,13 @@ def aliased(
     if constants:
         return _AliasedFrames(frames, aliases or [], constants)
     return _AliasedFrames(frames, aliases) if aliases else frames
+
+
+def own_id(o: Any) -> str:
+    """The id of ``o`` as a reference of the checkpoint records it: as text, not an int, which
+    the pickler would take for one of the workflow's (``key = id(obj)``, written as the id of
+    the object it names: through the very reference that holds it, without end)."""
+    return format(id(o), "x")
 
 
 def number_pid(pids: dict[int, tuple[str]], n: Any, t: type) -> tuple[str]:
@@ -1447,9 +1454,12 @@ def _same_object(o: Any, mark: Any, value: Any, ref: Ref) -> Any:
     id). In the process that wrote it, module data changed since (another workflow, or the
     module's code, put another object at that place, or moved the object elsewhere): the object
     where module data holds it now, else ``value``, what it held (module data let go of it)."""
-    if mark is None or len(mark) < 2 or mark[0] != PROCESS or id(o) == mark[1]:
+    if mark is None or len(mark) < 2 or mark[0] != PROCESS:
         return o
-    moved = _found_again(ref, mark[1])
+    ident = mark[1] if type(mark[1]) is int else int(mark[1], 16)
+    if id(o) == ident:
+        return o
+    moved = _found_again(ref, ident)
     return value if moved is None else moved
 
 
