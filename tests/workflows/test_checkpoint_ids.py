@@ -8,10 +8,19 @@ variable and saying what to hold instead; never accepted and then refused at the
 
 from __future__ import annotations
 
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+import threading
+
 import pytest
 
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 class Node:
@@ -137,3 +146,102 @@ def test_the_id_of_an_object_of_module_data_is_kept(at_vault):
     h.fire_timer("t")
     assert h.result() == (True, True, True)
 
+
+@workflow
+async def only_the_id_of_an_object_of_module_data(n, how):
+    key = id(ROOMS[n]) if how == "id" else hash(ROOMS[n])
+    keys = {id(r): r.name for r in ROOMS}
+    await timer("t", 1)
+    room = BY_ID.get(key) if how == "id" else ROOMS[n]
+    same = key == (id(room) if how == "id" else hash(room))
+    return room is not None and room.name, same, sorted(BY_ID[k].name for k in keys if k in BY_ID)
+
+
+REGISTRY = {}
+for _name in ("attic", "cellar"):
+    _room = Room(_name)
+    REGISTRY[id(_room)] = _room  # a module dict keyed by the ids of its values
+del _room, _name
+
+
+@workflow
+async def a_room_of_a_dict_keyed_by_ids(n, hold):
+    room = sorted(REGISTRY.values(), key=lambda r: r.name)[n]
+    key = id(room)
+    if hold == "id":
+        del room
+    await timer("t", 1)
+    if hold == "id":
+        return key in REGISTRY and REGISTRY[key].name
+    if hold == "room":
+        del key
+        return REGISTRY.get(id(room)) is room and room.name
+    return REGISTRY.get(key) is room and key == id(room) and room.name
+
+
+CHILD = r"""
+import pickle, sys
+from workflows._compiler import restore, step
+from workflows._context import StepContext
+from tests.workflows import test_checkpoint_ids as m
+cont = restore(sys.stdin.buffer.read())
+with StepContext(workflow_id="w", workflow_type=sys.argv[1], now=1.0).active():
+    r = step(cont, send=None)
+sys.stdout.buffer.write(pickle.dumps(r.value))
+"""
+
+
+def _in_a_new_process(wf, blob):
+    """What the workflow returns at the step after ``blob``, restored in a new interpreter."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, wf.__workflow_key__],
+        input=blob, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return pickle.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("how", ["id", "hash"])
+def test_the_id_of_an_object_of_module_data_names_it_in_a_new_process(how):
+    """A local holding only the id() (or the hash()) of an object of module data, not the object,
+    and a dict keyed by such ids, name the module's object in the process that restores them:
+    they kept the numbers of the process that wrote them, found in no module dict there."""
+    h = WorkflowHarness(only_the_id_of_an_object_of_module_data, 1, how, roundtrip=False)
+    got = _in_a_new_process(only_the_id_of_an_object_of_module_data, h.checkpoint())
+    assert got == ("keep", True, ["hall", "keep"])
+    h.fire_timer("t")
+    assert h.result() == ("keep", True, ["hall", "keep"])
+
+
+@pytest.mark.parametrize("hold", ["id", "room", "both"])
+def test_an_object_of_a_module_dict_keyed_by_ids_is_the_module_s(hold):
+    """A room of a module dict keyed by the ids of its rooms (``REGISTRY[id(room)] = room``),
+    held by a local, its id or both, is the module's room after a restore, in this process and
+    in a new one: the checkpoint found it through its key, an address of the process that wrote
+    it (a copy came back in another process, and one the id did not name in this one)."""
+    h = WorkflowHarness(a_room_of_a_dict_keyed_by_ids, 1, hold, roundtrip=False)
+    assert _in_a_new_process(a_room_of_a_dict_keyed_by_ids, h.checkpoint()) == "cellar"
+    h = WorkflowHarness(a_room_of_a_dict_keyed_by_ids, 1, hold, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == "cellar"
+
+
+LOCKS = [threading.Lock(), threading.Lock()]
+LOCK_NUMBERS = {id(lock): n for n, lock in enumerate(LOCKS)}
+
+
+@workflow
+async def the_id_of_a_module_lock(n):
+    key = id(LOCKS[n])
+    await timer("t", 1)
+    return LOCK_NUMBERS.get(key)
+
+
+def test_the_id_of_an_object_of_module_data_that_does_not_pickle_is_kept():
+    """Only the way to it is written for such an id, never the object by value (a lock)."""
+    h = WorkflowHarness(the_id_of_a_module_lock, 1, roundtrip=False)
+    assert _in_a_new_process(the_id_of_a_module_lock, h.checkpoint()) == 1
+    h = WorkflowHarness(the_id_of_a_module_lock, 1, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == 1

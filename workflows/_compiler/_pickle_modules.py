@@ -12,6 +12,7 @@ import itertools
 import operator
 import os
 import site
+import struct
 import sys
 import sysconfig
 import types
@@ -225,6 +226,11 @@ _POOLS: dict[str, tuple[dict[int, tuple[str, Any]], dict[Any, Any]]] = {}
 
 # Keys a path may hold (written into the checkpoint and compared again at the restore).
 _KEY_TYPES = frozenset({str, int, bytes, bool, float, type(None)})
+# An int of at least this, a multiple of the second (as CPython aligns every object), may be an
+# object's address: a dict key that is one (``{id(room): room}``) is of this process only, and
+# the walk finds its value by its place in the dict, as for a key that is an object.
+_LOW_ADDRESS = 1 << 20
+_ALIGNMENT = 2 * struct.calcsize("P")
 # Objects walked per checkpoint at most: a checkpoint whose state holds an object the walk did
 # not find, after it stopped there, is refused (the object may be module data it did not reach).
 _PATH_BUDGET = 200_000
@@ -504,7 +510,7 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
         out = []
         for j, (k, v) in enumerate(dict.items(o) if t is not types.MappingProxyType else o.items()):
             tk = type(k)
-            if tk in _KEY_TYPES:
+            if tk in _KEY_TYPES and (tk is not int or k < _LOW_ADDRESS or k % _ALIGNMENT):
                 out.append((("k", k), v))
             else:
                 out.append((("v", j), v))
@@ -690,8 +696,9 @@ class ModuleData:
     # twice, made one object again at the restore.
     aliases: list[tuple[int, str, int, str]] | None = None
     # The ints that are the id (or identity hash) of an object the checkpoint writes, by value:
-    # ("id" or "hash", the object); written as references to it (``address_ints``).
-    addresses: dict[int, tuple[str, Any]] | None = None
+    # ("id" or "hash", the object), and the way to it for an object of module data the
+    # checkpoint does not write; written as references to it (``address_ints``).
+    addresses: dict[int, tuple[Any, ...]] | None = None
     direct_counts: Mapping[int, int] = types.MappingProxyType({})  # per number aliased: its locals
     # Set by the plain-locals check: id -> (workflow key, name) of each function (and class of
     # an instance) it met that is bound to a global of the frames' namespaces (written as it).
@@ -840,6 +847,20 @@ class ModuleData:
             self._functions = w.functions
             self._more = w.more
         return self._paths
+
+    def known_paths(self) -> dict[int, Ref]:
+        """id -> reference of the objects of the last walk of these namespaces, current or not
+        (walked now if there is none): a path may lead elsewhere now, for the caller to follow
+        and check. Costs a lookup where the module's objects were walked before."""
+        if self._paths is not None:
+            return self._paths
+        if self._globals is None:
+            self._index()
+        if not self.active:
+            return {}
+        assert self._ns is not None
+        w = _WALKS.get((_PATH_BUDGET, *((wkey, id(n.g)) for wkey, n in self._ns)))
+        return w.index if w is not None else self.paths()
 
     def more_paths(self, obj: Any) -> list[Ref]:
         """The references of a function module data holds beyond the one ``path`` gives."""

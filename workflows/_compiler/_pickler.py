@@ -1035,6 +1035,8 @@ class CheckpointPickler(_Pickler):
         if addresses is not None and t is int:
             target = addresses.get(n)
             if target is not None:  # the id (or hash) of an object written: the restored one's
+                if len(target) == 3:  # of an object of module data only: the way to it
+                    return ("O", target[0], target[2], format(n, "x"))
                 return ("o", target[0], target[1], own_id(n))
         i = id(n)
         shared = self._shared
@@ -1343,7 +1345,7 @@ class CheckpointUnpickler(pickle.Unpickler):
         self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
         self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
         self._numbers: dict[int, Any] = {}
-        self._addresses: dict[int, int] = {}  # ("o" references) per int written: the restored one
+        self._addresses: dict[Any, int] = {}  # ("o", "O" references) per int written: the restored one
         self._orders: dict[tuple[int, str], Any] = {}  # ("Q" references) per container
 
     def persistent_load(self, pid: Any) -> Any:
@@ -1362,6 +1364,16 @@ class CheckpointUnpickler(pickle.Unpickler):
                 o = pid[2]
                 address = id(o) if pid[1] == "id" else _IDENTITY_HASH(o)
                 self._addresses[pid[3]] = address
+            return address
+        if tag == "O":  # the same, of an object of module data: the number where the way broke
+            address = self._addresses.get(pid)
+            if address is None:
+                try:
+                    o = _resolve_ref(pid[2])
+                    address = id(o) if pid[1] == "id" else _IDENTITY_HASH(o)
+                except ValueError:
+                    address = int(pid[3], 16)
+                self._addresses[pid] = address
             return address
         if tag == "g":
             return workflow_global(pid[1], pid[2])
@@ -1696,15 +1708,16 @@ _IDENTITY_HASH: Any = object.__hash__
 
 def address_ints(
     items: list[Any], memo: dict[int, Any], data: ModuleData | None = None
-) -> dict[int, tuple[str, Any]] | None:
+) -> dict[int, tuple[Any, ...]] | None:
     """The ints among ``items`` that are the ``id()`` of an object the checkpoint writes (in
     ``memo``, a pass's: id -> (index, object)) or of a global of the frames' modules (``data``),
-    or the ``hash()`` of one of those hashed by its identity: by their value, ("id" or "hash",
-    the object). A restore gives the object back at another address: such an int (a ``seen``
-    dict of ids, an index keyed by ``id(obj)``) is written as the id (or hash) of the object,
-    and comes back as the restored object's, so that it still says which object it was. None
-    if there are none (most checkpoints: no int large enough to be an address). Looked up by
-    address, never by a walk of the objects."""
+    or of an object reached through module data (``ROOMS[1]``, which a new process makes
+    anew), or the ``hash()`` of one of those hashed by its identity: by their value, ("id" or
+    "hash", the object). A restore gives the object back at another address: such an int (a
+    ``seen`` dict of ids, an index keyed by ``id(obj)``) is written as the id (or hash) of the
+    object, and comes back as the restored object's, so that it still says which object it was.
+    None if there are none (most checkpoints: no int large enough to be an address). Looked up
+    by address (module data's objects in its last walk), never by a walk of the objects."""
     ints = {
         n
         for n in itertools.compress(items, map(_IS_INT.__contains__, map(type, items)))
@@ -1713,7 +1726,8 @@ def address_ints(
     if not ints:
         return None
     refs = data.globals() if data is not None else {}
-    out: dict[int, tuple[str, Any]] = {}
+    known: dict[int, Any] | None = None  # module data's objects by id, looked up if needed
+    out: dict[int, tuple[Any, ...]] = {}
     for n in ints:
         for address, how in ((n, "id"), (unrotate(n), "hash")):
             held = memo.get(address)
@@ -1723,6 +1737,14 @@ def address_ints(
                 _key, name, g = refs[address]
                 o = g.get(name)
             else:
+                if known is None:
+                    known = data.known_paths() if data is not None else {}
+                o = module_object_at(address, known)
+                if o is None:
+                    continue
+                if how == "id" or type(o).__hash__ is _IDENTITY_HASH and hash(o) == n:
+                    out[n] = (how, o, known[address])  # written as the way to it, not by value
+                    break
                 continue
             if id(o) != address:
                 continue
@@ -1743,20 +1765,39 @@ def unrotate(h: int) -> int:
     return ((y << 4) | (y >> (_POINTER_BITS - 4))) & _POINTER_MASK
 
 
+def module_object_at(address: int, known: dict[int, Any]) -> Any:
+    """The object at ``address`` (its id) that module data reaches, or None. Looked up in
+    ``known``, the last walk of module data (``ModuleData.known_paths``: one made since, for the
+    objects of another step, knows those the module added later), then followed: the object
+    found must be at that address."""
+    ref = known.get(address)
+    if ref is None or positional(ref[3]):  # (through a set's order: of this process only)
+        return None
+    try:
+        o = _resolve_ref(ref)
+    except Exception:  # the path found leads nowhere now: no object of module data
+        return None
+    return o if id(o) == address else None
+
+
 def maybe_addresses(bigs: list[int], ids: Any, data: ModuleData) -> bool:
     """Whether one of ``bigs`` (ints >= _LOW_ADDRESS) is the id, or the identity hash, of an
-    object whose id is in ``ids`` or of a global of the frames' modules."""
+    object whose id is in ``ids``, of a global of the frames' modules or of an object reached
+    through module data."""
     refs = None
+    known: dict[int, Any] = {}
     for n in bigs:
         for address in (n, unrotate(n)):
             if address in ids:
                 return True
             if refs is None:
                 refs = data.globals()
+                known = data.known_paths()
             if address in refs:
                 return True
+            if address in known and module_object_at(address, known) is not None:
+                return True
     return False
-
 
 
 _SECOND = operator.itemgetter(1)
