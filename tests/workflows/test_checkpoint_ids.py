@@ -158,10 +158,20 @@ async def only_the_id_of_an_object_of_module_data(n, how):
 
 
 REGISTRY = {}
+BY_HASH = {}
 for _name in ("attic", "cellar"):
     _room = Room(_name)
     REGISTRY[id(_room)] = _room  # a module dict keyed by the ids of its values
-del _room, _name
+    _other = Room(_name)
+    BY_HASH[hash(_other)] = _other  # and one by their identity hashes
+del _room, _other, _name
+
+
+@workflow
+async def a_room_of_a_dict_keyed_by_identity_hashes(n):
+    room = sorted(BY_HASH.values(), key=lambda r: r.name)[n]
+    await timer("t", 1)
+    return BY_HASH.get(hash(room)) is room and room.name
 
 
 @workflow
@@ -245,3 +255,9 @@ def test_the_id_of_an_object_of_module_data_that_does_not_pickle_is_kept():
     h = WorkflowHarness(the_id_of_a_module_lock, 1, roundtrip=True)
     h.fire_timer("t")
     assert h.result() == 1
+
+
+def test_an_object_of_a_module_dict_keyed_by_identity_hashes_is_the_module_s():
+    """The same for a module dict keyed by the identity hashes of its values."""
+    h = WorkflowHarness(a_room_of_a_dict_keyed_by_identity_hashes, 1, roundtrip=False)
+    assert _in_a_new_process(a_room_of_a_dict_keyed_by_identity_hashes, h.checkpoint()) == "cellar"

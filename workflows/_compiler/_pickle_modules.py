@@ -227,10 +227,20 @@ _POOLS: dict[str, tuple[dict[int, tuple[str, Any]], dict[Any, Any]]] = {}
 # Keys a path may hold (written into the checkpoint and compared again at the restore).
 _KEY_TYPES = frozenset({str, int, bytes, bool, float, type(None)})
 # An int of at least this, a multiple of the second (as CPython aligns every object), may be an
-# object's address: a dict key that is one (``{id(room): room}``) is of this process only, and
-# the walk finds its value by its place in the dict, as for a key that is an object.
+# object's address: a dict key that is one (``{id(room): room}``), or the identity hash of its
+# value, is of this process only, and the walk finds its value by its place in the dict, as for
+# a key that is an object.
 _LOW_ADDRESS = 1 << 20
 _ALIGNMENT = 2 * struct.calcsize("P")
+
+
+def _address(k: int, v: Any) -> bool:
+    """Whether dict key ``k`` may be an address: an id (a multiple of ``_ALIGNMENT``), or the
+    identity hash of its value (``{hash(room): room}``)."""
+    return not k % _ALIGNMENT or type(v).__hash__ is _OBJECT_HASH and hash(v) == k
+
+
+_OBJECT_HASH: Any = object.__hash__
 # Objects walked per checkpoint at most: a checkpoint whose state holds an object the walk did
 # not find, after it stopped there, is refused (the object may be module data it did not reach).
 _PATH_BUDGET = 200_000
@@ -510,7 +520,7 @@ def children(o: Any, modules: Any) -> list[tuple[tuple[str, Any], Any]] | None:
         out = []
         for j, (k, v) in enumerate(dict.items(o) if t is not types.MappingProxyType else o.items()):
             tk = type(k)
-            if tk in _KEY_TYPES and (tk is not int or k < _LOW_ADDRESS or k % _ALIGNMENT):
+            if tk in _KEY_TYPES and (tk is not int or k < _LOW_ADDRESS or not _address(k, v)):
                 out.append((("k", k), v))
             else:
                 out.append((("v", j), v))
