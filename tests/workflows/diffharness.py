@@ -25,8 +25,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import workflows
-from workflows import Cancelled, ChildFailed, Event, ProcedureFailed
-from workflows._commands import Command, Gather, Procedure, Select, Signal, Spawn, Timer
+from workflows import Cancelled, ChildFailed, Event, ProcedureFailed, Request
+from workflows._commands import (
+    Command,
+    Gather,
+    Procedure,
+    RequestCommand,
+    Select,
+    Signal,
+    Spawn,
+    Timer,
+)
 from workflows._context import StepContext
 from workflows._registry import resolve
 
@@ -114,7 +123,8 @@ class Oracle:
     """Deterministic answers to a workflow's commands; a pure function of the command history.
 
     Attributes:
-        signals: payloads per signal name, delivered in order (``None`` once exhausted).
+        signals: payloads per signal name, delivered in order (``None`` once exhausted); a
+            ``request(name)`` takes its payloads from here too, as a ``Request`` of that name.
         choose: for the n-th ``select``, the arm that wins (its ``Event.name``, or an index);
             once exhausted the first timer arm wins (else the first arm).
         fail_at: suspension indices (0-based) whose reply is an exception from ``error``.
@@ -173,6 +183,9 @@ class Oracle:
             return value
         if isinstance(cmd, Spawn):
             return self.child(cmd)
+        if isinstance(cmd, RequestCommand):
+            payload = self._signal(cmd.name, history, kind="request")
+            return Request(cmd.name, payload, id=f"ask-{index}", to=WORKFLOW_ID)
         if isinstance(cmd, Select):
             n = sum(1 for c, _ in history if isinstance(c, Select))
             arm = self._arm(cmd, n)
@@ -198,16 +211,17 @@ class Oracle:
                 return c
         return cmd.commands[0]
 
-    def _signal(self, name: str, history: History) -> Any:
+    def _signal(self, name: str, history: History, kind: str = "signal") -> Any:
         seen = 0
+        own = RequestCommand if kind == "request" else Signal
         for c, r in history:
-            if isinstance(c, Signal) and c.name == name and isinstance(r, Send):
+            if isinstance(c, own) and c.name == name and isinstance(r, Send):
                 seen += 1
             elif (
                 isinstance(c, Select)
                 and isinstance(r, Send)
                 and isinstance(r.value, Event)
-                and r.value.kind == "signal"
+                and r.value.kind == kind
                 and r.value.name == name
             ):
                 seen += 1

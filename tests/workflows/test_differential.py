@@ -45,6 +45,7 @@ CORPUS_MODULES = [
     "corpus_probe6_modstate",
     "corpus_probe7",
     "corpus_names",
+    "corpus_games",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax

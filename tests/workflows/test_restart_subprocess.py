@@ -35,6 +35,8 @@ from tests.workflows.diffharness import norm
 items = pickle.load(sys.stdin.buffer)
 out = []
 for blob, key, now, kind, payload in items:
+    if kind == "send":
+        payload = pickle.loads(payload)
     probes.reset_log()
     cont = restore(blob)
     ctx = StepContext(workflow_id="wf-1", workflow_type=key, now=now)
@@ -87,8 +89,9 @@ def _collect():
                     items.append((blob, key, clock(index), "throw", reply.exception))
                 else:
                     assert isinstance(reply, Send)
+                    # (as sent: the step may change it, as a reply() marks its Request answered)
+                    items.append((blob, key, clock(index), "send", pickle.dumps(reply.value)))
                     h.send(reply.value)
-                    items.append((blob, key, clock(index), "send", reply.value))
                 expected.append((norm(probes.take_log()), h.effects[seen:], _result(h)))
                 labels.append(f"{entry.name}-{i} step {index}")
     probes.reset_log()
