@@ -331,3 +331,41 @@ add(two_player_trade,
     C(["gem"], ["silver"], signals={"accept_ann": [True], "accept_bob": [True]}, choose=[0, 0]),
     C(["axe"], ["bow"], signals={"accept_ann": [True], "accept_bob": [False]}, choose=[0, 0]),
     C(["axe"], ["bow"], signals={"accept_ann": [True]}, choose=[0, 1]))
+
+
+class CannotAfford(Exception):
+    """The usual shape of an application's error: a message made of its arguments, which it
+    keeps as attributes (one with a default)."""
+
+    def __init__(self, who, price, gold=0):
+        super().__init__(f"{who} needs {price} gold, has {gold}")
+        self.who, self.price, self.gold = who, price, gold
+
+
+class OutOfStock(Exception):
+    def __init__(self, item, shop):
+        super().__init__(f"{shop} has no {item}")
+        self.item = item
+
+
+@workflow
+async def shop_refusal(gold, wants):
+    refusals = []
+    for item, price in wants:
+        try:
+            if price > gold:
+                raise CannotAfford("ann", price, gold)
+            if item == "dragon":
+                raise OutOfStock(item, "smithy")
+            gold -= price
+        except (CannotAfford, OutOfStock) as e:
+            e.add_note(f"while buying {item}")
+            refusals.append(e)
+            await timer(f"retry_{item}", 1)  # both kinds held across the await
+            log(("refused", str(e), e.args, vars(e)))
+    return gold, [(type(e).__name__, str(e), e.args, e.__notes__) for e in refusals]
+
+
+add(shop_refusal,
+    C(10, [("bread", 2), ("sword", 50), ("dragon", 1), ("ale", 3)]),
+    C(100, [("dragon", 1)]))

@@ -43,47 +43,73 @@ class Mismatched(Exception):
 
     def __init__(self, a, b):
         super().__init__(f"{a}-{b}")
+        self.a = a
 
 
-def test_exception_that_cannot_be_rebuilt_is_refused_at_checkpoint_naming_the_variable():
-    """The error comes from checkpoint(), naming the local, not later from restore()."""
+class Defaulted(Exception):
+    """One whose __init__ takes its own message too, given a default: called again with its
+    args it makes another message (``"1 cannot trade 2 cannot trade None"``)."""
+
+    def __init__(self, who, item=None):
+        super().__init__(f"{who} cannot trade {item}")
+        self.who, self.item = who, item
+        self.calls = getattr(self, "calls", 0) + 1
+
+
+class HoldsLock(Exception):
+    """An exception holding what does not pickle."""
+
+
+def test_an_exception_whose_init_formats_its_arguments_is_kept_as_it_was():
+    """Pickle rebuilds an exception by calling its class with its args, which runs its own
+    __init__ again on the message it made: refused when that __init__ needs more arguments, and,
+    given a default, silently another message (and whatever else __init__ does, twice). Kept as
+    it was: its args, attributes, notes and cause, its __init__ not run again."""
     wf = _compile(
         """
-        async def keeps_mismatched(x):
+        async def keeps_formatted(x):
             try:
                 raise Mismatched(x, 2)
             except Mismatched as e:
                 kept = e
+            other = Defaulted(x, "sword")
+            other.add_note("at the market")
+            other.__cause__ = kept
             await timer("t", 1)
-            return kept
+            return kept, other
         """,
-        "mismatched_flow.py",
-        "keeps_mismatched",
+        "formatted_flow.py",
+        "keeps_formatted",
         Mismatched=Mismatched,
+        Defaulted=Defaulted,
     )
-    cont = _suspend(wf, 1)
-    with pytest.raises(CheckpointError) as info:
-        checkpoint(cont)
-    err = info.value
-    assert err.variable == "kept"
-    msg = str(err)
-    assert "local 'kept'" in msg and "Mismatched" in msg and "__reduce__" in msg
-    assert "mismatched_flow.py:7" in msg
+    cont = restore(checkpoint(_suspend(wf, 1)))
+    with StepContext().active():
+        r = step(cont, None)
+    kept, other = r.value
+    assert type(kept) is Mismatched and kept.args == ("1-2",) and kept.a == 1
+    assert type(other) is Defaulted and other.args == ("1 cannot trade sword",)
+    assert (other.who, other.item, other.calls) == (1, "sword", 1)
+    assert other.__notes__ == ["at the market"] and other.__cause__ is kept
+    assert str(other) == "1 cannot trade sword"
 
 
-def test_pending_exception_that_cannot_be_rebuilt_names_the_finally():
-    """A pending exception of that kind while a finally awaits names the finally's slot."""
+def test_pending_exception_that_cannot_be_pickled_names_the_finally():
+    """A pending exception that cannot be kept, while a finally awaits, names the finally's slot."""
+    import threading
+
     wf = _compile(
         """
-        async def pending_mismatched(x):
+        async def pending_unpicklable(x):
             try:
-                raise Mismatched(x, 2)
+                raise HoldsLock(lock())
             finally:
                 await timer("t", 1)
         """,
-        "pending_mismatched.py",
-        "pending_mismatched",
-        Mismatched=Mismatched,
+        "pending_unpicklable.py",
+        "pending_unpicklable",
+        HoldsLock=HoldsLock,
+        lock=threading.Lock,
     )
     cont = _suspend(wf, 1)
     with pytest.raises(CheckpointError) as info:

@@ -230,13 +230,32 @@ def _fields_of(cls: type) -> tuple[str, ...]:
 _FIELD_KINDS = (types.MemberDescriptorType, types.GetSetDescriptorType)
 
 
+def _own_init(cls: type) -> bool:
+    """Whether calling ``cls`` runs an ``__init__`` of the application's (defined in Python)."""
+    for klass in cls.__mro__:
+        if "__init__" in klass.__dict__:
+            return isinstance(klass.__dict__["__init__"], types.FunctionType)
+    return False
+
+
 def _reduce_exception(e: BaseException, proto: int) -> Any:
     rv = e.__reduce_ex__(proto)
     if isinstance(rv, str):
         return NotImplemented
     func, args = rv[0], rv[1]
     state = rv[2] if len(rv) > 2 else None
-    _check_rebuildable(e, func, args)
+    # Pickle's way, ``type(e)(*e.args)``, runs the class's own ``__init__`` again on the args it
+    # passed on to ``super().__init__``, which are seldom the arguments it was called with
+    # (``__init__(self, who, item=None)`` formats both into one message): called with the message
+    # alone it failed, or, given a default, made another message silently. Such an exception is
+    # made bare and given back its args with its fields, its ``__dict__`` and the rest of its
+    # state: what it was, whatever its ``__init__`` does. (A class's own ``__reduce__`` is
+    # followed, and the builtin exceptions are still made by their class, which sets their
+    # internal fields; an exception group keeps its members only when made by its class.)
+    bare = (func is type(e) and args is e.args and _own_init(func)
+            and not isinstance(e, BaseExceptionGroup))
+    if not bare:
+        _check_rebuildable(e, func, args)
     d = getattr(e, "__dict__", None)
     attrs = dict(d) if d and d is not state else None
     st = (
@@ -250,7 +269,7 @@ def _reduce_exception(e: BaseException, proto: int) -> Any:
     )
     listitems = rv[3] if len(rv) > 3 else None
     dictitems = rv[4] if len(rv) > 4 else None
-    if func is type(e) and _holds_through_tuples(args, e):
+    if bare or (func is type(e) and _holds_through_tuples(args, e)):
         # ``e.args = (e,)``: made by its class from args that hold it, it would be needed before
         # it exists (pickle recurses without end). Made bare first, its args set with its fields.
         st = (*st[:6], (("args", args), *(st[6] or ())))
