@@ -144,6 +144,21 @@ def test_a_workflow_id_with_a_control_character_is_refused(system, bad):
     assert system.workflows() == []
 
 
+@pytest.mark.parametrize("bad", [".", "..", "zone/..", "../boss", "a/./b"])
+def test_a_workflow_id_with_a_dot_segment_is_refused(system, bad):
+    """An id is a part of the web view's addresses (``/w/ID``), where browsers remove ``.`` and
+    ``..`` segments (encoded too): such a workflow's page could not be opened. Refused where it
+    is given; ``...``, ``a.b`` and ``v1.2/3`` are ids like any."""
+    with pytest.raises(ValueError, match=r"'\.' or '\.\.' path segment"):
+        system.start(flows.waits_once, id=bad)
+    with pytest.raises(ValueError, match=r"'\.' or '\.\.' path segment"):
+        system.start_many(flows.waits_once, [()], ids=[bad])
+    assert system.workflows() == []
+    for fine in ("...", "a.b", "v1.2/3"):
+        system.start(flows.waits_once, id=fine)
+    assert sorted(w.id for w in system.workflows()) == ["...", "a.b", "v1.2/3"]
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
