@@ -521,12 +521,16 @@ def _workflow_names(f: types.FunctionType) -> list[str]:
 def _restore_hook_problem(cls: type) -> str | None:
     """Why a restore could not rebuild the instances of ``cls``, made at run time: a method the
     unpickler calls to rebuild them (``__new__``, ``__setstate__``; ``__hash__`` for a dict key
-    or a set element; an exception's ``__init__``, which it is rebuilt with) reads variables of
+    or a set element; the ``__init__`` of an exception with a ``__reduce__`` of its own, which
+    may call its class: the others are made bare, their ``__init__`` not run) reads variables of
     the workflow, which come back only after the objects that hold them."""
     if issubclass(cls, type):
         return None  # a metaclass: its instances are classes (``metaclass_problem``)
     hooks = ["__new__", "__setstate__", "__hash__"]
-    if issubclass(cls, BaseException):
+    if issubclass(cls, BaseException) and any(
+        "__reduce__" in k.__dict__ or "__reduce_ex__" in k.__dict__
+        for k in cls.__mro__ if k.__flags__ & HEAPTYPE
+    ):
         hooks.append("__init__")
     for k in cls.__mro__:
         if k is object or _BY_REFERENCE(k):
