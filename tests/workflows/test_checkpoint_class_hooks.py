@@ -227,24 +227,20 @@ async def eq_reads_a_workflow_variable_with_keys_that_hash_apart():
     return sorted(seen.values()), Reading(3.1) in seen
 
 
-def test_an_exception_made_in_the_workflow_whose_init_reads_it_is_kept_in_any_process():
-    """A restore makes such an exception bare and gives it back its state: its ``__init__``,
-    which reads a variable of the workflow not back yet, is not run (it was refused)."""
+def _value_in_a_new_process(wf, blob: bytes) -> str:
+    """Restore ``blob`` (a checkpoint of ``wf``, of this module) in a new interpreter, step it to
+    its end, and return the repr of its value as that interpreter printed it."""
     import os
     import subprocess
     import sys
 
-    h = WorkflowHarness(exception_init_reads_a_workflow_variable, roundtrip=True)
-    h.fire_timer("t")
-    assert h.result() == "E:x"
-    blob = WorkflowHarness(exception_init_reads_a_workflow_variable, roundtrip=False).checkpoint()
     code = (
         "import sys\n"
         "from workflows._compiler import restore, step\n"
         "from workflows._context import StepContext\n"
         "import tests.workflows.test_checkpoint_class_hooks as m\n"
         "cont = restore(sys.stdin.buffer.read())\n"
-        "with StepContext(workflow_id='w', workflow_type=m.exception_init_reads_a_workflow_variable.__workflow_key__, now=0.0).active():\n"
+        f"with StepContext(workflow_id='w', workflow_type=m.{wf.__name__}.__workflow_key__, now=0.0).active():\n"
         "    r = step(cont, send=None)\n"
         "print(repr(r.value))\n"
     )
@@ -252,7 +248,17 @@ def test_an_exception_made_in_the_workflow_whose_init_reads_it_is_kept_in_any_pr
     out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
                          env=dict(os.environ, PYTHONPATH=root), timeout=120)
     assert out.returncode == 0, out.stderr.decode()[-3000:]
-    assert out.stdout.decode().strip() == repr("E:x")
+    return out.stdout.decode().strip()
+
+
+def test_an_exception_made_in_the_workflow_whose_init_reads_it_is_kept_in_any_process():
+    """A restore makes such an exception bare and gives it back its state: its ``__init__``,
+    which reads a variable of the workflow not back yet, is not run (it was refused)."""
+    h = WorkflowHarness(exception_init_reads_a_workflow_variable, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == "E:x"
+    blob = WorkflowHarness(exception_init_reads_a_workflow_variable, roundtrip=False).checkpoint()
+    assert _value_in_a_new_process(exception_init_reads_a_workflow_variable, blob) == repr("E:x")
 
 
 def test_an_eq_reading_the_workflow_is_kept_where_no_two_keys_hash_alike():
@@ -349,27 +355,9 @@ def test_the_hook_of_a_base_made_in_the_workflow_does_not_run_again_in_a_new_pro
     """A registry kept on the base (the refusal's own advice) and an attribute set from a class
     keyword come back as they were in a new process: the hook is not run a second time (the
     registry doubled) nor without its keywords (the restore failed)."""
-    import os
-    import subprocess
-    import sys
-
     h = WorkflowHarness(registry_on_a_local_base, roundtrip=False)
     blob = h.checkpoint()
-    code = (
-        "import sys\n"
-        "from workflows._compiler import restore, step\n"
-        "from workflows._context import StepContext\n"
-        "import tests.workflows.test_checkpoint_class_hooks as m\n"
-        "cont = restore(sys.stdin.buffer.read())\n"
-        "with StepContext(workflow_id='w', workflow_type=m.registry_on_a_local_base.__workflow_key__, now=0.0).active():\n"
-        "    r = step(cont, send=None)\n"
-        "print(repr(r.value))\n"
-    )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
-                         env=dict(os.environ, PYTHONPATH=root), timeout=120)
-    assert out.returncode == 0, out.stderr.decode()[-3000:]
-    assert out.stdout.decode().strip() == repr((["A", "B"], "a", ""))
+    assert _value_in_a_new_process(registry_on_a_local_base, blob) == repr((["A", "B"], "a", ""))
 
 
 @workflow
