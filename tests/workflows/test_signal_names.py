@@ -78,3 +78,48 @@ def test_names_read_from_source_without_running_it():
     assert names_in_source(source, "delegates") is None
     assert names_in_source(source, "missing") is None
     assert names_in_source("def broken(:\n", "x") is None
+
+
+class _Finalized:
+    """Garbage whose finalizer runs Python code, so a collection can switch threads midway."""
+
+    def __del__(self) -> None:
+        for _ in range(50):
+            pass
+
+
+def test_names_are_read_and_workflows_compiled_by_two_threads_at_once():
+    """``wf signal`` reads a workflow's signal names from its source while the system's threads
+    import and compile workflows: on CPython 3.11 two conversions of syntax trees at once, with a
+    collection switching threads midway, failed with ``SystemError: AST constructor recursion
+    depth mismatch`` (the counter is per interpreter). Each now waits for the other."""
+    import threading
+
+    from workflows._compiler._signals import names_in_source
+
+    source = HEADER + "".join(
+        f"async def w{i}(x):\n    a = await signal('s{i}')\n    return await timer('t', a)\n"
+        for i in range(40)
+    )
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        for _ in range(60):
+            garbage = [_Finalized() for _ in range(50)]
+            for g in garbage:
+                g.me = g  # type: ignore[attr-defined]  (a cycle: freed by a collection)
+            del garbage
+            try:
+                assert names_in_source(source, "w7") == frozenset({"s7"})
+                _compile("async def c(x):\n    return await signal('go')\n", "names_c")
+            except BaseException as e:  # noqa: BLE001 - reported by the test's thread
+                failures.append(e)
+                return
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert failures == []

@@ -12,6 +12,7 @@ import types
 from collections.abc import Callable
 from typing import Any, cast
 
+from ._ast import compile_tree
 from ._code import CompiledCode
 from ._consts import const_key as _const_key
 from ._function import WorkflowFunction
@@ -180,7 +181,7 @@ def _codegen(
         fill_locations(fdef, src)
         mod = ast.Module([_in_class(fdef, private)], [])
         try:
-            co = compile(mod, filename, "exec", fn.__code__.co_flags & _FUTURE_FLAGS, True)
+            co = compile_tree(mod, filename, fn.__code__.co_flags & _FUTURE_FLAGS)
         except Exception as e:  # a compiler bug: show the generated code
             raise RuntimeError(
                 f"internal error compiling block {label} of {qualname}: {e}\n{ast.unparse(mod)}"
@@ -328,7 +329,7 @@ def _raiser(fn: Any, filename: str, node: ast.AST) -> Any:
     kw: dict[str, Any] = {"type_params": []} if _PY312 else {}
     fdef = ast.FunctionDef(fn.__name__, args, body, [], None, None, **kw)
     fill_locations(fdef, node)
-    co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
+    co = compile_tree(ast.Module([fdef], []), filename)
     fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
     if hasattr(fcode, "co_qualname"):
         fcode = fcode.replace(co_qualname=fn.__qualname__)

@@ -12,6 +12,7 @@ import sys
 import types
 from typing import Any
 
+from ._ast import compile_tree
 from ._pickle_modules import HEAPTYPE, slot_values
 
 _PY311 = sys.version_info >= (3, 11)
@@ -124,7 +125,7 @@ def _tb_frame(entry: tuple[Any, ...]) -> tuple[types.FrameType, int]:
     for n in ast.walk(fdef):
         if isinstance(n, ast.Name):
             n.lineno, n.end_lineno, n.col_offset, n.end_col_offset = ln, eln, col, ecol
-    co = compile(ast.Module([fdef], []), filename, "exec", dont_inherit=True)
+    co = compile_tree(ast.Module([fdef], []), filename)
     fcode = next(c for c in co.co_consts if isinstance(c, types.CodeType))
     fcode = fcode.replace(co_name=name)
     if hasattr(fcode, "co_qualname"):

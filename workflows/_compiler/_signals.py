@@ -13,6 +13,8 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
+from ._ast import parse
+
 # The commands that take a signal (or request) name as their first argument.
 _NAMED = {"signal", "subscribe", "request"}
 # Awaited calls that are commands (their own arguments are scanned), not inline workflows.
@@ -80,7 +82,7 @@ def names_in_source(
     without running it (for tools such as ``wf signal``); None if the source does not tell.
     ``named`` as for ``scan`` (``{"request"}``: the names of its asks alone)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return None
     defs = {n.name: n for n in tree.body if isinstance(n, ast.AsyncFunctionDef)}

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._ast import parse
 from ._pickle_modules import user_module
 from ._scope import LOCAL, SYNTH, arg_names
 
@@ -1484,7 +1485,7 @@ def module_effects(lines: list[str], filename: str, globals_: dict[str, Any] | N
         _MODULES.clear()
     _MODULES[key] = ModuleEffects(frozenset(), frozenset())  # (a module importing itself)
     try:
-        tree = ast.parse("".join(lines))
+        tree = parse("".join(lines))
     except (SyntaxError, ValueError):
         return _MODULES[key]
     data: set[str] = set()

@@ -15,6 +15,7 @@ from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from .._errors import CompileError
 from .._registry import register
+from ._ast import parse
 from ._codegen import compile_function
 from ._function import WorkflowFunction
 from ._validate import check
@@ -175,7 +176,7 @@ def _parse(source: str, filename: str) -> ast.Module:
     k = (filename, hash(source))
     tree = _PARSED.get(k)
     if tree is None:
-        tree = ast.parse(source, filename)
+        tree = parse(source, filename)
         if len(_PARSED) >= 64:  # a module's workflows are decorated together; keep it small
             _PARSED.clear()
         _PARSED[k] = tree
@@ -227,7 +228,7 @@ def _compile_source(
 ) -> WorkflowFunction[Any, Any]:
     # Validate before executing: some rejected constructs (``yield`` with ``return value``,
     # ``yield from``) are errors to Python's own compiler too, and ours says what to do instead.
-    tree = ast.parse(src, filename)
+    tree = parse(src, filename)
     defs = [n for n in tree.body if isinstance(n, ast.AsyncFunctionDef)]
     named = [n for n in defs if n.name == name]
     # ``name`` is the async def's name, or (when the source has one async def) its registry key.
