@@ -841,14 +841,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to the ``sys.stderr`` of the moment, not the one there when it was made (a
+    redirect or a capture made later; one closed since)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def _log_to_stderr() -> None:
     # wf is an application: it configures its own output. The runtime's warnings and errors (the
     # store's, when a file is busy or damaged) go to stderr, never mixed into what wf prints.
+    # A program that calls main() and has configured logging keeps its configuration.
     runtime = logging.getLogger("actorflow")
-    if not runtime.handlers:
-        runtime.addHandler(logging.StreamHandler(sys.stderr))
-        runtime.setLevel(logging.WARNING)
-        runtime.propagate = False
+    if runtime.handlers or logging.getLogger().handlers:
+        return
+    runtime.addHandler(_Stderr())
+    runtime.setLevel(logging.WARNING)
+    runtime.propagate = False
 
 
 def _attach_values(argv: list[str]) -> list[str]:

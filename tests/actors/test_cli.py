@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -478,3 +479,66 @@ def test_list_json_gives_each_workflow_its_result_or_error(db, capsys):
     assert rows["failed"]["error"]["type"] == "KeyError" and "lost item" in rows["failed"]["error"]["message"]
     shown = json.loads(wf(capsys, "show", "failed", "--db", db, "--json")[1])
     assert rows["failed"]["error"] == shown["error"]
+
+
+@pytest.fixture
+def actorflow_logger():
+    """The "actorflow" logger and the root logger's handlers, given back as they were."""
+    runtime, root = logging.getLogger("actorflow"), logging.getLogger()
+    kept = (list(runtime.handlers), runtime.level, runtime.propagate, list(root.handlers))
+    yield runtime, root
+    runtime.handlers[:] = kept[0]
+    runtime.setLevel(kept[1])
+    runtime.propagate = kept[2]
+    root.handlers[:] = kept[3]
+
+
+def test_main_in_a_program_that_configured_logging_leaves_its_configuration(tmp_path, capsys, actorflow_logger):
+    """A program (or a test) that calls ``main()`` with logging configured keeps it: the
+    runtime's records still reach its handlers. main() took them away for good (a handler of its
+    own on the "actorflow" logger, which stopped passing records on)."""
+    runtime, root = actorflow_logger
+    runtime.handlers.clear()
+    runtime.propagate = True
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    root.addHandler(Keep())
+    with ActorSystem(str(tmp_path / "x.db")):
+        pass
+    assert wf(capsys, "list", "--db", str(tmp_path / "x.db"))[0] == 0
+    assert runtime.handlers == [] and runtime.propagate
+    logging.getLogger("actorflow.workflow").warning("after main")
+    assert [r.getMessage() for r in seen] == ["after main"]
+
+
+def test_wf_writes_the_runtime_warnings_to_the_stderr_of_the_moment(tmp_path, capsys, actorflow_logger):
+    """In a process with no logging configured (wf's own), the runtime's warnings go to stderr:
+    the stderr of the moment, not the one there at the first main() (closed since, it failed
+    every later record with "Logging error: I/O operation on closed file")."""
+    import io
+
+    runtime, root = actorflow_logger
+    with ActorSystem(str(tmp_path / "x.db")):
+        pass
+    runtime.handlers.clear()
+    root.handlers.clear()
+    first = io.StringIO()
+    old = sys.stderr
+    sys.stderr = first
+    try:
+        assert main(["list", "--db", str(tmp_path / "x.db")]) == 0
+    finally:
+        sys.stderr = old
+    first.close()
+    later = io.StringIO()
+    sys.stderr = later
+    try:
+        logging.getLogger("actorflow.workflow").warning("signal_not_awaited")
+    finally:
+        sys.stderr = old
+    assert later.getvalue() == "signal_not_awaited\n"
+    capsys.readouterr()
