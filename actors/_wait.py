@@ -31,8 +31,7 @@ _STORED: dict[tuple[Any, ...], tuple[tuple[Any, ...], str, tuple[str, ...]]] = {
 
 def _fields(wait: Wait) -> tuple[Any, ...]:
     """``wait`` as plain values (its results, which are the workflow's, pickled on their own)."""
-    arms = tuple((a.index, a.kind, a.name, a.target, a.due_at, a.timer_id, a.proc_key, a.child_id,
-                  a.detached, a.done, a.spread) for a in wait.arms)
+    arms = tuple([a.fields() for a in wait.arms])
     packed = (wait.mode, wait.location, arms, dumps(wait.results) if wait.results else None)
     return (*packed, True) if wait.cancelled else packed  # (a fifth field only where it is set)
 

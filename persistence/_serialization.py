@@ -30,6 +30,8 @@ _RECORDS: set[type] = set()
 # Past this many values the walk stops and cloudpickle takes the value: it is big enough that the
 # pickling itself, not the choice of pickler, is what costs.
 _PLAIN_BUDGET = 2_000
+# A container at least this long is first asked whether it holds scalars only.
+_WIDE = 16
 
 
 def register_plain(cls: type) -> type:
@@ -53,10 +55,13 @@ def is_plain(obj: Any) -> bool:
         if budget < 0:
             return False
         if t in _SEQUENCES:
-            stack.extend(o)
+            if len(o) < _WIDE or not set(map(type, o)) <= _SCALARS:
+                stack.extend(o)
         elif t is dict:
-            stack.extend(o.keys())
-            stack.extend(o.values())
+            # (a wide one of scalars, a gather's results, is looked at in C: not value by value)
+            if len(o) < _WIDE or not (set(map(type, o.values())) <= _SCALARS and set(map(type, o)) <= _SCALARS):
+                stack.extend(o.keys())
+                stack.extend(o.values())
         elif t in _RECORDS:
             stack.extend(o.__dict__.values())
         else:

@@ -77,6 +77,33 @@ class Arm:
     done: bool = False
     spread: bool = False  # children: placed by their own id's shard on a cluster, not the parent's
 
+    # A wait of thousands of arms is stored whole at every step that takes one of them: what an
+    # arm stores, and its description, are made once and kept on it. An arm changes only when its
+    # timer's id becomes known; one taken is replaced by a copy with ``done`` set.
+    def fields(self) -> tuple[Any, ...]:
+        """The arm as plain values, in field order (what a step stores of it)."""
+        got: tuple[Any, ...] | None = self.__dict__.get("_fields")
+        if got is None or got[5] != self.timer_id or got[9] is not self.done:
+            got = self.__dict__["_fields"] = (
+                self.index, self.kind, self.name, self.target, self.due_at, self.timer_id,
+                self.proc_key, self.child_id, self.detached, self.done, self.spread,
+            )
+        return got
+
+    def description(self) -> str:
+        """What the arm awaits, as JSON (an element of ``Wait.describe``)."""
+        got: str | None = self.__dict__.get("_description")
+        if got is None:
+            d: dict[str, Any] = {"kind": self.kind, "name": self.name}
+            if self.kind == TIMER:
+                d["due_at"] = self.due_at
+            elif self.kind == PROCEDURE:
+                d["function"], d["key"] = self.target, self.proc_key
+            elif self.kind == CHILD:
+                d["workflow_id"], d["type"] = self.child_id, self.target
+            got = self.__dict__["_description"] = json.dumps(d)
+        return got
+
 
 @dataclass
 class Wait:
@@ -126,23 +153,13 @@ class Wait:
 
     def description(self) -> dict[str, Any]:
         """What is awaited, as plain data (``describe`` is its JSON)."""
-        arms: list[dict[str, Any]] = []
-        for a in self.arms:
-            if a.done:
-                continue
-            d: dict[str, Any] = {"kind": a.kind, "name": a.name}
-            if a.kind == TIMER:
-                d["due_at"] = a.due_at
-            elif a.kind == PROCEDURE:
-                d["function"], d["key"] = a.target, a.proc_key
-            elif a.kind == CHILD:
-                d["workflow_id"], d["type"] = a.child_id, a.target
-            arms.append(d)
-        return {"mode": self.mode, "at": self.location, "arms": arms}
+        return json.loads(self.describe())  # type: ignore[no-any-return]
 
     def describe(self) -> str:
-        """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``)."""
-        return json.dumps(self.description())
+        """Readable JSON of what is awaited (for ``wf show`` and ``WorkflowInfo.waiting_on``):
+        ``{"mode": ..., "at": ..., "arms": [...]}``, each pending arm's description in order."""
+        arms = ", ".join([a.description() for a in self.arms if not a.done])
+        return f'{{"mode": {json.dumps(self.mode)}, "at": {json.dumps(self.location)}, "arms": [{arms}]}}'
 
 
 def build_wait(command: Command, *, workflow_id: str, step_seq: int, now: float) -> Wait:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -128,3 +129,28 @@ def test_describe_reads_back_what_is_awaited() -> None:
                  {"kind": "procedure", "name": "price", "function": "shop:price", "key": "wf#3.1"},
                  {"kind": "child", "name": "helper", "workflow_id": "wf/helper-3.2", "type": "shop:helper"}],
     }
+
+
+def _plain_fields(wait: Wait) -> tuple[object, ...]:
+    arms = tuple((a.index, a.kind, a.name, a.target, a.due_at, a.timer_id, a.proc_key, a.child_id,
+                  a.detached, a.done, a.spread) for a in wait.arms)
+    return (wait.mode, wait.location, arms, dumps(wait.results) if wait.results else None)
+
+
+def test_a_wide_gather_stores_every_arm_as_it_is_now_at_each_step() -> None:
+    """What an arm stores and says is made once and kept on it (a gather of thousands of arms is
+    stored whole at every step): a timer's id learnt after the commit, and an arm taken (a copy
+    with ``done``), are stored as they are then, never as they were."""
+    arms = [Arm(i, "timer", f"t{i}", f"t{i}", due_at=10.0 + i) for i in range(40)]
+    wait = Wait("gather", arms, location="raid.py:7 await gather(...)")
+    assert stored_forms(wait, fresh=True) == (_plain_fields(wait), _reference(wait), ())
+    for i, a in enumerate(arms):
+        a.timer_id = 100 + i  # known once the step that armed it committed
+    assert pack_wait(wait) == _plain_fields(wait)
+    for step in range(3):  # three timers fire, one step each
+        arms = [dataclasses.replace(a, done=True) if a.index == step else a for a in arms]
+        wait = Wait("gather", arms, {**wait.results, step: None}, wait.location)
+        packed, described, names = stored_forms(wait)
+        assert packed == _plain_fields(wait) and described == _reference(wait) and names == ()
+        assert [a[9] for a in packed[2]][:4] == [i <= step for i in range(4)]
+        assert [a[5] for a in packed[2]][:2] == [100, 101]

@@ -141,3 +141,16 @@ def test_a_class_not_importable_here_is_told_apart_from_damage() -> None:
     with pytest.raises(MalformedPayload, match="a class it holds is not importable in this process") as info:
         loads(blob)
     assert "damaged" not in str(info.value)
+
+
+def test_wide_containers_of_scalars_and_of_other_values() -> None:
+    """A wide list, tuple, set or dict of scalars (a gather's results) is plain, looked at whole;
+    one with a single value that is not (a lambda, deep in it or at its end) is not."""
+    wide = {i: (None if i % 2 else f"r{i}") for i in range(100)}
+    for value in (wide, list(wide.values()), tuple(wide), set(wide), frozenset(wide.values())):
+        assert is_plain(value)
+        assert dumps(value)[5:] == cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    for odd in ({**wide, 100: lambda: 1}, {**wide, "k": [(1, lambda: 1)]}, [*wide.values(), [lambda: 1]],
+                (*wide, _Record("x", [lambda: 1]))):
+        assert not is_plain(odd)
+    assert is_plain([*wide.values(), [1, (2, b"x")], _Record("y", [1])])
