@@ -95,16 +95,10 @@ class Ticker:
 
     def __init__(self) -> None:
         self.ticks = 0
-        self.longest_gap = 0.0
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        last = loop.time()
         while True:
             await asyncio.sleep(0.01)
-            now = loop.time()
-            self.longest_gap = max(self.longest_gap, now - last)
-            last = now
             self.ticks += 1
 
     async def tick_while_pending(self, pending: list[asyncio.Task[Any]], ticks: int = 10) -> None:
@@ -139,7 +133,8 @@ def serve(main: Callable[[Ticker], Awaitable[None]]) -> Ticker:
             tick.cancel()
 
     asyncio.run(program())
-    assert ticker.longest_gap < 5.0  # generous: the checks that matter are above
+    # (No bound on the ticker's longest gap: on a loaded machine a gap says how busy the
+    # machine was. A call that holds the loop fails tick_while_pending, which counts ticks.)
     return ticker
 
 

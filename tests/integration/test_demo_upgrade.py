@@ -15,10 +15,10 @@ OLD_WAIT = 'await timer("wait", 3)'
 NEW_WAIT = 'await timer("wait", 1)'
 
 
-def _demo(app: Path, db: Path) -> subprocess.CompletedProcess[str]:
+def _demo(app: Path, db: Path, seconds: float = 3) -> subprocess.CompletedProcess[str]:
     # The application's copy of the examples comes first on the path (the current directory).
     return subprocess.run(
-        [sys.executable, "-m", "examples.demo", "--db", str(db), "--duration", "3", "--no-view",
+        [sys.executable, "-m", "examples.demo", "--db", str(db), "--duration", str(seconds), "--no-view",
          "--scale", "0.2"],
         cwd=app, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=240,
     )
@@ -50,7 +50,9 @@ def test_patrols_carry_on_under_the_changed_code_after_a_restart(tmp_path):
     assert source.count(OLD_WAIT) == 1
     combat.write_text(source.replace(OLD_WAIT, NEW_WAIT))  # the deploy: patrols wait 1 s, not 3
 
-    second = _demo(app, db)
+    # Long enough for every patrol to step twice after it moved on a machine busy with other
+    # suites (the moves come first, then each patrol's next timer).
+    second = _demo(app, db, 8)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "workflow_version_mismatch" not in second.stderr and "BLOCKED" not in second.stdout
     after = _patrols(db)

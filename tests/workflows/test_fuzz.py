@@ -80,6 +80,8 @@ GENERATED = dict(
 )
 
 
+# Tens of seconds alone; several times that on a machine running other suites beside it.
+@pytest.mark.timeout(1200)
 @settings(FUZZ, max_examples=int(_DEEP) if _DEEP else FAST)
 @given(**GENERATED)
 def test_generated_programs_match_native(prog, inputs, variants):
