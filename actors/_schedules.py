@@ -42,7 +42,7 @@ from persistence import PersistenceError, StorageUnavailable, dumps, loads
 from persistence import _schedules as stored
 from persistence._promise import Promise
 from persistence._schedules import ScheduleRow
-from workflows._errors import check_id
+from workflows._errors import MAX_TEXT_BYTES, check_id
 from workflows._registry import resolve
 
 from ._actor import Kick
@@ -107,6 +107,10 @@ def tick_text(tick: float) -> str:
     """A tick in ISO 8601 UTC, as in a scheduled workflow's id: ``2026-01-31T02:00:00Z``."""
     when = dt.datetime.fromtimestamp(tick, dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if when.microsecond else "%Y-%m-%dT%H:%M:%SZ")
+
+
+# What a run's id adds to its schedule's: '@' and the tick, at its longest with microseconds.
+RUN_ID_EXTRA = len("@2026-01-31T02:00:00.250000Z")
 
 
 def run_id(schedule_id: str, tick: float) -> str:
@@ -310,6 +314,15 @@ class Schedules:
         if not isinstance(schedule_id, str) or not schedule_id:
             raise TypeError(f"a schedule id must be a non-empty string, got {schedule_id!r}")
         check_id(schedule_id, "schedule id")
+        size = len(schedule_id.encode("utf-8"))
+        if size + RUN_ID_EXTRA > MAX_TEXT_BYTES:
+            # Else its runs got ids over the limit: started, then refused by get() and `wf`.
+            raise ValueError(
+                f"schedule id {schedule_id[:40]!r}... is {size:,} bytes long (UTF-8): each run's "
+                f"workflow id is the schedule's, '@' and the tick (up to {RUN_ID_EXTRA} bytes "
+                f"more), and ids are kept to {MAX_TEXT_BYTES:,} bytes; use a schedule id of at "
+                f"most {MAX_TEXT_BYTES - RUN_ID_EXTRA:,} bytes"
+            )
         key = getattr(wf, "__workflow_key__", None)
         if key is None:
             raise TypeError(

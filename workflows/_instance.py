@@ -20,6 +20,7 @@ every event that has arrived, and gets back decisions and step outcomes as data.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,14 @@ from ._commands import (
 )
 from ._compiler import checkpoint, step
 from ._context import Effect, Reply, StepContext
-from ._errors import Cancelled, CheckpointError, ChildFailed, ProcedureFailed, WorkflowError
+from ._errors import (
+    MAX_TEXT_BYTES,
+    Cancelled,
+    CheckpointError,
+    ChildFailed,
+    ProcedureFailed,
+    WorkflowError,
+)
 from ._registry import check_findable, resolve
 from ._step import Raised, StepResult, Suspended
 from ._talk import Request
@@ -185,13 +193,32 @@ def build_wait(command: Command, *, workflow_id: str, step_seq: int, now: float)
         elif isinstance(c, Procedure):
             arm = Arm(i, PROCEDURE, c.arm_name, c.function, proc_key=f"{workflow_id}#{step_seq}.{i}")
         elif isinstance(c, Spawn):
-            child_id = c.id or f"{workflow_id}/{c.arm_name}-{step_seq}.{i}"
+            child_id = c.id or generated_child_id(workflow_id, c.arm_name, step_seq, i)
             arm = Arm(i, CHILD, c.arm_name, c.workflow, child_id=child_id, detached=c.detached,
                       spread=c.placement == "spread")
         else:  # pragma: no cover - the compiler only suspends on commands
             raise TypeError(f"cannot wait on {c!r}")
         arms.append(arm)
     return Wait(mode, arms)
+
+
+def generated_child_id(workflow_id: str, arm_name: str, step_seq: int, i: int) -> str:
+    """The id of a child spawned with no ``id=``: ``parent/name-step.arm``, cut to the longest
+    id there may be, where a deep tree or a long parent id makes it longer. Cut, its parent's part
+    keeps its start and takes a digest of the whole id (still one id per child, the same at every
+    run of the step), and the child's own part stays whole when it is short."""
+    own = f"/{arm_name}-{step_seq}.{i}"
+    full = workflow_id + own
+    data = full.encode("utf-8")
+    if len(data) <= MAX_TEXT_BYTES:
+        return full
+    mark = "~" + hashlib.sha256(data).hexdigest()[:24]
+    if len(own.encode("utf-8")) > MAX_TEXT_BYTES // 4:
+        head, own = full, ""
+    else:
+        head = workflow_id
+    room = MAX_TEXT_BYTES - len(mark) - len(own.encode("utf-8"))
+    return head.encode("utf-8")[:room].decode("utf-8", "ignore") + mark + own
 
 
 @dataclass(frozen=True)

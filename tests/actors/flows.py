@@ -608,3 +608,12 @@ async def takes_what_exits_when_loaded() -> str:
     except Exception as e:  # (not what happens: the parent cannot even take the outcome)
         return type(e).__name__
     return "taken"
+
+
+@workflow
+async def nest(depth: int) -> int:
+    """A chain of ``depth`` children, each spawned with a generated id: the deepest one's id is
+    the root's with a segment per level."""
+    if depth == 0:
+        return 0
+    return 1 + await spawn(nest, depth - 1)
