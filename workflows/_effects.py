@@ -142,20 +142,28 @@ def _register_procedure(
     return fn
 
 
+class LimitTypeError(TypeError, ValueError):
+    """A ``concurrency=`` or ``rate=`` of the wrong type (``"2"``, ``2.0``): a ``TypeError``, as
+    Python raises for one (and as ``timeout=`` and ``RetryPolicy`` do), and the ``ValueError`` of
+    a bad limit, which it has always been."""
+
+
 def _limits(name: str, concurrency: Any, rate: Any) -> dict[str, Any]:
     """``@procedure(concurrency=, rate=)``, checked: the attempts of the procedure running at once
     in one system, and started per second (the runtime holds the others in line)."""
     opts: dict[str, Any] = {}
     if concurrency is not None:
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(
+        wrong = isinstance(concurrency, bool) or not isinstance(concurrency, int)
+        if wrong or concurrency < 1:
+            raise (LimitTypeError if wrong else ValueError)(
                 f"@procedure {name}: concurrency= must be a whole number of attempts, 1 or more, "
                 f"got {concurrency!r}"
             )
         opts["concurrency"] = concurrency
     if rate is not None:
-        if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0 or rate == float("inf"):
-            raise ValueError(
+        wrong = isinstance(rate, bool) or not isinstance(rate, int | float)
+        if wrong or not rate > 0 or rate == float("inf"):
+            raise (LimitTypeError if wrong else ValueError)(
                 f"@procedure {name}: rate= must be a positive number of starts per second, got {rate!r}"
             )
         opts["rate"] = float(rate)

@@ -191,6 +191,29 @@ def test_limit_options_are_checked_at_decoration() -> None:
         procedure(rate=-1)(lambda: None)
 
 
+def test_limit_options_of_the_wrong_type_are_type_errors_that_are_value_errors_too() -> None:
+    """``concurrency="2"``, ``concurrency=2.0`` and ``rate="3"`` are of the wrong type: a
+    ``TypeError``, as ``timeout="5"`` and ``RetryPolicy(maximum_attempts="3")`` raise (they were
+    ``ValueError``s alone), that is the ``ValueError`` of a bad limit too; a wrong value of the
+    right type stays a ``ValueError`` alone."""
+    from workflows import procedure
+
+    for options, says in (
+        ({"concurrency": "2"}, "concurrency= must be a whole number"),
+        ({"concurrency": 2.0}, "concurrency= must be a whole number"),
+        ({"concurrency": True}, "concurrency= must be a whole number"),
+        ({"rate": "3"}, "rate= must be a positive number"),
+        ({"rate": None, "concurrency": [1]}, "concurrency= must be a whole number"),
+    ):
+        with pytest.raises(TypeError, match=says) as caught:
+            procedure(**options)(lambda: None)
+        assert isinstance(caught.value, ValueError)
+    for options in ({"concurrency": 0}, {"rate": 0}, {"rate": float("inf")}):
+        with pytest.raises(ValueError) as bad:
+            procedure(**options)(lambda: None)
+        assert not isinstance(bad.value, TypeError)
+
+
 def test_in_a_3_node_cluster_each_node_holds_the_limit_for_its_own_attempts(
     pg_store_url: str,
 ) -> None:
