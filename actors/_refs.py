@@ -89,10 +89,12 @@ class WorkflowRef(Generic[R]):
         """
         await self._system._aio.run(self._system._closed_error, self.cancel, reason)
 
-    def debug_fire_timer(self, name: str, timeout: float = 30.0) -> None:
+    def debug_fire_timer(self, name: str, timeout: float | None = 30.0) -> None:
         """Fire the armed timer ``name`` now; an unknown name raises ``TimerNotArmed``."""
         sysm = self._system
         sysm._check_open()
+        _talk.check_name(name, "timer")
+        check_timeout(timeout, "debug_fire_timer", nothing_sent=True)
         rec = sysm._rt.store.load_workflow(self.id)
         if rec is None:
             raise sysm._unknown(self.id)
@@ -209,7 +211,7 @@ class WorkflowRef(Generic[R]):
         """``debug_send_signal`` for asyncio code, without blocking the loop."""
         await self._system._aio.run(self._system._closed_error, self.debug_send_signal, name, payload)
 
-    async def debug_fire_timer_async(self, name: str, timeout: float = 30.0) -> None:
+    async def debug_fire_timer_async(self, name: str, timeout: float | None = 30.0) -> None:
         """``debug_fire_timer`` for asyncio code, without blocking the loop."""
         await self._system._aio.run(self._system._closed_error, self.debug_fire_timer, name, timeout)
 

@@ -360,7 +360,7 @@ class ActorSystem:
         prune` requests): the holder of shard 0 on a cluster, the system itself otherwise."""
         return 0 in self._rt.cluster.owned_shards()
 
-    def _fire_timer(self, workflow_id: str, name: str, timeout: float, external_seq: int | None = None) -> None:
+    def _fire_timer(self, workflow_id: str, name: str, timeout: float | None, external_seq: int | None = None) -> None:
         self._check_open()
         if isinstance(name, str):
             check_text(name, "timer name")
@@ -375,13 +375,20 @@ class ActorSystem:
             return
         msg = FireTimer(name, external_seq=external_seq)
         self._rt.activator.deliver(workflow_id, msg)
-        msg.reply.result(timeout)
+        try:
+            msg.reply.result(timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"workflow {workflow_id!r} did not take the firing of its timer {name!r} within "
+                f"{timeout}s; the firing was handed to it: an armed timer of that name fires when "
+                f"the workflow gets to it"
+            ) from None
 
-    def _fire_timer_elsewhere(self, workflow_id: str, name: str, timeout: float) -> None:
+    def _fire_timer_elsewhere(self, workflow_id: str, name: str, timeout: float | None) -> None:
         """``debug_fire_timer`` of a workflow another node runs: a request for it, as `wf
         fire-timer` posts, carried out by that node; returns once it is."""
         seq = self._rt.store.post_external("fire_timer", workflow_id, name, None, at=self.clock.now())
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
         while any(r.seq == seq for r in self._rt.store.take_external(0)):
             if time.monotonic() >= deadline:
                 raise TimeoutError(

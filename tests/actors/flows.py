@@ -617,3 +617,17 @@ async def nest(depth: int) -> int:
     if depth == 0:
         return 0
     return 1 + await spawn(nest, depth - 1)
+
+
+HOLD = threading.Event()
+HOLDING = threading.Event()
+
+
+@workflow
+async def holds_its_thread() -> str:
+    """At signal ``go``, its step holds the actors' thread until ``HOLD`` is set (``HOLDING``
+    says it does)."""
+    await signal("go")
+    HOLDING.set()
+    HOLD.wait(30)
+    return "let go"

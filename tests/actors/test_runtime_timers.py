@@ -5,6 +5,8 @@ Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py`
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from actors import (
@@ -57,3 +59,59 @@ def test_debug_fire_timer_unknown_name_lists_armed(system):
     system.idle(timeout=T)
     with pytest.raises(TimerNotArmed, match=r"no armed timer named 'nope'; armed timers: 'end'"):
         ref.debug_fire_timer("nope")
+
+
+def test_debug_fire_timer_checks_its_name_and_timeout_before_it_fires_anything(system, clock):
+    """A timeout that is no number of seconds, or a negative one, and a name that is no string,
+    are refused before anything is sent, as ``ask``'s and ``result``'s are: the timer stays armed.
+    (A timeout of ``"1"`` fired the timer, then raised "'>' not supported between instances";
+    ``-1`` fired it and raised "no outcome within -1s"; ``5`` said no timer 5 was armed.)
+    ``None`` waits without bound; a timeout that runs out says what was not answered."""
+    ref = system.start(flows.sleeper, 10, test_mode=True)
+    system.idle(timeout=T)
+    for bad, error, says in (
+        ("1", TypeError, "debug_fire_timer.. timeout must be a number of seconds"),
+        (-1, ValueError, "debug_fire_timer.. timeout must be a number of seconds.*nothing was sent"),
+        (float("nan"), ValueError, "debug_fire_timer.. timeout must be a number of seconds"),
+    ):
+        with pytest.raises(error, match=says):
+            ref.debug_fire_timer("wake", timeout=bad)
+    with pytest.raises(TypeError, match="timer name must be a non-empty string, got 5"):
+        ref.debug_fire_timer(5)  # type: ignore[arg-type]
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING
+    assert "timer 'wake'" in (ref.info().waiting_on or "")
+    ref.debug_fire_timer("wake", timeout=None)
+    assert ref.result(timeout=T) == 0
+
+
+def test_debug_fire_timer_that_runs_out_of_time_names_the_workflow_and_timer(db, clock, monkeypatch):
+    """With ``timeout=0``, while the actors' thread is busy, the firing is handed to the workflow
+    and not waited for: the ``TimeoutError`` names the workflow and the timer, and says the timer
+    still fires (it said "no outcome within 0s")."""
+    from actors import ActorSystem
+
+    from .runtime_support import Inside
+
+    Inside.one_actor_thread(monkeypatch)
+    flows.HOLD.clear()
+    flows.HOLDING.clear()
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.sleeper, 10, test_mode=True)
+        busy = system.start(flows.holds_its_thread)
+        system.idle(timeout=T)
+        # (signal() returns once the step it wakes has committed: sent from a thread of its own)
+        sender = threading.Thread(target=busy.signal, args=("go",))
+        sender.start()
+        try:
+            assert flows.HOLDING.wait(T)
+            with pytest.raises(
+                TimeoutError,
+                match=rf"workflow '{ref.id}' did not take the firing of its timer 'wake' within 0s",
+            ):
+                ref.debug_fire_timer("wake", timeout=0)
+        finally:
+            flows.HOLD.set()
+            sender.join(T)
+        assert busy.result(timeout=T) == "let go"
+        assert ref.result(timeout=T) == 0
