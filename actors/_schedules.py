@@ -118,6 +118,12 @@ def run_id(schedule_id: str, tick: float) -> str:
     return f"{schedule_id}@{tick_text(tick)}"
 
 
+# The shortest period of an every= schedule (seconds), and the latest tick a run's id can give
+# (9999-12-31T23:59:59Z: the tick is written as a date).
+MIN_EVERY = 0.001
+LAST_TICK = 253_402_300_799.0
+
+
 # The nicknames of cron (Vixie cron's, as crontab(5) lists them), which cronsim does not read.
 CRON_NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -208,6 +214,13 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
             wrong = isinstance(every, bool) or not isinstance(every, int | float)
             raise (ArgumentTypeError if wrong else ValueError)(
                 f"{where}: every= must be a positive number of seconds (or a timedelta), got {every!r}"
+            )
+        if every < MIN_EVERY:
+            raise ValueError(
+                f"{where}: every= must be {MIN_EVERY:g} s (a millisecond) or more, got {every!r}: "
+                f"a run's id tells its tick to the microsecond, and a schedule starts at most "
+                f"{PER_ROUND} runs a round, a few thousand a second: a shorter period falls "
+                f"behind for good"
             )
     if not isinstance(timezone, str):
         raise ArgumentTypeError(
@@ -353,6 +366,13 @@ class Schedules:
                 f"schedule {schedule_id!r}: its arguments cannot be pickled ({e}); pass plain data"
             ) from e
         now = self.clock.now()
+        first = when.after(now)
+        if first is not None and first > LAST_TICK:
+            raise ValueError(
+                f"schedule {schedule_id!r}: every={when.every!r} s has no tick before the year "
+                f"10000 (a run's id holds its tick as a date), so it would never start anything; "
+                f"give a shorter period"
+            )
         old = stored.schedule(self.store, schedule_id)
         # Updated with the same timing, it goes on where it was; with another, its ticks are
         # those of the new timing from now on (none of the past is owed to a timing just set).

@@ -567,3 +567,28 @@ def test_every_takes_a_timedelta_as_its_seconds(db: str) -> None:
         assert runs(system, "half") == expected("half", [START + 1800, START + HOUR])
         with pytest.raises(ValueError, match=r"every= must be a positive number of seconds \(or a timedelta\)"):
             system.schedule("neg", report, "n", every=dt.timedelta(seconds=-5))
+
+
+def test_a_period_too_short_to_keep_or_too_long_to_tick_is_refused_at_schedule(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``every=1e-9`` was taken, and its ticks, closer than a float of the time tells apart, kept
+    the schedules' rounds busy on one tick for good (``idle()`` timed out); ``every=1e20`` was
+    taken with a first tick past the year 9999, which no run's id can hold, and ``wf schedules``
+    then failed with an ``OverflowError``. Both are refused at ``schedule()``, saying why; a
+    millisecond is the shortest period."""
+    clock = VirtualClock(START)
+    db = str(tmp_path / "wf.db")
+    with ActorSystem(db, clock=clock) as system:
+        for every in (1e-9, 0.0009):
+            with pytest.raises(ValueError, match=r"every= must be 0.001 s \(a millisecond\) or more"):
+                system.schedule("fast", report, "x", every=every)
+        with pytest.raises(ValueError, match="has no tick before the year 10000"):
+            system.schedule("never", report, "x", every=1e20)
+        with pytest.raises(ValueError, match="has no tick before the year 10000"):
+            system.schedule("never", report, "x", every=dt.timedelta(days=365 * 9000))
+        assert system.schedules() == []
+        system.schedule("ms", report, "x", every=0.001)
+        clock.advance(0.003)
+        system.idle(timeout=T)
+        assert runs(system, "ms") == expected("ms", [START + 0.001, START + 0.002, START + 0.003])
+    assert wf_cli.main(["schedules", "--db", db]) == 0
+    assert "ms  " in capsys.readouterr().out
