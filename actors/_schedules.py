@@ -196,6 +196,16 @@ class ArgumentTypeError(TypeError, ValueError):
     code catching either sees it."""
 
 
+def _is_utc(zone: ZoneInfo) -> bool:
+    """True for a zone whose clock is UTC's (``Etc/UTC``, ``GMT``, ``Zulu``): no offset in winter
+    or summer, from 1970 on."""
+    return all(
+        zone.utcoffset(dt.datetime(year, month, 1)) == dt.timedelta(0)
+        for year in range(1970, 2101)
+        for month in (1, 7)
+    )
+
+
 def timing(schedule_id: str, cron: str | None, every: float | None, timezone: str) -> Timing:
     """Check what ``schedule()`` was given for when, raising ``ValueError`` saying what is wrong
     (``ArgumentTypeError``, a ``ValueError`` and a ``TypeError``, for a value of the wrong type)."""
@@ -226,12 +236,6 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
         raise ArgumentTypeError(
             f"{where}: timezone= must be a zone name such as 'Europe/Paris', got {timezone!r}"
         )
-    if every is not None and timezone != "UTC":
-        raise ValueError(
-            f"{where}: timezone={timezone!r} does nothing with every= (its ticks are whole "
-            f"multiples of {every!r} s since the epoch, in UTC); leave timezone= out, or give "
-            f"the times of day as cron= in that zone (cron='0 0 * * *', timezone={timezone!r})"
-        )
     try:
         zone = ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError) as e:
@@ -239,6 +243,12 @@ def timing(schedule_id: str, cron: str | None, every: float | None, timezone: st
             f"{where}: unknown time zone {timezone!r} ({e}); use an IANA name such as 'UTC' or "
             f"'Europe/Paris' (the system's tz database, or the tzdata package)"
         ) from None
+    if every is not None and timezone != "UTC" and not _is_utc(zone):
+        raise ValueError(
+            f"{where}: timezone={timezone!r} does nothing with every= (its ticks are whole "
+            f"multiples of {every!r} s since the epoch, in UTC); leave timezone= out, or give "
+            f"the times of day as cron= in that zone (cron='0 0 * * *', timezone={timezone!r})"
+        )
     if cron is not None:
         try:
             from cronsim import CronSim, CronSimError

@@ -592,3 +592,20 @@ def test_a_period_too_short_to_keep_or_too_long_to_tick_is_refused_at_schedule(t
         assert runs(system, "ms") == expected("ms", [START + 0.001, START + 0.002, START + 0.003])
     assert wf_cli.main(["schedules", "--db", db]) == 0
     assert "ms  " in capsys.readouterr().out
+
+
+def test_every_takes_a_time_zone_whose_clock_is_utc_by_another_name(tmp_path) -> None:
+    """``every=`` with ``timezone="Etc/UTC"``, ``"GMT"`` or ``"Zulu"`` (UTC by other names, where
+    the zone changes nothing) ticks as with ``"UTC"``; they were refused as doing nothing. A zone
+    off UTC part of the year (``Europe/London``) is still refused."""
+    clock = VirtualClock(START)
+    with ActorSystem(str(tmp_path / "wf.db"), clock=clock) as system:
+        for zone in ("Etc/UTC", "GMT", "Zulu"):
+            info = system.schedule(f"in-{zone.replace('/', '-')}", report, "x", every=HOUR, timezone=zone)
+            assert (info.timezone, info.next_tick) == (zone, START + HOUR)
+        with pytest.raises(ValueError, match=r"timezone='Europe/London' does nothing with every="):
+            system.schedule("london", report, "x", every=HOUR, timezone="Europe/London")
+        clock.advance(HOUR)
+        system.idle(timeout=T)
+        assert runs(system, "in-GMT") == expected("in-GMT", [START + HOUR])
+        assert len(system.workflows()) == 3
