@@ -584,6 +584,13 @@ class Schedules:
                 self.started += 1
                 if metrics is not None:
                     metrics.workflow_started(row.workflow)
+                self.rt.workflow_log.info(
+                    "workflow_started",
+                    workflow_id=seed[0].id,
+                    workflow_type=row.workflow,
+                    test_mode=False,
+                    schedule_id=row.id,
+                )
                 last = seed[0].id
                 # Another tick to judge after this one: it waits for this run's first steps.
                 judge = row.overlap == "skip" and any(s for _, s in plan[i + 1:])

@@ -655,10 +655,16 @@ class ActorSystem:
                 return
             remote = False
             cluster = self._rt.cluster
-            if self._rt.metrics is not None:
-                for seed, ok in zip(seeds, p.result(), strict=True):
-                    if ok:
+            for seed, ok in zip(seeds, p.result(), strict=True):
+                if ok:
+                    if self._rt.metrics is not None:
                         self._rt.metrics.workflow_started(seed[0].type)
+                    self._rt.workflow_log.info(
+                        "workflow_started",
+                        workflow_id=seed[0].id,
+                        workflow_type=seed[0].type,
+                        test_mode=seed[0].test_mode,
+                    )
             for seed, ok in zip(seeds, p.result(), strict=True):
                 # (A root workflow just created: its shard is its own id's, known unread.)
                 if ok and cluster.owns_new(seed[0].id):

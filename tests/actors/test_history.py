@@ -35,6 +35,36 @@ def test_lifecycle_is_logged(system):
     assert ("workflow_completed", "logged") in events
 
 
+def test_every_way_to_start_a_workflow_logs_it_started_once(db, clock):
+    """``start_many``, ``start_many_async`` and a schedule's tick log ``workflow_started`` once per
+    workflow they create, with its type, as ``start`` and ``spawn`` do (they logged nothing
+    between the start and ``workflow_completed``); one that exists already is not logged."""
+    import asyncio
+
+    from .sched_flows import report
+
+    with ActorSystem(db, clock=clock) as system, capture_logs() as logs:
+        system.start_many(flows.adder, [(1,), (2,)], ids=["many-1", "many-2"])
+        system.start_many(flows.adder, [(1,), (3,)], ids=["many-1", "many-3"])
+        asyncio.run(system.start_many_async(flows.adder, [(4,)], ids=["many-4"]))
+        tick = system.schedule("nightly", report, "x", every=3600).next_tick
+        assert tick is not None
+        clock.advance(3600)
+        system.idle(timeout=T)
+    started = [e for e in logs if e["event"] == "workflow_started"]
+    assert sorted(e["workflow_id"] for e in started) == sorted(
+        ["many-1", "many-2", "many-3", "many-4", f"nightly@{_tick_text(tick)}"]
+    )
+    assert {e["workflow_type"] for e in started} == {flows.adder.__workflow_key__, report.__workflow_key__}
+    assert all(e["log_level"] == "info" for e in started)
+
+
+def _tick_text(tick: float) -> str:
+    from actors._schedules import tick_text
+
+    return tick_text(tick)
+
+
 def test_history_says_what_woke_each_step(db, clock):
     """Each step's history event names what woke it (start, signal, timer, procedure with its
     outcome, children, cancel), with its step number and time, ahead of the end's event."""
