@@ -374,11 +374,14 @@ class ProcedureExecutor:
         running = [t for t in self._pool.threads() if t.is_alive()]
         if not running:
             return
-        self._log.info("procedure_attempts_finishing", running=len(running), grace=SHUTDOWN_GRACE)
+        # (The idle workers are alive too, on their way out: only attempts are said.)
+        attempts = len(self.busy())
+        if attempts:
+            self._log.info("procedure_attempts_finishing", running=attempts, grace=SHUTDOWN_GRACE)
         deadline = time.monotonic() + SHUTDOWN_GRACE
         for t in running:
             t.join(max(0.0, deadline - time.monotonic()))
-        left = sum(t.is_alive() for t in running)
+        left = len(self.busy())
         if left:
             self._log.warning("procedure_attempts_cut_off", running=left, grace=SHUTDOWN_GRACE,
                               then="they run again at the next start")

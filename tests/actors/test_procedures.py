@@ -220,3 +220,21 @@ def test_a_clean_shutdown_lets_a_running_attempt_finish_and_keeps_its_outcome(tm
     with ActorSystem(db) as again:
         assert again.get("g").result(timeout=30) == 7
     assert [w for w, _ in lf.STARTS] == ["7"]  # run once
+
+
+def test_a_shutdown_with_no_attempt_running_says_none_is_finishing(tmp_path, caplog):
+    """Once every procedure call has ended, ``shutdown()`` logs no ``procedure_attempts_finishing``:
+    it said ``running=1`` for the pool's idle worker on its way out, as if an attempt ran."""
+    import logging
+
+    from actors import ActorSystem
+
+    from . import flows
+
+    with caplog.at_level(logging.INFO, logger="actorflow"):
+        with ActorSystem(str(tmp_path / "s.db")) as system:
+            assert system.start(flows.adder, 2).result(timeout=30) is not None
+            system.idle(timeout=30)
+        said = [r.getMessage() for r in caplog.records]
+    assert any("system_shutdown" in m for m in said)
+    assert not [m for m in said if "procedure_attempts" in m], said
