@@ -188,13 +188,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         limited = _limit_waits(store, rec.id) if procs else {}
         if args.history < 0:
             raise CliError(f"--history must be 0 or more, got {args.history}")
+        if args.before is not None and args.before < 0:
+            raise CliError(f"--before must be a history position, 0 or more, got {args.before}")
         children = store.list_workflows(parent_id=rec.id)
         by_status = collections.Counter(c.status for c in children)
         shown_children = children if args.all_children else children[:CHILDREN_SHOWN]
-        # One more than asked: whether older events are left out.
-        history = store.history(rec.id, limit=args.history + 1) if args.history else []
+        # One more than asked: whether older events are left out. The page ends before
+        # position ``--before`` (each event's place in the whole history, as ref.history() has it).
+        if args.history:
+            history, first = store.history_page(rec.id, args.history + 1, args.before)
+        else:
+            history, first = [], 0
         cut = len(history) > args.history
-        history = history[len(history) - args.history:] if cut else history
+        if cut:
+            history, first = history[1:], first + 1
         # Every step is kept, unless the system keeps the newest few (``history_limit``).
         oldest = store.oldest_step_kept(rec.id) if rec.step_seq else None
         steps_not_kept = max(0, (oldest or 1) - 1)
@@ -225,7 +232,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             "result": _jsonable(info.result),
             "error": info.error,
             "published": {k: _jsonable(v) for k, v in published.items()},
-            "history": [{"seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")} for h in history],
+            "history": [
+                {"position": first + i, "seq": h.seq, "at": h.at, "event": h.event, "detail": json.loads(h.detail or "null")}
+                for i, h in enumerate(history)
+            ],
             "history_cut": cut,
             "steps_not_kept": steps_not_kept,
             "queued": [{"seq": x.seq, "kind": x.kind, "name": x.name, "at": x.created_at} for x in queued],
@@ -291,7 +301,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                     if frames:  # where it was raised: the innermost frame
                         print(f"at        {frames[-1]} (--full prints the traceback)")
         if history:
-            print("history" + (f" (the newest {len(history)} events; --history N shows more)" if cut else ""))
+            before = f" before position {args.before}" if args.before is not None else ""
+            print("history" + (
+                f" (the newest {len(history)} events{before}; --history N shows more, "
+                f"--before {first} the ones before)" if cut else
+                f" (the events{before})" if before else ""
+            ))
             for h in history:
                 print(f"  {_ts(h.at)}  {h.event:<14} {_detail_text(h.detail)}")
         if steps_not_kept and not cut and args.history:
@@ -768,6 +783,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("show", "show one workflow: state, what it waits for, timers, buffered signals, history")
     sp.add_argument("id")
     sp.add_argument("--history", type=int, default=20, help="how many history events, newest last (default 20)")
+    sp.add_argument("--before", type=int, default=None, metavar="POSITION",
+                    help="the history events before this position (0 is the first event; --json "
+                         "gives each its position): the page before the one shown")
     sp.add_argument("--full", action="store_true",
                     help=f"print payloads, the result and the error whole (cut at {VALUE_SHOWN:,} characters otherwise)")
     sp.add_argument("--all-children", action="store_true",

@@ -122,6 +122,44 @@ def test_show_summarizes_children_unless_asked_for_all(db, capsys):
     assert data["children_by_status"] == {"running": n} and len(data["children"]) == CHILDREN_SHOWN
 
 
+def test_show_pages_the_history_back_by_position_as_ref_history_does(tmp_path, capsys):
+    """``wf show --history N --before P`` shows the page of ``ref.history(limit=N, before=P)``,
+    its ``--json`` gives each event its ``position``, and the header names the ``--before`` of
+    the page before: a long history can be paged back to its start (only its newest N could be
+    shown, with no way to the ones before)."""
+    db = str(tmp_path / "wf.db")
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        ref = s.start(flows.counter, 30, id="count")
+        for _ in range(12):
+            ref.signal("inc", 1)
+        s.idle(timeout=T)
+        whole = ref.history()
+    assert len(whole) == 13
+    pages, before = [], None
+    while True:
+        args = ["show", "count", "--db", db, "--history", "5", "--json"]
+        data = json.loads(wf(capsys, *args, *(["--before", str(before)] if before is not None else []))[1])
+        page = data["history"]
+        assert [(h["position"], h["event"], h["at"]) for h in page] == [
+            (e.position, e.event, e.at) for e in ref_page(whole, 5, before)
+        ]
+        pages.append(page)
+        if not data["history_cut"]:
+            break
+        before = page[0]["position"]
+        code, out, _ = wf(capsys, "show", "count", "--db", db, "--history", "5", "--before", str(page[-1]["position"] + 1))
+        assert code == 0 and f"--before {before} the ones before)" in out
+    assert [h["position"] for p in reversed(pages) for h in p] == list(range(13))
+    code, _, err = wf(capsys, "show", "count", "--db", db, "--before", "-1")
+    assert code == 1 and "--before must be a history position, 0 or more, got -1" in err
+
+
+def ref_page(entries, limit, before):  # type: ignore[no-untyped-def]
+    """The page ``ref.history(limit, before)`` gives, out of the whole history."""
+    kept = [e for e in entries if before is None or e.position < before]
+    return kept[-limit:]
+
+
 def test_show_history_honours_the_limit_and_says_which_steps_are_not_kept(db, capsys):
     """--history N shows the newest N events and says when it cut older ones; asked for more
     than there are, it shows the whole history (every step is kept); only a system that keeps
@@ -133,7 +171,7 @@ def test_show_history_honours_the_limit_and_says_which_steps_are_not_kept(db, ca
             ref.signal("inc", 1)
         s.idle(timeout=T)
     code, out, _ = wf(capsys, "show", "count", "--db", db, "--history", "5")
-    assert code == 0 and "history (the newest 5 events; --history N shows more)" in out
+    assert code == 0 and f"history (the newest 5 events; --history N shows more, --before {n + 1 - 5} the ones before)" in out
     assert len(out[out.index("\nhistory"):].strip().splitlines()) == 1 + 5
     code, out, _ = wf(capsys, "show", "count", "--db", db, "--history", "400")
     history = out[out.index("\nhistory"):].strip().splitlines()
