@@ -58,17 +58,6 @@ async def holds_generator(n):
 
 
 @workflow
-async def holds_traceback(n):
-    """The traceback of a failed spawn kept for a report."""
-    try:
-        1 / 0  # noqa: B018
-    except ZeroDivisionError as e:
-        tb = e.__traceback__
-    await timer("report", 1)
-    return tb.tb_lineno
-
-
-@workflow
 async def holds_local_lru_cache(n):
     """A damage table memoized with lru_cache inside the workflow."""
 
@@ -116,7 +105,6 @@ REFUSED = [
     # The object a weak reference points to is refused first (its copy would not be followed).
     (holds_weakref, (1,), "target", "weak reference points to this Mob"),
     (holds_generator, (1,), "waves", "generator"),
-    (holds_traceback, (1,), "tb", "traceback"),
     (holds_local_lru_cache, (1,), "dmg", "lru_cache"),
     (holds_cmp_key, (1,), "key", "KeyWrapper"),
     (holds_decimal_context, (1,), None, "decimal.ContextManager"),

@@ -152,6 +152,13 @@ class _Marker(Exception):
 _UNSET = object()
 
 
+def reduce_traceback(_pickler: Any, tb: types.TracebackType) -> Any:
+    """A traceback object held by the workflow (``et, ev, tb = sys.exc_info()``), or an
+    exception's: written as its entries and made again from them, as an exception's traceback
+    is, so that one held beside its exception is still that exception's after a restore."""
+    return (_rebuild_tb, (_tb_entries(tb),))
+
+
 def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackType | None:
     tb = None
     if not entries:
@@ -181,7 +188,9 @@ def _set_exc_state(e: BaseException, st: tuple[Any, ...]) -> None:
     e.__cause__ = cause
     e.__context__ = context
     e.__suppress_context__ = suppress
-    e.__traceback__ = _rebuild_tb(tb)
+    # (the traceback object itself, shared with whatever else held it; a checkpoint written
+    # before tracebacks were pickled as objects holds its entries)
+    e.__traceback__ = _rebuild_tb(tb) if isinstance(tb, tuple) else tb
 
 
 def _outside_state(e: BaseException) -> tuple[tuple[str, Any], ...] | None:
@@ -265,7 +274,7 @@ def _reduce_exception(e: BaseException, proto: int) -> Any:
         e.__cause__,
         e.__context__,
         e.__suppress_context__,
-        _tb_entries(e.__traceback__),
+        e.__traceback__,
         _outside_state(e),
     )
     listitems = rv[3] if len(rv) > 3 else None

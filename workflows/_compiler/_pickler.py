@@ -54,7 +54,7 @@ from ._instdict import (
     with_adopted_dict,
     with_instance_dict,
 )
-from ._pickle_exceptions import _reduce_exception, _set_exc_state
+from ._pickle_exceptions import _rebuild_tb, _reduce_exception, _set_exc_state, reduce_traceback
 from ._pickle_iters import (
     _NATIVE_ITERS,
     LiveIter,
@@ -826,6 +826,7 @@ _OWN_OVERRIDES: dict[type, Any] = {
     classmethod: _reduce_method_wrapper,
     **{t: _reduce_sys_singleton for t in _SYS_SINGLETONS},
     LiveIter: _reduce_live_iter,
+    types.TracebackType: reduce_traceback,
     **{t: lambda p, it: p.reduce_native_iter(it) for t in _NATIVE_ITERS},
     _SetIter: _reduce_set_iter,
     **{t: lambda p, it: p.reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
@@ -863,6 +864,7 @@ _BY_NAME: set[Any] = {
     _empty_cell,
     _fill_cell,
     _set_exc_state,
+    _rebuild_tb,
     _rebuild_type_alias,
     _make_type_param,
     _restore_deque_iter,

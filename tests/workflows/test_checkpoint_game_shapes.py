@@ -1,0 +1,77 @@
+"""Values and shapes of game-server code that a checkpoint keeps exactly, each checked natively,
+restored at every await in this process, and restored in a new interpreter."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+import traceback
+
+from workflows import timer, workflow
+from workflows.testing import WorkflowHarness
+
+from .diffharness import Oracle, compare, run_compiled, run_native
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+CHILD = r"""
+import pickle, sys
+from workflows._compiler import restore, step
+from workflows._context import StepContext
+from tests.workflows import test_checkpoint_game_shapes as m
+cont = restore(sys.stdin.buffer.read())
+with StepContext(workflow_id="w", workflow_type=sys.argv[1], now=1.0).active():
+    r = step(cont, send=None)
+sys.stdout.buffer.write(pickle.dumps(r.value))
+"""
+
+
+def _in_a_new_process(wf, blob):
+    """What the workflow returns at the step after ``blob``, restored in a new interpreter."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, wf.__workflow_key__],
+        input=blob, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return pickle.loads(proc.stdout)
+
+
+def _same_as_native(wf, *args):
+    """The workflow's value, after checking that a restore at every await changes nothing."""
+    native = run_native(wf, args, Oracle())
+    restored = run_compiled(wf, args, Oracle(), roundtrip=True)
+    diffs = compare(native, restored, with_chain=True, label="restored")
+    assert not diffs, "\n".join(diffs)
+    return native.outcome[1]
+
+
+@workflow
+async def held_traceback(n):
+    """The traceback of a failed step kept for a report, beside its exception and alone."""
+    try:
+        {}[n]
+    except KeyError:
+        et, ev, tb = sys.exc_info()
+        await timer("report", 1)
+        same = tb is ev.__traceback__ and sys.exc_info()[2] is tb
+    alone = ev.__traceback__
+    del ev
+    await timer("later", 1)
+    return (et.__name__, same, alone.tb_lineno, alone.tb_frame.f_code.co_name,
+            [(f.lineno, f.name, f.line) for f in traceback.extract_tb(alone)])
+
+
+def test_a_traceback_held_in_a_variable_is_kept():
+    """A traceback object held across an await (``sys.exc_info()``'s third item, an exception's
+    ``__traceback__``) comes back with its entries, and as its exception's own traceback (it
+    was refused: a traceback object does not pickle)."""
+    line = held_traceback.__wrapped__.__code__.co_firstlineno + 4  # (the decorator's line first)
+    want = ("KeyError", True, line, "held_traceback", [(line, "held_traceback", "{}[n]")])
+    assert _same_as_native(held_traceback, 5) == want
+    h = WorkflowHarness(held_traceback, 5, roundtrip=False)
+    h.fire_timer("report")
+    assert _in_a_new_process(held_traceback, h.checkpoint()) == want
