@@ -40,7 +40,8 @@ from .probes import get, log
 
 # itertools objects held across an await pickle on 3.11; their pickling is deprecated in 3.12 and
 # removed in 3.14, so from 3.12 the checkpoint refuses them (test_unseen_refusals checks that
-# these programs are refused there, naming the variable).
+# these programs are refused there, naming the variable). An itertools.count is kept on every
+# version (its next value and step are read from its repr): those programs are in the corpus.
 ITERTOOLS_HELD: list = []
 
 
@@ -331,7 +332,7 @@ async def patrol_counter_ids(n):
     return next(ids)
 
 
-add_itertools(patrol_counter_ids, C(1))
+add(patrol_counter_ids, C(1))
 
 
 @workflow
@@ -439,7 +440,7 @@ async def auction_house(reserve):
     return best.amount >= reserve, best.bidder, next(seq)
 
 
-add_itertools(
+add(
     auction_house,
     C(
         10,

@@ -3,6 +3,8 @@ restored at every await in this process, and restored in a new interpreter."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import pathlib
 import pickle
@@ -19,18 +21,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import pickle, sys
-from workflows._compiler import restore, step
+from workflows._compiler import checkpoint, restore, step
 from workflows._context import StepContext
 from tests.workflows import test_checkpoint_game_shapes as m
+from workflows._step import Suspended
 cont = restore(sys.stdin.buffer.read())
-with StepContext(workflow_id="w", workflow_type=sys.argv[1], now=1.0).active():
-    r = step(cont, send=None)
+while True:  # every timer fires, every other command gets None
+    with StepContext(workflow_id="w", workflow_type=sys.argv[1], now=1.0).active():
+        r = step(cont, send=None)
+    if not isinstance(r, Suspended):
+        break
+    cont = restore(checkpoint(cont))
 sys.stdout.buffer.write(pickle.dumps(r.value))
 """
 
 
 def _in_a_new_process(wf, blob):
-    """What the workflow returns at the step after ``blob``, restored in a new interpreter."""
+    """What the workflow returns, restored from ``blob`` in a new interpreter and run to its end
+    (with a checkpoint and restore at each await there too)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, wf.__workflow_key__],
@@ -75,3 +83,38 @@ def test_a_traceback_held_in_a_variable_is_kept():
     h = WorkflowHarness(held_traceback, 5, roundtrip=False)
     h.fire_timer("report")
     assert _in_a_new_process(held_traceback, h.checkpoint()) == want
+
+
+@workflow
+async def numbered_queue(n):
+    """Orders numbered by ``itertools.count`` (a heap's tie-breaker), held across awaits."""
+    seq = itertools.count()
+    ids = itertools.count(100, 5)
+    weights = itertools.count(0.5, 0.25)
+    again = seq
+    pq = []
+    for i in range(n):
+        heapq.heappush(pq, (i % 2, next(seq), f"order{next(ids)}"))
+        await timer("queued", 1)
+    done = []
+    while pq:
+        prio, k, name = heapq.heappop(pq)
+        await timer("made", 1)
+        done.append((prio, k, name, next(weights)))
+    return done, next(seq), next(ids), next(weights), again is seq
+
+
+def test_an_itertools_count_is_kept_on_every_python():
+    """An ``itertools.count`` held across awaits goes on from its next value with its step, in
+    this process and in a new one (from 3.12, where its own pickling is deprecated, it was
+    refused)."""
+    done, *rest = _same_as_native(numbered_queue, 3)
+    assert [k for _, k, _, _ in done] == [0, 2, 1]
+    assert rest == [3, 115, 1.25, True]
+    h = WorkflowHarness(numbered_queue, 3, roundtrip=False)
+    for _ in range(3):
+        h.fire_timer("queued")
+    blob = h.checkpoint()
+    while not h.done:
+        h.fire_timer("made")
+    assert _in_a_new_process(numbered_queue, blob) == h.result()

@@ -85,7 +85,7 @@ def test_itertools_iterator_is_refused_with_a_clear_message():
     given once."""
     wf = wf_of("""
     async def wf():
-        c = itertools.count()
+        c = itertools.cycle("ab")
         await timer("t", 1)
     """)
     with pytest.raises(CheckpointError, match=r"list\(\.\.\.\)") as info:

@@ -22,6 +22,7 @@ This module holds the picklers, the reducers they dispatch to, and ``dumps``/``l
 
 from __future__ import annotations
 
+import ast
 import builtins
 import collections
 import copyreg
@@ -343,6 +344,33 @@ if sys.version_info >= (3, 12):
     for _t in vars(itertools).values():
         if isinstance(_t, type) and _t.__module__ == "itertools":
             _OWN_REDUCERS[_t] = _refuse_itertools
+
+
+def _reduce_count(it: Any) -> Any:
+    """An ``itertools.count`` (a sequence number: ``seq = count()``, ``next(seq)`` as a heap's
+    tie-breaker) as the ``count`` that goes on from where it is: its next value and its step,
+    read from its repr, which shows both (``count(7)``, ``count(2.5, 0.5)``). Its own pickling
+    is deprecated since 3.12 (refused there) and removed in 3.14. Other values than numbers (a
+    ``Fraction`` start) are refused on 3.12 and later, as the other itertools objects are."""
+    text = repr(it)
+    args: Any = None
+    if text.startswith("count(") and text.endswith(")"):
+        try:
+            args = ast.literal_eval(f"({text[6:-1]},)")
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            args = None
+    if (
+        isinstance(args, tuple)
+        and 1 <= len(args) <= 2
+        and all(type(a) in (int, float, complex) for a in args)
+    ):
+        return (itertools.count, args)
+    if sys.version_info >= (3, 12):
+        raise TypeError("cannot pickle 'itertools.count' object")
+    return it.__reduce__()
+
+
+_OWN_REDUCERS[itertools.count] = _reduce_count
 _CLOUD_TABLES = tuple(getattr(cloudpickle.CloudPickler.dispatch_table, "maps", ()))
 _DISPATCH: dict[type, Any] = {}
 _DISPATCH_SIZES: list[int] = []
