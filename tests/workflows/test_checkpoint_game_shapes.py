@@ -8,6 +8,7 @@ import itertools
 import os
 import pathlib
 import pickle
+import re
 import subprocess
 import sys
 import traceback
@@ -118,3 +119,46 @@ def test_an_itertools_count_is_kept_on_every_python():
     while not h.done:
         h.fire_timer("made")
     assert _in_a_new_process(numbered_queue, blob) == h.result()
+
+
+COMMAND = re.compile(r"/(?P<verb>\w+)(?:\s+(?P<arg>\w+))?")
+ALTERNATIVES = re.compile(r"a|ab")
+
+
+@workflow
+async def chat_commands(lines):
+    """Chat commands parsed by a regular expression, the match kept for after a cooldown."""
+    out = []
+    for line in lines:
+        m = COMMAND.match(line)
+        if m is None:
+            continue
+        await timer("cooldown", 1)
+        out.append((m.group("verb"), m["arg"], m.span(), m.lastgroup, m.string is line, m.re is COMMAND))
+    hits = list(re.finditer(r"\d+", "hp 10 mp 20 xp 30"))
+    third = hits[2]
+    whole = ALTERNATIVES.fullmatch("ab")
+    first = ALTERNATIVES.match("ab")
+    raw = re.compile(rb"(\x00+)(\x01)?").search(b"ab\x00\x00c", 1)
+    await timer("scan", 1)
+    out.append((third.group(), third.span(), hits[2] is third, whole.group(), first.group(),
+                raw.groups(), raw.pos, raw.lastindex, re.match("x", "y")))
+    return out
+
+
+def test_a_match_object_held_across_an_await_is_kept():
+    """A ``re.Match`` held across an await (a command's match kept past a cooldown, one of a
+    ``finditer``, a ``fullmatch`` and a ``match`` that differ, one of a bytes pattern) comes back
+    with its groups, spans, bounds, pattern and string, in this process and in a new one (it
+    was refused as unpicklable)."""
+    lines = ["/say hi", "hello", "/quit"]
+    value = _same_as_native(chat_commands, lines)
+    assert value == [
+        ("say", "hi", (0, 7), "arg", True, True),
+        ("quit", None, (0, 5), "verb", True, True),
+        ("30", (15, 17), True, "ab", "a", (b"\x00\x00", None), 1, 1, None),
+    ]
+    h = WorkflowHarness(chat_commands, lines, roundtrip=False)
+    h.fire_timer("cooldown")
+    blob = h.checkpoint()
+    assert _in_a_new_process(chat_commands, blob) == value

@@ -23,8 +23,6 @@ from workflows.testing import WorkflowHarness
 
 from .corpus_unseen import ITERTOOLS_HELD
 
-PATTERN = re.compile(r"/(\w+)\s+(\d+)")
-
 
 class Mob:
     def __init__(self, name):
@@ -33,8 +31,11 @@ class Mob:
 
 @workflow
 async def holds_match(line):
-    """A chat command's match object kept for after the cooldown."""
-    m = PATTERN.match(line)
+    """A chat command's match object over a buffer the next packet overwrites, kept for after
+    the cooldown (a match over a str or bytes is kept)."""
+    buf = bytearray(line.encode())
+    m = re.match(rb"/(\w+)\s+(\d+)", buf)
+    buf[:] = b"/take 7"
     await timer("cooldown", 1)
     return m.group(1)
 

@@ -8,10 +8,14 @@ misses the cache entry ``re.compile(p)`` made, and the restored pattern is a sec
 pattern is written with the flags ``re.compile`` was called with: the rebuild is ``re.compile``'s
 own cached object in this process, and in a new one it becomes the cache entry that the
 workflow's next ``re.compile(p)`` returns.
+
+A match object (``m = PATTERN.match(line)``) is written as its pattern, its string, the bounds it
+was searched in, and which match of that search it is; the restore runs the search again.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -30,4 +34,35 @@ def _reduce_pattern(p: re.Pattern[Any]) -> Any:
     return (re.compile, (source, flags))  # not (or no longer) cached: an equal pattern
 
 
-REDUCERS: dict[type, Any] = {re.Pattern: _reduce_pattern}
+def _same_match(a: re.Match[Any], b: re.Match[Any]) -> bool:
+    return (a.regs, a.lastindex, a.pos, a.endpos) == (b.regs, b.lastindex, b.pos, b.endpos)
+
+
+def _reduce_match(m: re.Match[Any]) -> Any:
+    """A match as the search that finds it again: its pattern's ``fullmatch`` over the bounds it
+    was searched in (-1), or the n-th match of its ``finditer`` there (which ``match`` and
+    ``search`` give first), checked now to give back the same groups and spans. The search
+    runs again at the restore, on the same string: a regular expression matches alike each
+    time. A match over a ``bytearray`` or a ``memoryview`` (which may change under it), or one
+    that no such search gives back, does not pickle."""
+    p, s = m.re, m.string
+    if type(s) in (str, bytes):
+        found = p.fullmatch(s, m.pos, m.endpos)
+        if found is not None and _same_match(found, m):
+            return (_rebuild_match, (p, s, m.pos, m.endpos, -1))
+        start = m.start()
+        for n, found in enumerate(p.finditer(s, m.pos, m.endpos)):
+            if _same_match(found, m):
+                return (_rebuild_match, (p, s, m.pos, m.endpos, n))
+            if found.start() > start:
+                break
+    raise TypeError("cannot pickle 're.Match' object")
+
+
+def _rebuild_match(p: re.Pattern[Any], s: Any, pos: int, endpos: int, n: int) -> re.Match[Any] | None:
+    if n < 0:
+        return p.fullmatch(s, pos, endpos)
+    return next(itertools.islice(p.finditer(s, pos, endpos), n, None))
+
+
+REDUCERS: dict[type, Any] = {re.Pattern: _reduce_pattern, re.Match: _reduce_match}

@@ -893,6 +893,7 @@ _BY_NAME: set[Any] = {
     _fill_cell,
     _set_exc_state,
     _rebuild_tb,
+    _cached._rebuild_match,
     _rebuild_type_alias,
     _make_type_param,
     _restore_deque_iter,
