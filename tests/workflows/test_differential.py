@@ -46,6 +46,7 @@ CORPUS_MODULES = [
     "corpus_probe7",
     "corpus_names",
     "corpus_games",
+    "corpus_gameshapes",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax
