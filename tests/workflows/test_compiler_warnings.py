@@ -33,12 +33,16 @@ class Manager:
 EXITS: list[Any] = []
 
 
-def compile_recording(src: str) -> tuple[Any, list[warnings.WarningMessage], str]:
-    """Compile the dedented ``src`` under a fresh file name; return it, its warnings and the name."""
+def compile_recording(
+    src: str, names: dict[str, Any] | None = None
+) -> tuple[Any, list[warnings.WarningMessage], str]:
+    """Compile the dedented ``src`` under a fresh file name (its module's globals given
+    ``names`` too); return it, its warnings and the name."""
     global _n
     _n += 1
     filename = f"warn_flows_{_n}.py"
     g: dict[str, Any] = {"timer": timer, "Manager": Manager, "__name__": f"warn_flows_{_n}"}
+    g.update(names or {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         wf = compile_workflow_source(textwrap.dedent(src).lstrip("\n"), filename, "wf", g)
@@ -249,3 +253,31 @@ def test_a_module_run_with_dash_m_warns_too(tmp_path):
                          env={**os.environ, "PYTHONPATH": f"{root}:{tmp_path}"}, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("CompileWarning: workflow __main__:in_main: defined in the __main__ script") == 1, out.stderr
+
+
+def test_seeding_the_random_module_warns_at_the_call():
+    """``random.seed(...)`` (or ``setstate``, or ``seed`` imported from random) in a workflow
+    warns at its line: the module's shared generator is the process's, so a restore in a new
+    process draws another sequence. A generator of the workflow's own does not warn."""
+    import random
+
+    wf, ws, filename = compile_recording(
+        """
+    async def wf(x):
+        rnd.seed(x)
+        a = rnd.random()
+        await timer("t", 1)
+        reseed(a)
+        rng = rnd.Random(x)
+        rng.seed(2)
+        rnd.Random(3).seed(4)
+        def helper(random):
+            random.seed(5)
+        return a, rng.random()
+    """,
+        {"rnd": random, "reseed": random.seed},
+    )
+    assert [(w.filename, w.lineno) for w in ws] == [(filename, 2), (filename, 5)]
+    msg = str(ws[0].message)
+    assert "rnd.seed()" in msg and "random.Random(seed)" in msg and "new process" in msg
+    assert "reseed()" in str(ws[1].message)

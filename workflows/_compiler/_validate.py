@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import random
 import sys
 import types
 import warnings
@@ -499,13 +500,29 @@ def _resolve_global(f: ast.expr, locals_: set[str], globals_: dict[str, Any]) ->
     return None
 
 
-def compile_warnings(fn_node: ast.AsyncFunctionDef, b: Bindings) -> list[Problem]:
+def compile_warnings(
+    fn_node: ast.AsyncFunctionDef, b: Bindings, globals_: dict[str, Any] | None = None
+) -> list[Problem]:
     """What a workflow may do wrong after a restart although it compiles, in source order.
 
-    ``b`` holds the bindings of the workflow's own scope.
+    ``b`` holds the bindings of the workflow's own scope; ``globals_``, the module's, names
+    what its calls call.
     """
     out: list[Problem] = []
+    locals_ = (set(_param_names(fn_node.args)) | b.bound) - b.globals
     for n in _own_scope(fn_node.body):
+        if globals_ is not None and isinstance(n, ast.Call):
+            f = _resolve_global(n.func, locals_, globals_)
+            if getattr(f, "__self__", None) is _SHARED_RANDOM and getattr(f, "__name__", "") in _SEEDING:
+                out.append((n, (
+                    f"{ast.unparse(n.func)}() sets the state of the random module's shared "
+                    "generator, which is the process's, not the workflow's: a checkpoint does not "
+                    "keep it, so after a restore in a new process random.random(), randint() and "
+                    "choice() draw from that process's generator, not from the sequence this seed "
+                    "began; hold a generator of the workflow's own, rng = random.Random(seed), "
+                    "and draw from it (rng.random(), rng.randint(...)): it is checkpointed with "
+                    "its state"
+                )))
         if isinstance(n, ast.With) and any(has_await(s) for s in n.body):
             managers = ", ".join(ast.unparse(i.context_expr) for i in n.items)
             out.append((n, (
@@ -527,6 +544,11 @@ def compile_warnings(fn_node: ast.AsyncFunctionDef, b: Bindings) -> list[Problem
         )))
     out.sort(key=lambda p: _pos(p[0]))
     return out
+
+
+# The generator behind random.random(), random.seed() and the module's other functions.
+_SHARED_RANDOM = getattr(random.seed, "__self__", None)
+_SEEDING = frozenset({"seed", "setstate"})
 
 
 def _own_scope(body: list[ast.stmt]) -> Any:
@@ -592,7 +614,7 @@ def warn(fn: Any, node: ast.AsyncFunctionDef, b: Bindings, filename: str, key: s
     module_globals = g
     if "__spec__" in g and getattr(g["__spec__"], "loader", None) is None or g.get("__name__") == "__main__":
         module_globals = None
-    problems = compile_warnings(node, b)
+    problems = compile_warnings(node, b, g)
     if key.startswith("__main__:"):
         problems.insert(0, (node, _IN_MAIN.format(key=key, name=fn.__name__)))
     for n, msg in problems:
