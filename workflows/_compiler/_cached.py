@@ -62,7 +62,8 @@ def _reduce_match(m: re.Match[Any]) -> Any:
 def _rebuild_match(p: re.Pattern[Any], s: Any, pos: int, endpos: int, n: int) -> re.Match[Any] | None:
     if n < 0:
         return p.fullmatch(s, pos, endpos)
-    return next(itertools.islice(p.finditer(s, pos, endpos), n, None))
+    found: re.Match[Any] = next(itertools.islice(p.finditer(s, pos, endpos), n, None))
+    return found
 
 
 REDUCERS: dict[type, Any] = {re.Pattern: _reduce_pattern, re.Match: _reduce_match}
