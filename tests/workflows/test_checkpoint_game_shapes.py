@@ -74,6 +74,49 @@ async def held_traceback(n):
             [(f.lineno, f.name, f.line) for f in traceback.extract_tb(alone)])
 
 
+class Jam(Exception):
+    pass
+
+
+def dig(n):
+    if n == 0:
+        raise Jam("stuck")
+    return dig(n - 1)
+
+
+@workflow
+async def raised_again(depth):
+    """An error kept and raised again after awaits: each raise puts an entry before the
+    traceback it had, which the workflow holds too."""
+    try:
+        dig(depth)
+    except Jam as e:
+        saved, first = e, e.__traceback__
+    await timer("a", 1)
+    tbs = [first]
+    for _ in range(2):
+        try:
+            raise saved
+        except Jam as again:
+            tbs.append(again.__traceback__)
+        await timer("b", 1)
+    inner = first.tb_next
+    await timer("c", 1)
+    return ([len(traceback.extract_tb(t)) for t in tbs], tbs[2].tb_next is tbs[1],
+            tbs[1].tb_next is first, first.tb_next is inner, saved.__traceback__ is tbs[2])
+
+
+def test_a_traceback_raised_again_shares_its_entries_after_a_restore():
+    """The entries of a traceback that two held tracebacks share (an error raised again, a
+    traceback's tb_next) are one object after a restore, also for a chain far longer than
+    pickle's recursion."""
+    assert _same_as_native(raised_again, 3) == ([5, 6, 7], True, True, True, True)
+    assert _same_as_native(raised_again, 800) == ([802, 803, 804], True, True, True, True)
+    h = WorkflowHarness(raised_again, 3, roundtrip=False)
+    h.fire_timer("a")
+    assert _in_a_new_process(raised_again, h.checkpoint()) == ([5, 6, 7], True, True, True, True)
+
+
 def test_a_traceback_held_in_a_variable_is_kept():
     """A traceback object held across an await (``sys.exc_info()``'s third item, an exception's
     ``__traceback__``) comes back with its entries, and as its exception's own traceback (it

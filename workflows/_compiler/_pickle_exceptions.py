@@ -76,21 +76,18 @@ def _tb_entries(tb: types.TracebackType | None) -> tuple[tuple[Any, ...], ...] |
         return None
     out = []
     while tb is not None:
-        code = tb.tb_frame.f_code
-        pos: tuple[Any, ...] = (None, None, None, None)
-        if _PY311 and tb.tb_lasti >= 0:
-            pos = next(itertools.islice(code.co_positions(), tb.tb_lasti // 2, None), pos)
-        out.append(
-            (
-                code.co_filename,
-                tb.tb_lineno,
-                code.co_name,
-                getattr(code, "co_qualname", code.co_name),
-                pos,
-            )
-        )
+        out.append(_tb_entry_of(tb))
         tb = tb.tb_next
     return tuple(out)
+
+
+def _tb_entry_of(tb: types.TracebackType) -> tuple[Any, ...]:
+    """One entry of a traceback as data: its file, line, function names and column positions."""
+    code = tb.tb_frame.f_code
+    pos: tuple[Any, ...] = (None, None, None, None)
+    if _PY311 and tb.tb_lasti >= 0:
+        pos = next(itertools.islice(code.co_positions(), tb.tb_lasti // 2, None), pos)
+    return (code.co_filename, tb.tb_lineno, code.co_name, getattr(code, "co_qualname", code.co_name), pos)
 
 
 _TB_FRAMES: dict[tuple[Any, ...], tuple[types.FrameType, int]] = {}
@@ -152,11 +149,40 @@ class _Marker(Exception):
 _UNSET = object()
 
 
-def reduce_traceback(_pickler: Any, tb: types.TracebackType) -> Any:
+def reduce_traceback(pickler: Any, tb: types.TracebackType) -> Any:
     """A traceback object held by the workflow (``et, ev, tb = sys.exc_info()``), or an
-    exception's: written as its entries and made again from them, as an exception's traceback
-    is, so that one held beside its exception is still that exception's after a restore."""
-    return (_rebuild_tb, (_tb_entries(tb),))
+    exception's: each of its entries made again from its file, line and function, linked to the
+    next as it was, so that one held beside its exception is still that exception's after a
+    restore, and an entry two chains share (an exception raised again, which puts a new entry
+    before the one it had) is one object still.
+
+    The entries after ``tb`` are handed to pickle first, last one first, in a list (each written
+    with its next one already written: however long the chain, pickle never recurses along it);
+    then ``tb`` is made with the first of them as its next.
+    """
+    linked = pickler.__dict__.setdefault("_af_tb_linked", set())
+    if id(tb) in linked:
+        return (_tb_entry, (_tb_entry_of(tb), tb.tb_next))  # its next one is written before it
+    rest = []
+    nxt = tb.tb_next
+    while nxt is not None:
+        rest.append(nxt)
+        nxt = nxt.tb_next
+    linked.update(map(id, rest))
+    rest.reverse()
+    return (_tb_before, (_tb_entry_of(tb), rest))
+
+
+def _tb_entry(entry: tuple[Any, ...], nxt: types.TracebackType | None) -> types.TracebackType:
+    frame, lasti = _tb_frame(entry)
+    lineno = entry[1] if entry[1] is not None else frame.f_lineno
+    return types.TracebackType(nxt, frame, lasti, lineno)
+
+
+def _tb_before(entry: tuple[Any, ...], rest: list[types.TracebackType]) -> types.TracebackType:
+    """The entry made from ``entry`` before the last of ``rest`` (the entries after it, last one
+    first)."""
+    return _tb_entry(entry, rest[-1] if rest else None)
 
 
 def _rebuild_tb(entries: tuple[tuple[Any, ...], ...] | None) -> types.TracebackType | None:

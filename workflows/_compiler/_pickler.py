@@ -55,7 +55,14 @@ from ._instdict import (
     with_adopted_dict,
     with_instance_dict,
 )
-from ._pickle_exceptions import _rebuild_tb, _reduce_exception, _set_exc_state, reduce_traceback
+from ._pickle_exceptions import (
+    _rebuild_tb,
+    _reduce_exception,
+    _set_exc_state,
+    _tb_before,
+    _tb_entry,
+    reduce_traceback,
+)
 from ._pickle_iters import (
     _NATIVE_ITERS,
     LiveIter,
@@ -893,6 +900,8 @@ _BY_NAME: set[Any] = {
     _fill_cell,
     _set_exc_state,
     _rebuild_tb,
+    _tb_before,
+    _tb_entry,
     _cached._rebuild_match,
     _rebuild_type_alias,
     _make_type_param,
