@@ -81,11 +81,13 @@ def _from(module: str) -> list:
 
 def test_corpus_is_large_enough():
     """The corpus has at least 100 workflows and several cases for most of them; corpus_unseen
-    (programs written without looking at the checkpoint's code, one input each for the most
-    part) has at least 60 of its own."""
+    and corpus_gameshapes (programs written without looking at the checkpoint's code, one input
+    each for the most part) have at least 60 and 20 of their own."""
     unseen = _from("corpus_unseen")
     assert len(unseen) >= 60
-    rest = [e for e in CORPUS if e not in unseen]
+    shapes = _from("corpus_gameshapes")
+    assert len(shapes) >= 20
+    rest = [e for e in CORPUS if e not in unseen and e not in shapes]
     assert len(rest) >= 100
     assert sum(len(e.cases) for e in rest) >= 3 * len(rest)
 
