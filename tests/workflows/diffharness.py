@@ -18,6 +18,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import pathlib
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -573,3 +575,17 @@ def native_expectation_problem(case: Case, trace: Trace) -> str | None:
     if kind != "raise" or not isinstance(v, case.raises):
         return f"expected {case.raises.__name__}, the native run ended with {kind} {v!r}"
     return None
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def in_a_new_interpreter(script: str, *args: str, stdin: bytes, timeout: float = 120) -> bytes:
+    """Run ``script`` (``python -c``, with ``args``) in a new interpreter that imports this
+    checkout, ``stdin`` on its standard input; what it wrote to its standard output. Fails the
+    test, with the end of its stderr, if it did not exit 0."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", script, *args], input=stdin, capture_output=True,
+                         cwd=str(ROOT), env=env, timeout=timeout)
+    assert out.returncode == 0, out.stderr.decode()[-3000:]
+    return out.stdout

@@ -5,20 +5,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import os
-import pathlib
 import pickle
 import re
-import subprocess
 import sys
 import traceback
 
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
 
-from .diffharness import Oracle, compare, run_compiled, run_native
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import Oracle, compare, in_a_new_interpreter, run_compiled, run_native
 
 CHILD = r"""
 import pickle, sys
@@ -40,13 +35,7 @@ sys.stdout.buffer.write(pickle.dumps(r.value))
 def _in_a_new_process(wf, blob):
     """What the workflow returns, restored from ``blob`` in a new interpreter and run to its end
     (with a checkpoint and restore at each await there too)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, wf.__workflow_key__],
-        input=blob, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return pickle.loads(proc.stdout)
+    return pickle.loads(in_a_new_interpreter(CHILD, wf.__workflow_key__, stdin=blob))
 
 
 def _same_as_native(wf, *args):

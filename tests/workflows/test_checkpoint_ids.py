@@ -8,11 +8,7 @@ variable and saying what to hold instead; never accepted and then refused at the
 
 from __future__ import annotations
 
-import os
-import pathlib
 import pickle
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -20,7 +16,7 @@ import pytest
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import in_a_new_interpreter
 
 
 class Node:
@@ -203,13 +199,7 @@ sys.stdout.buffer.write(pickle.dumps(r.value))
 
 def _in_a_new_process(wf, blob):
     """What the workflow returns at the step after ``blob``, restored in a new interpreter."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, wf.__workflow_key__],
-        input=blob, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return pickle.loads(proc.stdout)
+    return pickle.loads(in_a_new_interpreter(CHILD, wf.__workflow_key__, stdin=blob))
 
 
 @pytest.mark.parametrize("how", ["id", "hash"])

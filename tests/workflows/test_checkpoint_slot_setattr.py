@@ -14,18 +14,13 @@
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
 from workflows import CheckpointError, UnknownWorkflowType, timer, workflow
 from workflows._compiler import restore
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import in_a_new_interpreter
 
 
 class FrozenPoint:
@@ -150,13 +145,8 @@ print(repr(r.value))
 )
 def test_slots_guarded_by_the_class_setattr_come_back_in_a_new_process(wf, expected):
     blob = WorkflowHarness(wf, roundtrip=False).checkpoint()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, wf.__name__], input=blob, capture_output=True, cwd=str(ROOT),
-        env=env, timeout=120,
-    )
-    assert out.returncode == 0, out.stderr.decode()[-3000:]
-    assert out.stdout.decode().strip() == repr(expected)
+    out = in_a_new_interpreter(CHILD, wf.__name__, stdin=blob)
+    assert out.decode().strip() == repr(expected)
 
 
 def test_a_restore_that_fails_in_the_applications_code_is_not_reported_as_missing_code():

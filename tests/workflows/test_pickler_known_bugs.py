@@ -8,10 +8,6 @@ runs cannot show (a restore in a fresh process) and the cases around each fix.
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
 from collections import deque
 
 import pytest
@@ -20,7 +16,7 @@ from workflows import timer, workflow
 from workflows._compiler import _dequestate
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import in_a_new_interpreter
 
 CHILD = r"""
 import sys
@@ -54,13 +50,7 @@ async def local_class_qualname():
 
 
 def _in_a_fresh_process(blob: bytes) -> str:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD], input=blob, capture_output=True, cwd=str(ROOT), env=env,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr.decode()[-2000:]
-    return out.stdout.decode().strip()
+    return in_a_new_interpreter(CHILD, stdin=blob, timeout=60).decode().strip()
 
 
 def test_class_made_in_a_workflow_keeps_its_qualname_in_a_fresh_process():
