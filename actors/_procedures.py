@@ -103,6 +103,18 @@ def error_info(e: BaseException) -> dict[str, Any]:
     }
 
 
+def _from_the_procedure(e: BaseException) -> None:
+    """Drop the frames of this module (the attempt, the call, the thread of a call with a
+    timeout) from the front of the traceback of an error a procedure raised, so that its
+    traceback starts at the procedure's own lines, as a workflow's starts at the workflow's. An
+    error this module raised itself (a timeout, a result that cannot be stored) keeps its own."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") == __name__:
+        tb = tb.tb_next
+    if tb is not None:
+        e.__traceback__ = tb
+
+
 def _misfit(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``fn``'s signature refuses these arguments (read once a call raised TypeError)."""
     try:
@@ -528,6 +540,7 @@ class ProcedureExecutor:
         except BaseException as e:
             # (SystemExit and KeyboardInterrupt too: in a worker thread they end only the attempt,
             # as library code calling sys.exit() would; the process goes on, and so does the call)
+            _from_the_procedure(e)
             info = error_info(e)
             misfit = isinstance(e, TypeError) and call is not None and _misfit(fn, call["args"], call["kwargs"])
             if misfit:  # no attempt would take them: failed at once, not retried

@@ -585,6 +585,20 @@ async def calls_overrunning() -> tuple[int, str]:
     return 0, "returned"
 
 
+@procedure(retry=RetryPolicy(maximum_attempts=1))
+def refuses_an_item(item: str) -> None:
+    raise LookupError(f"no {item}")
+
+
+@workflow
+async def reads_a_procedure_traceback(timeout: float | None) -> str:
+    try:
+        await procedure(refuses_an_item, "sword", timeout=timeout)
+    except ProcedureFailed as e:
+        return e.traceback
+    return ""
+
+
 def _exit_as_loaded() -> None:
     raise SystemExit("no loading this")
 

@@ -5,7 +5,9 @@ Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py`
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +193,14 @@ def test_an_attempt_that_overruns_its_timeout_fails_as_the_public_procedure_time
     finally:
         flows.GATE.set()  # the abandoned attempt's thread ends
     assert issubclass(ProcedureTimeout, TimeoutError) and ProcedureTimeout.__module__ == "actors"
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_a_procedure_s_traceback_starts_at_the_procedure(system, timeout):
+    """ProcedureFailed.traceback points at the procedure's own lines, as a workflow's traceback
+    points at the workflow's: it began with the runtime's frames that made the attempt (and, with
+    a timeout, the thread that ran it)."""
+    tb = system.start(flows.reads_a_procedure_traceback, timeout).result(timeout=T)
+    frames = re.findall(r'^  File "([^"]+)", line \d+, in (\S+)$', tb, re.MULTILINE)
+    assert [(Path(f).name, fn) for f, fn in frames] == [("flows.py", "refuses_an_item")], tb
+    assert tb.endswith("LookupError: no sword\n")
