@@ -18,6 +18,7 @@ from persistence import (
     SIGNAL,
     Delivered,
     Dropped,
+    InboxFull,
     NewWorkflow,
     Promise,
     StorageUnavailable,
@@ -965,6 +966,21 @@ class ActorSystem:
         except WorkflowFinished as e:
             doing = "cancel it" if kind == CANCEL else f"{what} {name!r}"
             raise WorkflowNotRunning(workflow_id, e.status, doing) from e
+        except InboxFull as e:
+            # Misuse worth a warning (SPEC §8) beside the caller's error, as a broadcast dropped
+            # for a full inbox is: a workflow that does not take what it is sent.
+            self._rt.workflow_log.warning(
+                "signal_refused", workflow_id=workflow_id, workflow_type=self._type_of(workflow_id),
+                signal=name, reason=f"inbox full ({e.limit} buffered)")
+            raise
+
+    def _type_of(self, workflow_id: str) -> str | None:
+        """The stored type of ``workflow_id``, for an event about it (None: it cannot be read)."""
+        try:
+            rec = self._rt.store.load_workflow(workflow_id)
+        except Exception:  # the storage is away: the event names the id only
+            return None
+        return rec.type if rec is not None else None
 
     def _wake_after(self, written: Promise[Delivered]) -> None:
         """Once an append committed (on the writer's thread): wake its workflow."""

@@ -208,3 +208,29 @@ def test_broadcast_to_a_full_inbox_is_logged(db, clock):
         dropped = [e for e in logs if e["event"] == "broadcast_dropped"]
         assert [(e["workflow_id"], e["log_level"]) for e in dropped] == [("full", "warning")]
         assert "inbox full" in dropped[0]["reason"]
+
+
+@pytest.mark.parametrize("call", ["signal", "debug_send_signal", "signal_async"])
+def test_a_signal_refused_by_a_full_inbox_is_logged_as_a_warning(db, clock, call):
+    """A signal the caller is refused because the workflow's inbox is full (InboxFull) is also
+    a warning event naming the workflow, its type and the signal (SPEC §8: a full inbox is
+    misuse, logged at WARNING), as a broadcast dropped for it is; it was raised without a word."""
+    import asyncio
+
+    from actors import InboxFull
+
+    with ActorSystem(db, clock=clock, inbox_limit=1) as system:
+        ref = system.start(flows.subscribed_not_listening, "g", id="full")
+        system.idle(timeout=T)
+        ref.signal("filler")
+        with capture_logs() as logs:
+            with pytest.raises(InboxFull):
+                if call == "signal_async":
+                    asyncio.run(ref.signal_async("more", 1))
+                else:
+                    getattr(ref, call)("more", 1)
+        refused = [e for e in logs if e["event"] == "signal_refused"]
+        assert [(e["log_level"], e["workflow_id"], e["workflow_type"], e["signal"]) for e in refused] == [
+            ("warning", "full", "tests.actors.flows:subscribed_not_listening", "more")
+        ]
+        assert "inbox full" in refused[0]["reason"]
