@@ -26,6 +26,7 @@ from persistence import (
     ASK_OK,
     AskRow,
     Delivered,
+    InboxFull,
     Promise,
     StoreClosed,
     UnknownWorkflowId,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from ._aio import AsyncBridge
     from ._clock import Clock
     from ._errors import UnknownWorkflow
+    from ._log import Log
 
 
 T = TypeVar("T")
@@ -60,6 +62,8 @@ class Runtime(Protocol):
     def commit_timeout(self) -> float: ...
     @property
     def metrics(self) -> Any: ...  # an ``actors._metrics.Metrics``, or None when metrics are off
+    @property
+    def workflow_log(self) -> Log: ...
 
     def await_finish(self, workflow_id: str) -> Promise[None]: ...
     def forget_finish(self, workflow_id: str, p: Promise[None]) -> None: ...
@@ -88,6 +92,7 @@ class ActorSystem(Protocol):
     def _check_open(self) -> None: ...
     def _closed_error(self) -> SystemClosed: ...
     def _unknown(self, workflow_id: str) -> UnknownWorkflow: ...
+    def _type_of(self, workflow_id: str) -> str | None: ...
 
 
 # Rereads of a waiting caller without a wake-up: after this many seconds, doubling up to the max.
@@ -127,10 +132,12 @@ class _Waiting:
 # -- ask ---------------------------------------------------------------------------------------
 def start_ask(
     sysm: ActorSystem, workflow_id: str, name: str, payload: Any, ask_id: str | None,
-    timeout: float | None = None,
+    timeout: float | None = None, *, warn_full: bool = True,
 ) -> tuple[str, AskRow | None]:
     """Store the ask (or find the one stored under ``ask_id``); ``(ask_id, row found)``,
-    waiting for the storage up to ``timeout`` seconds (the ask's) at most."""
+    waiting for the storage up to ``timeout`` seconds (the ask's) at most. ``warn_full``: an
+    ask refused by a full inbox is logged (not for a `wf ask`, which waits for room, and says so
+    once)."""
     sysm._check_open()
     check_name(name, "ask")
     if ask_id is None:
@@ -158,6 +165,14 @@ def start_ask(
         raise sysm._unknown(workflow_id) from None
     except WorkflowFinished as e:
         raise WorkflowNotRunning(workflow_id, e.status, f"ask {name!r}") from e
+    except InboxFull as e:
+        # Misuse worth a warning (SPEC §8) beside the caller's error, as a signal refused is.
+        if not warn_full:
+            raise
+        rt.workflow_log.warning(
+            "ask_refused", workflow_id=workflow_id, workflow_type=sysm._type_of(workflow_id), ask=name,
+            ask_id=ask_id, reason=f"inbox full ({e.limit} buffered)")
+        raise
     if row is None and rt.metrics is not None:  # a new ask (one found by its ask_id was counted)
         rt.metrics.count("asks")
     if row is not None and row.name != name:
@@ -175,7 +190,7 @@ def carry_out_external_ask(sysm: ActorSystem, workflow_id: str, name: str, reque
         raise ValueError(
             f"an external ask needs {{'ask_id': str, 'payload': ...}}, got {request!r}"
         )
-    start_ask(sysm, workflow_id, name, request.get("payload"), request["ask_id"])
+    start_ask(sysm, workflow_id, name, request.get("payload"), request["ask_id"], warn_full=False)
 
 
 def _wake(rt: Runtime, p: Promise[tuple[AskRow | None, Delivered | None]]) -> None:

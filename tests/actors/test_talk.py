@@ -585,3 +585,29 @@ def test_a_reply_is_kept_an_hour_at_least_and_for_good_without_an_id_retention(d
         assert asks_of(db, "acct") == {"w-2": "ok"}
         assert ref.ask("withdraw", 10, ask_id="w-2", timeout=T) == 80
     assert tf.SEEN["account"] == ["w-1", "w-2"]
+
+
+@pytest.mark.parametrize("call", ["ask", "ask_async"])
+def test_an_ask_refused_by_a_full_inbox_is_logged_as_a_warning(db, clock, call):
+    """An ask refused because the workflow's inbox is full (InboxFull) is also a warning event
+    naming the workflow, its type, the ask and its id (SPEC §8: a full inbox is misuse, logged at
+    WARNING), as a signal refused for it is; only the caller heard of it."""
+    from actors import InboxFull
+
+    with ActorSystem(db, clock=clock, inbox_limit=1) as system:
+        ref = system.start(tf.opens_then_answers, id="full")
+        system.idle(T)
+        with pytest.raises(TimeoutError):
+            ref.ask("q", 0, ask_id="a0", timeout=0)
+        with capture_logs() as logs, pytest.raises(InboxFull):
+            if call == "ask_async":
+                asyncio.run(ref.ask_async("q", 1, timeout=T, ask_id="a1"))
+            else:
+                ref.ask("q", 1, timeout=T, ask_id="a1")
+        refused = [e for e in logs if e["event"] == "ask_refused"]
+        assert [(e["log_level"], e["workflow_id"], e["workflow_type"], e["ask"], e["ask_id"]) for e in refused] == [
+            ("warning", "full", "tests.actors.talk_flows:opens_then_answers", "q", "a1")
+        ]
+        assert "inbox full" in refused[0]["reason"]
+        ref.signal("open")
+        assert ref.ask("q", 0, ask_id="a0", timeout=T) == "answered 0"
