@@ -39,6 +39,7 @@ from workflows import (
     RetryPolicy,
     broadcast,
     gather,
+    idempotency_key,
     info,
     now,
     procedure,
@@ -1553,3 +1554,44 @@ def test_a_workflow_s_broadcast_reaches_the_subscribers_when_its_step_commits(sy
     assert red.result(timeout=T) == "from caster"
     system.idle(timeout=T)
     assert blue.status() is Status.RUNNING
+
+
+def test_a_select_s_timer_keeps_its_due_time_across_a_restart(db, clock):
+    with ActorSystem(db, clock=clock) as system:
+        system.start(select_timer_each_turn, id="sel-restart")
+        system.idle(timeout=T)
+    clock.advance(6)
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.get("sel-restart")
+        system.idle(timeout=T)
+        assert ref.status() is Status.RUNNING
+        clock.advance(4)  # 10 s after the select started, not after the restart
+        assert ref.result(timeout=T) == 0
+
+
+KEYS: list[str] = []
+
+
+@procedure(retry=RetryPolicy(maximum_attempts=3, initial_interval=1.0))
+def charges_once(amount: int) -> int:
+    KEYS.append(idempotency_key())
+    if len(KEYS) % 3:
+        raise ConnectionError("gateway busy")
+    return amount
+
+
+@workflow
+async def charges_twice() -> list:
+    return [await procedure(charges_once, 5), await procedure(charges_once, 6)]
+
+
+def test_a_procedure_keeps_its_idempotency_key_across_retries_and_each_call_has_its_own(system, clock):
+    KEYS.clear()
+    ref = system.start(charges_twice)
+    for _ in range(6):
+        system.idle(timeout=T)
+        clock.advance(10)
+    assert ref.result(timeout=T) == [5, 6]
+    assert len(KEYS) == 6
+    assert len(set(KEYS[:3])) == 1 and len(set(KEYS[3:])) == 1
+    assert KEYS[0] != KEYS[3]
