@@ -1595,3 +1595,28 @@ def test_a_procedure_keeps_its_idempotency_key_across_retries_and_each_call_has_
     assert len(KEYS) == 6
     assert len(set(KEYS[:3])) == 1 and len(set(KEYS[3:])) == 1
     assert KEYS[0] != KEYS[3]
+
+
+@workflow
+async def gather_child_fails_while_a_procedure_retries() -> str:
+    try:
+        await gather(procedure(keeps_failing, "g"), spawn(failing_child, "first"))
+    except ChildFailed:
+        await signal("done")
+        return "caught"
+    return "no"
+
+
+def test_a_procedure_gather_cancelled_tries_no_more(system, clock):
+    ref = system.start(gather_child_fails_while_a_procedure_retries)
+    system.idle(timeout=T)
+    assert RAN == ["g"]  # its first attempt failed; the next is due in 10 s
+    clock.advance(1)  # the child fails first
+    system.idle(timeout=T)
+    assert "signal 'done'" in ref.info().waiting_on
+    for _ in range(5):
+        clock.advance(100)
+        system.idle(timeout=T)
+    assert RAN == ["g"]
+    ref.signal("done")
+    assert ref.result(timeout=T) == "caught"
