@@ -23,7 +23,7 @@ from actors._log import Log
 from persistence import ProcedureRow, StorageUnavailable, Store, dumps, loads
 from persistence._types import StepStore
 from workflows import RetryPolicy
-from workflows._errors import UnknownWorkflowType
+from workflows._errors import ChildFailed, ProcedureFailed, UnknownWorkflowType
 from workflows._procedure_context import procedure_running
 from workflows._registry import lookup_options, resolve
 
@@ -96,11 +96,31 @@ def error_info(e: BaseException) -> dict[str, Any]:
         message = str(e)
     except Exception:  # an exception whose __str__ raises: described as traceback does
         message = f"<exception str() failed: {type(e).__name__}>"
-    return {
-        "type": type_name(type(e)),
-        "message": message,
-        "traceback": "".join(traceback.format_exception(e)),
-    }
+    return {"type": type_name(type(e)), "message": message, "traceback": traceback_text(e)}
+
+
+# Python's words between a cause's traceback and the one of the error raised from it.
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+
+
+def traceback_text(e: BaseException) -> str:
+    """``e``'s traceback as Python prints it, with the traceback of each procedure or child
+    whose failure is in its chain (a ``ProcedureFailed`` or ``ChildFailed``, raised at an await
+    from a failure elsewhere, holds that text) put before it, as a cause's is: a workflow that
+    fails on a procedure's error says where the procedure failed, not only where it awaited."""
+    text = "".join(traceback.format_exception(e))
+    remote: list[str] = []
+    seen: set[int] = set()
+    link: BaseException | None = e
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        held = getattr(link, "traceback", None) if isinstance(link, ProcedureFailed | ChildFailed) else None
+        if isinstance(held, str) and held:
+            remote.append(held)
+        link = link.__cause__ if link.__cause__ is not None else (
+            None if link.__suppress_context__ else link.__context__)
+    # The chain runs from ``e`` to its deepest cause, which Python prints first.
+    return "".join((tb if tb.endswith("\n") else tb + "\n") + _CAUSE for tb in reversed(remote)) + text
 
 
 def _from_the_procedure(e: BaseException) -> None:

@@ -599,6 +599,28 @@ async def reads_a_procedure_traceback(timeout: float | None) -> str:
     return ""
 
 
+@workflow
+async def lets_a_procedure_failure_escape() -> None:
+    await procedure(refuses_an_item, "shield")
+
+
+class QuestBroken(Exception):
+    pass
+
+
+@workflow
+async def wraps_a_procedure_failure() -> None:
+    try:
+        await procedure(refuses_an_item, "helm")
+    except ProcedureFailed as e:
+        raise QuestBroken("the quest needs a helm") from e
+
+
+@workflow
+async def lets_a_child_failure_escape() -> None:
+    await spawn(lets_a_procedure_failure_escape)
+
+
 def _exit_as_loaded() -> None:
     raise SystemExit("no loading this")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from actors import Status
+from actors import Status, WorkflowFailed
 
 from . import flows
 from .runtime_support import (
@@ -204,3 +204,37 @@ def test_a_procedure_s_traceback_starts_at_the_procedure(system, timeout):
     frames = re.findall(r'^  File "([^"]+)", line \d+, in (\S+)$', tb, re.MULTILINE)
     assert [(Path(f).name, fn) for f, fn in frames] == [("flows.py", "refuses_an_item")], tb
     assert tb.endswith("LookupError: no sword\n")
+
+
+def _frames(tb: str) -> list[tuple[str, str]]:
+    return [(Path(f).name, fn) for f, fn in re.findall(r'^  File "([^"]+)", line \d+, in (\S+)$', tb, re.MULTILINE)]
+
+
+def test_a_workflow_failed_on_a_procedure_keeps_the_procedure_s_traceback(system):
+    """A workflow that fails on a procedure's failure (uncaught, or raised from it) says where the
+    procedure failed, as Python chains a cause: the procedure's traceback, then the workflow's.
+    It showed the workflow's line alone, and the procedure's lines were kept nowhere."""
+    with pytest.raises(WorkflowFailed) as failed:
+        system.start(flows.lets_a_procedure_failure_escape).result(timeout=T)
+    tb = failed.value.traceback
+    assert _frames(tb) == [("flows.py", "refuses_an_item"), ("flows.py", "lets_a_procedure_failure_escape")], tb
+    assert "LookupError: no shield\n\nThe above exception was the direct cause of the following exception:" in tb
+    assert failed.value.error_type == "workflows.ProcedureFailed"
+    assert "ProcedureFailed: procedure" in tb.rstrip().splitlines()[-1], tb
+
+    with pytest.raises(WorkflowFailed) as wrapped:
+        system.start(flows.wraps_a_procedure_failure).result(timeout=T)
+    tb = wrapped.value.traceback
+    assert _frames(tb) == [("flows.py", "refuses_an_item"), ("flows.py", "wraps_a_procedure_failure"),
+                           ("flows.py", "wraps_a_procedure_failure")], tb
+    assert tb.count("The above exception was the direct cause of the following exception:") == 2, tb
+    assert tb.rstrip().endswith("QuestBroken: the quest needs a helm"), tb
+
+
+def test_a_workflow_failed_on_a_child_keeps_the_child_s_traceback(system):
+    with pytest.raises(WorkflowFailed) as failed:
+        system.start(flows.lets_a_child_failure_escape).result(timeout=T)
+    tb = failed.value.traceback
+    assert _frames(tb) == [("flows.py", "refuses_an_item"), ("flows.py", "lets_a_procedure_failure_escape"),
+                           ("flows.py", "lets_a_child_failure_escape")], tb
+    assert failed.value.error_type == "workflows.ChildFailed"
