@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import threading
 import time
@@ -91,8 +92,11 @@ class VirtualClock(Clock):
     def wait_timeout(self, due: float) -> float | None:
         return 0.0 if due <= self.now() else None
 
-    def advance(self, seconds: float) -> float:
-        """Move time forward by ``seconds`` (>= 0); returns the new time."""
+    def advance(self, seconds: float | datetime.timedelta) -> float:
+        """Move time forward by ``seconds`` (>= 0, or a ``timedelta``, as ``timer(after=...)``
+        takes); returns the new time."""
+        if isinstance(seconds, datetime.timedelta):
+            seconds = seconds.total_seconds()
         seconds = _finite(seconds, "VirtualClock.advance()")
         if seconds < 0:
             raise ValueError(f"VirtualClock.advance() takes seconds >= 0, got {seconds}")

@@ -5,6 +5,7 @@ Each test runs on SQLite and on PostgreSQL (the ``db`` fixture of ``conftest.py`
 
 from __future__ import annotations
 
+import datetime
 import threading
 
 import pytest
@@ -31,6 +32,21 @@ def test_timer_fires_on_virtual_clock(system, clock):
     clock.advance(1)
     system.idle(timeout=T)
     assert ref.result(timeout=T) == 3600
+
+
+def test_a_virtual_clock_advances_by_a_timedelta_as_timers_take_one(system, clock):
+    """``clock.advance(timedelta(hours=1))`` as ``timer(after=timedelta(...))``: it raised TypeError."""
+    ref = system.start(flows.sleeper, 3600)
+    system.idle(timeout=T)
+    before = clock.now()
+    assert clock.advance(datetime.timedelta(minutes=59, seconds=59)) == before + 3599
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING
+    clock.advance(datetime.timedelta(seconds=1))
+    system.idle(timeout=T)
+    assert ref.result(timeout=T) == 3600
+    with pytest.raises(ValueError, match="seconds >= 0"):
+        clock.advance(datetime.timedelta(seconds=-1))
 
 
 def test_auction_in_test_mode(system):
