@@ -35,7 +35,7 @@ from persistence import (
     loads,
 )
 from persistence._serialization import check_loads
-from workflows._errors import check_text
+from workflows._errors import check_printable, check_text
 from workflows._talk import Request
 
 from ._aio import read_late, read_wait, read_within
@@ -144,7 +144,7 @@ def start_ask(
         ask_id = new_ask_id()
     elif not isinstance(ask_id, str) or not ask_id:
         raise TypeError(f"ask() ask_id must be a non-empty string or None, got {ask_id!r}")
-    check_text(ask_id, "ask() ask_id")
+    check_printable(ask_id, "ask() ask_id")
     try:
         blob = dumps(Request(name, payload, ask_id, workflow_id))
     except Exception as e:

@@ -34,7 +34,7 @@ from persistence import (
     open_store,
 )
 from persistence._open import check_scheme
-from workflows._errors import check_text
+from workflows._errors import check_printable
 
 from . import _talk
 from ._cli_shared import (
@@ -403,7 +403,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if not args.ask_id:
             raise CliError("--ask-id must name the ask, got ''; leave it out for a new ask")
         try:
-            check_text(args.ask_id, "--ask-id")
+            check_printable(args.ask_id, "--ask-id")
         except ValueError as e:
             raise CliError(str(e)) from e
     store = _open(args.db)

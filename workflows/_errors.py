@@ -209,10 +209,9 @@ def _too_long(value: str, size: int, what: str) -> None:
     )
 
 
-def check_id(value: str, what: str) -> str:
-    """``check_text``, and no control character (a newline, an escape sequence): an id is shown
-    on one line by ``wf``, in terminals, and typed back into a shell; and no ``.`` or ``..``
-    path segment, which browsers remove from the web view's addresses."""
+def check_printable(value: str, what: str) -> str:
+    """``check_text``, and no control character (a newline, an escape sequence): the rules of
+    an id that is shown and typed back but is no part of an address (an ask's id)."""
     check_text(value, what)
     for i, c in enumerate(value):
         if c < " " or "\x7f" <= c <= "\x9f":
@@ -220,6 +219,14 @@ def check_id(value: str, what: str) -> str:
                 f"{what} {value!r} holds the control character {c!r} at index {i}: an id is shown "
                 f"on one line and typed back into a shell; use printable text"
             )
+    return value
+
+
+def check_id(value: str, what: str) -> str:
+    """``check_text``, and no control character (a newline, an escape sequence): an id is shown
+    on one line by ``wf``, in terminals, and typed back into a shell; and no ``.`` or ``..``
+    path segment, which browsers remove from the web view's addresses."""
+    check_printable(value, what)
     if value in (".", "..") or any(part in (".", "..") for part in value.split("/")):
         raise ValueError(
             f"{what} {value!r} is or holds a '.' or '..' path segment: an id is a part of the "

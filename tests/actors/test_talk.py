@@ -374,6 +374,33 @@ def test_ask_refuses_a_timeout_that_is_not_seconds_before_it_sends_anything(syst
     assert system._rt.store.read_table("SELECT ask_id FROM asks") == []  # nothing was sent
 
 
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        ("line\nbreak", ValueError, r"ask\(\) ask_id 'line\\nbreak' holds the control character"),
+        ("\x1b[31mred", ValueError, r"ask\(\) ask_id .* holds the control character '\\x1b'"),
+        ("x" * 1001, ValueError, r"ask\(\) ask_id 'x+'\.\.\. is 1,001 bytes long"),
+        (7, TypeError, r"ask\(\) ask_id must be a non-empty string or None, got 7"),
+        ("", TypeError, r"ask\(\) ask_id must be a non-empty string or None, got ''"),
+    ],
+)
+def test_ask_refuses_an_ask_id_a_workflow_id_could_not_be_before_it_sends_anything(
+    system, bad, error, message
+):
+    """An ask_id follows the rules of a workflow id (printable text that can be stored, of a
+    string type), and the same kind of error names it, from ask and ask_async alike, before
+    anything is stored: the workflow sees no request."""
+    ref = system.start(tf.account, 100, id="acct")
+    with pytest.raises(error, match=message):
+        ref.ask("withdraw", 1, timeout=T, ask_id=bad)
+    with pytest.raises(error, match=message):
+        asyncio.run(ref.ask_async("withdraw", 1, timeout=T, ask_id=bad))
+    system.idle(T)
+    assert system._rt.store.read_table("SELECT ask_id FROM asks") == []  # nothing was sent
+    assert ref.published("balance") == 100 and "account" not in tf.SEEN
+    assert ref.ask("withdraw", 1, timeout=T, ask_id="a printable id") == 99
+
+
 def test_a_reply_from_another_workflow_than_the_one_asked_is_refused_at_that_line(system):
     """Only the workflow an ask was made of answers it: another one given its Request (by send)
     gets a WorkflowError at its reply(), where it can see it, instead of a reply that no asker

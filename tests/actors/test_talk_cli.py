@@ -90,6 +90,18 @@ def test_wf_ask_refuses_an_empty_ask_id_as_ask_does(db, capsys):  # noqa: F811
         assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
 
 
+def test_wf_ask_refuses_an_ask_id_that_ask_refuses(db, capsys):  # noqa: F811
+    """--ask-id with a control character is refused before anything is asked, as ask() refuses
+    that ask_id."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "a\x1b[2Jb")
+        assert (code, out) == (1, "") and "--ask-id 'a\\x1b[2Jb' holds the control character" in err, err
+        assert s._rt.store.take_external(0) == []
+        assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
+
+
 def test_wf_ask_or_signal_with_an_empty_name_is_refused_and_wedges_nothing(db, capsys):  # noqa: F811
     """An empty name is refused by wf ask and wf signal (exit 1, nothing queued), as ask() and
     signal() refuse it; before, wf ask queued it and the running system failed on it at every
