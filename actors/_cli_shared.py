@@ -5,6 +5,7 @@ reading a workflow's signal names from its source. Both import it; it imports ne
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -73,6 +74,47 @@ def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> st
         )
     known = ", ".join(sorted(type_names(types).values())) or "none"
     raise CliError(f"no workflow type named {given!r} in {db}; the types there: {known}")
+
+
+class NotStandardJson(ValueError):
+    """A payload that Python's ``json`` reads but standard JSON (RFC 8259) does not have: a
+    ``NaN``, an ``Infinity``, a number too large for a float (read as an infinity), or an
+    integer too long for Python to read."""
+
+
+def _no_constant(name: str) -> Any:
+    raise NotStandardJson(
+        f"holds {name}, which is not standard JSON (JSON has no NaN or infinity); send null, a "
+        f"finite number or a string instead"
+    )
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotStandardJson(
+            f"holds the number {text[:40]}, too large for a float (it would be read as an "
+            f"infinity, which is not standard JSON); send a smaller number or a string"
+        )
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # more digits than int() reads (sys.get_int_max_str_digits())
+        raise NotStandardJson(
+            f"holds an integer of {len(text.lstrip('-')):,} digits, more than can be read "
+            f"here; send it as a string"
+        ) from None
+
+
+def strict_json(text: str) -> Any:
+    """``text`` read as standard JSON: ``json.JSONDecodeError`` where it is not JSON at all,
+    ``NotStandardJson`` (its message says what it holds) where it is JSON only to Python.
+    A payload from the command line or the web view reaches the workflow as exactly what it
+    says, and a NaN that other JSON readers refuse is never stored."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite, parse_int=_integer)
 
 
 def check_request(store: Store, rec: Any, kind: str, name: str | None) -> None:

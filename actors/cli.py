@@ -39,6 +39,7 @@ from workflows._errors import check_printable
 from . import _talk
 from ._cli_shared import (
     CliError,
+    NotStandardJson,
     _open,
     _resolve_type,
     _short,
@@ -47,6 +48,7 @@ from ._cli_shared import (
     check_request,
     other_kind_note,
     owner_of,
+    strict_json,
     type_names,
     wait_location,
     why_missing,
@@ -384,21 +386,47 @@ def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
     )
 
 
-def cmd_signal(args: argparse.Namespace) -> int:
+def _payload(text: str | None, example: str) -> Any:
+    """The JSON payload of a command line (None when left out), standard JSON only: a NaN or an
+    infinity (``1e999``) is refused, as other JSON readers refuse it."""
+    if text is None:
+        return None
     try:
-        value = json.loads(args.payload) if args.payload is not None else None
+        return strict_json(text)
     except json.JSONDecodeError as e:
-        raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '{{\"amount\": 100}}'") from e
+        raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {text!r}; e.g. {example}") from e
+    except NotStandardJson as e:
+        raise CliError(f"payload {text[:80]!r} {e}") from e
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    value = _payload(args.payload, "'{\"amount\": 100}'")
     return _post(args, "signal", args.name, json.dumps(value))
+
+
+def _reply_json(reply: Any) -> str | None:
+    """``reply`` as standard JSON, or None where JSON would not say it: a NaN, an infinity, a
+    value JSON has no type for (a set, bytes, an object), or a dict key that is not a string
+    (which ``json`` turns into one: ``{1: "a"}`` would print as ``{"1": "a"}``). A tuple is an
+    array, as every JSON writer has it."""
+    def keys_are_text(v: Any) -> bool:
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and keys_are_text(x) for k, x in v.items())
+        if isinstance(v, list | tuple):
+            return all(keys_are_text(x) for x in v)
+        return True
+
+    try:
+        text = json.dumps(reply, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if keys_are_text(reply) else None
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Ask a workflow (through the system that runs it, as every `wf` request goes) and print
     its reply as JSON (repr where it is not JSON); a refusal exits 1 with the replied error."""
-    try:
-        value = json.loads(args.payload) if args.payload is not None else None
-    except json.JSONDecodeError as e:
-        raise CliError(f"payload is not valid JSON ({e.msg} at column {e.colno}): {args.payload!r}; e.g. '50'") from e
+    value = _payload(args.payload, "'50'")
     if args.ask_id is not None:
         if not args.ask_id:
             raise CliError("--ask-id must name the ask, got ''; leave it out for a new ask")
@@ -451,10 +479,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
         except (AskFailed, WorkflowNotRunning) as e:
             print(f"wf: {e}", file=sys.stderr)
             return 1
-        try:
-            print(json.dumps(reply, allow_nan=False))
-        except (TypeError, ValueError):
-            print(repr(reply))  # not JSON: its repr, not a JSON string a string reply would print too
+        text = _reply_json(reply)
+        if text is None:
+            # Not JSON: its repr (not a JSON string, which a string reply prints), said on stderr
+            # so that what a script reads on stdout stays the reply alone.
+            print(repr(reply))
+            print(f"wf: note: the reply ({type(reply).__name__}) is not JSON; printed as Python's repr",
+                  file=sys.stderr)
+        else:
+            print(text)
         return 0
     finally:
         store.close()

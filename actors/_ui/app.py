@@ -243,11 +243,13 @@ class UI:
         note = ""
         if kind == "signal":
             try:
-                value = json.loads(payload_text) if payload_text and payload_text.strip() else None
+                value = cli.strict_json(payload_text) if payload_text and payload_text.strip() else None
             except json.JSONDecodeError as e:
                 return {"level": "refused",
                         "text": f"refused: the payload is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
                                 f'e.g. {{"amount": 100}}, [1, 2], "text" or empty for null'}
+            except cli.NotStandardJson as e:
+                return {"level": "refused", "text": f"refused: the payload {e}"}
             payload: str | None = json.dumps(value)
             at = cli.wait_location(rec.waiting_on)
             names = cli._signal_names_of(rec.type, at)

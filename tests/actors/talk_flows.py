@@ -143,6 +143,14 @@ async def replies_a_set() -> None:
 
 
 @workflow
+async def replies_with(value: object) -> None:
+    """Replies ``value`` to every ask ``q``."""
+    while True:
+        req = await request("q")
+        reply(req, value)
+
+
+@workflow
 async def router() -> str:
     """Hands the Request it was asked to another workflow, which cannot answer it."""
     req = await request("job")

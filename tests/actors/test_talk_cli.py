@@ -77,17 +77,65 @@ def test_wf_ask_prints_a_reply_that_is_not_json_as_its_repr(tmp_path, capsys) ->
         s.idle(timeout=T)
         code, out, err = wf(capsys, "ask", "s", "q", "--db", path)
         assert (code, out.strip()) == (0, "{1, 2}"), err
+        assert "the reply (set) is not JSON; printed as Python's repr" in err
 
 
-def test_wf_ask_refuses_an_empty_ask_id_as_ask_does(db, capsys):  # noqa: F811
-    """--ask-id "" is refused before anything is asked (ask() refuses an empty ask_id): it made a
-    new ask under a generated id, which the given id could never find again."""
+@pytest.mark.parametrize(
+    ("reply", "printed", "json_or_not"),
+    [
+        ({"a": [1, 2.5, None, True]}, '{"a": [1, 2.5, null, true]}', True),
+        (("x", 1), '["x", 1]', True),  # a tuple is an array
+        ("text", '"text"', True),
+        ({1: "a"}, "{1: 'a'}", False),  # json would print {"1": "a"}: another value
+        (float("nan"), "nan", False),
+        ({"k": float("inf")}, "{'k': inf}", False),
+        (b"raw", "b'raw'", False),
+    ],
+)
+def test_wf_ask_prints_a_reply_as_json_and_says_when_it_cannot(tmp_path, capsys, reply, printed, json_or_not) -> None:
+    """wf ask prints a reply as standard JSON; one that JSON cannot say as it is (a NaN, an
+    infinity, bytes, a key that is not a string) is printed as its repr, and stderr says so."""
+    path = str(tmp_path / "reply.db")
+    with ActorSystem(path, clock=VirtualClock()) as s:
+        s.start(tf.replies_with, reply, id="r")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "r", "q", "--db", path)
+        assert (code, out.strip()) == (0, printed), err
+        if json_or_not:
+            assert err == "" and json.loads(out) == json.loads(printed)
+        else:
+            assert f"the reply ({type(reply).__name__}) is not JSON; printed as Python's repr" in err
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [
+        ("NaN", "holds NaN, which is not standard JSON"),
+        ('{"amount": Infinity}', "holds Infinity, which is not standard JSON"),
+        ("[-Infinity]", "holds -Infinity, which is not standard JSON"),
+        ("1e999", "holds the number 1e999, too large for a float"),
+        ("1" * 5000, "holds an integer of 5,000 digits"),
+    ],
+)
+def test_wf_ask_and_signal_refuse_json_only_python_reads(db, capsys, payload, says):  # noqa: F811
+    """A payload of NaN, an infinity, or a number JSON readers cannot take is refused by wf ask
+    and wf signal (exit 1 with a message, as other bad payloads), and nothing is queued: Python's
+    json reads them, and the workflow got a float('nan') that no other tool could send back."""
     with ActorSystem(db, clock=VirtualClock()) as s:
         s.start(tf.account, 100, id="acct")
         s.idle(timeout=T)
-        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "")
-        assert (code, out) == (1, "") and "--ask-id must name the ask" in err, err
-        assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
+        for command in ("ask", "signal"):
+            code, out, err = wf(capsys, command, "acct", "withdraw", payload, "--db", db, *(
+                ["--timeout", "0.5"] if command == "ask" else []))
+            assert (code, out) == (1, ""), (command, out, err)
+            assert says in err and "Traceback" not in err, (command, err)
+        assert s._rt.store.take_external(0) == []
+        assert s.get("acct").ask("balance", timeout=T) == 100
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db)
+        assert (code, out.strip()) == (0, "70"), err
+        code, out, err = wf(capsys, "signal", "acct", "close", "1e2", "--db", db)
+        assert code == 0, err  # a finite float in exponent form is JSON
+        assert s.get("acct").result(timeout=T) == 70
 
 
 def test_wf_ask_refuses_an_ask_id_that_ask_refuses(db, capsys):  # noqa: F811
@@ -99,6 +147,17 @@ def test_wf_ask_refuses_an_ask_id_that_ask_refuses(db, capsys):  # noqa: F811
         code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "a\x1b[2Jb")
         assert (code, out) == (1, "") and "--ask-id 'a\\x1b[2Jb' holds the control character" in err, err
         assert s._rt.store.take_external(0) == []
+        assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
+
+
+def test_wf_ask_refuses_an_empty_ask_id_as_ask_does(db, capsys):  # noqa: F811
+    """--ask-id "" is refused before anything is asked (ask() refuses an empty ask_id): it made a
+    new ask under a generated id, which the given id could never find again."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.account, 100, id="acct")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct", "withdraw", "30", "--db", db, "--ask-id", "")
+        assert (code, out) == (1, "") and "--ask-id must name the ask" in err, err
         assert s.get("acct").ask("balance", timeout=T) == 100  # nothing withdrawn
 
 

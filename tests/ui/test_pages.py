@@ -193,6 +193,9 @@ def test_actions_need_the_token_and_are_carried_out_by_the_running_system(db, wo
 
         r = c.post("/signal", data={"id": "sleep-0", "name": "item", "payload": "{oops", "csrf": token})
         assert "refused: the payload is not valid JSON" in r.text
+        for payload in ("NaN", '{"n": Infinity}', "1e999"):  # JSON to Python only: refused too
+            r = c.post("/signal", data={"id": "sleep-0", "name": "item", "payload": payload, "csrf": token})
+            assert "refused: the payload holds" in r.text and "not standard JSON" in r.text, payload
         r = c.post("/signal", data={"id": "sleep-0", "name": "nudge", "payload": "", "csrf": token})
         assert "buffered: the workflow does not await &#39;nudge&#39;" in r.text
         assert "never awaits a signal named &#39;nudge&#39;" in r.text
