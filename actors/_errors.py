@@ -67,12 +67,13 @@ class UnknownWorkflow(ActorSystemError, KeyError):
         self.workflow_id = workflow_id
         self.pruned = pruned
         self.workflow_type: str | None = None
-        self.status: str | None = None
+        # A ``Status``, as ``WorkflowNotRunning.status`` (a str enum: it equals its text too).
+        self.status: Status | str | None = None
         self.ended_at: float | None = None
         msg = f"no workflow with id {workflow_id!r}" + (f" in {where}" if where else "")
         if ended is not None:  # its tombstone: (type, status, ended_at, pruned_at)
             wtype, status, ended_at, pruned_at = ended
-            self.workflow_type, self.status, self.ended_at = wtype, status, ended_at
+            self.workflow_type, self.status, self.ended_at = wtype, _status(status), ended_at
             msg += (
                 f": it ({wtype}) ended {status} at {_utc(ended_at)} and was pruned at "
                 f"{_utc(pruned_at)}, with its result and history"
@@ -94,13 +95,18 @@ class UnknownWorkflow(ActorSystemError, KeyError):
         return str(self.args[0])
 
 
+def _status(text: str) -> Status | str:
+    """``text`` as a ``Status`` (a str enum: it equals its text too); other text as it is."""
+    return Status(text) if text in Status._value2member_map_ else text
+
+
 class WorkflowNotRunning(ActorSystemError):
     """A signal, cancel or timer was sent to a workflow that has already finished."""
 
     def __init__(self, workflow_id: str, status: str, what: str) -> None:
         self.workflow_id = workflow_id
         # A ``Status`` (a str enum: it equals its text too).
-        self.status: Status | str = Status(status) if status in Status._value2member_map_ else status
+        self.status: Status | str = _status(status)
         super().__init__(f"cannot {what}: workflow {workflow_id!r} has already finished ({status})")
 
 
@@ -166,12 +172,12 @@ class WorkflowPruned(UnknownWorkflow):
 
     # Always known here (its tombstone said them), where the base's may be None.
     workflow_type: str
-    status: str
+    status: Status | str
     ended_at: float
 
     def __init__(self, workflow_id: str, workflow_type: str, status: str, ended_at: float) -> None:
         self.workflow_type = workflow_type
-        self.status = status
+        self.status = _status(status)
         self.ended_at = ended_at
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ended_at))
         KeyError.__init__(

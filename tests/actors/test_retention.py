@@ -172,6 +172,7 @@ def test_result_and_get_of_a_pruned_workflow_say_it_may_have_been_pruned(db, clo
             # ... and so do its fields: a caller holding a ref to a workflow pruned since can
             # tell that it completed.
             assert (info.value.workflow_type, info.value.status) == (f"{__name__}:quick", "completed")
+            assert info.value.status is Status.COMPLETED  # a Status, as WorkflowNotRunning's
             assert info.value.ended_at == 1_700_000_000.0
         with pytest.raises(UnknownWorkflow) as other:
             system.get("other")  # no tombstone: it never existed, or its tombstone expired too

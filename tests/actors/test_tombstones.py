@@ -5,6 +5,7 @@ it ended, unless ``reuse_id=True``; ``wf prune`` says how many ids it keeps."""
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 
 import pytest
@@ -33,6 +34,9 @@ def test_start_of_a_pruned_id_raises_workflow_pruned_unless_reuse_id(db, clock):
             system.start(tf.account, 5, id="order-1")
         assert isinstance(e.value, UnknownWorkflow)
         assert e.value.status == "completed" and e.value.ended_at == pytest.approx(ended)
+        # A Status, as WorkflowNotRunning.status is, kept by a copy sent to another process.
+        assert e.value.status is Status.COMPLETED
+        assert pickle.loads(pickle.dumps(e.value)).status is Status.COMPLETED
         assert "order-1" in str(e.value) and "ended completed at " in str(e.value)
         assert "reuse_id=True" in str(e.value)
         with pytest.raises(WorkflowPruned):
