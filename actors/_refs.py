@@ -269,7 +269,9 @@ class WorkflowRef(Generic[R]):
         err = json.loads(rec.error or "{}")
         if rec.status == "cancelled":
             # The reason the cancel gave (None: none); a record written without it, by its message.
-            raise Cancelled(err["reason"] if "reason" in err else (err.get("message") or None))
+            raise Cancelled(
+                err["reason"] if "reason" in err else (err.get("message") or None), workflow_id=self.id
+            )
         raise WorkflowFailed(
             f"workflow {self.id!r} failed: {err.get('type')}: {err.get('message')}",
             workflow_id=self.id,

@@ -159,14 +159,19 @@ class Cancelled(BaseException):
 
     Derives from ``BaseException`` so that ``except Exception`` does not swallow it; catch it by
     name (``except Cancelled``) or use ``finally`` to clean up.
+
+    ``reason`` is what ``cancel(reason)`` gave (None: nothing). ``workflow_id`` names the
+    cancelled workflow in the one ``result()`` raises, as other errors of ``result()`` do; it is
+    None in the one raised at a workflow's own await (its code knows its ``workflow_id()``).
     """
 
-    def __init__(self, reason: str | None = None) -> None:
+    def __init__(self, reason: str | None = None, workflow_id: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.workflow_id = workflow_id
 
     def __reduce__(self) -> Any:
-        return _with_added(Cancelled, (self.reason,), self, ("reason",))
+        return _with_added(Cancelled, (self.reason, self.workflow_id), self, ("reason", "workflow_id"))
 
     def __str__(self) -> str:
         return self.reason or "cancelled"

@@ -48,6 +48,46 @@ def test_result_raises_cancelled_with_the_reason_given(system, reason):
     assert str(cancelled.value) == (reason or "cancelled")
 
 
+def test_result_s_cancelled_names_the_workflow_as_its_other_errors_do(db, clock):
+    """The Cancelled that result() and result_async() raise carries the workflow's id (as
+    WorkflowFailed does), in the process that ran it and in a later one reading its record, and
+    keeps it in a copy; one raised at a workflow's await (and caught there) is as it was."""
+    import asyncio
+    import pickle
+
+    from actors import ActorSystem
+
+    with ActorSystem(db, clock=clock) as system:
+        ref = system.start(flows.waits_once, id="w-1")
+        system.idle(timeout=T)
+        ref.cancel("no longer needed")
+        with pytest.raises(Cancelled) as here:
+            ref.result(timeout=T)
+        caught = system.start(flows.catches_cancel, id="c-1")
+        system.idle(timeout=T)
+        caught.cancel("because")
+        assert caught.result(timeout=T) == "caught because"  # caught in the workflow, as before
+    assert (here.value.workflow_id, here.value.reason, str(here.value)) == ("w-1", "no longer needed", "no longer needed")
+    copy = pickle.loads(pickle.dumps(here.value))
+    assert (copy.workflow_id, copy.reason) == ("w-1", "no longer needed")
+    with ActorSystem(db, clock=clock) as system:
+        with pytest.raises(Cancelled) as later:
+            system.get("w-1").result(timeout=T)
+        assert later.value.workflow_id == "w-1" and later.value.reason == "no longer needed"
+
+        async def main() -> Cancelled:
+            try:
+                await system.get("w-1").result_async(timeout=T)
+            except Cancelled as e:
+                return e
+            raise AssertionError("result_async() returned")
+
+        assert asyncio.run(main()).workflow_id == "w-1"
+    raised = Cancelled("bob left")  # as a workflow's own code makes one
+    assert raised.workflow_id is None and raised.args == ("bob left",)
+    assert pickle.loads(pickle.dumps(raised)).workflow_id is None
+
+
 def test_a_second_cancel_leaves_the_cleanup_of_the_first_alone(system, clock, db):
     """A cancel requested again while the workflow runs the cleanup of the first (both players
     leave, a client retries) is taken and changes nothing: the finally block runs to its end, and
