@@ -43,7 +43,7 @@ from persistence import _schedules as stored
 from persistence._promise import Promise
 from persistence._schedules import ScheduleRow
 from workflows._errors import MAX_TEXT_BYTES, check_id
-from workflows._registry import resolve
+from workflows._registry import found_after_restart, resolve
 
 from ._actor import Kick
 
@@ -350,6 +350,15 @@ class Schedules:
         if key is None:
             raise TypeError(
                 f"system.schedule({schedule_id!r}, ...) needs a @workflow function, got {wf!r}"
+            )
+        if not found_after_restart(key):
+            # Its ticks run after restarts, where the workflow is found by importing its module,
+            # which does not define it: every tick of a restarted system failed.
+            raise ValueError(
+                f"schedule {schedule_id!r}: workflow {key} is defined inside a function, so a "
+                f"restarted system cannot find it (importing {key.partition(':')[0]!r} does not "
+                f"define it) and every tick after a restart would fail; define it at module level "
+                f"with @workflow (or give it @workflow(name=...) in a module the application imports)"
             )
         if overlap not in OVERLAP:
             raise (ValueError if isinstance(overlap, str) else ArgumentTypeError)(

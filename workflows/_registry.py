@@ -42,6 +42,25 @@ def check_findable(kind: str, key: str) -> None:
         )
 
 
+# Keys of workflows defined inside a function while their module's own code ran (``JOB =
+# make_job()`` at module level, or a script's run): running the module again (importing it, as
+# ``resolve`` does) defines them again, so a restarted process finds them.
+_WITH_MODULE: set[str] = set()
+
+
+def note_defined_with_module(key: str) -> None:
+    """``key``, a nested workflow's, was defined as its module's code ran (``_WITH_MODULE``)."""
+    _WITH_MODULE.add(key)
+
+
+def found_after_restart(key: str) -> bool:
+    """Whether a restarted process can find the workflow ``key`` by importing its module: not
+    one defined inside a function, unless a run of its module's code defined it. (A ``name=``
+    key is found as the application imports the module that registers it.)"""
+    _, sep, qualname = key.partition(":")
+    return not sep or "<locals>" not in qualname or key in _WITH_MODULE
+
+
 def register(kind: str, obj: Any, key: str | None = None, **options: Any) -> str:
     """Register ``obj`` as a ``kind`` under ``key`` (default ``module:qualname``)."""
     key = key or function_key(obj, kind)

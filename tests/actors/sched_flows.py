@@ -32,3 +32,28 @@ async def tick_seen(name: str) -> tuple[float | None, float | None]:
     before = info().scheduled_at
     await signal("go")
     return before, info().scheduled_at
+
+
+def made_when_called() -> object:
+    """A workflow defined inside a function that no module code calls: only a process that
+    called it knows it."""
+
+    @workflow
+    async def nested_report(name: str) -> str:
+        return name
+
+    return nested_report
+
+
+def made_with_module() -> object:
+    """A workflow defined inside a function that this module's code calls (below): importing
+    the module defines it, so a restarted process finds it."""
+
+    @workflow
+    async def nested_report(name: str) -> str:
+        return name
+
+    return nested_report
+
+
+NESTED_REPORT = made_with_module()

@@ -389,6 +389,59 @@ def test_a_run_sees_its_tick_in_info_across_a_restart_and_a_plain_start_sees_non
     assert h.result() == (START, START)
 
 
+def test_a_workflow_defined_inside_a_function_is_refused_unless_its_module_defines_it(
+    tmp_path, db: str
+) -> None:
+    """schedule() of a workflow defined inside a function, which a restarted system cannot find
+    by importing its module, is a ValueError saying so and what to do, and stores nothing (its
+    ticks ran until a restart, then every one failed). One that its module's own code defines
+    (``NESTED_REPORT = made_with_module()``) is found by that import: scheduled, and its ticks
+    start in a new process."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from workflows import workflow
+
+    from . import sched_flows
+
+    @workflow
+    async def here(name: str) -> str:
+        return name
+
+    clock = VirtualClock(START)
+    with ActorSystem(db, clock=clock) as system:
+        for wf in (sched_flows.made_when_called(), here):
+            with pytest.raises(ValueError, match=r"is defined inside a function, so a restarted system cannot find it") as e:
+                system.schedule("nested", wf, "x", every=HOUR)  # type: ignore[call-overload]
+            assert "define it at module level with @workflow" in str(e.value)
+            assert "<locals>.nested_report" in str(e.value) or "<locals>.here" in str(e.value)
+        assert system.schedules() == []
+        system.schedule("nested", sched_flows.made_with_module(), "x", every=HOUR)  # type: ignore[call-overload]
+        clock.advance(HOUR)
+        system.idle(T)
+        assert runs(system, "nested") == expected("nested", [START + HOUR])
+    if db.startswith("postgresql://"):
+        return  # the new process's part runs on the SQLite file
+    script = tmp_path / "restart.py"
+    script.write_text(textwrap.dedent(f"""
+        from actors import ActorSystem
+        from actors.testing import VirtualClock
+        with ActorSystem({db!r}, clock=VirtualClock({START + 2 * HOUR!r})) as system:
+            system.idle(timeout=30)
+            print(sorted((i.id, str(i.status)) for i in system.workflows()))
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "schedule_tick_failed" not in done.stderr, done.stderr
+    assert done.stdout.strip() == str(
+        [(run_id("nested", START + HOUR), "completed"), (run_id("nested", START + 2 * HOUR), "completed")]
+    )
+
+
 def test_tick_ids_are_iso_8601_utc() -> None:
     assert run_id("nightly", START) == "nightly@2024-01-01T00:00:00Z"
     assert tick_text(START + 0.25) == "2024-01-01T00:00:00.250000Z"

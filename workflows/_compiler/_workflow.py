@@ -11,10 +11,11 @@ import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from .._errors import CompileError
-from .._registry import register
+from .._registry import note_defined_with_module, register
 from ._ast import parse
 from ._codegen import compile_function
 from ._function import WorkflowFunction
@@ -88,7 +89,20 @@ def _compile(
         enclosing = fn.__qualname__.split(".<locals>")[-2].rpartition(".")[2]
     wf = compile_function(fn, node, filename, lines, key, enclosing)
     register("workflow", wf, key)
+    if enclosing is not None and _module_code_runs(fn.__globals__):
+        note_defined_with_module(key)
     return wf
+
+
+def _module_code_runs(namespace: dict[str, Any]) -> bool:
+    """True if the top-level code of the module whose namespace is ``namespace`` is running (it
+    called what defines the workflow now): importing that module again runs it again."""
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is namespace:
+            return True
+        frame = frame.f_back
+    return False
 
 
 # Python's own compiler takes expressions nested about 3,000 deep (a sum of 2,000 terms, a chain of
