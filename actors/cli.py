@@ -450,7 +450,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             store.post_external("ask", rec.id, args.name, json.dumps({"ask_id": ask_id, "payload": value}), at=time.time())
         deadline = time.monotonic() + args.timeout
         pause = 0.02
-        again = f"`wf ask {rec.id} {args.name} --ask-id {ask_id} --db {shlex.quote(_shown(args.db))}`"
+        again = (f"`wf ask {shlex.quote(rec.id)} {shlex.quote(args.name)} --ask-id {shlex.quote(ask_id)} "
+                 f"--db {shlex.quote(_shown(args.db))}`")
         try:
             while row is None or not row.answered:
                 if time.monotonic() >= deadline:

@@ -53,6 +53,23 @@ def test_wf_ask_prints_the_reply_and_a_refusal_exits_1(db, capsys):  # noqa: F81
         assert code == 1 and "has already finished (completed)" in err
 
 
+def test_the_command_wf_ask_gives_to_go_on_waiting_runs_as_printed(tmp_path, capsys):
+    """The command a timed-out wf ask prints to wait on for its reply quotes the id, the name and
+    the ask id as a shell needs them (an id with a space, say): run, it waits for that ask."""
+    path = str(tmp_path / "quoted.db")
+    with ActorSystem(path, clock=VirtualClock()) as s:
+        s.start(tf.answers_one, "q", id="acct 1")
+        s.idle(timeout=T)
+        code, out, err = wf(capsys, "ask", "acct 1", "it's late", "--db", path, "--ask-id", "my ask",
+                            "--timeout", "0.3")
+        assert code == 1 and "no reply to ask \"it's late\"" in err, err
+        words = shlex.split(err.split("the request stays: `", 1)[1].split("`", 1)[0])
+        assert words == ["wf", "ask", "acct 1", "it's late", "--ask-id", "my ask", "--db", path], words
+        code, out, err = wf(capsys, *words[1:], "--timeout", "0.3")
+        assert code == 1 and "no reply to ask \"it's late\"" in err, err  # the same ask, waited on
+        assert len(s._rt.store.inbox("acct 1")) == 1  # asked once
+
+
 def test_wf_ask_made_while_stopped_is_answered_by_the_next_system(db, capsys, tmp_path):  # noqa: F811
     """wf ask made while no system runs waits, and the next system to open the database answers it."""
     with ActorSystem(db, clock=VirtualClock()) as s:
