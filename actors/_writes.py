@@ -97,8 +97,13 @@ def end(sw: StepWrite, *, workflow_id: str, parent_id: str | None, value: Any = 
 
 
 def short(value: Any) -> str:
-    """``repr(value)``, at most 200 characters."""
-    return clip(repr(value))
+    """``repr(value)``, at most 200 characters; what the value is where its repr fails (an int
+    of more digits than Python writes, a ``__repr__`` that raises): the history's text of a
+    result never fails the step that stores the result itself."""
+    try:
+        return clip(repr(value))
+    except Exception as e:
+        return clip(f"<{type(value).__name__} that cannot be shown: {type(e).__name__}: {e}>")
 
 
 def text(value: Any) -> str:
@@ -106,7 +111,7 @@ def text(value: Any) -> str:
     anything else as its repr, at most 200 characters."""
     if value is None:
         return "null"
-    return json.dumps(clip(value if isinstance(value, str) else repr(value)))
+    return json.dumps(clip(value) if isinstance(value, str) else short(value))
 
 
 def clip(s: str) -> str:

@@ -142,6 +142,13 @@ async def replies_a_set() -> None:
     await signal("stop")
 
 
+class ReprFails:
+    """A value whose ``repr`` raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("this repr is broken")
+
+
 @workflow
 async def replies_with(value: object) -> None:
     """Replies ``value`` to every ask ``q``."""

@@ -140,6 +140,29 @@ def test_positions_stay_put_as_a_history_limit_drops_the_oldest_steps(db, clock,
         assert [e.position for e in whole] == [e.step - 1 for e in whole]
 
 
+def test_a_result_whose_repr_fails_completes_and_its_history_says_so(db, clock):
+    """A workflow returning a value Python cannot write out as text (an int of more digits than
+    it writes, an object whose __repr__ raises), picklable all the same, completes with it: the
+    history's text of the result says what it is instead. It failed as a runtime fault, after
+    five restarts, on that text alone."""
+    from . import talk_flows as tf
+
+    with ActorSystem(db, clock=clock) as system:
+        big = system.start(flows.keeps_its_argument, {"n": 10**5000}, id="big")
+        odd = system.start(flows.keeps_its_argument, tf.ReprFails(), id="odd")
+        system.idle(timeout=T)
+        big.signal("go")
+        odd.signal("go")
+        assert big.result(timeout=T) == {"n": 10**5000}
+        assert isinstance(odd.result(timeout=T), tf.ReprFails)
+        end = big.history()[-1]
+        assert end.event == "completed"
+        assert end.detail["result"].startswith("<dict that cannot be shown: ValueError: Exceeds the limit")
+        assert odd.history()[-1].detail == {
+            "result": "<ReprFails that cannot be shown: RuntimeError: this repr is broken>"
+        }
+
+
 def test_history_keeps_every_step_across_restarts(db, clock):
     """Every step is kept (the row describes the newest RECENT_STEPS to 2 * RECENT_STEPS, the
     history table the ones before), and a restart goes on from them: no step lost or described
