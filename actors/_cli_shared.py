@@ -76,6 +76,16 @@ def _resolve_type(counts: dict[tuple[str, str], int], given: str, db: str) -> st
     raise CliError(f"no workflow type named {given!r} in {db}; the types there: {known}")
 
 
+def value_text(value: Any) -> str:
+    """``repr(value)``, or what the value is where its repr fails (an int of more digits than
+    Python writes, a class whose ``__repr__`` raises): a value shown by ``wf`` never ends it
+    in a traceback."""
+    try:
+        return repr(value)
+    except Exception as e:
+        return f"<{type(value).__name__} that cannot be shown: {type(e).__name__}: {e}>"
+
+
 class NotStandardJson(ValueError):
     """A payload that Python's ``json`` reads but standard JSON (RFC 8259) does not have: a
     ``NaN``, an ``Infinity``, a number too large for a float (read as an infinity), or an

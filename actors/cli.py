@@ -50,6 +50,7 @@ from ._cli_shared import (
     owner_of,
     strict_json,
     type_names,
+    value_text,
     wait_location,
     why_missing,
 )
@@ -80,8 +81,8 @@ def _jsonable(v: Any) -> Any:
     try:
         json.dumps(v, allow_nan=False)
         return v
-    except (TypeError, ValueError):
-        return repr(v)
+    except (TypeError, ValueError, RecursionError):
+        return value_text(v)
 
 
 def _detail_text(detail: str) -> str:
@@ -269,7 +270,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         if inbox:
             print("buffered")
             for m in inbox:
-                print(f"  #{m.seq} {m.kind} {m.name} {_clip(repr(_safe_loads(m.payload)), args.full)}")
+                print(f"  #{m.seq} {m.kind} {m.name} {_clip(value_text(_safe_loads(m.payload)), args.full)}")
         if procs:
             print("procedures")
             for p in procs:
@@ -287,9 +288,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         if published:
             print("published")
             for k, v in published.items():
-                print(f"  {k:<20} {_clip(repr(v), args.full)}")
+                print(f"  {k:<20} {_clip(value_text(v), args.full)}")
         if rec.status == "completed":
-            print(f"result    {_clip(repr(info.result), args.full)}")
+            print(f"result    {_clip(value_text(info.result), args.full)}")
         if info.error:
             print(f"error     {info.error.get('type')}: {_clip(str(info.error.get('message')), args.full)}")
             tb = info.error.get("traceback")
@@ -484,7 +485,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         if text is None:
             # Not JSON: its repr (not a JSON string, which a string reply prints), said on stderr
             # so that what a script reads on stdout stays the reply alone.
-            print(repr(reply))
+            print(value_text(reply))
             print(f"wf: note: the reply ({type(reply).__name__}) is not JSON; printed as Python's repr",
                   file=sys.stderr)
         else:

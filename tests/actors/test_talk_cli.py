@@ -124,6 +124,24 @@ def test_wf_ask_prints_a_reply_as_json_and_says_when_it_cannot(tmp_path, capsys,
             assert f"the reply ({type(reply).__name__}) is not JSON; printed as Python's repr" in err
 
 
+def test_wf_show_and_wf_ask_show_a_value_whose_repr_fails_saying_so(tmp_path, capsys) -> None:
+    """A published value or a reply that Python cannot write out (an int of more digits than
+    it writes, an object whose __repr__ raises) is shown as what it is and why it cannot be
+    shown, by wf show (text and --json) and wf ask: they ended in a traceback."""
+    path = str(tmp_path / "big.db")
+    with ActorSystem(path, clock=VirtualClock()) as s:
+        s.start(tf.publishes, "big", 10**5000, id="pub")
+        s.start(tf.replies_with, tf.ReprFails(), id="odd")
+        s.idle(timeout=T)
+        for argv in (["show", "pub"], ["show", "pub", "--json"]):
+            code, out, err = wf(capsys, *argv, "--db", path)
+            assert code == 0, err
+            assert "<int that cannot be shown: ValueError: Exceeds the limit (4300 digits)" in out, out
+        code, out, err = wf(capsys, "ask", "odd", "q", "--db", path)
+        assert code == 0, err
+        assert out.strip() == "<ReprFails that cannot be shown: RuntimeError: this repr is broken>"
+
+
 @pytest.mark.parametrize(
     ("payload", "says"),
     [
