@@ -16,6 +16,7 @@ from typing import Any
 
 from persistence import STATUSES, Store, WorkflowRecord, loads
 
+from .._cli_shared import value_text
 from .._info import waiting_text
 
 PAGE = 50  # workflows per page of the list, unless ?limit= says otherwise
@@ -43,9 +44,10 @@ def shown_value(blob: bytes | None) -> str:
     if blob is None:
         return "None"
     try:
-        return repr(loads(blob))
+        value = loads(blob)
     except Exception as e:  # a class this process cannot import: say so, show the rest
         return f"<cannot load: {type(e).__name__}: {e}>"
+    return value_text(value)
 
 
 def waiting(rec: WorkflowRecord) -> dict[str, Any] | None:

@@ -32,6 +32,18 @@ def test_the_workflow_page_shows_published_values(db) -> None:  # noqa: F811
             assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
 
 
+def test_a_published_value_whose_repr_fails_is_shown_saying_why(db) -> None:  # noqa: F811
+    """A value loaded fine whose repr fails (an int of more digits than Python writes) is shown
+    as such, not as a value that cannot be loaded."""
+    with ActorSystem(db, clock=VirtualClock()) as s:
+        s.start(tf.publishes, "big", 10**5000, id="big")
+        s.idle(timeout=T)
+        with client_for(db) as c:
+            html = c.get("/w/big").text
+            assert "&lt;int that cannot be shown: ValueError: Exceeds the limit (4300 digits)" in html
+            assert "cannot load" not in html
+
+
 def test_a_long_published_value_is_cut_and_links_to_the_whole(db) -> None:  # noqa: F811
     with ActorSystem(db, clock=VirtualClock()) as s:
         s.start(tf.publishes, "big <k>", "z" * 5000, id="long")
