@@ -232,6 +232,16 @@ FRAGMENTS = [
         before="sa{i} = Sq{i}([x])\nsb{i} = Sq{i}([])\nsb{i}.m = sa{i}.m",
         after="sa{i}.m.append(1)\nlog((sb{i}.m, sa{i}.m is sb{i}.m))",
     ),
+    Fragment(
+        "int and tuple subclasses whose __new__ takes other arguments",
+        module=(
+            "class Money{i}(int):\n    def __new__(cls, gold, silver=0, cur='g'):\n"
+            "        o = super().__new__(cls, gold * 100 + silver)\n        o.cur = cur\n        return o\n"
+            "class Vec{i}(tuple):\n    def __new__(cls, *xy):\n        return super().__new__(cls, xy)"
+        ),
+        before="m{i} = Money{i}(5, 1, 'EUR')\nv{i} = Vec{i}(x, 2)",
+        after="log((int(m{i}), m{i}.cur, v{i}, type(v{i}).__name__))",
+    ),
 ]
 
 REFUSED = [
@@ -266,13 +276,13 @@ REFUSED = [
         hint="list_iterator",
     ),
     Fragment(
-        "int subclass whose __new__ takes more",
+        "class whose __new__ takes an argument",
         module=(
-            "class Money{i}(int):\n    def __new__(cls, v, cur):\n"
-            "        o = super().__new__(cls, v)\n        o.cur = cur\n        return o"
+            "class Token{i}:\n    def __new__(cls, v):\n"
+            "        o = super().__new__(cls)\n        o.v = v\n        return o"
         ),
-        before="m{i} = Money{i}(5, 'EUR')",
-        after="log((int(m{i}), m{i}.cur))",
+        before="m{i} = Token{i}(5)",
+        after="log(m{i}.v)",
         refused="m{i}",
         hint="__getnewargs__",
     ),

@@ -41,6 +41,7 @@ from typing import Any
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from . import _settable
+from ._instdict import rebuild_as_base
 from ._pickle_modules import HEAPTYPE, slot_names, slot_values
 from ._scope import FRAME, LOCAL, user_name
 
@@ -234,7 +235,14 @@ def reduce_object(obj: Any, proto: int) -> Any:
         return rv
     func, args = rv[0], rv[1]
     if new is not None and isinstance(args, tuple) and args and args[0] is t:
-        if func is _NEWOBJ:
+        base = value_base(t)
+        if base is not None and (func is _NEWOBJ or func is _NEWOBJ_EX and len(args) == 3 and not args[2]):
+            # The arguments are the value as the builtin base holds it (its __getnewargs__:
+            # ``(tuple(self),)``, ``(int(self),)``), not what the class's own __new__ takes
+            # (``Vec(x, y)``, ``Money(gold, silver)``): made as the base makes it, from them.
+            func, args = rebuild_as_base, (t, base, tuple(args[1:] if func is _NEWOBJ else args[1]))
+            rv = (func, args, *rv[2:])
+        elif func is _NEWOBJ:
             _check_new(t, new, args[1:], {}, obj)
         elif func is _NEWOBJ_EX and len(args) == 3:
             _check_new(t, new, args[1], args[2], obj)
@@ -243,6 +251,31 @@ def reduce_object(obj: Any, proto: int) -> Any:
         rest = tuple(rv[3:5]) + (None,) * (5 - len(rv[:5]))
         return (func, args, state, rest[0], rest[1], set_state)
     return rv
+
+
+_VALUE_BASE: dict[type, type | None] = {}
+
+
+def value_base(t: type) -> type | None:
+    """The builtin class ``t`` derives from whose ``__getnewargs__`` writes its instances
+    (``int``, ``float``, ``complex``, ``str``, ``bytes``, ``tuple``: the value it holds), where
+    ``t`` does not say itself what its ``__new__`` takes (no ``__getnewargs__`` or
+    ``__getnewargs_ex__`` of its own); else None. Cached per class."""
+    if t in _VALUE_BASE:
+        return _VALUE_BASE[t]
+    base = next((k for k in t.__mro__ if not k.__flags__ & HEAPTYPE), object)
+    found = (
+        base
+        if base is not object
+        and "__getnewargs__" in base.__dict__
+        and not _has_own(t, "__getnewargs__")
+        and not _has_own(t, "__getnewargs_ex__")
+        else None
+    )
+    if len(_VALUE_BASE) > 4096:
+        _VALUE_BASE.clear()
+    _VALUE_BASE[t] = found
+    return found
 
 
 _NEWOBJ = getattr(copyreg, "__newobj__")  # noqa: B009 - typeshed does not list them
