@@ -44,6 +44,7 @@ CORPUS_MODULES = [
     "corpus_probe6",
     "corpus_probe6_modstate",
     "corpus_probe7",
+    "corpus_probe8",
     "corpus_names",
     "corpus_games",
     "corpus_gameshapes",
@@ -80,14 +81,16 @@ def _from(module: str) -> list:
 
 
 def test_corpus_is_large_enough():
-    """The corpus has at least 100 workflows and several cases for most of them; corpus_unseen
-    and corpus_gameshapes (programs written without looking at the checkpoint's code, one input
-    each for the most part) have at least 60 and 20 of their own."""
+    """The corpus has at least 100 workflows and several cases for most of them; corpus_unseen,
+    corpus_gameshapes and corpus_probe8 (programs written without looking at the checkpoint's
+    code, one input each for the most part) have at least 60, 20 and 50 of their own."""
     unseen = _from("corpus_unseen")
     assert len(unseen) >= 60
     shapes = _from("corpus_gameshapes")
     assert len(shapes) >= 20
-    rest = [e for e in CORPUS if e not in unseen and e not in shapes]
+    probe8 = _from("corpus_probe8")
+    assert len(probe8) >= 50
+    rest = [e for e in CORPUS if e not in unseen and e not in shapes and e not in probe8]
     assert len(rest) >= 100
     assert sum(len(e.cases) for e in rest) >= 3 * len(rest)
 
