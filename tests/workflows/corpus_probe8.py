@@ -20,6 +20,9 @@ new interpreter, test_restart_subprocess).
   memoryviews (cast, 2-D, readonly, released), heapq, Counter, ChainMap and ``new_child``,
   MappingProxyType, Fraction, Decimal contexts with flags and traps, ``deque(maxlen)``,
   ``graphlib.TopologicalSorter``, ``LoggerAdapter``, ``inspect.Signature``.
+- Fixed finding: zones hashed by their name, keyed by each other in dicts, sets and
+  OrderedDicts they hold (a world map), were accepted by the checkpoint and failed to restore
+  (the restore hashed a zone whose state was not back yet).
 - Fixed finding: subclasses of ``tuple``, ``int`` and ``float`` whose ``__new__`` takes other
   arguments than the value it makes (``Vec2(*xy)``, ``Money(gold, silver)``,
   ``Celsius(fahrenheit)``) came back with their ``__new__`` applied to their value again.
@@ -1715,3 +1718,55 @@ async def buffers_and_views(n):
 
 
 add(buffers_and_views, C(1))
+
+
+class Zone:
+    """A zone of a world map, hashed by its name, linked to its neighbours by dicts and sets
+    keyed by the zones themselves."""
+
+    def __init__(self, name):
+        self.name = name
+        self.exits = {}
+        self.near = set()
+        self.route = collections.OrderedDict()
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Zone) and other.name == self.name
+
+    def link(self, other, cost):
+        self.exits[other] = cost
+        other.exits[self] = cost
+        self.near.add(other)
+        other.near.add(self)
+        self.route[other] = cost
+
+
+@workflow
+async def world_map_zones(n):
+    """Zones keyed by each other (dicts, sets, OrderedDicts) across awaits; a path search over
+    them after each restore."""
+    zones = {name: Zone(name) for name in "abcde"}
+    z = zones
+    z["a"].link(z["b"], 2)
+    z["b"].link(z["c"], n)
+    await tick()
+    z["c"].link(z["d"], 1)
+    z["a"].link(z["d"], 7)
+    await tick()
+    z["d"].link(z["e"], 2)
+    dist, todo = {z["a"]: 0}, [(0, "a")]
+    while todo:
+        d, name = heapq.heappop(todo)
+        for nxt, cost in zones[name].exits.items():
+            if d + cost < dist.get(nxt, 10**9):
+                dist[nxt] = d + cost
+                heapq.heappush(todo, (d + cost, nxt.name))
+        await tick()
+    return sorted((k.name, v) for k, v in dist.items()), sorted(x.name for x in z["d"].near), list(
+        k.name for k in z["a"].route)
+
+
+add(world_map_zones, C(1), C(9))

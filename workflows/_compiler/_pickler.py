@@ -28,7 +28,9 @@ import collections
 import copyreg
 import datetime
 import decimal
+import enum
 import functools
+import gc
 import io
 import itertools
 import operator
@@ -105,6 +107,7 @@ from ._pickle_modules import (
     rebind_ref,
     ref_text,
     resolve_ordered,
+    slot_names,
     step_into,
     user_module,
     workflow_global,
@@ -934,6 +937,125 @@ def never_shared(*objs: Any) -> None:
     _KINDS.clear()
 
 
+_HASHED_BY_C = frozenset({str, int, float, bytes, bool, complex, type(None), frozenset, range})
+
+
+def hash_runs_code(k: Any) -> bool:
+    """Whether hashing ``k`` runs a ``__hash__`` written in Python (a class's own, a dataclass's),
+    which reads the object's state: at a restore that state may not be set yet where the
+    object is met inside its own attributes (a room whose exits dict is keyed by the rooms it
+    links to, which link back). An enum member's is set with its class."""
+    t = type(k)
+    if t in _HASHED_BY_C:
+        return False
+    if t is tuple:
+        return any(hash_runs_code(e) for e in k)
+    return type(t.__hash__) is types.FunctionType and not isinstance(k, enum.Enum)
+
+
+def cyclic_tables(memo: dict[int, Any]) -> set[int]:
+    """The ids of the dicts and sets written (``memo``: a pass's) that a key (an element)
+    hashed by Python code reaches through its own attributes: a restore would put that key in
+    while the key's state is still being read, before its ``__hash__`` can run. Only those
+    are filled once every object is back; a dict or set a reduce makes to hand on (a
+    ``Counter``'s ``dict(self)``) is no object's attribute, and is written as it is.
+
+    A key reaches its table where both are in one strongly connected part of the graph of the
+    objects written (Tarjan's walk, from the tables: each object once)."""
+    tables = [
+        o
+        for _, o in memo.values()
+        if isinstance(o, (dict, set)) and o and keys_run_code(o) and any(map(_may_hold, o))
+    ]
+    if not tables:
+        return set()
+    written = {id(o) for _, o in memo.values()}
+
+    def edges(o: Any) -> Any:
+        for r in gc.get_referents(o):
+            if (id(r) in written or type(r) is dict) and not isinstance(r, _NOT_WALKED):
+                yield r
+
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    part: dict[int, int] = {}
+    stack: list[Any] = []
+    on_stack: set[int] = set()
+    for root in tables:
+        if id(root) in index:
+            continue
+        index[id(root)] = low[id(root)] = len(index)
+        stack.append(root)
+        on_stack.add(id(root))
+        work = [(root, edges(root))]
+        while work:
+            node, it = work[-1]
+            for child in it:
+                c = id(child)
+                if c not in index:
+                    index[c] = low[c] = len(index)
+                    stack.append(child)
+                    on_stack.add(c)
+                    work.append((child, edges(child)))
+                    break
+                if c in on_stack:
+                    low[id(node)] = min(low[id(node)], index[c])
+            else:
+                work.pop()
+                n = id(node)
+                if work:
+                    p = id(work[-1][0])
+                    low[p] = min(low[p], low[n])
+                if low[n] == index[n]:
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(id(w))
+                        part[id(w)] = n
+                        if w is node:
+                            break
+    return {
+        id(t) for t in tables if any(part.get(id(k)) == part[id(t)] for k in t if hash_runs_code(k))
+    }
+
+
+_NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.CodeType)
+_ATOMIC = frozenset({int, str, float, bool, bytes, complex, type(None)})
+
+
+def _may_hold(k: Any) -> bool:
+    """Whether key ``k`` may hold other objects (its attributes are not all numbers and
+    strings: a tile of two ints holds nothing that could lead back to its table)."""
+    t = type(k)
+    if t in _ATOMIC:
+        return False
+    if t is tuple:
+        return any(map(_may_hold, k))
+    d = getattr(k, "__dict__", None)
+    if type(d) is not dict or slot_names(t):
+        return True
+    return any(type(v) not in _ATOMIC for v in d.values())
+
+
+def _without_items(rv: Any) -> tuple[Any, list[tuple[Any, Any]] | None]:
+    """A mapping's reduce value without its items, and the items (None: it has none apart)."""
+    if not isinstance(rv, tuple):
+        return rv, None
+    if rv[0] is new_container and len(rv) > 2:
+        base, extra, items, attrs = rv[2]
+        return (rv[0], rv[1], (base, extra, [], attrs), *rv[3:]), list(items)
+    if len(rv) > 4 and rv[4] is not None:
+        return (*rv[:4], None, *rv[5:]), list(rv[4])
+    return rv, None
+
+
+def keys_run_code(table: Any) -> bool:
+    """Whether a key of dict ``table`` (an element of set ``table``) hashes by Python code."""
+    for k in table:
+        if type(k) is not str and hash_runs_code(k):
+            return True
+    return False
+
+
 class CheckpointPickler(_Pickler):
     """cloudpickle with all the checkpoint's rules (see the module docstring), through
     persistent ids too: module data by reference, sets in their order, shared numbers once. A
@@ -947,13 +1069,22 @@ class CheckpointPickler(_Pickler):
         data: ModuleData | None = None,
         shared: set[int] | None = None,
         owned: dict[int, tuple[dict[str, Any], Any]] | None = None,
+        cyclic: set[int] | None = None,
     ) -> None:
         super().__init__(file, spaces, data)
         if owned:
             self.owned.update(owned)
+        self._cyclic = cyclic or set()  # (cyclic_tables)
         self._dicts_written: set[int] = set()  # of self.owned: those whose items are written
         self._sets: list[set[Any]] = []  # the sets met, in order: their pid is their index
         self._sets_done = 0  # those whose elements are written
+        # Dicts keyed by objects hashed by Python code: written empty, their items as further
+        # pickles in the stream, put in once every object is back (``hash_runs_code``).
+        self._tables: list[dict[Any, Any]] = []
+        self._table_pids: dict[int, tuple[str, int]] = {}
+        self._tables_done = 0
+        self._mappings: list[tuple[Any, list[tuple[Any, Any]]]] = []  # OrderedDict, defaultdict...
+        self._mappings_done = 0
         self._records: list[Any] = []  # their tables, read when met
         self._set_pids: dict[int, tuple[str, int]] = {}
         # Floats and ints (other than the cached small ones): pickle writes each occurrence anew,
@@ -968,6 +1099,19 @@ class CheckpointPickler(_Pickler):
         self._fallback: int | None = None  # the object a path reference is writing by value
         # Per (container, step kind) of module data: its order (``_order_checks``).
         self._orders: dict[tuple[int, str], Any] = {}
+
+    def reducer_override(self, obj: Any) -> Any:
+        rv = super().reducer_override(obj)
+        if self._cyclic and id(obj) in self._cyclic and isinstance(obj, dict):
+            # An OrderedDict, defaultdict or dict subclass keyed by objects that hold it: made
+            # empty, its items put in once every object is back (as cyclic_tables' dicts).
+            if rv is NotImplemented:
+                reduce = _DISPATCH.get(type(obj))
+                rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(self.proto)
+            rv, items = _without_items(rv)
+            if items is not None:
+                self._mappings.append((obj, items))
+        return rv
 
     def persistent_id(self, obj: Any) -> Any:
         t = type(obj)
@@ -991,13 +1135,21 @@ class CheckpointPickler(_Pickler):
                 pid = self._by_path(obj)
                 if pid is not None:
                     return pid
+            if t is dict:
+                if id(obj) in self._cyclic:
+                    pid = self._table_pids.get(id(obj))
+                    if pid is None:
+                        pid = self._table_pids[id(obj)] = ("e", len(self._tables))
+                        self._tables.append(obj)
+                    return pid
+                return None
             if t is set:
                 i = id(obj)
                 pid = self._set_pids.get(i)
                 if pid is None:
                     by_address = self._check_elements(obj)
-                    if _settable.SUPPORTED and _settable.plain(obj):
-                        return None  # any rebuild gives its table
+                    if _settable.SUPPORTED and _settable.plain(obj) and i not in self._cyclic:
+                        return None  # any rebuild gives its table (its elements put in as met)
                     self._records.append(_set_record(obj, by_address))
                     pid = self._set_pids[i] = ("s", len(self._sets))
                     self._sets.append(obj)
@@ -1111,15 +1263,26 @@ class CheckpointPickler(_Pickler):
         pickles in the same stream (memo shared), until no new set is met."""
         super().dump(obj)
         done = self._sets_done
-        while done < len(self._sets):
-            batch = self._sets[done:]
-            done = len(self._sets)
-            super().dump(
-                [
-                    (rec, list(x))
-                    for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
-                ]
-            )
+        while (
+            done < len(self._sets)
+            or self._tables_done < len(self._tables)
+            or self._mappings_done < len(self._mappings)
+        ):
+            if self._tables_done < len(self._tables) or self._mappings_done < len(self._mappings):
+                tables = self._tables[self._tables_done :]
+                self._tables_done = len(self._tables)
+                mappings = self._mappings[self._mappings_done :]
+                self._mappings_done = len(self._mappings)
+                super().dump((_TABLE_ITEMS, [list(d.items()) for d in tables], mappings))
+            if done < len(self._sets):
+                batch = self._sets[done:]
+                done = len(self._sets)
+                super().dump(
+                    [
+                        (rec, list(x))
+                        for rec, x in zip(self._records[done - len(batch) : done], batch, strict=True)
+                    ]
+                )
         self._sets_done = done
 
 
@@ -1382,6 +1545,9 @@ class CheckpointUnpickler(pickle.Unpickler):
         super().__init__(file)
         self._file = file
         self._sets: list[set[Any]] = []
+        self._tables: list[dict[Any, Any]] = []  # ("e" references) filled at the end
+        self._table_items: list[list[tuple[Any, Any]]] = []
+        self._mapping_items: list[tuple[Any, list[tuple[Any, Any]]]] = []
         self._broken: tuple[str, _Unresolved] | None = None  # the first path that did not resolve
         self._set_iters: list[tuple[LiveIter, int | None, list[Any]]] = []  # settled once loaded
         self._numbers: dict[int, Any] = {}
@@ -1459,12 +1625,26 @@ class CheckpointUnpickler(pickle.Unpickler):
             return li
         if tag == "D":  # an instance's __dict__ held apart from it
             return dict_of(pid[1], pid[2])
+        if tag == "e":
+            index = pid[1]
+            while len(self._tables) <= index:
+                self._tables.append({})
+            return self._tables[index]
         if tag == "s":
             index = pid[1]
             while len(self._sets) <= index:
                 self._sets.append(set())
             return self._sets[index]
         raise pickle.UnpicklingError(f"unknown reference {pid!r} in a checkpoint")
+
+    def _took_items(self, chunk: Any) -> bool:
+        """Whether ``chunk`` is a further pickle of deferred items (``CheckpointPickler.dump``),
+        noted to be put in at the end."""
+        if type(chunk) is not tuple or chunk[:1] != (_TABLE_ITEMS,):
+            return False
+        self._table_items.extend(chunk[1])
+        self._mapping_items.extend(chunk[2])
+        return True
 
     def load_all(self) -> Any:
         """Load the checkpoint; SetNotRestorable once all is loaded if a set's table could not
@@ -1475,24 +1655,37 @@ class CheckpointUnpickler(pickle.Unpickler):
         found: Any = None
         f = self._file
         while True:
-            while done < len(self._sets):
+            while done < len(self._sets) or len(self._table_items) < len(self._tables):
                 records = self.load()
+                if self._took_items(records):
+                    continue
                 for s, (rec, order) in zip(self._sets[done:], records, strict=False):
                     why = _settable.rebuild(s, order, _settable.Table.from_record(rec))
                     if why is not None and failed is None:
                         failed = (why, s)
                 done += len(records)
             at = f.tell()
-            if found is not None or f.seek(0, io.SEEK_END) == at:
+            if f.seek(0, io.SEEK_END) == at:
                 break
+            f.seek(at)
+            chunk = self.load()
+            if self._took_items(chunk):
+                continue  # (items of mappings only: no "e" reference says to expect them)
+            if found is not None:
+                raise pickle.UnpicklingError("a checkpoint with more data than it says")
             # The attributes an instance's own rule leaves out (``_relink``), then the elements
             # of the sets they hold.
-            f.seek(at)
-            found = self.load()
+            found = chunk
         for li, slot, rest in self._set_iters:
             _settle_set_iter(li, slot, rest)
         if found is not None:
             relink(found)
+        for d, items in zip(self._tables, self._table_items, strict=True):
+            d.update(items)  # every object is back: their own __hash__ reads what it needs
+        for m, items in self._mapping_items:
+            setitem = collections.OrderedDict.__setitem__ if isinstance(m, collections.OrderedDict) else dict.__setitem__
+            for k, v in items:
+                setitem(m, k, v)  # (the base's: as reduce_container's fill)
         if self._broken is not None:
             raise ModulePathBroken(self._broken[0], self._broken[1], obj)
         if failed is not None:
@@ -1581,8 +1774,10 @@ def dumps(
         # they still share it (``held_elsewhere`` left it out of the constants made again).
         p.clear_memo()
         p, payload, memo, items = first_pass()
+    cyclic: set[int] = set()
     if p.objects:
         stale_keys(memo, data)
+        cyclic = cyclic_tables(memo)
     data.addresses = address_ints(items, memo, data)
     # A set or frozenset written (its opcode, or a byte of other data that looks like it), an
     # object reached through module data, a module-level container or one reached through module
@@ -1596,12 +1791,13 @@ def dumps(
         or data.addresses
         or _shares_containers(data, memo)
         or _numbers_held_twice(data, items)
+        or cyclic
     ):
         # The first pass's memo lets go of what it wrote: an instance's __dict__ it holds
         # would look held apart from its instance (shared_dict) to the next pass.
         p.clear_memo()
         memo.clear()
-        return _checkpoint_pickle(obj, spaces, data, p.owned)
+        return _checkpoint_pickle(obj, spaces, data, p.owned, cyclic)
     if p.custom:
         found = links(p.custom, memo)
         if found:
@@ -1610,13 +1806,14 @@ def dumps(
                 # the rules the first pass did not look for in it.
                 p.clear_memo()
                 memo.clear()
-                return _checkpoint_pickle(obj, spaces, data, p.owned)
+                return _checkpoint_pickle(obj, spaces, data, p.owned, cyclic)
             _Pickler.dump(p, found)  # a further pickle in the stream, as _checkpoint_pickle's
             return _REFS + buf.getvalue()
     return payload
 
 
 _TABLES = (dict, set, frozenset)
+_TABLE_ITEMS = "dict items"  # the first item of a further pickle of deferred dicts' items
 
 
 def stale_keys(memo: dict[int, Any], data: ModuleData) -> None:
@@ -1647,20 +1844,26 @@ def _refuse_stale(o: Any, data: ModuleData) -> None:
 
 
 def _checkpoint_pickle(
-    obj: Any, spaces: Any, data: ModuleData, owned: dict[int, tuple[dict[str, Any], Any]]
+    obj: Any,
+    spaces: Any,
+    data: ModuleData,
+    owned: dict[int, tuple[dict[str, Any], Any]],
+    cyclic: set[int] | None = None,
 ) -> bytes:
     """``obj`` written by CheckpointPickler: once, or twice if it met floats or ints held more
     than once (other than by the locals the aliases make one again)."""
     obj = aliased(obj, data.find_aliases(), data.find_constants())
     buf = io.BytesIO()
     buf.write(_REFS)
-    cp = CheckpointPickler(buf, spaces, data, owned=owned)
+    cp = CheckpointPickler(buf, spaces, data, owned=owned, cyclic=cyclic)
     cp.dump(obj)
     if cp.shared_numbers:
         cp.clear_memo()  # as the first pass's, for the instances' __dict__s
         buf = io.BytesIO()
         buf.write(_REFS)
-        cp = CheckpointPickler(buf, spaces, data, shared=cp.shared_numbers, owned=cp.owned)
+        cp = CheckpointPickler(
+            buf, spaces, data, shared=cp.shared_numbers, owned=cp.owned, cyclic=cyclic
+        )
         cp.dump(obj)
     if cp.custom:
         # (a set written as a reference to its table is not in the memo)

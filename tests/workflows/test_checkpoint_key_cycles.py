@@ -1,0 +1,100 @@
+"""A dict or set keyed by objects whose own ``__hash__`` reads their state, held by those very
+objects (rooms whose exits dict is keyed by the rooms they link to, which link back), is
+restored.
+
+A restore rebuilds an object's state after the objects its state holds: the exits dict of room
+``b`` was filled while room ``a``, its key, had no state yet, so ``Room.__hash__`` failed and
+the checkpoint it had accepted could not be restored. Such dicts and sets are filled once every
+object is back; a dict a reduce makes to hand on (a ``Counter``'s ``dict(self)``) is written as
+it is.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import pickle
+
+from workflows import timer, workflow
+from workflows.testing import WorkflowHarness
+
+from .diffharness import Oracle, compare, in_a_new_interpreter, run_compiled, run_native
+
+
+class Room:
+    def __init__(self, name):
+        self.name = name
+        self.exits = {}
+        self.near = set()
+
+    def __hash__(self):
+        return hash(self.name)
+
+    def __eq__(self, other):
+        return isinstance(other, Room) and other.name == self.name
+
+    def link(self, other, cost):
+        self.exits[other] = cost
+        other.exits[self] = cost
+        self.near.add(other)
+        other.near.add(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    x: int
+    y: int
+    board: object = dataclasses.field(compare=False, hash=False, default=None, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    name: str
+
+
+@workflow
+async def dungeon(n):
+    a, b, c = Room("a"), Room("b"), Room("c")
+    a.link(b, 1)
+    b.link(c, n)
+    t = Tile(1, 2)
+    board = {"tiles": {t: "grass"}}
+    object.__setattr__(t, "board", board)
+    loot = collections.Counter({Item("gem"): n, Item("ore"): 2})
+    d, e = Room("d"), Room("e")
+    d.exits = collections.OrderedDict({e: 1})
+    e.exits = collections.defaultdict(int, {d: n})
+    await timer("t", 1)
+    e.exits[a] += 1
+    c.link(a, 5)
+    return ({r.name: sorted((k.name, v) for k, v in r.exits.items()) for r in (a, b, c)},
+            sorted(x.name for x in a.near), a.exits[b], board["tiles"][Tile(1, 2)], t.board is board,
+            loot[Item("gem")], len(loot), list(d.exits.items())[0][0] is e, dict(e.exits) == {d: 3, a: 1})
+
+
+WANT = ({"a": [("b", 1), ("c", 5)], "b": [("a", 1), ("c", 3)], "c": [("a", 5), ("b", 3)]},
+        ["b", "c"], 1, "grass", True, 3, 2, True, True)
+
+
+def test_rooms_keyed_by_each_other_are_restored():
+    native = run_native(dungeon, (3,), Oracle())
+    restored = run_compiled(dungeon, (3,), Oracle(), roundtrip=True)
+    assert not compare(native, restored, with_chain=True, label="restored")
+    assert restored.outcome == ("return", WANT)
+
+
+CHILD = r"""
+import pickle, sys
+from workflows._compiler import restore, step
+from workflows._context import StepContext
+from tests.workflows import test_checkpoint_key_cycles as m
+cont = restore(sys.stdin.buffer.read())
+with StepContext(workflow_id="w", workflow_type="k", now=1.0).active():
+    r = step(cont, send=None)
+sys.stdout.buffer.write(pickle.dumps(r.value))
+"""
+
+
+def test_rooms_keyed_by_each_other_are_restored_in_a_new_interpreter():
+    h = WorkflowHarness(dungeon, 3, roundtrip=False)
+    assert pickle.loads(in_a_new_interpreter(CHILD, stdin=h.checkpoint())) == WANT
