@@ -24,6 +24,7 @@ from .._errors import CheckpointError, UnknownWorkflowType, VersionMismatch
 from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
+from ._pickle_caches import CachedCallRefused
 from ._pickle_modules import _LIBRARY_DIRS
 from ._pickle_sets import (
     BY_VALUE,
@@ -437,7 +438,7 @@ def _first_refused(
                     )
                 elif isinstance(e, FinalizerRefused):
                     hint = "or del it before the await"
-                elif isinstance(e, (ElementHashRefused, PositionRefused)):
+                elif isinstance(e, (ElementHashRefused, PositionRefused, CachedCallRefused)):
                     hint = "or del the variable before the await"
                 elif isinstance(value, BaseException) or "cannot be rebuilt at restore" in str(e):
                     hint = "or del the variable before the await"

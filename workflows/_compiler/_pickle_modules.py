@@ -217,7 +217,9 @@ _POOLS: dict[str, tuple[dict[int, tuple[str, Any]], dict[Any, Any]]] = {}
 #   module bound in them, the module of a function or class bound in them, and so on from that
 #   module's namespace), or an object reached from one the same way. Modules of the standard
 #   library, of site-packages and of this project are not user modules: their module-level data
-#   is not looked into, nor are the modules only they reach.
+#   is not looked into, nor are the modules only they reach;
+# * a path's step ("L", call): the result the cache of a cached function (``functools.lru_cache``)
+#   met on the way holds for that call, and what that result holds (``_pickle_caches``).
 #
 # The globals are indexed once per namespace (``Namespace``, rebuilt when the namespace no longer
 # holds exactly the values it was indexed with: one identity comparison of its values at each
@@ -416,6 +418,8 @@ def _root(v: Any, t: type, module: Any) -> bool:
         return bool(v)  # immutable: an empty one never holds anything
     if t is list or t is dict or t is set:
         return True  # may hold objects later (the workflow may register its own there)
+    if t is _LRU_WRAPPER:
+        return True  # a cached function: its results are module data (``_pickle_caches``)
     if t is types.FunctionType:
         return bool(v.__module__ == module and _function_holds_state(v))
     if isinstance(v, type):
@@ -456,6 +460,7 @@ def _app_module(name: Any) -> bool:
 
 
 _CONTAINER_BASES = (dict, list, tuple, set, frozenset, collections.deque)
+_LRU_WRAPPER: type = type(functools.lru_cache(maxsize=None)(len))  # functools._lru_cache_wrapper
 # Library objects that hold the application's objects, looked into wherever they are: their
 # fields (``_held_fields``) and their __dict__.
 _HOLDERS = (
@@ -661,6 +666,10 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
         if k not in _held_fields(o):
             raise AttributeError(k)
         return getattr(o, k)
+    if kind == "L":
+        from . import _pickle_caches
+
+        return _pickle_caches.cached_result(o, k)
     raise KeyError(kind)
 
 
@@ -852,8 +861,9 @@ class ModuleData:
                 if len(_WALKS) >= 64:
                     _WALKS.clear()
                 _WALKS[key] = w
+            # (the results of cached functions, indexed again where a cache changed)
+            self.truncated = w.truncated if w.caches is None else w.caches.refresh(w)
             self._paths = w.index
-            self.truncated = w.truncated
             self._functions = w.functions
             self._more = w.more
         return self._paths
@@ -870,7 +880,11 @@ class ModuleData:
             return {}
         assert self._ns is not None
         w = _WALKS.get((_PATH_BUDGET, *((wkey, id(n.g)) for wkey, n in self._ns)))
-        return w.index if w is not None else self.paths()
+        if w is None:
+            return self.paths()
+        if w.caches is not None:
+            w.caches.refresh(w)
+        return w.index
 
     def more_paths(self, obj: Any) -> list[Ref]:
         """The references of a function module data holds beyond the one ``path`` gives."""
@@ -1039,9 +1053,13 @@ class ModuleData:
                     queue.append((v, root, path))
         spaces = [n for _key, n in self._ns]
         others_ns = [namespace(vars(m)) for m in others.values()]
-        return _Walk(
+        w = _Walk(
             spaces, others_ns, index, truncated, checks, lists, dicts, functions, classes, instances, more
         )
+        from . import _pickle_caches
+
+        w.caches = _pickle_caches.caches_of(self._ns, index, modules)
+        return w
 
 
 class _Walk:
@@ -1066,6 +1084,7 @@ class _Walk:
         "items",
         "instances",
         "more",
+        "caches",
     )
 
     def __init__(
@@ -1116,6 +1135,8 @@ class _Walk:
         self.sizes = list(map(len, parts))
         self.items = list(itertools.chain.from_iterable(parts))
         self.states = list(self._states())
+        # The cached functions it met, their results indexed too (``_pickle_caches.Caches``).
+        self.caches: Any = None
 
     def _parts(self) -> list[Any]:
         """What is compared item by item: the lists, the keys and the values of the dicts, of
@@ -1461,6 +1482,11 @@ def path_text(name: str, steps: tuple[tuple[str, Any], ...]) -> str:
     """A path as code: ``CONFIG['items'][0].children``."""
     out = [name]
     for kind, k in steps:
+        if kind == "L":
+            from . import _pickle_caches
+
+            out.append(_pickle_caches.call_text(k))
+            continue
         out.append(_STEP_TEXT[kind].format(k=k, r=repr(k)))
     return "".join(out)
 
@@ -1481,6 +1507,7 @@ _STEP_TEXT = {
     "F": ".__func__",
     "T": ".__class__",
     "A": ".{k}",
+    "L": "(...)",  # a cached function's result for a call (``_pickle_caches.call_text``)
 }
 
 

@@ -45,7 +45,7 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _cached, _dequestate, _dynclass, _procstate, _seqiter, _settable
+from . import _cached, _dequestate, _dynclass, _pickle_caches, _procstate, _seqiter, _settable
 from ._instdict import (
     adopt_state,
     as_base,
@@ -1182,6 +1182,7 @@ class CheckpointPickler(_Pickler):
             return path
         if positional(path[3]):
             raise PositionRefused(positional_problem(obj, path), obj)
+        _pickle_caches.check_path(obj, path, self._kept_as_is)  # a cached function's result
         self._fallback = id(obj)
         if type(obj) is types.FunctionType and self._data.closes_over_own(obj):
             # A function the workflow made (its closure holds the workflow's frame) and put into
