@@ -48,6 +48,7 @@ CORPUS_MODULES = [
     "corpus_names",
     "corpus_games",
     "corpus_gameshapes",
+    "corpus_cached",
 ]
 if sys.version_info >= (3, 12):
     CORPUS_MODULES.append("corpus_typeparams")  # type parameter syntax
