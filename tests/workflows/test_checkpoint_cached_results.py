@@ -149,8 +149,81 @@ async def holds_a_result_keyed_by_an_object_holding_a_lock():
     return r
 
 
+SHARED_RESULT = {"shared": True}
+
+
+@functools.cache
+def unbounded_sometimes_shared(pid):
+    return SHARED_RESULT if pid == 2 else {"pid": pid}
+
+
+@functools.lru_cache(maxsize=8)
+def bounded_sometimes_shared(pid):
+    return SHARED_RESULT if pid == 2 else {"pid": pid}
+
+
+@workflow
+async def holds_a_result_of_a_refilled_unbounded_cache():
+    a = unbounded_sometimes_shared(1)
+    await timer("t", 1)
+    return a is unbounded_sometimes_shared(1)
+
+
+@workflow
+async def holds_a_result_of_a_refilled_bounded_cache():
+    a = bounded_sometimes_shared(1)
+    await timer("t", 1)
+    return a is bounded_sometimes_shared(1)
+
+
+@workflow
+async def holds_what_was_put_into_a_result(pid=1):
+    bag = stats(pid)["bag"]
+    await timer("t", 1)
+    bag.append("rope")
+    return stats(pid)["bag"], stats(pid)["bag"] is bag
+
+
+ROOMS = {"hall": {"name": "hall"}}
+
+
+@functools.cache
+def room_for(token):
+    return ROOMS["hall"]
+
+
+@workflow
+async def holds_module_data_a_cached_function_returns_for_an_object():
+    room_for(Token())
+    r = ROOMS["hall"]
+    await timer("t", 1)
+    return r is ROOMS["hall"]
+
+
+@functools.cache
+def tagged_by_object(obj):  # (the first of the two cached functions the module binds)
+    return {"inner": tagged("shared")}
+
+
+@functools.cache
+def tagged(name):
+    return {"name": name}
+
+
+@workflow
+async def holds_a_result_also_held_by_a_result_keyed_by_an_object():
+    t = Token()
+    r = tagged_by_object(t)["inner"]
+    tagged("shared")
+    await timer("t", 1)
+    return r is tagged("shared"), r is tagged_by_object(t)["inner"]
+
+
 def _clear():
-    for f in (stats, typed, by_keywords, plain_cache, keyed_by_object, other.profile):
+    for f in (
+        stats, typed, by_keywords, plain_cache, keyed_by_object, other.profile,
+        unbounded_sometimes_shared, bounded_sometimes_shared, room_for, tagged, tagged_by_object,
+    ):
         f.cache_clear()
     Repo.load.cache_clear()
 
@@ -367,3 +440,53 @@ def test_only_a_walk_that_meets_cached_functions_indexes_caches():
     caches = _walk_of(sys.modules[__name__]).caches
     assert caches is not None
     assert {c.fn for c in caches.caches} >= {stats, typed, by_keywords, plain_cache, other.profile}
+
+
+@pytest.mark.parametrize(
+    ("wf", "fn"),
+    [
+        (holds_a_result_of_a_refilled_unbounded_cache, unbounded_sometimes_shared),
+        (holds_a_result_of_a_refilled_bounded_cache, bounded_sometimes_shared),
+    ],
+)
+def test_a_cache_cleared_and_filled_again_alike_is_indexed_again(wf, fn):
+    """Cleared, then filled again with as many misses and entries, the newest being the same
+    object as before: its new results are the cache's objects after a restore (a copy came
+    back: the cache was not indexed again)."""
+    fn(1), fn(2)  # the newest entry: SHARED_RESULT
+    WorkflowHarness(wf, roundtrip=False).checkpoint()  # (indexes the cache)
+    fn.cache_clear()
+    fn(1), fn(2)  # the same misses and size, the same newest object; a new result for 1
+    h = WorkflowHarness(wf, roundtrip=False)
+    assert _resume(h.checkpoint(), wf) is True
+
+
+def test_an_object_put_into_a_result_after_the_cache_was_indexed_is_the_results():
+    """Held alone (not the result holding it): found where the checkpoint looks for objects
+    that something other than the workflow holds."""
+    stats(1)
+    WorkflowHarness(fight, roundtrip=False).checkpoint()  # (indexes the cache)
+    stats(1)["bag"] = ["map"]
+    h = WorkflowHarness(holds_what_was_put_into_a_result, roundtrip=False)
+    assert _resume(h.checkpoint(), holds_what_was_put_into_a_result) == (["map", "rope"], True)
+
+
+def test_module_data_a_cached_function_also_returns_for_an_object_is_kept_by_its_own_path():
+    """An object of module data that a cached function keyed by an object's identity returns
+    too is written by its module path (it was refused, as a result whose call a restore could
+    not make again)."""
+    assert native(holds_module_data_a_cached_function_returns_for_an_object) is True
+    h = WorkflowHarness(holds_module_data_a_cached_function_returns_for_an_object, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() is True
+
+
+def test_a_result_held_through_an_object_keyed_call_and_a_plain_one_is_kept_by_the_plain_one():
+    """Returned for a plain call and held by a result keyed by an object: written as the
+    plain call's result (it was refused when the object-keyed cache came first)."""
+    want = (True, True)
+    assert native(holds_a_result_also_held_by_a_result_keyed_by_an_object) == want
+    _clear()
+    h = WorkflowHarness(holds_a_result_also_held_by_a_result_keyed_by_an_object, roundtrip=True)
+    h.fire_timer("t")
+    assert h.result() == want

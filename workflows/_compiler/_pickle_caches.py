@@ -225,8 +225,8 @@ class _Cache:
     """One cached function a walk met: the way to it, and its results as last indexed."""
 
     __slots__ = (
-        "fn", "root", "typed", "bounded", "dict", "size", "newest", "refs", "objects", "held",
-        "truncated",
+        "fn", "root", "typed", "bounded", "dict", "misses", "size", "marker", "keys", "values",
+        "refs", "objects", "held", "truncated", "weak",
     )
 
     def __init__(self, fn: Any, root: tuple[Any, ...]) -> None:
@@ -236,21 +236,44 @@ class _Cache:
         self.typed = bool(params["typed"])
         self.bounded = params["maxsize"] is not None
         self.dict: dict[Any, Any] | None = None
+        self.misses = -1
         self.size = -1
-        self.newest: Any = _NONE  # (held: its id stays its own)
+        # A bounded cache: (key, link) of one entry as indexed; an unbounded one: its keys and
+        # results as indexed (held: their ids stay their own).
+        self.marker: Any = _NONE
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
         self.refs: dict[int, _pm.Ref] = {}
         self.objects: list[Any] = []  # those of refs (held: their ids stay their own)
         self.held: _Contents | None = None  # what the results hold, as indexed
         self.truncated = False
+        # The ids of refs reached through a call a restore may not make again (an argument
+        # hashed by its identity, or that does not pickle): another way to them is kept.
+        self.weak: set[int] = set()
 
-    def stale(self) -> bool:
-        """Whether the cache changed since it was indexed."""
+    def changed(self) -> bool:
+        """Whether the cache's entries changed since it was indexed. An entry is added only by a
+        miss, and evicted only for one; ``cache_clear()`` sets the misses back to 0 and drops
+        every entry: a cache cleared and filled again to as many misses and entries no longer
+        holds the bounded cache's link of the entry kept as a marker (a link is made per entry,
+        and the one held here is in no cache after the clear), or the unbounded cache's keys and
+        results (compared by identity, at C speed)."""
         d = self.dict
         if d is None:
             return self.size != -2  # (-2: its entries cannot be read; not tried again)
-        if len(d) != self.size or next(reversed(d.values()), _NONE) is not self.newest:
+        info = self.fn.cache_info()
+        if info.misses != self.misses or info.currsize != self.size or len(d) != self.size:
             return True
-        return self.held is None or not self.held.current()
+        if self.bounded:
+            marker = self.marker
+            return marker is not _NONE and d.get(marker[0], _NONE) is not marker[1]
+        return not (
+            all(map(operator.is_, d, self.keys)) and all(map(operator.is_, d.values(), self.values))
+        )
+
+    def stale(self) -> bool:
+        """Whether the cache changed since it was indexed, or what its results hold."""
+        return self.changed() or self.held is None or not self.held.current()
 
     def index(self, skip: set[int], modules: Any) -> None:
         """Index the results (and what they hold) by id, as the walk of module data does."""
@@ -258,13 +281,17 @@ class _Cache:
         self.objects = objects = []
         self.held = None
         self.truncated = False
+        misses = self.fn.cache_info().misses  # (read first: a miss since, indexed again)
         found = entries(self.fn, self.bounded)
         if found is None:
-            self.dict, self.size, self.newest = None, -2, _NONE
+            self.dict, self.size, self.marker = None, -2, _NONE
             return
         d, pairs = found
-        self.dict, self.size = d, len(d)
-        self.newest = next(reversed(d.values()), _NONE)
+        self.dict, self.misses, self.size = d, misses, len(d)
+        if self.bounded:
+            self.marker = next(iter(d.items()), _NONE)
+        else:
+            self.keys, self.values = list(d), list(d.values())
         tag, root, name, steps = self.root
         index = self.refs
         seen = set(skip)
@@ -276,17 +303,25 @@ class _Cache:
         queue: collections.deque[tuple[Any, Step]] = collections.deque()
         later: collections.deque[tuple[Any, Step]] = collections.deque()
         plain, unindexed = _pm._PLAIN_TYPES, _pm._UNINDEXED
+        calls: list[tuple[bool, Any, tuple[Any, ...]]] = []
         for key, result in pairs:
             tv = type(result)
             if tv in plain and tv is not tuple and tv is not frozenset or tv in unindexed:
-                continue
-            if id(result) in seen:
                 continue
             try:
                 args, kwargs = decode(key, self.typed)
                 call: tuple[Any, ...] = (_pm.PROCESS, args, kwargs)
             except ValueError as e:
                 call = (_pm.PROCESS, None, str(e))
+            calls.append((_remade_alike(call), result, call))
+        # The calls a restore can make again first: an object another call returns too is
+        # reached through one of them.
+        calls.sort(key=_FIRST, reverse=True)
+        weak = {id(call) for alike, _r, call in calls if not alike}
+        for _alike, result, call in calls:
+            tv = type(result)
+            if id(result) in seen:
+                continue
             path: Step = (*steps, ("L", call))
             seen.add(id(result))
             if tv is not tuple:
@@ -346,6 +381,8 @@ class _Cache:
                 if tv not in unindexed:
                     queue.append((v, sub))
         self.held = _Contents(lists, dicts, instances, checks, modules)
+        at = len(steps)
+        self.weak = {i for i, ref in index.items() if id(ref[3][at][1]) in weak} if weak else set()
 
     def describe(self) -> str:
         tag, root, name, steps = self.root
@@ -430,12 +467,16 @@ class Caches:
         self.base: dict[int, _pm.Ref] = {}  # the walk's own references those replaced
         self.lock = threading.Lock()
 
-    def refresh(self, w: Any) -> list[str] | None:
-        """Index again the results of the caches of walk ``w`` that changed (into a new index,
-        which ``w`` holds from then on: a checkpoint on another thread reads the one it took
-        whole); the walk's ``truncated`` with the caches too large to index."""
+    def refresh(self, w: Any, contents: bool = True) -> list[str] | None:
+        """Index again the results of the caches of walk ``w`` whose entries changed, or (with
+        ``contents``) what their results hold (into a new index, which ``w`` holds from then on:
+        a checkpoint on another thread reads the one it took whole); the walk's ``truncated``
+        with the caches too large to index."""
         with self.lock:
-            stale = [c for c in self.caches if c.stale()]
+            if contents:
+                stale = [c for c in self.caches if c.stale()]
+            else:
+                stale = [c for c in self.caches if c.changed()]
             if stale:
                 index = dict(w.index)
                 freed: list[int] = []
@@ -450,7 +491,6 @@ class Caches:
                             ref = other.refs.get(i)
                             if ref is not None:
                                 self._add(other, ((i, ref),), index)
-                                break
                 w.index = index
             large = [c.describe() for c in self.caches if c.truncated]
         truncated: list[str] | None = w.truncated
@@ -473,14 +513,23 @@ class Caches:
         return freed
 
     def _add(self, c: _Cache, items: Any, index: dict[int, _pm.Ref]) -> None:
+        """Index ``items`` of cache ``c``: over the walk's own way to an object, and over another
+        cache's that goes through a call a restore may not make again, unless theirs does too."""
         owner, base = self.owner, self.base
+        weak = c.weak
         for i, ref in items:
-            if i in owner:
-                continue  # another cache's
-            owner[i] = c
+            holder = owner.get(i)
+            if holder is not None:
+                if holder is not c and i in holder.weak and i not in weak:
+                    owner[i] = c  # (a call made again alike, rather than one that may not be)
+                    index[i] = ref
+                continue
             old = index.get(i, _NONE)
             if old is not _NONE:
+                if i in weak:
+                    continue  # the walk's own way: the call may not be made again alike
                 base[i] = old
+            owner[i] = c
             index[i] = ref
 
 
@@ -573,6 +622,19 @@ def _call_problem(call: tuple[Any, ...], kept_as_is: Any) -> str | None:
 
 
 _PLAIN_ARGS = BY_VALUE | {type(None), float, complex}
+_FIRST = operator.itemgetter(0)
+
+
+def remade_alike(steps: tuple[tuple[str, Any], ...]) -> bool:
+    """Whether every cached function's call a path's ``steps`` go through is surely made again
+    alike by a restore (``check_path`` cannot refuse it)."""
+    return all(_remade_alike(call) for kind, call in steps if kind == "L")
+
+
+def _remade_alike(call: tuple[Any, ...]) -> bool:
+    """Whether a restore surely makes ``call`` again alike: its arguments are plain values."""
+    _process, args, kwargs = call
+    return args is not None and all(map(_plain, (*args, *(v for _n, v in kwargs))))
 
 
 def _plain(v: Any) -> bool:
