@@ -490,3 +490,33 @@ def test_a_result_held_through_an_object_keyed_call_and_a_plain_one_is_kept_by_t
     h = WorkflowHarness(holds_a_result_also_held_by_a_result_keyed_by_an_object, roundtrip=True)
     h.fire_timer("t")
     assert h.result() == want
+
+
+@workflow
+async def holds_its_own_list(n=1):
+    mine = [n, {"k": [n]}]
+    await timer("t", 1)
+    return mine
+
+
+def test_locals_only_the_workflow_holds_are_not_looked_for_among_cached_results(monkeypatch):
+    """What the cached results hold is looked at only where a local may be one of them (held by
+    something else too), not at every checkpoint: cost in proportion to the caches."""
+    for pid in range(50):
+        stats(pid)
+    h = WorkflowHarness(holds_its_own_list, roundtrip=False)
+    h.checkpoint()
+    looked: list[object] = []
+    real = _pickle_caches._Contents.current
+
+    def spy(self):
+        looked.append(self)
+        return real(self)
+
+    monkeypatch.setattr(_pickle_caches._Contents, "current", spy)
+    assert _resume(h.checkpoint(), holds_its_own_list) == [1, {"k": [1]}]
+    assert looked == []
+    h2 = WorkflowHarness(fight, roundtrip=False)  # holds a cached result: looked at
+    h2.checkpoint()  # (indexes the caches)
+    assert _resume(h2.checkpoint(), fight) == (90, True)
+    assert looked

@@ -228,7 +228,8 @@ def test_a_view_of_part_of_a_buffer_is_refused_and_a_whole_one_follows_it():
 
 
 def test_the_module_walk_budget_still_refuses_naming_the_variable(monkeypatch):
-    """A walk stopped at its budget refuses (names the variable) rather than copying."""
+    """A walk stopped at its budget refuses (names the variable) rather than copying an object
+    something else holds too (here the test: it may as well be module data the walk missed)."""
     wf = _compile(
         """
         BIG = [[i] for i in range(50)]
@@ -242,10 +243,31 @@ def test_the_module_walk_budget_still_refuses_naming_the_variable(monkeypatch):
     )
     cont = _suspend(wf, 1)
     checkpoint(cont)
+    held = [f.__dict__["v_mine"] for f in cont._frames if "v_mine" in f.__dict__]
+    assert held == [[1]]
     monkeypatch.setattr(_pickle_modules, "_PATH_BUDGET", 10)
     with pytest.raises(CheckpointError) as info:
         checkpoint(cont)
     assert info.value.variable == "mine" and "more than 10 objects" in str(info.value)
+
+
+def test_a_list_only_the_workflow_holds_is_written_though_the_module_walk_stopped(monkeypatch):
+    """Held by nothing but the workflow's locals, a list is no module data, whatever the walk
+    of module data reached: written, not refused (it was: "more than 10 objects")."""
+    wf = _compile(
+        """
+        BIG = [[i] for i in range(50)]
+
+        async def big(x):
+            mine = [x, {"k": [x]}]
+            await timer("t", 1)
+            return mine
+        """,
+        "big",
+    )
+    cont = _suspend(wf, 1)
+    monkeypatch.setattr(_pickle_modules, "_PATH_BUDGET", 10)
+    assert _send(restore(checkpoint(cont))).value == [1, {"k": [1]}]
 
 
 def test_a_restore_that_fails_names_the_variable_holding_an_instance_dict_that_reaches_it():

@@ -473,7 +473,8 @@ def test_data_of_a_module_reached_through_another_user_module_keeps_its_identity
 
 def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatch):
     """Where the walk of module data stops at its budget, a local it did not find may still be
-    module data: the checkpoint is refused, naming the variable, instead of copying it."""
+    module data (something other than the workflow holds it: here the test): the checkpoint is
+    refused, naming the variable, instead of copying it."""
     from workflows._compiler import _pickle_modules
 
     config = {"rows": [[i] for i in range(50)]}
@@ -490,9 +491,11 @@ def test_module_data_too_large_to_walk_is_refused_naming_the_variable(monkeypatc
     )
     cont = _suspend(wf, 3)
     assert restore(checkpoint(cont))._frames[0].__dict__["v_mine"] == [3]
+    held = cont._frames[0].__dict__["v_mine"]
     monkeypatch.setattr(_pickle_modules, "_PATH_BUDGET", 10)
     with pytest.raises(CheckpointError) as info:
         checkpoint(cont)
+    assert held == [3]
     assert info.value.variable == "mine"
     assert "more than 10 objects" in str(info.value) and "module-level data of 'workflow_source_" in str(info.value)
 

@@ -17,6 +17,7 @@ import threading
 import traceback
 import types
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from .._commands import Event
@@ -35,6 +36,7 @@ from ._pickle_sets import (
 )
 from ._pickler import (
     _LOW_ADDRESS,
+    REFS,
     FinalizerRefused,
     GlobalsPickler,
     LiveIter,
@@ -42,6 +44,7 @@ from ._pickler import (
     ModulePathBroken,
     ModuleTooLarge,
     Observed,
+    PathsPickler,
     PositionRefused,
     ResourceRefused,
     SetNotRestorable,
@@ -51,6 +54,7 @@ from ._pickler import (
     loads,
     maybe_addresses,
     number_ids,
+    plain_path,
     reduced_state,
 )
 from ._procstate import ProcessStateRefused
@@ -122,6 +126,11 @@ def checkpoint(cont: Continuation) -> bytes:
         # Plain locals: the C pickler writes exactly what cloudpickle would, several times faster
         # (asked only about the functions, where the locals hold some).
         obj = aliased(frames, data.aliases, data.find_constants())
+        if data.by_path:
+            buf = io.BytesIO()
+            buf.write(REFS)
+            PathsPickler(buf, data.by_name or {}, data.by_path).dump(obj)
+            return prefix + buf.getvalue()
         if not data.by_name:
             return prefix + pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         buf = io.BytesIO()
@@ -206,7 +215,9 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     # writes. A container met again (`xs` and the `xs.append` held across an await) is written
     # once (pickle's memo), its items with it: walked once.
     walked: set[int] = set()
+    methods: set[int] = set()
     records: list[Any] = []  # the Events met and their class, which must not be module data
+    own: list[Any] = []  # the containers (and methods of containers) met
     bigs: list[int] = []  # the ints that may be the id of an object
     low = _LOW_ADDRESS
     for o in values:
@@ -219,7 +230,10 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
             if type(o.__self__) not in _CONTAINERS:
                 return False
             # A method of a plain container, held across an await (`xs.append(await ...)`).
-            values.append(o.__self__)
+            if id(o) not in methods:  # (its one reference to the container)
+                methods.add(id(o))
+                own.append(o)
+                values.append(o.__self__)
             continue
         if t is _FUNCTION:
             # A function of the module, held across an await (`procedure` and `inc` in
@@ -254,8 +268,9 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         if budget < 0:
             return False
         if t is dict:
-            if _shared(o, data):
-                return False
+            if id(o) in data.containers():
+                return False  # a module-level container: kept by name
+            own.append(o)
             values.extend(o.keys())
             values.extend(o.values())
             continue
@@ -266,16 +281,36 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
                 return False  # the checkpoint pickler refuses it
         elif t is frozenset and len(o) > 1:
             return False
-        if t is not tuple and _shared(o, data):
+        if t is not tuple and id(o) in data.containers():
             return False
+        own.append(o)
         values.extend(o)
+    o = state = None
+    if (own or records) and data.active and not all(
+        map(_BASE_REFS.__eq__, _refs_beyond(values, [*own, *records[1:]]))
+    ):
+        # Something else holds one of them too (or what holds them): they may be module data
+        # (written by their paths). Else they are not: held by nothing module data reaches.
+        paths = data.paths()
+        if data.truncated is not None:
+            return False  # the walk stopped early
+        for o in own:
+            if id(o) in paths:
+                # A list or dict reached through module data (a cached function's result):
+                # the C pickler writes its plain reference, as the checkpoint pickler would.
+                path = plain_path(data, o) if type(o) is list or type(o) is dict else None
+                if path is None:
+                    return False  # written otherwise: by the checkpoint pickler
+                if data.by_path is None:
+                    data.by_path = {}
+                data.by_path[id(o)] = (path, o)
     if data.find_constants():
         data.held_elsewhere(values[tops:], locals_too=False)
     if (data.by_name or records) and data.active:
         # Where module data is walked, the checkpoint pickler refuses a function or an Event if
         # the walk stopped before it could tell whether it is module data, and writes an Event
         # (or its class) reached through module data by its path.
-        paths = data.paths()
+        paths = data.quick_paths()  # (the Events are checked above)
         if data.truncated is not None or any(id(o) in paths for o in records):
             return False
     if bigs and maybe_addresses(bigs, walked, data):
@@ -283,7 +318,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     ids = number_ids(values)
     repeats = len(ids) - len(set(ids))
     if repeats and repeats > len(data.find_aliases()):
-        if data.by_name or records:
+        if data.by_name or records or data.by_path:
             return False  # the checkpoint pickler writes the numbers, and the rest
         # A float or big int held twice, not only by locals: the C pickler is asked to write
         # each of those once (all of them are known).
@@ -291,6 +326,35 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         data.aliases = []
         return False
     return True
+
+
+def _refs_beyond(values: list[Any], objects: list[Any]) -> Iterator[int]:
+    """Per object of ``objects``: its references beyond two per occurrence in ``values`` (where
+    each occurrence stands for one reference, a local's or a container's, and is one itself),
+    the caller's and this function's own. ``_BASE_REFS`` for an object held by nothing else."""
+    count = sys.getrefcount
+    if len(objects) <= 8:  # (most continuations: a few lists or dicts)
+        ids = list(map(id, values))
+        for o in objects:
+            yield count(o) - 2 * ids.count(id(o))
+        return
+    counts = Counter(map(id, values))
+    for o in objects:
+        yield count(o) - 2 * counts[id(o)]
+
+
+def _base_refs() -> int:
+    probe: list[Any] = []
+    holder = [probe]  # the one reference an occurrence stands for
+    own, records = [probe], [Event]  # as _plain_frames holds a list it met
+    del probe
+    (n,) = _refs_beyond(list(holder), [*own, *records[1:]])
+    return n
+
+
+# The references to a list the locals hold that ``_refs_beyond`` counts where nothing else holds
+# it, measured here (as ``_plain_frames`` counts) so that it holds for this Python.
+_BASE_REFS = _base_refs()
 
 
 def _hashed_by_a_copy(s: set[Any]) -> bool:
@@ -303,15 +367,6 @@ def _hashed_by_a_copy(s: set[Any]) -> bool:
             if obj is not None and type(obj) is not _FUNCTION:
                 return True
     return False
-
-
-def _shared(o: Any, data: ModuleData) -> bool:
-    """True if container ``o`` may be module data (then only the checkpoint pickler writes it)."""
-    if id(o) in data.containers():
-        return True
-    if not data.active:
-        return False
-    return id(o) in data.paths() or data.truncated is not None  # walked first
 
 
 def _spaces(frames: list[Frame]) -> dict[int, tuple[str, dict[str, Any]]]:

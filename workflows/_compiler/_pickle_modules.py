@@ -703,6 +703,7 @@ class ModuleData:
     _globals: dict[int, tuple[str, str, dict[str, Any]]] | None = None
     _containers: dict[int, str]
     _paths: dict[int, Ref] | None = None
+    _unchecked: Any = None  # the walk whose cached results ``quick_paths`` left unchecked
     _functions: list[types.FunctionType] = []  # noqa: RUF012  (read only: the walk's, once walked)
     _more: dict[int, list[Ref]] = {}  # noqa: RUF012  (read only: the walk's, once walked)
     active = False  # some namespace has data to walk
@@ -722,6 +723,9 @@ class ModuleData:
     # Set by the plain-locals check: id -> (workflow key, name) of each function (and class of
     # an instance) it met that is bound to a global of the frames' namespaces (written as it).
     by_name: dict[int, tuple[str, str]] | None = None
+    # Set by the plain-locals check: the lists and dicts the locals hold that are reached
+    # through module data, by id: (path, the object) (written by ``PathsPickler``).
+    by_path: dict[int, tuple[Ref, Any]] | None = None
 
     def __init__(self, spaces: dict[int, tuple[str, dict[str, Any]]], own: Any = None) -> None:
         self._spaces = spaces
@@ -848,11 +852,42 @@ class ModuleData:
         """id -> reference of every object reached through module data: the last walk of these
         namespaces while it is current (``_Walk.current``), else a new walk."""
         if self._paths is None:
+            self._walk_paths(True)
+        elif self._unchecked is not None:
+            self.check_caches()
+        assert self._paths is not None
+        return self._paths
+
+    def quick_paths(self) -> dict[int, Ref]:
+        """``paths()``, but for the results of the cached functions module data holds: those
+        cached as last indexed, where no cache's entries changed since, without checking what
+        they hold (an object put into a result since is found by ``check_caches``)."""
+        if self._paths is None:
+            self._walk_paths(False)
+        assert self._paths is not None
+        return self._paths
+
+    def caches_unchecked(self) -> bool:
+        """Whether ``quick_paths`` left what cached results hold unchecked."""
+        return self._unchecked is not None
+
+    def check_caches(self) -> dict[int, Ref]:
+        """``paths()`` after a ``quick_paths()``: what the cached results hold checked, and
+        indexed again where it changed."""
+        w = self._unchecked
+        if w is not None:
+            self._unchecked = None
+            self.truncated = w.caches.refresh(w)
+            self._paths = w.index
+        return self.paths()
+
+    def _walk_paths(self, contents: bool) -> None:
+        if self._paths is None:
             if self._globals is None:
                 self._index()
             if not self.active:
                 self._paths = {}
-                return self._paths
+                return
             assert self._ns is not None
             key = (_PATH_BUDGET, *((wkey, id(n.g)) for wkey, n in self._ns))
             w = _WALKS.get(key)
@@ -862,11 +897,15 @@ class ModuleData:
                     _WALKS.clear()
                 _WALKS[key] = w
             # (the results of cached functions, indexed again where a cache changed)
-            self.truncated = w.truncated if w.caches is None else w.caches.refresh(w)
+            if w.caches is None:
+                self.truncated = w.truncated
+            else:
+                self.truncated = w.caches.refresh(w, contents)
+                if not contents:
+                    self._unchecked = w
             self._paths = w.index
             self._functions = w.functions
             self._more = w.more
-        return self._paths
 
     def known_paths(self) -> dict[int, Ref]:
         """id -> reference of the objects of the last walk of these namespaces, current or not

@@ -1497,6 +1497,40 @@ class GlobalsPickler(pickle.Pickler):
         return NotImplemented
 
 
+class PathsPickler(GlobalsPickler):
+    """``GlobalsPickler``, writing too the lists and dicts of ``paths`` (by id: objects reached
+    through module data) as the checkpoint pickler writes them where their path goes through no
+    set's element nor place in an ordered container (``_Pickler._by_path``, ``plain_path``):
+    the path, this process and the object's id, then its items (in a list or dict of its own,
+    written by value: what a process where the path leads nowhere gets)."""
+
+    def __init__(self, file: Any, refs: dict[int, tuple[str, str]], paths: dict[int, Any]) -> None:
+        super().__init__(file, refs)
+        # (the objects of paths are alive: their ids are theirs)
+        pids = {i: ("P", *ref, (PROCESS, format(i, "x")), list(o) if type(o) is list else dict(o))
+                for i, (ref, o) in paths.items()}
+        get = pids.get
+        self.persistent_id = lambda obj: get(id(obj))  # type: ignore[method-assign]
+
+
+def plain_path(data: ModuleData, obj: Any) -> Ref | None:
+    """The path of list or dict ``obj`` (reached through module data) if the checkpoint pickler
+    writes it as a plain reference, the object by value with it ("P", ``_Pickler._by_path``),
+    and could not refuse it; else None (a global, a set's element, a place in an ordered
+    container, a cached function's result whose call a restore may not make again alike)."""
+    if data.global_ref(obj) is not None:
+        return None
+    try:
+        path = data.path(obj)
+    except ModuleTooLarge:
+        return None
+    if path is None or not path[3] or positional(path[3]) or ordered(path[3]):
+        return None
+    if not _pickle_caches.remade_alike(path[3]):
+        return None
+    return path
+
+
 def global_function_ref(data: ModuleData, f: types.FunctionType) -> tuple[str, str] | None:
     """(workflow key, name) if the checkpoint pickler writes function ``f`` as a global of the
     frames' modules (as ``_Pickler.reducer_override`` decides), else None."""
@@ -2051,6 +2085,7 @@ _IS_DICT = frozenset({dict})
 
 # The first byte of a payload written with persistent ids (a plain pickle starts with PROTO).
 _REFS = b"R"
+REFS = _REFS  # (the mark of a payload the checkpoint's unpickler reads: ``loads``)
 _EMPTY_SET = pickle.EMPTY_SET
 _FROZENSET = pickle.FROZENSET
 
@@ -2065,7 +2100,9 @@ __all__ = [
     "ModulePathBroken",
     "ModuleTooLarge",
     "Namespace",
+    "PathsPickler",
     "PositionRefused",
+    "REFS",
     "ResourceRefused",
     "SetNotRestorable",
     "aliased",
@@ -2076,6 +2113,7 @@ __all__ = [
     "namespace",
     "never_shared",
     "number_ids",
+    "plain_path",
     "reduced_state",
     "user_module",
 ]
