@@ -957,15 +957,17 @@ def cyclic_tables(memo: dict[int, Any]) -> set[int]:
     """The ids of the dicts and sets written (``memo``: a pass's) that a key (an element)
     hashed by Python code reaches through its own attributes: a restore would put that key in
     while the key's state is still being read, before its ``__hash__`` can run. Only those
-    are filled once every object is back; a dict or set a reduce makes to hand on (a
-    ``Counter``'s ``dict(self)``) is no object's attribute, and is written as it is.
+    are filled once every object is back (a ``Counter``, whose reduce hands its items over as a
+    new dict, is made empty as other dict subclasses are); a dict or set a reduce makes to hand
+    on is no object's attribute, and is written as it is. A frozenset among them is refused: it
+    cannot be made before its elements.
 
     A key reaches its table where both are in one strongly connected part of the graph of the
     objects written (Tarjan's walk, from the tables: each object once)."""
     tables = [
         o
         for _, o in memo.values()
-        if isinstance(o, (dict, set)) and o and keys_run_code(o) and any(map(_may_hold, o))
+        if isinstance(o, (dict, set, frozenset)) and o and keys_run_code(o) and any(map(_may_hold, o))
     ]
     if not tables:
         return set()
@@ -1048,6 +1050,15 @@ def _without_items(rv: Any) -> tuple[Any, list[tuple[Any, Any]] | None]:
     return rv, None
 
 
+def _items_as_argument(obj: dict[Any, Any], rv: Any) -> bool:
+    """Whether ``rv`` (a dict subclass's reduce value) makes ``obj`` by calling its class with
+    one plain dict of its items, and nothing else (no state, no items apart)."""
+    return (
+        isinstance(rv, tuple) and len(rv) == 2 and rv[0] is type(obj) and isinstance(rv[1], tuple)
+        and len(rv[1]) == 1 and type(rv[1][0]) is dict and rv[1][0] == obj
+    )
+
+
 def keys_run_code(table: Any) -> bool:
     """Whether a key of dict ``table`` (an element of set ``table``) hashes by Python code."""
     for k in table:
@@ -1109,6 +1120,11 @@ class CheckpointPickler(_Pickler):
                 reduce = _DISPATCH.get(type(obj))
                 rv = reduce(obj) if reduce is not None else obj.__reduce_ex__(self.proto)
             rv, items = _without_items(rv)
+            if items is None and _items_as_argument(obj, rv):
+                # Its reduce hands its items to its class as a new dict (a Counter's
+                # ``(Counter, (dict(self),))``), which a restore would fill before its keys are
+                # back: made empty as any dict subclass is, its items put in with the others'.
+                rv, items = (copyreg.__newobj__, (type(obj),), None), list(obj.items())  # type: ignore[attr-defined]
             if items is not None:
                 self._mappings.append((obj, items))
         return rv
@@ -1154,6 +1170,13 @@ class CheckpointPickler(_Pickler):
                     pid = self._set_pids[i] = ("s", len(self._sets))
                     self._sets.append(obj)
                 return pid
+            if t is frozenset and id(obj) in self._cyclic:
+                raise TypeError(
+                    "a frozenset of objects hashed by their own __hash__, one of which holds the "
+                    "frozenset back: a restore must build it (hashing its elements) before their "
+                    "state is back, so their __hash__ would fail; hold a set (or a tuple) of them "
+                    "across the await instead"
+                )
             if t is frozenset and len(obj) > 1:
                 self._check_elements(obj)
                 problem = _frozenset_problem(obj)
