@@ -644,3 +644,6 @@ def _plain(v: Any) -> bool:
     if t in _PLAIN_ARGS:
         return bool(v == v)  # (a NaN hashes by its identity)
     return (t is tuple or t is frozenset) and all(map(_plain, v))
+
+
+_pm.Caches.module = sys.modules[__name__]

@@ -26,6 +26,14 @@ from ._consts import const_key as _const_key
 _NONE: Any = object()  # a missing value
 
 
+class Caches:
+    """The results of cached functions are module data too: ``_pickle_caches``, which builds on
+    this module, sets itself as ``module`` as it is imported (the pickler imports it, so it is
+    set before any walk, path or restore of module data asks it)."""
+
+    module: Any = None
+
+
 # --------------------------------------------------------------------------------------------
 # Module globals
 
@@ -667,9 +675,7 @@ def step_into(o: Any, step: tuple[str, Any]) -> Any:
             raise AttributeError(k)
         return getattr(o, k)
     if kind == "L":
-        from . import _pickle_caches
-
-        return _pickle_caches.cached_result(o, k)
+        return Caches.module.cached_result(o, k)
     raise KeyError(kind)
 
 
@@ -1095,9 +1101,7 @@ class ModuleData:
         w = _Walk(
             spaces, others_ns, index, truncated, checks, lists, dicts, functions, classes, instances, more
         )
-        from . import _pickle_caches
-
-        w.caches = _pickle_caches.caches_of(self._ns, index, modules)
+        w.caches = Caches.module.caches_of(self._ns, index, modules)
         return w
 
 
@@ -1522,9 +1526,7 @@ def path_text(name: str, steps: tuple[tuple[str, Any], ...]) -> str:
     out = [name]
     for kind, k in steps:
         if kind == "L":
-            from . import _pickle_caches
-
-            out.append(_pickle_caches.call_text(k))
+            out.append(Caches.module.call_text(k))
             continue
         out.append(_STEP_TEXT[kind].format(k=k, r=repr(k)))
     return "".join(out)
