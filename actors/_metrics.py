@@ -308,19 +308,22 @@ class Metrics:
                     if m is None:
                         m = merged[key][lv] = _Histogram(h.bounds)
                     m.merge(h)
+        for key, (_name, _doc, labels, bounds) in HISTOGRAMS.items():
+            if not labels and () not in merged[key]:  # one series: shown from the start, empty
+                merged[key][()] = _Histogram(bounds)
         hists = {k: {lv: (h.buckets(), h.total) for lv, h in v.items()} for k, v in merged.items()}
+        # Every family is yielded from the start, a labelled one with no series until its first
+        # (as prometheus_client shows its own): a scrape lists each family the system registers.
         for key, (name, doc, labels) in COUNTERS.items():
-            if counts[key]:
-                c = CounterMetricFamily(name, doc, labels=labels)
-                for lv, value in sorted(counts[key].items()):
-                    c.add_metric(lv, value)
-                yield c
+            c = CounterMetricFamily(name, doc, labels=labels)
+            for lv, value in sorted(counts[key].items()):
+                c.add_metric(lv, value)
+            yield c
         for key, (name, doc, labels, _bounds) in HISTOGRAMS.items():
-            if hists[key]:
-                family = HistogramMetricFamily(name, doc, labels=labels)
-                for lv, (buckets, total) in sorted(hists[key].items()):
-                    family.add_metric(lv, buckets, total)
-                yield family
+            family = HistogramMetricFamily(name, doc, labels=labels)
+            for lv, (buckets, total) in sorted(hists[key].items()):
+                family.add_metric(lv, buckets, total)
+            yield family
         yield from _live(self._rt)
 
 

@@ -1,0 +1,1018 @@
+"""SPEC §5, §7 and §9 to §13 read as a user of Temporal, DBOS or Akka reads them: retention and
+history, talking to a running workflow (published values, asks and replies), schedules, metrics,
+procedure limits, a clean SIGTERM and the `wf` commands of these sections.
+
+Each test that takes ``system`` runs on SQLite and on PostgreSQL (the ``db`` fixture of
+``conftest.py``), under a VirtualClock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import json
+import os
+import signal as os_signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from actors import (
+    ActorSystem,
+    AskFailed,
+    HistoryEntry,
+    ScheduleInfo,
+    Status,
+    SystemClosed,
+    UnknownWorkflow,
+    WorkflowNotRunning,
+    WorkflowPruned,
+)
+from actors.cli import main
+from actors.testing import VirtualClock
+from workflows import (
+    Event,
+    Request,
+    RetryPolicy,
+    info,
+    procedure,
+    publish,
+    reply,
+    request,
+    select,
+    signal,
+    timer,
+    workflow,
+)
+
+from .runtime_support import T
+
+ROOT = Path(__file__).resolve().parents[2]
+GATE = threading.Event()
+RAN: list[str] = []
+RAN_LOCK = threading.Lock()
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    GATE.clear()
+    RAN.clear()
+
+
+def wf(capsys, *argv: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- flows -----------------------------------------------------------------------------------------
+
+
+@workflow
+async def counter(n: int) -> int:
+    """Publishes its count after each 'tick' signal; ends after n ticks."""
+    total = 0
+    for _ in range(n):
+        await signal("tick")
+        total += 1
+        publish("count", total)
+    return total
+
+
+@workflow
+async def quick(x: int) -> int:
+    return x * 2
+
+
+@workflow
+async def naps(seconds: float) -> str:
+    await timer("nap", after=seconds)
+    return "rested"
+
+
+@workflow
+async def teller(balance: int) -> int:
+    """Answers 'withdraw' asks until 'close'."""
+    publish("balance", balance)
+    while True:
+        match await select(request("withdraw"), signal("close")):
+            case Event("withdraw", req):
+                if req.payload > balance:
+                    reply(req, error=ValueError(f"insufficient funds: {balance} < {req.payload}"))
+                else:
+                    balance -= req.payload
+                    publish("balance", balance)
+                    reply(req, balance)
+            case Event("close"):
+                return balance
+
+
+@workflow
+async def takes_one_request_and_ends() -> str:
+    req = await request("q")
+    return f"ignored {req.payload}"
+
+
+@workflow
+async def echo_request() -> tuple[str, object, str, str]:
+    req = await request("q")
+    reply(req, "ok")
+    return (req.name, req.payload, req.id, type(req).__name__)
+
+
+@workflow
+async def select_request_kind() -> str:
+    ev = await select(request("q"), timer("t", after=100))
+    assert isinstance(ev.value, Request)
+    reply(ev.value, ev.kind)
+    return ev.kind
+
+
+@workflow
+async def publishes_twice_in_one_step() -> None:
+    publish("k", 1)
+    publish("k", 2)
+    await signal("end")
+
+
+@workflow
+async def when_scheduled() -> float | None:
+    return info().scheduled_at
+
+
+@workflow
+async def sleeps_long() -> str:
+    await timer("long", after=1000)
+    return "woke"
+
+
+# -- §10: retention and history --------------------------------------------------------------------
+
+
+def test_a_finished_workflow_is_kept_for_retention_seconds_then_deleted(db, clock):
+    with ActorSystem(db, clock=clock, retention=100) as s:
+        ref = s.start(quick, 2, id="q")
+        assert ref.result(timeout=T) == 4
+        clock.advance(99)
+        s.idle(timeout=T)
+        assert s.get("q").result(timeout=T) == 4  # still there
+        clock.advance(2)
+        s.idle(timeout=T)
+        with pytest.raises(UnknownWorkflow, match="pruned"):
+            s.get("q")
+        with pytest.raises(UnknownWorkflow, match="pruned"):
+            ref.result(timeout=T)
+
+
+def test_retention_none_keeps_a_finished_workflow_for_years(db, clock):
+    with ActorSystem(db, clock=clock, retention=None) as s:
+        s.start(quick, 2, id="q").result(timeout=T)
+        clock.advance(20 * 365 * 86400)
+        s.idle(timeout=T)
+        assert s.get("q").result(timeout=T) == 4
+        assert s.prune(older_than=10 * 365 * 86400) == 1  # prune by hand still works
+
+
+def test_retention_never_touches_a_running_workflow(db, clock):
+    with ActorSystem(db, clock=clock, retention=10) as s:
+        ref = s.start(counter, 2, id="c")
+        s.idle(timeout=T)
+        clock.advance(10_000)
+        s.idle(timeout=T)
+        assert ref.status() is Status.RUNNING
+
+
+def test_prune_says_how_many_and_leaves_the_running_and_the_young(system, clock):
+    for i in range(3):
+        system.start(quick, i, id=f"old-{i}").result(timeout=T)
+    system.start(counter, 1, id="running")
+    system.idle(timeout=T)
+    clock.advance(3600)
+    system.start(quick, 9, id="young").result(timeout=T)
+    assert system.prune(older_than=1800) == 3
+    assert system.prune(older_than=1800) == 0
+    assert {w.id for w in system.workflows()} == {"running", "young"}
+    assert system.prune(older_than=0) == 1  # 0: every finished workflow
+    assert [w.id for w in system.workflows()] == ["running"]
+
+
+@pytest.mark.parametrize("bad", ["1h", None, [1]])
+def test_prune_with_something_that_is_no_number_is_a_type_error(system, bad):
+    with pytest.raises(TypeError):
+        system.prune(older_than=bad)
+
+
+def test_prune_with_a_negative_age_is_a_value_error(system):
+    with pytest.raises(ValueError):
+        system.prune(older_than=-1)
+
+
+def test_prune_after_shutdown_is_system_closed(db, clock):
+    s = ActorSystem(db, clock=clock)
+    s.shutdown()
+    with pytest.raises(SystemClosed):
+        s.prune(older_than=0)
+
+
+def test_get_of_a_pruned_workflow_says_it_may_have_been_pruned(system):
+    system.start(quick, 1, id="gone").result(timeout=T)
+    assert system.prune(older_than=0) == 1
+    with pytest.raises(UnknownWorkflow) as e:
+        system.get("gone")
+    assert "gone" in str(e.value) and "pruned" in str(e.value)
+
+
+def test_wf_prune_older_than_deletes_and_says_how_many(db, clock, capsys):
+    with ActorSystem(db, clock=clock) as s:
+        for i in range(2):
+            s.start(quick, i, id=f"p-{i}").result(timeout=T)
+        s.start(counter, 1, id="running")
+        s.idle(timeout=T)
+        clock.advance(7200)
+        code, out, err = wf(capsys, "prune", "--older-than", "1h", "--db", db)
+        assert code == 0, err
+        assert "2" in out
+        assert {w.id for w in s.workflows()} == {"running"}
+
+
+def test_wf_prune_with_a_bad_age_is_an_error(tmp_path, capsys):
+    path = str(tmp_path / "wf.db")
+    with ActorSystem(path, clock=VirtualClock()):
+        pass
+    with pytest.raises(SystemExit) as e:
+        main(["prune", "--older-than", "soon", "--db", path])
+    assert e.value.code != 0
+
+
+@workflow
+async def stepper(n: int) -> str:
+    for i in range(n):
+        got = await signal("s")
+        publish("last", got)
+    return "done"
+
+
+def test_history_is_every_step_in_order_and_how_it_ended(system):
+    ref = system.start(stepper, 30, id="h")
+    system.idle(timeout=T)
+    for i in range(30):
+        ref.signal("s", i)
+    assert ref.result(timeout=T) == "done"
+    hist = ref.history()
+    assert all(isinstance(h, HistoryEntry) for h in hist)
+    assert [h.position for h in hist] == list(range(len(hist)))
+    steps = [h.step for h in hist if h.step is not None]
+    assert steps == sorted(steps) and len(steps) == len(set(steps))
+    assert len(steps) >= 31  # the first step, and one per signal
+    assert hist[-1].event == "completed"
+    ats = [h.at for h in hist]
+    assert ats == sorted(ats)
+
+
+def test_history_pages_back_with_limit_and_before(system):
+    ref = system.start(stepper, 12, id="h")
+    system.idle(timeout=T)
+    for i in range(12):
+        ref.signal("s", i)
+    ref.result(timeout=T)
+    whole = ref.history()
+    last = ref.history(limit=5)
+    assert last == whole[-5:]
+    before = ref.history(limit=5, before=last[0].position)
+    assert before == whole[-10:-5]
+    assert ref.history(limit=0) == []
+    assert ref.history(before=0) == []
+    pages: list[HistoryEntry] = []
+    page = ref.history(limit=4)
+    while page:
+        pages = page + pages
+        page = ref.history(limit=4, before=page[0].position)
+    assert pages == whole
+
+
+def test_history_says_what_a_step_armed_published_and_replied(system):
+    ref = system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+    assert ref.ask("withdraw", 3, timeout=T) == 7
+    text = json.dumps([dataclasses.asdict(h) for h in ref.history()])
+    assert "balance" in text  # published
+    assert "replied" in text
+
+
+def test_history_limit_keeps_the_newest_steps(db, clock):
+    with ActorSystem(db, clock=clock, history_limit=3) as s:
+        ref = s.start(stepper, 40, id="h")
+        s.idle(timeout=T)
+        for i in range(40):
+            ref.signal("s", i)
+        ref.result(timeout=T)
+        hist = ref.history()
+        steps = [h.step for h in hist if h.step is not None]
+        assert len(steps) <= 3
+        assert hist[-1].event == "completed"
+
+
+@pytest.mark.parametrize("bad", [0, -1, "3", 2.5, True])
+def test_history_limit_must_be_a_positive_int(tmp_path, bad):
+    with pytest.raises((TypeError, ValueError)):
+        ActorSystem(str(tmp_path / "x.db"), history_limit=bad)
+
+
+def test_history_of_bad_pages_is_refused(system):
+    ref = system.start(quick, 1, id="q")
+    ref.result(timeout=T)
+    with pytest.raises(ValueError):
+        ref.history(limit=-1)
+    with pytest.raises(TypeError):
+        ref.history(limit="5")
+    with pytest.raises(TypeError):
+        ref.history(before=1.5)
+
+
+def test_history_of_a_pruned_workflow_is_unknown_workflow(system):
+    ref = system.start(quick, 1, id="q")
+    ref.result(timeout=T)
+    system.prune(older_than=0)
+    with pytest.raises(UnknownWorkflow):
+        ref.history()
+
+
+def test_wf_show_history_n_shows_the_newest_n_events(system, db, capsys):
+    ref = system.start(stepper, 10, id="h")
+    system.idle(timeout=T)
+    for i in range(10):
+        ref.signal("s", i)
+    ref.result(timeout=T)
+    code, out, err = wf(capsys, "show", "h", "--db", db, "--history", "3", "--json")
+    assert code == 0, err
+    shown = json.loads(out)["history"]
+    assert len(shown) == 3
+    assert shown[-1]["event"] == "completed"
+
+
+def test_a_pruned_id_is_refused_by_start_with_workflow_pruned_naming_when_it_ended(system, clock):
+    system.start(quick, 1, id="once").result(timeout=T)
+    ended = system.get("once").info().updated_at
+    system.prune(older_than=0)
+    with pytest.raises(WorkflowPruned) as e:
+        system.start(quick, 1, id="once")
+    assert isinstance(e.value, UnknownWorkflow)
+    when = datetime.datetime.fromtimestamp(ended, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    assert when in str(e.value)
+    assert e.value.ended_at == pytest.approx(ended)
+    ref = system.start(quick, 5, id="once", reuse_id=True)
+    assert ref.result(timeout=T) == 10
+
+
+def test_a_tombstone_lasts_id_retention_seconds(db, clock):
+    with ActorSystem(db, clock=clock, id_retention=100) as s:
+        s.start(quick, 1, id="once").result(timeout=T)
+        s.prune(older_than=0)
+        with pytest.raises(WorkflowPruned):
+            s.start(quick, 1, id="once")
+        clock.advance(101)
+        s.idle(timeout=T)
+        assert s.start(quick, 2, id="once").result(timeout=T) == 4
+
+
+def test_a_tombstone_outlives_a_restart(db, clock):
+    with ActorSystem(db, clock=clock) as s:
+        s.start(quick, 1, id="once").result(timeout=T)
+        s.prune(older_than=0)
+    with ActorSystem(db, clock=clock) as s, pytest.raises(WorkflowPruned):
+        s.start(quick, 1, id="once")
+
+
+def test_reuse_id_of_a_running_workflow_returns_it_and_starts_nothing(system):
+    ref = system.start(counter, 1, id="c")
+    again = system.start(counter, 1, id="c", reuse_id=True)
+    assert again == ref and len(system.workflows()) == 1
+
+
+# -- §12: published values -------------------------------------------------------------------------
+
+
+def test_published_before_any_publish_is_a_key_error_at_once(system):
+    ref = system.start(counter, 2, id="c")
+    system.idle(timeout=T)
+    with pytest.raises(KeyError):
+        ref.published("count")
+    with pytest.raises(KeyError):
+        ref.published("count", timeout=None)
+
+
+def test_published_with_a_timeout_and_nothing_published_is_a_timeout_error(system):
+    ref = system.start(counter, 2, id="c")
+    system.idle(timeout=T)
+    with pytest.raises(TimeoutError):
+        ref.published("count", timeout=0.05)
+    with pytest.raises(TimeoutError):
+        ref.published("count", timeout=0)
+
+
+def test_published_waits_for_the_first_value(system):
+    ref = system.start(counter, 2, id="c")
+    system.idle(timeout=T)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(ref.published("count", timeout=T)))
+    reader.start()
+    ref.signal("tick")
+    reader.join(T)
+    assert got == [1]
+
+
+def test_published_the_last_write_wins_within_a_step_and_across_steps(system):
+    ref = system.start(publishes_twice_in_one_step, id="p")
+    system.idle(timeout=T)
+    assert ref.published("k") == 2
+    ref2 = system.start(counter, 3, id="c")
+    system.idle(timeout=T)
+    for _ in range(3):
+        ref2.signal("tick")
+    ref2.result(timeout=T)
+    assert ref2.published("count") == 3
+
+
+def test_published_is_read_after_the_workflow_finished_and_after_a_restart(db, clock):
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(counter, 1, id="c")
+        s.idle(timeout=T)
+        ref.signal("tick")
+        assert ref.result(timeout=T) == 1
+        assert ref.published("count") == 1
+    with ActorSystem(db, clock=clock) as s:
+        assert s.get("c").published("count") == 1
+        assert s.get("c").info().published == {"count": 1}
+
+
+def test_published_is_read_while_the_workflow_is_passivated(db, clock):
+    with ActorSystem(db, clock=clock, passivate_after=0.0) as s:
+        ref = s.start(counter, 3, id="c")
+        s.idle(timeout=T)
+        ref.signal("tick")
+        s.idle(timeout=T)
+        assert ref.published("count") == 1
+        assert ref.status() is Status.RUNNING
+
+
+def test_workflow_info_published_holds_keys_and_values(system):
+    ref = system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+    assert ref.info().published == {"balance": 10}
+    assert [w.published for w in system.workflows()] == [{"balance": 10}]
+    q = system.start(quick, 1, id="q")
+    q.result(timeout=T)
+    assert q.info().published == {}
+
+
+def test_published_of_a_key_that_is_no_string_is_a_type_error(system):
+    ref = system.start(counter, 1, id="c")
+    with pytest.raises(TypeError):
+        ref.published(3)  # type: ignore[arg-type]
+
+
+def test_published_with_a_negative_timeout_is_a_value_error(system):
+    ref = system.start(counter, 1, id="c")
+    with pytest.raises(ValueError):
+        ref.published("count", timeout=-1)
+
+
+def test_published_after_shutdown_is_system_closed(db, clock):
+    s = ActorSystem(db, clock=clock)
+    ref = s.start(counter, 1, id="c")
+    s.idle(timeout=T)
+    s.shutdown()
+    with pytest.raises(SystemClosed):
+        ref.published("count")
+
+
+def test_published_of_a_pruned_workflow_is_unknown_workflow(system):
+    ref = system.start(counter, 1, id="c")
+    system.idle(timeout=T)
+    ref.signal("tick")
+    ref.result(timeout=T)
+    system.prune(older_than=0)
+    with pytest.raises(UnknownWorkflow):
+        ref.published("count")
+
+
+def test_published_async_answers_as_published(system):
+    ref = system.start(counter, 2, id="c")
+    system.idle(timeout=T)
+
+    async def go() -> object:
+        with pytest.raises(KeyError):
+            await ref.published_async("count")
+        waiting = asyncio.ensure_future(ref.published_async("count", timeout=T))
+        await asyncio.sleep(0)
+        await ref.signal_async("tick")
+        return await asyncio.wait_for(waiting, T)
+
+    assert asyncio.run(go()) == 1
+
+
+def test_wf_show_lists_the_published_values(system, db, capsys):
+    system.start(teller, 42, id="t")
+    system.idle(timeout=T)
+    code, out, err = wf(capsys, "show", "t", "--db", db, "--json")
+    assert code == 0, err
+    assert json.loads(out)["published"] == {"balance": 42}
+    code, out, _ = wf(capsys, "show", "t", "--db", db)
+    assert "balance" in out and "42" in out
+
+
+# -- §12: asks -------------------------------------------------------------------------------------
+
+
+def test_ask_returns_the_reply_and_the_request_carries_name_payload_and_id(system):
+    ref = system.start(echo_request, id="e")
+    system.idle(timeout=T)
+    assert ref.ask("q", {"x": 1}, timeout=T, ask_id="my-ask") == "ok"
+    assert ref.result(timeout=T) == ("q", {"x": 1}, "my-ask", "Request")
+
+
+def test_a_request_arm_of_select_wins_as_an_event_of_kind_request(system):
+    ref = system.start(select_request_kind, id="s")
+    system.idle(timeout=T)
+    assert ref.ask("q", timeout=T) == "request"
+    assert ref.result(timeout=T) == "request"
+
+
+def test_an_ask_refused_with_an_error_raises_ask_failed_carrying_it(system):
+    ref = system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+    with pytest.raises(AskFailed) as e:
+        ref.ask("withdraw", 100, timeout=T)
+    assert isinstance(e.value.error, ValueError)
+    assert "insufficient funds: 10 < 100" in str(e.value)
+    assert ref.ask("withdraw", 4, timeout=T) == 6  # the workflow goes on
+
+
+def test_an_ask_of_a_workflow_that_ends_without_replying_raises_workflow_not_running(system):
+    ref = system.start(takes_one_request_and_ends, id="w")
+    system.idle(timeout=T)
+    with pytest.raises(WorkflowNotRunning):
+        ref.ask("q", 1, timeout=T)
+    assert ref.result(timeout=T) == "ignored 1"
+
+
+def test_an_ask_of_a_finished_workflow_raises_workflow_not_running(system):
+    ref = system.start(quick, 1, id="q")
+    ref.result(timeout=T)
+    with pytest.raises(WorkflowNotRunning):
+        ref.ask("anything", timeout=T)
+
+
+def test_an_ask_of_a_workflow_that_finishes_while_asked_is_workflow_not_running(system):
+    ref = system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+    got: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            ref.ask("deposit", 5, timeout=T)  # never awaited by the teller
+        except BaseException as e:  # noqa: BLE001
+            got.append(e)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    system.idle(timeout=T)
+    ref.signal("close")
+    asker.join(T)
+    assert not asker.is_alive()
+    assert len(got) == 1 and isinstance(got[0], WorkflowNotRunning), got
+
+
+def test_an_ask_with_a_timeout_raises_timeout_error_and_the_same_ask_id_gets_the_reply_later(system):
+    ref = system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+    with pytest.raises(TimeoutError):
+        ref.ask("deposit", 5, timeout=0.05, ask_id="d-1")
+    with pytest.raises(TimeoutError):
+        ref.ask("deposit", 5, timeout=0, ask_id="d-1")
+
+
+def test_an_ask_asked_again_with_its_ask_id_returns_the_recorded_reply_without_asking_twice(db, clock):
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(teller, 10, id="t")
+        s.idle(timeout=T)
+        assert ref.ask("withdraw", 3, ask_id="a1", timeout=T) == 7
+        assert ref.ask("withdraw", 3, ask_id="a1", timeout=T) == 7
+        assert ref.published("balance") == 7
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.get("t")
+        assert ref.ask("withdraw", 3, ask_id="a1", timeout=T) == 7  # after a restart too
+        s.idle(timeout=T)
+        assert ref.published("balance") == 7  # withdrawn once
+
+
+def test_an_ask_made_before_a_restart_is_answered_after_it(db, clock):
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(stepper, 1, id="st")  # does not take asks yet
+        s.idle(timeout=T)
+        with pytest.raises(TimeoutError):
+            ref.ask("q", 1, ask_id="later", timeout=0.05)
+    with ActorSystem(db, clock=clock) as s:
+        s.idle(timeout=T)
+        assert s.get("st").status() is Status.RUNNING
+
+
+def test_an_ask_of_an_unknown_id_is_unknown_workflow(system):
+    system.start(quick, 1, id="q").result(timeout=T)
+    ref = system.get("q")
+    system.prune(older_than=0)
+    with pytest.raises(UnknownWorkflow):
+        ref.ask("q", timeout=T)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"name": 3}, TypeError),
+        ({"name": ""}, TypeError),
+        ({"name": "q", "timeout": -1}, ValueError),
+        ({"name": "q", "timeout": "5"}, TypeError),
+        ({"name": "q", "ask_id": 7}, TypeError),
+    ],
+)
+def test_an_ask_with_wrong_arguments_is_refused_before_it_is_sent(system, kwargs, error):
+    ref = system.start(echo_request, id="e")
+    system.idle(timeout=T)
+    with pytest.raises(error):
+        ref.ask(**kwargs)
+    system.idle(timeout=T)
+    assert ref.status() is Status.RUNNING  # nothing reached it
+
+
+def test_an_ask_after_shutdown_is_system_closed(db, clock):
+    s = ActorSystem(db, clock=clock)
+    ref = s.start(echo_request, id="e")
+    s.idle(timeout=T)
+    s.shutdown()
+    with pytest.raises(SystemClosed):
+        ref.ask("q", timeout=T)
+
+
+def test_ask_async_answers_as_ask(system):
+    ref = system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+
+    async def go() -> object:
+        with pytest.raises(AskFailed):
+            await ref.ask_async("withdraw", 50, timeout=T)
+        return await ref.ask_async("withdraw", 1, timeout=T)
+
+    assert asyncio.run(go()) == 9
+
+
+def test_wf_ask_prints_the_reply_as_json(system, db, capsys):
+    system.start(teller, 10, id="t")
+    system.idle(timeout=T)
+    code, out, err = wf(capsys, "ask", "t", "withdraw", "4", "--db", db)
+    assert (code, json.loads(out)) == (0, 6), err
+    code, out, err = wf(capsys, "ask", "t", "withdraw", "400", "--db", db)
+    assert code != 0 and "insufficient funds" in err
+
+
+def test_the_names_of_section_12_are_exported_where_spec_says():
+    import actors
+    import workflows
+
+    for name in ("publish", "request", "reply", "Request"):
+        assert name in workflows.__all__, name
+    for name in ("AskFailed", "WorkflowPruned", "WorkflowNotRunning", "ScheduleInfo"):
+        assert name in actors.__all__, name
+    assert issubclass(actors.WorkflowPruned, actors.UnknownWorkflow)
+    fields = [f.name for f in dataclasses.fields(ScheduleInfo)]
+    assert fields[:6] == ["id", "workflow", "cron", "every", "next_tick", "last_started"]
+
+
+def test_info_scheduled_at_is_none_for_a_workflow_no_schedule_started(system):
+    assert system.start(when_scheduled, id="w").result(timeout=T) is None
+
+
+# -- §13: schedules ----------------------------------------------------------------------------------
+
+START = 1_700_000_000.0  # the VirtualClock's start: 2023-11-14T22:13:20Z
+
+
+def test_an_every_schedule_starts_its_workflow_at_each_tick_with_the_tick_in_its_id(system, clock):
+    made = system.schedule("beat", when_scheduled, every=60)
+    assert isinstance(made, ScheduleInfo)
+    assert (made.id, made.cron, made.every, made.last_started) == ("beat", None, 60.0, None)
+    assert made.workflow.endswith(":when_scheduled")
+    assert made.next_tick == 1_700_000_040.0
+    system.idle(timeout=T)
+    assert system.workflows() == []
+    clock.advance(40)
+    system.idle(timeout=T)
+    ref = system.get("beat@2023-11-14T22:14:00Z")
+    assert ref.result(timeout=T) == 1_700_000_040.0
+    assert ref.info().scheduled_at == 1_700_000_040.0
+    [s] = system.schedules()
+    assert s.last_started == "beat@2023-11-14T22:14:00Z" and s.next_tick == 1_700_000_100.0
+    clock.advance(60)
+    system.idle(timeout=T)
+    assert sorted(w.id for w in system.workflows()) == [
+        "beat@2023-11-14T22:14:00Z", "beat@2023-11-14T22:15:00Z"]
+
+
+def test_a_cron_schedule_ticks_on_its_expression(system, clock):
+    made = system.schedule("five", when_scheduled, cron="*/5 * * * *")
+    assert made.cron == "*/5 * * * *" and made.every is None
+    assert made.next_tick == datetime.datetime(2023, 11, 14, 22, 15, tzinfo=datetime.UTC).timestamp()
+    clock.advance(100)
+    system.idle(timeout=T)
+    assert [w.id for w in system.workflows()] == ["five@2023-11-14T22:15:00Z"]
+
+
+def test_a_cron_schedule_in_a_time_zone_ticks_at_that_zone_s_time(system):
+    made = system.schedule("night", when_scheduled, cron="0 2 * * *", timezone="Europe/Paris")
+    # 02:00 in Paris in November (CET, UTC+1) is 01:00 UTC.
+    assert made.next_tick == datetime.datetime(2023, 11, 15, 1, 0, tzinfo=datetime.UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    "cron", ["", "* * *", "61 * * * *", "* 25 * * *", "not a cron", "* * * * * * * *", "@reboot"])
+def test_a_bad_cron_string_is_a_value_error_and_schedules_nothing(system, cron):
+    with pytest.raises(ValueError, match="cron"):
+        system.schedule("bad", when_scheduled, cron=cron)
+    assert system.schedules() == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({}, ValueError),  # neither cron nor every
+        ({"cron": "* * * * *", "every": 60}, ValueError),
+        ({"every": 0}, ValueError),
+        ({"every": -5}, ValueError),
+        ({"every": "60"}, TypeError),
+        ({"cron": 5}, TypeError),
+        ({"every": 60, "overlap": "queue"}, ValueError),
+        ({"every": 60, "catchup": "some"}, ValueError),
+        ({"cron": "* * * * *", "timezone": "Mars/Olympus"}, ValueError),
+    ],
+)
+def test_schedule_refuses_what_is_not_a_schedule(system, kwargs, error):
+    with pytest.raises(error):
+        system.schedule("bad", when_scheduled, **kwargs)
+    assert system.schedules() == []
+
+
+def test_schedule_of_something_that_is_no_workflow_is_a_type_error(system):
+    async def plain() -> None:
+        return None
+
+    with pytest.raises(TypeError):
+        system.schedule("bad", plain, every=60)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        system.schedule(7, when_scheduled, every=60)  # type: ignore[call-overload]
+    assert system.schedules() == []
+
+
+def test_scheduling_an_id_again_updates_it(system, clock):
+    system.schedule("s", quick, 1, every=60)
+    updated = system.schedule("s", quick, 2, every=120)
+    [only] = system.schedules()
+    assert only == updated and only.every == 120.0
+    clock.advance(100)  # its one tick: 22:14:00, a multiple of 120 s
+    system.idle(timeout=T)
+    [run] = system.workflows()
+    assert run.result == 4  # the new arguments
+
+
+def test_unschedule_says_whether_there_was_one_and_leaves_its_runs(system, clock):
+    system.schedule("s", quick, 1, every=60)
+    clock.advance(60)
+    system.idle(timeout=T)
+    assert system.unschedule("s") is True
+    assert system.unschedule("s") is False
+    assert system.unschedule("never") is False
+    clock.advance(600)
+    system.idle(timeout=T)
+    assert len(system.workflows()) == 1 and system.schedules() == []
+
+
+def test_schedule_calls_after_shutdown_are_system_closed(db, clock):
+    s = ActorSystem(db, clock=clock)
+    s.shutdown()
+    with pytest.raises(SystemClosed):
+        s.schedule("s", quick, 1, every=60)
+    with pytest.raises(SystemClosed):
+        s.schedules()
+    with pytest.raises(SystemClosed):
+        s.unschedule("s")
+
+
+@pytest.mark.parametrize("overlap", ["skip", "allow"])
+def test_overlap_skip_skips_a_tick_while_the_previous_run_runs(system, clock, overlap):
+    system.schedule("o", sleeps_long, every=60, overlap=overlap)
+    clock.advance(40)  # the first tick
+    system.idle(timeout=T)
+    clock.advance(60)  # the second, while the first run still sleeps
+    system.idle(timeout=T)
+    runs = system.workflows()
+    assert len(runs) == (1 if overlap == "skip" else 2)
+
+
+@pytest.mark.parametrize(("catchup", "started"), [("latest", 1), ("all", 10), ("none", 0)])
+def test_after_downtime_catchup_decides_which_missed_ticks_start(db, catchup, started):
+    clock = VirtualClock()
+    with ActorSystem(db, clock=clock) as s:
+        s.schedule("c", quick, 1, every=60, catchup=catchup)
+        s.idle(timeout=T)
+    clock.advance(40 + 9 * 60 + 30)  # ten ticks fall due while nothing runs
+    with ActorSystem(db, clock=clock) as s:
+        s.idle(timeout=T)
+        ids = sorted(w.id for w in s.workflows())
+        assert len(ids) == started, ids
+        if catchup == "latest":
+            assert ids == ["c@2023-11-14T22:23:00Z"]
+
+
+def test_each_tick_starts_once_across_restarts(db):
+    clock = VirtualClock()
+    for _ in range(3):
+        with ActorSystem(db, clock=clock) as s:
+            s.schedule("once", quick, 1, every=60)  # scheduled again at every start: an update
+            clock.advance(60)
+            s.idle(timeout=T)
+    with ActorSystem(db, clock=clock) as s:
+        s.idle(timeout=T)
+        ids = [w.id for w in s.workflows()]
+    assert len(ids) == len(set(ids)) == 3
+
+
+def test_wf_schedules_lists_them_with_their_next_tick(system, db, capsys):
+    system.schedule("beat", quick, 1, every=60)
+    code, out, err = wf(capsys, "schedules", "--db", db, "--json")
+    assert code == 0, err
+    [row] = json.loads(out)
+    assert row["id"] == "beat" and row["next_tick"] == 1_700_000_040.0 and row["every"] == 60
+    code, out, _ = wf(capsys, "schedules", "--db", db)
+    assert "beat" in out and "2023-11-14T22:14:00Z" in out
+
+
+def test_schedule_async_twins(system, clock):
+    async def go() -> list[ScheduleInfo]:
+        await system.schedule_async("a", quick, 1, every=60)
+        got = await system.schedules_async()
+        assert await system.unschedule_async("a") is True
+        return got
+
+    assert [s.id for s in asyncio.run(go())] == ["a"]
+
+
+# -- §13: metrics ------------------------------------------------------------------------------------
+
+
+@procedure
+def double(x: int) -> int:
+    return 2 * x
+
+
+@procedure
+def refuses(x: int) -> int:
+    raise ValueError(x)
+
+
+@workflow
+async def metered(x: int) -> int:
+    got = await procedure(double, x)
+    await timer("t", after=10)
+    await signal("go")
+    return got
+
+
+def _value(registry, name: str, **labels: str) -> float | None:  # type: ignore[no-untyped-def]
+    v: float | None = registry.get_sample_value(name, labels)
+    return v
+
+
+def test_metrics_of_a_registry_carry_the_spec_s_families_and_labels(db, clock):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    key = f"{metered.__module__}:metered"
+    with ActorSystem(db, clock=clock, metrics=registry) as s:
+        refs = [s.start(metered, i, id=f"m-{i}") for i in range(2)]
+        s.idle(timeout=T)
+        clock.advance(12)
+        s.idle(timeout=T)
+        refs[0].signal("go")
+        refs[1].cancel()
+        assert refs[0].result(timeout=T) == 0
+        s.idle(timeout=T)
+        ask_ref = s.start(teller, 5, id="t")
+        s.idle(timeout=T)
+        ask_ref.ask("withdraw", 1, timeout=T)
+        text = generate_latest(registry).decode()
+        assert _value(registry, "actorflow_workflows_started_total", type=key) == 2
+        assert _value(registry, "actorflow_workflows_finished_total", type=key, status="completed") == 1
+        assert _value(registry, "actorflow_workflows_finished_total", type=key, status="cancelled") == 1
+        assert (_value(registry, "actorflow_steps_total", type=key) or 0) >= 6
+        assert (_value(registry, "actorflow_step_duration_seconds_count", type=key) or 0) >= 6
+        assert _value(registry, "actorflow_signals_sent_total", source="client") == 1
+        assert _value(registry, "actorflow_asks_sent_total") == 1
+        assert _value(registry, "actorflow_timers_fired_total") == 2
+        assert _value(registry, "actorflow_timer_lateness_seconds_count") == 2
+        fn = f"{double.__module__}:double"
+        assert _value(registry, "actorflow_procedure_attempts_total", function=fn) == 2
+        assert _value(registry, "actorflow_procedure_duration_seconds_count", function=fn) == 2
+        for family in (
+            "actorflow_commit_batches", "actorflow_inbox_messages", "actorflow_actors_live",
+            "actorflow_actors_passivated", "actorflow_storage_faults", "actorflow_procedure_failures",
+            "actorflow_procedure_retries",
+        ):
+            assert family in text, family
+        assert "m-0" not in text and "m-1" not in text  # never an id as a label
+    # Shut down: the families are taken out of the registry.
+    assert "actorflow_" not in generate_latest(registry).decode()
+
+
+def test_metrics_true_uses_the_default_registry_and_shutdown_takes_them_out(tmp_path):
+    import prometheus_client
+
+    with ActorSystem(str(tmp_path / "m.db"), clock=VirtualClock(), metrics=True) as s:
+        s.start(quick, 1, id="q").result(timeout=T)
+        s.idle(timeout=T)
+        assert prometheus_client.REGISTRY.get_sample_value(
+            "actorflow_workflows_started_total", {"type": f"{quick.__module__}:quick"}) == 1
+    assert prometheus_client.REGISTRY.get_sample_value(
+        "actorflow_workflows_started_total", {"type": f"{quick.__module__}:quick"}) is None
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, object()])
+def test_metrics_of_something_that_is_no_registry_is_a_type_error(tmp_path, bad):
+    with pytest.raises(TypeError):
+        ActorSystem(str(tmp_path / "m.db"), metrics=bad)
+    ActorSystem(str(tmp_path / "m.db")).shutdown()  # nothing of the refused one holds the file
+
+
+def test_metrics_count_a_failed_procedure_and_a_failed_workflow(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    @workflow
+    async def calls_refuses() -> int:
+        return await procedure(refuses, 1, retry=RetryPolicy(maximum_attempts=2, initial_interval=1))
+
+    registry = CollectorRegistry()
+    clock = VirtualClock()
+    with ActorSystem(str(tmp_path / "m.db"), clock=clock, metrics=registry) as s:
+        ref = s.start(calls_refuses, id="r")
+        s.idle(timeout=T)
+        clock.advance(5)
+        s.idle(timeout=T)
+        assert ref.status() is Status.FAILED
+        fn = f"{refuses.__module__}:refuses"
+        assert _value(registry, "actorflow_procedure_attempts_total", function=fn) == 2
+        assert _value(registry, "actorflow_procedure_retries_total", function=fn) == 1
+        assert _value(registry, "actorflow_procedure_failures_total", function=fn) == 1
+        key = f"{calls_refuses.__module__}:{calls_refuses.__qualname__}"
+        assert _value(registry, "actorflow_workflows_finished_total", type=key, status="failed") == 1
+
+
+def test_schedule_ticks_are_counted(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    clock = VirtualClock()
+    with ActorSystem(str(tmp_path / "m.db"), clock=clock, metrics=registry) as s:
+        s.schedule("o", sleeps_long, every=60)
+        clock.advance(40)
+        s.idle(timeout=T)
+        clock.advance(60)
+        s.idle(timeout=T)
+        assert _value(registry, "actorflow_schedule_ticks_total", outcome="started") == 1
+        assert _value(registry, "actorflow_schedule_ticks_total", outcome="skipped") == 1
+
+
+def test_a_system_just_opened_registers_every_family_spec_lists(tmp_path):
+    """A dashboard or an alert may name a family before anything of it happened (no failure,
+    no retry yet): each is registered, and described by a scrape, from the start."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    with ActorSystem(str(tmp_path / "m.db"), clock=VirtualClock(), metrics=registry):
+        names = {m.name for m in registry.collect()}
+        text = generate_latest(registry).decode()
+    for family in (
+        "actorflow_workflows_started", "actorflow_workflows_finished", "actorflow_steps",
+        "actorflow_step_duration_seconds", "actorflow_commit_batches", "actorflow_signals_sent",
+        "actorflow_asks_sent", "actorflow_timers_fired", "actorflow_timer_lateness_seconds",
+        "actorflow_procedure_attempts", "actorflow_procedure_failures",
+        "actorflow_procedure_retries", "actorflow_procedure_duration_seconds",
+        "actorflow_inbox_messages", "actorflow_actors_live", "actorflow_actors_passivated",
+        "actorflow_storage_faults", "actorflow_cluster_shards_owned",
+        "actorflow_cluster_lease_renewals", "actorflow_cluster_takeovers",
+    ):
+        assert family in names, family
+        assert f"# TYPE {family}" in text, family
+    assert "actorflow_timer_lateness_seconds_count 0.0" in text
