@@ -28,6 +28,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from actors._log import Log
@@ -53,13 +54,16 @@ RETRY_FIRST, RETRY_MAX = 0.5, 30.0
 
 
 def check_seconds(value: Any, what: str, *, allow_none: bool, positive: bool = False) -> float | None:
-    """``value`` as seconds (a finite number >= 0, or > 0 if ``positive``), or a
-    TypeError/ValueError saying what is wrong."""
+    """``value`` as seconds (a finite number >= 0, or > 0 if ``positive``; a ``timedelta`` as
+    its seconds, as ``timer(after=...)`` takes one), or a TypeError/ValueError saying what is
+    wrong."""
     if value is None and allow_none:
         return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         extra = " or None (keep every finished workflow)" if allow_none else ""
-        raise TypeError(f"{what} must be a number of seconds{extra}, got {value!r}")
+        raise TypeError(f"{what} must be a number of seconds{extra}, got {value!r} (a timedelta is taken too)")
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
         raise ValueError(f"{what} must be a finite number of seconds {'>' if positive else '>='} 0, got {value!r}")
     return float(value)

@@ -126,11 +126,11 @@ class ActorSystem:
         max_live: int = 1_000,
         durability: Literal["normal", "full"] = "normal",
         inbox_limit: int = 10_000,
-        retention: float | None = 7 * 86400,
+        retention: float | timedelta | None = 7 * 86400,
         node_id: str | None = None,
         node_ttl: float = 10.0,
         history_limit: int | None = None,
-        id_retention: float | None = 30 * 86400,
+        id_retention: float | timedelta | None = 30 * 86400,
         metrics: Any = None,
         _local_time: Callable[[], float] | None = None,
     ) -> None:
@@ -690,9 +690,10 @@ class ActorSystem:
             raise self._unknown(workflow_id)
         return WorkflowRef(self, workflow_id, _token=_REF_TOKEN)
 
-    def prune(self, older_than: float) -> int:
+    def prune(self, older_than: float | timedelta) -> int:
         """Delete now every workflow that finished ``older_than`` seconds ago or more (on the
-        system's clock; 0: every finished workflow), with every row it left; return how many.
+        system's clock; a ``timedelta`` too; 0: every finished workflow), with every row it left;
+        return how many.
 
         Deletes in short batches, each one write among the running workflows' steps, so they go
         on meanwhile. Running workflows are never touched.
@@ -793,7 +794,7 @@ class ActorSystem:
         """``workflows`` for asyncio code, without blocking the loop."""
         return await self._aio.run(self._closed_error, self.workflows, status, type)
 
-    async def prune_async(self, older_than: float) -> int:
+    async def prune_async(self, older_than: float | timedelta) -> int:
         """``prune`` for asyncio code, without blocking the loop."""
         return await self._aio.run(self._closed_error, self.prune, older_than)
 

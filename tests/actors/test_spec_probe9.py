@@ -42,6 +42,7 @@ from workflows import (
     info,
     procedure,
     publish,
+    reducer,
     reply,
     request,
     select,
@@ -1016,3 +1017,203 @@ def test_a_system_just_opened_registers_every_family_spec_lists(tmp_path):
         assert family in names, family
         assert f"# TYPE {family}" in text, family
     assert "actorflow_timer_lateness_seconds_count 0.0" in text
+
+
+# -- §13: limits -------------------------------------------------------------------------------------
+
+RUNNING = [0]
+MOST = [0]
+STARTED = threading.Condition()
+
+
+@procedure(concurrency=1)
+def one_at_a_time(tag: str) -> str:
+    with STARTED:
+        RUNNING[0] += 1
+        MOST[0] = max(MOST[0], RUNNING[0])
+        RAN.append(tag)
+        STARTED.notify_all()
+    try:
+        GATE.wait(T)
+    finally:
+        with STARTED:
+            RUNNING[0] -= 1
+    return tag
+
+
+@procedure(rate=1)
+def once_a_second(tag: str) -> str:
+    with STARTED:
+        RAN.append(tag)
+    return tag
+
+
+@workflow
+async def calls_limited(tag: str) -> str:
+    return await procedure(one_at_a_time, tag)
+
+
+@workflow
+async def calls_rated(tag: str) -> str:
+    return await procedure(once_a_second, tag)
+
+
+def _wait_for(cond, what: str) -> None:  # type: ignore[no-untyped-def]
+    with STARTED:
+        assert STARTED.wait_for(cond, T), f"{what} did not happen within {T}s"
+
+
+def test_concurrency_1_runs_one_attempt_at_a_time_and_wf_show_says_the_others_wait(system, db, capsys):
+    RUNNING[0] = MOST[0] = 0
+    refs = [system.start(calls_limited, f"c{i}", id=f"c{i}") for i in range(3)]
+    _wait_for(lambda: len(RAN) == 1, "the first attempt")
+    waiting = [r for r in refs if r.id != RAN[0]]
+    code, out, err = wf(capsys, "show", waiting[0].id, "--db", db)
+    assert code == 0, err
+    assert "limit" in out, out
+    GATE.set()
+    assert sorted(r.result(timeout=T) for r in refs) == ["c0", "c1", "c2"]
+    assert MOST[0] == 1 and sorted(RAN) == ["c0", "c1", "c2"]
+
+
+def test_rate_1_starts_one_attempt_per_second_of_the_system_clock(system, clock):
+    refs = [system.start(calls_rated, f"r{i}", id=f"r{i}") for i in range(3)]
+    system.idle(timeout=T)
+    assert len(RAN) == 1
+    clock.advance(1)
+    system.idle(timeout=T)
+    assert len(RAN) == 2
+    clock.advance(1)
+    system.idle(timeout=T)
+    assert sorted(r.result(timeout=T) for r in refs) == ["r0", "r1", "r2"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"concurrency": 0}, ValueError),
+        ({"concurrency": -1}, ValueError),
+        ({"concurrency": "2"}, TypeError),
+        ({"concurrency": 1.5}, TypeError),
+        ({"rate": 0}, ValueError),
+        ({"rate": -2}, ValueError),
+        ({"rate": "fast"}, TypeError),
+    ],
+)
+def test_a_limit_that_is_no_limit_is_refused_at_decoration(kwargs, error):
+    with pytest.raises(error):
+
+        @procedure(**kwargs)
+        def f() -> None:
+            return None
+
+
+# -- §13: a clean SIGTERM ----------------------------------------------------------------------------
+
+
+@reducer
+def seen(db, wf: str, text: str) -> None:
+    db["app_events"].insert({"wf": wf, "text": text}, pk="id", alter=True)
+
+
+@workflow
+async def term_counter() -> None:
+    while True:
+        v = await signal("inc")
+        reducer(seen, "counter", str(v))
+
+
+@procedure
+def waits_for_stdin(tag: str) -> str:
+    print(f"started {tag}", flush=True)
+    sys.stdin.readline()
+    return f"called {tag}"
+
+
+@workflow
+async def term_caller(tag: str) -> str:
+    got = await procedure(waits_for_stdin, tag)
+    reducer(seen, "caller", got)
+    return got
+
+
+SERVE = """
+import sys, threading
+from actors import ActorSystem
+from tests.actors import test_spec_probe9 as f
+
+db, acks = sys.argv[1], sys.argv[2]
+system = ActorSystem(db, procedure_workers=2)
+counter = system.start(f.term_counter, id="counter")
+system.start(f.term_caller, "once", id="caller")
+
+def send():
+    with open(acks, "a") as out:
+        for i in range(1_000_000):
+            try:
+                counter.signal("inc", i)
+            except Exception as e:
+                print("sender stopped:", type(e).__name__, flush=True)
+                return
+            out.write(f"{i}\\n")
+            out.flush()
+
+threading.Thread(target=send, daemon=True).start()
+system.serve()
+print("served", flush=True)
+"""
+
+
+def test_sigterm_while_steps_and_a_procedure_run_exits_cleanly_and_the_next_start_loses_nothing(
+    db, tmp_path
+):
+    import queue
+
+    from .runtime_support import app_events
+
+    acks = tmp_path / "acks"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE, db, str(acks)],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        assert lines.get(timeout=T).strip() == "started once"
+        proc.send_signal(os_signal.SIGTERM)  # the procedure runs, the counter's steps too
+        proc.stdin.write("go\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        assert proc.wait(T) == 0, proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = []
+    while not lines.empty():
+        out.append(lines.get_nowait().strip())
+    assert "served" in out, out
+    acked = [int(x) for x in acks.read_text().split()]
+    assert acked, "no signal was acknowledged before the SIGTERM"
+    with ActorSystem(db) as s:
+        assert s.get("caller").result(timeout=T) == "called once"  # its outcome was kept
+        s.idle(timeout=T)
+        counted = [int(x) for x in app_events(db, "counter")]
+        assert len(counted) == len(set(counted)), "a signal was counted twice"
+        assert set(acked) <= set(counted), "an acknowledged signal was lost"
+        assert counted == sorted(counted)
+        assert app_events(db, "caller") == ["called once"]  # its reducer ran once
+        assert s.get("counter").status() is Status.RUNNING
+
+
+def test_retention_and_prune_take_a_timedelta_as_timer_and_every_do(db, clock):
+    with ActorSystem(db, clock=clock, retention=datetime.timedelta(minutes=10),
+                     id_retention=datetime.timedelta(hours=1)) as s:
+        assert (s.retention, s.id_retention) == (600.0, 3600.0)
+        s.start(quick, 1, id="a").result(timeout=T)
+        clock.advance(120)
+        s.start(quick, 2, id="b").result(timeout=T)
+        assert s.prune(older_than=datetime.timedelta(minutes=1)) == 1
+        assert [w.id for w in s.workflows()] == ["b"]
+        clock.advance(601)
+        s.idle(timeout=T)
+        assert s.workflows() == []
