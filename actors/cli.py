@@ -34,6 +34,7 @@ from persistence import (
     open_store,
 )
 from persistence._open import check_scheme
+from persistence._types import NodeRow
 from workflows._errors import check_printable
 
 from . import _talk
@@ -705,12 +706,10 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     store = _open(args.db)
     try:
         report = getattr(store, "nodes", None)
-        if not callable(report):
-            owner = store.owner_info() if isinstance(store, SqliteStore) else None
-            who = f"process {owner['pid']} on {owner['host']}" if owner else "no process now"
-            raise CliError(f"{args.db} is a SQLite file: it has one owner ({who}), no cluster of "
-                           f"nodes. A cluster runs on a postgresql:// URL.")
-        nodes = report()
+        solo = not callable(report)
+        # A SQLite file is a cluster of one: the system that owns it now, if one does (as its
+        # ``system.nodes()`` says), holding its one shard.
+        nodes = _solo_node(store) if solo else report()
     finally:
         store.close()
     if args.json:
@@ -720,7 +719,8 @@ def cmd_nodes(args: argparse.Namespace) -> int:
                          indent=2))
         return 0
     if not nodes:
-        print("no node has run on this database yet")
+        print("no system has this SQLite file open now (a SQLite file has one node: the system "
+              "that owns it)" if solo else "no node has run on this database yet")
         return 0
     width = max(len("NODE"), *(len(n.node_id) for n in nodes))
     print(f"{'NODE':<{width}}  STATE  SHARDS  HEARTBEAT  STARTED               PROCESS")
@@ -729,6 +729,25 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         age = f"{n.heartbeat_age:.1f}s ago"
         print(f"{n.node_id:<{width}}  {n.state:<5}  {n.shards:>6}  {age:>9}  {started}  {n.pid} on {n.host}")
     return 0
+
+
+def _solo_node(store: Any) -> list[NodeRow]:
+    """The node of a SQLite file: the system that owns it now (none if none does)."""
+    owner = store.owner_info() if isinstance(store, SqliteStore) else None
+    if not owner:
+        return []
+    pid, host = owner.get("pid"), owner.get("host")
+    node_id = owner.get("node_id")
+    started = owner.get("started_at")
+    if not isinstance(started, int | float):  # a record written before it told its start
+        try:
+            started = _dt.datetime.fromisoformat(str(owner.get("since"))).timestamp()
+        except ValueError:
+            started = 0.0
+    return [NodeRow(
+        str(node_id) if node_id is not None else f"{host}-{pid}", "", "up", 0.0, float(started),
+        pid if isinstance(pid, int) else None, str(host) if host is not None else None, 1,
+    )]
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:

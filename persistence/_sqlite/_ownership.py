@@ -163,8 +163,9 @@ class OwnerLock:
         self._created = False  # this acquire made the lock file (it did not exist before)
         self._created_db = False  # ... and the (empty) database file
 
-    def acquire(self) -> dict[str, object]:
-        """Take the lock and record this process as the owner; return the owner record.
+    def acquire(self, node_id: str | None = None, started_at: float | None = None) -> dict[str, object]:
+        """Take the lock and record this process as the owner (with the name and start time of
+        its system, which `wf nodes` shows); return the owner record.
 
         Raises:
             DatabaseLocked: another process (or another store in this process) owns the file.
@@ -201,6 +202,10 @@ class OwnerLock:
             "host": socket.gethostname(),
             "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
+        if node_id is not None:
+            self.info["node_id"] = node_id
+        if started_at is not None:
+            self.info["started_at"] = started_at
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(self.info).encode(), 0)

@@ -153,7 +153,7 @@ class SqliteStore(SqlStore):
     def _open_owner(self) -> None:
         directory = self._check_directory()
         self._lock = OwnerLock(self.path)
-        self._lock.acquire()
+        self._lock.acquire(self._solo.node_id, self._solo.started_at)
         conn: sqlite3.Connection | None = None
         try:
             if os.path.exists(self.path) and not os.access(self.path, os.W_OK):

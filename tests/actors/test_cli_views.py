@@ -275,7 +275,7 @@ def test_a_queued_request_says_who_carries_it_out(db, capsys):
         s.start(flows.collect, 3, id="c")
         s.idle(timeout=T)
         code, out, _ = wf(capsys, "signal", "c", "item", "1", "--db", db)
-        assert code == 0 and "the system running on it (pid" in out and "within a second" in out
+        assert code == 0 and "the system running on it (node " in out and ", pid " in out and "within a second" in out
     code, out, _ = wf(capsys, "signal", "c", "item", "2", "--db", db)
     assert code == 0
     assert f"no system has {db} open: the request waits in the file for the next one to start" in out

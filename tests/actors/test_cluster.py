@@ -270,7 +270,7 @@ def test_timers_fire_by_the_databases_clock_on_a_node_whose_clock_is_off(pg_stor
         assert fired[0] <= float(db_now[0]) + 0.5  # and by the database's clock, not 5 s ahead
 
 
-def test_wf_nodes_lists_the_nodes_and_a_sqlite_file_has_none(
+def test_wf_nodes_lists_the_nodes_and_a_sqlite_file_no_system_owns_has_none(
     pg_store_url: str, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from actors.cli import main
@@ -287,8 +287,8 @@ def test_wf_nodes_lists_the_nodes_and_a_sqlite_file_has_none(
     assert [line.split()[:2] for line in lines[1:]] == [["node-1", "up"], ["node-2", "up"], ["node-3", "left"]]
     with ActorSystem(str(tmp_path / "one.db")):
         pass
-    assert main(["nodes", "--db", str(tmp_path / "one.db")]) == 1
-    assert "is a SQLite file: it has one owner" in capsys.readouterr().err
+    assert main(["nodes", "--db", str(tmp_path / "one.db")]) == 0
+    assert "no system has this SQLite file open now" in capsys.readouterr().out
 
 
 def test_a_database_away_for_a_while_loses_nothing_and_the_nodes_rejoin(clock: VirtualClock) -> None:

@@ -1217,3 +1217,23 @@ def test_retention_and_prune_take_a_timedelta_as_timer_and_every_do(db, clock):
         clock.advance(601)
         s.idle(timeout=T)
         assert s.workflows() == []
+
+
+# -- §9, §13: wf nodes on SQLite, a cluster of one -----------------------------------------------------
+
+
+def test_wf_nodes_on_a_sqlite_file_lists_the_system_that_owns_it_as_system_nodes_does(tmp_path, capsys):
+    path = str(tmp_path / "wf.db")
+    with ActorSystem(path, clock=VirtualClock(), node_id="game-1") as s:
+        [node] = s.nodes()
+        code, out, err = wf(capsys, "nodes", "--db", path, "--json")
+        assert code == 0, err
+        [row] = json.loads(out)
+        assert (row["node_id"], row["state"], row["shards"]) == ("game-1", "up", 1)
+        assert row["started_at"] == pytest.approx(node.started_at)
+        code, out, err = wf(capsys, "nodes", "--db", path)
+        assert code == 0 and "game-1" in out and "up" in out, err
+    code, out, err = wf(capsys, "nodes", "--db", path, "--json")
+    assert (code, json.loads(out)) == (0, []), err  # no system has it open
+    code, out, err = wf(capsys, "nodes", "--db", path)
+    assert code == 0 and "no system has this SQLite file open" in out, err
