@@ -260,9 +260,9 @@ async def stepper(n: int) -> str:
 
 
 def test_history_is_every_step_in_order_and_how_it_ended(system):
-    ref = system.start(stepper, 30, id="h")
+    ref = system.start(stepper, 70, id="h")  # more steps than a workflow's row describes
     system.idle(timeout=T)
-    for i in range(30):
+    for i in range(70):
         ref.signal("s", i)
     assert ref.result(timeout=T) == "done"
     hist = ref.history()
@@ -270,7 +270,7 @@ def test_history_is_every_step_in_order_and_how_it_ended(system):
     assert [h.position for h in hist] == list(range(len(hist)))
     steps = [h.step for h in hist if h.step is not None]
     assert steps == sorted(steps) and len(steps) == len(set(steps))
-    assert len(steps) >= 31  # the first step, and one per signal
+    assert len(steps) == 71  # the first step, and one per signal
     assert hist[-1].event == "completed"
     ats = [h.at for h in hist]
     assert ats == sorted(ats)
@@ -1237,3 +1237,216 @@ def test_wf_nodes_on_a_sqlite_file_lists_the_system_that_owns_it_as_system_nodes
     assert (code, json.loads(out)) == (0, []), err  # no system has it open
     code, out, err = wf(capsys, "nodes", "--db", path)
     assert code == 0 and "no system has this SQLite file open" in out, err
+
+
+# -- more of §10 and §12 -----------------------------------------------------------------------------
+
+
+@workflow
+async def busy_then_asked() -> str:
+    await signal("open")
+    req = await request("q")
+    reply(req, f"answer {req.payload}")
+    return "done"
+
+
+@workflow
+async def sender_and_sleeper(to: str) -> str:
+    from workflows import send
+
+    send(to, "hello", 1)
+    await timer("nap", after=5)
+    got = await procedure(double, 21)
+    return f"{got}"
+
+
+def test_an_ask_waits_buffered_until_the_workflow_awaits_its_request(system):
+    ref = system.start(busy_then_asked, id="b")
+    system.idle(timeout=T)
+    got: list[object] = []
+    asker = threading.Thread(target=lambda: got.append(ref.ask("q", 7, timeout=T, ask_id="x")))
+    asker.start()
+    system.idle(timeout=T)
+    assert not got  # not awaited yet: buffered, as a signal is
+    ref.signal("open")
+    asker.join(T)
+    assert got == ["answer 7"]
+    assert ref.result(timeout=T) == "done"
+
+
+def test_an_ask_made_while_the_system_was_down_is_answered_by_the_next_start(db, clock):
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(busy_then_asked, id="b")
+        s.idle(timeout=T)
+        with pytest.raises(TimeoutError):
+            ref.ask("q", 1, timeout=0.01, ask_id="kept")
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.get("b")
+        ref.signal("open")
+        assert ref.ask("q", 1, timeout=T, ask_id="kept") == "answer 1"
+        assert ref.result(timeout=T) == "done"
+
+
+def test_an_ask_of_a_passivated_workflow_wakes_it(db, clock):
+    with ActorSystem(db, clock=clock, passivate_after=0.0) as s:
+        ref = s.start(teller, 3, id="t")
+        s.idle(timeout=T)
+        assert ref.ask("withdraw", 1, timeout=T) == 2
+        s.idle(timeout=T)
+        assert ref.ask("withdraw", 1, timeout=T) == 1
+
+
+def test_waiting_on_names_the_request_a_workflow_awaits(system):
+    ref = system.start(echo_request, id="e")
+    system.idle(timeout=T)
+    assert "q" in (ref.info().waiting_on or "")
+
+
+def test_history_says_what_woke_each_step_what_it_sent_and_armed(system, clock):
+    target = system.start(counter, 5, id="target")
+    ref = system.start(sender_and_sleeper, "target", id="s")
+    system.idle(timeout=T)
+    clock.advance(5)
+    assert ref.result(timeout=T) == "42"
+    hist = ref.history()
+    text = json.dumps([[h.event, h.detail] for h in hist])
+    assert "hello to target" in text  # what it sent
+    assert "timer nap" in text and "procedure double" in text  # what it armed
+    events = [h.event for h in hist]
+    assert events[0] == "started" and events[-1] == "completed"
+    assert "timer" in events and "procedure" in events  # what woke its steps
+    assert target.status() is Status.RUNNING
+
+
+def test_publish_request_and_reply_outside_a_workflow_are_clear_errors():
+    from workflows import WorkflowError
+
+    with pytest.raises(WorkflowError):
+        publish("k", 1)
+    with pytest.raises(TypeError):
+        request(3)  # type: ignore[arg-type]
+    with pytest.raises((TypeError, ValueError)):
+        request("")
+
+
+@workflow
+async def publishes_none_and_replies_nothing() -> None:
+    publish("k", None)
+    req = await request("q")
+    reply(req)
+    await signal("end")
+
+
+def test_a_published_none_is_a_value_and_a_bare_reply_answers_none(system):
+    ref = system.start(publishes_none_and_replies_nothing, id="n")
+    system.idle(timeout=T)
+    assert ref.published("k") is None
+    assert ref.published("k", timeout=T) is None
+    assert ref.info().published == {"k": None}
+    assert ref.ask("q", timeout=T) is None
+
+
+def test_catchup_all_under_overlap_skip_starts_the_first_missed_tick_and_skips_the_rest(db):
+    clock = VirtualClock()
+    with ActorSystem(db, clock=clock) as s:
+        s.schedule("c", sleeps_long, every=60, catchup="all")
+        s.idle(timeout=T)
+    clock.advance(40 + 4 * 60)  # five ticks missed
+    with ActorSystem(db, clock=clock) as s:
+        s.idle(timeout=T)
+        assert [w.id for w in s.workflows()] == ["c@2023-11-14T22:14:00Z"]
+        [info_] = s.schedules()
+        assert info_.next_tick == 1_700_000_040.0 + 5 * 60
+
+
+def test_serve_after_shutdown_is_system_closed_and_off_the_main_thread_a_clear_error(tmp_path):
+    s = ActorSystem(str(tmp_path / "s.db"), clock=VirtualClock())
+    errors: list[BaseException] = []
+
+    def off_main() -> None:
+        try:
+            s.serve()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=off_main)
+    t.start()
+    t.join(T)
+    assert len(errors) == 1 and "main thread" in str(errors[0])
+    s.shutdown()
+    with pytest.raises(SystemClosed):
+        s.serve()
+
+
+def test_a_workflow_deleted_by_retention_leaves_a_tombstone_too(db, clock):
+    with ActorSystem(db, clock=clock, retention=100) as s:
+        s.start(quick, 1, id="once").result(timeout=T)
+        clock.advance(101)
+        s.idle(timeout=T)
+        with pytest.raises(WorkflowPruned):
+            s.start(quick, 1, id="once")
+        with pytest.raises(UnknownWorkflow, match="pruned"):
+            s.get("once")
+
+
+def test_history_before_past_the_newest_position_pages_from_the_newest(system):
+    ref = system.start(quick, 1, id="q")
+    ref.result(timeout=T)
+    whole = ref.history()
+    assert ref.history(before=10_000) == whole
+    assert ref.history(limit=1, before=10_000) == whole[-1:]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, r: r.history(),
+        lambda s, r: r.published("balance"),
+        lambda s, r: r.ask("withdraw", 1),
+        lambda s, r: s.nodes(),
+        lambda s, r: s.schedules(),
+        lambda s, r: s.unschedule("x"),
+        lambda s, r: s.prune(older_than=0),
+        lambda s, r: asyncio.run(r.published_async("balance")),
+        lambda s, r: asyncio.run(r.ask_async("withdraw", 1)),
+        lambda s, r: asyncio.run(s.schedule_async("x", quick, 1, every=5)),
+        lambda s, r: asyncio.run(s.prune_async(0)),
+        lambda s, r: asyncio.run(s.serve_async()),
+    ],
+)
+def test_each_call_of_these_sections_after_shutdown_is_system_closed(tmp_path, call):
+    s = ActorSystem(str(tmp_path / "c.db"), clock=VirtualClock())
+    ref = s.start(teller, 1, id="t")
+    s.idle(timeout=T)
+    s.shutdown()
+    with pytest.raises(SystemClosed):
+        call(s, ref)
+
+
+@pytest.mark.parametrize("what", ["ask", "published"])
+def test_a_caller_waiting_on_a_workflow_when_the_system_shuts_down_gets_system_closed(tmp_path, what):
+    s = ActorSystem(str(tmp_path / "c.db"), clock=VirtualClock())
+    ref = s.start(busy_then_asked, id="b")
+    s.idle(timeout=T)
+    got: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            if what == "ask":
+                ref.ask("q", 1, ask_id="mine")
+            else:
+                ref.published("never", timeout=T)
+        except BaseException as e:  # noqa: BLE001
+            got.append(e)
+
+    with pytest.raises(KeyError):
+        ref.published("never")
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    s.idle(timeout=T)
+    s.shutdown()
+    waiter.join(T)
+    assert not waiter.is_alive()
+    assert len(got) == 1 and isinstance(got[0], SystemClosed), got
+    if what == "ask":
+        assert got[0].ask_id == "mine"  # asked again with it, the next system answers
