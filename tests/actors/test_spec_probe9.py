@@ -1580,3 +1580,49 @@ def test_wf_schedules_of_a_database_with_none_says_so(system, db, capsys):
     assert (code, json.loads(out)) == (0, [])
     code, out, err = wf(capsys, "schedules", "--db", db)
     assert code == 0 and "no schedules" in out
+
+
+SERVE_SIMPLE = """
+import asyncio, logging, sys
+from actors import ActorSystem
+from tests.actors import test_spec_probe9 as f
+
+db, mode = sys.argv[1], sys.argv[2]
+logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+system = ActorSystem(db)
+system.start(f.teller, 10, id="t")
+system.idle(timeout=30)
+if mode == "async":
+    asyncio.run(system.serve_async())
+else:
+    system.serve()
+print("served", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("sig", "mode"), [("SIGINT", "sync"), ("SIGTERM", "async"), ("SIGINT", "async")])
+def test_serve_and_serve_async_stop_cleanly_on_sigterm_and_sigint(tmp_path, sig, mode):
+    import queue
+
+    path = str(tmp_path / "s.db")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE_SIMPLE, path, mode],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    try:
+        while "system_serving" not in lines.get(timeout=T):
+            pass
+        proc.send_signal(getattr(os_signal, sig))
+        assert proc.wait(T) == 0, proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get_nowait())
+    assert any("served" == x.strip() for x in rest), rest
+    with ActorSystem(path) as s:  # the file was released, and its workflow goes on
+        assert s.get("t").ask("withdraw", 3, timeout=T) == 7
