@@ -709,7 +709,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         solo = not callable(report)
         # A SQLite file is a cluster of one: the system that owns it now, if one does (as its
         # ``system.nodes()`` says), holding its one shard.
-        nodes = _solo_node(store) if solo else report()
+        nodes = report() if callable(report) else _solo_node(store)
     finally:
         store.close()
     if args.json:

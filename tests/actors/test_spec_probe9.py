@@ -16,7 +16,6 @@ import os
 import signal as os_signal
 import subprocess
 import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -253,7 +252,7 @@ def test_wf_prune_with_a_bad_age_is_an_error(tmp_path, capsys):
 
 @workflow
 async def stepper(n: int) -> str:
-    for i in range(n):
+    for _ in range(n):
         got = await signal("s")
         publish("last", got)
     return "done"
