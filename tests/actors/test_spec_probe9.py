@@ -1625,3 +1625,24 @@ def test_serve_and_serve_async_stop_cleanly_on_sigterm_and_sigint(tmp_path, sig,
     assert any("served" == x.strip() for x in rest), rest
     with ActorSystem(path) as s:  # the file was released, and its workflow goes on
         assert s.get("t").ask("withdraw", 3, timeout=T) == 7
+
+
+@workflow
+async def fails_after_a_signal() -> None:
+    await signal("go")
+    raise LookupError("nothing here")
+
+
+def test_history_ends_with_how_the_workflow_ended_cancelled_or_failed(system):
+    c = system.start(counter, 3, id="c")
+    f = system.start(fails_after_a_signal, id="f")
+    system.idle(timeout=T)
+    c.cancel("enough")
+    f.signal("go")
+    system.idle(timeout=T)
+    last = c.history()[-1]
+    assert last.event == "cancelled" and "enough" in json.dumps(last.detail)
+    last = f.history()[-1]
+    assert last.event == "failed" and "LookupError" in json.dumps(last.detail)
+    assert "nothing here" in json.dumps(last.detail)
+    assert [h.event for h in f.history()][-2] == "signal"  # what woke the step that failed
