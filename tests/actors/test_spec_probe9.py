@@ -1646,3 +1646,23 @@ def test_history_ends_with_how_the_workflow_ended_cancelled_or_failed(system):
     assert last.event == "failed" and "LookupError" in json.dumps(last.detail)
     assert "nothing here" in json.dumps(last.detail)
     assert [h.event for h in f.history()][-2] == "signal"  # what woke the step that failed
+
+
+@workflow
+async def scheduled_parent() -> tuple[float | None, float | None, float | None]:
+    from workflows import spawn
+
+    mine = info().scheduled_at
+    child = await spawn(when_scheduled)
+    inline = await when_scheduled()
+    return mine, child, inline
+
+
+def test_scheduled_at_is_the_run_s_tick_and_none_in_a_child_it_spawns(system, clock):
+    system.schedule("p", scheduled_parent, every=60)
+    clock.advance(40)
+    system.idle(timeout=T)
+    [run] = system.workflows(type=scheduled_parent)
+    mine, child, inline = system.get(run.id).result(timeout=T)
+    assert mine == 1_700_000_040.0 == inline  # awaited inline: the caller's own info()
+    assert child is None  # a child is no tick's run
