@@ -1666,3 +1666,48 @@ def test_scheduled_at_is_the_run_s_tick_and_none_in_a_child_it_spawns(system, cl
     mine, child, inline = system.get(run.id).result(timeout=T)
     assert mine == 1_700_000_040.0 == inline  # awaited inline: the caller's own info()
     assert child is None  # a child is no tick's run
+
+
+@workflow
+async def replies_later() -> str:
+    req = await request("slow")
+    await timer("think", after=10)
+    reply(req, f"thought about {req.payload}")
+    return "done"
+
+
+def test_a_request_held_across_a_restart_is_replied_to_after_it(db):
+    clock = VirtualClock()
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.start(replies_later, id="r")
+        s.idle(timeout=T)
+        with pytest.raises(TimeoutError):
+            ref.ask("slow", "x", timeout=0.05, ask_id="held")
+        s.idle(timeout=T)
+        assert "think" in (ref.info().waiting_on or "")
+    clock.advance(10)
+    with ActorSystem(db, clock=clock) as s:
+        ref = s.get("r")
+        assert ref.ask("slow", "x", timeout=T, ask_id="held") == "thought about x"
+        assert ref.result(timeout=T) == "done"
+        assert [h.event for h in ref.history()].count("request") == 1  # asked once
+
+
+def test_concurrent_asks_are_each_answered_once_in_some_order(system):
+    ref = system.start(teller, 100, id="t")
+    system.idle(timeout=T)
+    got: list[object] = []
+    lock = threading.Lock()
+
+    def ask() -> None:
+        v = ref.ask("withdraw", 1, timeout=T)
+        with lock:
+            got.append(v)
+
+    askers = [threading.Thread(target=ask) for _ in range(20)]
+    for a in askers:
+        a.start()
+    for a in askers:
+        a.join(T)
+    assert sorted(got) == list(range(80, 100))  # type: ignore[type-var]
+    assert ref.published("balance") == 80
