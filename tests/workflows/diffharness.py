@@ -19,12 +19,13 @@ import copy
 import dataclasses
 import os
 import pathlib
+import pickle
 import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import workflows
 from workflows import Cancelled, ChildFailed, Event, ProcedureFailed, Request
@@ -580,12 +581,171 @@ def native_expectation_problem(case: Case, trace: Trace) -> str | None:
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def in_a_new_interpreter(script: str, *args: str, stdin: bytes, timeout: float = 120) -> bytes:
+def in_a_new_interpreter(
+    script: str, *args: str, stdin: bytes, timeout: float = 120, hash_seed: int | None = None
+) -> bytes:
     """Run ``script`` (``python -c``, with ``args``) in a new interpreter that imports this
-    checkout, ``stdin`` on its standard input; what it wrote to its standard output. Fails the
-    test, with the end of its stderr, if it did not exit 0."""
+    checkout, ``stdin`` on its standard input (and ``PYTHONHASHSEED`` set to ``hash_seed`` if
+    given); what it wrote to its standard output. Fails the test, with the end of its stderr, if
+    it did not exit 0."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = str(hash_seed)
     out = subprocess.run([sys.executable, "-c", script, *args], input=stdin, capture_output=True,
                          cwd=str(ROOT), env=env, timeout=timeout)
     assert out.returncode == 0, out.stderr.decode()[-3000:]
     return out.stdout
+
+
+# The program of resume_in_a_new_interpreter: argv[1] the module it imports first (or ""),
+# argv[2] the form of its answer, its plan pickled on stdin.
+RESUME = r"""
+import importlib, itertools, pickle, sys
+from workflows import CheckpointError
+from workflows._compiler import checkpoint, restore, step
+from workflows._context import StepContext
+from workflows._step import Finished, Suspended
+
+m = importlib.import_module(sys.argv[1]) if sys.argv[1] else None
+answer = sys.argv[2]
+if answer == "step":
+    from tests.workflows import probes
+    from tests.workflows.diffharness import norm
+plan = pickle.load(sys.stdin.buffer)
+steps = plan["steps"]
+
+if plan["workflow"] is not None:  # no checkpoint: start the workflow, answer its checkpoint
+    wf = getattr(m, plan["workflow"])
+    if plan["harness"]:
+        from workflows.testing import WorkflowHarness
+        h = WorkflowHarness(wf, *plan["args"], roundtrip=False)
+        for _ in range(steps - 1):
+            h.fire_timer("t")
+        assert not h.done, h
+        sys.stdout.buffer.write(h.checkpoint())
+    else:
+        cont = wf.start(*plan["args"])
+        with StepContext(workflow_id=plan["workflow_id"], workflow_type=plan["workflow_type"],
+                         now=plan["now"]).active():
+            r = step(cont)
+            for _ in range(steps - 1):
+                r = step(cont, send=None)
+        assert isinstance(r, Suspended), r
+        sys.stdout.buffer.write(checkpoint(cont))
+    raise SystemExit(0)
+
+out = []
+for blob, workflow_type, now, kind, payload in plan["resumes"]:
+    if kind == "send":
+        payload = pickle.loads(payload)
+    if answer == "step":
+        probes.reset_log()
+    try:
+        cont = restore(blob)
+    except CheckpointError as e:
+        if answer != "outcome":
+            raise
+        out.append(("refused", e.variable, str(e)))
+        continue
+    for i in itertools.count() if steps is None else range(steps):
+        ctx = StepContext(workflow_id=plan["workflow_id"], workflow_type=workflow_type,
+                          now=now + i * plan["tick"])
+        with ctx.active():
+            if i == 0 and kind == "throw":
+                r = step(cont, throw=payload)
+            else:
+                r = step(cont, send=payload if i == 0 else None)
+        if not isinstance(r, Suspended):
+            break
+        if plan["roundtrip"]:
+            cont = restore(checkpoint(cont))
+    if plan["finish"]:
+        assert isinstance(r, Finished), r
+    if answer == "value":
+        out.append(r.value)
+    elif answer == "repr":
+        out.append(repr(r.value))
+    elif answer == "str":
+        out.append(str(r.value))
+    elif answer == "outcome":
+        out.append(("finished", r.value))
+    else:
+        if isinstance(r, Suspended):
+            res = ("suspended", r.command)
+        elif isinstance(r, Finished):
+            res = ("finished", norm(r.value))
+        else:
+            res = ("raised", type(r.exception).__qualname__, norm(r.exception.args))
+        out.append((norm(probes.take_log()), list(ctx.effects), res))
+sys.stdout.buffer.write(pickle.dumps(out))
+"""
+
+
+def resume_in_a_new_interpreter(
+    checkpoint: bytes | Sequence[tuple[bytes, str, float, str, Any]] | None,
+    *,
+    module: str | None = None,
+    workflow: str | None = None,
+    args: Sequence[Any] = (),
+    harness: bool = True,
+    workflow_id: str = "w",
+    workflow_type: str | None = None,
+    now: float = 1.0,
+    tick: float = 0.0,
+    steps: int | None = 1,
+    roundtrip: bool = False,
+    finish: bool = False,
+    answer: Literal["value", "repr", "str", "outcome", "step"] = "value",
+    hash_seed: int | None = None,
+    timeout: float = 120,
+) -> Any:
+    """Restore ``checkpoint`` in a new interpreter, as after a restart, and step it there.
+
+    The new interpreter imports ``module`` first (None: nothing of the tests, the restore imports
+    what the checkpoint names), then restores the checkpoint and takes up to ``steps`` steps
+    (None: as many as it takes), each sent None in a ``StepContext`` of ``workflow_id`` and
+    ``workflow_type`` whose clock reads ``now``, then ``tick`` more at each further step; it stops
+    at the first step that does not suspend, after a ``restore(checkpoint(...))`` of the
+    continuation between steps if ``roundtrip``, and fails the test unless that last step finished
+    if ``finish``. What it answers, from its last step ``r``:
+
+    * ``"value"``: ``r.value``; ``"repr"``: ``repr(r.value)``; ``"str"``: ``str(r.value)``, each
+      made there (also of values that do not pickle);
+    * ``"outcome"``: ``("finished", r.value)``, or ``("refused", variable, message)`` if the
+      restore raised a CheckpointError (which otherwise fails the test);
+    * ``"step"``: the step as the differential harness records it: the ``probes`` log (reset
+      before the restore), the step's effects and ``("suspended", command)``,
+      ``("finished", value)`` or ``("raised", qualname, args)``, normalised by ``norm``.
+
+    ``checkpoint`` may be a list of ``(checkpoint, workflow_type, now, "send", pickled value)`` or
+    ``(checkpoint, workflow_type, now, "throw", exception)``, each resumed (its first step sent
+    that value or thrown that exception) in the same interpreter: the answer is their list.
+
+    With ``checkpoint`` None, the new interpreter instead starts ``workflow`` (a name of
+    ``module``) with ``args``, takes ``steps`` steps, and answers the checkpoint it is suspended
+    at: through ``WorkflowHarness(..., roundtrip=False)`` (the steps after its first fire the
+    timer "t") if ``harness``, else stepping ``start(*args)`` by hand, sent None, in one
+    ``StepContext`` as above. Under ``PYTHONHASHSEED=hash_seed`` if given.
+    """
+    if checkpoint is None:
+        if workflow is None or module is None or steps is None:
+            raise TypeError("starting a workflow takes its module, its name and a number of steps")
+        resumes: list[tuple[bytes, str, float, str, Any]] = []
+    elif isinstance(checkpoint, bytes):
+        if workflow_type is None:
+            raise TypeError("resuming a checkpoint takes the workflow_type of its steps")
+        resumes = [(checkpoint, workflow_type, now, "send", pickle.dumps(None))]
+    else:
+        resumes = list(checkpoint)
+    plan = {
+        "workflow": workflow if checkpoint is None else None, "args": tuple(args),
+        "harness": harness, "resumes": resumes, "workflow_id": workflow_id,
+        "workflow_type": workflow_type, "now": now, "tick": tick, "steps": steps,
+        "roundtrip": roundtrip, "finish": finish,
+    }
+    out = in_a_new_interpreter(RESUME, module or "", answer, stdin=pickle.dumps(plan),
+                               timeout=timeout, hash_seed=hash_seed)
+    if checkpoint is None:
+        return out
+    answers = pickle.loads(out)
+    return answers[0] if isinstance(checkpoint, bytes) else answers

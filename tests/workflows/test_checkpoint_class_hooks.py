@@ -16,6 +16,8 @@ import pytest
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
 
+from .diffharness import resume_in_a_new_interpreter
+
 
 def make_base():
     """A plugin base made by a function: its hook appends to the function's list."""
@@ -229,26 +231,9 @@ async def eq_reads_a_workflow_variable_with_keys_that_hash_apart():
 
 def _value_in_a_new_process(wf, blob: bytes) -> str:
     """Restore ``blob`` (a checkpoint of ``wf``, of this module) in a new interpreter, step it to
-    its end, and return the repr of its value as that interpreter printed it."""
-    import os
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "from workflows._compiler import restore, step\n"
-        "from workflows._context import StepContext\n"
-        "import tests.workflows.test_checkpoint_class_hooks as m\n"
-        "cont = restore(sys.stdin.buffer.read())\n"
-        f"with StepContext(workflow_id='w', workflow_type=m.{wf.__name__}.__workflow_key__, now=0.0).active():\n"
-        "    r = step(cont, send=None)\n"
-        "print(repr(r.value))\n"
-    )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True,
-                         env=dict(os.environ, PYTHONPATH=root), timeout=120)
-    assert out.returncode == 0, out.stderr.decode()[-3000:]
-    return out.stdout.decode().strip()
+    its end, and return the repr of its value as that interpreter made it."""
+    return resume_in_a_new_interpreter(blob, module=__name__, workflow_type=wf.__workflow_key__,
+                                       now=0.0, answer="repr")
 
 
 def test_an_exception_made_in_the_workflow_whose_init_reads_it_is_kept_in_any_process():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import pickle
 import re
 import sys
 import traceback
@@ -13,29 +12,14 @@ import traceback
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
 
-from .diffharness import Oracle, compare, in_a_new_interpreter, run_compiled, run_native
-
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import checkpoint, restore, step
-from workflows._context import StepContext
-from tests.workflows import test_checkpoint_game_shapes as m
-from workflows._step import Suspended
-cont = restore(sys.stdin.buffer.read())
-while True:  # every timer fires, every other command gets None
-    with StepContext(workflow_id="w", workflow_type=sys.argv[1], now=1.0).active():
-        r = step(cont, send=None)
-    if not isinstance(r, Suspended):
-        break
-    cont = restore(checkpoint(cont))
-sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
+from .diffharness import Oracle, compare, resume_in_a_new_interpreter, run_compiled, run_native
 
 
 def _in_a_new_process(wf, blob):
     """What the workflow returns, restored from ``blob`` in a new interpreter and run to its end
     (with a checkpoint and restore at each await there too)."""
-    return pickle.loads(in_a_new_interpreter(CHILD, wf.__workflow_key__, stdin=blob))
+    return resume_in_a_new_interpreter(blob, module=__name__, workflow_type=wf.__workflow_key__,
+                                       steps=None, roundtrip=True)
 
 
 def _same_as_native(wf, *args):

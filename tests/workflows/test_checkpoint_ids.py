@@ -8,7 +8,6 @@ variable and saying what to hold instead; never accepted and then refused at the
 
 from __future__ import annotations
 
-import pickle
 import threading
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
 
-from .diffharness import in_a_new_interpreter
+from .diffharness import resume_in_a_new_interpreter
 
 
 class Node:
@@ -185,21 +184,9 @@ async def a_room_of_a_dict_keyed_by_ids(n, hold):
     return REGISTRY.get(key) is room and key == id(room) and room.name
 
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from tests.workflows import test_checkpoint_ids as m
-cont = restore(sys.stdin.buffer.read())
-with StepContext(workflow_id="w", workflow_type=sys.argv[1], now=1.0).active():
-    r = step(cont, send=None)
-sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
 def _in_a_new_process(wf, blob):
     """What the workflow returns at the step after ``blob``, restored in a new interpreter."""
-    return pickle.loads(in_a_new_interpreter(CHILD, wf.__workflow_key__, stdin=blob))
+    return resume_in_a_new_interpreter(blob, module=__name__, workflow_type=wf.__workflow_key__)
 
 
 @pytest.mark.parametrize("how", ["id", "hash"])

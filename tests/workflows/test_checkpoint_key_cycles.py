@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import pickle
 
 import pytest
 
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
 
-from .diffharness import Oracle, compare, in_a_new_interpreter, run_compiled, run_native
+from .diffharness import Oracle, compare, resume_in_a_new_interpreter, run_compiled, run_native
 
 
 class Room:
@@ -85,21 +84,9 @@ def test_rooms_keyed_by_each_other_are_restored():
     assert restored.outcome == ("return", WANT)
 
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from tests.workflows import test_checkpoint_key_cycles as m
-cont = restore(sys.stdin.buffer.read())
-with StepContext(workflow_id="w", workflow_type="k", now=1.0).active():
-    r = step(cont, send=None)
-sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
 def test_rooms_keyed_by_each_other_are_restored_in_a_new_interpreter():
     h = WorkflowHarness(dungeon, 3, roundtrip=False)
-    assert pickle.loads(in_a_new_interpreter(CHILD, stdin=h.checkpoint())) == WANT
+    assert resume_in_a_new_interpreter(h.checkpoint(), module=__name__, workflow_type="k") == WANT
 
 
 class Vault:
@@ -134,7 +121,8 @@ def test_a_counter_keyed_by_objects_that_hold_it_is_restored():
     assert not compare(native, restored, with_chain=True, label="restored")
     assert restored.outcome == ("return", (4, 1, True, "Counter"))
     h = WorkflowHarness(trading, 3, roundtrip=False)
-    assert pickle.loads(in_a_new_interpreter(CHILD.replace("dungeon", "trading"), stdin=h.checkpoint())) == (4, 1, True, "Counter")
+    got = resume_in_a_new_interpreter(h.checkpoint(), module=__name__, workflow_type="k")
+    assert got == (4, 1, True, "Counter")
 
 
 class Guest:

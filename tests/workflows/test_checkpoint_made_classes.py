@@ -10,16 +10,10 @@ through the module's instance (``BOSS.__class__``), and written as that way to i
 
 from __future__ import annotations
 
-import os
-import pathlib
-import pickle
-import subprocess
-import sys
-
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import resume_in_a_new_interpreter
 
 
 def make_cls(tag):
@@ -68,39 +62,12 @@ async def holds_instances_of_classes_of_a_list_and_a_slot():
     return type(w) is type(PACK[1]), type(w) is type(PACK[0]), type(c) is type(KEEPER.pet)
 
 
-CHILD = r"""
-import importlib, pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from workflows.testing import WorkflowHarness
-m = importlib.import_module(sys.argv[1])
-wf = getattr(m, sys.argv[2])
-if sys.argv[3] == "checkpoint":
-    h = WorkflowHarness(wf, roundtrip=False)
-    sys.stdout.buffer.write(h.checkpoint())
-else:
-    cont = restore(sys.stdin.buffer.read())
-    with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=1.0).active():
-        r = step(cont, send=None)
-    sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
-def _child(wf, mode, data=b""):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, wf.__module__, wf.__name__, mode],
-        input=data, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return proc.stdout
-
-
 def restarted(wf):
     """The outcome of ``wf()`` checkpointed at its first await in one process and restored in
     another."""
-    return pickle.loads(_child(wf, "restore", _child(wf, "checkpoint")))
+    blob = resume_in_a_new_interpreter(None, module=wf.__module__, workflow=wf.__name__)
+    return resume_in_a_new_interpreter(blob, module=wf.__module__,
+                                       workflow_type=wf.__workflow_key__)
 
 
 def native(wf):

@@ -12,17 +12,12 @@ otherwise takes the one element of that container that does.
 
 from __future__ import annotations
 
-import os
-import pathlib
-import pickle
-import subprocess
-import sys
 from collections import deque
 
 from workflows import timer, workflow
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import resume_in_a_new_interpreter
 
 
 class Handler:
@@ -153,42 +148,16 @@ async def holds_iterators_of_a_dict_and_a_deque_built_from_a_set(steps):
     return out
 
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from workflows._step import Suspended
-from workflows.testing import WorkflowHarness
-import tests.workflows.test_checkpoint_module_order as m
-wf = getattr(m, sys.argv[1])
-args = pickle.loads(bytes.fromhex(sys.argv[3]))
-if sys.argv[2] == "checkpoint":
-    h = WorkflowHarness(wf, *args, roundtrip=False)
-    sys.stdout.buffer.write(h.checkpoint())
-else:
-    cont = restore(sys.stdin.buffer.read())
-    with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=1.0).active():
-        r = step(cont, send=None)
-    sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
-def _child(wf, mode, seed, args=(), data=b""):
-    env = dict(os.environ, PYTHONHASHSEED=str(seed))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, wf.__name__, mode, pickle.dumps(args).hex()],
-        input=data, capture_output=True, cwd=str(ROOT), env=env, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return proc.stdout
-
-
 def _restarted(wf, *args):
     """The outcome of ``wf(*args)`` checkpointed in one process and restored in others, each
     under another ``PYTHONHASHSEED`` (so that the module's set is in another order)."""
-    blob = _child(wf, "checkpoint", 1, args)
-    return [pickle.loads(_child(wf, "restore", seed, args, blob)) for seed in (2, 3, 4)]
+    blob = resume_in_a_new_interpreter(None, module=__name__, workflow=wf.__name__, args=args,
+                                       hash_seed=1)
+    return [
+        resume_in_a_new_interpreter(blob, module=__name__, workflow_type=wf.__workflow_key__,
+                                    hash_seed=seed)
+        for seed in (2, 3, 4)
+    ]
 
 
 def test_a_handler_of_a_list_built_from_a_set_is_the_same_one_in_a_new_process():

@@ -14,18 +14,12 @@ had not visited, each once.
 
 from __future__ import annotations
 
-import os
-import pathlib
-import pickle
-import subprocess
-import sys
-
 import pytest
 
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import resume_in_a_new_interpreter
 
 
 class Handler:
@@ -104,49 +98,19 @@ def test_an_object_a_module_list_holds_too_is_kept_by_its_index_there():
     assert h.result() == ("r", True, True)
 
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from workflows._step import Suspended
-from workflows.testing import WorkflowHarness
-import tests.workflows.test_checkpoint_module_sets as m
-wf = getattr(m, sys.argv[1])
-if sys.argv[2] == "checkpoint":
-    h = WorkflowHarness(wf, roundtrip=False)
-    for _ in range(int(sys.argv[3])):
-        h.fire_timer("t")
-    sys.stdout.buffer.write(h.checkpoint())
-else:
-    cont = restore(sys.stdin.buffer.read())
-    for i in range(50):
-        with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=float(i)).active():
-            r = step(cont, send=None)
-        if not isinstance(r, Suspended):
-            break
-    sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
-def _child(wf, mode, seed, data=b"", steps=0):
-    env = dict(os.environ, PYTHONHASHSEED=str(seed))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, wf.__name__, mode, str(steps)], input=data,
-        capture_output=True, cwd=str(ROOT), env=env, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return proc.stdout
+def _restarted(wf, steps=1):
+    """What ``wf`` returns, checkpointed after ``steps`` steps in a new interpreter and resumed to
+    its end in another one, each under its own ``PYTHONHASHSEED``."""
+    blob = resume_in_a_new_interpreter(None, module=__name__, workflow=wf.__name__, steps=steps,
+                                       hash_seed=1)
+    return resume_in_a_new_interpreter(blob, module=__name__, workflow_type=wf.__workflow_key__,
+                                       now=0.0, tick=1.0, steps=50, hash_seed=2)
 
 
 def test_an_object_a_module_list_holds_too_is_the_same_one_in_a_new_process():
-    wf = holds_an_element_of_a_module_set_that_a_list_holds_too
-    blob = _child(wf, "checkpoint", 1)
-    assert pickle.loads(_child(wf, "restore", 2, blob)) == ("r", True, True)
+    assert _restarted(holds_an_element_of_a_module_set_that_a_list_holds_too) == ("r", True, True)
 
 
 def test_a_loop_over_a_module_set_of_strings_visits_the_rest_once_in_a_new_process():
-    wf = loops_over_a_module_set_of_strings
-    blob = _child(wf, "checkpoint", 1, steps=2)  # two elements visited, suspended on the third
-    seen = pickle.loads(_child(wf, "restore", 2, blob))
+    seen = _restarted(loops_over_a_module_set_of_strings, steps=3)  # suspended on the 3rd element
     assert sorted(seen) == sorted(NAMES), seen

@@ -11,16 +11,10 @@ a set of the module's functions or classes does; in the process that made it, ex
 
 from __future__ import annotations
 
-import os
-import pathlib
-import pickle
-import subprocess
-import sys
-
 from workflows import signal, workflow
 from workflows.testing import WorkflowHarness
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import resume_in_a_new_interpreter
 
 
 class Key:
@@ -43,37 +37,17 @@ async def holds_a_set_of_keys_hashed_with_their_class(n):
     return sorted(k.k for k in keys), all(Key(i) in keys for i in range(1, n + 1))
 
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from workflows.testing import WorkflowHarness
-from tests.workflows.test_checkpoint_set_class_hashes import holds_a_set_of_keys_hashed_with_their_class as wf
-n = int(sys.argv[2])
-if sys.argv[1] == "checkpoint":
-    sys.stdout.buffer.write(WorkflowHarness(wf, n, roundtrip=False).checkpoint())
-else:
-    cont = restore(sys.stdin.buffer.read())
-    with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=1.0).active():
-        r = step(cont, send=None)
-    sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
-def _child(mode, n, data=b""):
-    env = dict(os.environ, PYTHONHASHSEED="0")  # the same seed in every process
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, str(n)], input=data, capture_output=True,
-        cwd=str(ROOT), env=env, timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    return proc.stdout
+def _restarted(n):
+    """What the workflow returns, checkpointed in a new interpreter and resumed in another one."""
+    wf = holds_a_set_of_keys_hashed_with_their_class
+    how = dict(module=__name__, hash_seed=0)  # the same seed in every process
+    blob = resume_in_a_new_interpreter(None, workflow=wf.__name__, args=(n,), **how)
+    return resume_in_a_new_interpreter(blob, workflow_type=wf.__workflow_key__, **how)
 
 
 def test_a_set_hashed_through_its_elements_class_restores_in_another_process():
     for n in (6, 40):
-        got = pickle.loads(_child("restore", n, _child("checkpoint", n)))
+        got = _restarted(n)
         assert got == (list(range(1, n + 1)), True)
 
 

@@ -20,7 +20,7 @@ from workflows import CheckpointError, UnknownWorkflowType, timer, workflow
 from workflows._compiler import restore
 from workflows.testing import WorkflowHarness
 
-from .diffharness import in_a_new_interpreter
+from .diffharness import resume_in_a_new_interpreter
 
 
 class FrozenPoint:
@@ -122,19 +122,6 @@ def test_slots_guarded_by_the_class_setattr_come_back_as_recorded(wf, expected):
     assert h.result() == expected
 
 
-CHILD = r"""
-import sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-import tests.workflows.test_checkpoint_slot_setattr as m
-wf = getattr(m, sys.argv[1])
-cont = restore(sys.stdin.buffer.read())
-with StepContext(workflow_id="w", workflow_type=wf.__workflow_key__, now=0.0).active():
-    r = step(cont, send=None)
-print(repr(r.value))
-"""
-
-
 @pytest.mark.parametrize(
     ("wf", "expected"),
     [
@@ -145,8 +132,9 @@ print(repr(r.value))
 )
 def test_slots_guarded_by_the_class_setattr_come_back_in_a_new_process(wf, expected):
     blob = WorkflowHarness(wf, roundtrip=False).checkpoint()
-    out = in_a_new_interpreter(CHILD, wf.__name__, stdin=blob)
-    assert out.decode().strip() == repr(expected)
+    out = resume_in_a_new_interpreter(blob, module=__name__, workflow_type=wf.__workflow_key__,
+                                      now=0.0, answer="repr")
+    assert out == repr(expected)
 
 
 def test_a_restore_that_fails_in_the_applications_code_is_not_reported_as_missing_code():

@@ -14,14 +14,13 @@ their base makes them, from the value; a class that says what its ``__new__`` ta
 from __future__ import annotations
 
 import collections
-import pickle
 
 import pytest
 
 from workflows import CheckpointError, timer, workflow
 from workflows.testing import WorkflowHarness
 
-from .diffharness import Oracle, compare, in_a_new_interpreter, run_compiled, run_native
+from .diffharness import Oracle, compare, resume_in_a_new_interpreter, run_compiled, run_native
 
 
 class Vec2(tuple):
@@ -101,21 +100,9 @@ def test_value_subclasses_with_their_own_new_keep_their_value():
     assert restored.outcome == ("return", WANT)
 
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from tests.workflows import test_checkpoint_value_subclasses as m
-cont = restore(sys.stdin.buffer.read())
-with StepContext(workflow_id="w", workflow_type="k", now=1.0).active():
-    r = step(cont, send=None)
-sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
 def test_value_subclasses_keep_their_value_in_a_new_interpreter():
     h = WorkflowHarness(loot_values, 3, roundtrip=False)
-    got = pickle.loads(in_a_new_interpreter(CHILD, stdin=h.checkpoint()))
+    got = resume_in_a_new_interpreter(h.checkpoint(), module=__name__, workflow_type="k")
     assert got == WANT
 
 

@@ -16,18 +16,7 @@ from workflows import timer, workflow
 from workflows._compiler import _dequestate
 from workflows.testing import WorkflowHarness
 
-from .diffharness import in_a_new_interpreter
-
-CHILD = r"""
-import sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-blob = sys.stdin.buffer.read()
-cont = restore(blob)
-with StepContext(workflow_id="wf-1", workflow_type="k", now=0.0).active():
-    r = step(cont, send=None)
-print(r.value)
-"""
+from .diffharness import resume_in_a_new_interpreter
 
 
 @workflow
@@ -50,7 +39,8 @@ async def local_class_qualname():
 
 
 def _in_a_fresh_process(blob: bytes) -> str:
-    return in_a_new_interpreter(CHILD, stdin=blob, timeout=60).decode().strip()
+    return resume_in_a_new_interpreter(blob, workflow_id="wf-1", workflow_type="k", now=0.0,
+                                       answer="str", timeout=60)
 
 
 def test_class_made_in_a_workflow_keeps_its_qualname_in_a_fresh_process():

@@ -8,10 +8,7 @@ entries, effects and resulting command or outcome must equal the in-process step
 
 from __future__ import annotations
 
-import os
-import pathlib
 import pickle
-import subprocess
 import sys
 
 import pytest
@@ -19,38 +16,8 @@ import pytest
 from workflows.testing import WorkflowHarness
 
 from . import probes
-from .diffharness import CORPUS, WORKFLOW_ID, Send, Throw, clock, norm
+from .diffharness import CORPUS, WORKFLOW_ID, Send, Throw, clock, norm, resume_in_a_new_interpreter
 from .test_differential import CORPUS_MODULES  # noqa: F401 - loads the corpus
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import restore, step
-from workflows._context import StepContext
-from workflows._step import Suspended, Finished, Raised
-from tests.workflows import probes
-from tests.workflows.diffharness import norm
-
-items = pickle.load(sys.stdin.buffer)
-out = []
-for blob, key, now, kind, payload in items:
-    if kind == "send":
-        payload = pickle.loads(payload)
-    probes.reset_log()
-    cont = restore(blob)
-    ctx = StepContext(workflow_id="wf-1", workflow_type=key, now=now)
-    with ctx.active():
-        r = step(cont, send=payload) if kind == "send" else step(cont, throw=payload)
-    if isinstance(r, Suspended):
-        res = ("suspended", r.command)
-    elif isinstance(r, Finished):
-        res = ("finished", norm(r.value))
-    else:
-        res = ("raised", type(r.exception).__qualname__, norm(r.exception.args))
-    out.append((norm(probes.take_log()), list(ctx.effects), res))
-sys.stdout.buffer.write(pickle.dumps(out))
-"""
 
 
 def _result(h: WorkflowHarness):
@@ -103,17 +70,7 @@ def test_restore_in_a_fresh_process_resumes_identically():
     """Every corpus checkpoint, restored in a new interpreter, takes the same next step."""
     items, expected, labels = _collect()
     assert len(items) > 300
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD],
-        input=pickle.dumps(items),
-        capture_output=True,
-        cwd=str(ROOT),
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    got = pickle.loads(proc.stdout)
+    got = resume_in_a_new_interpreter(items, workflow_id=WORKFLOW_ID, answer="step")
     bad = [
         f"{label}: in-process {want!r} vs fresh process {have!r}"
         for label, want, have in zip(labels, expected, got, strict=True)

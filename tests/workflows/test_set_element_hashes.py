@@ -15,11 +15,6 @@ are at other addresses) with the same elements in that process's own order.
 
 from __future__ import annotations
 
-import os
-import pathlib
-import pickle
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -33,7 +28,7 @@ from workflows._compiler._pickle_sets import BY_VALUE, hash_identities, hashed_b
 from workflows._context import StepContext
 from workflows._step import Suspended
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import resume_in_a_new_interpreter
 
 _MODULE = """
 class Box:
@@ -371,38 +366,12 @@ def test_a_set_of_objects_that_come_back_as_themselves_is_restored_in_its_order(
 # ---------------------------------------------------------------------------------------------
 # Another process
 
-CHILD = r"""
-import pickle, sys
-from workflows._compiler import checkpoint, restore, step
-from workflows._compiler._pickle_sets import BY_VALUE, hash_identities, hashed_by_value
-from workflows._context import StepContext
-from workflows._step import Suspended, Finished
-import tests.workflows.corpus_sets as corpus
-
-if sys.argv[1] == "checkpoint":
-    cont = corpus.module_objects.start()
-    with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
-        r = step(cont)
-    assert isinstance(r, Suspended), r
-    sys.stdout.buffer.write(checkpoint(cont))
-else:
-    cont = restore(sys.stdin.buffer.read())
-    with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
-        r = step(cont, send=None)
-    assert isinstance(r, Finished), r
-    sys.stdout.buffer.write(pickle.dumps(r.value))
-"""
-
-
-def _child(mode, data=b""):
-    env = dict(os.environ, PYTHONHASHSEED="3")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, mode], input=data, capture_output=True, env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc.stdout
+def _in_other_processes():
+    """What ``corpus_sets.module_objects`` answers, checkpointed at its first await in a new
+    interpreter and resumed in another one, both under ``PYTHONHASHSEED=3``."""
+    how = dict(module="tests.workflows.corpus_sets", workflow_type="t", now=0.0, hash_seed=3)
+    blob = resume_in_a_new_interpreter(None, workflow="module_objects", harness=False, **how)
+    return resume_in_a_new_interpreter(blob, finish=True, **how)
 
 
 def test_a_set_of_the_modules_objects_restores_in_another_process():
@@ -411,7 +380,7 @@ def test_a_set_of_the_modules_objects_restores_in_another_process():
     same elements in that process's own order, and the workflow goes on."""
     from . import corpus_sets
 
-    names, size = pickle.loads(_child("restore", _child("checkpoint")))
+    names, size = _in_other_processes()
     held = [x for i, x in enumerate(corpus_sets.MODULE_OBJECTS) if i not in (4, 5)]
     assert size == len(names) == len(held)
     assert sorted(names) == sorted(map(corpus_sets.name_of, held))

@@ -14,10 +14,7 @@ otherwise), with the same elements in that process's order, the workflow going o
 from __future__ import annotations
 
 import os
-import pathlib
 import pickle
-import subprocess
-import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,8 +25,7 @@ from workflows._compiler import _settable, checkpoint, restore
 from workflows.testing import WorkflowHarness
 
 from .corpus_sets import set_operations
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from .diffharness import in_a_new_interpreter, resume_in_a_new_interpreter
 
 INTS = st.one_of(
     st.integers(-3, 40),
@@ -110,48 +106,22 @@ def test_a_table_that_cannot_be_rebuilt_is_refused_at_checkpoint():
 # ---------------------------------------------------------------------------------------------
 # Another process
 
-CHILD = r"""
-import pickle, sys
-from workflows import CheckpointError
-from workflows._compiler import checkpoint, restore, step
-from workflows._context import StepContext
-from workflows._step import Suspended, Finished
-import tests.workflows.corpus_sets as corpus
-
-mode = sys.argv[1]
-if mode == "checkpoint":
-    ops = pickle.load(sys.stdin.buffer)
-    cont = corpus.set_operations.start(ops)
-    with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
-        r = step(cont)
-        for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 0):  # further steps first
-            r = step(cont, send=None)
-    assert isinstance(r, Suspended), r
-    sys.stdout.buffer.write(checkpoint(cont))
-else:
-    blob = sys.stdin.buffer.read()
-    try:
-        cont = restore(blob)
-    except CheckpointError as e:
-        sys.stdout.buffer.write(pickle.dumps(("refused", e.variable, str(e))))
-        raise SystemExit(0)
-    r = None
-    while not isinstance(r, Finished):
-        with StepContext(workflow_id="w", workflow_type="t", now=0.0).active():
-            r = step(cont, send=None)
-    sys.stdout.buffer.write(pickle.dumps(("finished", r.value)))
-"""
-
-
-def _child(mode, data, seed, steps=0):
-    env = dict(os.environ, PYTHONHASHSEED=str(seed))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, str(steps)], input=data, capture_output=True, env=env,
-        timeout=120,
+def _checkpointed(ops, seed, steps=0):
+    """The checkpoint of ``set_operations(ops)`` at its first await (or ``steps`` awaits later),
+    made in a new interpreter under that hash seed."""
+    return resume_in_a_new_interpreter(
+        None, module="tests.workflows.corpus_sets", workflow="set_operations", args=(ops,),
+        harness=False, workflow_type="t", now=0.0, steps=steps + 1, hash_seed=seed,
     )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return proc.stdout
+
+
+def _restored(blob, seed):
+    """``("finished", value)`` of the workflow resumed from ``blob`` to its end in a new
+    interpreter under that hash seed, or ``("refused", variable, message)``."""
+    return resume_in_a_new_interpreter(
+        blob, module="tests.workflows.corpus_sets", workflow_type="t", now=0.0, steps=None,
+        finish=True, answer="outcome", hash_seed=seed,
+    )
 
 
 def _native(ops, seed):
@@ -163,14 +133,7 @@ def _native(ops, seed):
         "while not h.done:\n    h.send(None)\n"
         "sys.stdout.buffer.write(pickle.dumps(h.value))\n"
     )
-    env = dict(os.environ, PYTHONHASHSEED=str(seed))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    proc = subprocess.run(
-        [sys.executable, "-c", code], input=pickle.dumps(ops), capture_output=True, env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    return pickle.loads(proc.stdout)
+    return pickle.loads(in_a_new_interpreter(code, stdin=pickle.dumps(ops), hash_seed=seed))
 
 
 def _churn(elements):
@@ -183,8 +146,8 @@ def _churn(elements):
 
 def test_int_set_restored_in_another_process_behaves_as_uninterrupted():
     ops = _churn([i * 8 for i in range(20)] + [-1, -2, 3, 11])
-    blob = _child("checkpoint", pickle.dumps(ops), 1)
-    assert pickle.loads(_child("restore", blob, 2)) == ("finished", _native(ops, 1))
+    blob = _checkpointed(ops, 1)
+    assert _restored(blob, 2) == ("finished", _native(ops, 1))
 
 
 def test_str_set_restored_in_another_process_exact_under_the_same_hash_seed():
@@ -192,9 +155,9 @@ def test_str_set_restored_in_another_process_exact_under_the_same_hash_seed():
     same table; under another it holds the same elements in that process's own order (as two
     native runs would), and the workflow goes on."""
     ops = _churn([f"k{i}" for i in range(30)])
-    blob = _child("checkpoint", pickle.dumps(ops), 7)
-    assert pickle.loads(_child("restore", blob, 7)) == ("finished", _native(ops, 7))
-    other = pickle.loads(_child("restore", blob, 8))
+    blob = _checkpointed(ops, 7)
+    assert _restored(blob, 7) == ("finished", _native(ops, 7))
+    other = _restored(blob, 8)
     assert other[0] == "finished", other
     log, left, size = other[1]
     native_log, native_left, native_size = _native(ops, 7)
@@ -213,11 +176,11 @@ def test_loop_over_a_str_set_resumed_under_another_hash_seed_visits_each_element
     elements = sorted(f"k{i}" for i in range(40))
     ops = [("add", x) for x in elements]
     for steps in (0, 9, 25):  # suspended after the 1st, the 10th and the 26th element
-        blob = _child("checkpoint", pickle.dumps(ops), 7, steps)
+        blob = _checkpointed(ops, 7, steps)
         native_log = _native(ops, 7)[0]
-        assert pickle.loads(_child("restore", blob, 7))[1][0] == native_log
+        assert _restored(blob, 7)[1][0] == native_log
         for seed in (8, 9):
-            kind, (log, left, size) = pickle.loads(_child("restore", blob, seed))
+            kind, (log, left, size) = _restored(blob, seed)
             assert kind == "finished" and size == len(elements) and sorted(left) == elements
             visited = [x for k, x in log if k == "loop"]
             assert visited[: steps + 1] == [x for k, x in native_log if k == "loop"][: steps + 1]
