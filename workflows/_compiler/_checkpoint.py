@@ -468,7 +468,11 @@ def _first_refused(
                         "alias; define the alias at module level, or del it before the await"
                     )
                 elif tname in ("generator", "async_generator"):
-                    hint = "a generator cannot be checkpointed; wrap it in list(...)"
+                    hint = (
+                        "a generator that can still run cannot be checkpointed (its frame "
+                        "cannot be written; one that has finished or was closed can); wrap it "
+                        "in list(...)"
+                    )
                 elif isinstance(e, RecursionError) or "excessively deep recursion" in str(e):
                     hint = (
                         "it reaches its objects through a chain of references deeper than "

@@ -13,7 +13,7 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
-from . import _dequestate, _settable
+from . import _dequestate, _odictstate, _settable
 from ._pickle_modules import reordered
 from ._seqiter import Reordered
 
@@ -353,11 +353,7 @@ _LIVE_TYPES = {
 def _reduce_native_iter(it: Any) -> Any:
     t = type(it)
     if t is _ODictIter:
-        raise RuntimeError(
-            "an OrderedDict iterator held in a variable cannot be checkpointed with its position "
-            "(which of keys, values or items it yields is not visible); iterate over "
-            "list(od.items()), or loop over the OrderedDict itself"
-        )
+        return _reduce_odict_iter(it)
     c = _container_of(it)
     kind = "set" if t is _SetIter else _DICT_KINDS[t][0]
     if c is None:
@@ -377,6 +373,59 @@ def _reduce_native_iter(it: Any) -> Any:
         # with the size the native iterator checks.
         return (_restore_live_iter, (c, "set", len(c), 0, rest))
     return (_restore_native_dict_iter, (kind, c, len(c) - len(rest)))
+
+
+def _reduce_odict_iter(it: Any) -> Any:
+    """An OrderedDict iterator (``iter(od)``, ``od.items()``, ``reversed(od)``...): its kind,
+    its OrderedDict, the size it checks, the mutations of the OrderedDict since it was made and
+    the key it yields next (``_odictstate``): the next key by its place in the OrderedDict
+    when it is one of its keys (the restored OrderedDict's own key object), else itself."""
+    if not _odictstate.SUPPORTED:
+        raise RuntimeError(
+            "an OrderedDict iterator cannot be checkpointed on this interpreter "
+            f"({sys.implementation.name} {sys.version.split()[0]}): which of keys, values or "
+            "items it yields, and whether its OrderedDict changed since it was made, cannot be "
+            "read here; iterate over list(od.items()), or del the iterator before the await"
+        )
+    kind, od, size, mutations, current = _odictstate.iterator_state(it)
+    at = None
+    if od is not None and current:
+        for i, k in enumerate(OrderedDict.keys(od)):
+            if k is current[0]:
+                at, current = i, ()
+                break
+    return (restore_odict_iter, (kind, od, size, mutations, at, current))
+
+
+def restore_odict_iter(kind: int, od: Any, size: int, mutations: int, at: int | None, current: Any) -> Any:
+    """``_odictstate.restore``, with the key it yields next taken from the OrderedDict's place
+    ``at`` if it was one of its keys."""
+    if at is not None:
+        current = (builtins.next(itertools.islice(OrderedDict.keys(od), at, None)),)
+    return _odictstate.restore(kind, od, size, mutations, current)
+
+
+def restore_module_odict_iter(
+    kind: int, od: Any, size: int, mutations: int, at: int | None, current: Any,
+    process: str, fps: list[str], digest: str,
+) -> Any:
+    """``restore_odict_iter`` of an iterator of an OrderedDict of module data; in another
+    process, where the module built it with the same keys (by fingerprint) in another order,
+    one over the keys it had still to visit, in the order they had (``restore_module_dict_iter``)."""
+    n = len(fps)
+    if not mutations and at is not None and size == len(od) == n:
+        backwards = bool(kind & _odictstate.REVERSED)
+        keys = reordered(od, "K", process, fps, digest, *((0, at + 1) if backwards else (at, n)))
+        if keys is not None:
+            if backwards:
+                keys.reverse()
+            li = LiveIter(None, od, _ODICT_KIND_NAMES[kind & ~_odictstate.REVERSED], n)
+            li._rest = keys
+            return li
+    return restore_odict_iter(kind, od, size, mutations, at, current)
+
+
+_ODICT_KIND_NAMES = {_odictstate.KEYS: "keys", _odictstate.VALUES: "values", _odictstate.ITEMS: "items"}
 
 
 def _reduce_deque_iter(it: Any) -> Any:

@@ -81,6 +81,8 @@ from ._pickle_iters import (
     restore_module_deque_iter,
     restore_module_dict_iter,
     restore_module_live_iter,
+    restore_module_odict_iter,
+    restore_odict_iter,
 )
 from ._pickle_modules import (
     _ORDERED_STEPS,
@@ -470,6 +472,10 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             order = self.module_order(c, "K")
             if order is not None:
                 return (restore_module_dict_iter, (kind, c, pos, PROCESS, *order))
+        elif rv[0] is restore_odict_iter and rv[1][1] is not None:
+            order = self.module_order(rv[1][1], "K")
+            if order is not None:
+                return (restore_module_odict_iter, (*rv[1], PROCESS, *order))
         return rv
 
     def reduce_deque_iter(self, it: Any) -> Any:
@@ -856,8 +862,29 @@ def _reduce_super(_p: Any, obj: Any) -> Any:
     return (super, (obj.__thisclass__, obj.__self__))
 
 
+def _reduce_generator(_p: Any, g: types.GeneratorType[Any, Any, Any]) -> Any:
+    """A generator that has finished (it returned or raised, or was closed): it has no frame
+    left, and every ``next`` raises StopIteration; made again as a closed generator of the same
+    code and names. One that can still run keeps a frame, which pickle cannot write."""
+    if g.gi_frame is not None:
+        raise TypeError("cannot pickle 'generator' object")
+    return (closed_generator, (g.gi_code, g.__name__, g.__qualname__))
+
+
+def closed_generator(code: types.CodeType, name: str, qualname: str) -> Any:
+    """A finished generator of ``code`` (the restore of one)."""
+    cells = tuple(types.CellType() for _ in code.co_freevars)
+    make = types.FunctionType(code, {}, name, (None,) * code.co_argcount, cells or None)
+    make.__kwdefaults__ = dict.fromkeys(code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount])
+    g = make()
+    g.close()  # never started: closing it runs none of its code
+    g.__qualname__ = qualname
+    return g
+
+
 _OWN_OVERRIDES: dict[type, Any] = {
     super: _reduce_super,
+    types.GeneratorType: _reduce_generator,
     decimal.Context: _refuse_current_context,
     random.SystemRandom: _reduce_system_random,
     staticmethod: _reduce_method_wrapper,
@@ -869,6 +896,7 @@ _OWN_OVERRIDES: dict[type, Any] = {
     _SetIter: _reduce_set_iter,
     **{t: lambda p, it: p.reduce_deque_iter(it) for t in _dequestate.ITER_TYPES},
     **{t: lambda p, it: p.reduce_seq_iter(it) for t in _seqiter.TYPES},
+    _seqiter.MEMORY_ITER: lambda _p, it: _seqiter.reduce_memory_iter(it),
     **({} if _PY312 else {io.StringIO: _refuse_lost_newlines}),
     **{t: _procstate.refuse_entered for t in _procstate.ENTERED_TYPES},
 }
@@ -914,6 +942,11 @@ _BY_NAME: set[Any] = {
     restore_module_live_iter,
     _seqiter.restore_seq_iter,
     _seqiter.restore_module_seq_iter,
+    restore_odict_iter,
+    restore_module_odict_iter,
+    _seqiter.restore_memory_iter,
+    closed_generator,
+    _seqiter._exhausted_memory_iter,
     sys_value,
     set_state_and_attributes,
     adopt_state,

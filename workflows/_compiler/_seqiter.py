@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 import builtins
 import ctypes
+import gc
 import sys
 import sysconfig
 from typing import Any
@@ -172,4 +173,73 @@ def restore_seq_iter(make: Any, seq: Any, index: int) -> Any:
             f"cannot be restored at that position on this interpreter ({sys.implementation.name} "
             f"{sys.version.split()[0]})"
         )
+    return it
+
+
+# --------------------------------------------------------------------------------------------
+# memoryview iterators
+
+MEMORY_ITER: type = type(iter(memoryview(b"")))
+
+
+def _memory_layout_holds() -> bool:
+    """Whether a memoryview iterator is laid out as CPython 3.11 to 3.13 lay it out
+    (``Objects/memoryobject.c``: the object header, the index, the memoryview, all words)."""
+    if not SUPPORTED or MEMORY_ITER.__basicsize__ < _OFFSET + 2 * ctypes.sizeof(ctypes.c_ssize_t):
+        return False
+    try:
+        mv = memoryview(b"abc")
+        it = builtins.iter(mv)
+        next(it)
+        seq = ctypes.c_ssize_t.from_address(id(it) + _OFFSET + ctypes.sizeof(ctypes.c_ssize_t))
+        return _index(it).value == 1 and seq.value == id(mv) and list(it) == [98, 99]
+    except Exception:
+        return False
+
+
+MEMORY_SUPPORTED = _memory_layout_holds()
+
+
+def _memory_view_of(it: Any) -> memoryview | None:
+    """The memoryview ``it`` iterates (None once it is exhausted: it lets go of it then)."""
+    for r in gc.get_referents(it):
+        if type(r) is memoryview:
+            return r
+    return None
+
+
+def reduce_memory_iter(it: Any) -> Any:
+    """An iterator of a memoryview (``iter(memoryview(b))``): its view (which a checkpoint keeps
+    as a view of the same object) and its index, read by the layout; restored by stepping a new
+    iterator of that view as far."""
+    mv = _memory_view_of(it)
+    if mv is None:
+        return (_exhausted_memory_iter, ())
+    if not MEMORY_SUPPORTED:
+        raise RuntimeError(
+            "a memoryview iterator cannot be checkpointed with its position on this interpreter "
+            f"({sys.implementation.name} {sys.version.split()[0]}); iterate over "
+            "mv.tolist() instead, or del the iterator before the await"
+        )
+    try:
+        mv.obj  # noqa: B018 - raises ValueError if the view was released
+    except ValueError:
+        raise RuntimeError(
+            "an iterator of a released memoryview (its next step raises ValueError natively) "
+            "cannot be checkpointed; del the iterator before the await"
+        ) from None
+    return (restore_memory_iter, (mv, _index(it).value))
+
+
+def _exhausted_memory_iter() -> Any:
+    it = builtins.iter(memoryview(b""))
+    next(it, None)
+    return it
+
+
+def restore_memory_iter(mv: memoryview, index: int) -> Any:
+    """An iterator of ``mv`` that has yielded ``index`` items."""
+    it = builtins.iter(mv)
+    for _ in range(index):
+        next(it)
     return it
