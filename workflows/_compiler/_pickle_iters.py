@@ -10,6 +10,7 @@ import gc
 import itertools
 import operator
 import sys
+import types
 from collections import OrderedDict
 from typing import Any
 
@@ -350,6 +351,35 @@ _LIVE_TYPES = {
 }
 
 
+_NOT_FOLLOWED = (type, types.ModuleType, types.FunctionType, types.CodeType)
+
+
+def _holds(c: Any, it: Any) -> bool:
+    """Whether container ``c`` holds ``it`` among its items, or in what they hold."""
+    seen = {id(c)}
+    todo = [c]
+    while todo:
+        for r in gc.get_referents(todo.pop()):
+            if r is it:
+                return True
+            if id(r) not in seen and not isinstance(r, _NOT_FOLLOWED):
+                seen.add(id(r))
+                todo.append(r)
+    return False
+
+
+def _refuse_held_by_its_container(c: Any, it: Any) -> None:
+    """A restore makes an iterator before the items of a container that holds it are back
+    (pickle puts them in once they are all written): it could not be put at its position."""
+    if _holds(c, it):
+        name = type(c).__name__
+        raise RuntimeError(
+            f"the {name} it iterates holds the iterator itself (among its items, or in what they "
+            f"hold): a restore makes the iterator before the {name}'s items are back, so it "
+            f"cannot be put at its position; hold the iterator outside its {name}"
+        )
+
+
 def _reduce_native_iter(it: Any) -> Any:
     t = type(it)
     if t is _ODictIter:
@@ -372,6 +402,7 @@ def _reduce_native_iter(it: Any) -> Any:
         # A rebuilt set may order its elements otherwise: the elements still to come are kept,
         # with the size the native iterator checks.
         return (_restore_live_iter, (c, "set", len(c), 0, rest))
+    _refuse_held_by_its_container(c, it)
     return (_restore_native_dict_iter, (kind, c, len(c) - len(rest)))
 
 
@@ -388,6 +419,8 @@ def _reduce_odict_iter(it: Any) -> Any:
             "read here; iterate over list(od.items()), or del the iterator before the await"
         )
     kind, od, size, mutations, current = _odictstate.iterator_state(it)
+    if od is not None:
+        _refuse_held_by_its_container(od, it)
     at = None
     if od is not None and current:
         for i, k in enumerate(OrderedDict.keys(od)):
@@ -440,6 +473,7 @@ def _reduce_deque_iter(it: Any) -> Any:
             "here; iterate over list(the deque), or del the iterator before the await"
         )
     d, mutations, counter = _dequestate.iterator_state(it)
+    _refuse_held_by_its_container(d, it)
     return (_restore_deque_iter, (type(it) is _dequestate.ITER_TYPES[1], d, mutations, counter))
 
 
