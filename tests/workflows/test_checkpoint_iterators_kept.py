@@ -128,7 +128,7 @@ async def od_iterators_of_other_dicts(n):
     next(only)
     m = map(str.upper, iter(od))
     next(m)
-    z = zip(reversed(od.values()), "pq")
+    z = zip(reversed(od.values()), "pq", strict=False)
     next(z)
     await timer("t", 1)
     od["c"] = 0
