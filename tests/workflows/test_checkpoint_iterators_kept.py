@@ -181,6 +181,26 @@ async def memoryview_written_through(n):
     return list(it), bytes(buf)
 
 
+@workflow
+async def memoryviews_of_part(n):
+    buf = bytearray(range(12))
+    mid = memoryview(buf)[2:2 + n]
+    every = memoryview(buf)[1::3]
+    back = memoryview(buf)[::-2]
+    halves = memoryview(buf)[4:12].cast("H")
+    rows = memoryview(buf).cast("B", (4, 3))[::-2]
+    frozen = memoryview(bytes(range(20, 30)))[3:7].toreadonly()
+    it = iter(memoryview(buf)[6:])
+    next(it)
+    await timer("t", 1)
+    mid[0] = 200  # written through the view: the restored bytearray
+    every[1] = 201
+    back[0] = 202
+    halves[1] = 0xFFFF
+    return (bytes(buf), mid.tolist(), every.tolist(), back.tolist(), halves.tolist(), rows.tolist(),
+            rows.strides, frozen.tolist(), frozen.readonly, list(it), _err(buf.append, 1))
+
+
 # --------------------------------------------------------------------------------------------
 # Finished generators
 
@@ -392,6 +412,7 @@ KEPT = [
     (memoryview_iterators, 3),
     (memoryview_released_after, 3),
     (memoryview_written_through, 4),
+    (memoryviews_of_part, 3),
     (finished_generators, 3),
     (sequence_iterators, 4),
     (shrunk_and_changed, 4),

@@ -40,7 +40,7 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _settable
+from . import _memview, _settable
 from ._instdict import rebuild_as_base
 from ._pickle_modules import HEAPTYPE, slot_names, slot_values
 from ._scope import FRAME, LOCAL, user_name
@@ -144,14 +144,25 @@ def _reduce_memoryview(mv: memoryview) -> Any:
     except ValueError:  # released
         return (released_view, ())
     whole = memoryview(obj)
-    if mv.nbytes != whole.nbytes or not mv.c_contiguous or not whole.c_contiguous:
-        raise ValueRefused(
-            f"a memoryview of part of a {type(obj).__name__} ({mv.nbytes} of its {whole.nbytes} "
-            "bytes, or not contiguous), whose offset into it cannot be read; hold the "
-            f"{type(obj).__name__} and the slice bounds across the await, and take the view after it",
-            mv,
-        )
-    return (memory_view, (obj, mv.format, tuple(mv.shape or ()), mv.readonly))
+    shape = tuple(mv.shape or ())
+    if mv.nbytes == whole.nbytes and mv.c_contiguous and whole.c_contiguous:
+        return (memory_view, (obj, mv.format, shape, mv.readonly))
+    # Part of it (a slice, a cast of one): made again from where it starts in obj's buffer.
+    why = "its offset into it cannot be read on this interpreter"
+    if _memview.SUPPORTED and whole.c_contiguous:
+        args = (obj, _memview.offset(mv), mv.format, shape, tuple(mv.strides or ()), mv.readonly)
+        try:
+            _memview.make(*args)
+        except (ValueError, TypeError) as e:
+            why = f"it cannot be made again as a slice of a cast of it ({e})"
+        else:
+            return (_memview.make, args)
+    raise ValueRefused(
+        f"a memoryview of part of a {type(obj).__name__} ({mv.nbytes} of its {whole.nbytes} "
+        f"bytes, or not contiguous): {why}; hold the {type(obj).__name__} and the slice bounds "
+        "across the await, and take the view after it",
+        mv,
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -45,7 +45,16 @@ from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
-from . import _cached, _dequestate, _dynclass, _pickle_caches, _procstate, _seqiter, _settable
+from . import (
+    _cached,
+    _dequestate,
+    _dynclass,
+    _memview,
+    _pickle_caches,
+    _procstate,
+    _seqiter,
+    _settable,
+)
 from ._instdict import (
     adopt_state,
     as_base,
@@ -945,6 +954,7 @@ _BY_NAME: set[Any] = {
     restore_odict_iter,
     restore_module_odict_iter,
     _seqiter.restore_memory_iter,
+    _memview.make,
     closed_generator,
     _seqiter._exhausted_memory_iter,
     sys_value,
