@@ -304,6 +304,28 @@ async def wrapped_iterators(n):
 
 
 @workflow
+async def shared_and_subclass_iterators(n):
+    xs = list(range(n))
+    a = iter(xs)
+    b = a  # one iterator, two names
+    pairs = zip(a, a, strict=False)  # the same iterator twice
+    next(pairs)
+    dd = collections.defaultdict(list, {"x": [1], "y": [2], "z": [3]})
+    ddi = iter(dd.items())
+    next(ddi)
+    cnt = collections.Counter("abracadabra")
+    ci = iter(cnt)
+    next(ci)
+    od = collections.OrderedDict.fromkeys("pqrs", 0)
+    en = enumerate(reversed(od))
+    next(en)
+    await timer("t", 1)
+    same = a is b
+    dd["x"].append(9)
+    return same, next(b), list(pairs), list(ddi), list(ci), list(en)
+
+
+@workflow
 async def zip_strict_runs_short(n):
     z = zip(range(n), range(n + 1), strict=True)
     next(z)
@@ -417,6 +439,7 @@ KEPT = [
     (sequence_iterators, 4),
     (shrunk_and_changed, 4),
     (wrapped_iterators, 4),
+    (shared_and_subclass_iterators, 7),
     (zip_strict_runs_short, 3),
     (dict_views_and_iterators, 4),
     (set_and_deque_iterators, 4),

@@ -153,7 +153,7 @@ def _reduce_memoryview(mv: memoryview) -> Any:
         args = (obj, _memview.offset(mv), mv.format, shape, tuple(mv.strides or ()), mv.readonly)
         try:
             _memview.make(*args)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, NotImplementedError) as e:
             why = f"it cannot be made again as a slice of a cast of it ({e})"
         else:
             return (_memview.make, args)
