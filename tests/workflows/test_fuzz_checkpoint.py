@@ -142,6 +142,18 @@ FRAGMENTS = [
         ),
     ),
     Fragment(
+        "views of part of a buffer, iterators of an OrderedDict and a memoryview, a finished generator",
+        before=(
+            "pb{i} = bytearray(b'abcdef')\npv{i} = memoryview(pb{i})[1::2]\n"
+            "po{i} = collections.OrderedDict(a=1, b=2, c=3)\npi{i} = reversed(po{i}.items())\nnext(pi{i})\n"
+            "pm{i} = iter(memoryview(pb{i}))\nnext(pm{i})\npg{i} = (v for v in 'ab')\nlist(pg{i})"
+        ),
+        after=(
+            "pb{i}[3] = x\npo{i}['a'] = x\n"
+            "log((bytes(pv{i}), list(pi{i}), list(pm{i}), list(pg{i})))"
+        ),
+    ),
+    Fragment(
         "floats and big ints held twice",
         before="nf{i} = float('nan')\nbi{i} = 10 ** 30 + x\nlf{i} = [nf{i}, bi{i}, nf{i}]",
         after="log((nf{i} in lf{i}, lf{i}.index(nf{i}), lf{i}[1] is bi{i}, lf{i}[0] is lf{i}[2]))",
@@ -298,11 +310,11 @@ REFUSED = [
         hint="module level",
     ),
     Fragment(
-        "view of part of a buffer",
-        before="pb{i} = bytearray(b'abcd')\npv{i} = memoryview(pb{i})[1:]",
-        after="log(bytes(pv{i}))",
-        refused="pv{i}",
-        hint="slice bounds",
+        "dict holding its own iterator",
+        before="cd{i} = {{'a': 1, 'it': None}}\ncd{i}['it'] = iter(cd{i})\nnext(cd{i}['it'])",
+        after="log(list(cd{i}['it']))",
+        refused="cd{i}",
+        hint="outside its dict",
     ),
 ]
 
