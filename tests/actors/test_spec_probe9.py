@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1129,6 +1130,40 @@ def waits_for_stdin(tag: str) -> str:
     return f"called {tag}"
 
 
+def _serving(script: str, *args: str, stdin: bool = False) -> tuple[subprocess.Popen[str], Any, list[str]]:
+    """Start ``script`` in a new interpreter: the process, a queue of its stdout lines and the
+    list its stderr lines go to (both read as they come, so that no pipe fills and blocks it).
+    A process that does not exit in time is asked for its threads' stacks (``_exit_code``)."""
+    import queue
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONFAULTHANDLER="1"),
+        stdin=subprocess.PIPE if stdin else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    errors: list[str] = []
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    threading.Thread(target=lambda: [errors.append(x) for x in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+    return proc, lines, errors
+
+
+def _exit_code(proc: subprocess.Popen[str], errors: list[str]) -> int:
+    """The exit code of ``proc``, which was asked to stop; if it has not exited within T
+    seconds, the test fails with the stacks of its threads (SIGABRT, under PYTHONFAULTHANDLER)."""
+    try:
+        return proc.wait(T)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(os_signal.SIGABRT)
+        try:
+            proc.wait(T)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(T)
+        pytest.fail(f"the process did not exit within {T}s of the signal; its stderr, with its "
+                    f"threads' stacks:\n{''.join(errors)[-20000:]}")
+
+
 @workflow
 async def term_caller(tag: str) -> str:
     got = await procedure(waits_for_stdin, tag)
@@ -1159,6 +1194,8 @@ def send():
                 return
             out.write(f"{i}\\n")
             out.flush()
+            if i == 0:
+                print("first signal acknowledged", flush=True)
 
 threading.Thread(target=send, daemon=True).start()
 system.serve()
@@ -1169,26 +1206,21 @@ print("served", flush=True)
 def test_sigterm_while_steps_and_a_procedure_run_exits_cleanly_and_the_next_start_loses_nothing(
     db, tmp_path
 ):
-    import queue
 
     from .runtime_support import app_events
 
     acks = tmp_path / "acks"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE, db, str(acks)],
-        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    proc, lines, errors = _serving(SERVE, db, str(acks), stdin=True)
     seen: list[str] = []
     try:
-        while not ("started once" in seen and any("system_serving" in x for x in seen)):
+        # SIGTERM once serve() has taken it, the procedure runs and a signal was acknowledged.
+        while not ("started once" in seen and "first signal acknowledged" in seen
+                   and any("system_serving" in x for x in seen)):
             seen.append(lines.get(timeout=T).strip())
         proc.send_signal(os_signal.SIGTERM)  # the procedure runs, the counter's steps too
         proc.stdin.write("go\n")  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
-        assert proc.wait(T) == 0, proc.stderr.read()  # type: ignore[union-attr]
+        assert _exit_code(proc, errors) == 0, "".join(errors)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -1601,21 +1633,14 @@ print("served", flush=True)
 
 @pytest.mark.parametrize(("sig", "mode"), [("SIGINT", "sync"), ("SIGTERM", "async"), ("SIGINT", "async")])
 def test_serve_and_serve_async_stop_cleanly_on_sigterm_and_sigint(tmp_path, sig, mode):
-    import queue
 
     path = str(tmp_path / "s.db")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE_SIMPLE, path, mode],
-        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    proc, lines, errors = _serving(SERVE_SIMPLE, path, mode)
     try:
         while "system_serving" not in lines.get(timeout=T):
             pass
         proc.send_signal(getattr(os_signal, sig))
-        assert proc.wait(T) == 0, proc.stderr.read()  # type: ignore[union-attr]
+        assert _exit_code(proc, errors) == 0, "".join(errors)
     finally:
         if proc.poll() is None:
             proc.kill()
