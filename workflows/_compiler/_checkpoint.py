@@ -175,7 +175,7 @@ _FUNCTION = types.FunctionType
 # What _plain_frames looks into. An Event: what `await select(...)` gives, held across the next.
 _PLAIN_KINDS = _LEAVES | _SEQUENCES | {dict, _BuiltinMethod, _FUNCTION, Event}
 _POINT = operator.attrgetter("_af_code", "_af_pc")  # a frame's code and where it is
-_PLAIN_BUDGET = 2_000  # values walked before leaving a big continuation to cloudpickle
+_PLAIN_BUDGET = 100_000  # containers walked before leaving a huge continuation to the checkpoint pickler
 
 
 def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
