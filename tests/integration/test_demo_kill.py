@@ -93,6 +93,7 @@ def test_demo_recovers_everything_after_sigkill(durable_demo_db: DemoDb):
     assert first.finish(timeout=30) == -signal.SIGKILL
 
     before = snapshot(demo_db)
+    steps_before = {wid: r.step_seq for wid, r in demo_db.workflows().items()}
     running_before = {w for w, (st, _) in before.items() if st == "running"}
     assert len(running_before) >= 100, f"the demo should run hundreds of workflows, got {len(running_before)}"
 
@@ -111,8 +112,12 @@ def test_demo_recovers_everything_after_sigkill(durable_demo_db: DemoDb):
     for wid, (status, _) in before.items():
         if status != "running":
             assert after[wid][0] == status, wid
-    # The recovered workflows went on: many of those running at the kill have finished since.
-    assert sum(1 for w in running_before if after[w][0] != "running") >= 10
+    # The recovered workflows went on from where they were: many of those running at the kill
+    # took steps since (finished, or further on). Counted in steps, not in workflows finished:
+    # how many finish in the restart's few seconds of real time depends on the machine's load.
+    steps_after = {wid: r.step_seq for wid, r in demo_db.workflows().items()}
+    moved = [w for w in running_before if after[w][0] != "running" or steps_after[w] > steps_before[w]]
+    assert len(moved) >= 10, (len(moved), len(running_before))
     # The fixed-id world was resumed, not started again: the top-level workflows are exactly the
     # world setup and the directors.
     top = {w for w, (_, parent) in after.items() if parent is None}
