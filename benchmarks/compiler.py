@@ -5,7 +5,9 @@ Run as ``python benchmarks/compiler.py``. Prints, as medians of several repetiti
 * overhead per suspension (driver only, and with a checkpoint/restore round-trip);
 * a hot await-free loop inside a workflow vs the same loop in the native coroutine (target: at
   most 2x);
-* the checkpoint size of a looping workflow after 10 and after 100,000 iterations (must not grow).
+* the checkpoint size of a looping workflow after 10 and after 100,000 iterations (must not grow);
+* the time of one checkpoint of a workflow holding a big state of plain data (a dict of 1,000
+  and of 10,000 small dicts).
 
 ``python benchmarks/compiler.py --against REV [--reps N]`` compares this code with the commit
 REV on the same programs (this file's): REV is checked out into a temporary git worktree and
@@ -84,6 +86,24 @@ async def patrol(k):
         turns += 1
 
 
+@workflow
+async def hoard(n):
+    """Hold a dict of ``n`` small dicts across its awaits: a big continuation of plain data."""
+    players = {f"p{i}": {"hp": i, "items": [i, i + 1]} for i in range(n)}
+    total = 0
+    while True:
+        total += await signal("tick")
+        players["p0"]["hp"] = total
+
+
+def hoarding(n):
+    """A continuation of ``hoard(n)`` suspended at its second await."""
+    cont = hoard.start(n)
+    step(cont)
+    step(cont, 1)
+    return cont
+
+
 def paired(fa, fb, reps=REPS):
     """Medians of ``fa`` and ``fb`` timed alternately, so load changes hit both alike."""
     ta, tb = [], []
@@ -132,9 +152,12 @@ def measure_once(tries: int = 3) -> dict[str, float]:
             lambda: drive_compiled(ping, m, sends=m - 1, roundtrip=True), 1e6 / m),
         "hot loop, native (ms)": (lambda: drive_native(hot, loop_n, sends=-1), 1e3),
         "hot loop, compiled (ms)": (lambda: drive_compiled(hot, loop_n, sends=-1), 1e3),
+        "checkpoint of a dict of 1,000 small dicts (ms)": (lambda: checkpoint(big), 1e3),
+        "checkpoint of a dict of 10,000 small dicts (ms)": (lambda: checkpoint(huge), 1e3),
     }
     out = {}
     with StepContext().active():
+        big, huge = hoarding(1_000), hoarding(10_000)
         for name, (fn, scale) in figures.items():
             best = float("inf")
             for _ in range(tries):
@@ -270,6 +293,16 @@ def main() -> None:
         print("continuation size of a looping workflow:")
         print(f"  after 10 iterations       {sizes[10]:6d} bytes")
         print(f"  after 100,000 iterations  {sizes[100_000]:6d} bytes   ({grew})")
+
+        print("one checkpoint of a workflow holding a dict of N small dicts (best of 5):")
+        for n in (1_000, 10_000):
+            cont = hoarding(n)
+            best = float("inf")
+            for _ in range(5):
+                t0 = time.perf_counter()
+                blob = checkpoint(cont)
+                best = min(best, time.perf_counter() - t0)
+            print(f"  N = {n:6,d}  {best * 1e3:8.2f} ms   ({len(blob):,} bytes)")
 
 
 if __name__ == "__main__":
