@@ -17,6 +17,7 @@ import signal as os_signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -1496,11 +1497,18 @@ def test_two_nodes_start_each_tick_once_and_answer_asks_and_reads_from_either(pg
     with ActorSystem(pg_store_url, node_id="n1", clock=clock) as a, \
             ActorSystem(pg_store_url, node_id="n2", clock=clock) as b:
         assert {n.node_id for n in a.nodes()} == {"n1", "n2"}
-        a.schedule("beat", quick, 3, every=60)
-        b.schedule("beat", quick, 3, every=60)  # the same id again, from the other node: an update
+        # catchup="all": a tick that came due while the nodes were still sharing out their
+        # shards (whose owner runs the schedule) is started late, not skipped as missed.
+        a.schedule("beat", quick, 3, every=60, catchup="all")
+        b.schedule("beat", quick, 3, every=60, catchup="all")  # the same id again, from the other node: an update
         assert len(a.schedules()) == 1 == len(b.schedules())
         for _ in range(3):
             clock.advance(60)
+            a.idle(timeout=T)
+            b.idle(timeout=T)
+        deadline = time.monotonic() + T
+        while len(a.workflows()) < 3 and time.monotonic() < deadline:  # the owner's next round
+            threading.Event().wait(0.05)
             a.idle(timeout=T)
             b.idle(timeout=T)
         ids = sorted(w.id for w in a.workflows())

@@ -15,6 +15,7 @@ import array
 import collections
 import itertools
 import pickle
+import sys
 
 import pytest
 
@@ -443,9 +444,12 @@ KEPT = [
     (zip_strict_runs_short, 3),
     (dict_views_and_iterators, 4),
     (set_and_deque_iterators, 4),
-    (itertools_objects, 5),
-    (tee_and_callable_iterators, 4),
 ]
+# Python 3.12 deprecated the pickling of itertools objects (3.14 removes it): from 3.12 on they
+# are refused at the await, as documented, and kept exactly on 3.11.
+ITERTOOLS_PICKLED = sys.version_info < (3, 12)
+if ITERTOOLS_PICKLED:
+    KEPT += [(itertools_objects, 5), (tee_and_callable_iterators, 4)]
 
 
 def _same_as_native(wf, *args):
@@ -541,6 +545,9 @@ REFUSED = [
     (od_holds_its_iterator, r"local 'od'.*the OrderedDict it iterates holds the iterator itself"),
     (deque_holds_its_iterator, r"local 'd'.*the deque it iterates holds the iterator itself"),
 ]
+if not ITERTOOLS_PICKLED:
+    REFUSED += [(itertools_objects, r"local 'ch'.*itertools.*list\(\.\.\.\)"),
+                (tee_and_callable_iterators, r"local 'a'.*itertools.*list\(\.\.\.\)")]
 
 
 @pytest.mark.parametrize(("wf", "message"), REFUSED, ids=[wf.__name__ for wf, _ in REFUSED])
