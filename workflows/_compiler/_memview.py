@@ -20,9 +20,9 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
-import sys
-import sysconfig
 from typing import Any
+
+from . import _layouts
 
 _WORD = ctypes.sizeof(ctypes.c_ssize_t)
 _VIEW_BUF = object.__basicsize__ + _WORD + 4 * _WORD  # var header, mbuf, hash, flags, exports
@@ -67,9 +67,7 @@ def make(obj: Any, start: int, fmt: str, shape: tuple[int, ...], strides: tuple[
 
 
 def _self_test() -> bool:
-    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
-        return False
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    if not _layouts.known():  # (free-threaded builds lay objects out otherwise)
         return False
     try:
         buf = bytearray(range(24))

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import builtins
 import ctypes
-import sys
-import sysconfig
 from collections import OrderedDict
 from typing import Any
+
+from . import _layouts
 
 _WORD = ctypes.sizeof(ctypes.c_ssize_t)
 _MASK = (1 << (8 * _WORD)) - 1  # ``od_state`` and ``di_state`` are size_t: they wrap
@@ -100,9 +100,7 @@ def restore(kind: int, od: Any, size: int, mutations: int, current: tuple[Any, .
 
 def _self_test() -> bool:
     """Read back iterators of known state and make them again; False if the layout is another."""
-    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
-        return False
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+    if not _layouts.known():  # (free-threaded builds lay objects out otherwise)
         return False
     try:
         if ITER_TYPE.__basicsize__ != object.__basicsize__ + 6 * _WORD:

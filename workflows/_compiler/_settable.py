@@ -47,10 +47,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import itertools
-import sys
-import sysconfig
 from typing import Any
 
+from . import _layouts
 from ._pickle_modules import PROCESS as PROCESS_TOKEN
 
 _MIN = 8  # PySet_MINSIZE
@@ -297,10 +296,8 @@ def _in_order(s: set[Any], elements: list[Any]) -> bool:
 
 def _self_test() -> bool:
     """Read back sets of known tables; False if this interpreter lays them out otherwise."""
-    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+    if not _layouts.known():  # (free-threaded builds lay objects out otherwise)
         return False
-    if sysconfig.get_config_var("Py_GIL_DISABLED"):
-        return False  # free-threaded builds lay the object out otherwise
     try:
         a, b = Placeholder(3), Placeholder(11)
         s = {a, b}  # both hash to slot 3 of 8: b goes on to slot (3 * 5 + 1) & 7 = 0
