@@ -579,6 +579,12 @@ class PgDatabase:
     def __repr__(self) -> str:
         return f"<PgDatabase {self.conn.info.dbname}>"
 
+    @property
+    def failed(self) -> psycopg.Error | None:
+        """The error of a statement of this transaction that PostgreSQL aborted it for (none
+        once a rollback to a savepoint undid it)."""
+        return self._failed
+
     def forget(self) -> None:
         """Drop the remembered table shapes (after a rollback, or DDL run elsewhere)."""
         self._shapes.clear()

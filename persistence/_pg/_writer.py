@@ -471,7 +471,10 @@ class PgWriter(Writer):
         return isinstance(self._error(exc), (Retryable, ConnectionLost))
 
     def reducer_returned(self) -> None:
-        if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR:
+        # The error the reducer's db saw is what tells: the connection's transaction status
+        # says INERROR only once the pipeline has read the server's answer to its sync.
+        if (self.db.failed is not None
+                or self.conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR):
             raise CaughtDatabaseError(
                 "it caught an error of one of its statements and returned: on PostgreSQL such "
                 "an error aborts the whole transaction, so the step cannot commit. Let the error "

@@ -213,6 +213,44 @@ def test_a_reducer_that_catches_an_error_of_the_database_fails_its_step(pg_store
         assert s.read_table("SELECT count(*) AS n FROM pg_tables WHERE tablename = 'before'") == [{"n": 0}]
 
 
+def test_a_caught_error_fails_its_step_before_the_connection_has_read_the_sync(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error a reducer caught fails its step also while the connection still reports the
+    transaction ACTIVE (the server's answer to the pipeline's sync not read yet, as on a loaded
+    machine): the db's record of the error tells, not the connection's status alone."""
+    import psycopg
+
+    from persistence import ReducerFailed
+
+    real = psycopg.ConnectionInfo.transaction_status
+    lagging: list[Any] = []
+
+    def status(info: Any) -> Any:
+        if lagging and info.pgconn is lagging[0]:
+            lagging.clear()  # once: the reducer's return is what is checked with it
+            return psycopg.pq.TransactionStatus.ACTIVE
+        return real.fget(info)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(psycopg.ConnectionInfo, "transaction_status", property(status))
+
+    def catches(db: Any) -> None:
+        try:
+            db.execute("SELECT * FROM no_such_table")
+        except Exception:
+            lagging.append(db.conn.pgconn)
+
+    with open_store(pg_store_url) as s:
+        s.create_workflows([new_wf("a"), new_wf("b")])
+        caught = s.submit_step(step(s, "a", reducers=[catches]))
+        fine = s.submit_step(step(s, "b"))
+        with pytest.raises(ReducerFailed, match="caught an error of one of its statements"):
+            caught.result(30)
+        fine.result(30)
+        assert s.load_workflow("a").step_seq == 0  # type: ignore[union-attr]
+        assert s.load_workflow("b").step_seq == 1  # type: ignore[union-attr]
+
+
 def test_steps_from_many_threads_share_commits(pg_store_url: str) -> None:
     with open_store(pg_store_url) as s:
         assert isinstance(s, PgStore) and s._writer is not None
