@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from actors._log import Log
-from persistence import PersistenceError, StorageUnavailable, dumps, loads
+from persistence import RUNNING, PersistenceError, StorageUnavailable, dumps, loads
 from persistence import _schedules as stored
 from persistence._promise import Promise
 from persistence._schedules import ScheduleRow
@@ -320,7 +320,8 @@ class Schedules:
         # Per schedule under overlap="skip": the run started for a tick, with ticks due after it,
         # that has not taken its first steps yet (answered once its actor handled its start). The
         # schedule's next tick is judged only after.
-        self._judging: dict[str, tuple[Promise[None], float]] = {}  # (answer, monotonic deadline)
+        # A run another node starts is judged by what the store has of it (``_FirstSteps``).
+        self._judging: dict[str, tuple[Promise[None] | _FirstSteps, float]] = {}  # (answer, monotonic deadline)
 
     # -- the API ----------------------------------------------------------------------------------
     def schedule(
@@ -612,6 +613,14 @@ class Schedules:
                     tick=tick_text(tick),
                     late=round(now - tick, 3),
                 )
+                if judge and handled is None:
+                    # Its shard is another node's, which runs it when its wake-up comes: the
+                    # ticks after it are judged at a later round, once the store shows the
+                    # run's first steps (judged at once, it would still look running).
+                    self._judging[row.id] = (
+                        _FirstSteps(self.store, seed[0].id), time.monotonic() + JUDGE_GIVE_UP
+                    )
+                    return
                 if handled is not None and not _waited(handled, min(JUDGE_WAIT, self.rt.commit_timeout)):
                     self._judging[row.id] = (handled, time.monotonic() + JUDGE_GIVE_UP)
                     return  # the ticks after it are judged at a later round
@@ -656,6 +665,22 @@ class Schedules:
             return handled
         cluster.publish_wake()
         return None
+
+
+class _FirstSteps:
+    """Whether a run started for a tick on another node has taken its first steps (or ended,
+    or is gone), as the store has it: what its starter waits for before it judges the next tick
+    under overlap="skip"."""
+
+    def __init__(self, store: Any, workflow_id: str) -> None:
+        self.store, self.workflow_id = store, workflow_id
+
+    def done(self) -> bool:
+        try:
+            record = self.store.load_workflow(self.workflow_id)
+        except PersistenceError:
+            return False  # asked again at the next round
+        return record is None or record.step_seq > 0 or record.status != RUNNING
 
 
 def _waited(promise: Promise[None], timeout: float) -> bool:

@@ -1492,6 +1492,28 @@ def test_a_caller_waiting_on_a_workflow_when_the_system_shuts_down_gets_system_c
 # -- §9 with §12 and §13: two nodes on one PostgreSQL database -----------------------------------------
 
 
+def test_two_nodes_start_every_late_tick_under_overlap_skip(pg_store_url):
+    """Ten ticks come due in one round of the schedules' driver, and their runs' shards are
+    shared by two nodes: a run the other node starts has not taken its first steps when the next
+    tick is judged, so that one is judged at a later round (from what the store has of the run),
+    not skipped as overlapping a run that merely had not begun."""
+    clock = VirtualClock()
+    with ActorSystem(pg_store_url, node_id="n1", clock=clock) as a, \
+            ActorSystem(pg_store_url, node_id="n2", clock=clock) as b:
+        a.schedule("beat", quick, 3, every=60, catchup="all")
+        clock.advance(600)
+        deadline = time.monotonic() + T
+        while len(a.workflows()) < 10 and time.monotonic() < deadline:
+            a.idle(timeout=T)
+            b.idle(timeout=T)
+            threading.Event().wait(0.05)
+        a.idle(timeout=T)
+        b.idle(timeout=T)
+        runs = a.workflows()
+        assert len(runs) == 10, sorted(w.id for w in runs)
+        assert {w.status for w in runs} == {"completed"}
+
+
 def test_two_nodes_start_each_tick_once_and_answer_asks_and_reads_from_either(pg_store_url):
     clock = VirtualClock()
     with ActorSystem(pg_store_url, node_id="n1", clock=clock) as a, \
