@@ -45,16 +45,21 @@
   }
 
   // A workflow's page reloads when its workflow has moved on (a step, a new status, a request
-  // carried out), unless someone is typing into one of its forms.
+  // carried out), unless someone is typing into one of its forms or has sent one: the answer to
+  // a form is a page of its own, which a reload would cancel (the action is taken all the same,
+  // and its answer lost).
   var live = document.getElementById("live");
   if (live) {
     var seen = [live.dataset.steps, live.dataset.status, live.dataset.pending].join("|");
+    var sending = false;
+    document.addEventListener("submit", function () { sending = true; });
+    window.addEventListener("pageshow", function () { sending = false; }); // back to this page
     setInterval(function () {
       var a = document.activeElement;
-      if (a && (a.tagName === "INPUT" || a.tagName === "TEXTAREA") && a.value) return;
+      if (sending || (a && (a.tagName === "INPUT" || a.tagName === "TEXTAREA") && a.value)) return;
       fetch("/api/state?id=" + encodeURIComponent(live.dataset.id), { cache: "no-store" })
         .then(function (r) { return r.json(); }).then(function (s) {
-          if (s.gone) return;
+          if (s.gone || sending) return;
           var now = [s.steps, s.status, s.pending].join("|");
           if (now !== seen) {
             // Drop the answer of the last action from the address: it was about the old state.
