@@ -446,10 +446,11 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         # the workflow holds elsewhere too are set again at the restore.
         self.custom: list[Any] = []
 
-    def module_order(self, c: Any, kind: str) -> tuple[list[str], str] | None:
+    def module_order(self, c: Any, kind: str) -> tuple[list[str], str] | tuple[()] | None:
         """For a container an iterator goes over: if it is module data, the order of its items
         (``order_of``), which a restore in another process checks (the module may have built
-        it in an order of its own process there); else None."""
+        it in an order of its own process there), or ``()`` for one too long to record (followed
+        by place); else None."""
         data = self._data
         try:
             held = data.global_ref(c) is not None or (data.active and data.path(c) is not None)
@@ -457,10 +458,13 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             return None
         if not held:
             return None
-        order = order_of(c, kind)
-        if order is not None:
-            self.reached = True
-        return order
+        self.reached = True  # the container is written by name or path (``persistent_id``)
+        return order_of(c, kind) or ()
+
+    def by_reference(self, rv: Any, c: Any) -> Any:
+        """``rv``, an iterator's reduce whose container ``c`` is module data: as it is here
+        (this pickler writes ``c`` by name or path, through ``persistent_id``)."""
+        return rv
 
     def reduce_seq_iter(self, it: Any) -> Any:
         """An iterator of a list, bytearray or array at its position; one of a list of module
@@ -470,7 +474,10 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         if len(rv) >= 3 and isinstance(rv[1][0], list):
             order = self.module_order(rv[1][0], "i")
             if order is not None:
-                return _seqiter.reduce_module_seq_iter(it, order)
+                return self.by_reference(
+                    _seqiter.reduce_module_seq_iter(it, order) if order else _seqiter.reduce_seq_iter(it),
+                    rv[1][0],
+                )
         return _seqiter.reduce_seq_iter(it)
 
     def reduce_native_iter(self, it: Any) -> Any:
@@ -480,11 +487,16 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             kind, c, pos = rv[1]
             order = self.module_order(c, "K")
             if order is not None:
-                return (restore_module_dict_iter, (kind, c, pos, PROCESS, *order))
+                if order:
+                    rv = (restore_module_dict_iter, (kind, c, pos, PROCESS, *order))
+                return self.by_reference(rv, c)
         elif rv[0] is restore_odict_iter and rv[1][1] is not None:
             order = self.module_order(rv[1][1], "K")
             if order is not None:
-                return (restore_module_odict_iter, (*rv[1], PROCESS, *order))
+                od = rv[1][1]
+                if order:
+                    rv = (restore_module_odict_iter, (*rv[1], PROCESS, *order))
+                return self.by_reference(rv, od)
         return rv
 
     def reduce_deque_iter(self, it: Any) -> Any:
@@ -492,7 +504,10 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         rv = _reduce_deque_iter(it)
         order = self.module_order(rv[1][1], "i")
         if order is not None:
-            return (restore_module_deque_iter, (*rv[1], PROCESS, *order))
+            d = rv[1][1]
+            if order:
+                rv = (restore_module_deque_iter, (*rv[1], PROCESS, *order))
+            return self.by_reference(rv, d)
         return rv
 
     def reducer_override(self, obj: Any) -> Any:
@@ -801,7 +816,8 @@ def _reduce_live_iter(p: _Pickler, it: LiveIter) -> Any:
     if state[4] is None:  # a dict loop: of a dict of module data, with the order of its keys
         order = p.module_order(state[0], "K")
         if order is not None:
-            return (restore_module_live_iter, (*state, PROCESS, *order))
+            rv = (restore_module_live_iter, (*state, PROCESS, *order)) if order else (_restore_live_iter, state)
+            return p.by_reference(rv, state[0])
     return (_restore_live_iter, state)
 
 
@@ -1381,9 +1397,31 @@ class _FirstPass(_Pickler):
         # An object other than the builtin values the C pickler writes without asking was met:
         # only such a one (or a tuple of them) is a key whose hash can change (stale_keys).
         self.objects = False
+        from ._runtime import Frame  # (which imports this module)
+
+        self._frame = Frame
+
+    def by_reference(self, rv: Any, c: Any) -> Any:
+        # Once module data is met (``reached``), what this pass writes is not used: the pass
+        # with the rules for it writes again. Its container is left out here, not written by
+        # value (with every key checked, and every object it holds in the memo's walks).
+        assert self.reached
+        f, args, *rest = rv
+        return (f, tuple(None if a is c else a for a in args), *rest)
 
     def reducer_override(self, obj: Any) -> Any:
         self.objects = True
+        if type(obj) is self._frame:
+            state = obj.__dict__
+            if not _CONTAINER_TYPES.isdisjoint(map(type, state.values())):
+                held = self._data.containers()
+                if held and not held.keys().isdisjoint(map(id, state.values())):
+                    # A local holds a module-level container (``players = PLAYERS``): the pass
+                    # with the rules for module data writes it by name, not by value as this
+                    # one would (with every key checked, and what it holds in the memo's walks).
+                    self.reached = True
+                    rv = obj.__reduce__()
+                    return (*rv[:2], {k: None if id(v) in held else v for k, v in state.items()})
         if isinstance(obj, _TABLES):  # a subclass (exact ones are not asked about): an
             _refuse_stale(obj, self._data)  # OrderedDict's reduce fails on a key changed
         rv = _PICKLER_OVERRIDE(self, obj)
@@ -1914,6 +1952,7 @@ def dumps(
 
 
 _TABLES = (dict, set, frozenset)
+_CONTAINER_TYPES = frozenset({dict, list, set, frozenset})
 _TABLE_ITEMS = "dict items"  # the first item of a further pickle of deferred dicts' items
 
 
