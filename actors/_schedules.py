@@ -322,6 +322,7 @@ class Schedules:
         # schedule's next tick is judged only after.
         # A run another node starts is judged by what the store has of it (``_FirstSteps``).
         self._judging: dict[str, tuple[Promise[None] | _FirstSteps, float]] = {}  # (answer, monotonic deadline)
+        self._judged: dict[str, str] = {}  # schedule id -> the last run it waited for, and no longer
 
     # -- the API ----------------------------------------------------------------------------------
     def schedule(
@@ -499,11 +500,26 @@ class Schedules:
             if retry_at > mono:
                 continue
             judging = self._judging.get(row.id)
+            last = row.last_started
+            if (
+                judging is None
+                and row.overlap == "skip"
+                and last is not None
+                and self._judged.get(row.id) != last
+            ):
+                # Its last run may not have begun yet (started in a round before, its shard
+                # another node's, which has not run it): it is judged once it has taken its first
+                # steps, as within one round; not as still running because it had not begun.
+                first = _FirstSteps(self.store, last)
+                if not first.done():
+                    judging = self._judging[row.id] = (first, time.monotonic() + JUDGE_GIVE_UP)
             if judging is not None:
                 handled, deadline = judging
                 if not handled.done() and time.monotonic() < deadline:
                     continue  # its last run has not taken its first steps: judged at a later round
                 del self._judging[row.id]
+                if last is not None:
+                    self._judged[row.id] = last  # (given up on: judged by the store from now on)
             try:
                 self._run(row, now)
                 self._retry.pop(row.id, None)
