@@ -261,6 +261,7 @@ def test_an_action_sent_while_its_workflow_moves_on_gets_its_answer(site, page) 
         held[0].continue_()
     assert "carried out by the running system" in answer.value.text()
     page.unroute("**/signal")
+    site["system"].idle(timeout=T)  # (the answer may come before the step: it says so)
     assert site["system"].get("auction-10").published("state")["price"] == 700
 
 
