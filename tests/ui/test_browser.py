@@ -260,8 +260,9 @@ def test_an_action_sent_while_its_workflow_moves_on_gets_its_answer(site, page) 
     with page.expect_response(lambda r: "outcome=" in r.url, timeout=WAIT_MS + 10_000) as answer:
         held[0].continue_()
     # (on a busy machine the answer may say the system has not taken it yet: an answer all the same)
+    text = html.unescape(answer.value.text())
     assert re.search(r"signal 'bid' carried out by the running system|queued signal 'bid' #\d+",
-                     answer.value.text()), answer.value.text()[:2000]
+                     text), text[:2000]
     page.unroute("**/signal")
     site["system"].idle(timeout=T)  # (the answer may come before the step: it says so)
     assert site["system"].get("auction-10").published("state")["price"] == 700
