@@ -741,6 +741,11 @@ class ModuleData:
         # constant again at the restore (``alias_frames``).
         self.top_constants: list[tuple[int, str, str]] | None = None
 
+    @property
+    def frames(self) -> Any:
+        """The frames being checkpointed (none where it was made without them)."""
+        return self._own or ()
+
     def find_constants(self) -> list[tuple[int, str, str]]:
         """``top_constants``, looked for once: the locals holding one of the module's constants
         (a literal of the workflow, a global bound to an immutable value)."""

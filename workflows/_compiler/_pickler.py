@@ -1397,9 +1397,7 @@ class _FirstPass(_Pickler):
         # An object other than the builtin values the C pickler writes without asking was met:
         # only such a one (or a tuple of them) is a key whose hash can change (stale_keys).
         self.objects = False
-        from ._runtime import Frame  # (which imports this module)
-
-        self._frame = Frame
+        self._frames = set(map(id, self._data.frames))
 
     def by_reference(self, rv: Any, c: Any) -> Any:
         # Once module data is met (``reached``), what this pass writes is not used: the pass
@@ -1411,7 +1409,7 @@ class _FirstPass(_Pickler):
 
     def reducer_override(self, obj: Any) -> Any:
         self.objects = True
-        if type(obj) is self._frame:
+        if id(obj) in self._frames:
             state = obj.__dict__
             if not _CONTAINER_TYPES.isdisjoint(map(type, state.values())):
                 held = self._data.containers()
