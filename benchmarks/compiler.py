@@ -107,15 +107,15 @@ async def roster(n):
     players = PLAYERS
     total = 0
     while True:
-        total += await signal("tick")
+        total += await signal("tick") + len(players)
 
 
 @workflow
 async def visit(n):
     """Loop over the module's dict of players, one await per player."""
     total = 0
-    for name, player in PLAYERS.items():
-        total += await signal("tick")
+    for _name, player in PLAYERS.items():
+        total += player["hp"] + await signal("tick")
     return total
 
 
