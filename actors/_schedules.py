@@ -320,7 +320,7 @@ class Schedules:
         # Per schedule under overlap="skip": the run started for a tick, with ticks due after it,
         # that has not taken its first steps yet (answered once its actor handled its start). The
         # schedule's next tick is judged only after.
-        # A run another node starts is judged by what the store has of it (``_FirstSteps``).
+        # A run that has not begun (another node's) is judged by what the store has of it.
         self._judging: dict[str, tuple[Promise[None] | _FirstSteps, float]] = {}  # (answer, monotonic deadline)
         self._judged: dict[str, str] = {}  # schedule id -> the last run it waited for, and no longer
 
@@ -631,11 +631,8 @@ class Schedules:
                 )
                 if judge and handled is None:
                     # Its shard is another node's, which runs it when its wake-up comes: the
-                    # ticks after it are judged at a later round, once the store shows the
-                    # run's first steps (judged at once, it would still look running).
-                    self._judging[row.id] = (
-                        _FirstSteps(self.store, seed[0].id), time.monotonic() + JUDGE_GIVE_UP
-                    )
+                    # ticks after it are judged at a later round (``_run_due``), once the store
+                    # shows the run's first steps (judged at once, it would still look running).
                     return
                 if handled is not None and not _waited(handled, min(JUDGE_WAIT, self.rt.commit_timeout)):
                     self._judging[row.id] = (handled, time.monotonic() + JUDGE_GIVE_UP)
