@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib
 import os
 import pathlib
 import pickle
@@ -540,14 +541,13 @@ class Entry:
         return str(self.wf.__workflow_key__).rpartition(".")[2]
 
 
-CORPUS: list[Entry] = []
-
-
 def add(wf: Any, *cases: Case) -> Any:
-    """Register ``wf`` with its cases in the corpus (at least one case)."""
+    """Register ``wf`` with its cases in the corpus (at least one case), ``corpus_index.CORPUS``:
+    looked up here at each call, so that this module, which the corpus programs import, does not
+    reach it (the module's docstring says why)."""
     if not cases:
         cases = (Case(),)
-    CORPUS.append(Entry(wf, list(cases)))
+    importlib.import_module(f"{__package__}.corpus_index").CORPUS.append(Entry(wf, list(cases)))
     return wf
 
 

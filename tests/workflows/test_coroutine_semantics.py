@@ -19,7 +19,8 @@ from workflows._compiler import checkpoint, restore
 from workflows._compiler._driver import step
 
 from . import corpus_coroutines
-from .diffharness import CORPUS, Trace, compare, run_compiled, run_native
+from .corpus_index import CORPUS
+from .diffharness import Trace, compare, run_compiled, run_native
 
 ENTRIES = [e for e in CORPUS if e.wf.__module__ == corpus_coroutines.__name__]
 

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
+from .corpus_index import CORPUS
 from .diffharness import (
-    CORPUS,
     boom,
     compare,
     native_expectation_problem,

@@ -7,8 +7,8 @@ import pytest
 from workflows import Cancelled, Event, ProcedureFailed, procedure, select, signal, timer, workflow
 from workflows._context import ReducerCall
 
+from .corpus_index import CORPUS
 from .diffharness import (
-    CORPUS,
     Oracle,
     Send,
     StepRecord,

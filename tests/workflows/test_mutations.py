@@ -21,7 +21,8 @@ import pytest
 
 from workflows._compiler import _lower, _runtime, compile_workflow_source
 
-from .diffharness import CORPUS, compare, run_compiled, run_native
+from .corpus_index import CORPUS
+from .diffharness import compare, run_compiled, run_native
 from .test_differential import CORPUS_MODULES  # noqa: F401 - loads the corpus
 
 Emitter = _lower.Emitter
