@@ -7,7 +7,8 @@ Run as ``python benchmarks/compiler.py``. Prints, as medians of several repetiti
   most 2x);
 * the checkpoint size of a looping workflow after 10 and after 100,000 iterations (must not grow);
 * the time of one checkpoint of a workflow holding a big state of plain data (a dict of 1,000
-  and of 10,000 small dicts), and of one holding, or looping over, a module's dict of 10,000.
+  and of 10,000 small dicts), and of one holding, or looping over, a module's dict of 10,000
+  (and of a step and checkpoint of one that changes a value of that dict at each step).
 
 ``python benchmarks/compiler.py --against REV [--reps N]`` compares this code with the commit
 REV on the same programs (this file's): REV is checked out into a temporary git worktree and
@@ -119,6 +120,16 @@ async def visit(n):
     return total
 
 
+@workflow
+async def wound(n):
+    """Hold the module's dict of players, one player's hit points changed at each step."""
+    players = PLAYERS
+    total = 0
+    while True:
+        total += await signal("tick")
+        players["p0"]["hp"] -= 1
+
+
 def registry(n):
     PLAYERS.clear()
     PLAYERS.update({f"p{i}": {"hp": i, "items": [i, i + 1]} for i in range(n)})
@@ -184,13 +195,16 @@ def measure_once(tries: int = 3) -> dict[str, float]:
         "checkpoint of a dict of 10,000 small dicts (ms)": (lambda: checkpoint(huge), 1e3),
         "checkpoint holding a module dict of 10,000 small dicts (ms)": (lambda: checkpoint(held), 1e3),
         "checkpoint in a loop over a module dict of 10,000 (ms)": (lambda: checkpoint(looping), 1e3),
+        "step and checkpoint holding a module dict of 10,000 a step changes (ms)": (
+            lambda: (step(wounded, 1), checkpoint(wounded)), 1e3),
     }
     out = {}
     with StepContext().active():
         big, huge = hoarding(1_000), hoarding(10_000)
         registry(10_000)
-        held, looping = hoarding(1, roster), hoarding(1, visit)
+        held, looping, wounded = hoarding(1, roster), hoarding(1, visit), hoarding(1, wound)
         checkpoint(held)  # (the first checkpoint walks the module data: timed apart, below)
+        checkpoint(wounded)
         for name, (fn, scale) in figures.items():
             best = float("inf")
             for _ in range(tries):

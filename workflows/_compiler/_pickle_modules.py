@@ -1201,6 +1201,28 @@ class _Walk:
             *map(dict.values, own),
         ]
 
+    def _only_plain_changed(self, parts: list[Any]) -> bool:
+        """Whether what changed in the lists and dicts looked into since the walk (``parts``) is
+        plain values alone: a value that was plain replaced by another (``PLAYERS["p0"]["hp"] -=
+        1``, a counter), plain values added at the end (``LOG.append(("hit", n))``). Then every
+        object the walk found is where it was, at the same place of the same container, and
+        the walk stands: its items become the new ones. An object that gained or lost a place,
+        an item removed, or plain values put where objects were, and it does not."""
+        sizes, old_sizes, items = list(map(len, parts)), self.sizes, self.items
+        if any(map(operator.lt, sizes, old_sizes)):
+            return False
+        # What each holds at the places it had (at C speed, as ``current``), then what it gained.
+        kept = list(itertools.chain.from_iterable(map(itertools.islice, parts, old_sizes)))
+        for j in itertools.compress(itertools.count(), map(operator.is_not, kept, items)):
+            if not (_plain(items[j]) and _plain(kept[j])):
+                return False
+        for k in itertools.compress(itertools.count(), map(operator.ne, sizes, old_sizes)):
+            if not all(map(_plain, itertools.islice(parts[k], old_sizes[k], None))):
+                return False
+        self.items = list(itertools.chain.from_iterable(parts))
+        self.sizes = sizes
+        return True
+
     def _states(self) -> Iterator[Any]:
         return itertools.chain(
             itertools.chain.from_iterable(map(_FUNCTION_STATE, self.functions)),
@@ -1222,9 +1244,9 @@ class _Walk:
                 return False
         # The items compared as they come, once the sizes are the same.
         parts = self._parts()
-        if list(map(len, parts)) != self.sizes or not all(
+        if (list(map(len, parts)) != self.sizes or not all(
             map(operator.is_, itertools.chain.from_iterable(parts), self.items)
-        ):
+        )) and not self._only_plain_changed(parts):
             return False
         if not all(map(operator.is_, self._states(), self.states)):
             return False
@@ -1253,6 +1275,15 @@ def _cell_contents(cell: types.CellType) -> Any:
         return cell.cell_contents
     except ValueError:  # an empty cell
         return _EMPTY_CELL
+
+
+_ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
+def _plain(v: Any) -> bool:
+    """Whether ``v`` holds no object a walk would index: an atom, or a tuple of such."""
+    t = type(v)
+    return t in _ATOMS or t is tuple and all(map(_plain, v))
 
 
 def contents(o: Any, modules: Any) -> list[Any]:
