@@ -4,6 +4,7 @@ written as references (a global's name, or a path from one) and looked up again 
 
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import hashlib
@@ -1130,6 +1131,7 @@ class _Walk:
         "states",
         "sizes",
         "items",
+        "key_parts",
         "instances",
         "more",
         "caches",
@@ -1182,6 +1184,13 @@ class _Walk:
         parts = self._parts()
         self.sizes = list(map(len, parts))
         self.items = list(itertools.chain.from_iterable(parts))
+        # Which of the parts are keys (of the dicts, the classes' namespaces, the instances'
+        # __dict__s): a value of module data is found by its key.
+        nl, nd, nc, ni = len(lists), len(self.dicts), len(classes), len(instances)
+        self.key_parts = frozenset(itertools.chain(
+            range(nl, nl + nd), range(nl + 2 * nd, nl + 2 * nd + nc),
+            range(nl + 2 * nd + 2 * nc, nl + 2 * nd + 2 * nc + ni),
+        ))
         self.states = list(self._states())
         # The cached functions it met, their results indexed too (``_pickle_caches.Caches``).
         self.caches: Any = None
@@ -1212,9 +1221,15 @@ class _Walk:
         if any(map(operator.lt, sizes, old_sizes)):
             return False
         # What each holds at the places it had (at C speed, as ``current``), then what it gained.
+        # A key is never replaced, even by a plain one: the value at its place is found by it.
         kept = list(itertools.chain.from_iterable(map(itertools.islice, parts, old_sizes)))
+        ends: list[int] | None = None
         for j in itertools.compress(itertools.count(), map(operator.is_not, kept, items)):
             if not (_plain(items[j]) and _plain(kept[j])):
+                return False
+            if ends is None:
+                ends = list(itertools.accumulate(old_sizes))
+            if bisect.bisect_right(ends, j) in self.key_parts:
                 return False
         for k in itertools.compress(itertools.count(), map(operator.ne, sizes, old_sizes)):
             if not all(map(_plain, itertools.islice(parts[k], old_sizes[k], None))):
