@@ -12,6 +12,7 @@ walked again, so a local holding it is still that very object after a restore.
 from __future__ import annotations
 
 import pickle
+from collections import defaultdict
 
 import pytest
 from hypothesis import HealthCheck, given, note, settings
@@ -246,3 +247,50 @@ def test_an_object_under_a_renamed_key_is_walked_again():
     one["renamed"] = thing  # the same place, under another key
     assert _kept_paths()[id(thing)] == _walked_paths()[id(thing)]
     assert "renamed" in repr(_kept_paths()[id(thing)])
+
+
+class Slotted:
+    __slots__ = ("a", "b", "__secret")
+
+
+def _rename_slot(o: Slotted, thing: Thing) -> None:
+    del o.a
+    o.b = thing
+
+
+def _rename_key(o: defaultdict, thing: Thing) -> None:
+    del o["a"]
+    o["b"] = thing
+
+
+@pytest.mark.parametrize(
+    ("make", "rename"),
+    [(Slotted, _rename_slot), (lambda: defaultdict(list), _rename_key)],
+    ids=["slot", "defaultdict-key"],
+)
+def test_an_object_under_another_name_at_its_place_is_walked_again(make, rename):
+    """A slotted object, a dict subclass: the object found at the same place under another slot
+    or key (``del o.a; o.b = x``) is found by that other one."""
+    _fresh_space()
+    thing = Thing(9)
+    holder = make()
+    if isinstance(holder, Slotted):
+        holder.a = thing
+    else:
+        holder["a"] = thing
+    _SPACE["HOLDER"] = holder
+    assert "'a'" in repr(_kept_paths()[id(thing)])
+    rename(holder, thing)
+    assert _kept_paths()[id(thing)] == _walked_paths()[id(thing)]
+    assert "'b'" in repr(_kept_paths()[id(thing)])
+
+
+def test_a_slotted_object_unchanged_keeps_the_walk(walks):
+    """Its slot names, a private one's mangled name too, are the same names at each check."""
+    _fresh_space()
+    holder = Slotted()
+    holder.a, holder._Slotted__secret = Thing(1), Thing(2)
+    _SPACE["HOLDER"] = holder
+    _kept_paths()
+    _kept_paths()
+    assert walks[0] == 1

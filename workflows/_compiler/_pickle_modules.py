@@ -1302,13 +1302,27 @@ def _plain(v: Any) -> bool:
 
 
 def contents(o: Any, modules: Any) -> list[Any]:
-    """The objects the walk finds in ``o`` (keys too), in an order of their own."""
+    """The objects the walk finds in ``o``, each after the key or name it is found by (a dict's
+    keys, attribute and slot names: the same objects while ``o`` is unchanged, names interned),
+    in an order of their own. An object found under another name at the same place (``del
+    obj.a; obj.b = x``, ``del d["a"]; d["b"] = x`` in a defaultdict) is a change."""
     t = type(o)
     if t is list:
         return list(o)
     if t is dict:
         return [*o.keys(), *o.values()]
-    return [v for _step, v in children(o, modules) or ()]
+    out = []
+    for (kind, name), v in children(o, modules) or ():
+        if kind == "k":
+            out.append(name)
+        elif kind in _NAMED_STEPS and type(name) is str:
+            out.append(sys.intern(name))
+        out.append(v)
+    return out
+
+
+# Steps that find an object by a name (an attribute, a slot, a holder's field, a keyword default).
+_NAMED_STEPS = frozenset({"a", "s", "A", "w"})
 
 
 # Never indexed nor walked: written by reference whatever holds them.
