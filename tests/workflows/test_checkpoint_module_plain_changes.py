@@ -294,3 +294,16 @@ def test_a_slotted_object_unchanged_keeps_the_walk(walks):
     _kept_paths()
     _kept_paths()
     assert walks[0] == 1
+
+
+def test_a_deeply_nested_tuple_put_into_module_data_is_walked_not_recursed_into(walks):
+    """A chain of 2,000 nested tuples (deeper than the interpreter's recursion limit) appended
+    to a module list: walked again (an object may be at its end), with no recursion error."""
+    _fresh_space()
+    _kept_paths()
+    chain: tuple = ()
+    for n in range(2_000):
+        chain = (n, chain)
+    _SPACE["LOG"].append(chain)
+    assert _kept_paths() == _walked_paths()
+    assert walks[0] == 3  # the first, the check's walk again, and the one to compare with

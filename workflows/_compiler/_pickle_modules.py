@@ -1295,10 +1295,11 @@ def _cell_contents(cell: types.CellType) -> Any:
 _ATOMS = frozenset({type(None), bool, int, float, complex, str, bytes})
 
 
-def _plain(v: Any) -> bool:
-    """Whether ``v`` holds no object a walk would index: an atom, or a tuple of such."""
+def _plain(v: Any, depth: int = 0) -> bool:
+    """Whether ``v`` holds no object a walk would index: an atom, or a tuple of such (nested
+    at most 8 deep: a deeper one counts as holding objects, which only costs a walk)."""
     t = type(v)
-    return t in _ATOMS or t is tuple and all(map(_plain, v))
+    return t in _ATOMS or t is tuple and depth < 8 and all(_plain(x, depth + 1) for x in v)
 
 
 def contents(o: Any, modules: Any) -> list[Any]:
