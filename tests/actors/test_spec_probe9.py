@@ -1149,6 +1149,23 @@ def _serving(script: str, *args: str, stdin: bool = False) -> tuple[subprocess.P
     return proc, lines, errors
 
 
+# A new interpreter that imports this module (compiling its workflows) prints its first line
+# after seconds, tens of them on a loaded machine: its lines are waited for up to this, not T.
+STARTUP = 180
+
+
+def _next_line(proc: subprocess.Popen[str], lines: Any, errors: list[str], seen: list[str]) -> str:
+    """The next line ``proc`` prints, waited for up to STARTUP seconds; else the test fails with
+    the lines seen so far and the process's stderr."""
+    import queue
+
+    try:
+        return str(lines.get(timeout=STARTUP)).strip()
+    except queue.Empty:
+        pytest.fail(f"no line from the process within {STARTUP}s (exit code {proc.poll()}); the "
+                    f"lines before: {seen!r}; its stderr:\n{''.join(errors)[-5000:]}")
+
+
 def _exit_code(proc: subprocess.Popen[str], errors: list[str]) -> int:
     """The exit code of ``proc``, which was asked to stop; if it has not exited within T
     seconds, the test fails with the stacks of its threads (SIGABRT, under PYTHONFAULTHANDLER)."""
@@ -1217,7 +1234,7 @@ def test_sigterm_while_steps_and_a_procedure_run_exits_cleanly_and_the_next_star
         # SIGTERM once serve() has taken it, the procedure runs and a signal was acknowledged.
         while not ("started once" in seen and "first signal acknowledged" in seen
                    and any("system_serving" in x for x in seen)):
-            seen.append(lines.get(timeout=T).strip())
+            seen.append(_next_line(proc, lines, errors, seen))
         proc.send_signal(os_signal.SIGTERM)  # the procedure runs, the counter's steps too
         proc.stdin.write("go\n")  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
@@ -1667,8 +1684,9 @@ def test_serve_and_serve_async_stop_cleanly_on_sigterm_and_sigint(tmp_path, sig,
     path = str(tmp_path / "s.db")
     proc, lines, errors = _serving(SERVE_SIMPLE, path, mode)
     try:
-        while "system_serving" not in lines.get(timeout=T):
-            pass
+        seen: list[str] = []
+        while not any("system_serving" in x for x in seen):
+            seen.append(_next_line(proc, lines, errors, seen))
         proc.send_signal(getattr(os_signal, sig))
         assert _exit_code(proc, errors) == 0, "".join(errors)
     finally:
