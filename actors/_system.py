@@ -726,15 +726,10 @@ class ActorSystem:
         def wake(p: Promise[tuple[list[Delivered], list[tuple[str, Dropped]]]]) -> None:
             if p.exception() is not None:
                 return
-            delivered, dropped = p.result()
+            delivered, _dropped = p.result()
             if self._rt.metrics is not None:
                 self._rt.metrics.signal_sent("broadcast", len(delivered))
             self._rt.wake(delivered)
-            for wid, why in dropped:
-                # A subscriber that ended is expected; a full inbox is worth a warning (as for a
-                # workflow's own sends, which its history records).
-                level = self._log.debug if why.expected else self._log.warning
-                level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=str(why))
 
         try:
             blob = dumps(payload)
@@ -746,7 +741,14 @@ class ActorSystem:
             raise TypeError(f"broadcast {name!r}: payload cannot be loaded back ({e})") from e
         written = self._rt.store.submit_broadcast(name, key, blob, at=self.clock.now())
         self._rt.after_commit(written, wake)
-        return len(self._rt.written(written, f"broadcast {name!r}")[0])
+        delivered, dropped = self._rt.written(written, f"broadcast {name!r}")
+        for wid, why in dropped:
+            # A subscriber that ended is expected; a full inbox is worth a warning (as for a
+            # workflow's own sends, which its history records). Logged here, by the caller, so
+            # that it is logged when broadcast() returns.
+            level = self._log.debug if why.expected else self._log.warning
+            level("broadcast_dropped", workflow_id=wid, name=name, filter=key, reason=str(why))
+        return len(delivered)
 
     async def broadcast_async(self, name: str, filter_value: Any = None, payload: Any = None) -> int:
         """``broadcast`` for asyncio code: how many got it, once durable, without blocking the loop.
