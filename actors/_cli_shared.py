@@ -9,7 +9,6 @@ import math
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from persistence._urls import display_url
 from workflows._compiler._signals import names_in_source
 from workflows._errors import check_text
 
-from ._info import types_named
+from ._info import types_named, utc_text
 
 
 class CliError(Exception):
@@ -223,6 +222,30 @@ def _signal_names_of(key: str, at: str | None = None,
     return names_in_source(source, qualname) if named is None else names_in_source(source, qualname, named)
 
 
+def _listed(names: frozenset[str]) -> str:
+    return ", ".join(repr(n) for n in sorted(names)) or "none"
+
+
+def awaited_text(key: str, at: str | None, kind: str) -> str | None:
+    """The names the code of workflow type ``key`` awaits, signals and requests apart, for a
+    warning about a ``kind`` ("signal" or "request") name it never awaits: a request name is
+    never offered as a signal to send, nor a signal's as one to ask. None when its source does
+    not tell."""
+    signals = _signal_names_of(key, at, SIGNAL_COMMANDS)
+    requests = _signal_names_of(key, at, REQUEST_COMMANDS)
+    if signals is None or requests is None:
+        names = _signal_names_of(key, at)
+        if names is None:
+            return None
+        return f"the {'signals' if kind == 'signal' else 'signal and request names'} it awaits: {_listed(names)}"
+    if kind == "signal":
+        text = f"the signals it awaits: {_listed(signals)}"
+        return text + (f"; the requests it awaits (asked with `wf ask`, not sent as signals): "
+                       f"{_listed(requests)}" if requests else "")
+    text = f"the signal and request names it awaits: requests {_listed(requests)}"
+    return text + (f"; signals (sent with `wf signal`, not asked) {_listed(signals)}" if signals else "")
+
+
 def other_kind_note(key: str, at: str | None, name: str, kind: str) -> str | None:
     """When the workflow awaits ``name`` only as the other kind (a request for a signal sent,
     a signal for an ask), what to say: a signal is never taken by ``request(name)``, nor an ask
@@ -258,4 +281,4 @@ def why_missing(store: Store, wid: str) -> str:
 
 
 def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
+    return utc_text(t)

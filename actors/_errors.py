@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 from persistence._errors import rebuilt_error
 from workflows import Status
+
+from ._info import utc_text
 
 
 def span(seconds: float) -> str:
@@ -162,7 +162,7 @@ class AskFailed(ActorSystemError):
 
 
 def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(t))
+    return utc_text(t)
 
 
 class WorkflowPruned(UnknownWorkflow):
@@ -179,7 +179,7 @@ class WorkflowPruned(UnknownWorkflow):
         self.workflow_type = workflow_type
         self.status = _status(status)
         self.ended_at = ended_at
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ended_at))
+        when = utc_text(ended_at, "%Y-%m-%d %H:%M:%S")
         KeyError.__init__(
             self,
             f"workflow {workflow_id!r} ({workflow_type}) ended {status} at {when}Z and was pruned; "

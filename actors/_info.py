@@ -3,7 +3,9 @@ of what a workflow waits for: shared by the system, ``wf`` and the web view."""
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -49,6 +51,24 @@ class WorkflowInfo:
     published: dict[str, Any] = field(default_factory=dict)
 
 
+def utc_text(t: float, fmt: str = "%Y-%m-%d %H:%M:%SZ") -> str:
+    """A time as ``wf`` and the web view print it, UTC (``fmt``; marked Z: ``2026-01-31
+    02:00:00Z``), never failing: a
+    time past the year 9999 (a timer armed thousands of years ahead) is written by the C
+    library's calendar, and one beyond any calendar as seconds from 1970."""
+    try:
+        return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime(fmt)
+    except (OverflowError, ValueError, OSError):
+        pass
+    try:
+        return time.strftime(fmt, time.gmtime(t))
+    except (OverflowError, ValueError, OSError):
+        pass
+    if not math.isfinite(t):
+        return f"{t!r} (not a time)"
+    return f"{t:.6g}s from 1970-01-01 (too far from now to write as a date)"
+
+
 def waiting_text(waiting_on: str | None) -> str | None:
     if not waiting_on:
         return None
@@ -59,7 +79,7 @@ def waiting_text(waiting_on: str | None) -> str | None:
     parts = []
     for a in w.get("arms", []):
         if a["kind"] == "timer":
-            parts.append(f"timer {a['name']!r} due {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(a['due_at']))}Z")
+            parts.append(f"timer {a['name']!r} due {utc_text(a['due_at'])}")
         elif a["kind"] == "signal":
             parts.append(f"signal {a['name']!r}")
         elif a["kind"] == "request":

@@ -46,6 +46,7 @@ from ._cli_shared import (
     _short,
     _shown,
     _signal_names_of,
+    awaited_text,
     check_request,
     other_kind_note,
     owner_of,
@@ -56,15 +57,16 @@ from ._cli_shared import (
     why_missing,
 )
 from ._errors import ActorSystemError, AskFailed, WorkflowNotRunning, span
-from ._info import info_from_record, waiting_text
+from ._info import info_from_record, utc_text, waiting_text
 from ._wait import unpack_step
 
 
 def _ts(t: float | None) -> str:
-    """A time as wf prints it: UTC, marked Z as the due times of a wait and wf nodes are."""
+    """A time as wf prints it: UTC, marked Z as the due times of a wait and wf nodes are. Never
+    fails: a time past the year 9999 (a timer armed thousands of years ahead) is written too."""
     if t is None:
         return "-"
-    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return utc_text(t)
 
 
 def _safe_loads(blob: bytes | None) -> Any:
@@ -118,7 +120,7 @@ def _clip(text: str, full: bool) -> str:
 def cmd_list(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 0:
         raise CliError(f"--limit must be 0 (no limit) or more, got {args.limit}")
-    limit = DEFAULT_LIMIT if args.limit is None else (args.limit or None)
+    limit = DEFAULT_LIMIT if args.limit is None else (min(args.limit, 2**62) or None)  # (an int SQL holds)
     store = _open(args.db)
     try:
         counts = store.count_workflows()
@@ -201,11 +203,17 @@ def cmd_show(args: argparse.Namespace) -> int:
         # position ``--before`` (each event's place in the whole history, as ref.history() has it).
         if args.history:
             history, first = store.history_page(rec.id, args.history + 1, args.before)
+            unshown = 0
         else:
-            history, first = [], 0
+            # --history 0 shows none: how many there are (the page of none ends where the events
+            # before --before end; that before position 0 starts at the oldest kept).
+            history, end = store.history_page(rec.id, 0, args.before)
+            first = end
+            unshown = end - store.history_page(rec.id, 0, 0)[1]
         cut = len(history) > args.history
         if cut:
             history, first = history[1:], first + 1
+        cut = cut or unshown > 0  # (--history 0 left every one out)
         # Every step is kept, unless the system keeps the newest few (``history_limit``).
         oldest = store.oldest_step_kept(rec.id) if rec.step_seq else None
         steps_not_kept = max(0, (oldest or 1) - 1)
@@ -304,6 +312,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                     frames = [line.strip() for line in tb.splitlines() if line.startswith("  File ")]
                     if frames:  # where it was raised: the innermost frame
                         print(f"at        {frames[-1]} (--full prints the traceback)")
+        if unshown:
+            before = f" before position {args.before}" if args.before is not None else ""
+            print(f"history ({unshown:,} event{'' if unshown == 1 else 's'}{before}, none shown with "
+                  f"--history 0; --history N shows the newest N)")
         if history:
             before = f" before position {args.before}" if args.before is not None else ""
             print("history" + (
@@ -344,7 +356,10 @@ def _post(args: argparse.Namespace, kind: str, name: str | None, payload: str | 
             when = "a system running on it carries it out within a second, or the next one to start"
         else:
             when = f"{_nobody_runs(store, args.db)}: the request waits in the {_kept_in(store)} for the next one to start"
-        print(f"queued {kind.replace('_', ' ')} #{seq} for {rec.id}: {when}")
+        # The request's number in the queue of wf's requests, which is not the number the
+        # signal gets in the workflow's inbox (`wf show` lists it under buffered).
+        what = kind.replace("_", " ") + (f" {name!r}" if name is not None else "")
+        print(f"queued {what} for {rec.id} (request #{seq}): {when}")
         return 0
     finally:
         store.close()
@@ -379,11 +394,10 @@ def _warn_if_never_awaited(rec: Any, name: str, what: str = "a signal") -> None:
         if note is not None:
             print(f"wf: warning: {note}. Queued anyway.", file=sys.stderr)
         return
-    awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
+    awaited = awaited_text(rec.type, at, "signal" if what == "a signal" else "request")
     print(
         f"wf: warning: the code of workflow {rec.id!r} ({rec.type}) never awaits {what} named "
-        f"{name!r}; the {'signals' if what == 'a signal' else 'signal and request names'} it awaits: "
-        f"{awaited}. Queued anyway: it stays in the workflow's inbox.",
+        f"{name!r}; {awaited}. Queued anyway: it stays in the workflow's inbox.",
         file=sys.stderr,
     )
 
@@ -505,6 +519,8 @@ def cmd_fire_timer(args: argparse.Namespace) -> int:
 
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# The largest --older-than: 1,000 years, which keeps the cut-off a date (wf prints it).
+MAX_AGE_DAYS = 365_000
 # Workflows deleted per transaction by `wf prune` on a file no system owns.
 PRUNE_BATCH = 1000
 
@@ -531,7 +547,13 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"takes a number and a unit (s, m, h or d), e.g. 90s, 30m, 1h or 7d; got {text!r}"
         )
-    return float(m.group(1)) * UNITS[m.group(2)]
+    age = float(m.group(1)) * UNITS[m.group(2)]
+    if not age <= MAX_AGE_DAYS * UNITS["d"]:  # (an infinity too: digits past a float's range)
+        raise argparse.ArgumentTypeError(
+            f"is too large: got {text.strip()[:40]!r}; an age is accepted up to {MAX_AGE_DAYS}d "
+            f"(1,000 years; {MAX_AGE_DAYS * 24}h)"
+        )
+    return age
 
 
 def _count(n: int) -> str:
@@ -725,7 +747,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     width = max(len("NODE"), *(len(n.node_id) for n in nodes))
     print(f"{'NODE':<{width}}  STATE  SHARDS  HEARTBEAT  STARTED               PROCESS")
     for n in nodes:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(n.started_at)) + "Z"
+        started = _ts(n.started_at)
         age = f"{n.heartbeat_age:.1f}s ago"
         print(f"{n.node_id:<{width}}  {n.state:<5}  {n.shards:>6}  {age:>9}  {started}  {n.pid} on {n.host}")
     return 0
@@ -889,7 +911,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.set_defaults(func=cmd_upgrade)
 
 
-    sp = add("nodes", "list the nodes of the cluster on a postgresql:// URL: state, shards, heartbeat")
+    sp = add("nodes", "list the nodes of the cluster on a postgresql:// URL: state, shards, heartbeat "
+             "(on a SQLite file: the system that has it open, its one node)")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.set_defaults(func=cmd_nodes)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime as _dt
 import functools
 import hmac
 import json
@@ -45,7 +44,7 @@ from starlette.staticfiles import StaticFiles
 from persistence import STATUSES, PersistenceError, StorageUnavailable, Store
 
 from .. import _cli_shared as cli
-from .._info import waiting_text
+from .._info import utc_text, waiting_text
 from . import data
 
 HERE = Path(__file__).resolve().parent
@@ -135,7 +134,7 @@ class Guard:
 def _ts(t: float | None) -> str:
     if t is None:
         return "-"
-    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return utc_text(t, "%Y-%m-%d %H:%M:%S")
 
 
 def _ago(t: float | None, now: float) -> str:
@@ -254,9 +253,9 @@ class UI:
             at = cli.wait_location(rec.waiting_on)
             names = cli._signal_names_of(rec.type, at)
             if names is not None and name not in names:
-                awaited = ", ".join(repr(n) for n in sorted(names)) or "none"
-                note = (f" Note: the code of {rec.type} never awaits a signal named {name!r} (it awaits "
-                        f"{awaited}); it stays in the workflow's inbox.")
+                awaited = cli.awaited_text(rec.type, at, "signal")
+                note = (f" Note: the code of {rec.type} never awaits a signal named {name!r} ({awaited}); "
+                        f"it stays in the workflow's inbox.")
             elif names is not None and name is not None:
                 other = cli.other_kind_note(rec.type, at, name, "signal")
                 note = f" Note: {other}." if other else ""
@@ -270,18 +269,18 @@ class UI:
             owner = self.owner()
         except PersistenceError as e:
             return {"level": "waiting",
-                    "text": f"queued {label} #{seq}, but whether a system runs on {self.shown_db} could not be "
+                    "text": f"queued {label} (request #{seq}), but whether a system runs on {self.shown_db} could not be "
                             f"asked ({e}); a running system carries it out, or else the next to start.{note}"}
         if owner is None:
             return {"level": "waiting",
-                    "text": f"queued {label} #{seq}: no system has {self.shown_db} open, so the request waits "
+                    "text": f"queued {label} (request #{seq}): no system has {self.shown_db} open, so the request waits "
                             f"in the database for the next one to start, which carries it out first.{note}"}
         who = f"the running system (pid {owner.get('pid')})"
         deadline = time.monotonic() + ACTION_WAIT
         while any(x.seq == seq for x in self.store.take_external(seq - 1)[:1]):
             if time.monotonic() >= deadline:
                 return {"level": "waiting",
-                        "text": f"queued {label} #{seq}: {who} has not taken it within {ACTION_WAIT:g}s (it is "
+                        "text": f"queued {label} (request #{seq}): {who} has not taken it within {ACTION_WAIT:g}s (it is "
                                 f"busy, or the workflow's inbox is full); it stays queued, and is listed "
                                 f"below until it is carried out.{note}"}
             time.sleep(0.05)

@@ -17,7 +17,7 @@ from typing import Any
 from persistence import STATUSES, Store, WorkflowRecord, loads
 
 from .._cli_shared import value_text
-from .._info import waiting_text
+from .._info import utc_text, waiting_text
 
 PAGE = 50  # workflows per page of the list, unless ?limit= says otherwise
 PAGE_MAX = 500
@@ -423,7 +423,7 @@ def _node_field(key: str, value: Any) -> Any:
     (``*_age``) in seconds; anything else as it is (escaped by the template)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if key.endswith("_at"):
-            return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value))
+            return utc_text(value, "%Y-%m-%d %H:%M:%S")
         if key.endswith("_age"):
             return f"{value:.1f}s ago"
     return value

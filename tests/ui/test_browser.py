@@ -220,7 +220,7 @@ def test_send_a_signal_and_watch_the_workflow_move_on(site, page) -> None:
     # machine it answers before the step (or before the signal is taken), and the page follows.
     assert re.search(
         r"signal 'bid' carried out by the running system \(pid \d+\): (it is running|delivered; "
-        r"the workflow has not taken its step yet)|queued signal 'bid' #\d+: the running system "
+        r"the workflow has not taken its step yet)|queued signal 'bid' \(request #\d+\): the running system "
         r"\(pid \d+\) has not taken it", outcome), outcome
     # The history shows the step the signal woke.
     woke = page.locator("table.events tr >> nth=0", has_text="step=3,")
@@ -261,7 +261,7 @@ def test_an_action_sent_while_its_workflow_moves_on_gets_its_answer(site, page) 
         held[0].continue_()
     # (on a busy machine the answer may say the system has not taken it yet: an answer all the same)
     text = html.unescape(answer.value.text())
-    assert re.search(r"signal 'bid' carried out by the running system|queued signal 'bid' #\d+",
+    assert re.search(r"signal 'bid' carried out by the running system|queued signal 'bid' \(request #\d+\)",
                      text), text[:2000]
     page.unroute("**/signal")
     site["system"].idle(timeout=T)  # (the answer may come before the step: it says so)
