@@ -304,6 +304,32 @@ def _type_name(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+def kind_of(obj: Any) -> str:
+    """What a path reference records of the object it leads to, and a restore checks: its
+    type's name; for a class or a function, which one too (``builtins.type game.Circle``): in
+    another process the place may hold another class (a class the workflow made and put as a
+    key of a module dict, where the new process's import put one of its own), which must not
+    stand in for it."""
+    t = type(obj)
+    if t is types.FunctionType or isinstance(obj, type):
+        return f"{_type_name(t)} {getattr(obj, '__module__', None)}.{obj.__qualname__}"
+    return _type_name(t)
+
+
+def kind_matches(obj: Any, kind: str) -> bool:
+    """Whether ``obj`` is what a reference recording ``kind`` (``kind_of``; a type's name alone
+    in checkpoints written before classes and functions were named) was written for."""
+    return (kind_of(obj) if " " in kind else _type_name(type(obj))) == kind
+
+
+def kind_text(kind: str) -> str:
+    """``kind`` as words: "a game.Hero", "the class game.Circle", "the function game.f"."""
+    tname, _, which = kind.partition(" ")
+    if not which:
+        return f"a {tname}"
+    return f"the {'function' if tname == 'builtins.function' else 'class'} {which}"
+
+
 # Per module namespace (by id, with the namespace: its id is not reused while held here): the
 # globals a workflow of the module declares ``global`` and assigns, each with the object it was
 # bound to when the workflow was compiled (``workflow_writes``).
@@ -940,7 +966,7 @@ class ModuleData:
     def more_paths(self, obj: Any) -> list[Ref]:
         """The references of a function module data holds beyond the one ``path`` gives."""
         self.paths()
-        return self._more.get(id(obj), [])
+        return [(*ref[:4], kind_of(obj)) for ref in self._more.get(id(obj), [])]
 
     def observers(self) -> list[Any]:
         """The functions module data holds that close over the frames being checkpointed (an
@@ -952,6 +978,8 @@ class ModuleData:
         """The reference of an object reached through module data, or None; ModuleTooLarge if
         the walk stopped before it could tell."""
         ref = self.paths().get(id(obj))
+        if ref is not None and ref[3] and (type(obj) is types.FunctionType or isinstance(obj, type)):
+            return (*ref[:4], kind_of(obj))
         if ref is None and self.truncated is not None and not self._is_own(obj):
             raise ModuleTooLarge(
                 f"the module-level data of {', '.join(self.truncated)} holds more than "
@@ -1566,7 +1594,7 @@ def resolve_ordered(
             o = step_into(o, moved[at])
     except Exception:
         return _resolve_ref(pid)  # says where it leads nowhere, or the object it leads to
-    if _type_name(type(o)) != tname:
+    if not kind_matches(o, tname):
         return _resolve_ref(pid)
     return o
 
@@ -1673,8 +1701,9 @@ def _resolve_ref(pid: Ref) -> Any:
             )
             where = ref_text((tag, root, name, steps[:n], tname))
             raise ValueError(f"{where} has no {what}") from None
-    if _type_name(type(o)) != tname:
-        raise ValueError(f"{ref_text(pid)} is a {_type_name(type(o))} now, not a {tname}")
+    if not kind_matches(o, tname):
+        now = kind_of(o) if " " in tname else _type_name(type(o))
+        raise ValueError(f"{ref_text(pid)} is {kind_text(now)} now, not {kind_text(tname)}")
     return o
 
 

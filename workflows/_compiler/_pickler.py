@@ -106,8 +106,9 @@ from ._pickle_modules import (
     _function_setstate,
     _GlobalsRef,
     _resolve_ref,
-    _type_name,
     _Unresolved,
+    kind_matches,
+    kind_text,
     module_constant,
     namespace,
     number_ids,
@@ -1750,7 +1751,7 @@ class CheckpointUnpickler(pickle.Unpickler):
                 if self._broken is None:
                     what = "module-level data" if tag == "p" else f"module {pid[1]!r}"
                     self._broken = (
-                        f"it held the {pid[4]} at {ref_text(pid)} of {what}, and in this "
+                        f"it held {kind_text(pid[4])} at {ref_text(pid)} of {what}, and in this "
                         f"process {e}",
                         stand_in,
                     )
@@ -1863,7 +1864,7 @@ def _found_again(ref: Ref, ident: int) -> Any:
                 o = step_into(o, st)
     except Exception:  # the walk or the path failed: the value
         return None
-    return o if id(o) == ident and _type_name(type(o)) == ref[4] else None
+    return o if id(o) == ident and kind_matches(o, ref[4]) else None
 
 
 def loads(payload: bytes) -> Any:
