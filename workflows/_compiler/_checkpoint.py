@@ -26,7 +26,7 @@ from .._registry import resolve
 from . import _settable
 from ._driver import Continuation
 from ._pickle_caches import CachedCallRefused
-from ._pickle_modules import _LIBRARY_DIRS
+from ._pickle_modules import _LIBRARY_DIRS, process_objects
 from ._pickle_sets import (
     BY_VALUE,
     ElementHashRefused,
@@ -219,6 +219,7 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
     records: list[Any] = []  # the Events met and their class, which must not be module data
     own: list[Any] = []  # the containers (and methods of containers) met
     bigs: list[int] = []  # the ints that may be the id of an object
+    process = process_objects()  # sys.path, os.environ...: kept as the process's own
     low = _LOW_ADDRESS
     for o in values:
         t = type(o)
@@ -267,6 +268,8 @@ def _plain_frames(frames: list[Frame], data: ModuleData | None = None) -> bool:
         budget -= 1
         if budget < 0:
             return False
+        if id(o) in process:
+            return False  # the process's own (sys.path): kept as the restoring process's
         if t is dict:
             if id(o) in data.containers():
                 return False  # a module-level container: kept by name

@@ -304,6 +304,36 @@ def _type_name(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
+# Objects of the process, not of a workflow nor of a module's data: the environment, the import
+# path, the command line, the warnings filters, the generator behind ``random.random``.
+# A local holding one (``env = os.environ``, ``pick = random.choice``, ``path = sys.path``) is
+# the restoring process's object again, as natively it is the process's: a copy would take
+# changes no one else sees (an environment variable set on it that ``os.environ`` lacks) and
+# repeat the draws of the shared generator.
+# (Those holding modules or import machinery, ``sys.modules``, ``sys.meta_path``, do not pickle:
+# a checkpoint's first pass writes lists and dicts by value at C speed, and refuses them.)
+_PROCESS_OBJECTS = (
+    ("os", "environ"), ("os", "environb"), ("sys", "path"), ("sys", "argv"),
+    ("warnings", "filters"), ("random", "_inst"),
+)
+
+
+def process_objects() -> dict[int, tuple[str, str]]:
+    """id -> (module, name) of each of the process's objects (``_PROCESS_OBJECTS``) there now."""
+    out: dict[int, tuple[str, str]] = {}
+    for module, name in _PROCESS_OBJECTS:
+        m = sys.modules.get(module)
+        o = getattr(m, name, None) if m is not None else None
+        if o is not None:
+            out[id(o)] = (module, name)
+    return out
+
+
+def process_object(module: str, name: str) -> Any:
+    """The restoring process's ``module.name`` (one of ``_PROCESS_OBJECTS``)."""
+    return getattr(importlib.import_module(module), name)
+
+
 def kind_of(obj: Any) -> str:
     """What a path reference records of the object it leads to, and a restore checks: its
     type's name; for a class or a function, which one too (``builtins.type game.Circle``): in

@@ -116,6 +116,8 @@ from ._pickle_modules import (
     ordered,
     positional,
     positional_problem,
+    process_object,
+    process_objects,
     rebind_ref,
     ref_text,
     resolve_ordered,
@@ -439,6 +441,7 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
         self._spaces = spaces
         self._data = data if data is not None else ModuleData(spaces)
         self._globals: dict[int, Any] | None = None  # the data's globals, when first needed
+        self.process = process_objects()  # id -> (module, name): kept as the process's own
         self.reached = False  # an object kept by reference, or a set iterator, was met
         # id(d) -> (d, its instance): __dict__s held apart from an instance that its state
         # cannot give back (CheckpointPickler writes each as a reference to the instance)
@@ -524,6 +527,8 @@ class _Pickler(cloudpickle.CloudPickler):  # type: ignore[misc]  # cloudpickle i
             ref = self._data.global_ref(obj)
             if ref is not None:
                 return (workflow_global, ref)
+        if id(obj) in self.process:  # os.environ, random's generator: the restoring process's
+            return (process_object, self.process[id(obj)])
         own = _OWN_OVERRIDES.get(t)
         if own is not None:
             return own(self, obj)
@@ -947,6 +952,7 @@ _UNSHARED: set[type] = {
 # Functions of this package that reduce tuples name: pickled by reference (what cloudpickle
 # decides for them too, slowly), never looked up in module data.
 _BY_NAME: set[Any] = {
+    process_object,
     _restore_live_iter,
     _restore_native_dict_iter,
     _exhausted,
@@ -1204,6 +1210,9 @@ class CheckpointPickler(_Pickler):
                 return self._dict_of(obj, held[1])
         if t is set or t is list or t is dict or t is frozenset or t is bytearray:
             # (the C pickler writes these without asking reducer_override)
+            proc = self.process.get(id(obj))
+            if proc is not None:  # sys.path, sys.modules: the restoring process's
+                return ("X", *proc)
             ref = data.global_ref(obj)
             if ref is not None:
                 return ("g", *ref)
@@ -1721,6 +1730,8 @@ class CheckpointUnpickler(pickle.Unpickler):
             return address
         if tag == "g":
             return workflow_global(pid[1], pid[2])
+        if tag == "X":  # one of the process's objects (sys.path): the restoring process's
+            return process_object(pid[1], pid[2])
         if tag == "P":  # a path, and the value to use where it leads nowhere in this process
             ref, mark = (pid[1:6], pid[6]) if len(pid) == 8 else (pid[1:-1], None)
             try:
@@ -1926,6 +1937,7 @@ def dumps(
         _EMPTY_SET in payload
         or _FROZENSET in payload
         or p.reached
+        or not p.process.keys().isdisjoint(memo)  # sys.path written (a list: no reducer_override)
         or data.addresses
         or _shares_containers(data, memo)
         or _numbers_held_twice(data, items)
