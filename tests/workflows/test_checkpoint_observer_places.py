@@ -57,3 +57,64 @@ def test_an_observer_registered_at_three_places_is_put_back_at_each():
     h = WorkflowHarness(registers_one_observer_at_three_places, 5, roundtrip=True)
     h.fire_timer("t")
     assert h.result() == WANT
+
+
+# In a new process (after a crash) the import made these empty: the observers the workflow
+# registered are put back at their places (a key of the dict, the next place of the list), so
+# the module calls the restored workflow's functions there too. They were left out: the places
+# led nowhere there, and the module no longer called the workflow.
+HANDLERS: dict = {}
+LISTENERS: list = []
+MODULE = "tests.workflows.test_checkpoint_observer_places"
+
+
+@workflow
+async def registers_observers_a_new_process_lacks(n):
+    bonus = n
+
+    def heal(p):
+        return p + bonus
+
+    HANDLERS["heal"] = heal
+    LISTENERS.append(lambda p: p * bonus)
+    await timer("t", 1)
+    return ("heal" in HANDLERS and HANDLERS["heal"](10), [f(10) for f in LISTENERS])
+
+
+def test_observers_registered_under_a_new_key_or_place_are_put_back_in_a_new_process():
+    from .diffharness import resume_in_a_new_interpreter
+
+    HANDLERS.clear()
+    LISTENERS.clear()
+    h = WorkflowHarness(registers_observers_a_new_process_lacks, 5, native=True)
+    h.fire_timer("t")
+    assert h.result() == (15, [50])
+    HANDLERS.clear()
+    LISTENERS.clear()
+    h = WorkflowHarness(registers_observers_a_new_process_lacks, 5, roundtrip=False)
+    blob = h.checkpoint()
+    HANDLERS.clear()
+    LISTENERS.clear()
+    got = resume_in_a_new_interpreter(
+        blob, module=MODULE, workflow_type=registers_observers_a_new_process_lacks.__workflow_key__,
+        finish=True,
+    )
+    assert got == (15, [50])
+
+
+def test_an_observer_the_application_removed_is_not_put_back_in_the_same_process():
+    from workflows._compiler import restore, step
+    from workflows._context import StepContext
+
+    HANDLERS.clear()
+    LISTENERS.clear()
+    h = WorkflowHarness(registers_observers_a_new_process_lacks, 5, roundtrip=False)
+    blob = h.checkpoint()
+    HANDLERS.clear()  # the application unregistered them (natively: they stay unregistered)
+    LISTENERS.clear()
+    cont = restore(blob)
+    key = registers_observers_a_new_process_lacks.__workflow_key__
+    with StepContext(workflow_id="w", workflow_type=key, now=2.0).active():
+        r = step(cont, send=None)
+    assert r.value == (False, [])
+    HANDLERS.clear()

@@ -1737,11 +1737,26 @@ def _resolve_ref(pid: Ref) -> Any:
     return o
 
 
-def rebind_ref(pid: Ref, value: Any) -> None:
+def rebind_ref(pid: Ref, value: Any, elsewhere: bool = False) -> None:
     """Put ``value`` where the "p" or "m" reference ``pid`` leads, if it leads to an object of
-    the recorded type there in this process (else leave the module's data alone)."""
+    the recorded kind there in this process. In a process other than the one that wrote it
+    (``elsewhere``: one that did not run the registration), where the place is missing from a
+    container that is there (the key of a dict, the next place of a list), put it there too.
+    Else leave the module's data alone (in the process that wrote it, a place gone since was
+    emptied by the application: the registration was undone)."""
     try:
-        _resolve_ref(pid)  # it still leads to an object of the recorded type
+        try:
+            _resolve_ref(pid)  # it still leads to an object of the recorded kind
+        except ValueError:
+            if not elsewhere:
+                return
+            parent = _parent_of(pid)
+            kind, k = pid[3][-1]
+            if kind == "k" and isinstance(parent, dict) and k not in parent:
+                parent[k] = value  # a handler registered under a key the import did not make
+            elif kind == "i" and type(parent) is list and k == len(parent):
+                parent.append(value)  # an observer appended to a list the import left shorter
+            return
         parent = _parent_of(pid)
         _put(parent, pid[3][-1], value)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):

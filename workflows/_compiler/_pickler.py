@@ -1283,8 +1283,8 @@ class CheckpointPickler(_Pickler):
             # place module data held it (registered in two lists, put back in both).
             more = self._data.more_paths(obj)
             if more:
-                return ("RR", (path, *more), obj)
-            return ("R", *path, obj)
+                return ("RR", (path, *more), obj, PROCESS)
+            return ("R", *path, PROCESS, obj)
         if ordered(path[3]):
             # Found by its place in a list or a dict: in another process the module may have
             # built that container in another order, where the place holds another object.
@@ -1748,11 +1748,15 @@ class CheckpointUnpickler(pickle.Unpickler):
             except ValueError:
                 return pid[-1]
         if tag == "R":  # the workflow's own function, put back where module data held it
-            rebind_ref(pid[1:-1], pid[-1])
+            # (written with the process that wrote it since the places missing in another
+            # process are filled: a process that did not run the registration)
+            elsewhere = len(pid) == 8 and pid[6] != PROCESS
+            rebind_ref(pid[1:6], pid[-1], elsewhere)
             return pid[-1]
         if tag == "RR":  # the same, held at several places of module data
+            elsewhere = len(pid) == 4 and pid[3] != PROCESS
             for ref in pid[1]:
-                rebind_ref(ref, pid[2])
+                rebind_ref(ref, pid[2], elsewhere)
             return pid[2]
         if tag == "p" or tag == "m":
             try:
