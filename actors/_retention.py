@@ -17,7 +17,10 @@ Children: a finished child is deleted by the same rule whether or not its parent
 outcome was written into its parent's inbox by the step that ended it, a row of the parent's that
 stays until the parent consumes it; nothing else of a running parent refers to a child's row. Once
 it is gone, its id is free: a later ``spawn(..., id=...)`` or ``start(..., id=...)`` of that id
-starts a new workflow instead of finding the old one.
+starts a new workflow instead of finding the old one. A finished parent is deleted whether or not
+its children still run (detached, or cleaning up after a cancel): they are unlinked from it (their
+``parent_id`` cleared), so a new workflow under its id (``reuse_id``) neither lists them nor takes
+their outcomes, which are dropped as outcomes for a pruned parent.
 """
 
 from __future__ import annotations

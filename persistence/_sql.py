@@ -99,6 +99,15 @@ DELIVER = (
     "INSERT INTO {s}.inbox (workflow_id, kind, name, payload, created_at) "
     "SELECT ?, ?, ?, ?, ? FROM {s}.workflows AS w WHERE w.id = ? AND w.status = 'running'"
 )
+# A child's outcome, into the inbox of the parent its row names: the child's actor keeps its
+# parent's id from its start, but a parent pruned unlinks its children (``prune_finished``), and a
+# new workflow may have started under its id since (``reuse_id``), which never spawned the child.
+# (The condition is on the row of the message's name, if there is one: a store's caller may
+# append an outcome of no workflow's; the engine's own come from the ending child's step.)
+DELIVER_CHILD = DELIVER + (
+    " AND NOT EXISTS (SELECT 1 FROM {s}.workflows AS c WHERE c.id = ? "
+    "AND (c.parent_id IS NULL OR c.parent_id <> w.id))"
+)
 # A setting kept in the meta table (beside the schema's version).
 PUT_META = (
     "INSERT INTO {s}.meta (key, value) VALUES (?, ?) "

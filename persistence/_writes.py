@@ -124,10 +124,13 @@ def _deliver(
     """Send one inbox append; the returned function gives the row, or why it did not go in.
 
     Only signals count against the bound: a cancel or a child's outcome must always get through,
-    and so must a signal the workflow awaits now when none of its name is buffered already.
+    and so must a signal the workflow awaits now when none of its name is buffered already. A
+    child's outcome goes only to the parent the child's row names (``DELIVER_CHILD``).
     """
     values = (workflow_id, kind, name, payload, at, workflow_id)
-    if kind != SIGNAL:
+    if kind == CHILD:
+        cur = w.insert_id(_sql.DELIVER_CHILD, "seq", (*values, name))
+    elif kind != SIGNAL:
         cur = w.insert_id(_sql.DELIVER, "seq", values)
     elif w.pipelined:
         cur = w.insert_id(
@@ -147,11 +150,20 @@ def _deliver(
         status = w.query_one(_sql.STATUS, (workflow_id,))
         if status is None:
             return Dropped(DropCause.UNKNOWN)
-        if status[0] != RUNNING:
-            return Dropped(DropCause.ENDED, status=status[0])
-        return Dropped(DropCause.INBOX_FULL, limit=limit)
+        return why_dropped(kind, status[0], limit)
 
     return result
+
+
+def why_dropped(kind: str, status: str, limit: int) -> Dropped:
+    """Why a message for a workflow of ``status`` did not go into its inbox."""
+    if status != RUNNING:
+        return Dropped(DropCause.ENDED, status=status)
+    if kind == CHILD:
+        # Not the child's parent: the one it had was pruned (which unlinked the child), and a
+        # new workflow runs under its id (``DELIVER_CHILD``). Expected, as for a parent pruned.
+        return Dropped(DropCause.ENDED, status="pruned")
+    return Dropped(DropCause.INBOX_FULL, limit=limit)
 
 
 def append_inbox(
@@ -630,6 +642,11 @@ def prune_finished(w: Writer, before: float, limit: int, at: float | None = None
             _delete_of(w, table, "workflow_id", "text", chunk, None)
         cond, params = d.any_of("id", chunk, "text")
         w.execute(f"DELETE FROM {{s}}.workflows WHERE {cond} AND finished_at IS NOT NULL", params)
+        # The one row a pruned workflow leaves in another's: its children (detached, or still
+        # ending) name it as their parent. Unlinked, so that a new workflow started under its id
+        # (``reuse_id``) neither lists them as its own nor takes their outcomes (``DELIVER_CHILD``).
+        cond, params = d.any_of("parent_id", chunk, "text")
+        w.execute(f"UPDATE {{s}}.workflows SET parent_id = NULL WHERE {cond}", params)  # by index
     if ids:
         for wid in ids:
             w.waits.pop(wid, None)  # a finished workflow's, remembered as awaiting nothing

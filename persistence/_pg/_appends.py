@@ -24,7 +24,7 @@ from typing import Any
 
 from persistence import _sql, _writes
 from persistence._errors import PersistenceError
-from persistence._types import CANCEL, CHILD, RUNNING, SIGNAL, Delivered, DropCause, Dropped
+from persistence._types import CANCEL, CHILD, SIGNAL, Delivered, DropCause, Dropped
 from persistence._writer import Deferred, Writer
 
 # How long a key is kept (seconds), and how many appends go between two deletions of old keys.
@@ -97,6 +97,8 @@ def _deliver(
             _keyed(_sql.DELIVER_BOUNDED),
             (*values, workflow_id, limit, limit, workflow_id, name, key, workflow_id),
         )
+    elif kind == CHILD:
+        cur = w.execute(_keyed(_sql.DELIVER_CHILD), (*values, name, key, workflow_id))
     else:
         cur = w.execute(_keyed(_sql.DELIVER), (*values, key, workflow_id))
 
@@ -107,9 +109,7 @@ def _deliver(
         status = w.query_one(_sql.STATUS, (workflow_id,))
         if status is None:
             return Dropped(DropCause.UNKNOWN)
-        if status[0] != RUNNING:
-            return Dropped(DropCause.ENDED, status=status[0])
-        return Dropped(DropCause.INBOX_FULL, limit=limit)
+        return _writes.why_dropped(kind, status[0], limit)
 
     return result
 
